@@ -1,0 +1,128 @@
+"""Typed exception hierarchy. Every message says what went wrong *and* how to fix it.
+
+The CLI maps each class to a distinct exit code (see ``exit_code``).
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "TracelessError",
+    "ConfigError",
+    "UnknownNameError",
+    "ModelError",
+    "ModelNotAvailableError",
+    "ModelIntegrityError",
+    "BackendError",
+    "MemoryStoreError",
+    "SchemaVersionError",
+    "StoreLockedError",
+    "InputFormatError",
+    "ForgetError",
+    "NothingMatchedError",
+    "GateBlockedError",
+    "ReceiptError",
+    "StudyError",
+    "ResumeError",
+    "ReplayError",
+]
+
+
+class TracelessError(Exception):
+    """Base class of every error traceless raises on purpose."""
+
+    exit_code: int = 1
+
+
+class ConfigError(TracelessError):
+    """A configuration value is invalid."""
+
+    exit_code = 2
+
+
+class UnknownNameError(ConfigError):
+    """A name (mode, model, auditor, contract, probe, study …) is not registered."""
+
+    def __init__(self, kind: str, name: str, known: list[str], hint: str = "") -> None:
+        self.kind, self.name, self.known = kind, name, known
+        msg = f"unknown {kind} {name!r}; known {kind}s: {', '.join(sorted(known)) or '(none)'}"
+        if hint:
+            msg += f". {hint}"
+        super().__init__(msg)
+
+
+class ModelError(TracelessError):
+    """Something is wrong with a model or its weights."""
+
+    exit_code = 3
+
+
+class ModelNotAvailableError(ModelError):
+    """A known model is not installed on this machine."""
+
+
+class ModelIntegrityError(ModelError):
+    """A weights file is partial or corrupted (sha256 mismatch)."""
+
+
+class BackendError(ModelError):
+    """A model backend failed (HTTP error, bad response, unsupported feature)."""
+
+
+class MemoryStoreError(TracelessError):
+    """The memory store cannot be opened or written."""
+
+    exit_code = 4
+
+
+class SchemaVersionError(MemoryStoreError):
+    """The memory file was written by a newer traceless."""
+
+
+class StoreLockedError(MemoryStoreError):
+    """The memory file is read-only or locked by another process."""
+
+
+class InputFormatError(TracelessError):
+    """Input data (sessions, datasets, configs) is malformed. Names the line/record and field."""
+
+    exit_code = 5
+
+
+class ForgetError(TracelessError):
+    """A forget operation could not complete; nothing was changed."""
+
+    exit_code = 6
+
+
+class NothingMatchedError(ForgetError):
+    """The forget target matched no artifact (a receipt is still written)."""
+
+    exit_code = 7
+
+
+class GateBlockedError(TracelessError):
+    """The write gate refused a write that carries a forgotten attribute–value pair."""
+
+    exit_code = 8
+
+
+class ReceiptError(TracelessError):
+    """A receipt is malformed or its signature does not verify."""
+
+    exit_code = 9
+
+
+class StudyError(TracelessError):
+    """A study could not run."""
+
+    exit_code = 10
+
+
+class ResumeError(StudyError):
+    """A results directory cannot be resumed by this study/version."""
+
+
+class ReplayError(TracelessError):
+    """A trajectory or checkpoint cannot be replayed (other model or code version)."""
+
+    exit_code = 11

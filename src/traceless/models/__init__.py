@@ -1,0 +1,31 @@
+"""Model backends behind one interface, the embedded-model catalog, and embedders.
+
+Public surface: the message/config/result types, ``ModelBackend`` and the ``KVBackend``
+extension, ``ScriptedBackend`` for tests, ``load_backend`` to build any backend by name,
+and the embedders.
+"""
+
+from traceless.models._base import (
+    ChatMessage,
+    Generation,
+    GenerationConfig,
+    KVBackend,
+    KVState,
+    ModelBackend,
+    messages,
+)
+from traceless.models._embedder import Embedder, HashingEmbedder
+from traceless.models._scripted import ScriptedBackend
+
+__all__ = [
+    "ChatMessage",
+    "Generation",
+    "GenerationConfig",
+    "KVBackend",
+    "KVState",
+    "ModelBackend",
+    "messages",
+    "Embedder",
+    "HashingEmbedder",
+    "ScriptedBackend",
+]

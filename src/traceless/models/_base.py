@@ -1,0 +1,139 @@
+"""The one model interface every backend implements, plus the KV-cache extension
+that the local transformers backend adds for execution-state unlearning (paper 002).
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "ChatMessage",
+    "GenerationConfig",
+    "Generation",
+    "ModelBackend",
+    "KVState",
+    "KVBackend",
+    "messages",
+]
+
+Role = Literal["system", "user", "assistant", "tool"]
+
+
+class ChatMessage(BaseModel):
+    """One chat turn."""
+
+    model_config = ConfigDict(frozen=True)
+
+    role: Role
+    """Who speaks: system, user, assistant or tool."""
+    content: str
+    """The text of the turn."""
+
+
+def messages(*pairs: tuple[str, str]) -> list[ChatMessage]:
+    """Shorthand: ``messages(("system", "..."), ("user", "..."))``."""
+    return [ChatMessage(role=r, content=c) for r, c in pairs]  # type: ignore[arg-type]
+
+
+class GenerationConfig(BaseModel):
+    """Decoding settings. Greedy when ``temperature == 0``; seeded sampling otherwise."""
+
+    model_config = ConfigDict(frozen=True)
+
+    max_new_tokens: int = Field(128, ge=1)
+    """Upper bound on generated tokens."""
+    temperature: float = Field(0.0, ge=0.0)
+    """0 means greedy decoding."""
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    """Nucleus sampling mass (only when sampling)."""
+    seed: int | None = None
+    """Seed for sampling; the same seed reproduces the same tokens on the same backend."""
+    stop: tuple[str, ...] = ()
+    """Extra stop strings; generation always stops at the end of the assistant turn."""
+
+    def cache_key(self) -> str:
+        return self.model_dump_json()
+
+
+class Generation(BaseModel):
+    """One model reply with its accounting."""
+
+    text: str
+    """The generated text (stop sequence and end-of-turn removed)."""
+    prompt_tokens: int
+    """Tokens in the prompt that the backend had to process (after any prefix cache hit)."""
+    completion_tokens: int
+    """Tokens generated."""
+    prompt_seconds: float = 0.0
+    """Wall time spent on the prompt (prefill), when the backend can tell."""
+    decode_seconds: float = 0.0
+    """Wall time spent decoding."""
+    total_seconds: float = 0.0
+    """Wall time for the whole call."""
+    finish_reason: str = "stop"
+    """'stop' (end of turn or stop string) or 'length'."""
+    model: str = ""
+    """Backend/model name that produced it."""
+    cached_prompt_tokens: int = 0
+    """Prompt tokens reused from a prefix cache instead of recomputed."""
+
+
+class ModelBackend(abc.ABC):
+    """Chat messages in; text, token counts and timing out."""
+
+    name: str = "backend"
+
+    @abc.abstractmethod
+    def generate(self, messages: list[ChatMessage], config: GenerationConfig | None = None) -> Generation:
+        """Generate one reply."""
+
+    def generate_batch(
+        self, batch: list[list[ChatMessage]], config: GenerationConfig | None = None
+    ) -> list[Generation]:
+        """Generate a reply for each conversation. Backends override this to batch for real."""
+        return [self.generate(m, config) for m in batch]
+
+    def describe(self) -> dict[str, Any]:
+        """Identity recorded in every result row (name, weights digest, backend kind)."""
+        return {"name": self.name, "backend": type(self).__name__}
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release resources (servers, memory)."""
+
+
+class KVState(Protocol):
+    """An opaque prefilled KV cache plus the token ids it covers."""
+
+    @property
+    def token_ids(self) -> list[int]: ...
+
+    @property
+    def length(self) -> int: ...
+
+
+@runtime_checkable
+class KVBackend(Protocol):
+    """What the runtime of paper 002 needs from a local backend."""
+
+    def chat_token_ids(self, messages: list[ChatMessage], add_generation_prompt: bool = True) -> list[int]:
+        """Token ids of the chat template rendering."""
+        ...
+
+    def prefill(self, token_ids: list[int], state: KVState | None = None) -> KVState:
+        """Extend ``state`` (or a fresh cache) by running ``token_ids`` through the model."""
+        ...
+
+    def decode(self, state: KVState, config: GenerationConfig) -> tuple[KVState, Generation]:
+        """Continue from ``state``; the new tokens are appended to the returned state."""
+        ...
+
+    def crop(self, state: KVState, length: int) -> KVState:
+        """Cut the cache back to its first ``length`` tokens; cropped keys/values are zeroed/freed."""
+        ...
+
+    def next_token_logits(self, state: KVState) -> Any:
+        """Logits for the token after ``state`` (for scoring)."""
+        ...
