@@ -1,0 +1,72 @@
+"""The generic JSON Lines session format (one session per line) and its reader.
+
+Each line::
+
+    {"user_id": "u1", "session_id": "s1", "date": "2023/05/20 (Sat) 02:21",
+     "turns": [{"role": "user", "content": "...", "has_answer": false}, ...],
+     "qa": [{"question": "...", "answer": "..."}]}   # qa optional
+
+Reading is all-or-nothing: a bad line raises ``InputFormatError`` naming the line and
+field, before anything is written.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from traceless.errors import InputFormatError
+from traceless.memory._types import Session
+
+__all__ = ["read_sessions", "parse_session_lines", "write_sessions_jsonl"]
+
+
+def parse_session_lines(lines: Iterable[str], source: str = "<input>") -> list[Session]:
+    out: list[Session] = []
+    seen: set[tuple[str, str]] = set()
+    for n, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise InputFormatError(
+                f"{source} line {n}: not valid JSON ({e.msg} at column {e.colno}). "
+                "Each line must be one JSON object describing one session."
+            ) from None
+        if not isinstance(obj, dict):
+            raise InputFormatError(f"{source} line {n}: expected a JSON object, got {type(obj).__name__}")
+        try:
+            s = Session.model_validate(obj)
+        except ValidationError as e:
+            err = e.errors()[0]
+            loc = ".".join(str(x) for x in err["loc"])
+            raise InputFormatError(
+                f"{source} line {n}: field {loc!r}: {err['msg']}. "
+                "See `traceless memory add --help` for the session format."
+            ) from None
+        key = (s.user_id, s.session_id)
+        if key in seen:
+            raise InputFormatError(f"{source} line {n}: duplicate session {s.session_id!r} for user {s.user_id!r}")
+        seen.add(key)
+        out.append(s)
+    if not out:
+        raise InputFormatError(f"{source}: no sessions found (empty input)")
+    return out
+
+
+def read_sessions(path: str | Path) -> list[Session]:
+    p = Path(path)
+    if not p.exists():
+        raise InputFormatError(f"{p} does not exist")
+    with p.open(encoding="utf-8") as f:
+        return parse_session_lines(f, str(p))
+
+
+def write_sessions_jsonl(sessions: Iterable[Session], path: str | Path) -> None:
+    with Path(path).open("w", encoding="utf-8") as f:
+        for s in sessions:
+            f.write(s.model_dump_json() + "\n")

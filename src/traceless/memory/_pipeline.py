@@ -1,0 +1,302 @@
+"""The write pipeline: session → raw records → summaries (S=1 key facts, S=2 one
+sentence, paper 001's extractive consolidation) → embeddings, lineage at every step.
+
+Model calls run before the database transaction (a slow LLM never holds the write lock);
+everything a session produces is then inserted in one transaction, so a failed or
+refused write leaves nothing half-written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from traceless import prompts
+from traceless.memory._gate import WriteGate
+from traceless.memory._store import MemoryStore
+from traceless.memory._types import Artifact, Session, Tier
+from traceless.models import ChatMessage, Embedder, GenerationConfig, ModelBackend
+
+__all__ = [
+    "WriteConfig",
+    "MemoryWriter",
+    "SummaryLevel",
+    "EXTRACTIVE",
+    "WriteReport",
+    "KIND_BY_LEVEL",
+    "extractive_text",
+    "parse_facts",
+]
+
+SummaryLevel = Literal[1, 2]
+KIND_BY_LEVEL: dict[int, str] = {0: "turn", 1: "key_facts", 2: "session_summary"}
+EXTRACTIVE = "extractive"
+
+
+class WriteConfig(BaseModel):
+    """How sessions become memory."""
+
+    model_config = ConfigDict(frozen=True)
+
+    raw_unit: Literal["user_turn", "turn", "session"] = "user_turn"
+    """One raw record per user turn (paper 000 S=0), per turn (any role), or per session."""
+    levels: tuple[int, ...] = (1, 2)
+    """LLM summary levels to build: 1 = key personal facts, 2 = one-sentence summary."""
+    extractive: bool = False
+    """After writing, build paper 001's extractive consolidation per owner (records sorted
+    by id, text joined by newline); it is not embedded (it is rendered whole)."""
+    embed: bool = True
+    """Embed raw records and summaries for retrieval."""
+    summary_max_tokens: int = Field(96, ge=8)
+    """Token budget for one summary."""
+    max_facts: int = Field(6, ge=1)
+    """At most this many key-fact chunks per session at S=1."""
+
+
+def _prompt_digest(template: str) -> str:
+    return hashlib.sha256(template.encode()).hexdigest()[:12]
+
+
+_BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s*")
+
+
+def parse_facts(text: str, max_facts: int) -> list[str]:
+    """Split a key-facts reply into fact lines (bullets stripped, empties dropped)."""
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    bullets = [_BULLET.sub("", ln).strip() for ln in lines if _BULLET.match(ln)]
+    facts = bullets or lines
+    return [f for f in facts if f][:max_facts]
+
+
+def extractive_text(records: Sequence[Artifact]) -> str:
+    """Paper 001: active raw records sorted by id, text joined verbatim with '\\n'."""
+    return "\n".join((r.text or "") for r in sorted(records, key=lambda r: r.id))
+
+
+@dataclass
+class _PendingRaw:
+    session: Session
+    seq: int
+    text: str
+    role: str
+    has_answer: bool
+    turn_indices: list[int]
+
+
+@dataclass
+class WriteReport:
+    """What one write created."""
+
+    raw: list[str] = field(default_factory=list)
+    summary: list[str] = field(default_factory=list)
+    embedding: list[str] = field(default_factory=list)
+
+
+class MemoryWriter:
+    """Writes sessions into a ``MemoryStore`` with lineage.
+
+    ``summarizer`` is the model used for S=1/S=2 summaries (omit when ``levels=()``);
+    ``embedder`` computes retrieval vectors (omit when ``embed=False``).
+    """
+
+    def __init__(
+        self,
+        store: MemoryStore,
+        *,
+        summarizer: ModelBackend | None = None,
+        embedder: Embedder | None = None,
+        config: WriteConfig | None = None,
+        gate: WriteGate | None = None,
+    ) -> None:
+        self.store = store
+        self.summarizer = summarizer
+        self.embedder = embedder
+        self.config = config or WriteConfig()
+        self.gate = gate
+        if self.config.levels and summarizer is None:
+            raise ValueError("WriteConfig.levels needs a summarizer model; pass summarizer= or levels=()")
+        if self.config.embed and embedder is None:
+            raise ValueError("WriteConfig.embed needs an embedder; pass embedder= or embed=False")
+
+    # --------------------------------------------------------------- raw units
+    def _raw_units(self, s: Session) -> list[_PendingRaw]:
+        unit = self.config.raw_unit
+        if unit == "session":
+            idx = [i for i, t in enumerate(s.turns) if t.role == "user"]
+            text = "\n".join(s.turns[i].content for i in idx)
+            return [_PendingRaw(s, 0, text, "user", any(s.turns[i].has_answer for i in idx), idx)] if idx else []
+        out = []
+        for i, t in enumerate(s.turns):
+            if unit == "user_turn" and t.role != "user":
+                continue
+            out.append(_PendingRaw(s, i, t.content, t.role, t.has_answer, [i]))
+        return out
+
+    # --------------------------------------------------------------- summaries
+    def summary_prompt(self, level: int, texts: Sequence[str]) -> list[ChatMessage]:
+        template = prompts.SUMMARY_KEY_FACTS if level == 1 else prompts.SUMMARY_ONE_SENTENCE
+        body = "\n".join(f"- {t}" for t in texts)
+        return [ChatMessage(role="user", content=template.format(text=body))]
+
+    def _summarize(self, jobs: list[tuple[int, list[str]]]) -> list[list[str]]:
+        """Run summary jobs (level, source texts) as one batch; return the chunks per job."""
+        if not jobs:
+            return []
+        assert self.summarizer is not None
+        cfg = GenerationConfig(max_new_tokens=self.config.summary_max_tokens, temperature=0.0)
+        gens = self.summarizer.generate_batch([self.summary_prompt(lv, tx) for lv, tx in jobs], cfg)
+        out: list[list[str]] = []
+        for (level, _), g in zip(jobs, gens, strict=True):
+            if level == 1:
+                out.append(parse_facts(g.text, self.config.max_facts))
+            else:
+                sent = " ".join(g.text.strip().split())
+                out.append([sent] if sent else [])
+        return out
+
+    def _params(self, level: int) -> dict[str, object]:
+        assert self.summarizer is not None
+        template = prompts.SUMMARY_KEY_FACTS if level == 1 else prompts.SUMMARY_ONE_SENTENCE
+        return {"S": level, "model": self.summarizer.name, "prompt": _prompt_digest(template)}
+
+    # --------------------------------------------------------------- gate
+    def _check_gate(self, owner: str, texts: Iterable[str]) -> None:
+        if self.gate is None or not self.gate.enabled:
+            return
+        stored = self.store.gate_descriptors(owner)
+        if not stored:
+            return
+        for t in texts:
+            self.gate.enforce(owner, t, stored)
+
+    # --------------------------------------------------------------- public
+    def write_sessions(self, sessions: Sequence[Session]) -> WriteReport:
+        """Write sessions. Model calls for all sessions are batched; each session is then
+        inserted in its own transaction (all or nothing per session)."""
+        units = [self._raw_units(s) for s in sessions]
+        jobs: list[tuple[int, list[str]]] = []
+        job_index: list[list[tuple[int, int]]] = []
+        for us in units:
+            mine = []
+            texts = [u.text for u in us]
+            for lv in self.config.levels:
+                if texts:
+                    mine.append((lv, len(jobs)))
+                    jobs.append((lv, texts))
+            job_index.append(mine)
+        for s, us in zip(sessions, units, strict=True):
+            self._check_gate(s.user_id, (u.text for u in us))
+        chunks = self._summarize(jobs)
+        for s, mine in zip(sessions, job_index, strict=True):
+            self._check_gate(s.user_id, (c for _, j in mine for c in chunks[j]))
+        report = WriteReport()
+        for s, us, mine in zip(sessions, units, job_index, strict=True):
+            with self.store.transaction():
+                raws = [
+                    self.store.add(
+                        owner=s.user_id, tier=Tier.RAW, kind="turn", text=u.text, session_id=s.session_id,
+                        seq=u.seq,
+                        meta={"role": u.role, "has_answer": u.has_answer, "turns": u.turn_indices,
+                              "date": s.date, "level": 0},
+                    )
+                    for u in us
+                ]
+                report.raw += [r.id for r in raws]
+                summaries: list[Artifact] = []
+                for lv, j in mine:
+                    summaries += self._insert_summary(s.user_id, s.session_id, lv, chunks[j], raws, s.date)
+                report.summary += [a.id for a in summaries]
+                if self.config.embed:
+                    report.embedding += [e.id for e in self.embed([*raws, *summaries])]
+        if self.config.extractive:
+            for owner in dict.fromkeys(s.user_id for s in sessions):
+                ext = self.consolidate(owner)
+                if ext is not None:
+                    report.summary.append(ext.id)
+        return report
+
+    def _insert_summary(
+        self, owner: str, session_id: str, level: int, chunks: Sequence[str], sources: Sequence[Artifact],
+        date: str | None, start_seq: int = 0,
+    ) -> list[Artifact]:
+        return [
+            self.store.add(
+                owner=owner, tier=Tier.SUMMARY, kind=KIND_BY_LEVEL[level], text=c, session_id=session_id,
+                seq=start_seq + i, meta={"level": level, "date": date},
+                parents=[r.id for r in sources], op="summarize", params=self._params(level),
+            )
+            for i, c in enumerate(chunks)
+        ]
+
+    def summarize_sources(self, level: int, sources: Sequence[Artifact]) -> list[str]:
+        """Run the level-``level`` summarizer on the current text of ``sources`` (for rebuilds)."""
+        texts = [s.text or "" for s in sources if (s.text or "").strip()]
+        if not texts:
+            return []
+        return self._summarize([(level, texts)])[0]
+
+    def write_summary(
+        self, owner: str, session_id: str, level: int, chunks: Sequence[str], sources: Sequence[Artifact],
+        *, start_seq: int = 0,
+    ) -> list[Artifact]:
+        """Insert already-generated summary chunks (with lineage and embeddings), gate-checked."""
+        self._check_gate(owner, chunks)
+        date = sources[0].meta.get("date") if sources else None
+        with self.store.transaction():
+            arts = self._insert_summary(owner, session_id, level, chunks, sources, date, start_seq)
+            if self.config.embed:
+                self.embed(arts)
+        return arts
+
+    def consolidate(self, owner: str, *, replace: bool = True) -> Artifact | None:
+        """Build paper 001's extractive consolidation of ``owner``'s current raw records.
+
+        The summary is an immutable object with evaluator-side source ids and digests in
+        ``meta``. With ``replace`` the owner's earlier consolidations are deleted first
+        (they are superseded by this one, which covers the same and newer records).
+        """
+        raws = self.store.artifacts(owner=owner, tier=Tier.RAW)
+        if not raws:
+            return None
+        text = extractive_text(raws)
+        self._check_gate(owner, [text])
+        with self.store.transaction():
+            if replace:
+                old = self.store.artifacts(owner=owner, tier=Tier.SUMMARY, kind=EXTRACTIVE)
+                self.store.delete([o.id for o in old])
+            return self.store.add(
+                owner=owner, tier=Tier.SUMMARY, kind=EXTRACTIVE, text=text, session_id=None,
+                meta={"sources": {r.id: r.digest for r in raws}},
+                parents=[r.id for r in raws], op="extract", params={"transform": "sort_by_id_join_newline"},
+            )
+
+    def embed(self, artifacts: Sequence[Artifact]) -> list[Artifact]:
+        """Create one embedding artifact per text artifact (vector + source text)."""
+        todo = [a for a in artifacts if a.text is not None and a.tier in (Tier.RAW, Tier.SUMMARY)]
+        if not todo:
+            return []
+        assert self.embedder is not None
+        vecs = self.embedder.embed([a.text or "" for a in todo])
+        with self.store.transaction():
+            return [
+                self.store.add(
+                    owner=a.owner, tier=Tier.EMBEDDING, kind="vector", text=a.text, vector=v,
+                    session_id=a.session_id, seq=a.seq, meta={"embedder": self.embedder.name},
+                    parents=[a.id], op="embed", params={"model": self.embedder.name},
+                )
+                for a, v in zip(todo, vecs, strict=True)
+            ]
+
+    def reembed(self, artifact: Artifact) -> Artifact | None:
+        """Recompute the embedding of ``artifact`` from its current text."""
+        emb = self.store.embedding_of(artifact.id)
+        if emb is None or self.embedder is None:
+            return None
+        vec = self.embedder.embed([artifact.text or ""])[0]
+        with self.store.transaction():
+            return self.store.update_vector(emb.id, vec, artifact.text)

@@ -1,0 +1,80 @@
+"""Forward-only named migrations (simonw/llm style). ``PRAGMA user_version`` holds the
+number of applied migrations; a file from a newer traceless is refused, never touched."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+
+from traceless.errors import SchemaVersionError
+
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "migrate"]
+
+MIGRATIONS: list[tuple[str, str]] = [
+    (
+        "001_artifacts_lineage",
+        """
+        CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL);
+        CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+        CREATE TABLE artifacts (
+            id TEXT PRIMARY KEY,
+            owner TEXT NOT NULL,
+            tier TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            session_id TEXT,
+            seq INTEGER NOT NULL DEFAULT 0,
+            text TEXT,
+            vector BLOB,
+            digest TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            meta TEXT NOT NULL DEFAULT '{}'
+        );
+        CREATE INDEX ix_artifacts_owner_tier ON artifacts(owner, tier, kind);
+        CREATE INDEX ix_artifacts_owner_session ON artifacts(owner, session_id);
+        CREATE TABLE lineage (
+            child TEXT NOT NULL,
+            parent TEXT NOT NULL,
+            op TEXT NOT NULL,
+            params TEXT NOT NULL DEFAULT '{}',
+            PRIMARY KEY (child, parent)
+        );
+        CREATE INDEX ix_lineage_parent ON lineage(parent);
+        """,
+    ),
+    (
+        "002_gate",
+        """
+        CREATE TABLE gate_descriptors (
+            owner TEXT NOT NULL,
+            descriptor TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            PRIMARY KEY (owner, descriptor)
+        );
+        """,
+    ),
+]
+
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def migrate(conn: sqlite3.Connection, path: str) -> None:
+    """Apply pending migrations, each in its own transaction."""
+    (version,) = conn.execute("PRAGMA user_version").fetchone()
+    if version > SCHEMA_VERSION:
+        raise SchemaVersionError(
+            f"{path} has schema version {version} but this traceless knows only up to "
+            f"{SCHEMA_VERSION}: it was written by a newer traceless. Upgrade traceless "
+            "(pip install -U traceless); the file was not modified."
+        )
+    for i, (name, sql) in enumerate(MIGRATIONS[version:], start=version + 1):
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for stmt in sql.split(";"):
+                if stmt.strip():
+                    conn.execute(stmt)
+            conn.execute("INSERT INTO _migrations(name, applied_at) VALUES (?, ?)", (name, time.time()))
+            conn.execute(f"PRAGMA user_version = {i}")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise

@@ -1,0 +1,381 @@
+"""The embedded memory store: one SQLite file (WAL, ``secure_delete``), artifacts in
+tiers, lineage edges, closure queries as recursive CTEs over indexed columns.
+
+Every mutating method must run inside ``transaction()``; nested calls join the outer
+transaction, so a whole forget is one atomic unit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from traceless.errors import MemoryStoreError, StoreLockedError
+from traceless.memory._schema import migrate
+from traceless.memory._types import Artifact, Hit, LineageEdge, Tier, digest_text
+
+__all__ = ["MemoryStore"]
+
+_PREFIX = {Tier.RAW: "r", Tier.SUMMARY: "s", Tier.EMBEDDING: "e", Tier.CACHE: "c"}
+_COLS = "id, owner, tier, kind, session_id, seq, text, vector, digest, created_at, meta"
+
+
+def _row_to_artifact(row: sqlite3.Row | tuple[Any, ...]) -> Artifact:
+    return Artifact(
+        id=row[0], owner=row[1], tier=Tier(row[2]), kind=row[3], session_id=row[4], seq=row[5],
+        text=row[6], vector=row[7], digest=row[8], created_at=row[9], meta=json.loads(row[10]),
+    )
+
+
+class MemoryStore:
+    """Tiered, provenance-tracked memory in one SQLite file.
+
+    ``path=":memory:"`` gives a private in-memory store (tests).
+    """
+
+    def __init__(self, path: str | os.PathLike[str] = ":memory:", *, timeout: float = 5.0) -> None:
+        self.path = str(path)
+        if self.path != ":memory:":
+            p = Path(self.path)
+            if p.exists() and not os.access(p, os.W_OK):
+                raise StoreLockedError(
+                    f"{p} is read-only; traceless needs write access to it (and to its folder, "
+                    f"for the WAL). Fix the permissions (chmod u+w {p}) or copy it somewhere writable."
+                )
+            if not p.parent.exists():
+                raise MemoryStoreError(f"folder {p.parent} does not exist; create it first")
+            if not os.access(p.parent, os.W_OK):
+                raise StoreLockedError(f"folder {p.parent} is not writable; SQLite needs it for the WAL")
+        try:
+            self._conn = sqlite3.connect(
+                self.path, timeout=timeout, isolation_level=None, check_same_thread=False
+            )
+            self._conn.execute("PRAGMA secure_delete = ON")
+            if self.path != ":memory:":
+                self._conn.execute("PRAGMA journal_mode = WAL")
+            self._conn.execute("PRAGMA synchronous = FULL")
+            migrate(self._conn, self.path)
+        except sqlite3.DatabaseError as e:
+            raise self._translate(e) from e
+        self._lock = threading.RLock()
+        self._depth = 0
+
+    # ----------------------------------------------------------------- plumbing
+    def _translate(self, e: sqlite3.Error) -> MemoryStoreError:
+        msg = str(e)
+        if "locked" in msg or "busy" in msg:
+            return StoreLockedError(
+                f"{self.path} is locked by another process ({msg}); wait for it to finish or close it. "
+                "Nothing was changed."
+            )
+        if "readonly" in msg or "read-only" in msg:
+            return StoreLockedError(f"{self.path} is read-only ({msg}); fix its permissions. Nothing was changed.")
+        if "not a database" in msg:
+            return MemoryStoreError(f"{self.path} is not a traceless memory file (not SQLite): {msg}")
+        return MemoryStoreError(f"{self.path}: {msg}")
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[MemoryStore]:
+        """One atomic unit. Nested uses join the outermost transaction."""
+        with self._lock:
+            if self._depth == 0:
+                try:
+                    self._conn.execute("BEGIN IMMEDIATE")
+                except sqlite3.Error as e:
+                    raise self._translate(e) from e
+            self._depth += 1
+            try:
+                yield self
+            except BaseException:
+                self._depth -= 1
+                if self._depth == 0:
+                    self._conn.execute("ROLLBACK")
+                raise
+            self._depth -= 1
+            if self._depth == 0:
+                try:
+                    self._conn.execute("COMMIT")
+                except sqlite3.Error as e:
+                    with contextlib.suppress(sqlite3.Error):
+                        self._conn.execute("ROLLBACK")
+                    raise self._translate(e) from e
+
+    def _require_tx(self) -> None:
+        if self._depth == 0:
+            raise MemoryStoreError("internal: writes must run inside MemoryStore.transaction()")
+
+    def _exec(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
+        try:
+            return self._conn.execute(sql, params)
+        except sqlite3.Error as e:
+            raise self._translate(e) from e
+
+    def checkpoint(self) -> None:
+        """Flush the WAL into the main file and truncate it to zero bytes, so no old page
+        images (which may hold forgotten text) stay in the WAL."""
+        if self.path != ":memory:":
+            self._exec("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    def close(self) -> None:
+        with contextlib.suppress(sqlite3.Error):
+            self.checkpoint()
+        self._conn.close()
+
+    def __enter__(self) -> MemoryStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ----------------------------------------------------------------- ids / meta
+    def _next_id(self, tier: Tier) -> str:
+        key = f"seq:{tier.value}"
+        row = self._exec("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        n = int(row[0]) + 1 if row else 1
+        self._exec("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, str(n)))
+        return f"{_PREFIX[tier]}-{n:08d}"
+
+    def get_meta(self, key: str) -> str | None:
+        row = self._exec("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def set_meta(self, key: str, value: str) -> None:
+        self._require_tx()
+        self._exec("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
+
+    # ----------------------------------------------------------------- writes
+    def add(
+        self,
+        *,
+        owner: str,
+        tier: Tier,
+        kind: str,
+        text: str | None = None,
+        vector: npt.NDArray[np.float32] | None = None,
+        session_id: str | None = None,
+        seq: int = 0,
+        meta: dict[str, Any] | None = None,
+        parents: Iterable[str] = (),
+        op: str = "",
+        params: dict[str, Any] | None = None,
+    ) -> Artifact:
+        """Insert one artifact (and lineage edges to ``parents`` with ``op``/``params``)."""
+        self._require_tx()
+        vec = None if vector is None else np.asarray(vector, dtype=np.float32).tobytes()
+        art = Artifact(
+            id=self._next_id(tier), owner=owner, tier=tier, kind=kind, session_id=session_id, seq=seq,
+            text=text, vector=vec, digest=digest_text(text, vec), created_at=time.time(), meta=meta or {},
+        )
+        self._exec(
+            f"INSERT INTO artifacts({_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+            (art.id, art.owner, art.tier.value, art.kind, art.session_id, art.seq, art.text, art.vector,
+             art.digest, art.created_at, json.dumps(art.meta, sort_keys=True)),
+        )
+        for p in parents:
+            self.add_edge(art.id, p, op, params or {})
+        return art
+
+    def add_edge(self, child: str, parent: str, op: str, params: dict[str, Any]) -> None:
+        self._require_tx()
+        self._exec(
+            "INSERT OR REPLACE INTO lineage(child, parent, op, params) VALUES (?,?,?,?)",
+            (child, parent, op, json.dumps(params, sort_keys=True)),
+        )
+
+    def update_text(self, artifact_id: str, text: str, *, meta: dict[str, Any] | None = None) -> Artifact:
+        """Rewrite an artifact's text in place (vector untouched: a stale vector stays stale)."""
+        self._require_tx()
+        a = self.get(artifact_id)
+        new_meta = a.meta if meta is None else meta
+        self._exec(
+            "UPDATE artifacts SET text = ?, digest = ?, meta = ? WHERE id = ?",
+            (text, digest_text(text, a.vector), json.dumps(new_meta, sort_keys=True), artifact_id),
+        )
+        return self.get(artifact_id)
+
+    def update_vector(self, artifact_id: str, vector: npt.NDArray[np.float32], text: str | None) -> Artifact:
+        """Replace an embedding's vector and source text (re-embedding)."""
+        self._require_tx()
+        vec = np.asarray(vector, dtype=np.float32).tobytes()
+        self._exec(
+            "UPDATE artifacts SET vector = ?, text = ?, digest = ? WHERE id = ?",
+            (vec, text, digest_text(text, vec), artifact_id),
+        )
+        return self.get(artifact_id)
+
+    def delete(self, ids: Iterable[str]) -> int:
+        """Hard-delete artifacts (secure_delete zeroes their bytes). Lineage edges are kept
+        as id-only records so the closure of a removed source stays checkable."""
+        self._require_tx()
+        n = 0
+        for i in ids:
+            n += self._exec("DELETE FROM artifacts WHERE id = ?", (i,)).rowcount
+        return n
+
+    # ----------------------------------------------------------------- reads
+    def get(self, artifact_id: str) -> Artifact:
+        row = self._exec(f"SELECT {_COLS} FROM artifacts WHERE id = ?", (artifact_id,)).fetchone()
+        if row is None:
+            raise MemoryStoreError(
+                f"no artifact {artifact_id!r} in {self.path}; list ids with `traceless memory show --db {self.path}`"
+            )
+        return _row_to_artifact(row)
+
+    def exists(self, artifact_id: str) -> bool:
+        return self._exec("SELECT 1 FROM artifacts WHERE id = ?", (artifact_id,)).fetchone() is not None
+
+    def artifacts(
+        self,
+        *,
+        owner: str | None = None,
+        tier: Tier | str | None = None,
+        kind: str | None = None,
+        session_id: str | None = None,
+        ids: Iterable[str] | None = None,
+    ) -> list[Artifact]:
+        """Artifacts matching every given filter, ordered by id (creation order)."""
+        where, params = [], []
+        for col, val in (("owner", owner), ("tier", None if tier is None else Tier(tier).value),
+                         ("kind", kind), ("session_id", session_id)):
+            if val is not None:
+                where.append(f"{col} = ?")
+                params.append(val)
+        if ids is not None:
+            id_list = list(ids)
+            if not id_list:
+                return []
+            where.append(f"id IN ({','.join('?' * len(id_list))})")
+            params.extend(id_list)
+        sql = f"SELECT {_COLS} FROM artifacts" + (f" WHERE {' AND '.join(where)}" if where else "")
+        return [_row_to_artifact(r) for r in self._exec(sql + " ORDER BY id", params)]
+
+    def owners(self) -> list[str]:
+        return [r[0] for r in self._exec("SELECT DISTINCT owner FROM artifacts ORDER BY owner")]
+
+    def containing(self, literal: str, *, owner: str | None = None) -> list[Artifact]:
+        """Artifacts whose text contains ``literal`` exactly (case-sensitive byte match)."""
+        sql = f"SELECT {_COLS} FROM artifacts WHERE instr(text, ?) > 0"
+        params: list[Any] = [literal]
+        if owner is not None:
+            sql += " AND owner = ?"
+            params.append(owner)
+        return [_row_to_artifact(r) for r in self._exec(sql + " ORDER BY id", params)]
+
+    def parents(self, artifact_id: str) -> list[LineageEdge]:
+        rows = self._exec("SELECT child, parent, op, params FROM lineage WHERE child = ? ORDER BY parent",
+                          (artifact_id,))
+        return [LineageEdge(child=r[0], parent=r[1], op=r[2], params=json.loads(r[3])) for r in rows]
+
+    def children(self, artifact_id: str) -> list[LineageEdge]:
+        rows = self._exec("SELECT child, parent, op, params FROM lineage WHERE parent = ? ORDER BY child",
+                          (artifact_id,))
+        return [LineageEdge(child=r[0], parent=r[1], op=r[2], params=json.loads(r[3])) for r in rows]
+
+    def _closure(self, ids: Iterable[str], down: bool) -> list[str]:
+        id_list = list(ids)
+        if not id_list:
+            return []
+        a, b = ("child", "parent") if down else ("parent", "child")
+        seeds = ",".join("(?)" for _ in id_list)
+        sql = f"""
+            WITH RECURSIVE seed(id) AS (VALUES {seeds}),
+            closure(id) AS (
+                SELECT l.{a} FROM lineage l JOIN seed s ON l.{b} = s.id
+                UNION
+                SELECT l.{a} FROM lineage l JOIN closure c ON l.{b} = c.id
+            )
+            SELECT id FROM closure ORDER BY id
+        """
+        return [r[0] for r in self._exec(sql, id_list)]
+
+    def descendants(self, ids: Iterable[str]) -> list[str]:
+        """Every artifact id derived (transitively) from any of ``ids`` (existing or removed)."""
+        return self._closure(ids, down=True)
+
+    def ancestors(self, ids: Iterable[str]) -> list[str]:
+        """Every artifact id that any of ``ids`` was (transitively) derived from."""
+        return self._closure(ids, down=False)
+
+    def embedding_of(self, artifact_id: str) -> Artifact | None:
+        rows = self._exec(
+            f"SELECT {', '.join('a.' + c.strip() for c in _COLS.split(','))} FROM lineage l "
+            "JOIN artifacts a ON a.id = l.child WHERE l.parent = ? AND l.op = 'embed'",
+            (artifact_id,),
+        ).fetchall()
+        return _row_to_artifact(rows[0]) if rows else None
+
+    # ----------------------------------------------------------------- retrieval
+    def search(
+        self,
+        owner: str,
+        query_vector: npt.NDArray[np.float32],
+        k: int,
+        *,
+        tiers: Iterable[Tier | str] = (Tier.RAW, Tier.SUMMARY),
+        kinds: Iterable[str] | None = None,
+    ) -> list[Hit]:
+        """Cosine top-k over ``owner``'s embedded artifacts in ``tiers`` (and ``kinds``).
+
+        Ranking uses the stored vector, which may be stale after a mode that does not
+        re-embed; the text returned is the current text of the source artifact. Ties are
+        broken by artifact id so results are deterministic.
+        """
+        tier_vals = [Tier(t).value for t in tiers]
+        sql = (
+            f"SELECT {', '.join('s.' + c.strip() for c in _COLS.split(','))}, e.vector FROM artifacts s "
+            "JOIN lineage l ON l.parent = s.id AND l.op = 'embed' "
+            "JOIN artifacts e ON e.id = l.child "
+            f"WHERE s.owner = ? AND e.owner = ? AND s.tier IN ({','.join('?' * len(tier_vals))})"
+        )
+        params: list[Any] = [owner, owner, *tier_vals]
+        kind_list = None if kinds is None else list(kinds)
+        if kind_list is not None:
+            sql += f" AND s.kind IN ({','.join('?' * len(kind_list))})"
+            params.extend(kind_list)
+        rows = self._exec(sql + " ORDER BY s.id", params).fetchall()
+        if not rows or k <= 0:
+            return []
+        mat = np.stack([np.frombuffer(r[11], dtype=np.float32) for r in rows])
+        q = np.asarray(query_vector, dtype=np.float32).reshape(-1)
+        qn = q / (np.linalg.norm(q) or 1.0)
+        norms = np.linalg.norm(mat, axis=1)
+        norms[norms == 0] = 1.0
+        scores = (mat @ qn) / norms
+        order = sorted(range(len(rows)), key=lambda i: (-float(scores[i]), rows[i][0]))[:k]
+        return [Hit(artifact=_row_to_artifact(rows[i][:11]), score=float(scores[i])) for i in order]
+
+    # ----------------------------------------------------------------- gate storage
+    def gate_add(self, owner: str, descriptor: str) -> None:
+        self._require_tx()
+        self._exec("INSERT OR IGNORE INTO gate_descriptors(owner, descriptor, created_at) VALUES (?,?,?)",
+                   (owner, descriptor, time.time()))
+
+    def gate_descriptors(self, owner: str) -> set[str]:
+        return {r[0] for r in self._exec("SELECT descriptor FROM gate_descriptors WHERE owner = ?", (owner,))}
+
+    # ----------------------------------------------------------------- digests
+    def tier_digest(self, owner: str | None, tier: Tier) -> str:
+        """One digest over (id, digest) of every artifact in a tier: equal iff the tier is unchanged."""
+        import hashlib
+
+        h = hashlib.sha256()
+        for a in self.artifacts(owner=owner, tier=tier):
+            h.update(f"{a.id}:{a.digest}\n".encode())
+        return h.hexdigest()
+
+    def files(self) -> list[Path]:
+        """Every file SQLite may have written for this store (main, WAL, shm, journal)."""
+        if self.path == ":memory:":
+            return []
+        base = Path(self.path)
+        return [p for p in (base, Path(f"{base}-wal"), Path(f"{base}-shm"), Path(f"{base}-journal")) if p.exists()]

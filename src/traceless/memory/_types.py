@@ -1,0 +1,128 @@
+"""Data types of the memory layer: sessions in, artifacts and lineage stored."""
+
+from __future__ import annotations
+
+import hashlib
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["Tier", "Turn", "QA", "Session", "Artifact", "LineageEdge", "Hit", "digest_text"]
+
+
+class Tier(StrEnum):
+    """Where an artifact lives. Paper 000 attributes leakage to ``raw`` vs ``summary``."""
+
+    RAW = "raw"
+    SUMMARY = "summary"
+    EMBEDDING = "embedding"
+    CACHE = "cache"
+
+
+def digest_text(text: str | None, vector: bytes | None = None) -> str:
+    """sha256 of the payload (text UTF-8, then vector bytes)."""
+    h = hashlib.sha256()
+    if text is not None:
+        h.update(text.encode("utf-8"))
+    if vector is not None:
+        h.update(b"\x00vec\x00")
+        h.update(vector)
+    return h.hexdigest()
+
+
+class Turn(BaseModel):
+    """One turn of a conversation."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    role: Literal["user", "assistant", "system", "tool"]
+    """Speaker."""
+    content: str
+    """What was said."""
+    has_answer: bool = False
+    """LongMemEval evidence flag: this turn holds evidence for a question."""
+
+
+class QA(BaseModel):
+    """A question whose answer needs remembered context (for Personalization Recall)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    question: str
+    """The question asked in a later session."""
+    answer: str
+    """The expected answer."""
+    question_id: str | None = None
+    """Upstream id, when there is one."""
+    question_type: str | None = None
+    """Upstream category, when there is one."""
+
+
+class Session(BaseModel):
+    """One conversation session of one user; the unit the write pipeline consumes."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    user_id: str = Field(min_length=1)
+    """Owner of everything derived from this session (the tenant)."""
+    session_id: str = Field(min_length=1)
+    """Session identifier, unique per user."""
+    date: str | None = None
+    """Session date as given by the corpus (free text)."""
+    turns: list[Turn] = Field(min_length=1)
+    """Turns in order."""
+    qa: list[QA] = Field(default_factory=list)
+    """Optional question–answer pairs about this user."""
+    neighbors: dict[str, list[int]] = Field(default_factory=dict)
+    """Optional declared neighbour groups: turn index (as str) → indices of neighbour turns
+    (paper 001 exposure-group deletion)."""
+
+
+class Artifact(BaseModel):
+    """A persisted object in one tier."""
+
+    id: str
+    """Stable id, lexicographically ordered by creation (``r-00000001``)."""
+    owner: str
+    """User/tenant that owns it. Retrieval never crosses owners."""
+    tier: Tier
+    """Storage tier."""
+    kind: str
+    """What it is inside the tier: turn, key_facts, session_summary, extractive, vector …"""
+    session_id: str | None = None
+    """Session it came from (None for cross-session artifacts)."""
+    seq: int = 0
+    """Order inside its session (turn index, fact slot)."""
+    text: str | None = None
+    """Text payload; for embeddings, the source text the vector was computed from."""
+    vector: bytes | None = None
+    """float32 vector bytes (embedding tier)."""
+    digest: str
+    """sha256 of the payload."""
+    created_at: float
+    """Unix time of creation."""
+    meta: dict[str, Any] = Field(default_factory=dict)
+    """Free-form metadata (role, level S, embedder name …). Never holds forgotten text."""
+
+
+class LineageEdge(BaseModel):
+    """Derived artifact ``child`` was made from ``parent`` by ``op`` with ``params``."""
+
+    child: str
+    """Derived artifact id."""
+    parent: str
+    """Source artifact id."""
+    op: str
+    """Operation, e.g. ``summarize``, ``embed``, ``extract``."""
+    params: dict[str, Any] = Field(default_factory=dict)
+    """Operation parameters, e.g. ``{"S": 1, "model": "..."}``."""
+
+
+class Hit(BaseModel):
+    """One retrieval result."""
+
+    artifact: Artifact
+    """The text artifact retrieved (not the vector)."""
+    score: float
+    """Cosine similarity to the query."""
