@@ -202,7 +202,8 @@ class MemoryWriter:
                         owner=s.user_id, tier=Tier.RAW, kind="turn", text=u.text, session_id=s.session_id,
                         seq=u.seq,
                         meta={"role": u.role, "has_answer": u.has_answer, "turns": u.turn_indices,
-                              "date": s.date, "level": 0},
+                              "date": s.date, "level": 0,
+                              "neighbors": sorted({n for i in u.turn_indices for n in s.neighbors.get(str(i), [])})},
                     )
                     for u in us
                 ]

@@ -52,6 +52,16 @@ MIGRATIONS: list[tuple[str, str]] = [
         );
         """,
     ),
+    (
+        "003_receipts",
+        """
+        CREATE TABLE receipts (
+            id TEXT PRIMARY KEY,
+            created_at REAL NOT NULL,
+            body TEXT NOT NULL
+        );
+        """,
+    ),
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -363,6 +363,15 @@ class MemoryStore:
     def gate_descriptors(self, owner: str) -> set[str]:
         return {r[0] for r in self._exec("SELECT descriptor FROM gate_descriptors WHERE owner = ?", (owner,))}
 
+    # ----------------------------------------------------------------- receipts
+    def add_receipt(self, receipt_id: str, body: str) -> None:
+        """Store a signed receipt in the same transaction as the forget it describes."""
+        self._require_tx()
+        self._exec("INSERT INTO receipts(id, created_at, body) VALUES (?,?,?)", (receipt_id, time.time(), body))
+
+    def receipts(self) -> list[tuple[str, str]]:
+        return [(r[0], r[1]) for r in self._exec("SELECT id, body FROM receipts ORDER BY created_at, id")]
+
     # ----------------------------------------------------------------- digests
     def tier_digest(self, owner: str | None, tier: Tier) -> str:
         """One digest over (id, digest) of every artifact in a tier: equal iff the tier is unchanged."""

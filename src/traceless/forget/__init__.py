@@ -1,0 +1,42 @@
+"""Forgetting: ``forget(store, target, mode) -> Receipt``, the registry of modes, signed
+receipts and physical-erasure scans.
+
+Modes (``traceless forget modes``): noop, raw_only, raw_plus_resummarize, full_purge,
+tombstone (paper 000's ladder); exact, lineage_closure, exposure_group (paper 001).
+"""
+
+from traceless.forget import _modes as _modes  # noqa: F401  (registers the modes)
+from traceless.forget._erasure import encodings_of, scan_files
+from traceless.forget._forget import FORGET_MODES, TIERS, ForgetMode, ForgetOp, ForgetTarget, forget, forget_mode
+from traceless.forget._receipt import (
+    Receipt,
+    TargetRef,
+    TierReport,
+    Verification,
+    load_receipt,
+    receipt_key,
+    sign,
+    verify_signature,
+    write_receipt,
+)
+
+__all__ = [
+    "FORGET_MODES",
+    "TIERS",
+    "ForgetMode",
+    "ForgetOp",
+    "ForgetTarget",
+    "Receipt",
+    "TargetRef",
+    "TierReport",
+    "Verification",
+    "encodings_of",
+    "forget",
+    "forget_mode",
+    "load_receipt",
+    "receipt_key",
+    "scan_files",
+    "sign",
+    "verify_signature",
+    "write_receipt",
+]

@@ -1,0 +1,183 @@
+"""The forget modes of papers 000 (the deletion ladder, Table 1) and 001 (exact,
+recorded-lineage closure, exposure group). One decorated function each.
+
+Literal targets are scrubbed where the mode scrubs; record, session and user targets
+resolve to raw records that are removed (or, for ``tombstone``, redacted) whole.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from traceless.forget._forget import ForgetOp, forget_mode
+from traceless.memory import EXTRACTIVE, KIND_BY_LEVEL, Artifact, Tier
+from traceless.prompts import REDACTED
+
+__all__: list[str] = []
+
+_LEVEL_OF_KIND = {v: k for k, v in KIND_BY_LEVEL.items() if k > 0}
+_TEXT_TIERS = (Tier.RAW, Tier.SUMMARY, Tier.CACHE)
+
+
+@forget_mode("noop", help="control: nothing changes")
+def noop(op: ForgetOp) -> None:
+    op.note("noop control: every tier left unchanged")
+
+
+@forget_mode("raw_only", claims=(Tier.RAW,),
+             help="raw text scrubbed; embeddings not recomputed (stale vector stays); summaries untouched")
+def raw_only(op: ForgetOp) -> None:
+    if op.literal is not None:
+        for a in op.sources:
+            op.scrub(a)
+    else:
+        op.remove(op.sources, as_source=True)
+    stale = sum(1 for a in op.sources if op.store.embedding_of(a.id) is not None)
+    op.note(f"{stale} embedding(s) not recomputed: stale vectors and their source text remain")
+    op.note(f"summary tier untouched ({len(op.owned(Tier.SUMMARY))} summary artifacts left)")
+
+
+@forget_mode("raw_plus_resummarize", claims=(Tier.RAW,), needs_summarizer=True,
+             help="raw scrubbed and re-embedded; affected sessions re-summarized into existing slots "
+                  "(pre-existing summary artifacts are not removed first)")
+def raw_plus_resummarize(op: ForgetOp) -> None:
+    """Paper 000 measured residue for this mode because 'pre-existing summary artifacts are
+    not fully removed before regeneration'. We implement that pipeline literally: the new
+    summary of an affected session is written over the session's existing summary slots by
+    position (text rewritten, re-embedded); slots beyond the regenerated summary's length
+    keep their old text. Cross-session (extractive) summaries are not regenerated."""
+    if op.literal is not None:
+        for a in op.sources:
+            upd = op.scrub(a)
+            if upd is not None:
+                op.reembed(upd)
+    else:
+        op.remove_with_vectors(op.sources, as_source=True)
+    sessions = sorted({a.session_id for a in op.sources if a.session_id})
+    stale_slots = 0
+    for sid in sessions:
+        cleaned = [a for a in op.store.artifacts(owner=op.owner, tier=Tier.RAW, session_id=sid)
+                   if (a.text or "").strip()]
+        by_kind: dict[str, list[Artifact]] = defaultdict(list)
+        for s in op.store.artifacts(owner=op.owner, tier=Tier.SUMMARY, session_id=sid):
+            if s.kind in _LEVEL_OF_KIND:
+                by_kind[s.kind].append(s)
+        for kind, existing in sorted(by_kind.items()):
+            existing.sort(key=lambda s: (s.seq, s.id))
+            chunks = op.summarize(_LEVEL_OF_KIND[kind], cleaned) if cleaned else []
+            for slot, chunk in zip(existing, chunks, strict=False):
+                upd = op.store.update_text(slot.id, chunk)
+                op._rep(Tier.SUMMARY).rewritten.append(slot.id)
+                op.reembed(upd)
+            if len(chunks) > len(existing):
+                op.add_summaries(sid, _LEVEL_OF_KIND[kind], chunks[len(existing):], cleaned,
+                                 start_seq=existing[-1].seq + 1 if existing else 0)
+            stale_slots += max(0, len(existing) - len(chunks))
+    op.note(f"{stale_slots} pre-existing summary slot(s) beyond the regenerated length left unchanged")
+    n_ext = len(op.owned(Tier.SUMMARY, EXTRACTIVE))
+    if n_ext:
+        op.note(f"{n_ext} cross-session extractive summary(ies) not regenerated")
+
+
+def _purge_stale_vectors(op: ForgetOp) -> None:
+    """Embeddings whose source text still holds the literal: re-embed from the parent's
+    current text, or drop them if the parent is gone."""
+    for e in op.containing((Tier.EMBEDDING,)):
+        parents = [p.parent for p in op.store.parents(e.id)]
+        alive = [op.store.get(p) for p in parents if op.store.exists(p)]
+        if alive:
+            op.reembed(alive[0])
+        else:
+            op.remove([e])
+
+
+@forget_mode("full_purge", claims=(Tier.RAW, Tier.SUMMARY, Tier.EMBEDDING, Tier.CACHE),
+             help="every tier scrubbed and re-embedded; empty chunks dropped")
+def full_purge(op: ForgetOp) -> None:
+    if op.literal is not None:
+        for a in op.containing(_TEXT_TIERS):
+            upd = op.scrub(a, drop_empty=True)
+            if upd is not None:
+                op.reembed(upd)
+        _purge_stale_vectors(op)
+        return
+    desc = op.descendants([a.id for a in op.sources])
+    op.remove_with_vectors(op.sources, as_source=True)
+    op.remove(d for d in desc if op.store.exists(d.id))
+    if op.target.kind == "user":
+        op.remove(op.store.artifacts(owner=op.owner))
+
+
+@forget_mode("tombstone", claims=(Tier.RAW, Tier.SUMMARY, Tier.EMBEDDING, Tier.CACHE),
+             help="the target replaced by [REDACTED] in every tier and re-embedded")
+def tombstone(op: ForgetOp) -> None:
+    if op.literal is not None:
+        for a in op.containing(_TEXT_TIERS):
+            op.reembed(op.scrub(a, REDACTED) or a)
+        _purge_stale_vectors(op)
+        return
+    desc = [d for d in op.descendants([a.id for a in op.sources]) if d.tier != Tier.EMBEDDING]
+    for a in [*op.sources, *desc]:
+        upd = op.scrub(a, REDACTED)
+        if upd is not None:
+            op.reembed(upd)
+
+
+@forget_mode("exact", claims=(Tier.RAW,),
+             help="paper 001 exact source-record deletion: the raw record removed and verified gone; "
+                  "summaries untouched")
+def exact(op: ForgetOp) -> None:
+    op.remove_with_vectors(op.sources, as_source=True)
+    left = [d for d in op.descendants(op.removed_sources) if op.store.exists(d.id)]
+    op.note(f"{len(left)} derived artifact(s) of the removed record(s) deliberately left in place")
+
+
+@forget_mode("lineage_closure", claims=(Tier.RAW, Tier.SUMMARY, Tier.EMBEDDING, Tier.CACHE), closure=True,
+             help="paper 001 recorded-lineage closure: retire every descendant of the removed records; "
+                  "rebuild those that also drew on surviving records with the same transform")
+def lineage_closure(op: ForgetOp) -> None:
+    desc = op.descendants([a.id for a in op.sources])
+    op.remove_with_vectors(op.sources, as_source=True)
+    rebuild_ext: dict[tuple[str, ...], None] = {}
+    rebuild_llm: dict[tuple[str, int], list[str]] = {}
+    for d in desc:
+        if not op.store.exists(d.id) or d.tier == Tier.EMBEDDING:
+            continue
+        edges = op.store.parents(d.id)
+        surviving = tuple(sorted(e.parent for e in edges if op.store.exists(e.parent)))
+        if surviving and d.kind == EXTRACTIVE:
+            rebuild_ext[surviving] = None
+        elif surviving and d.kind in _LEVEL_OF_KIND and d.session_id:
+            rebuild_llm[(d.session_id, _LEVEL_OF_KIND[d.kind])] = list(surviving)
+        op.remove_with_vectors([d])
+    for d in desc:  # anything derived further down (e.g. vectors of removed summaries)
+        if op.store.exists(d.id):
+            op.remove([d])
+    for parents in rebuild_ext:
+        op.rebuild_extractive(op.store.artifacts(ids=parents))
+    for (sid, level), parents in sorted(rebuild_llm.items()):
+        srcs = op.store.artifacts(ids=parents)
+        chunks = op.summarize(level, srcs)
+        if chunks:
+            op.add_summaries(sid, level, chunks, srcs)
+    if op.target.kind == "user":
+        op.remove(op.store.artifacts(owner=op.owner))
+
+
+@forget_mode("exposure_group", claims=(Tier.RAW,),
+             help="paper 001 diagnostic: delete the source with its declared neighbour records and drop any "
+                  "summary containing a removed record verbatim")
+def exposure_group(op: ForgetOp) -> None:
+    group: dict[str, Artifact] = {a.id: a for a in op.sources}
+    for src in op.sources:
+        wanted = set(src.meta.get("neighbors") or [])
+        if not wanted or not src.session_id:
+            continue
+        for r in op.store.artifacts(owner=op.owner, tier=Tier.RAW, session_id=src.session_id):
+            if wanted & set(r.meta.get("turns") or []):
+                group[r.id] = r
+    texts = [a.text for a in group.values() if a.text]
+    op.remove_with_vectors(group.values(), as_source=True)
+    doomed = [s for s in op.owned(Tier.SUMMARY) if s.text and any(t in s.text for t in texts)]
+    op.remove_with_vectors(doomed)
+    op.note(f"exposure group of {len(group)} record(s); {len(doomed)} summary(ies) held one verbatim")
