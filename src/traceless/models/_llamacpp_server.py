@@ -1,0 +1,394 @@
+"""Serve a GGUF file through llama.cpp's OpenAI-compatible HTTP server (from the
+``xllamacpp`` wheel) in a child process, for the ``openai`` backend.
+
+``xllamacpp.Server(params)`` loads the model and starts llama.cpp's native C++ HTTP
+server inside the calling process; it has no explicit stop method. To keep tests
+isolated and to be able to stop it for certain, :class:`LlamaCppServer` runs it in a
+child Python interpreter:
+
+* the child builds ``CommonParams``, starts ``xllamacpp.Server`` on ``host:port``
+  (port 0 lets the server pick a free port, so there is no race), prints one JSON
+  line ``{"address": "http://127.0.0.1:PORT"}`` on stdout and then blocks reading
+  stdin;
+* the parent waits for that line and for ``GET /health`` to answer 200;
+* stopping closes the child's stdin (the child then destroys the server and exits),
+  then escalates to SIGTERM and SIGKILL if needed. Because the child exits on stdin
+  EOF, it also goes away if the parent dies without cleaning up.
+
+llama.cpp's log goes to a file (``log_path``); its tail is quoted when start fails.
+
+Command line (serves in the foreground until Ctrl-C)::
+
+    python -m traceless.models._llamacpp_server MODEL.gguf --port 8080
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import queue
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import weakref
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any
+
+import httpx
+
+from traceless.errors import BackendError, ModelNotAvailableError
+
+__all__ = ["LlamaCppServer", "main"]
+
+_API_KEY_ENV = "TRACELESS_LLAMACPP_API_KEY"
+
+# Runs in the child interpreter. Imports only xllamacpp (not traceless, not torch).
+_CHILD = r"""
+import json, os, sys
+cfg = json.loads(sys.argv[1])
+try:
+    import xllamacpp as xlc
+    p = xlc.CommonParams()
+    p.model.path = cfg["model"]
+    p.n_ctx = cfg["n_ctx"]
+    p.n_parallel = cfg["parallel"]
+    p.cpuparams.n_threads = cfg["threads"]
+    p.cpuparams_batch.n_threads = cfg["threads"]
+    p.hostnames = [cfg["host"]]
+    p.port = cfg["port"]
+    p.cache_prompt = cfg["cache_prompt"]
+    p.verbosity = cfg["verbosity"]
+    p.ui = False
+    if cfg.get("alias"):
+        p.model_alias = {cfg["alias"]}
+    key = os.environ.pop(cfg["key_env"], None)
+    if key:
+        p.api_keys = [key]
+    server = xlc.Server(p)
+    address = server.listening_address
+except BaseException as e:  # report, then exit non-zero
+    sys.stdout.write(json.dumps({"error": f"{type(e).__name__}: {e}"}) + "\n")
+    sys.stdout.flush()
+    sys.exit(1)
+sys.stdout.write(json.dumps({"address": address}) + "\n")
+sys.stdout.flush()
+try:
+    sys.stdin.read()  # returns at EOF: the parent closed the pipe or died
+except BaseException:
+    pass
+del server
+"""
+
+
+def _stop_process(proc: subprocess.Popen[str], grace: float) -> None:
+    """Close stdin (clean exit), then SIGTERM, then SIGKILL."""
+    if proc.poll() is None and proc.stdin is not None:
+        with contextlib.suppress(OSError):
+            proc.stdin.close()
+    for step in ("wait", "terminate", "kill"):
+        if step == "terminate":
+            proc.terminate()
+        elif step == "kill":
+            proc.kill()
+        try:
+            proc.wait(timeout=grace if step == "wait" else 5.0)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+    for stream in (proc.stdin, proc.stdout):
+        if stream is not None:
+            with contextlib.suppress(OSError):
+                stream.close()
+
+
+class LlamaCppServer:
+    """A llama.cpp OpenAI-compatible server for one GGUF file, in a child process.
+
+    Use as a context manager (or call :meth:`start` / :meth:`stop`)::
+
+        with LlamaCppServer("model.gguf") as srv:
+            backend = OpenAIBackend(model="model", base_url=srv.base_url)
+
+    ``ctx`` is the context size of each of the ``parallel`` slots (llama.cpp gets
+    ``n_ctx = ctx * parallel``). ``parallel > 1`` lets concurrent requests decode in
+    one batch (faster), at the price of batch-dependent floating point: greedy outputs
+    are then not guaranteed bit-identical to one-at-a-time decoding. ``cache_prompt``
+    reuses the KV cache of a shared prompt prefix across requests (faster; llama.cpp
+    documents that it can change logits slightly). ``api_key``, when given, is required
+    by the server as a bearer token; it is passed to the child via its environment,
+    never on the command line or in logs.
+    """
+
+    def __init__(
+        self,
+        gguf_path: str | os.PathLike[str],
+        port: int = 0,
+        ctx: int = 4096,
+        threads: int = 2,
+        *,
+        host: str = "127.0.0.1",
+        parallel: int = 1,
+        cache_prompt: bool = True,
+        alias: str | None = None,
+        api_key: str | None = None,
+        startup_timeout: float = 180.0,
+        log_path: str | os.PathLike[str] | None = None,
+        verbose: bool = False,
+    ) -> None:
+        path = Path(gguf_path).expanduser()
+        if not path.is_file():
+            raise ModelNotAvailableError(
+                f"GGUF file not found: {path}. Pass the path of a .gguf weights file "
+                "(download or build it first)."
+            )
+        if ctx < 1 or threads < 1 or parallel < 1 or not 0 <= port <= 65535:
+            raise ValueError("ctx, threads and parallel must be >= 1 and port in 0..65535")
+        self.gguf_path = path.resolve()
+        self.host = host
+        self.requested_port = port
+        self.ctx = ctx
+        self.threads = threads
+        self.parallel = parallel
+        self.cache_prompt = cache_prompt
+        self.alias = alias or path.stem
+        self._api_key = api_key
+        self.startup_timeout = startup_timeout
+        self.verbose = verbose
+        self._own_log = log_path is None
+        self.log_path: Path | None = Path(log_path) if log_path is not None else None
+        self._proc: subprocess.Popen[str] | None = None
+        self._log_file: IO[bytes] | None = None
+        self._address: str | None = None
+        self._finalizer: weakref.finalize[Any, Any] | None = None
+        self.startup_seconds: float | None = None
+        """Seconds from process spawn until ``/health`` answered (model load included)."""
+
+    def __repr__(self) -> str:
+        state = self._address or "stopped"
+        return f"LlamaCppServer({str(self.gguf_path)!r}, {state})"
+
+    # ----------------------------------------------------------------- addresses
+    @property
+    def address(self) -> str:
+        """``http://HOST:PORT`` of the running server."""
+        if self._address is None:
+            raise BackendError("llama.cpp server is not running; call start() or use it as a context manager")
+        return self._address
+
+    @property
+    def base_url(self) -> str:
+        """OpenAI-compatible base URL, ``http://HOST:PORT/v1``."""
+        return self.address + "/v1"
+
+    @property
+    def port(self) -> int:
+        return int(self.address.rsplit(":", 1)[1])
+
+    @property
+    def model(self) -> str:
+        """The model id the server reports (the alias)."""
+        return self.alias
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    def is_running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None and self._address is not None
+
+    # ----------------------------------------------------------------- lifecycle
+    def start(self) -> LlamaCppServer:
+        if self._proc is not None:
+            return self
+        cfg = {
+            "model": str(self.gguf_path),
+            "n_ctx": self.ctx * self.parallel,
+            "parallel": self.parallel,
+            "threads": self.threads,
+            "host": self.host,
+            "port": self.requested_port,
+            "cache_prompt": self.cache_prompt,
+            "verbosity": 3 if self.verbose else 2,
+            "alias": self.alias,
+            "key_env": _API_KEY_ENV,
+        }
+        env = dict(os.environ)
+        env.pop(_API_KEY_ENV, None)
+        if self._api_key:
+            env[_API_KEY_ENV] = self._api_key
+        if self.log_path is None:
+            fd, name = tempfile.mkstemp(prefix="traceless-llamacpp-", suffix=".log")
+            os.close(fd)
+            self.log_path = Path(name)
+        self._log_file = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
+        t0 = time.perf_counter()
+        try:
+            proc = subprocess.Popen(
+                [sys.executable, "-c", _CHILD, json.dumps(cfg)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=self._log_file,
+                env=env,
+                text=True,
+                start_new_session=True,  # Ctrl-C reaches the parent, which stops the child
+            )
+        except OSError as e:
+            self._close_log()
+            raise BackendError(f"could not start the llama.cpp server process: {e}") from e
+        self._proc = proc
+        self._finalizer = weakref.finalize(self, _stop_process, proc, 5.0)
+        try:
+            self._address = self._wait_ready(proc, t0)
+        except BaseException:
+            self.stop(keep_log=True)
+            raise
+        self.startup_seconds = time.perf_counter() - t0
+        return self
+
+    def _wait_ready(self, proc: subprocess.Popen[str], t0: float) -> str:
+        lines: queue.Queue[str | None] = queue.Queue()
+
+        def pump(stream: IO[str]) -> None:  # keeps draining stdout so the child never blocks
+            for line in stream:
+                lines.put(line)
+            lines.put(None)
+
+        assert proc.stdout is not None
+        threading.Thread(target=pump, args=(proc.stdout,), daemon=True, name="llamacpp-stdout").start()
+        deadline = t0 + self.startup_timeout
+        address: str | None = None
+        while address is None:
+            remaining = deadline - time.perf_counter()
+            if remaining <= 0:
+                raise BackendError(self._fail_msg(f"did not start within {self.startup_timeout:.0f}s"))
+            try:
+                line = lines.get(timeout=min(remaining, 0.5))
+            except queue.Empty:
+                if proc.poll() is not None:
+                    raise BackendError(self._fail_msg(f"exited with code {proc.returncode}")) from None
+                continue
+            if line is None:
+                proc.wait(timeout=10)
+                raise BackendError(self._fail_msg(f"exited with code {proc.returncode}"))
+            try:
+                msg = json.loads(line)
+            except ValueError:
+                continue  # stray output on stdout
+            if "error" in msg:
+                raise BackendError(self._fail_msg(f"failed: {str(msg['error']).rstrip('.')}"))
+            address = str(msg["address"]).rstrip("/")
+        headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
+        with httpx.Client(timeout=5.0, headers=headers) as client:
+            while True:
+                try:
+                    if client.get(address + "/health").status_code == 200:
+                        return address
+                except httpx.HTTPError:
+                    pass
+                if proc.poll() is not None:
+                    raise BackendError(self._fail_msg(f"exited with code {proc.returncode}"))
+                if time.perf_counter() > deadline:
+                    raise BackendError(
+                        self._fail_msg(f"/health did not answer within {self.startup_timeout:.0f}s")
+                    )
+                time.sleep(0.05)
+
+    def _fail_msg(self, what: str) -> str:
+        tail = self.log_tail()
+        msg = (
+            f"llama.cpp server for {self.gguf_path} {what}. Check that the file is a valid GGUF "
+            f"model and that there is enough memory (ctx={self.ctx} x parallel={self.parallel})."
+        )
+        if tail:
+            msg += f"\nlast lines of the server log ({self.log_path}):\n{tail}"
+        return msg
+
+    def log_tail(self, lines: int = 20) -> str:
+        """The last lines of llama.cpp's log."""
+        if self.log_path is None or not self.log_path.exists():
+            return ""
+        with open(self.log_path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 16384))
+            text = f.read().decode("utf-8", "replace")
+        return "\n".join(text.splitlines()[-lines:])
+
+    def stop(self, keep_log: bool = False) -> None:
+        """Stop the server (idempotent). The temporary log is deleted unless ``keep_log``."""
+        proc, self._proc, self._address = self._proc, None, None
+        if self._finalizer is not None:
+            self._finalizer.detach()
+            self._finalizer = None
+        if proc is not None:
+            _stop_process(proc, grace=10.0)
+        self._close_log()
+        if self._own_log and not keep_log and self.log_path is not None:
+            with contextlib.suppress(OSError):
+                self.log_path.unlink()
+            self.log_path = None
+
+    def _close_log(self) -> None:
+        if self._log_file is not None:
+            with contextlib.suppress(OSError):
+                self._log_file.close()
+            self._log_file = None
+
+    close = stop
+
+    def __enter__(self) -> LlamaCppServer:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Serve a GGUF file in the foreground until interrupted."""
+    ap = argparse.ArgumentParser(description="Serve a GGUF model through llama.cpp's OpenAI-compatible API.")
+    ap.add_argument("gguf")
+    ap.add_argument("--port", type=int, default=8080)
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--ctx", type=int, default=4096)
+    ap.add_argument("--threads", type=int, default=max(1, (os.cpu_count() or 2)))
+    ap.add_argument("--parallel", type=int, default=1)
+    ap.add_argument("--alias", default=None)
+    ap.add_argument("--api-key-env", default=None, help="name of an environment variable holding the API key")
+    args = ap.parse_args(argv)
+    srv = LlamaCppServer(
+        args.gguf,
+        port=args.port,
+        ctx=args.ctx,
+        threads=args.threads,
+        host=args.host,
+        parallel=args.parallel,
+        alias=args.alias,
+        api_key=os.environ.get(args.api_key_env) if args.api_key_env else None,
+        log_path=None,
+        verbose=True,
+    )
+    with srv:
+        print(
+            f"serving {srv.gguf_path.name} as model {srv.model!r} at {srv.base_url} "
+            f"(started in {srv.startup_seconds:.1f}s); Ctrl-C to stop",
+            flush=True,
+        )
+        try:
+            while srv.is_running():
+                time.sleep(0.5)
+        except KeyboardInterrupt:
+            pass
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
