@@ -7,7 +7,15 @@ tombstone (paper 000's ladder); exact, lineage_closure, exposure_group (paper 00
 
 from traceless.forget import _modes as _modes  # noqa: F401  (registers the modes)
 from traceless.forget._erasure import encodings_of, scan_files
-from traceless.forget._forget import FORGET_MODES, TIERS, ForgetMode, ForgetOp, ForgetTarget, forget, forget_mode
+from traceless.forget._forget import (
+    FORGET_MODES,
+    TIERS,
+    ForgetMode,
+    ForgetOp,
+    ForgetTarget,
+    forget,
+    forget_mode,
+)
 from traceless.forget._receipt import (
     Receipt,
     TargetRef,

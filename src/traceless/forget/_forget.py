@@ -191,17 +191,40 @@ class ForgetOp:
                 self._rep(Tier.EMBEDDING).rebuilt.append(emb.id)
         return arts
 
+    def check_gate(self, texts: Iterable[str]) -> None:
+        """Refuse a rebuilt text that carries a gated literal (the writer's gate, if any)."""
+        if self.writer is not None:
+            self.writer.check_gate(self.owner, texts)
+
     def rebuild_extractive(self, surviving: list[Artifact]) -> Artifact | None:
         """Paper 001's deterministic transform over surviving records."""
         if not surviving:
             return None
+        text = extractive_text(surviving)
+        self.check_gate([text])
         art = self.store.add(
-            owner=self.owner, tier=Tier.SUMMARY, kind=EXTRACTIVE, text=extractive_text(surviving),
+            owner=self.owner, tier=Tier.SUMMARY, kind=EXTRACTIVE, text=text,
             meta={"sources": {r.id: r.digest for r in surviving}, "rebuilt": True},
             parents=[r.id for r in surviving], op="extract", params={"transform": "sort_by_id_join_newline"},
         )
         self._rep(Tier.SUMMARY).rebuilt.append(art.id)
         return art
+
+    def refresh_source_digests(self) -> None:
+        """A rewritten summary that records its sources' digests (paper 001's evaluator
+        metadata) must not keep the digest of a source's old text: a plain sha256 of a
+        canary-bearing record is a brute-force oracle for the canary. Refresh them."""
+        touched = [i for t in (Tier.SUMMARY, Tier.CACHE) if t in self.report for i in self.report[t].rewritten]
+        for i in dict.fromkeys(touched):
+            if not self.store.exists(i):
+                continue
+            a = self.store.get(i)
+            src = a.meta.get("sources")
+            if not isinstance(src, dict):
+                continue
+            new = {sid: self.store.get(sid).digest if self.store.exists(sid) else "removed" for sid in src}
+            if new != src:
+                self.store.update_text(i, a.text or "", meta={**a.meta, "sources": new})
 
     def note(self, text: str) -> None:
         self.notes.append(text)
@@ -221,6 +244,12 @@ def _resolve(store: MemoryStore, target: ForgetTarget) -> tuple[str, list[Artifa
                 f"Find its sources with `traceless memory lineage {target.value}`."
             )
         return art.owner, [art]
+    if target.kind == "user":
+        if target.owner is not None and target.owner != target.value:
+            raise ConfigError(
+                f"a user target erases user {target.value!r}; its owner must be that user, not {target.owner!r}"
+            )
+        return target.value, store.artifacts(owner=target.value, tier=Tier.RAW)
     if target.owner is None:
         raise ConfigError(f"a {target.kind} target needs an owner (--user-scope / owner=): forget never crosses owners")
     owner = target.owner
@@ -228,9 +257,7 @@ def _resolve(store: MemoryStore, target: ForgetTarget) -> tuple[str, list[Artifa
         if not target.value:
             raise ConfigError("an empty literal matches everything; give the exact text to forget")
         return owner, [a for a in store.containing(target.value, owner=owner) if a.tier == Tier.RAW]
-    if target.kind == "session":
-        return owner, store.artifacts(owner=owner, tier=Tier.RAW, session_id=target.value)
-    return owner, store.artifacts(owner=owner, tier=Tier.RAW)
+    return owner, store.artifacts(owner=owner, tier=Tier.RAW, session_id=target.value)
 
 
 def _target_ref(target: ForgetTarget, owner: str) -> TargetRef:
@@ -258,18 +285,22 @@ def forget(
     """
     spec = FORGET_MODES.get(mode)
     t0 = time.perf_counter()
-    owner, sources = _resolve(store, target)
     literal = target.value if target.kind == "literal" else None
+    rkey = receipt_key()
     with store.transaction():
-        before = {t: store.tier_digest(owner, t) for t in TIERS}
+        # resolve inside the transaction: a concurrent writer cannot slip a new copy in
+        # between resolution and deletion
+        owner, sources = _resolve(store, target)
+        before = {t: store.tier_digest(owner, t, key=rkey) for t in TIERS}
         op = ForgetOp(store, writer, owner, target, sources, literal)
         matched = bool(sources) or bool(op.containing())
         if matched:
-            if spec.needs_summarizer and (writer is None or writer.summarizer is None):
-                raise ConfigError(f"mode {mode!r} re-summarizes: pass a summarizer model (--model NAME)")
             spec.fn(op)
+            op.refresh_source_digests()
         n_gate = 0
-        if gate is not None and literal is not None and matched:
+        if gate is not None and literal is not None:
+            # stored even when nothing matched yet: the user asked that this exact pair
+            # never be (re)written
             for d in gate.descriptors(target.attribute, literal):
                 store.gate_add(owner, d)
                 n_gate += 1
@@ -284,7 +315,7 @@ def forget(
             rep = op.report.get(t, TierReport())
             touched = set(rep.removed) | set(rep.rewritten) | set(rep.rebuilt)
             rep.left = sum(1 for a in store.artifacts(owner=owner, tier=t) if a.id not in touched)
-            rep.digest_before, rep.digest_after = before[t], store.tier_digest(owner, t)
+            rep.digest_before, rep.digest_after = before[t], store.tier_digest(owner, t, key=rkey)
             rep.target_copies_after = verification.literal_scan.get(t.value, 0)
             tiers[t.value] = rep
         receipt = Receipt(
@@ -292,11 +323,14 @@ def forget(
             target=_target_ref(target, owner), matched=matched, tiers=tiers, verification=verification,
             gate_descriptors_added=n_gate, seconds=0.0, code_version=code_version(), notes=op.notes,
         )
-        store.add_receipt(receipt.receipt_id, receipt.model_dump_json())
+        # the stored copy is signed too (it lacks only the post-commit disk scan)
+        store.add_receipt(receipt.receipt_id, sign(receipt, rkey).model_dump_json())
     store.checkpoint()
     if literal is not None:
-        verification.disk_scan = scan_files(store.files(), literal)
-    receipt = sign(receipt.model_copy(update={"seconds": time.perf_counter() - t0, "verification": verification}))
+        verification = verification.model_copy(update={"disk_scan": scan_files(store.files(), literal)})
+    receipt = sign(
+        receipt.model_copy(update={"seconds": time.perf_counter() - t0, "verification": verification}), rkey
+    )
     if strict and not matched:
         raise NothingMatchedError(f"the target matched nothing for owner {owner!r}; receipt {receipt.receipt_id}")
     return receipt

@@ -65,6 +65,7 @@ def raw_plus_resummarize(op: ForgetOp) -> None:
         for kind, existing in sorted(by_kind.items()):
             existing.sort(key=lambda s: (s.seq, s.id))
             chunks = op.summarize(_LEVEL_OF_KIND[kind], cleaned) if cleaned else []
+            op.check_gate(chunks)
             for slot, chunk in zip(existing, chunks, strict=False):
                 upd = op.store.update_text(slot.id, chunk)
                 op._rep(Tier.SUMMARY).rewritten.append(slot.id)
@@ -137,6 +138,14 @@ def exact(op: ForgetOp) -> None:
                   "rebuild those that also drew on surviving records with the same transform")
 def lineage_closure(op: ForgetOp) -> None:
     desc = op.descendants([a.id for a in op.sources])
+    if op.literal is not None:
+        # Copies of the literal outside the tracked descendants (e.g. summaries left by an
+        # earlier raw_only forget, whose raw source no longer holds it) are retired too, and
+        # rebuilt from their surviving parents like any other descendant.
+        known = {d.id for d in desc}
+        extra = [a for a in op.containing((Tier.SUMMARY, Tier.CACHE)) if a.id not in known]
+        known |= {a.id for a in extra}
+        desc += extra + [d for d in op.descendants([a.id for a in extra]) if d.id not in known]
     op.remove_with_vectors(op.sources, as_source=True)
     rebuild_ext: dict[tuple[str, ...], None] = {}
     rebuild_llm: dict[tuple[str, int], list[str]] = {}
@@ -153,13 +162,15 @@ def lineage_closure(op: ForgetOp) -> None:
     for d in desc:  # anything derived further down (e.g. vectors of removed summaries)
         if op.store.exists(d.id):
             op.remove([d])
-    for parents in rebuild_ext:
-        op.rebuild_extractive(op.store.artifacts(ids=parents))
-    for (sid, level), parents in sorted(rebuild_llm.items()):
-        srcs = op.store.artifacts(ids=parents)
+    for ext_parents in rebuild_ext:
+        op.rebuild_extractive(op.store.artifacts(ids=ext_parents))
+    for (sid, level), llm_parents in sorted(rebuild_llm.items()):
+        srcs = op.store.artifacts(ids=llm_parents)
         chunks = op.summarize(level, srcs)
         if chunks:
             op.add_summaries(sid, level, chunks, srcs)
+    if op.literal is not None:
+        _purge_stale_vectors(op)  # stale vectors of surviving parents are rebuilt (re-embedded)
     if op.target.kind == "user":
         op.remove(op.store.artifacts(owner=op.owner))
 

@@ -12,13 +12,13 @@ import hashlib
 import hmac
 import json
 import os
-import secrets
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
 from traceless.errors import ReceiptError
+from traceless.memory._gate import ensure_key
 from traceless.paths import state_dir
 
 __all__ = ["TierReport", "Verification", "Receipt", "TargetRef", "receipt_key", "sign", "verify_signature",
@@ -26,14 +26,8 @@ __all__ = ["TierReport", "Verification", "Receipt", "TargetRef", "receipt_key", 
 
 
 def receipt_key(path: Path | None = None) -> bytes:
-    p = path or state_dir() / "receipt.key"
-    if not p.exists():
-        fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        try:
-            os.write(fd, secrets.token_bytes(32))
-        finally:
-            os.close(fd)
-    return p.read_bytes()
+    """The receipt-signing key (32 random bytes, mode 0600, created atomically on first use)."""
+    return ensure_key(path or state_dir() / "receipt.key", "receipt key")
 
 
 class TargetRef(BaseModel):

@@ -26,26 +26,46 @@ from pathlib import Path
 from traceless.errors import ConfigError, GateBlockedError
 from traceless.paths import state_dir
 
-__all__ = ["WriteGate", "load_key"]
+__all__ = ["WriteGate", "ensure_key", "load_key"]
+
+
+def ensure_key(path: Path, what: str = "key") -> bytes:
+    """Read a 32-byte secret key file, creating it (mode 0600) on first use.
+
+    Creation is atomic: the bytes are written and fsynced to a private temp file that is
+    then hard-linked into place, so a crash never leaves an empty or short key and two
+    processes racing on first use end up with the same key.
+    """
+    p = path
+    if not p.exists():
+        p.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        tmp = p.with_name(f".{p.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            os.write(fd, secrets.token_bytes(32))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        try:
+            os.link(tmp, p)
+        except FileExistsError:
+            pass  # another process created it first: use theirs
+        finally:
+            tmp.unlink()
+    mode = p.stat().st_mode & 0o777
+    if mode & 0o077:
+        raise ConfigError(f"{what} {p} is readable by others (mode {oct(mode)}); run: chmod 600 {p}")
+    key = p.read_bytes()
+    if len(key) < 32:
+        raise ConfigError(
+            f"{what} {p} is truncated ({len(key)} bytes); delete it only if nothing signed or gated depends on it"
+        )
+    return key
 
 
 def load_key(path: Path | None = None) -> bytes:
     """Read (or create with 0600) the gate key."""
-    p = path or state_dir() / "gate.key"
-    if not p.exists():
-        p.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        try:
-            os.write(fd, secrets.token_bytes(32))
-        finally:
-            os.close(fd)
-    mode = p.stat().st_mode & 0o777
-    if mode & 0o077:
-        raise ConfigError(f"gate key {p} is readable by others (mode {oct(mode)}); run: chmod 600 {p}")
-    key = p.read_bytes()
-    if len(key) < 32:
-        raise ConfigError(f"gate key {p} is truncated; delete it only if no gate descriptors depend on it")
-    return key
+    return ensure_key(path or state_dir() / "gate.key", "gate key")
 
 
 class WriteGate:
@@ -75,8 +95,8 @@ class WriteGate:
         lengths: dict[int, set[str]] = {}
         for d in stored:
             if d.startswith("value:"):
-                _, n, mac = d.split(":", 2)
-                lengths.setdefault(int(n), set()).add(mac)
+                _, size, mac = d.split(":", 2)
+                lengths.setdefault(int(size), set()).add(mac)
         if not lengths:
             return False
         tb = text.encode("utf-8")

@@ -165,7 +165,8 @@ class MemoryWriter:
         return {"S": level, "model": self.summarizer.name, "prompt": _prompt_digest(template)}
 
     # --------------------------------------------------------------- gate
-    def _check_gate(self, owner: str, texts: Iterable[str]) -> None:
+    def check_gate(self, owner: str, texts: Iterable[str]) -> None:
+        """Raise ``GateBlockedError`` if any text carries a literal gated for ``owner``."""
         if self.gate is None or not self.gate.enabled:
             return
         stored = self.store.gate_descriptors(owner)
@@ -190,10 +191,10 @@ class MemoryWriter:
                     jobs.append((lv, texts))
             job_index.append(mine)
         for s, us in zip(sessions, units, strict=True):
-            self._check_gate(s.user_id, (u.text for u in us))
+            self.check_gate(s.user_id, (u.text for u in us))
         chunks = self._summarize(jobs)
         for s, mine in zip(sessions, job_index, strict=True):
-            self._check_gate(s.user_id, (c for _, j in mine for c in chunks[j]))
+            self.check_gate(s.user_id, (c for _, j in mine for c in chunks[j]))
         report = WriteReport()
         for s, us, mine in zip(sessions, units, job_index, strict=True):
             with self.store.transaction():
@@ -246,7 +247,7 @@ class MemoryWriter:
         *, start_seq: int = 0,
     ) -> list[Artifact]:
         """Insert already-generated summary chunks (with lineage and embeddings), gate-checked."""
-        self._check_gate(owner, chunks)
+        self.check_gate(owner, chunks)
         date = sources[0].meta.get("date") if sources else None
         with self.store.transaction():
             arts = self._insert_summary(owner, session_id, level, chunks, sources, date, start_seq)
@@ -265,7 +266,7 @@ class MemoryWriter:
         if not raws:
             return None
         text = extractive_text(raws)
-        self._check_gate(owner, [text])
+        self.check_gate(owner, [text])
         with self.store.transaction():
             if replace:
                 old = self.store.artifacts(owner=owner, tier=Tier.SUMMARY, kind=EXTRACTIVE)

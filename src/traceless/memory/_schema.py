@@ -8,7 +8,7 @@ import time
 
 from traceless.errors import SchemaVersionError
 
-__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "migrate"]
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "check_version", "migrate"]
 
 MIGRATIONS: list[tuple[str, str]] = [
     (
@@ -67,8 +67,8 @@ MIGRATIONS: list[tuple[str, str]] = [
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
-def migrate(conn: sqlite3.Connection, path: str) -> None:
-    """Apply pending migrations, each in its own transaction."""
+def check_version(conn: sqlite3.Connection, path: str) -> int:
+    """The file's schema version; ``SchemaVersionError`` if a newer traceless wrote it."""
     (version,) = conn.execute("PRAGMA user_version").fetchone()
     if version > SCHEMA_VERSION:
         raise SchemaVersionError(
@@ -76,15 +76,32 @@ def migrate(conn: sqlite3.Connection, path: str) -> None:
             f"{SCHEMA_VERSION}: it was written by a newer traceless. Upgrade traceless "
             "(pip install -U traceless); the file was not modified."
         )
-    for i, (name, sql) in enumerate(MIGRATIONS[version:], start=version + 1):
+    return int(version)
+
+
+def migrate(conn: sqlite3.Connection, path: str) -> None:
+    """Apply pending migrations, each in its own transaction.
+
+    The version is re-read inside each write transaction, so two processes opening the
+    same new file at once apply every migration exactly once.
+    """
+    if check_version(conn, path) == SCHEMA_VERSION:
+        return  # up to date: opening takes no write lock
+    while True:
         conn.execute("BEGIN IMMEDIATE")
         try:
+            version = check_version(conn, path)
+            if version >= SCHEMA_VERSION:
+                conn.execute("COMMIT")
+                return
+            name, sql = MIGRATIONS[version]
             for stmt in sql.split(";"):
                 if stmt.strip():
                     conn.execute(stmt)
             conn.execute("INSERT INTO _migrations(name, applied_at) VALUES (?, ?)", (name, time.time()))
-            conn.execute(f"PRAGMA user_version = {i}")
+            conn.execute(f"PRAGMA user_version = {version + 1}")
             conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
             raise

@@ -8,6 +8,8 @@ transaction, so a whole forget is one atomic unit.
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import hmac
 import json
 import os
 import sqlite3
@@ -21,7 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from traceless.errors import MemoryStoreError, StoreLockedError
-from traceless.memory._schema import migrate
+from traceless.memory._schema import check_version, migrate
 from traceless.memory._types import Artifact, Hit, LineageEdge, Tier, digest_text
 
 __all__ = ["MemoryStore"]
@@ -45,12 +47,17 @@ class MemoryStore:
 
     def __init__(self, path: str | os.PathLike[str] = ":memory:", *, timeout: float = 5.0) -> None:
         self.path = str(path)
+        self._lock = threading.RLock()
+        self._depth = 0
         if self.path != ":memory:":
             p = Path(self.path)
-            if p.exists() and not os.access(p, os.W_OK):
+            # os.access alone says "writable" to root even for a 0444 file; a file nobody
+            # may write is treated as read-only for everyone
+            if p.exists() and (not os.access(p, os.W_OK) or not p.stat().st_mode & 0o222):
                 raise StoreLockedError(
                     f"{p} is read-only; traceless needs write access to it (and to its folder, "
-                    f"for the WAL). Fix the permissions (chmod u+w {p}) or copy it somewhere writable."
+                    f"for the WAL). Fix the permissions (chmod u+w {p}) or copy it somewhere writable. "
+                    "Nothing was changed."
                 )
             if not p.parent.exists():
                 raise MemoryStoreError(f"folder {p.parent} does not exist; create it first")
@@ -60,15 +67,22 @@ class MemoryStore:
             self._conn = sqlite3.connect(
                 self.path, timeout=timeout, isolation_level=None, check_same_thread=False
             )
+        except sqlite3.Error as e:
+            raise self._translate(e) from e
+        try:
             self._conn.execute("PRAGMA secure_delete = ON")
+            # refuse a newer file BEFORE anything may write to it (switching the journal
+            # mode to WAL rewrites the file header)
+            check_version(self._conn, self.path)
             if self.path != ":memory:":
                 self._conn.execute("PRAGMA journal_mode = WAL")
             self._conn.execute("PRAGMA synchronous = FULL")
             migrate(self._conn, self.path)
-        except sqlite3.DatabaseError as e:
-            raise self._translate(e) from e
-        self._lock = threading.RLock()
-        self._depth = 0
+        except BaseException as e:
+            self._conn.close()
+            if isinstance(e, sqlite3.Error):
+                raise self._translate(e) from e
+            raise
 
     # ----------------------------------------------------------------- plumbing
     def _translate(self, e: sqlite3.Error) -> MemoryStoreError:
@@ -125,6 +139,10 @@ class MemoryStore:
         images (which may hold forgotten text) stay in the WAL."""
         if self.path != ":memory:":
             self._exec("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    def integrity_check(self) -> list[str]:
+        """``PRAGMA integrity_check``: ``["ok"]`` for a sound file, else SQLite's findings."""
+        return [str(r[0]) for r in self._exec("PRAGMA integrity_check").fetchall()]
 
     def close(self) -> None:
         with contextlib.suppress(sqlite3.Error):
@@ -373,11 +391,13 @@ class MemoryStore:
         return [(r[0], r[1]) for r in self._exec("SELECT id, body FROM receipts ORDER BY created_at, id")]
 
     # ----------------------------------------------------------------- digests
-    def tier_digest(self, owner: str | None, tier: Tier) -> str:
-        """One digest over (id, digest) of every artifact in a tier: equal iff the tier is unchanged."""
-        import hashlib
+    def tier_digest(self, owner: str | None, tier: Tier, *, key: bytes | None = None) -> str:
+        """One digest over (id, digest) of every artifact in a tier: equal iff the tier is unchanged.
 
-        h = hashlib.sha256()
+        With ``key`` it is an HMAC: receipts use that, so a digest taken before a forget is
+        no offline oracle for guessing the forgotten text.
+        """
+        h = hmac.new(key, digestmod=hashlib.sha256) if key is not None else hashlib.sha256()
         for a in self.artifacts(owner=owner, tier=tier):
             h.update(f"{a.id}:{a.digest}\n".encode())
         return h.hexdigest()
