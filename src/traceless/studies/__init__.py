@@ -1,0 +1,57 @@
+"""Studies: each paper's experiment as a declared grid of cells, run by one generic,
+resumable runner into a results dir (see docs/study-runner.md).
+
+Public surface: the ``STUDIES`` registry, the ``Study`` base class with ``Cell`` /
+``CellResult`` / ``RunContext``, ``run_study``, config helpers, and the read-only results
+API (``read_manifest``, ``read_rows``) that reports use.
+"""
+
+from traceless.studies._results import (
+    GENERATIONS_DB,
+    MANIFEST,
+    RESULTS_DB,
+    RESULTS_FORMAT,
+    Manifest,
+    ResultRow,
+    ResultsStore,
+    RunRecord,
+    read_manifest,
+    read_rows,
+)
+from traceless.studies._runner import (
+    STUDIES,
+    Cell,
+    CellResult,
+    RunContext,
+    RunSummary,
+    Study,
+    derive_seed,
+    get_study,
+    load_config,
+    parse_sets,
+    run_study,
+)
+
+__all__ = [
+    "GENERATIONS_DB",
+    "MANIFEST",
+    "RESULTS_DB",
+    "RESULTS_FORMAT",
+    "STUDIES",
+    "Cell",
+    "CellResult",
+    "Manifest",
+    "ResultRow",
+    "ResultsStore",
+    "RunContext",
+    "RunRecord",
+    "RunSummary",
+    "Study",
+    "derive_seed",
+    "get_study",
+    "load_config",
+    "parse_sets",
+    "read_manifest",
+    "read_rows",
+    "run_study",
+]
