@@ -72,9 +72,8 @@ def test_locked_by_exclusive_transaction(tmp_path: Path) -> None:
             forget(store, ForgetTarget.literal(CANARY, "alice"), "full_purge", writer=writer)
         with pytest.raises(StoreLockedError):
             writer.write_sessions(alice_sessions("OTHER"))
-        with pytest.raises(StoreLockedError):
-            with store.transaction():
-                pass
+        with pytest.raises(StoreLockedError), store.transaction():
+            pass
     finally:
         other.execute("ROLLBACK")
         other.close()

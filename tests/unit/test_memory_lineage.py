@@ -76,6 +76,16 @@ def test_closure_multi_level() -> None:
     assert store.descendants(["nope"]) == []
 
 
+def _down(parents_of: dict[str, list[str]], x: str) -> set[str]:
+    kids = {c for c, ps in parents_of.items() if x in ps}
+    return kids.union(*(_down(parents_of, k) for k in kids)) if kids else set()
+
+
+def _up(parents_of: dict[str, list[str]], x: str) -> set[str]:
+    ps = set(parents_of[x])
+    return ps.union(*(_up(parents_of, p) for p in ps)) if ps else set()
+
+
 def test_closure_matches_reference_on_random_dags() -> None:
     rng = random.Random(7)
     for _ in range(20):
@@ -90,17 +100,9 @@ def test_closure_matches_reference_on_random_dags() -> None:
                 ids.append(a.id)
                 parents_of[a.id] = ps
 
-        def down(x: str) -> set[str]:
-            kids = {c for c, ps in parents_of.items() if x in ps}
-            return kids.union(*(down(k) for k in kids)) if kids else set()
-
-        def up(x: str) -> set[str]:
-            ps = set(parents_of[x])
-            return ps.union(*(up(p) for p in ps)) if ps else set()
-
         for x in rng.sample(ids, 8):
-            assert set(store.descendants([x])) == down(x)
-            assert set(store.ancestors([x])) == up(x)
+            assert set(store.descendants([x])) == _down(parents_of, x)
+            assert set(store.ancestors([x])) == _up(parents_of, x)
 
 
 def test_edges_survive_deletion_for_closure_checks() -> None:
