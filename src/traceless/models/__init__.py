@@ -32,3 +32,39 @@ __all__ = [
     "HashingEmbedder",
     "ScriptedBackend",
 ]
+
+# --- catalog, loaders and local backends (torch/transformers imported lazily) ---------------
+from traceless.models._catalog import (  # noqa: E402
+    DEFAULT_MODEL,
+    KNOWN_MODELS,
+    ModelSpec,
+    ModelStatus,
+    model_status,
+)
+from traceless.models._load import BACKENDS, load_backend, load_embedder  # noqa: E402
+
+__all__ += [
+    "DEFAULT_MODEL",
+    "KNOWN_MODELS",
+    "ModelSpec",
+    "ModelStatus",
+    "model_status",
+    "BACKENDS",
+    "load_backend",
+    "load_embedder",
+    "TransformersBackend",
+    "SentenceTransformerEmbedder",
+]
+
+_LAZY = {
+    "TransformersBackend": "traceless.models._transformers",
+    "SentenceTransformerEmbedder": "traceless.models._st_embedder",
+}
+
+
+def __getattr__(name: str) -> object:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'traceless.models' has no attribute {name!r}")

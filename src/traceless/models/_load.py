@@ -1,0 +1,144 @@
+"""Build any backend or embedder from a short spec string.
+
+Backend specs (``load_backend``):
+
+* a catalog name: ``qwen2.5-coder-0.5b-instruct`` (default), ``smollm2-135m-instruct``,
+  ``qwen2.5-coder-1.5b-instruct`` → local transformers backend on the assembled GGUF
+* ``transformers:/path/to/file.gguf``, ``transformers:/path/to/safetensors-dir`` or
+  ``transformers:CATALOG-NAME``; a bare existing ``.gguf`` path or model folder works too
+* ``hf:ORG/REPO`` → ``AutoModelForCausalLM.from_pretrained`` from the Hugging Face Hub
+* ``scripted`` or ``scripted:REPLY`` → ``ScriptedBackend`` answering ``ok`` (or REPLY)
+* ``openai:MODEL@BASE_URL`` → OpenAI-compatible HTTP server (key from ``OPENAI_API_KEY``)
+
+A new backend kind is one decorated factory::
+
+    @BACKENDS.register("mykind", help="...")
+    def _mykind(arg: str, **kw: Any) -> ModelBackend: ...
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from traceless.errors import ConfigError, UnknownNameError
+from traceless.models._base import ModelBackend
+from traceless.models._catalog import DEFAULT_MODEL, KNOWN_MODELS
+from traceless.models._embedder import Embedder, HashingEmbedder
+from traceless.registry import Registry
+
+__all__ = ["BACKENDS", "EMBEDDERS", "BackendFactory", "load_backend", "load_embedder"]
+
+BackendFactory = Callable[..., ModelBackend]
+
+BACKENDS: Registry[BackendFactory] = Registry(
+    "backend",
+    hint="Use a catalog model name (`traceless models list`), transformers:PATH, hf:REPO, "
+    "openai:MODEL@URL or scripted; install a catalog model with `traceless models pull NAME`",
+)
+
+
+@BACKENDS.register("catalog", help="embedded catalog model by name (local transformers backend)")
+def _catalog(arg: str, **kw: Any) -> ModelBackend:
+    from traceless.models._transformers import TransformersBackend
+
+    return TransformersBackend.from_catalog(arg or DEFAULT_MODEL, **kw)
+
+
+@BACKENDS.register("transformers", help="local GGUF file, safetensors folder or catalog name")
+def _transformers(arg: str, **kw: Any) -> ModelBackend:
+    from traceless.models._transformers import TransformersBackend
+
+    if not arg or arg in KNOWN_MODELS:
+        return TransformersBackend.from_catalog(arg or DEFAULT_MODEL, **kw)
+    p = Path(arg).expanduser()
+    if p.is_file():
+        return TransformersBackend.from_gguf(p, **kw)
+    if p.is_dir():
+        return TransformersBackend.from_pretrained(str(p), **kw)
+    raise ConfigError(
+        f"transformers:{arg}: no such file or folder and not a catalog model; pass a .gguf file, a "
+        f"safetensors model folder, or one of {', '.join(KNOWN_MODELS)}"
+    )
+
+
+@BACKENDS.register("hf", help="Hugging Face Hub repo id (needs network or a local HF cache)")
+def _hf(arg: str, **kw: Any) -> ModelBackend:
+    from traceless.models._transformers import TransformersBackend
+
+    if not arg:
+        raise ConfigError("hf: needs a repo id, e.g. hf:Qwen/Qwen2.5-0.5B-Instruct")
+    return TransformersBackend.from_pretrained(arg, name=kw.pop("name", arg), **kw)
+
+
+@BACKENDS.register("scripted", help="deterministic scripted replies (tests); scripted:REPLY")
+def _scripted(arg: str, **kw: Any) -> ModelBackend:
+    from traceless.models._scripted import ScriptedBackend
+
+    kw.setdefault("default", arg or "ok")
+    return ScriptedBackend(**kw)
+
+
+@BACKENDS.register("openai", help="OpenAI-compatible server: openai:MODEL@BASE_URL")
+def _openai(arg: str, **kw: Any) -> ModelBackend:
+    from traceless.models._openai import OpenAIBackend
+
+    model, _, base_url = arg.partition("@")
+    if not model:
+        raise ConfigError("openai: needs a model, e.g. openai:gpt-4o-mini@https://api.openai.com/v1")
+    base_url = base_url or os.environ.get("OPENAI_BASE_URL", "https://api.openai.com/v1")
+    api_key = kw.pop("api_key", None) or os.environ.get("OPENAI_API_KEY") or None
+    return OpenAIBackend(model=model, base_url=base_url, api_key=api_key, **kw)
+
+
+def load_backend(spec: str = DEFAULT_MODEL, **kw: Any) -> ModelBackend:
+    """Build a backend from ``spec`` (see the module docstring); ``kw`` go to its constructor."""
+    spec = spec.strip()
+    if spec in KNOWN_MODELS:
+        return BACKENDS.get("catalog")(spec, **kw)
+    if spec in BACKENDS and spec != "catalog":
+        return BACKENDS.get(spec)("", **kw)
+    kind, sep, arg = spec.partition(":")
+    if sep and kind in BACKENDS:
+        return BACKENDS.get(kind)(arg, **kw)
+    p = Path(spec).expanduser()
+    if (p.is_file() and p.suffix == ".gguf") or (p.is_dir() and (p / "config.json").is_file()):
+        return BACKENDS.get("transformers")(str(p), **kw)
+    raise UnknownNameError(
+        "model",
+        spec,
+        [*KNOWN_MODELS, *(f"{k}:..." for k in BACKENDS.names() if k != "catalog")],
+        "Install a catalog model with `traceless models pull NAME` (see `traceless models list`), or use "
+        "transformers:/path/file.gguf, hf:ORG/REPO, openai:MODEL@URL, scripted",
+    )
+
+
+# ----------------------------------------------------------------------------------- embedders
+
+EmbedderFactory = Callable[[], Embedder]
+EMBEDDERS: Registry[EmbedderFactory] = Registry("embedder")
+_EMBEDDER_CACHE: dict[str, Embedder] = {}
+
+
+@EMBEDDERS.register("all-MiniLM-L6-v2", help="sentence-transformers all-MiniLM-L6-v2, 384-d (paper 000)")
+def _minilm() -> Embedder:
+    from traceless.models._st_embedder import SentenceTransformerEmbedder
+
+    return SentenceTransformerEmbedder()
+
+
+@EMBEDDERS.register("hashing", help="dependency-free hashing embedder, 256-d (unit tests)")
+def _hashing() -> Embedder:
+    return HashingEmbedder()
+
+
+def load_embedder(name: str = "all-MiniLM-L6-v2") -> Embedder:
+    """A cached embedder instance by name (``all-MiniLM-L6-v2`` or ``hashing``)."""
+    key = {"sentence-transformers/all-MiniLM-L6-v2": "all-MiniLM-L6-v2", "minilm": "all-MiniLM-L6-v2"}.get(
+        name, name
+    )
+    if key not in _EMBEDDER_CACHE:
+        _EMBEDDER_CACHE[key] = EMBEDDERS.get(key)()
+    return _EMBEDDER_CACHE[key]
