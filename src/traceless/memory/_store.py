@@ -134,11 +134,31 @@ class MemoryStore:
         except sqlite3.Error as e:
             raise self._translate(e) from e
 
-    def checkpoint(self) -> None:
+    def checkpoint(self) -> bool:
         """Flush the WAL into the main file and truncate it to zero bytes, so no old page
-        images (which may hold forgotten text) stay in the WAL."""
-        if self.path != ":memory:":
-            self._exec("PRAGMA wal_checkpoint(TRUNCATE)")
+        images (which may hold forgotten text) stay in the WAL or the main file.
+
+        Returns False when it could not complete within the timeout: another connection
+        still reads an older snapshot, whose pages stay on disk until a later checkpoint.
+        """
+        if self.path == ":memory:":
+            return True
+        row = self._exec("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        return row is None or int(row[0]) == 0
+
+    def vacuum(self) -> bool:
+        """Rebuild the file from its live content, then checkpoint (see ``checkpoint``).
+
+        ``secure_delete`` zeroes deleted cells and freed pages, but when SQLite rebalances
+        a b-tree page it can leave bytes of cells that lived there earlier in the page's
+        unallocated gap. VACUUM writes every page afresh, so only live content remains.
+        Returns ``checkpoint()``'s verdict. Must not run inside a transaction.
+        """
+        if self._depth:
+            raise MemoryStoreError("internal: vacuum() cannot run inside a transaction")
+        with self._lock:
+            self._exec("VACUUM")
+        return self.checkpoint()
 
     def integrity_check(self) -> list[str]:
         """``PRAGMA integrity_check``: ``["ok"]`` for a sound file, else SQLite's findings."""

@@ -1,0 +1,125 @@
+"""Physical erasure: after an erasing forget, the literal's bytes are in no file SQLite
+wrote (main db, -wal, -shm, -journal), in UTF-8, UTF-16LE or UTF-16BE, even in a store
+with hundreds of artifacts and many rewrites (freed pages, overflow pages, WAL frames)."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+from _forget_helpers import CANARY, make_writer, session
+
+from traceless.forget import ForgetTarget, encodings_of, forget, scan_files
+from traceless.memory import MemoryStore, Tier
+
+LONG = " ".join(f"filler{i}" for i in range(900))  # > 4 KiB: overflow pages
+
+
+@pytest.fixture(autouse=True)
+def _home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TRACELESS_HOME", str(tmp_path / "home"))
+
+
+def _files(db: Path) -> list[Path]:
+    return [Path(f"{db}{s}") for s in ("", "-wal", "-shm", "-journal")]
+
+
+def _turns(i: int) -> list[str]:
+    turns = [f"ALICE session {i} I adopted a dog named Rex", f"ALICE I drink green tea, day {i}"]
+    if i % 4 == 0:
+        turns.append(f"by the way, my private session token is {CANARY}")
+    if i % 10 == 3:
+        turns.append(f"{LONG} {CANARY} {LONG}")  # canary inside an overflow chain
+    if i % 7 == 5:
+        turns.append(f"{CANARY}")  # a turn that is only the canary (dropped when emptied)
+    return turns
+
+
+def _build(db: Path, *, n_sessions: int = 40) -> MemoryStore:
+    store = MemoryStore(db)
+    writer = make_writer(store, 1, keep=True, extractive=True)
+    writer.config = writer.config.model_copy(update={"levels": (1, 2)})
+    # one write per session: each re-consolidates the extractive summary (delete + insert of
+    # a growing text holding the canary) → many freed pages that once held it
+    for i in range(n_sessions):
+        writer.write_sessions([session("alice", f"s{i}", _turns(i))])
+    writer.write_sessions([session("bob", "b1", ["BOB likes stamps"])])
+    # many in-place updates of canary-bearing artifacts
+    with store.transaction():
+        for rnd in range(3):
+            for a in store.containing(CANARY, owner="alice"):
+                if a.tier != Tier.EMBEDDING:
+                    store.update_text(a.id, (a.text or "") + f" (rev {rnd})")
+    return store
+
+
+@pytest.mark.parametrize("encoding", ["UTF-8", "UTF-16le", "UTF-16be"])
+@pytest.mark.parametrize("mode", ["full_purge", "tombstone", "lineage_closure"])
+def test_no_bytes_left_in_large_store(tmp_path: Path, mode: str, encoding: str) -> None:
+    db = tmp_path / "big.db"
+    if encoding != "UTF-8":
+        conn = sqlite3.connect(db)
+        conn.execute(f"PRAGMA encoding = '{encoding}'")
+        conn.execute("CREATE TABLE _init(x)")
+        conn.execute("DROP TABLE _init")
+        conn.close()
+    store = _build(db, n_sessions=40 if encoding == "UTF-8" else 16)
+    writer = make_writer(store, 1, keep=True)
+    assert len(store.artifacts()) >= 300 or encoding != "UTF-8"
+    assert store._conn.execute("PRAGMA encoding").fetchone()[0] == encoding
+    store.checkpoint()
+    pre = scan_files(_files(db), CANARY)
+    form = encodings_of(CANARY)[{"UTF-8": 0, "UTF-16le": 1, "UTF-16be": 2}[encoding]]
+    assert db.read_bytes().count(form) > 0  # the scan can see this encoding
+
+    r = forget(store, ForgetTarget.literal(CANARY, "alice"), mode, writer=writer)
+    assert r.verification.passed and sum(pre.values()) > 0
+    assert not store.containing(CANARY)
+    post = scan_files(_files(db), CANARY)
+    assert not any(post.values()), post
+    assert not any(r.verification.disk_scan.values())
+    assert store.integrity_check() == ["ok"]
+    store.close()
+    assert not any(scan_files(_files(db), CANARY).values())
+    # bob untouched, alice's other words still there (the store was not just wiped)
+    with MemoryStore(db) as again:
+        assert again.artifacts(owner="bob")
+        assert again.containing("adopted a dog", owner="alice")
+
+
+def test_user_erasure_leaves_no_bytes(tmp_path: Path) -> None:
+    db = tmp_path / "big.db"
+    store = _build(db, n_sessions=20)
+    writer = make_writer(store, 1, keep=True)
+    forget(store, ForgetTarget.user("alice"), "full_purge", writer=writer)
+    assert store.artifacts(owner="alice") == []
+    store.close()
+    for needle in ("ALICE", CANARY, "adopted a dog", "filler17"):
+        assert not any(scan_files(_files(db), needle).values()), needle
+    assert any(scan_files(_files(db), "BOB likes stamps").values())
+
+
+def test_reader_pinning_old_snapshot_is_reported(tmp_path: Path) -> None:
+    """A second connection holding a read transaction keeps old page images alive (the
+    checkpoint cannot complete). The receipt says so instead of claiming a clean disk;
+    the next checkpoint after the reader leaves erases them."""
+    db = tmp_path / "m.db"
+    store = _build(db, n_sessions=4)
+    store.close()
+    store = MemoryStore(db, timeout=0.2)
+    writer = make_writer(store, 1, keep=True)
+    reader = sqlite3.connect(db, isolation_level=None)
+    reader.execute("BEGIN")
+    reader.execute("SELECT count(*) FROM artifacts").fetchone()
+    try:
+        r = forget(store, ForgetTarget.literal(CANARY, "alice"), "full_purge", writer=writer)
+        assert r.verification.passed
+        assert sum(r.verification.disk_scan.values()) > 0
+        assert any("checkpoint" in n for n in r.notes)
+    finally:
+        reader.execute("COMMIT")
+        reader.close()
+    assert store.checkpoint()
+    assert not any(scan_files(_files(db), CANARY).values())
+    store.close()
