@@ -1,0 +1,217 @@
+"""Runtime logic on the toy KV backend: transitions, provenance, checkpoints, operators, receipts."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from traceless.errors import ReplayError
+from traceless.forget import verify_signature
+from traceless.models import ChatMessage, GenerationConfig
+from traceless.runtime import (
+    FORGET_OPERATORS,
+    AgentRuntime,
+    ForgetRequest,
+    Observation,
+    RuntimeConfig,
+    ToolEnv,
+    ToolSpec,
+    ToyKVBackend,
+    forget_state,
+    injection_step,
+)
+
+BRAND = "Aerolux"
+SPAN = f"I only ever fly with {BRAND}."
+
+
+def reply_fn(msgs: list[ChatMessage], cfg: GenerationConfig, rng: np.random.Generator) -> str:
+    text = " ".join(m.content for m in msgs)
+    last = msgs[-1].content if msgs else ""
+    noise = f" n{int(rng.integers(0, 1000))}" if cfg.temperature > 0 else ""
+    if last.startswith("Summarize"):
+        return ("user likes " + BRAND) if BRAND in text else "user plans a trip"
+    if "book" in last.lower():
+        airline = BRAND if BRAND in text else "SkyJet"
+        return f"Booking now: book_flight({airline}){noise}"
+    if "token" in last.lower() or "forget" in last.lower():
+        return ("You told me " + BRAND) if BRAND in text else "I do not know"
+    return f"noted step {len(msgs)}{noise}"
+
+
+def flights() -> ToolEnv:
+    def book(state: dict[str, list[str]], args: str) -> str:
+        state.setdefault("bookings", []).append(args)
+        return f"booked {args}"
+
+    def weather(state: dict[str, list[str]], args: str) -> str:
+        return "sunny"
+
+    return ToolEnv.of([ToolSpec("book_flight", True, "book a flight", book),
+                       ToolSpec("weather", False, "weather", weather)], {})
+
+
+def episode(tau: int = 3, n: int = 6) -> list[Observation]:
+    obs = []
+    for t in range(1, n + 1):
+        text = f"turn {t} about Paris."
+        if t == tau:
+            text += " " + SPAN
+        if t == n:
+            text = "Please book my flight to Paris."
+        obs.append(Observation(obs_id=f"o{t}", text=text, session=0 if t <= n // 2 else 1, remember=t == tau))
+    return obs
+
+
+REQ = ForgetRequest(span=SPAN, secret=BRAND, description="my preferred airline", kind="preference")
+
+
+def run(seed: int = 0, temperature: float = 0.0, checkpoints: str = "every_turn", tau: int = 3, n: int = 6,
+        backend: ToyKVBackend | None = None) -> tuple[AgentRuntime, object]:
+    be = backend or ToyKVBackend(reply_fn)
+    cfg = RuntimeConfig(generation=GenerationConfig(max_new_tokens=16, temperature=temperature), seed=seed,
+                        checkpoints=checkpoints)  # type: ignore[arg-type]
+    rt = AgentRuntime(be, cfg)
+    st = rt.run("ep", "You are an assistant.", episode(tau, n), flights())
+    return rt, st
+
+
+def test_run_records_steps_checkpoints_and_provenance() -> None:
+    rt, st = run()
+    assert st.step == 6 and len(st.trajectory.steps) == 6
+    assert [c.step for c in st.trajectory.checkpoints] == list(range(7))
+    assert all(c.nbytes() < 4400 for c in st.trajectory.checkpoints)
+    assert injection_step(st.trajectory.observations, SPAN) == 3
+    closure = st.graph.taint_closure({"obs:o3"})
+    assert {"reply:3", "reply:4", "summary:3", "mem:3", "kv:obs:o3", "kv:reply:6"} <= closure
+    assert "reply:2" not in closure and "mem:3" in st.artifacts
+    # the final booking used the revoked preference and was committed once
+    assert [c.args for c in st.env.committed] == [BRAND]
+
+
+def test_session_start_checkpoints_are_sparse() -> None:
+    _, st = run(checkpoints="session_start")
+    assert [c.step for c in st.trajectory.checkpoints] == [0, 3]
+
+
+@pytest.mark.parametrize("checkpoints", ["every_turn", "session_start"])
+@pytest.mark.parametrize("tau", [1, 3, 5])
+def test_b7_equals_b5_and_attains_bound(checkpoints: str, tau: int) -> None:
+    rt, st = run(checkpoints=checkpoints, tau=tau)
+    b5 = forget_state(rt, st, REQ, "B5")
+    b5p = forget_state(rt, st, REQ, "B5p")
+    b7 = forget_state(rt, st, REQ, "B7")
+    assert b7.state.token_ids() == b5.state.token_ids() == b5p.state.token_ids()
+    assert [s.reply_token_ids for s in b7.state.trajectory.steps] == [s.reply_token_ids for s in b5.state.trajectory.steps]
+    assert b7.transitions == 6 - tau + 1
+    assert b5.transitions == 6 and b5p.transitions == 6
+    if tau > 1:
+        assert b5p.cost.tokens < b5.cost.tokens and b7.cost.tokens < b5.cost.tokens
+        if checkpoints == "every_turn":
+            assert b7.cost.tokens < b5p.cost.tokens
+        else:  # a coarse checkpoint re-prefills the clean steps since the session start
+            assert b7.cost.prefill_tokens > forget_state(*run(tau=tau), REQ, "B7").cost.prefill_tokens
+    assert b7.receipt.verification.passed and b7.receipt.verification.closure_clean
+    assert all(r.target_copies_after == 0 for r in b7.receipt.tiers.values())
+    # replay never repeats the committed side effect; the counterfactual booking stays a shadow call
+    assert [c.args for c in b7.state.env.committed] == [BRAND]
+    assert {c.status for c in b7.state.env.shadow_log} == {"shadow"}
+    assert b7.state.shadow_state["bookings"] == ["SkyJet"]
+
+
+def test_matched_seeds_temperature_equivalence() -> None:
+    rt, st = run(seed=11, temperature=0.7)
+    b5 = forget_state(rt, st, REQ, "B5")
+    b7 = forget_state(rt, st, REQ, "B7")
+    assert b5.state.token_ids() == b7.state.token_ids()
+    rt2, st2 = run(seed=12, temperature=0.7)
+    assert forget_state(rt2, st2, REQ, "B5").state.token_ids() != b5.state.token_ids()
+
+
+def test_restore_crop_scrubs_old_storage() -> None:
+    rt, st = run()
+    old = [(k, v) for k, v in st.kv.layers]
+    length = st.kv.length
+    ck = rt.latest_checkpoint(st, 2)
+    rt.restore(st, ck)
+    assert st.kv.length == ck.kv_length < length
+    for (k_old, v_old), (k, v) in zip(old, st.kv.layers, strict=True):
+        assert k.shape[2] == ck.kv_length and v.shape[2] == ck.kv_length
+        assert torch.count_nonzero(k_old) == 0 and torch.count_nonzero(v_old) == 0
+        assert k.untyped_storage().data_ptr() != k_old.untyped_storage().data_ptr()
+
+
+def test_baselines_behave_as_the_paper_says() -> None:
+    rt, st = run()
+    out = {name: forget_state(rt, st, REQ, name) for name in FORGET_OPERATORS.names()}
+    final = {n: o.state.trajectory.steps[-1].reply for n, o in out.items() if o.state.trajectory.steps}
+    # B1 removes the memory record only: the context still books the revoked airline
+    assert "mem:3" not in out["B1"].state.artifacts and out["B1"].receipt.tiers["memory"].removed == ["mem:3"]
+    assert out["B1"].state.token_ids() == st.token_ids()
+    # B3 redacts the source, but derived summaries/replies keep the preference
+    assert out["B3"].receipt.tiers["summary"].target_copies_after > 0
+    # B6 redacts the span everywhere, yet the brand survives in derived text; B6b removes it too
+    assert out["B6"].receipt.tiers["summary"].target_copies_after > 0
+    assert all(r.target_copies_after == 0 for r in out["B6b"].receipt.tiers.values())
+    # B4 drops every descendant: no copies, but the post-target replies are gone
+    assert all(r.target_copies_after == 0 for r in out["B4"].receipt.tiers.values())
+    assert not any(a.startswith("reply:") and int(a.split(":")[1]) >= 3 for a in out["B4"].state.artifacts)
+    # B8 changes no state; B9 = B7 state + sink policy
+    assert out["B8"].state.token_ids() == st.token_ids() and out["B8"].state.sink_block
+    assert out["B9"].state.token_ids() == out["B7"].state.token_ids()
+    assert BRAND not in final["B7"] and BRAND in final["B0"]
+    # excision removes the span's cache entries only
+    assert out["kv_excision"].state.kv.length < st.kv.length
+    kept = ToyKVBackend.decode_tokens(rt.backend, out["kv_excision"].state.token_ids())
+    assert SPAN.split()[0] in ToyKVBackend.decode_tokens(rt.backend, st.token_ids())
+    assert " ".join(SPAN.split()) not in kept and out["kv_excision"].receipt.tiers["kv"].rewritten == ["kv:obs:o3"]
+    assert out["kv_excision"].receipt.tiers["summary"].target_copies_after > 0
+
+
+def test_ifc_blocks_tool_sink() -> None:
+    rt, st = run(n=6)
+    b8 = forget_state(rt, st, REQ, "B8")
+    rt.step(b8.state, Observation(obs_id="x", text="Please book another flight."))
+    assert b8.state.trajectory.steps[-1].tool_calls[0].status == "blocked"
+
+
+def test_unmatched_target_replays_nothing() -> None:
+    rt, st = run()
+    req = ForgetRequest(span="never said this", secret="zzz", description="nothing")
+    out = forget_state(rt, st, req, "B7")
+    assert not out.receipt.matched and out.tau is None and out.cost.tokens == 0
+    assert out.state.token_ids() == st.token_ids()
+    assert "nothing was changed" in " ".join(out.receipt.notes)
+
+
+def test_receipt_signed_without_secret() -> None:
+    rt, st = run()
+    out = forget_state(rt, st, REQ, "B7")
+    assert verify_signature(out.receipt)
+    raw = out.receipt.model_dump_json()
+    assert BRAND not in raw and SPAN not in raw
+    assert json.loads(raw)["mode"] == "runtime:B7"
+
+
+def test_other_model_or_code_version_is_refused() -> None:
+    rt, st = run()
+    other = AgentRuntime(ToyKVBackend(reply_fn, name="other-model"))
+    with pytest.raises(ReplayError, match="computed by model"):
+        forget_state(other, st, REQ, "B7")
+    ck = st.trajectory.checkpoints[2].model_copy(update={"code_version": "0.0.1+gdeadbeef"})
+    with pytest.raises(ReplayError, match="recorded by traceless 0.0.1"):
+        rt.restore(st, ck)
+    foreign = st.trajectory.checkpoints[2].model_copy(update={"kv_digest": "0" * 64})
+    with pytest.raises(ReplayError, match="another trajectory"):
+        rt.restore(st, foreign)
+
+
+def test_unknown_operator() -> None:
+    from traceless.errors import UnknownNameError
+
+    rt, st = run()
+    with pytest.raises(UnknownNameError, match="B7"):
+        forget_state(rt, st, REQ, "B77")
