@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -307,3 +308,25 @@ def test_exact_removes_record_and_keeps_summary(tmp_path: Path) -> None:
     assert r.verification.sources_gone and r.tiers["raw"].removed == [rec.id]
     assert {a.id: a.digest for a in store.artifacts(owner="alice", tier=Tier.SUMMARY)} == summaries
     assert any("deliberately left" in n for n in r.notes)
+
+
+def test_writer_of_another_store_refused(tmp_path: Path) -> None:
+    store, _, _ = _build(tmp_path, 1)
+    other = MemoryStore()
+    with pytest.raises(ConfigError, match="another MemoryStore"):
+        forget(store, ForgetTarget.literal(CANARY, "alice"), "full_purge", writer=make_writer(other, 1))
+    assert store.containing(CANARY)
+
+
+def test_rewritten_extractive_refreshes_source_digests(tmp_path: Path) -> None:
+    """After full_purge scrubs a record and the consolidation holding it, the consolidation's
+    recorded source digests are those of the scrubbed records (no sha256 of the old,
+    canary-bearing text is left behind as a guessing oracle)."""
+    store, writer, _ = _build(tmp_path, 0, extractive=True)
+    rec = _canary_record(store)
+    old_digest = rec.digest
+    forget(store, ForgetTarget.literal(CANARY, "alice"), "full_purge", writer=writer)
+    (ext,) = store.artifacts(owner="alice", kind=EXTRACTIVE)
+    assert ext.meta["sources"][rec.id] == store.get(rec.id).digest != old_digest
+    blob = json.dumps([a.meta for a in store.artifacts()]) + json.dumps([b for _, b in store.receipts()])
+    assert old_digest not in blob

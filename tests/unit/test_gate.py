@@ -138,6 +138,22 @@ def test_consolidation_gated(tmp_path: Path) -> None:
     assert len(store.artifacts()) == n
 
 
+def test_consolidation_blocked_before_sessions_are_written(tmp_path: Path) -> None:
+    """With extractive consolidation on, a gated literal still in older raw records blocks
+    the new consolidation: the new (clean) session must not be half-written first."""
+    store = MemoryStore(tmp_path / "m.db")
+    writer = make_writer(store, 1, extractive=True)
+    writer.write_sessions(alice_sessions())
+    forget(store, ForgetTarget.literal(CANARY, "alice"), "noop", writer=writer, gate=WriteGate())
+    writer.gate = WriteGate()
+    before = _count(store)
+    with pytest.raises(GateBlockedError):
+        writer.write_sessions([session("alice", "s9", ["a perfectly clean turn about tea"])])
+    assert _count(store) == before
+    # another owner is unaffected
+    assert writer.write_sessions([session("bob", "b1", ["clean"])]).raw
+
+
 def test_structured_candidate_exact_pair() -> None:
     g = WriteGate(b"k" * 32)
     stored = set(g.descriptors("session token", CANARY))

@@ -132,6 +132,8 @@ def _line(**over: object) -> str:
     (_line(colour="blue"), ["line 2", "'colour'"]),
     (_line(neighbors={"0": "x"}), ["line 2", "'neighbors.0'"]),
     (_line(session_id="s0"), ["line 2", "duplicate session"]),
+    (_line(neighbors={"7": [0]}), ["line 2", "'neighbors'", "not a turn index"]),
+    (_line(neighbors={"0": [5]}), ["line 2", "'neighbors'", "outside"]),
 ])
 def test_malformed_jsonl_names_line_and_field_writes_nothing(tmp_path: Path, bad: str, needles: list[str]) -> None:
     db = _populated(tmp_path)
@@ -148,6 +150,19 @@ def test_malformed_jsonl_names_line_and_field_writes_nothing(tmp_path: Path, bad
     assert str(p) in msg
     assert {a.id: a.digest for a in store.artifacts()} == before
     store.close()
+
+
+def test_invalid_utf8_names_line(tmp_path: Path) -> None:
+    p = tmp_path / "in.jsonl"
+    p.write_bytes(_line(session_id="a").encode() + b"\n" + _line(session_id="b").encode()[:-3] + b"\xff\xfe\"}\n")
+    with pytest.raises(InputFormatError, match="line 2: not valid UTF-8"):
+        read_sessions(p)
+
+
+def test_utf8_bom_accepted(tmp_path: Path) -> None:
+    p = tmp_path / "in.jsonl"
+    p.write_bytes(b"\xef\xbb\xbf" + _line(session_id="a").encode() + b"\n")
+    assert [s.session_id for s in read_sessions(p)] == ["a"]
 
 
 def test_empty_and_missing_input(tmp_path: Path) -> None:

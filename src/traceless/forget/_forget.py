@@ -284,6 +284,8 @@ def forget(
     ``NothingMatchedError`` (after writing the receipt) when nothing matched.
     """
     spec = FORGET_MODES.get(mode)
+    if writer is not None and writer.store is not store:
+        raise ConfigError("writer= writes to another MemoryStore; build it on the store being forgotten")
     t0 = time.perf_counter()
     literal = target.value if target.kind == "literal" else None
     rkey = receipt_key()

@@ -13,7 +13,7 @@ field, before anything is written.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -58,12 +58,23 @@ def parse_session_lines(lines: Iterable[str], source: str = "<input>") -> list[S
     return out
 
 
+def _decoded_lines(raw: Iterable[bytes], source: str) -> Iterator[str]:
+    for n, b in enumerate(raw, start=1):
+        try:
+            yield b.decode("utf-8-sig" if n == 1 else "utf-8")
+        except UnicodeDecodeError as e:
+            raise InputFormatError(
+                f"{source} line {n}: not valid UTF-8 (bad byte at column {e.start + 1}); "
+                "save the file as UTF-8"
+            ) from None
+
+
 def read_sessions(path: str | Path) -> list[Session]:
     p = Path(path)
     if not p.exists():
         raise InputFormatError(f"{p} does not exist")
-    with p.open(encoding="utf-8") as f:
-        return parse_session_lines(f, str(p))
+    with p.open("rb") as f:
+        return parse_session_lines(_decoded_lines(f, str(p)), str(p))
 
 
 def write_sessions_jsonl(sessions: Iterable[Session], path: str | Path) -> None:

@@ -192,6 +192,14 @@ class MemoryWriter:
             job_index.append(mine)
         for s, us in zip(sessions, units, strict=True):
             self.check_gate(s.user_id, (u.text for u in us))
+        if self.config.extractive:
+            # the consolidation written after the sessions must pass the gate too: check the
+            # exact text it will have BEFORE anything is inserted
+            for owner in dict.fromkeys(s.user_id for s in sessions):
+                old = [r.text or "" for r in self.store.artifacts(owner=owner, tier=Tier.RAW)]
+                new = [u.text for s, us in zip(sessions, units, strict=True) if s.user_id == owner for u in us]
+                if old or new:
+                    self.check_gate(owner, ["\n".join(old + new)])
         chunks = self._summarize(jobs)
         for s, mine in zip(sessions, job_index, strict=True):
             self.check_gate(s.user_id, (c for _, j in mine for c in chunks[j]))

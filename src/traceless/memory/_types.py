@@ -6,7 +6,7 @@ import hashlib
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 __all__ = ["Tier", "Turn", "QA", "Session", "Artifact", "LineageEdge", "Hit", "digest_text"]
 
@@ -77,6 +77,21 @@ class Session(BaseModel):
     neighbors: dict[str, list[int]] = Field(default_factory=dict)
     """Optional declared neighbour groups: turn index (as str) → indices of neighbour turns
     (paper 001 exposure-group deletion)."""
+
+    @field_validator("neighbors")
+    @classmethod
+    def _neighbors_in_range(cls, v: dict[str, list[int]], info: ValidationInfo) -> dict[str, list[int]]:
+        turns = info.data.get("turns")
+        if turns is None:
+            return v  # turns invalid: that error is reported instead
+        n = len(turns)
+        for key, group in v.items():
+            if not key.isdigit() or int(key) >= n:
+                raise ValueError(f"key {key!r} is not a turn index (0..{n - 1})")
+            bad = [i for i in group if not 0 <= i < n]
+            if bad:
+                raise ValueError(f"[{key!r}] names turn(s) {bad} outside 0..{n - 1}")
+        return v
 
 
 class Artifact(BaseModel):
