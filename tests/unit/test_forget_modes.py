@@ -330,3 +330,32 @@ def test_rewritten_extractive_refreshes_source_digests(tmp_path: Path) -> None:
     assert ext.meta["sources"][rec.id] == store.get(rec.id).digest != old_digest
     blob = json.dumps([a.meta for a in store.artifacts()]) + json.dumps([b for _, b in store.receipts()])
     assert old_digest not in blob
+
+
+@pytest.mark.parametrize("mode", ["full_purge", "tombstone", "raw_only", "raw_plus_resummarize"])
+def test_scrub_does_not_reassemble_the_literal(tmp_path: Path, mode: str) -> None:
+    """One pass of str.replace on "XQ7-VIOXQ7-VIOLET-3829LET-3829" leaves the literal."""
+    from _forget_helpers import session
+
+    store = MemoryStore(tmp_path / "m.db")
+    writer = make_writer(store, 0)
+    nested = CANARY[:6] + CANARY + CANARY[6:]
+    writer.write_sessions([session("alice", "s1", [f"code {nested} end", f"a  b {CANARY} c  d"])])
+    r = forget(store, ForgetTarget.literal(CANARY, "alice"), mode, writer=writer)
+    assert r.verification.passed
+    raws = [a.text for a in store.artifacts(owner="alice", tier=Tier.RAW)]
+    assert not any(CANARY in (t or "") for t in raws)
+    if mode != "tombstone":
+        assert raws == ["code end", "a  b c  d"]  # unrelated double spaces kept
+
+
+def test_tombstone_of_literal_inside_marker_refused(tmp_path: Path) -> None:
+    from _forget_helpers import session
+
+    store = MemoryStore(tmp_path / "m.db")
+    writer = make_writer(store, 0)
+    writer.write_sessions([session("alice", "s1", ["the RED car"])])
+    with pytest.raises(ConfigError, match="full_purge"):
+        forget(store, ForgetTarget.literal("RED", "alice"), "tombstone", writer=writer)
+    assert store.containing("RED")
+    assert forget(store, ForgetTarget.literal("RED", "alice"), "full_purge", writer=writer).verification.passed

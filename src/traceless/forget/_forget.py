@@ -100,12 +100,25 @@ def forget_mode(
     return deco
 
 
-_SPACES = re.compile(r"[ \t]{2,}")
-
-
 def _scrub(text: str, literal: str, replacement: str) -> str:
-    out = text.replace(literal, replacement)
-    return _SPACES.sub(" ", out).strip() if not replacement else out
+    """Remove every occurrence of ``literal`` (or replace it), until none is left: one
+    pass of ``str.replace`` can reassemble the literal from its pieces
+    (``"XQ7-VIOXQ7-VIOLET-3829LET-3829"``). Deleting collapses the two spaces around a
+    removed word into one; the rest of the text keeps its exact spacing."""
+    if literal in replacement:
+        raise ConfigError(
+            f"the forgotten literal occurs inside the replacement {replacement!r}; use a deleting mode (full_purge)"
+        )
+    pattern = re.compile(r"([ \t]?)" + re.escape(literal) + r"([ \t]?)")
+    out = text
+    for _ in range(64):
+        if literal not in out:
+            break
+        if replacement:
+            out = out.replace(literal, replacement)
+        else:
+            out = pattern.sub(lambda m: " " if m.group(1) and m.group(2) else "", out)
+    return out.strip() if not replacement and out != text else out
 
 
 @dataclass
