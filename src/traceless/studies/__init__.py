@@ -55,3 +55,5 @@ __all__ = [
     "read_rows",
     "run_study",
 ]
+
+from traceless.studies import frontier as _frontier  # noqa: E402,F401  (registers the frontier study)
