@@ -3,8 +3,10 @@
 A mode is one decorated function that receives a ``ForgetOp`` (the resolved target and
 verbs: scrub, remove, reembed, resummarize, rebuild) and mutates the store through it.
 ``forget`` runs the mode, the verification and the receipt insert in ONE transaction:
-a crash at any point leaves the state before or the state after. After commit the WAL is
-truncated so no old page image keeps the target on disk.
+a crash at any point leaves the state before or the state after. After a commit that
+changed anything the file is VACUUMed and the WAL truncated, so no freed page, stale page
+gap or old WAL frame keeps the target on disk (a reader pinning an old snapshot is
+reported in the receipt's notes).
 """
 
 from __future__ import annotations
@@ -293,8 +295,10 @@ def forget(
 
     ``writer`` supplies the summarizer/embedder for modes that rebuild or re-embed.
     ``gate``: when given and the target is a literal, a keyed descriptor is stored so later
-    writes of the exact attribute–value pair are refused. ``strict``: raise
-    ``NothingMatchedError`` (after writing the receipt) when nothing matched.
+    writes of the exact attribute–value pair are refused (stored even when nothing matched).
+    ``strict``: raise ``NothingMatchedError`` (after writing the receipt) when nothing matched.
+    Model calls of rebuilding modes run inside the transaction (they are part of the atomic
+    unit), so other writers wait for them.
     """
     spec = FORGET_MODES.get(mode)
     if writer is not None and writer.store is not store:
