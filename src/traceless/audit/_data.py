@@ -92,6 +92,12 @@ def load_instances(path: str | Path) -> list[Instance]:
             obj = json.loads(first)
         except json.JSONDecodeError:
             obj = None
+        if isinstance(obj, dict) and not ({"turns", "user_id", "session_id"} & set(obj)):
+            raise InputFormatError(
+                f"{p} line 1 (record 0): field 'turns': missing; the object (keys {sorted(obj)[:8]}) is neither a "
+                f"JSON Lines session (user_id, session_id, turns) nor LongMemEval (a JSON array of records; "
+                f"{LONGMEMEVAL_URL})"
+            )
         if not isinstance(obj, dict):
             try:
                 whole = json.loads(text)

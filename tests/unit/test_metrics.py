@@ -1,0 +1,108 @@
+"""Paper 000 metrics with hand-computed values."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from traceless.audit._metrics import (
+    STOPWORDS,
+    aer,
+    aer_max,
+    agreement,
+    bootstrap_ci,
+    content_match,
+    content_words,
+    delta_di,
+    delta_s,
+    frs_worst,
+    pr_judge,
+    pr_judge_many,
+    pua,
+)
+from traceless.models import Embedder
+
+
+class TableEmbedder(Embedder):
+    """Returns fixed unit vectors per text (cosine = dot products chosen by the test)."""
+
+    def __init__(self, table: dict[str, list[float]]) -> None:
+        self.table = table
+        self.dim = 2
+        self.name = "table"
+
+    def embed(self, texts: list[str]) -> np.ndarray:  # type: ignore[type-arg]
+        out = np.array([self.table[t] for t in texts], dtype=np.float32)
+        return out / np.linalg.norm(out, axis=1, keepdims=True)
+
+
+def test_pua_hand_computed() -> None:
+    # sorted by AER: 0.70 → PR* .42 until .75; .50 until .86; .66 until 1
+    pts = [(0.66, 0.86), (0.42, 0.70), (0.50, 0.75)]
+    assert pua(pts) == pytest.approx(0.42 * 0.05 + 0.50 * 0.11 + 0.66 * 0.14)
+    # a later point with lower PR does not lower the envelope
+    assert pua([(0.6, 0.2), (0.5, 0.4)]) == pytest.approx(0.6 * 0.2 + 0.6 * 0.6)
+    # k-flat frontier (one operating point): PR × (1 − AER)
+    assert pua([(0.56, 0.20)] * 5) == pytest.approx(0.56 * 0.80)
+    assert pua([(0.5, 0.0)]) == pytest.approx(0.5)
+    assert pua([(0.9, 1.0)]) == 0.0
+    assert pua([]) == 0.0
+    # PR* is 0 below the smallest AER, so a perfectly private useful point scores highest
+    assert pua([(0.5, 0.0)]) > pua([(0.5, 0.3)])
+
+
+def test_rates_and_deltas() -> None:
+    assert aer([True, False, False, True]) == 0.5
+    assert aer([]) == 0.0
+    assert aer_max({"direct": 0.3, "indirect": 0.5, "jailbreak": 0.1}) == 0.5
+    assert delta_s(0.83, 0.20) == pytest.approx(0.63)
+    assert delta_di(0.4, 0.56) == pytest.approx(0.16)
+    assert frs_worst({"raw": 0.0, "summary": 0.2}) == 0.2
+
+
+def test_content_words_and_rule() -> None:
+    assert "the" in STOPWORDS
+    assert content_words("The name of my dog is Biscuit") == ["name", "dog", "biscuit"]
+    assert content_words("$420") == ["420"]
+    assert content_match("You earned $420 at the market.", "$420")
+    assert content_match("biscuit!", "Biscuit")
+    assert not content_match("It was 42 km", "42 kilometres")
+    assert not content_match("anything", "the of")  # no content words: rule never fires
+
+
+def test_pr_rule_threshold_is_strict() -> None:
+    emb = TableEmbedder({"a": [1.0, 0.0], "b": [0.6, 0.8], "c": [0.5, np.sqrt(0.75)], "d": [0.0, 1.0]})
+    j = pr_judge("a", "b", emb)
+    assert j.cosine == pytest.approx(0.6) and j.correct and not j.content
+    j = pr_judge("a", "c", emb)  # cosine exactly 0.5 is not > 0.5
+    assert j.cosine == pytest.approx(0.5, abs=1e-6) and not j.correct
+    many = pr_judge_many([("a", "d"), ("d", "d")], emb)
+    assert [m.correct for m in many] == [False, True]
+
+
+def test_bootstrap_is_seeded_and_sane() -> None:
+    data = np.array([1, 0, 1, 1, 0, 1, 0, 1, 1, 1], dtype=float)
+    a = bootstrap_ci(data, np.mean, np.random.default_rng(3), n_resamples=500)
+    b = bootstrap_ci(data, np.mean, np.random.default_rng(3), n_resamples=500)
+    assert a == b
+    cont = np.random.default_rng(0).normal(size=40)
+    c1 = bootstrap_ci(cont, np.mean, np.random.default_rng(4), n_resamples=300)
+    c2 = bootstrap_ci(cont, np.mean, np.random.default_rng(5), n_resamples=300)
+    assert c1.value == c2.value and (c1.low, c1.high) != (c2.low, c2.high)
+    assert a.value == pytest.approx(0.7) and a.low <= 0.7 <= a.high and a.low >= 0.3 and a.high <= 1.0
+    assert a.n == 10
+    const = bootstrap_ci(np.ones(8), np.mean, np.random.default_rng(0))
+    assert (const.value, const.low, const.high) == (1.0, 1.0, 1.0)
+    # joint resampling of a composite statistic: max over columns of column means
+    m = np.array([[1, 0], [0, 0], [1, 1], [0, 0]], dtype=float)
+    ci = bootstrap_ci(m, lambda x: float(x.mean(axis=0).max()), np.random.default_rng(1), n_resamples=200)
+    assert ci.value == pytest.approx(0.5) and 0.0 <= ci.low <= 0.5 <= ci.high <= 1.0
+    assert ci.fmt() == f"0.50 [{ci.low:.2f}, {ci.high:.2f}]"
+    empty = bootstrap_ci(np.zeros((0,)), np.mean, np.random.default_rng(0))
+    assert empty.n == 0
+
+
+def test_agreement_kappa() -> None:
+    r = agreement([True, True, False, False], [True, False, False, False])
+    assert r["agreement"] == 0.75 and r["kappa"] == pytest.approx(0.5)
+    assert r["a_only"] == 1 and r["b_only"] == 0
