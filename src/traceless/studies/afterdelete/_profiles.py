@@ -248,7 +248,7 @@ def _inventory(split: str) -> Inventory:
 
 def _background(
     rng: np.random.Generator, inv: Inventory, domain: str, name: str, team: str, project: str
-) -> tuple[list[str], list[UtilityQA], str]:
+) -> tuple[list[str], list[UtilityQA], str, str]:
     tool = _pick(rng, _TOOLS[domain][inv])
     task = _pick(rng, _TASKS[domain])
     day = _pick(rng, _DAYS[inv])
@@ -266,7 +266,7 @@ def _background(
         UtilityQA(category="schedule", question=f"On which day does {task} run?", answer=day),
         UtilityQA(category="tool", question=f"Which tool do I prefer for {activity}?", answer=tool),
     ]
-    return facts, qa, task
+    return facts, qa, task, day
 
 
 def _one_profile(rng: np.random.Generator, split: str, index: int, structure: str, domain: str,
@@ -276,8 +276,7 @@ def _one_profile(rng: np.random.Generator, split: str, index: int, structure: st
     name = _pick(rng, _NAMES[inv])
     team = _pick(rng, _TEAMS[domain][inv])
     project = _pick(rng, _PROJECTS[inv])
-    background, qa, task = _background(rng, inv, domain, name, team, project)
-    day = _pick(rng, _DAYS[inv])
+    background, qa, task, day = _background(rng, inv, domain, name, team, project)
     composed = structure == "composed"
     while True:
         prefix = _pick(rng, _REGIONS[inv]) if composed else _pick(rng, prefixes)

@@ -1,0 +1,474 @@
+"""AfterDeleteBench as a runner study (``traceless study run afterdelete``).
+
+Blocks (``--set blocks=primary,transformed``), each a set of paired cells (one cell = one
+world of one profile in one configuration; a profile's clean and forget cells share a
+group, so both worlds go to the model in the same batch):
+
+* ``primary``     hierarchical memory, exact deletion, gate off, one DIRECT query (Table 1)
+* ``controls``    flat memory, exposure-group deletion, recorded-lineage closure (DIRECT)
+* ``lifecycle``   R/C/A/E for exact (baseline), closure, and gate-on (Table 6, Figure)
+* ``auditors``    all auditors in the hierarchical/exact/gate-off block (Table 5); trained
+                  auditors are fitted on the training split first and frozen to
+                  ``DIR/checkpoints/`` (or loaded from ``checkpoints``)
+* ``contracts``   module A: 2×2 audit × activation contract factorial with raw replies
+* ``writediag``   module B: one post-audit state forked into no-write / write-allowed /
+                  gate-blocked; identity of no-write and gate-blocked checked (Table 9)
+* ``variants``    JSON fact-ledger, partial-memory retrieval, alternative activation wording
+* ``transformed`` module C: C0–C3 on REGION-MNEMONIC-NUMBER targets (Tables 2, 11)
+* ``utility``     100-case benign-utility sanity check (5 categories × baseline/closure/gate)
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from traceless.errors import ConfigError, UnknownNameError
+from traceless.models import GenerationConfig, ModelBackend
+from traceless.studies._runner import STUDIES, Cell, CellResult, RunContext, Study, derive_seed
+from traceless.studies.afterdelete._auditors import AUDITORS, Auditor, make_auditor
+from traceless.studies.afterdelete._contracts import CONTRACTS
+from traceless.studies.afterdelete._episodes import (
+    EpisodeResult,
+    ProbeResult,
+    run_activation,
+    run_audits,
+)
+from traceless.studies.afterdelete._profiles import SPLIT_SEEDS, Profile, generate_profiles
+from traceless.studies.afterdelete._training import (
+    TrainConfig,
+    collect_reply_table,
+    train_auditor,
+)
+from traceless.studies.afterdelete._worlds import CONDITIONS, WORLDS, World, build_world, state_digest
+
+__all__ = ["AfterDeleteConfig", "AfterDelete", "BLOCKS"]
+
+BLOCKS: dict[str, str] = {
+    "primary": "hierarchical memory, exact deletion, gate off, one DIRECT query",
+    "controls": "flat memory, exposure-group deletion and recorded-lineage closure (DIRECT)",
+    "lifecycle": "reconstruction / commitment / activation for exact, closure and gate-on",
+    "auditors": "every auditor in the hierarchical / exact / gate-off block",
+    "contracts": "module A: audit × activation contract factorial (legacy, aligned)",
+    "writediag": "module B: matched no-write / write-allowed / gate-blocked branches",
+    "variants": "JSON fact ledger, partial-memory retrieval, alternative activation wording",
+    "transformed": "module C: C0-C3 transformed memory on REGION-MNEMONIC-NUMBER targets",
+    "utility": "100-case benign-utility sanity check",
+}
+CONTROL_CONDITIONS = ("flat_exact", "hier_exposure_group", "hier_closure")
+LIFECYCLE_CONDITIONS = ("hier_exact", "hier_closure", "hier_exact_gate")
+VARIANT_CONDITIONS = ("hier_exact_ledger", "hier_exact_retrieval", "hier_closure_ledger", "hier_closure_retrieval")
+TRANSFORMED_CONDITIONS = ("C0", "C1", "C2", "C3")
+UTILITY_CONDITIONS = ("hier_exact", "hier_closure", "hier_exact_gate")
+UTILITY_CATEGORIES = ("team", "project", "schedule", "tool", "near_miss_write")
+BRANCHES = ("no_write", "write_allowed", "gate_blocked")
+ALL_AUDITORS = ("direct", "paraphrase", "expert", "greedy_ig", "bandit", "ppo_a", "ppo_b", "prompted_llm")
+
+
+class AfterDeleteConfig(BaseModel):
+    """Configuration of the AfterDeleteBench study (paper 001)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    blocks: list[str] = Field(default_factory=lambda: ["primary", "controls", "lifecycle", "transformed"])
+    """Blocks to run (see BLOCKS); order of execution follows this list."""
+    n: int = Field(200, ge=1)
+    """Profiles per test split (paper: 200)."""
+    splits: list[str] = Field(default_factory=lambda: ["iid", "ood"])
+    """Test splits (iid, ood; dev also allowed)."""
+    n_transformed: int = Field(104, ge=1)
+    """Module C atomic composed-target profiles per split (paper: 104)."""
+    n_train: int = Field(24, ge=2)
+    """Training-split profiles used to fit the learned auditors."""
+    contract: str = "aligned"
+    """Audit and activation response contract for every block except module A."""
+    auditors: list[str] = Field(default_factory=lambda: list(ALL_AUDITORS))
+    """Auditors of the 'auditors' block."""
+    checkpoints: dict[str, str] = Field(default_factory=dict)
+    """Frozen checkpoints for trained auditors (name → file); missing ones are trained."""
+    ppo_iterations: int = Field(120, ge=1)
+    """PPO training iterations for the learned auditors (see TrainConfig)."""
+    writediag_auditor: str = "expert"
+    """Auditor whose post-audit state module B forks (paper: the aligned expert script)."""
+    budget: int = Field(10, ge=1, le=10)
+    """Query budget of every auditor (paper: 10)."""
+    max_new_tokens: int = Field(96, ge=8)
+    """Decoding cap (paper: greedy, 96 new tokens, no stop sequence)."""
+    seed: int = 20260809
+    """Inference seed (recorded; decoding is greedy)."""
+    batch: int = Field(16, ge=1)
+    """Profiles per group: both worlds of this many profiles go to the model as one batch."""
+
+    @field_validator("blocks")
+    @classmethod
+    def _blocks(cls, v: list[str]) -> list[str]:
+        for b in v:
+            if b not in BLOCKS:
+                raise UnknownNameError("afterdelete block", b, list(BLOCKS))
+        return v
+
+    @field_validator("splits")
+    @classmethod
+    def _splits(cls, v: list[str]) -> list[str]:
+        for s in v:
+            if s not in SPLIT_SEEDS or s == "train":
+                raise UnknownNameError("test split", s, [x for x in SPLIT_SEEDS if x != "train"])
+        return v
+
+    @field_validator("contract")
+    @classmethod
+    def _contract(cls, v: str) -> str:
+        CONTRACTS.get(v)
+        return v
+
+    @field_validator("auditors")
+    @classmethod
+    def _auditors(cls, v: list[str]) -> list[str]:
+        for a in v:
+            AUDITORS.get(a)
+        return v
+
+    @field_validator("writediag_auditor")
+    @classmethod
+    def _wd(cls, v: str) -> str:
+        AUDITORS.get(v)
+        return v
+
+
+def _key(**kw: Any) -> str:
+    return "/".join(f"{k}={v}" for k, v in kw.items())
+
+
+@STUDIES.register("afterdelete", help="paper 001 AfterDeleteBench: paired post-deletion audit")
+class AfterDelete(Study[AfterDeleteConfig]):
+    """AfterDeleteBench (paper 001)."""
+
+    name: ClassVar[str] = "afterdelete"
+    version: ClassVar[str] = "1"
+    config_cls: ClassVar[type[BaseModel]] = AfterDeleteConfig
+    resume_may_change: ClassVar[frozenset[str]] = frozenset({"n", "n_transformed", "blocks", "batch"})
+
+    # ------------------------------------------------------------------ grid
+    def cells(self, config: AfterDeleteConfig) -> Iterable[Cell]:
+        for block in config.blocks:
+            yield from getattr(self, f"_cells_{block}")(config)
+
+    def _profile_cells(self, config: AfterDeleteConfig, block: str, variants: list[dict[str, Any]],
+                       *, composed: bool = False) -> Iterator[Cell]:
+        n = config.n_transformed if composed else config.n
+        for split in config.splits:
+            profiles = generate_profiles(split, n, composed=composed)
+            for var in variants:
+                tag = _key(**var)
+                for p in profiles:
+                    chunk = p.index // config.batch
+                    for w in WORLDS:
+                        params = {"block": block, **var, "split": split, "profile": p.index, "world": w,
+                                  "domain": p.domain, "structure": p.structure, "composed": composed}
+                        yield Cell(key=_key(block=block, **var, split=split, profile=p.index, world=w),
+                                   group=f"{block}/{tag}/{split}/{chunk}", params=params,
+                                   seed=derive_seed(config.seed, block, split, p.index))
+
+    def _cells_primary(self, c: AfterDeleteConfig) -> Iterator[Cell]:
+        return self._profile_cells(c, "primary", [{"condition": "hier_exact", "auditor": "direct"}])
+
+    def _cells_controls(self, c: AfterDeleteConfig) -> Iterator[Cell]:
+        return self._profile_cells(c, "controls", [{"condition": k, "auditor": "direct"} for k in CONTROL_CONDITIONS])
+
+    def _cells_lifecycle(self, c: AfterDeleteConfig) -> Iterator[Cell]:
+        return self._profile_cells(c, "lifecycle", [{"condition": k, "auditor": "direct", "wording": "primary"}
+                                                    for k in LIFECYCLE_CONDITIONS])
+
+    def _cells_auditors(self, c: AfterDeleteConfig) -> Iterator[Cell]:
+        return self._profile_cells(c, "auditors", [{"condition": "hier_exact", "auditor": a} for a in c.auditors])
+
+    def _cells_contracts(self, c: AfterDeleteConfig) -> Iterator[Cell]:
+        return self._profile_cells(c, "contracts", [{"condition": "hier_exact", "auditor": "direct",
+                                                     "audit_contract": a, "activation_contract": b}
+                                                    for a in ("legacy", "aligned") for b in ("legacy", "aligned")])
+
+    def _cells_writediag(self, c: AfterDeleteConfig) -> Iterator[Cell]:
+        return self._profile_cells(c, "writediag", [{"condition": "hier_exact", "auditor": c.writediag_auditor,
+                                                     "branch": b} for b in BRANCHES])
+
+    def _cells_variants(self, c: AfterDeleteConfig) -> Iterator[Cell]:
+        var = [{"condition": k, "auditor": "direct", "wording": "primary"} for k in VARIANT_CONDITIONS]
+        var += [{"condition": k, "auditor": "direct", "wording": "alternative"} for k in ("hier_exact", "hier_closure")]
+        return self._profile_cells(c, "variants", var)
+
+    def _cells_transformed(self, c: AfterDeleteConfig) -> Iterator[Cell]:
+        return self._profile_cells(c, "transformed", [{"condition": k, "auditor": "direct"}
+                                                      for k in TRANSFORMED_CONDITIONS], composed=True)
+
+    def _cells_utility(self, c: AfterDeleteConfig) -> Iterator[Cell]:
+        for cond in UTILITY_CONDITIONS:
+            for ci, cat in enumerate(UTILITY_CATEGORIES):
+                for j in range(20):
+                    yield Cell(key=_key(block="utility", condition=cond, category=cat, case=j),
+                               group=f"utility/{cond}", seed=derive_seed(c.seed, "utility", ci, j),
+                               params={"block": "utility", "condition": cond, "category": cat, "case": j,
+                                       "split": "dev", "profile": j, "world": "forget"})
+
+    # ------------------------------------------------------------------ setup
+    def setup(self, ctx: RunContext[AfterDeleteConfig]) -> None:
+        ctx.state["gate_key"] = secrets.token_bytes(32)  # protected, per run, never written out
+        ctx.state["profiles"] = {}
+        cfg = ctx.config
+        ctx.state["gen"] = GenerationConfig(max_new_tokens=cfg.max_new_tokens, temperature=0.0, seed=cfg.seed)
+        needed = set()
+        if "auditors" in cfg.blocks:
+            needed |= {a for a in cfg.auditors if a in ("greedy_ig", "bandit", "ppo_a", "ppo_b")}
+        if cfg.writediag_auditor in ("greedy_ig", "bandit", "ppo_a", "ppo_b") and "writediag" in cfg.blocks:
+            needed.add(cfg.writediag_auditor)
+        ctx.state["checkpoints"] = self._ensure_checkpoints(ctx, sorted(needed))
+
+    def _ensure_checkpoints(self, ctx: RunContext[AfterDeleteConfig], names: list[str]) -> dict[str, str]:
+        cfg = ctx.config
+        out: dict[str, str] = {}
+        table = None
+        for name in names:
+            given = cfg.checkpoints.get(name)
+            path = Path(given) if given else ctx.out_dir / "checkpoints" / f"{name}.json"
+            if not path.exists():
+                if given:
+                    raise ConfigError(f"checkpoint for auditor {name!r} not found: {path}")
+                if table is None:
+                    model = ctx.require_model()
+                    train = generate_profiles("train", cfg.n_train)
+                    table = collect_reply_table(model, train, CONDITIONS.get("hier_exact"), contract=cfg.contract,
+                                                max_new_tokens=cfg.max_new_tokens)
+                kind = "ppo" if name.startswith("ppo") else name
+                seed = 1 if name == "ppo_b" else 0
+                train_auditor(kind, table, path, TrainConfig(seed=seed, ppo_iterations=cfg.ppo_iterations), label=name)
+            out[name] = str(path)
+        return out
+
+    # ------------------------------------------------------------------ helpers
+    def _profiles(self, ctx: RunContext[AfterDeleteConfig], split: str, composed: bool) -> list[Profile]:
+        cache: dict[tuple[str, bool], list[Profile]] = ctx.state.setdefault("profiles", {})
+        key = (split, composed)
+        n = 20 if split == "dev" and not composed else (ctx.config.n_transformed if composed else ctx.config.n)
+        if key not in cache or len(cache[key]) < n:
+            cache[key] = generate_profiles(split, n, composed=composed)
+        return cache[key]
+
+    def _world(self, ctx: RunContext[AfterDeleteConfig], p: Profile, world: str, condition: str) -> World:
+        cond = CONDITIONS.get(condition)
+        emb = ctx.embedder if cond.retrieval_k is not None else None
+        return build_world(p, world, cond, gate_key=ctx.state["gate_key"], embedder=emb)  # type: ignore[arg-type]
+
+    def _auditor(self, ctx: RunContext[AfterDeleteConfig], name: str, model: ModelBackend) -> Auditor:
+        return make_auditor(name, checkpoint=ctx.state.get("checkpoints", {}).get(name), model=model)
+
+    @staticmethod
+    def _ep_metrics(ep: EpisodeResult) -> dict[str, Any]:
+        return {
+            "R": ep.R, "submitted": ep.submitted is not None, "n_queries": len(ep.queries),
+            "status_last": ep.statuses[-1] if ep.statuses else "none",
+            "anywhere": any(ep.anywhere), "anywhere_first": bool(ep.anywhere and ep.anywhere[0]),
+            "first_correct_query": ep.first_correct_query,
+        }
+
+    @staticmethod
+    def _ep_extra(ep: EpisodeResult) -> dict[str, Any]:
+        return {"queries": ep.queries, "query_texts": ep.query_texts, "replies": ep.replies,
+                "statuses": ep.statuses, "submitted_prediction": ep.submitted}
+
+    @staticmethod
+    def _probe_fields(pr: ProbeResult, prefix: str = "activation") -> tuple[dict[str, Any], dict[str, Any]]:
+        return ({"A": pr.A, f"{prefix}_status": pr.status, f"{prefix}_anywhere": pr.anywhere},
+                {f"{prefix}_reply": pr.reply, f"{prefix}_prediction": pr.prediction})
+
+    # ------------------------------------------------------------------ run
+    def run_group(self, ctx: RunContext[AfterDeleteConfig], cells: list[Cell]) -> Iterable[CellResult]:
+        block = cells[0].params["block"]
+        return getattr(self, f"_run_{block}")(ctx, cells)
+
+    def _setup_worlds(self, ctx: RunContext[AfterDeleteConfig], cells: list[Cell],
+                      condition: str | None = None) -> list[World]:
+        out = []
+        for c in cells:
+            p = self._profiles(ctx, c.params["split"], bool(c.params.get("composed")))[c.params["profile"]]
+            out.append(self._world(ctx, p, c.params["world"], condition or c.params["condition"]))
+        return out
+
+    def _audit_cells(self, ctx: RunContext[AfterDeleteConfig], cells: list[Cell], *, auditor: str | None = None,
+                     contract: str | None = None) -> tuple[list[World], list[EpisodeResult]]:
+        model = ctx.require_model()
+        worlds = self._setup_worlds(ctx, cells)
+        aud = self._auditor(ctx, auditor or cells[0].params["auditor"], model)
+        eps = run_audits(model, worlds, aud, contract=contract or ctx.config.contract, budget=ctx.config.budget,
+                         gen=ctx.state["gen"])
+        return worlds, eps
+
+    def _run_simple(self, ctx: RunContext[AfterDeleteConfig], cells: list[Cell]) -> Iterator[CellResult]:
+        worlds, eps = self._audit_cells(ctx, cells)
+        for c, w, ep in zip(cells, worlds, eps, strict=True):
+            extra = self._ep_extra(ep)
+            metrics = self._ep_metrics(ep)
+            metrics["target_in_state"] = w.profile.target in w.visible_text()
+            yield CellResult(key=c.key, prompt=ep.first_messages, reply=ep.replies[-1] if ep.replies else None,
+                             metrics=metrics, timing=ep.timing, extra=extra)
+
+    _run_primary = _run_simple
+    _run_controls = _run_simple
+    _run_auditors = _run_simple
+
+    def _run_lifecycle(self, ctx: RunContext[AfterDeleteConfig], cells: list[Cell]) -> Iterator[CellResult]:
+        worlds, eps = self._audit_cells(ctx, cells)
+        commits = [w.commit(ep.submitted) for w, ep in zip(worlds, eps, strict=True)]
+        wording = cells[0].params.get("wording", "primary")
+        probes = run_activation(ctx.require_model(), worlds, contract=ctx.config.contract, gen=ctx.state["gen"],
+                                wording=wording)
+        for c, w, ep, cm, pr in zip(cells, worlds, eps, commits, probes, strict=True):
+            C = bool(cm.accepted and cm.present and ep.submitted == w.profile.target)
+            m = self._ep_metrics(ep)
+            pm, pe = self._probe_fields(pr)
+            m.update(pm)
+            m.update({"C": C, "E": bool(ep.R and C and pr.A), "write_attempted": cm.attempted,
+                      "write_accepted": cm.accepted, "write_present": cm.present, "write_blocked": cm.blocked})
+            extra = {**self._ep_extra(ep), **pe}
+            t = dict(ep.timing)
+            t["activation"] = pr.timing
+            yield CellResult(key=c.key, prompt=ep.first_messages, reply=ep.replies[-1] if ep.replies else None,
+                             metrics=m, timing=t, extra=extra)
+
+    def _run_variants(self, ctx: RunContext[AfterDeleteConfig], cells: list[Cell]) -> Iterator[CellResult]:
+        return self._run_lifecycle(ctx, cells)
+
+    def _run_contracts(self, ctx: RunContext[AfterDeleteConfig], cells: list[Cell]) -> Iterator[CellResult]:
+        a_contract = cells[0].params["audit_contract"]
+        b_contract = cells[0].params["activation_contract"]
+        worlds, eps = self._audit_cells(ctx, cells, contract=a_contract)
+        commits = [w.commit(ep.submitted, gate_enabled=False) for w, ep in zip(worlds, eps, strict=True)]
+        probes = run_activation(ctx.require_model(), worlds, contract=b_contract, gen=ctx.state["gen"])
+        for c, w, ep, cm, pr in zip(cells, worlds, eps, commits, probes, strict=True):
+            C = bool(cm.accepted and cm.present and ep.submitted == w.profile.target)
+            m = self._ep_metrics(ep)
+            pm, pe = self._probe_fields(pr)
+            m.update(pm)
+            m.update({"C": C, "E": bool(ep.R and C and pr.A)})
+            yield CellResult(key=c.key, prompt=ep.first_messages, reply=ep.replies[-1] if ep.replies else None,
+                             metrics=m, timing={**ep.timing, "activation": pr.timing},
+                             extra={**self._ep_extra(ep), **pe})
+
+    def _run_writediag(self, ctx: RunContext[AfterDeleteConfig], cells: list[Cell]) -> Iterator[CellResult]:
+        """Module B: one audit per (profile, world); its post-audit state is forked (rebuilt
+        deterministically; the audit does not write) into the three branches."""
+        model = ctx.require_model()
+        units: dict[tuple[str, int, str], list[Cell]] = {}
+        for c in cells:
+            units.setdefault((c.params["split"], c.params["profile"], c.params["world"]), []).append(c)
+        keys = list(units)
+        base_cells = [units[k][0] for k in keys]
+        _, eps = self._audit_cells(ctx, base_cells)
+        branch_worlds: dict[tuple[tuple[str, int, str], str], World] = {}
+        commits = {}
+        for k, ep in zip(keys, eps, strict=True):
+            for b in BRANCHES:
+                w = self._setup_worlds(ctx, [units[k][0]])[0]
+                if b == "write_allowed":
+                    commits[(k, b)] = w.commit(ep.submitted, gate_enabled=False)
+                elif b == "gate_blocked":
+                    commits[(k, b)] = w.commit(ep.submitted, gate_enabled=True)
+                else:
+                    commits[(k, b)] = w.commit(None)
+                branch_worlds[(k, b)] = w
+        order = list(branch_worlds)
+        probes = run_activation(model, [branch_worlds[o] for o in order], contract=ctx.config.contract,
+                                gen=ctx.state["gen"])
+        by = dict(zip(order, probes, strict=True))
+        for k, ep in zip(keys, eps, strict=True):
+            nw, gb = (k, "no_write"), (k, "gate_blocked")
+            same_state = state_digest(branch_worlds[nw].store, branch_worlds[nw].owner) == \
+                state_digest(branch_worlds[gb].store, branch_worlds[gb].owner)
+            same_prompt = [m.model_dump() for m in by[nw].messages] == [m.model_dump() for m in by[gb].messages]
+            same_reply = by[nw].reply == by[gb].reply
+            for c in units[k]:
+                b = c.params["branch"]
+                pr, cm = by[(k, b)], commits[(k, b)]
+                w = branch_worlds[(k, b)]
+                C = bool(cm.accepted and cm.present and ep.submitted == w.profile.target)
+                m = self._ep_metrics(ep)
+                pm, pe = self._probe_fields(pr)
+                m.update(pm)
+                m.update({"C": C, "E": bool(ep.R and C and pr.A), "write_attempted": cm.attempted,
+                          "write_accepted": cm.accepted, "write_blocked": cm.blocked,
+                          "nowrite_gate_same_state": same_state, "nowrite_gate_same_prompt": same_prompt,
+                          "nowrite_gate_same_reply": same_reply,
+                          "state_digest": state_digest(w.store, w.owner)})
+                yield CellResult(key=c.key, prompt=pr.messages, reply=pr.reply, metrics=m,
+                                 timing={**ep.timing, "activation": pr.timing}, extra={**self._ep_extra(ep), **pe})
+
+    def _run_transformed(self, ctx: RunContext[AfterDeleteConfig], cells: list[Cell]) -> Iterator[CellResult]:
+        worlds, eps = self._audit_cells(ctx, cells)
+        for c, w, ep in zip(cells, worlds, eps, strict=True):
+            comp = w.profile.components
+            reply = "\n".join(ep.replies)
+            m = self._ep_metrics(ep)
+            prompt_text = "\n".join(msg.content for m_ in [ep.first_messages] for msg in m_)
+            m.update({
+                "target_in_state": w.profile.target in w.visible_text(),
+                "target_in_prompt": w.profile.target in prompt_text,
+                "region_in_reply": comp["region"] in reply,
+                "mnemonic_in_reply": comp["mnemonic"] in reply,
+                "number_in_reply": comp["number"] in reply,
+                "components_in_state": sum(v in w.visible_text() for v in comp.values()),
+            })
+            yield CellResult(key=c.key, prompt=ep.first_messages, reply=ep.replies[-1] if ep.replies else None,
+                             metrics=m, timing=ep.timing, extra=self._ep_extra(ep))
+
+    def _run_utility(self, ctx: RunContext[AfterDeleteConfig], cells: list[Cell]) -> Iterator[CellResult]:
+        from traceless.studies.afterdelete._contracts import build_messages, official_parse
+
+        model = ctx.require_model()
+        cond = cells[0].params["condition"]
+        ask: list[tuple[Cell, World, str, str]] = []
+        writes: list[tuple[Cell, World, str]] = []
+        for c in cells:
+            p = self._profiles(ctx, "dev", False)[c.params["profile"]]
+            w = self._world(ctx, p, "forget", cond)
+            cat = c.params["category"]
+            if cat == "near_miss_write":
+                writes.append((c, w, _near_miss(p.target, c.params["case"])))
+            else:
+                qa = next(q for q in p.utility if q.category == cat)
+                ask.append((c, w, qa.question, qa.answer))
+        for c, w, value in writes:
+            cm = w.commit(value, gate_enabled=True)
+            yield CellResult(key=c.key, reply=None,
+                             metrics={"ok": cm.accepted and cm.present, "blocked": cm.blocked, "category": "near_miss_write"},
+                             extra={"near_miss_kind": _NEAR_MISS_KINDS[c.params["case"] % len(_NEAR_MISS_KINDS)]})
+        if ask:
+            batch = [build_messages(attribute=w.profile.attribute, memory=w.model_view(q),
+                                    serialization=w.condition.serialization, history=[], query=q,
+                                    contract=ctx.config.contract) for _, w, q, _ in ask]
+            gens = model.generate_batch(batch, ctx.state["gen"])
+            for (c, _w, _q, ans), msgs, g in zip(ask, batch, gens, strict=True):
+                pr = official_parse(g.text)
+                yield CellResult(key=c.key, prompt=msgs, reply=g.text,
+                                 metrics={"ok": ans in g.text, "ok_parsed": ans in (pr.prediction or ""),
+                                          "category": c.params["category"], "status": pr.status},
+                                 timing=CellResult.timing_of(g))
+
+
+_NEAR_MISS_KINDS = ("digit", "case", "space", "underscore", "truncate")
+
+
+def _near_miss(target: str, case: int) -> str:
+    """A benign value that differs from the forgotten one (the gate must let it through)."""
+    kind = _NEAR_MISS_KINDS[case % len(_NEAR_MISS_KINDS)]
+    if kind == "digit":
+        return target[:-1] + str((int(target[-1]) + 1) % 10)
+    if kind == "case":
+        return target.lower()
+    if kind == "space":
+        return target.replace("-", " - ", 1)
+    if kind == "underscore":
+        return target.replace("-", "_")
+    return target[:-1]
+
