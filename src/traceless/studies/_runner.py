@@ -445,12 +445,16 @@ class _Progress:
             TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), TextColumn("{task.fields[group]}"),
             console=Console(stderr=True), transient=False,
         )
-        self._task = self._p.add_task(label, total=total, completed=done, group="")
+        from rich.markup import escape
+
+        self._task = self._p.add_task(escape(label), total=total, completed=done, group="")
         self._p.start()
 
     def advance(self, group: str) -> None:
         if self._p is not None:
-            self._p.update(self._task, advance=1, group=group)
+            from rich.markup import escape
+
+            self._p.update(self._task, advance=1, group=escape(group))
 
     def stop(self) -> None:
         if self._p is not None:

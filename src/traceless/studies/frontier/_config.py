@@ -16,7 +16,7 @@ PAPER_S = (0, 1, 2)
 class FrontierConfig(BaseModel):
     """The privacy–utility frontier and forgetting-residue grid of paper 000."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     data: str | None = None
     """LongMemEval JSON (upstream format) or generic JSON Lines sessions. None: ``--data``,

@@ -318,7 +318,8 @@ class FrontierStudy(Study[FrontierConfig]):
         done_jobs: set[str] = set()
         base_extra = {"instance": inst.id, "question_type": inst.questions[0].question_type if inst.questions else None,
                       "canary": canary, **where, "data_sha256": ctx.state["data_sha256"],
-                      "embedder": ctx.state["embedder"], "memory_counts": counts}
+                      "embedder": ctx.state["embedder"], "memory_counts": counts,
+                      "n_questions": len(inst.questions)}
         pr_ready: list[Cell] = []
         by_key = {c.key: c for c in all_cells}
         for gen_name, batch in batches:

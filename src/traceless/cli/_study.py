@@ -1,0 +1,98 @@
+"""``traceless study list|run`` and ``traceless report DIR`` (mounted by cli/__init__)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+
+from traceless.errors import ConfigError
+from traceless.studies import MANIFEST, STUDIES, get_study, load_config, read_manifest, run_study
+
+__all__ = ["study_app", "report_cmd"]
+
+study_app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+                        help="Run the papers' studies into resumable results dirs.")
+
+
+@study_app.command("list")
+def list_cmd() -> None:
+    """List the registered studies and their config fields."""
+    console = Console()
+    for e in STUDIES.entries():
+        cls = e.obj
+        console.print(f"[bold]{e.name}[/bold] (version {cls.version}) — {e.help}")
+        for name, f in cls.config_cls.model_fields.items():
+            default = f.default if f.default_factory is None else f.default_factory()  # type: ignore[call-arg]
+            doc = " ".join((f.description or "").split()).split(". ")[0]
+            console.print(f"    {name} = {default!r}" + (f"  — {doc}" if doc else ""), markup=False, soft_wrap=True)
+
+
+@study_app.command("run")
+def run_cmd(
+    name: str = typer.Argument(..., help="Study name (see `traceless study list`)."),
+    out: Path = typer.Option(..., "--out", "-o", help="Results dir (created; must be new unless --resume)."),
+    config: Path | None = typer.Option(None, "--config", "-c", help="TOML or JSON file of config fields."),
+    sets: list[str] = typer.Option([], "--set", "-s",  # noqa: B006
+                                   help="Override a field: --set S=0,1 --set k=1,3 (repeatable)."),
+    resume: bool = typer.Option(False, "--resume", help="Continue DIR: skip cells already stored (also adds "
+                                                         "another --model to the same dir)."),
+    n: int | None = typer.Option(None, "--n", "-n", help="Instances (sets the config field n)."),
+    data: Path | None = typer.Option(None, "--data", help="Dataset file (sets the config field data)."),
+    model: str | None = typer.Option(None, "--model", "-m",
+                                     help="Backend spec: embedded model name, openai:MODEL@URL, a GGUF path."),
+    tag: str | None = typer.Option(None, "--tag", help="Name of this model's rows in DIR (default: from --model)."),
+    workers: int | None = typer.Option(None, "--workers", min=1,
+                                       help="Groups run at once (default: the backend's max_concurrency)."),
+    max_cells: int | None = typer.Option(None, "--max-cells", min=1,
+                                         help="Stop after this many new cells (resume continues)."),
+    embedder_name: str = typer.Option("all-MiniLM-L6-v2", "--embedder",
+                                      help="Embedder (all-MiniLM-L6-v2, or hashing for smoke tests)."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show the progress bar."),
+) -> None:
+    """Run (or resume) a study into DIR; every finished cell is stored at once."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    study = get_study(name)
+    cls = study.config_cls
+    base: dict[str, Any] = {}
+    if resume and (out / MANIFEST).exists():
+        man = read_manifest(out)
+        if man.study == name:
+            base = dict(man.config)
+    for field, value in (("n", n), ("data", None if data is None else str(data.resolve()))):
+        if value is None:
+            continue
+        if field not in cls.model_fields:
+            raise ConfigError(f"study {name!r} has no {field!r} field; use --set with one of "
+                              f"{', '.join(cls.model_fields)}")
+        base[field] = value
+    cfg = load_config(cls, config, sets, base=base)
+
+    from traceless.cli._common import embedder
+
+    console = Console(stderr=True)
+    summary = run_study(study, out, cfg, resume=resume, model=model, model_tag=tag,
+                        embedder=lambda: embedder(embedder_name), workers=workers, progress=progress,
+                        max_cells=max_cells)
+    state = "finished" if summary.finished else "stopped (resume with --resume)"
+    console.print(
+        f"{summary.study} ({summary.model_tag}): {summary.cells_run} cells run, {summary.cells_skipped} already "
+        f"done, {summary.cells_total} in the grid; {state}; {summary.seconds:.0f}s; generation cache "
+        f"{summary.cache_hits} hits / {summary.cache_misses} generated. Results: {out}", soft_wrap=True, markup=False
+    )
+    if summary.finished:
+        console.print(f"report: traceless report {out}", soft_wrap=True, markup=False)
+
+
+def report_cmd(
+    results_dir: Path = typer.Argument(..., help="A study results dir."),
+    out: Path | None = typer.Option(None, "--out", "-o", help="Where to write (default DIR/report)."),
+) -> None:
+    """Write the study's report (tables, figures, findings) from its results; no model is called."""
+    from traceless.report import render_report
+
+    p = render_report(results_dir, out)
+    typer.echo(str(p))

@@ -1,0 +1,37 @@
+"""Reports: read a study's results dir (never a model) and write tables, figures and
+findings into ``DIR/report/``.
+
+``render_report(results_dir)`` reads the study name from the dir's manifest and
+dispatches to the report registered under that name in ``REPORTS``. Adding a report is
+one decorated function ``(results_dir, out_dir) -> path of the main file``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from traceless.registry import Registry
+from traceless.studies import read_manifest
+
+__all__ = ["REPORTS", "ReportFn", "render_report"]
+
+ReportFn = Callable[[Path, Path], Path]
+
+REPORTS: Registry[ReportFn] = Registry(
+    "report", hint="a report is registered under its study's name in traceless.report.REPORTS"
+)
+
+
+def render_report(results_dir: str | Path, out_dir: str | Path | None = None) -> Path:
+    """Write the report of ``results_dir`` (default into ``results_dir/report``); return
+    the path of its main markdown file."""
+    d = Path(results_dir)
+    man = read_manifest(d)
+    fn = REPORTS.get(man.study)
+    out = Path(out_dir) if out_dir is not None else d / "report"
+    out.mkdir(parents=True, exist_ok=True)
+    return fn(d, out)
+
+
+from traceless.report import _frontier as _frontier  # noqa: E402,F401  (registers the frontier report)

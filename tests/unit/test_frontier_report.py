@@ -1,0 +1,104 @@
+"""The frontier report: tables, CSV, figure and findings from a scripted run; several
+models in one dir; no canary in any report file."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_frontier import cfg, leaky  # noqa: E402  (same folder)
+
+from traceless.errors import StudyError, UnknownNameError
+from traceless.models import ChatMessage, GenerationConfig, HashingEmbedder, ScriptedBackend
+from traceless.report import render_report
+from traceless.report._frontier import findings, frontier_numbers
+from traceless.studies import read_manifest, read_rows, run_study
+
+
+def prudent(messages: list[ChatMessage], c: GenerationConfig) -> str:
+    """Never repeats a canary; answers from memory like `leaky`."""
+    reply = leaky(messages, c)
+    return "I cannot share stored secrets." if "token is" in reply else reply
+
+
+@pytest.fixture(scope="module")
+def two_models(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("rep") / "run"
+    c = cfg(k=[1, 3, 25])
+    for name, fn in (("leaky", leaky), ("prudent", prudent)):
+        run_study("frontier", out, c, resume=True, backend=ScriptedBackend(fn, name=name), model_tag=name,
+                  embedder=HashingEmbedder(), progress=False)
+    return out
+
+
+def test_report_files_and_tables(two_models: Path) -> None:
+    p = render_report(two_models)
+    d = p.parent
+    assert p.name == "report.md" and d == two_models / "report"
+    for f in ("table2.md", "table2.csv", "figure1.png", "numbers.json"):
+        assert (d / f).stat().st_size > 0, f
+    text = p.read_text()
+    assert "leaky S=0" in text and "prudent S=2" in text
+    assert "## Findings" in text and "### leaky (N=3)" in text and "### prudent (N=3)" in text
+    with (d / "table2.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    by = {(r["model"], r["S"], r["metric"]): float(r["value"]) for r in rows}
+    # leaky repeats any canary it sees: AER_max = 1 at S=0 (the direct probe retrieves the canary
+    # turn at every k in this fixture); prudent never leaks
+    assert by[("leaky", "0", "AER ↓ (AER_max, avg over k)")] == 1.0
+    assert by[("prudent", "0", "AER ↓ (AER_max, avg over k)")] == 0.0
+    assert by[("prudent", "1", "FRS_worst noop")] == 0.0
+    assert by[("leaky", "0", "FRS_worst raw_only")] == 0.0
+    assert by[("leaky", "1", "FRS_worst raw_only")] == 1.0  # the S=1 key facts keep the canary
+    nums = json.loads((d / "numbers.json").read_text())
+    assert set(nums) == {"leaky", "prudent"}
+    # no canary value anywhere in the report
+    canaries = {r.extra["canary"] for r in read_rows(two_models)}
+    for f in d.iterdir():
+        if f.suffix in (".md", ".csv", ".json"):
+            body = f.read_text()
+            assert not any(cv in body for cv in canaries), f
+
+
+def test_numbers_hand_checked(two_models: Path) -> None:
+    man = read_manifest(two_models)
+    rows = read_rows(two_models, "leaky")
+    x = frontier_numbers(rows, man.config, "leaky", man.runs["leaky"].identity, 0, 200)
+    assert x.n == 3 and x.n_partial == 0
+    # PR at k: mean over instances of the PR rule on the stored rows
+    for s in x.S:
+        for k in x.k:
+            vals = [r.metrics["correct"] for r in rows if f"/pr/S={s}/k={k}/" in r.key]
+            assert x.pr_k[s][k] == pytest.approx(np.mean(vals))
+    # AER(S,k) = max over levels of the instance mean
+    for k in x.k:
+        per_level = {lv: np.mean([r.metrics["extracted"] for r in rows if f"/aer/S=0/k={k}/{lv}:" in r.key])
+                     for lv in x.levels}
+        assert x.aer_k[0][k] == pytest.approx(max(per_level.values()))
+    assert x.delta_s[2].value == pytest.approx(x.aer[0].value - x.aer[2].value)
+    lines = findings(x)
+    assert any("full_purge drives FRS_worst to zero" in ln and ln.startswith("**REPRODUCED**") for ln in lines)
+    assert any("S=1: raw_only is indistinguishable" in ln and ln.startswith("**REPRODUCED**") for ln in lines)
+    assert any("S=2: raw_only is indistinguishable" in ln and ln.startswith("**NOT TESTABLE**") for ln in lines)
+
+
+def test_partial_instances_are_excluded(tmp_path: Path) -> None:
+    out = tmp_path / "part"
+    run_study("frontier", out, cfg(), backend=ScriptedBackend(leaky, name="leaky"), model_tag="leaky",
+              embedder=HashingEmbedder(), progress=False, max_cells=100)
+    man = read_manifest(out)
+    x = frontier_numbers(read_rows(out), man.config, "leaky", {}, 0, 50)
+    assert x.n == 1 and x.n_partial == 1
+    assert "1 complete instances (1 partial, excluded)" in render_report(out).read_text()
+
+
+def test_report_errors(tmp_path: Path) -> None:
+    with pytest.raises(StudyError, match="not a study results dir"):
+        render_report(tmp_path)
+    (tmp_path / "manifest.json").write_text(json.dumps({
+        "study": "nope", "study_version": "1", "config": {}, "created": 0, "code_version": "x"}))
+    with pytest.raises(UnknownNameError, match="unknown report 'nope'"):
+        render_report(tmp_path)

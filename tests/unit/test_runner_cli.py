@@ -1,0 +1,53 @@
+"""``traceless study list|run`` and ``traceless report`` through the real entry point."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from traceless.cli import main
+from traceless.studies import read_manifest, read_rows
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "longmemeval_tiny.json"
+
+
+def cli(*args: str) -> int:
+    try:
+        main(list(args))
+    except SystemExit as e:
+        return int(e.code or 0)
+    return 0
+
+
+def test_list(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli("study", "list") == 0
+    out = capsys.readouterr().out
+    assert "frontier" in out and "probe_tokens = 48" in out
+
+
+def test_run_resume_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "run"
+    base = ["study", "run", "frontier", "--out", str(out), "--data", str(FIXTURE), "--model", "scripted",
+            "--embedder", "hashing", "--set", "k=1,3", "--set", "wordings=1", "--no-progress"]
+    assert cli(*base, "--n", "1", "--max-cells", "10") == 0
+    assert len(read_rows(out)) == 10
+    assert "stopped (resume with --resume)" in capsys.readouterr().err
+    assert cli(*base, "--n", "1") == 10  # StudyError: exists, needs --resume
+    assert "pass --resume" in capsys.readouterr().err
+    # resume takes the stored config; --n grows the instance set
+    assert cli("study", "run", "frontier", "--out", str(out), "--model", "scripted", "--embedder", "hashing",
+               "--resume", "--n", "2", "--no-progress") == 0
+    assert read_manifest(out).config["n"] == 2 and read_manifest(out).config["k"] == [1, 3]
+    assert read_manifest(out).runs["scripted"].finished
+    assert cli("study", "run", "frontier", "--out", str(out), "--model", "scripted", "--embedder", "hashing",
+               "--resume", "--set", "probe_tokens=9", "--no-progress") == 10  # ResumeError
+    assert "config differs" in capsys.readouterr().err
+    assert cli("report", str(out)) == 0
+    assert (out / "report" / "report.md").exists()
+
+
+def test_bad_set_is_a_config_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = cli("study", "run", "frontier", "--out", str(tmp_path / "x"), "--set", "bogus=1")
+    assert code == 2 and "no field 'bogus'" in capsys.readouterr().err
+    assert cli("study", "run", "nosuch", "--out", str(tmp_path / "y")) == 2
