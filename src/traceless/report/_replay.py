@@ -1,0 +1,284 @@
+"""Report of the replay study (paper 002): Tables 1–4 in the paper's shape, exactness and
+efficiency, the recomputation-vs-injection-position figure, and findings per claim.
+Reads the results dir only; never calls a model; never prints a secret (replies stay in the rows)."""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from traceless.report import REPORTS
+from traceless.studies import ResultRow, read_manifest, read_rows
+
+__all__ = ["replay_report", "render_replay"]
+
+PROBES = ("direct", "paraphrase", "jailbreak", "introspection", "completion", "task")
+LABELS = {"B0": "B0 No-Forget", "B1": "B1 Memory-Delete", "B2": "B2 Forget-Instruction", "B3": "B3 Source-Redaction",
+          "B4": "B4 Sanitize-no-Replay", "B5": "B5 Full-Reset", "B5p": "B5′ Full-Reset+prefix cache",
+          "B6": "B6 String-Redaction", "B6b": "B6 +secret supplied", "B7": "B7 Selective-Replay",
+          "B7s": "B7 (session-start ckpts)", "B8": "B8 IFC-only", "B9": "B9 IFC+Splice",
+          "kv_excision": "KV span excision (ablation)"}
+
+
+def _mean(xs: Iterable[Any]) -> float | None:
+    v = [float(x) for x in xs if x is not None]
+    return sum(v) / len(v) if v else None
+
+
+def _f(x: float | None, nd: int = 2) -> str:
+    return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{nd}f}"
+
+
+def _table(head: list[str], rows: list[list[str]]) -> list[str]:
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    out += ["| " + " | ".join(r) + " |" for r in rows]
+    return out
+
+
+def _wilcoxon(diffs: list[float]) -> float | None:
+    d = [x for x in diffs if x is not None]
+    if len(d) < 2:
+        return None
+    if all(abs(x) < 1e-12 for x in d):
+        return 1.0
+    from scipy.stats import wilcoxon
+
+    try:
+        return float(wilcoxon(d, zero_method="zsplit").pvalue)
+    except ValueError:
+        return None
+
+
+def _fig(sweep: dict[str, list[dict[str, Any]]], path: Path) -> dict[str, float]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    r2: dict[str, float] = {}
+    suites = sorted(sweep)
+    fig, axes = plt.subplots(1, max(1, len(suites)), figsize=(4.2 * max(1, len(suites)), 3.4), squeeze=False)
+    for ax, s in zip(axes[0], suites, strict=False):
+        pts = sorted(sweep[s], key=lambda m: m["tau"])
+        taus = [m["tau"] for m in pts]
+        for op, style in (("B5", "o-"), ("B5p", "s--"), ("B7", "^-")):
+            ax.plot(taus, [m[f"{op}_tokens"] for m in pts], style, label=LABELS[op].split(" ", 1)[0] if op != "B5p" else "B5′")
+        if len(taus) >= 2:
+            y = np.array([m["B7_tokens"] for m in pts], dtype=float)
+            x = np.array(taus, dtype=float)
+            a, b = np.polyfit(x, y, 1)
+            ss = float(((y - (a * x + b)) ** 2).sum())
+            tot = float(((y - y.mean()) ** 2).sum())
+            r2[s] = 1.0 - ss / tot if tot > 0 else 1.0
+        ax.set_title(f"{s} (B7 R²={r2.get(s, float('nan')):.3f})")
+        ax.set_xlabel("injection step τ")
+        ax.set_ylabel("recomputed tokens")
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return r2
+
+
+@REPORTS.register("replay", help="paper 002 tables, figure and findings")
+def replay_report(results_dir: Path, out_dir: Path) -> Path:
+    man = read_manifest(results_dir)
+    lines = [f"# Execution-state unlearning (paper 002) — `{results_dir}`", ""]
+    for tag, run in man.runs.items():
+        rows = read_rows(results_dir, tag)
+        lines += _one_model(tag, run.identity, rows, out_dir)
+    path = out_dir / "replay.md"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def render_replay(results_dir: str | Path) -> Path:
+    """Write the report into ``results_dir/report`` (convenience)."""
+    d = Path(results_dir)
+    out = d / "report"
+    out.mkdir(parents=True, exist_ok=True)
+    return replay_report(d, out)
+
+
+def _one_model(tag: str, identity: dict[str, Any], rows: list[ResultRow], out_dir: Path) -> list[str]:
+    L: list[str] = [f"## Model `{tag}`", "", f"identity: `{identity}`; rows: {len(rows)}; "
+                    f"code: {sorted({r.code_version for r in rows})}", ""]
+    main = [r for r in rows if r.key.startswith("main/")]
+    by: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for r in main:
+        by[(r.extra["suite"], r.extra["operator"])].append({**r.metrics, "seconds": r.timing.get("seconds")})
+    suites = sorted({s for s, _ in by})
+    ops = [o for o in LABELS if any((s, o) in by for s in suites)]
+
+    # false-positive floors in the reference world: probes the reference (B5) "leaks" are excluded
+    floors = {s: {p: _mean(m.get(f"leak_{p}") for m in by.get((s, "B5"), [])) or 0.0 for p in PROBES} for s in suites}
+    excluded = {s: [p for p in PROBES if floors[s][p] > 0] for s in suites}
+
+    def any_leak(m: dict[str, Any], s: str) -> bool:
+        return any(m.get(f"leak_{p}") for p in PROBES if p not in excluded[s])
+
+    # ---- Table 1
+    L += ["### Table 1 — deletion is not forgetting", "",
+          "any-leak over the six probes (probes above the reference floor excluded), CAD and agreement vs the "
+          "target-excluded reference (B5), preserved utility, recomputed tokens and transitions, latency p50.", ""]
+    head = ["suite", "operator", "n", "any-leak", "Leak@5", "CAD", "agree", "utility", "recomp. tok", "B5/op tok",
+            "transitions", "bound met", "p50 s", "receipt ok"]
+    t1 = []
+    for s in suites:
+        b5tok = _mean(m["recomputed_tokens"] for m in by.get((s, "B5"), []))
+        for o in ops:
+            ms = by.get((s, o), [])
+            if not ms:
+                continue
+            tok = _mean(m["recomputed_tokens"] for m in ms)
+            bm = [m.get("bound_met") for m in ms if m.get("bound_met") is not None]
+            t1.append([s, LABELS[o], str(len(ms)), _f(_mean(any_leak(m, s) for m in ms)), _f(_mean(m["leak5"] for m in ms)),
+                       _f(_mean(m["cad"] for m in ms)), _f(_mean(m["agreement"] for m in ms)),
+                       _f(_mean(m.get("utility") for m in ms)), _f(tok, 0),
+                       _f(b5tok / tok if tok and b5tok else None, 1), _f(_mean(m["transitions"] for m in ms), 1),
+                       f"{sum(bool(x) for x in bm)}/{len(bm)}" if bm else "–", _f(float(np.median([m["seconds"] for m in ms])), 2),
+                       _f(_mean(m["receipt_passed"] for m in ms))])
+    L += _table(head, t1) + [""]
+
+    # ---- Table 2
+    L += ["### Table 2 — elicitation and stochastic audits", "",
+          "Per-probe leak rate (secret in the greedy reply); `(x)` marks a probe excluded because the reference "
+          "world leaks it (nonzero false-positive floor). Leak@5 = any of 5 samples at T=0.7 leaks.", ""]
+    t2 = []
+    for s in suites:
+        for o in ops:
+            ms = by.get((s, o), [])
+            if not ms:
+                continue
+            cells = [(_f(_mean(m.get(f"leak_{p}") for m in ms)) + (" (x)" if p in excluded[s] else "")) for p in PROBES]
+            t2.append([s, LABELS[o], *cells, _f(_mean(any_leak(m, s) for m in ms)), _f(_mean(m["leak5"] for m in ms))])
+    L += _table(["suite", "operator", *PROBES, "any", "Leak@5"], t2) + [""]
+    L += ["False-positive floors (reference world): " + "; ".join(
+        f"{s}: " + ", ".join(f"{p}={floors[s][p]:.2f}" for p in PROBES) for s in suites), ""]
+
+    # ---- Table 3
+    pref = [(s, o) for (s, o) in by if any("behav_revoked" in m for m in by[(s, o)])]
+    L += ["### Table 3 — behavioural extraction (string-free)", "",
+          "Preference episodes: rate at which a forced choice (next-token logits over option letters) picks the "
+          "revoked option; residue = rate − reference rate; string leak = the brand appears in a task reply.", ""]
+    t3 = []
+    for s in sorted({s for s, _ in pref}):
+        ref = _mean(m.get("behav_revoked") for m in by.get((s, "B5"), []))
+        for o in ops:
+            ms = [m for m in by.get((s, o), []) if "behav_revoked" in m]
+            if not ms:
+                continue
+            rate = _mean(m["behav_revoked"] for m in ms)
+            t3.append([s, LABELS[o], str(len(ms)), _f(rate), _f(None if rate is None or ref is None else rate - ref),
+                       _f(_mean(m.get("behav_string_leak") for m in ms))])
+    L += _table(["suite", "operator", "n", "acts on revoked", "residue vs ref", "string leak"], t3) + [""]
+
+    # ---- exactness and efficiency
+    L += ["### Exactness and efficiency", ""]
+    stoch = [r for r in rows if r.key.startswith("stoch/")]
+    if stoch:
+        eq = sum(bool(r.metrics["equal_tokens"]) for r in stoch)
+        steps_eq = sum(r.metrics["equal_steps"] for r in stoch)
+        steps = sum(r.metrics["steps"] for r in stoch)
+        L += [f"- Matched seeds at T={stoch[0].metrics['temperature']}: B7 reproduces B5 token for token on "
+              f"{eq}/{len(stoch)} whole replayed episodes ({steps_eq}/{steps} steps)."]
+    for o in ("B7", "B6", "B3"):
+        ms = [m for s in suites for m in by.get((s, o), [])]
+        if ms:
+            L.append(f"- Matched-seed draws (direct probe, T=0.7): {o} equals B5 in "
+                     f"{_f(_mean(m['matched_seed_equal'] for m in ms))} of draws (n={len(ms)} episodes).")
+    for o in ("B7", "B6"):
+        ms = [m for s in suites for m in by.get((s, o), []) if "dist_edit" in m]
+        if ms:
+            ps = []
+            for name in ("edit", "jaccard", "action", "leak"):
+                p = _wilcoxon([m[f"dist_{name}"] - m[f"dist_null_{name}"] for m in ms])
+                ps.append(f"{name} p={_f(p, 3)}")
+            L.append(f"- Independent seeds, Wilcoxon signed-rank of d({o}, B5′′) − d(B5, B5′′) over {len(ms)} "
+                     f"episodes: " + ", ".join(ps) + " (non-significance is not proof of equivalence).")
+    L.append("")
+    head = ["suite", "B5 tok", "B5′ tok", "B7 tok", "B5/B7", "B5′/B7", "B5 s", "B5′ s", "B7 s", "B5/B7 time",
+            "B5′/B7 time"]
+    tr = []
+    for s in suites:
+        def mt(o: str, k: str, s: str = s) -> float | None:
+            return _mean(m[k] for m in by.get((s, o), []))
+        t5, t5p, t7 = mt("B5", "recomputed_tokens"), mt("B5p", "recomputed_tokens"), mt("B7", "recomputed_tokens")
+        s5, s5p, s7 = mt("B5", "seconds"), mt("B5p", "seconds"), mt("B7", "seconds")
+        tr.append([s, _f(t5, 0), _f(t5p, 0), _f(t7, 0), _f(t5 / t7 if t5 and t7 else None, 2),
+                   _f(t5p / t7 if t5p and t7 else None, 2), _f(s5), _f(s5p), _f(s7),
+                   _f(s5 / s7 if s5 and s7 else None, 2), _f(s5p / s7 if s5p and s7 else None, 2)])
+    L += _table(head, tr) + [""]
+
+    # ---- Table 4 and figure
+    L += ["### Table 4 — ablations", ""]
+    t4 = []
+    for s in suites:
+        for o in ("B0", "B4", "kv_excision", "B7", "B7s"):
+            ms = by.get((s, o), [])
+            if ms:
+                t4.append([s, LABELS[o], _f(_mean(any_leak(m, s) for m in ms)), _f(_mean(m["cad"] for m in ms)),
+                           _f(_mean(m["recomputed_tokens"] for m in ms), 0), _f(float(np.median([m["seconds"] for m in ms])))])
+    L += _table(["suite", "operator", "any-leak", "CAD", "recomp. tok", "p50 s"], t4) + [""]
+    depth = sorted((r.metrics for r in rows if r.key.startswith("depth/")), key=lambda m: m["depth"])
+    if depth:
+        L += ["Derivation depth (toolsandbox; restatement steps after the target):", ""]
+        L += _table(["depth", "B3 any-leak", "B3 CAD", "B7 any-leak", "B7 CAD", "ref any-leak"],
+                    [[str(m["depth"]), _f(float(m["B3_any_leak"])), _f(m["B3_cad"]), _f(float(m["B7_any_leak"])),
+                      _f(m["B7_cad"]), _f(float(m["ref_any_leak"]))] for m in depth]) + [""]
+    sweep: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in rows:
+        if r.key.startswith("sweep/"):
+            sweep[r.extra["suite"]].append(r.metrics)
+    r2: dict[str, float] = {}
+    if sweep:
+        fig = out_dir / "replay_recompute_vs_tau.png"
+        r2 = _fig(sweep, fig)
+        L += [f"![recomputed tokens vs injection step]({fig.name})", ""]
+        for s, pts in sorted(sweep.items()):
+            pts = sorted(pts, key=lambda m: m["tau"])
+            L.append(f"- {s}: B7 tokens by τ " + ", ".join(f"{m['tau']}→{m['B7_tokens']}" for m in pts)
+                     + f"; B5 {pts[0]['B5_tokens']}…{pts[-1]['B5_tokens']}; cost ratio B7/B5 "
+                     f"{pts[0]['ratio_B7_B5']:.2f}→{pts[-1]['ratio_B7_B5']:.2f}; linear R²={r2.get(s, float('nan')):.3f}; "
+                     f"bound met {sum(bool(m['bound_met']) for m in pts)}/{len(pts)}; B7≡B5 "
+                     f"{sum(bool(m['B7_equal_B5']) for m in pts)}/{len(pts)}")
+        L.append("")
+
+    # ---- findings
+    L += ["### Findings (paper claim → our numbers)", ""]
+
+    def rate_of(o: str, fn: Any) -> float | None:
+        return _mean(fn(m, su) for su in suites for m in by.get((su, o), []))
+
+    al = lambda m, s: any_leak(m, s)  # noqa: E731
+    b0, b1, b2, b3 = (rate_of(o, al) for o in ("B0", "B1", "B2", "B3"))
+    b7, b5 = rate_of("B7", al), rate_of("B5", al)
+    intro = rate_of("B2", lambda m, s: m.get("leak_introspection"))
+    b7m = [m for s in suites for m in by.get((s, "B7"), [])]
+    L.append(f"1. Memory deletion does not change leakage (B1 = B0): any-leak B0 {_f(b0)} vs B1 {_f(b1)} → "
+             f"{'holds' if b0 == b1 else 'differs'}.")
+    L.append(f"2. Forget-instructions collapse under elicitation: B2 any-leak {_f(b2)}, introspection {_f(intro)}.")
+    L.append(f"3. Source redaction leaks through derived artifacts: B3 any-leak {_f(b3)}.")
+    beh = {o: rate_of(o, lambda m, s: m.get("behav_revoked")) for o in ("B0", "B3", "B6", "B6b", "B7", "B5")}
+    L.append("4. Behavioural leakage without strings (acts on revoked preference): "
+             + ", ".join(f"{o} {_f(v)}" for o, v in beh.items()) + ".")
+    if b7m:
+        L.append(f"5. B7 matches B5: any-leak B7 {_f(b7)} vs B5 {_f(b5)}; CAD {_f(_mean(m['cad'] for m in b7m))}; "
+                 f"agreement {_f(_mean(m['agreement'] for m in b7m))}; identical final tokens "
+                 f"{sum(bool(m['equal_ref_tokens']) for m in b7m)}/{len(b7m)}; T−τ+1 bound met "
+                 f"{sum(bool(m['bound_met']) for m in b7m)}/{len(b7m)}.")
+    for s in suites:
+        t5 = _mean(m["recomputed_tokens"] for m in by.get((s, "B5"), []))
+        t7 = _mean(m["recomputed_tokens"] for m in by.get((s, "B7"), []))
+        t5p = _mean(m["recomputed_tokens"] for m in by.get((s, "B5p"), []))
+        if t5 and t7:
+            L.append(f"6. [{s}] B7 recomputes {t5 / t7:.1f}× fewer tokens than B5 and "
+                     f"{(t5p or 0) / t7:.1f}× fewer than B5′ ({t7:.0f} vs {t5:.0f} / {t5p or 0:.0f}).")
+    if r2:
+        L.append("7. Later injection lowers B7 recomputation linearly: " + ", ".join(f"{s} R²={v:.3f}" for s, v in r2.items()) + ".")
+    return L
