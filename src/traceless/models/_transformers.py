@@ -132,6 +132,7 @@ def _save_converted(model: Any, tok: Any, hf_dir: Path, marker: dict[str, Any]) 
     """Write model + tokenizer to a temp folder next to ``hf_dir``, marker last, then rename."""
     hf_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{hf_dir.name}.", dir=hf_dir.parent))
+    os.chmod(tmp, 0o755)
     try:
         model.save_pretrained(str(tmp))
         tok.save_pretrained(str(tmp))
@@ -259,7 +260,13 @@ def _scrub_replace(old: torch.Tensor, length: int) -> torch.Tensor:
 
 
 class TransformersBackend(ModelBackend):
-    """A causal LM run by transformers on the CPU in float32."""
+    """A causal LM run by transformers on the CPU in float32.
+
+    Uses ``os.cpu_count()`` torch threads unless ``num_threads`` or ``$TRACELESS_NUM_THREADS``
+    says otherwise (set it to 1 when several model processes share the cores).
+    The prefix cache holds copies of recent prompts' keys/values: call
+    ``evict_prefix_cache(token_ids)`` or ``clear_prefix_cache()`` when such content is forgotten.
+    """
 
     def __init__(
         self,
@@ -274,7 +281,8 @@ class TransformersBackend(ModelBackend):
         min_prefix_reuse: int = 4,
         num_threads: int | None = None,
     ) -> None:
-        torch.set_num_threads(num_threads or os.cpu_count() or 1)
+        env_threads = os.environ.get("TRACELESS_NUM_THREADS", "")
+        torch.set_num_threads(num_threads or (int(env_threads) if env_threads.isdigit() else 0) or os.cpu_count() or 1)
         self.model = model.eval()
         self.tokenizer = tokenizer
         self.name = name
@@ -475,8 +483,24 @@ class TransformersBackend(ModelBackend):
     # ---- prefix cache
 
     def clear_prefix_cache(self) -> None:
+        """Drop (and zero) every cached prompt prefix."""
+        self.evict_prefix_cache()
+
+    def evict_prefix_cache(self, containing: Sequence[int] | None = None) -> int:
+        """Drop cached prompt prefixes whose token ids contain ``containing`` as a contiguous run
+        (all of them when ``None``); their keys/values are zeroed first. Call this when content
+        that may sit in a cached prompt is forgotten. Returns how many entries were dropped."""
         with self._lock:
-            self._prefix.clear()
+            if containing is None:
+                victims = list(self._prefix)
+            else:
+                needle = list(containing)
+                victims = [k for k in self._prefix if _contains_run(k, needle)]
+            for key in victims:
+                for k, v in self._prefix.pop(key):
+                    k.zero_()
+                    v.zero_()
+            return len(victims)
 
     @property
     def prefix_cache_size(self) -> int:
@@ -827,14 +851,37 @@ class TransformersBackend(ModelBackend):
         return self._kv_of(self._as_state(state).cache)
 
 
+def _contains_run(hay: Sequence[int], needle: Sequence[int]) -> bool:
+    n = len(needle)
+    if n == 0:
+        return True
+    first = needle[0]
+    return any(hay[i] == first and list(hay[i : i + n]) == list(needle) for i in range(len(hay) - n + 1))
+
+
 def _dir_digest(d: Path) -> str | None:
-    """sha256 over the weight files of a model folder (name + content), or None if none."""
+    """Digest of a model folder's weights: the GGUF sha256 for a folder traceless converted,
+    else sha256 over (file name, file sha256) of the weight files, memoised by size+mtime in
+    the model cache. None when the folder has no weight files."""
+    marker = _read_marker(d)
+    if marker is not None and isinstance(marker.get("sha256"), str):
+        return str(marker["sha256"])
     files = sorted(p for p in d.glob("*") if p.suffix in (".safetensors", ".bin", ".gguf") and p.is_file())
     if not files:
         return None
-    from traceless.models._catalog import sha256_file
+    from traceless.models._catalog import models_dir, sha256_file
 
+    stats = [[p.name, p.stat().st_size, p.stat().st_mtime_ns] for p in files]
+    key = hashlib.sha256(json.dumps([str(d.resolve()), stats]).encode()).hexdigest()[:24]
+    memo = models_dir() / f".digest-{key}.json"
+    try:
+        return str(json.loads(memo.read_text())["sha256"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
     h = hashlib.sha256()
     for p in files:
         h.update(p.name.encode() + b"\0" + sha256_file(p).encode() + b"\n")
-    return h.hexdigest()
+    digest = h.hexdigest()
+    with contextlib.suppress(OSError):
+        memo.write_text(json.dumps({"sha256": digest, "path": str(d)}))
+    return digest
