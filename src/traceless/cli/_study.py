@@ -52,6 +52,10 @@ def run_cmd(
     embedder_name: str = typer.Option("all-MiniLM-L6-v2", "--embedder",
                                       help="Embedder (all-MiniLM-L6-v2, or hashing for smoke tests)."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show the progress bar."),
+    threads: int | None = typer.Option(None, "--threads", min=1,
+                                       help="CPU threads of the local transformers backend (default: all cores; "
+                                            "use 1 on a machine shared with other jobs: oversubscribed threads "
+                                            "are several times slower)."),
 ) -> None:
     """Run (or resume) a study into DIR; every finished cell is stored at once."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -76,7 +80,7 @@ def run_cmd(
     console = Console(stderr=True)
     summary = run_study(study, out, cfg, resume=resume, model=model, model_tag=tag,
                         embedder=lambda: embedder(embedder_name), workers=workers, progress=progress,
-                        max_cells=max_cells)
+                        max_cells=max_cells, backend_options={"num_threads": threads} if threads else None)
     state = "finished" if summary.finished else "stopped (resume with --resume)"
     console.print(
         f"{summary.study} ({summary.model_tag}): {summary.cells_run} cells run, {summary.cells_skipped} already "

@@ -319,7 +319,7 @@ def load_config(
 
 
 # --------------------------------------------------------------------------- runner
-def _load_backend(spec: str) -> ModelBackend:
+def _load_backend(spec: str, options: dict[str, Any] | None = None) -> ModelBackend:
     try:
         from traceless.models import load_backend
     except ImportError:
@@ -327,7 +327,10 @@ def _load_backend(spec: str) -> ModelBackend:
             f"cannot load model {spec!r}: this traceless has no traceless.models.load_backend yet; "
             "pass a backend object to run_study(backend=...)"
         ) from None
-    backend = load_backend(spec)
+    try:
+        backend = load_backend(spec, **(options or {}))
+    except TypeError as e:
+        raise ConfigError(f"backend {spec!r} does not take the options {sorted(options or {})}: {e}") from None
     assert isinstance(backend, ModelBackend)
     return backend
 
@@ -475,6 +478,7 @@ def run_study(
     progress: bool | None = None,
     max_cells: int | None = None,
     cache: bool = True,
+    backend_options: dict[str, Any] | None = None,
 ) -> RunSummary:
     """Run (or resume) ``study`` into ``out``.
 
@@ -483,6 +487,8 @@ def run_study(
     ``model_tag``. ``config`` (object or dict) defaults to the stored config when resuming,
     else to the study's defaults. ``max_cells`` stops after that many new cells (a slice;
     resume continues it). ``progress`` defaults to "stderr is a terminal".
+    ``backend_options`` go to ``load_backend`` (e.g. ``{"num_threads": 1}`` for the local
+    transformers backend on a shared machine); they do not change the model identity.
     """
     st = get_study(study) if isinstance(study, str) else study
     out_dir = Path(out)
@@ -513,7 +519,7 @@ def run_study(
     if st.needs_model and inner is None:
         spec = model or st.default_model
         _check_dir(st, cfg, out_dir, resume)  # before paying for a model load
-        inner = _load_backend(spec)
+        inner = _load_backend(spec, backend_options)
         owned_backend = True
         model_tag = model_tag or _tag_of(spec)
     tag = model_tag or (_tag_of(inner.name) if inner is not None else "none")

@@ -1,0 +1,123 @@
+"""Benchmark: a fixed slice of frontier cells, naively vs through the study runner.
+
+* **runner** — ``run_study("frontier", ...)``: memory written once per instance, prompts
+  deduplicated, batched by shared context (prefix KV reused), generation cache.
+* **naive** — the same cells one by one: every stored prompt sent alone with a full prefill
+  (``use_prefix_cache=False``), no cache, no batching, no deduplication, plus the summary
+  calls of the memory write one by one.
+
+The naive replies are compared with the runner's stored replies (greedy decoding, so they
+should be identical; batched and unbatched float32 kernels can differ in rare near-ties,
+which the script reports cell by cell). Prints both wall times and the speed ratio.
+
+    HF_HUB_OFFLINE=1 .venv/bin/python bench/bench_frontier.py --model qwen2.5-coder-0.5b-instruct --threads 1
+    HF_HUB_OFFLINE=1 .venv/bin/python bench/bench_frontier.py --model smollm2-135m-instruct --n 1
+
+Exit status 1 when any reply differs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from traceless.models import ChatMessage, GenerationConfig, load_backend  # noqa: E402
+from traceless.studies import read_rows, run_study  # noqa: E402
+
+SLICE = {
+    "S": [0, 1],
+    "k": [3, 25],
+    "modes": ["noop", "raw_only", "full_purge"],
+    "wordings": 1,
+    "frs_k": [6],
+}
+"""The fixed slice: S∈{0,1}, k∈{3,25}, three modes, one wording per level (63 cells per instance)."""
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default="qwen2.5-coder-0.5b-instruct")
+    ap.add_argument("--n", type=int, default=1, help="instances")
+    ap.add_argument("--data", default=None, help="LongMemEval file (default: the usual search)")
+    ap.add_argument("--threads", type=int, default=None, help="torch threads (1 on a shared machine)")
+    ap.add_argument("--out", default=None, help="keep the runner's results dir here")
+    args = ap.parse_args(argv)
+
+    opts = {"num_threads": args.threads} if args.threads else {}
+    cfg = {**SLICE, "n": args.n, "data": args.data}
+    work = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="bench-frontier-"))
+    backend = load_backend(args.model, **opts)
+    ident = backend.describe()
+    print(f"model {ident.get('name')} ({ident.get('backend')}), threads {args.threads or 'default'}", flush=True)
+
+    t0 = time.perf_counter()
+    s = run_study("frontier", work / "runner", cfg, backend=backend, model_tag="bench", progress=False)
+    t_runner = time.perf_counter() - t0
+    rows = read_rows(work / "runner")
+    print(f"runner: {len(rows)} cells in {t_runner:.1f}s ({s.cache_misses} generations, "
+          f"{s.cache_hits} cache hits)", flush=True)
+
+    # naive: the memory write's summary calls one by one, then every cell alone
+    from traceless.studies.frontier import FrontierConfig
+
+    fc = FrontierConfig.model_validate(cfg)
+    gen_probe = GenerationConfig(max_new_tokens=fc.probe_tokens, temperature=0.0)
+    gen_answer = GenerationConfig(max_new_tokens=fc.answer_tokens, temperature=0.0)
+    gen_summary = GenerationConfig(max_new_tokens=fc.summary_tokens, temperature=0.0)
+    summary_prompts = _summary_prompts(work / "runner")
+    t0 = time.perf_counter()
+    for msgs in summary_prompts:
+        backend.generate(msgs, gen_summary, use_prefix_cache=False)  # type: ignore[call-arg]
+    diffs = []
+    for r in rows:
+        msgs = [ChatMessage(**m) for m in r.prompt]
+        gen = gen_answer if "/pr/" in r.key else gen_probe
+        g = backend.generate(msgs, gen, use_prefix_cache=False)  # type: ignore[call-arg]
+        if g.text != r.reply:
+            diffs.append((r.key, r.reply, g.text))
+    t_naive = time.perf_counter() - t0
+    print(f"naive:  {len(rows)} cells + {len(summary_prompts)} summaries in {t_naive:.1f}s", flush=True)
+    print(f"speed ratio naive/runner: {t_naive / t_runner:.2f}x", flush=True)
+    if diffs:
+        print(f"{len(diffs)} of {len(rows)} replies differ (batched vs unbatched kernels):")
+        for key, a, b in diffs[:10]:
+            print(f"  {key}\n    runner: {a!r}\n    naive:  {b!r}")
+        return 1
+    print(f"all {len(rows)} replies identical")
+    return 0
+
+
+def _summary_prompts(out: Path) -> list[list[ChatMessage]]:
+    """The summary prompts of the memory write, rebuilt from the sessions the way the writer does."""
+    import numpy as np
+
+    from traceless.audit._canary import inject_canary, make_canary
+    from traceless.memory import MemoryStore, MemoryWriter, WriteConfig
+    from traceless.studies import derive_seed, read_manifest
+    from traceless.studies.frontier import FrontierConfig
+    from traceless.studies.frontier._study import _data, select_instances
+
+    cfg = FrontierConfig.model_validate(read_manifest(out).config)
+    insts, _ = _data(cfg)
+    w = MemoryWriter(MemoryStore(":memory:"), summarizer=load_backend("scripted"), embedder=None,
+                     config=WriteConfig(levels=tuple(s for s in (1, 2) if s in cfg.S), embed=False))
+    prompts = []
+    for inst in select_instances(insts, cfg.n, cfg.seed):
+        rng = np.random.default_rng(derive_seed(cfg.seed, "canary", inst.id))
+        canary = make_canary(rng)
+        sessions, _, _ = inject_canary(inst.sessions, canary, rng)
+        for s in sessions:
+            texts = [t.content for t in s.turns if t.role == "user"]
+            if texts:
+                prompts += [w.summary_prompt(lv, texts) for lv in w.config.levels]
+    return prompts
+
+
+if __name__ == "__main__":
+    sys.exit(main())
