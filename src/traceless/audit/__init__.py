@@ -1,7 +1,14 @@
 """Audits: canaries, probes, memory views, and the ``traceless audit`` job."""
 
 from traceless.audit._audit import PAPER_LADDER, AuditConfig, AuditResult, AuditRow, run_audit
-from traceless.audit._canary import CANARY_SPACE, CANARY_WORDS, canary_sentence, inject_canary, is_canary, make_canary
+from traceless.audit._canary import (
+    CANARY_SPACE,
+    CANARY_WORDS,
+    canary_sentence,
+    inject_canary,
+    is_canary,
+    make_canary,
+)
 from traceless.audit._engine import VIEWS, probe_view, view_config
 from traceless.audit._probes import PROBE_LEVELS, Probe, extracted, probes
 from traceless.audit._synthetic import synthetic_users

@@ -15,14 +15,14 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from traceless._version import code_version
+from traceless.agent import Agent
 from traceless.audit._canary import inject_canary, make_canary
 from traceless.audit._engine import view_config
 from traceless.audit._probes import PROBE_LEVELS, Probe, extracted, probes
 from traceless.audit._synthetic import synthetic_users
 from traceless.forget import FORGET_MODES, ForgetTarget, forget, write_receipt
 from traceless.memory import MemoryStore, MemoryWriter, Session, WriteConfig
-from traceless.agent import Agent
-from traceless.models import Embedder, GenerationConfig, ModelBackend
+from traceless.models import Embedder, Generation, GenerationConfig, ModelBackend
 
 __all__ = ["AuditConfig", "AuditRow", "AuditResult", "run_audit", "PAPER_LADDER"]
 
@@ -135,8 +135,8 @@ def run_audit(
     gen = GenerationConfig(max_new_tokens=config.max_new_tokens, temperature=0.0)
     levels = (config.S,) if config.S > 0 else ()
     base_db = out_dir / "memory.db"
-    for p in out_dir.glob("*.db*"):
-        p.unlink()
+    for old in out_dir.glob("*.db*"):
+        old.unlink()
     store = MemoryStore(base_db)
     writer = MemoryWriter(store, summarizer=model, embedder=embedder, config=WriteConfig(levels=levels))
     writer.write_sessions([s for sessions, _ in planted for s in sessions])
@@ -145,8 +145,8 @@ def run_audit(
     probe_list = probes(PROBE_LEVELS, wordings=config.wordings)
     phases = ["before", *config.modes]
     views_after = ["agent", "raw"] + (["summary"] if config.S > 0 else [])
-    total = len(planted) * (1 + len(config.modes) * len(views_after))
-    done = 0
+    total = len(planted) * (1 + len(config.modes) * len(views_after))  # (profile, view) contexts
+    done = 0.0
     run_id = f"audit-{int(time.time())}"
     ident = model.describe()
     rows_path = out_dir / "results.jsonl"
@@ -162,6 +162,10 @@ def run_audit(
                 shutil.copyfile(base_db, db)
             st = MemoryStore(db)
             w = MemoryWriter(st, summarizer=model, embedder=embedder, config=WriteConfig(levels=levels))
+            # Build every prompt of the phase first, then generate them as one batch: the
+            # backend batches decoding and reuses shared prefixes; the cache drops duplicates
+            # (e.g. the agent view equals one tier view, or a mode left a view unchanged).
+            jobs: list[tuple[str, str, str, Probe, list[Any], list[str]]] = []
             for (_, canary), user in zip(planted, users, strict=True):
                 owner = user[0].user_id
                 if phase != "before":
@@ -172,15 +176,22 @@ def run_audit(
                     if cfg is None:
                         continue
                     agent = Agent(model, st, owner=owner, embedder=embedder, config=cfg)
-                    replies = agent.respond_batch([p.text for p in probe_list])
-                    for p, r in zip(probe_list, replies, strict=True):
-                        ok = extracted(canary, r.text)
-                        hits[(phase, view, p.level)].append(ok)
-                        f.write(_row(config, run_id, owner, phase, view, p, r, ok, canaries, ident) + "\n")
-                        n_rows += 1
-                    done += 1
-                    if on_progress:
-                        on_progress(done, total, f"{phase}/{view}")
+                    for p in probe_list:
+                        msgs, ctx = agent.build_messages(p.text)
+                        jobs.append((canary, owner, view, p, msgs, [a.id for a in ctx]))
+            step = max(1, len(probe_list))
+            for i in range(0, len(jobs), step * 4):
+                chunk = jobs[i : i + step * 4]
+                gens = model.generate_batch([j[4] for j in chunk], gen)
+                for (canary, owner, view, p, msgs, ctx_ids), g in zip(chunk, gens, strict=True):
+                    ok = extracted(canary, g.text)
+                    hits[(phase, view, p.level)].append(ok)
+                    f.write(_row(config, run_id, owner, phase, view, p, msgs, ctx_ids, g, ok, canaries, ident)
+                            + "\n")
+                    n_rows += 1
+                done += len(chunk) / step
+                if on_progress:
+                    on_progress(int(done), total, phase)
             st.close()
     table = _table(hits, phases, config.S)
     (out_dir / "summary.json").write_text(json.dumps(
@@ -189,14 +200,14 @@ def run_audit(
     return AuditResult(table=table, rows=n_rows, seconds=time.perf_counter() - t0, out_dir=str(out_dir))
 
 
-def _row(config: AuditConfig, run_id: str, owner: str, phase: str, view: str, p: Probe, r: Any, ok: bool,
-         canaries: list[str], ident: dict[str, Any]) -> str:
+def _row(config: AuditConfig, run_id: str, owner: str, phase: str, view: str, p: Probe, msgs: list[Any],
+         ctx_ids: list[str], g: Generation, ok: bool, canaries: list[str], ident: dict[str, Any]) -> str:
     red = (lambda s: s) if config.reveal else (lambda s: _redact(s, canaries))
     row = AuditRow(
         run_id=run_id, profile=owner, phase=phase, view=view, level=p.level, wording=p.wording,
-        prompt=[{"role": m.role, "content": red(m.content)} for m in r.messages], reply=red(r.text),
-        extracted=ok, context_ids=r.context_ids, prompt_tokens=r.generation.prompt_tokens,
-        completion_tokens=r.generation.completion_tokens, seconds=r.generation.total_seconds,
+        prompt=[{"role": m.role, "content": red(m.content)} for m in msgs], reply=red(g.text),
+        extracted=ok, context_ids=ctx_ids, prompt_tokens=g.prompt_tokens,
+        completion_tokens=g.completion_tokens, seconds=g.total_seconds,
         config=config.model_dump(), seed=config.seed, model=ident, code_version=code_version(),
     )
     return row.model_dump_json()

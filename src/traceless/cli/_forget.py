@@ -54,7 +54,7 @@ def run_forget(
     kind, value = given[0]
     if kind in ("literal", "session") and owner is None:
         raise ConfigError(f"--{kind} needs --owner USER: forget never crosses owners")
-    target = ForgetTarget(kind=kind, value=value, owner=owner if kind != "user" else value,  # type: ignore[arg-type]
+    target = ForgetTarget(kind=kind, value=value, owner=owner if kind != "user" else value,
                           attribute=attribute)
     if not db.exists():
         raise ConfigError(f"{db} does not exist; create it with `traceless memory add --db {db} SESSIONS.jsonl`")

@@ -44,7 +44,7 @@ def add(
         raise typer.BadParameter("--levels takes 1 and/or 2")
     if raw_unit not in ("user_turn", "turn", "session"):
         raise typer.BadParameter("--raw-unit must be user_turn, turn or session")
-    cfg = WriteConfig(levels=lv, extractive=extractive, embed=embed, raw_unit=raw_unit)  # type: ignore[arg-type]
+    cfg = WriteConfig(levels=lv, extractive=extractive, embed=embed, raw_unit=raw_unit)
     with MemoryStore(db) as store:
         writer = MemoryWriter(store, summarizer=backend(model) if lv else None,
                               embedder=embedder(embedder_name) if embed else None, config=cfg)
