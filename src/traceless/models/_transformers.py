@@ -264,7 +264,8 @@ class TransformersBackend(ModelBackend):
 
     Uses ``os.cpu_count()`` torch threads unless ``num_threads`` or ``$TRACELESS_NUM_THREADS``
     says otherwise (set it to 1 when several model processes share the cores).
-    The prefix cache holds copies of recent prompts' keys/values: call
+    The prefix cache holds copies of up to ``prefix_cache_entries`` recent prompts' keys/values
+    (at most ``prefix_cache_bytes`` in all; 0 entries turns it off): call
     ``evict_prefix_cache(token_ids)`` or ``clear_prefix_cache()`` when such content is forgotten.
     """
 
@@ -277,7 +278,7 @@ class TransformersBackend(ModelBackend):
         weights_sha256: str | None = None,
         source: str = "",
         prefix_cache_entries: int = 8,
-        prefix_cache_tokens: int = 32768,
+        prefix_cache_bytes: int = 512 * 2**20,
         min_prefix_reuse: int = 4,
         num_threads: int | None = None,
     ) -> None:
@@ -291,7 +292,7 @@ class TransformersBackend(ModelBackend):
         self.load_seconds = 0.0
         self.load_source = ""
         self.prefix_cache_entries = prefix_cache_entries
-        self.prefix_cache_tokens = prefix_cache_tokens
+        self.prefix_cache_bytes = prefix_cache_bytes
         self.min_prefix_reuse = min_prefix_reuse
         self._prefix: OrderedDict[tuple[int, ...], KV] = OrderedDict()
         self._lock = threading.RLock()
@@ -497,9 +498,7 @@ class TransformersBackend(ModelBackend):
                 needle = list(containing)
                 victims = [k for k in self._prefix if _contains_run(k, needle)]
             for key in victims:
-                for k, v in self._prefix.pop(key):
-                    k.zero_()
-                    v.zero_()
+                self._drop(key)
             return len(victims)
 
     @property
@@ -523,12 +522,19 @@ class TransformersBackend(ModelBackend):
         key = tuple(ids)
         # An entry that is a prefix of this one is covered by it.
         for old in [k for k in self._prefix if len(k) <= len(key) and key[: len(k)] == k]:
-            del self._prefix[old]
+            self._drop(old)
         self._prefix[key] = [(k.clone(), v.clone()) for k, v in self._kv_of(cache)]
-        total = sum(len(k) for k in self._prefix)
-        while self._prefix and (len(self._prefix) > self.prefix_cache_entries or total > self.prefix_cache_tokens):
-            k, _ = self._prefix.popitem(last=False)
-            total -= len(k)
+        total = sum(_kv_nbytes(kv) for kv in self._prefix.values())
+        while self._prefix and (len(self._prefix) > self.prefix_cache_entries or total > self.prefix_cache_bytes):
+            total -= self._drop(next(iter(self._prefix)))
+
+    def _drop(self, key: tuple[int, ...]) -> int:
+        """Remove one prefix entry, zeroing its tensors; returns the bytes it held."""
+        kv = self._prefix.pop(key)
+        for k, v in kv:
+            k.zero_()
+            v.zero_()
+        return _kv_nbytes(kv)
 
     def _prefill_prompt(self, ids: list[int], use_prefix_cache: bool = True) -> tuple[Any, torch.Tensor, int]:
         """Cache + next-token logits for ``ids``, reusing a cached prefix; returns (cache, logits, reused)."""
@@ -849,6 +855,10 @@ class TransformersBackend(ModelBackend):
     def kv_tensors(self, state: Any) -> KV:
         """The (keys, values) tensors of each layer (references, for inspection only)."""
         return self._kv_of(self._as_state(state).cache)
+
+
+def _kv_nbytes(kv: KV) -> int:
+    return sum(k.numel() * k.element_size() + v.numel() * v.element_size() for k, v in kv)
 
 
 def _contains_run(hay: Sequence[int], needle: Sequence[int]) -> bool:
