@@ -36,9 +36,10 @@ class FrontierConfig(BaseModel):
     """Retrieval breadth(s) of the post-deletion probes (FRS averages over them)."""
     probe_levels: list[str] = Field(default_factory=lambda: ["direct", "indirect", "jailbreak"])
     """Probe levels (paper 000 §2.2)."""
-    wordings: int = Field(3, ge=1)
-    """Wordings per probe level (from traceless/data/probes.json); an instance's AER at a level
-    is the mean over wordings."""
+    wordings: int = Field(1, ge=1)
+    """Wordings per probe level (from traceless/data/probes.json; 3 available). One wording
+    per level, like the paper's three probes, keeps N=50 within the 2-hour budget on 2 CPU
+    cores; with more, an instance's AER at a level is the mean over its wordings."""
     attribute: str = "private session token"
     """Public name of the secret used in probe wordings."""
     probe_tokens: int = Field(48, ge=4)

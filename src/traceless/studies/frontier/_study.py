@@ -355,9 +355,17 @@ class FrontierStudy(Study[FrontierConfig]):
                         out.append((gen, ks[i : i + max_batch]))
                 else:
                     singles.extend(ks)
+            # distinct contexts share no prefix: a batch pads every row to its longest prompt, so
+            # only prompts of similar length go together (on a compute-bound CPU padding is pure loss)
             singles.sort(key=lambda k: (len(jobs[k].system), k))
-            for i in range(0, len(singles), max_batch):
-                out.append((gen, singles[i : i + max_batch]))
+            cur: list[str] = []
+            for k in singles:
+                if cur and (len(cur) >= max_batch or len(jobs[k].system) > 1.25 * len(jobs[cur[0]].system) + 200):
+                    out.append((gen, cur))
+                    cur = []
+                cur.append(k)
+            if cur:
+                out.append((gen, cur))
         return out
 
     @staticmethod
