@@ -93,6 +93,31 @@ def _openai(arg: str, **kw: Any) -> ModelBackend:
     return OpenAIBackend(model=model, base_url=base_url, api_key=api_key, **kw)
 
 
+@BACKENDS.register(
+    "llamacpp",
+    help="llamacpp:NAME|FILE.gguf: start a llama.cpp server on loopback (xllamacpp) and talk to it "
+    "over the OpenAI API; ~5x faster decoding than transformers on CPU (no KV access)",
+)
+def _llamacpp(arg: str, **kw: Any) -> ModelBackend:
+    from traceless.models._catalog import assemble, get_spec
+    from traceless.models._llamacpp_server import LlamaCppServer
+    from traceless.models._served import ServedBackend
+
+    name = arg or DEFAULT_MODEL
+    sha = ""
+    if name in KNOWN_MODELS:
+        gguf = assemble(name)
+        sha = get_spec(name).sha256
+    else:
+        gguf = Path(name).expanduser()
+        if not gguf.is_file():
+            raise ConfigError(f"llamacpp:{arg}: not a catalog model ({', '.join(KNOWN_MODELS)}) or a .gguf file")
+    threads = int(os.environ.get("TRACELESS_NUM_THREADS", "0")) or (os.cpu_count() or 2)
+    server = LlamaCppServer(gguf, ctx=int(kw.pop("ctx", 8192)), threads=threads, alias=gguf.stem)
+    server.start()
+    return ServedBackend(server, weights_sha256=sha, name=f"llamacpp:{name}", **kw)
+
+
 def load_backend(spec: str = DEFAULT_MODEL, **kw: Any) -> ModelBackend:
     """Build a backend from ``spec`` (see the module docstring); ``kw`` go to its constructor."""
     spec = spec.strip()

@@ -1,0 +1,33 @@
+"""An OpenAI-compatible backend that owns the llama.cpp server it talks to."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from traceless.models._llamacpp_server import LlamaCppServer
+from traceless.models._openai import OpenAIBackend
+
+__all__ = ["ServedBackend"]
+
+
+class ServedBackend(OpenAIBackend):
+    """``OpenAIBackend`` on a ``LlamaCppServer`` it started; ``close()`` stops the server.
+
+    Its identity names the weights (sha256), not the port, so result rows and the
+    generation cache stay valid across runs.
+    """
+
+    def __init__(self, server: LlamaCppServer, *, weights_sha256: str = "", **kw: Any) -> None:
+        super().__init__(model=server.model, base_url=server.base_url, **kw)
+        self.server = server
+        self.weights_sha256 = weights_sha256
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "backend": "llamacpp", "weights_sha256": self.weights_sha256,
+                "gguf": self.server.gguf_path.name}
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            self.server.stop()
