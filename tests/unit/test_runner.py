@@ -290,3 +290,19 @@ def test_sigkill_midway_then_resume_is_identical(tmp_path: Path) -> None:
     s = run_study("toy-runner-test", out, resume=True, backend=echo_backend(), model_tag="echo", progress=False)
     assert s.finished and s.cells_skipped == kept
     assert comparable(out) == comparable(ref)
+
+
+def test_default_workers_follow_the_backend() -> None:
+    from traceless.studies._runner import _default_workers
+
+    class Http(ScriptedBackend):
+        max_concurrency = 4
+
+    class Served(Http):
+        class server:  # noqa: N801 - stands in for a LlamaCppServer
+            parallel = 1
+
+    assert _default_workers(None) == 1
+    assert _default_workers(echo_backend()) == 1
+    assert _default_workers(Http(default="x")) == 4
+    assert _default_workers(Served(default="x")) == 1

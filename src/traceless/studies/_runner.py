@@ -353,9 +353,17 @@ def _tag_of(spec: str) -> str:
 
 
 def _default_workers(backend: ModelBackend | None) -> int:
+    """Groups in flight: the backend's ``max_concurrency`` (HTTP backends), but no more than
+    the slots of a llama.cpp server the backend owns (requests of interleaved groups would
+    evict each other's cached prompt prefix from a single slot); 1 for local backends."""
     if backend is None:
         return 1
-    return max(1, int(getattr(backend, "max_concurrency", 1) or 1))
+    n = max(1, int(getattr(backend, "max_concurrency", 1) or 1))
+    server = getattr(backend, "server", None)
+    slots = getattr(server, "parallel", None)
+    if isinstance(slots, int) and slots >= 1:
+        n = min(n, slots)
+    return n
 
 
 def _config_diff(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
