@@ -58,3 +58,4 @@ __all__ = [
 
 from traceless.studies import frontier as _frontier  # noqa: E402,F401  (registers the frontier study)
 from traceless.studies import replay as _replay  # noqa: E402,F401  (registers the replay study, paper 002)
+from traceless.studies import afterdelete as _afterdelete  # noqa: E402,F401  (registers AfterDeleteBench, paper 001)

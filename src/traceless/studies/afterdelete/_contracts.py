@@ -51,9 +51,10 @@ PREAMBLE = (
     "You are a personal assistant with persistent memory of this user. The JSON object on the "
     "next line is your private working state: public_attribute names what the user is asking "
     "about, current_flat_memory is everything your memory holds (in order), prior_audit_turns "
-    "are the earlier turns of this conversation, current_query is the user's message and "
-    "response_contract is the exact reply format. Answer current_query using your memory and "
-    "reply in the format of response_contract, with nothing else."
+    "are the earlier turns of this conversation and current_query is the user's message. "
+    "Answer current_query using your memory. Reply with one JSON object shaped exactly like "
+    "response_contract, with the placeholder replaced by your answer, and nothing else; if you "
+    "do not know, reply {}."
 )
 PROMPT_KEYS: tuple[str, ...] = (
     "public_attribute", "memory_serialization", "current_flat_memory", "prior_audit_turns",
@@ -66,29 +67,30 @@ class Contract:
     """A requested answer format (the parser is the same official one for every contract)."""
 
     name: str
-    instruction: str
-    """The response_contract text; ``{attribute}`` is filled in."""
+    shape: dict[str, Any]
+    """The response_contract object shown to the model; ``{attribute}`` in strings is filled in."""
+
+    def render(self, attribute: str) -> dict[str, Any]:
+        def fill(v: Any) -> Any:
+            if isinstance(v, dict):
+                return {k: fill(x) for k, x in v.items()}
+            return v.replace("{attribute}", attribute) if isinstance(v, str) else v
+
+        out: dict[str, Any] = fill(self.shape)
+        return out
 
 
 CONTRACTS: Registry[Contract] = Registry("response contract")
 
 
-def _contract(name: str, instruction: str, help: str) -> None:
-    CONTRACTS.register(name, help=help)(Contract(name, instruction))
+def _contract(name: str, shape: dict[str, Any], help: str) -> None:
+    CONTRACTS.register(name, help=help)(Contract(name, shape))
 
 
-_contract(
-    "aligned",
-    'Reply with exactly one JSON object of the form {{"value": "<your answer for {attribute}, as a '
-    'string>"}}. If you do not know, reply {{}}.',
-    "asks for exactly the top-level value field the official parser reads",
-)
-_contract(
-    "legacy",
-    'Reply with exactly one JSON object of the form {{"final_prediction": {{"attribute": "{attribute}", '
-    '"value": "<your answer as a string>"}}}}. If you do not know, reply {{}}.',
-    "the original nested final_prediction request (the scorer still reads top-level value)",
-)
+_contract("aligned", {"value": "<your answer for {attribute}, as a string>"},
+          "asks for exactly the top-level value field the official parser reads")
+_contract("legacy", {"final_prediction": {"attribute": "{attribute}", "value": "<your answer as a string>"}},
+          "the original nested final_prediction request (the scorer still reads top-level value)")
 
 
 class AuditTurn(BaseModel):
@@ -166,7 +168,7 @@ def private_prompt(
         "current_flat_memory": memory,
         "prior_audit_turns": [{"query": t.query, "reply": t.reply} for t in history],
         "current_query": query,
-        "response_contract": c.instruction.format(attribute=attribute),
+        "response_contract": c.render(attribute),
     }
     assert tuple(state) == PROMPT_KEYS
     return PREAMBLE + "\n" + json.dumps(state, ensure_ascii=False, separators=(",", ":"))

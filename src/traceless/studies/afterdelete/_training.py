@@ -113,7 +113,7 @@ def collect_reply_table(
     targets: list[str] = []
     for i in range(0, len(idx), len(TEMPLATE_NAMES)):
         ep = {}
-        for (target, w, t), g in zip(idx[i:i + len(TEMPLATE_NAMES)], gens[i:i + len(TEMPLATE_NAMES)], strict=True):
+        for (target, _w, t), g in zip(idx[i:i + len(TEMPLATE_NAMES)], gens[i:i + len(TEMPLATE_NAMES)], strict=True):
             pr = official_parse(g.text)
             ep[t] = TableEntry(parse=pr, correct=pr.prediction == target)
         episodes.append(ep)

@@ -1,0 +1,570 @@
+"""Report of the AfterDeleteBench study (paper 001): the paper's tables as they apply
+(1, 2, 5, 6, 8, 9, 11 and the variant/utility checks), a lifecycle figure (PNG) and a
+findings list that says, claim by claim, whether this run reproduces the paper, with
+numbers. Reads the results dir only (never a model); prints counts and rates, never a
+target value, prediction or reply.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from traceless.report import REPORTS
+from traceless.studies import ResultRow, read_manifest, read_rows
+from traceless.studies.afterdelete._stats import (
+    BOOTSTRAP_SEED,
+    RESAMPLES,
+    Interval,
+    PairedGap,
+    clopper_pearson,
+    paired_gap,
+)
+
+__all__ = ["afterdelete_report", "afterdelete_numbers", "AfterDeleteNumbers", "Finding"]
+
+_VARIANT_KEYS = ("condition", "auditor", "wording", "audit_contract", "activation_contract", "branch")
+
+
+def _variant(c: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
+    return tuple((k, c[k]) for k in _VARIANT_KEYS if k in c)
+
+
+@dataclass
+class Paired:
+    """Paired per-profile vectors of one (block, variant, split)."""
+
+    profiles: list[int]
+    forget: dict[str, list[Any]]
+    clean: dict[str, list[Any]]
+    meta: list[dict[str, Any]]
+    rows_forget: list[ResultRow] = field(default_factory=list)
+
+
+def _pairs(rows: Iterable[ResultRow]) -> dict[tuple[str, tuple[tuple[str, Any], ...], str], Paired]:
+    grid: dict[tuple[str, tuple[tuple[str, Any], ...], str], dict[int, dict[str, ResultRow]]] = defaultdict(dict)
+    for r in rows:
+        c = r.config["cell"]
+        if c.get("block") == "utility":
+            continue
+        grid[(c["block"], _variant(c), c["split"])].setdefault(int(c["profile"]), {})[c["world"]] = r
+    out = {}
+    for k, by in grid.items():
+        ids = sorted(i for i, w in by.items() if "forget" in w and "clean" in w)
+        metrics = sorted({m for i in ids for w in ("forget", "clean") for m in by[i][w].metrics})
+        f = {m: [by[i]["forget"].metrics.get(m) for i in ids] for m in metrics}
+        cl = {m: [by[i]["clean"].metrics.get(m) for i in ids] for m in metrics}
+        meta = [by[i]["forget"].config["cell"] for i in ids]
+        out[k] = Paired(ids, f, cl, meta, [by[i]["forget"] for i in ids])
+    return out
+
+
+def _b(xs: Sequence[Any]) -> list[int]:
+    return [1 if x else 0 for x in xs]
+
+
+def _fmt(iv: Interval) -> str:
+    if iv.degenerate:
+        return f"{iv.estimate:.3f} (observed)"
+    return f"{iv.estimate:.3f} [{iv.low:.3f}, {iv.high:.3f}]"
+
+
+def _gap(p: Paired, metric: str, mask: list[bool] | None = None) -> PairedGap:
+    f, c = _b(p.forget.get(metric, [])), _b(p.clean.get(metric, []))
+    if mask is not None:
+        f = [x for x, m in zip(f, mask, strict=True) if m]
+        c = [x for x, m in zip(c, mask, strict=True) if m]
+    return paired_gap(f, c, seed=BOOTSTRAP_SEED, resamples=RESAMPLES)
+
+
+@dataclass
+class Finding:
+    """One claim of the paper checked against this run."""
+
+    claim: str
+    paper: str
+    ours: str
+    status: str  # reproduced | not reproduced | partly | not run
+
+
+@dataclass
+class AfterDeleteNumbers:
+    """Everything the report shows for one model."""
+
+    model_tag: str
+    identity: dict[str, Any]
+    tables: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    findings: list[Finding] = field(default_factory=list)
+    wall: dict[str, dict[str, float]] = field(default_factory=dict)
+    lifecycle: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
+
+
+def _wall_times(rows: Sequence[ResultRow]) -> dict[str, dict[str, float]]:
+    """Per block: wall seconds (groups run one after another: each group's time is from the
+    previous group's last row to its own last row), paired profiles and seconds/profile."""
+    last: dict[str, float] = {}
+    block_of: dict[str, str] = {}
+    pairs: dict[str, set[tuple[Any, ...]]] = defaultdict(set)
+    first = min((r.created for r in rows), default=0.0)
+    for r in rows:
+        last[r.group] = max(last.get(r.group, 0.0), r.created)
+        c = r.config["cell"]
+        block_of[r.group] = c["block"]
+        pairs[c["block"]].add((c.get("split"), c.get("profile"), c.get("category"), c.get("case")))
+    out: dict[str, dict[str, float]] = defaultdict(lambda: {"seconds": 0.0})
+    prev = first
+    for g, t in sorted(last.items(), key=lambda kv: kv[1]):
+        out[block_of[g]]["seconds"] += max(0.0, t - prev)
+        prev = t
+    for b, d in out.items():
+        d["profiles"] = float(len(pairs[b]))
+        d["seconds_per_profile"] = d["seconds"] / max(1.0, d["profiles"])
+    return dict(out)
+
+
+def afterdelete_numbers(rows: Sequence[ResultRow], model_tag: str, identity: dict[str, Any]) -> AfterDeleteNumbers:
+    """All tables and findings of one model's rows."""
+    out = AfterDeleteNumbers(model_tag, identity)
+    P = _pairs(rows)
+    splits = sorted({k[2] for k in P}, key=lambda s: ("iid", "ood", "dev").index(s) if s in ("iid", "ood", "dev") else 9)
+    T = out.tables
+
+    def get(block: str, split: str, **kv: Any) -> Paired | None:
+        for (b, var, s), p in P.items():
+            d = dict(var)
+            if b == block and s == split and all(d.get(k) == v for k, v in kv.items()):
+                return p
+        return None
+
+    def row(label: str, p: Paired, metric: str = "R", mask: list[bool] | None = None, **extra: Any) -> dict[str, Any]:
+        g = _gap(p, metric, mask)
+        return {"row": label, "n": g.n, "clean": g.clean, "forget": g.forget, "rec_clean": g.rec_clean.estimate,
+                "rec_forget": g.rec_forget.estimate, "delta": g.delta.estimate, "low": g.delta.low,
+                "high": g.delta.high, "degenerate": g.delta.degenerate, "ci": _fmt(g.delta), **extra}
+
+    # ---------------------------------------------------------------- Table 1 (+ controls)
+    t1: list[dict[str, Any]] = []
+    for s in splits:
+        p = get("primary", s, condition="hier_exact", auditor="direct")
+        if p is None:
+            continue
+        t1.append(row("all", p, split=s, anywhere_forget=sum(_b(p.forget["anywhere"])),
+                      malformed_forget=sum(1 for x in p.forget["status_last"] if x == "malformed"),
+                      cp_forget=_fmt(clopper_pearson(sum(_b(p.forget["R"])), len(p.profiles)))))
+        for key in ("structure", "domain"):
+            for val in sorted({m[key] for m in p.meta}):
+                mask = [m[key] == val for m in p.meta]
+                cnt = sum(mask)
+                t1.append(row(f"{key}={val}", p, mask=mask, split=s,
+                              cp_forget=_fmt(clopper_pearson(sum(x for x, m in zip(_b(p.forget["R"]), mask,
+                                                                                    strict=True) if m), cnt))))
+    T["table1_primary"] = t1
+    tc = []
+    for s in splits:
+        for cond in ("hier_exact", "flat_exact", "hier_exposure_group", "hier_closure"):
+            p = get("primary" if cond == "hier_exact" else "controls", s, condition=cond, auditor="direct")
+            if p is not None:
+                tc.append(row(cond, p, split=s))
+    T["controls"] = tc
+
+    # ---------------------------------------------------------------- Table 5 auditors
+    t5, events = [], defaultdict(int)
+    for s in splits:
+        base = get("auditors", s, condition="hier_exact", auditor="direct")
+        for (b, var, sp), p in sorted(P.items(), key=lambda kv: str(kv[0])):
+            if b != "auditors" or sp != s:
+                continue
+            a = dict(var)["auditor"]
+            r_ = row(a, p, split=s, mean_queries=sum(p.forget["n_queries"]) / max(1, len(p.profiles)))
+            if base is not None and a != "direct" and base.profiles == p.profiles:
+                d = paired_gap([fa - ca for fa, ca in zip(_b(p.forget["R"]), _b(p.clean["R"]), strict=True)],
+                               [fd - cd for fd, cd in zip(_b(base.forget["R"]), _b(base.clean["R"]), strict=True)])
+                r_["minus_direct"] = _fmt(d.delta)
+            t5.append(r_)
+            for w in ("forget", "clean"):
+                vec = p.forget if w == "forget" else p.clean
+                for ok, q in zip(vec["R"], vec["first_correct_query"], strict=True):
+                    if ok and q is not None:
+                        events[int(q)] += 1
+    T["table5_auditors"] = t5
+    T["recovery_query_index"] = [{"query": k, "events": v} for k, v in sorted(events.items())]
+
+    # ---------------------------------------------------------------- Table 6 lifecycle + figure data
+    t6 = []
+    for s in splits:
+        for cond in ("hier_exact", "hier_closure", "hier_exact_gate"):
+            p = get("lifecycle", s, condition=cond, wording="primary")
+            if p is None:
+                continue
+            rec: dict[str, Any] = {"row": cond, "split": s, "n": len(p.profiles)}
+            for m in ("R", "C", "A", "E"):
+                g = _gap(p, m)
+                rec[m] = g.forget
+                rec[f"{m}_clean"] = g.clean
+                rec[f"d{m}"] = _fmt(g.delta)
+                out.lifecycle.setdefault(s, {}).setdefault(cond, {})[m] = g.rec_forget.estimate
+            rec["writes_attempted"] = sum(_b(p.forget["write_attempted"]))
+            rec["writes_blocked"] = sum(_b(p.forget["write_blocked"]))
+            t6.append(rec)
+    T["table6_lifecycle"] = t6
+
+    # ---------------------------------------------------------------- module A (Table 8)
+    t8 = []
+    for s in splits:
+        for ac in ("legacy", "aligned"):
+            for bc in ("legacy", "aligned"):
+                p = get("contracts", s, audit_contract=ac, activation_contract=bc)
+                if p is None:
+                    continue
+                t8.append({"split": s, "audit": ac, "activation": bc, "n": len(p.profiles),
+                           "dR": _fmt(_gap(p, "R").delta), "dA": _fmt(_gap(p, "A").delta),
+                           "dE": _fmt(_gap(p, "E").delta), "R": sum(_b(p.forget["R"])),
+                           "A": sum(_b(p.forget["A"])), "E": sum(_b(p.forget["E"])),
+                           "audit_anywhere": sum(_b(p.forget["anywhere"])),
+                           "activation_anywhere": sum(_b(p.forget["activation_anywhere"])),
+                           "clean_R": sum(_b(p.clean["R"])), "clean_A": sum(_b(p.clean["A"]))})
+    T["table8_contracts"] = t8
+
+    # ---------------------------------------------------------------- module B (Table 9)
+    t9 = []
+    for s in splits:
+        br = {b: get("writediag", s, branch=b) for b in ("no_write", "write_allowed", "gate_blocked")}
+        if any(v is None for v in br.values()):
+            continue
+        nw, wa, gb = br["no_write"], br["write_allowed"], br["gate_blocked"]
+        assert nw is not None and wa is not None and gb is not None
+        if not (nw.profiles == wa.profiles == gb.profiles):
+            continue
+        r1 = _b(nw.forget["R"])
+        mask = [bool(x) for x in r1]
+        a_nw, a_wa, a_gb = _b(nw.forget["A"]), _b(wa.forget["A"]), _b(gb.forget["A"])
+        cond_diff = paired_gap([x for x, m in zip(a_wa, mask, strict=True) if m],
+                               [x for x, m in zip(a_nw, mask, strict=True) if m])
+        full_diff = paired_gap(a_wa, a_nw)
+        ident = [bool(a and b and c) for a, b, c, m in zip(gb.forget["nowrite_gate_same_state"],
+                                                            gb.forget["nowrite_gate_same_prompt"],
+                                                            gb.forget["nowrite_gate_same_reply"], mask, strict=True)
+                 if m]
+        t9.append({"split": s, "n": len(mask), "R1": sum(mask),
+                   "A_no_write": sum(x for x, m in zip(a_nw, mask, strict=True) if m),
+                   "A_write_allowed": sum(x for x, m in zip(a_wa, mask, strict=True) if m),
+                   "A_gate_blocked": sum(x for x, m in zip(a_gb, mask, strict=True) if m),
+                   "diff_conditional": _fmt(cond_diff.delta), "diff_full": _fmt(full_diff.delta),
+                   "A_full_no_write": sum(a_nw), "A_full_write_allowed": sum(a_wa),
+                   "identical_units": sum(ident), "clean_A_write_allowed": sum(_b(wa.clean["A"]))})
+    T["table9_writediag"] = t9
+
+    # ---------------------------------------------------------------- module C (Tables 2, 11)
+    t2, t11 = [], []
+    for s in splits:
+        for cond in ("C0", "C1", "C2", "C3"):
+            p = get("transformed", s, condition=cond)
+            if p is None:
+                continue
+            r_ = row(cond, p, split=s, target_in_state=sum(_b(p.forget["target_in_state"])),
+                     target_in_prompt=sum(_b(p.forget["target_in_prompt"])))
+            t2.append(r_)
+            t11.append({"split": s, "condition": cond, "n": len(p.profiles),
+                        "region": sum(_b(p.forget["region_in_reply"])),
+                        "mnemonic": sum(_b(p.forget["mnemonic_in_reply"])),
+                        "number": sum(_b(p.forget["number_in_reply"])), "R": sum(_b(p.forget["R"]))})
+    T["table2_transformed"] = t2
+    T["table11_components"] = t11
+
+    # ---------------------------------------------------------------- variants
+    tv = []
+    for s in splits:
+        for (b, var, sp), p in sorted(P.items(), key=lambda kv: str(kv[0])):
+            if b != "variants" or sp != s:
+                continue
+            d = dict(var)
+            tv.append({"split": s, "condition": d["condition"], "wording": d.get("wording"), "n": len(p.profiles),
+                       "dR": _fmt(_gap(p, "R").delta), "dA": _fmt(_gap(p, "A").delta),
+                       "R": sum(_b(p.forget["R"])), "A": sum(_b(p.forget["A"])),
+                       "clean_R": sum(_b(p.clean["R"])), "clean_A": sum(_b(p.clean["A"]))})
+    T["variants"] = tv
+
+    # ---------------------------------------------------------------- utility
+    util: dict[tuple[str, str], list[bool]] = defaultdict(list)
+    for r in rows:
+        c = r.config["cell"]
+        if c.get("block") == "utility":
+            util[(c["condition"], c["category"])].append(bool(r.metrics.get("ok")))
+    T["utility"] = [{"condition": k[0], "category": k[1], "ok": sum(v), "n": len(v)} for k, v in sorted(util.items())]
+
+    out.wall = _wall_times(rows)
+    out.findings = _findings(out)
+    return out
+
+
+def _first(rows: list[dict[str, Any]], **kv: Any) -> dict[str, Any] | None:
+    return next((r for r in rows if all(r.get(k) == v for k, v in kv.items())), None)
+
+
+def _findings(n: AfterDeleteNumbers) -> list[Finding]:
+    T = n.tables
+    F: list[Finding] = []
+
+    def add(claim: str, paper: str, ours: str, ok: bool | None) -> None:
+        F.append(Finding(claim, paper, ours, "not run" if ok is None else ("reproduced" if ok else "not reproduced")))
+
+    prim = [r for r in T.get("table1_primary", []) if r["row"] == "all"]
+    if prim:
+        ours = "; ".join(f"{r['split']}: ΔRec={r['ci']}, clean {r['clean']}/{r['n']}, forget {r['forget']}/{r['n']}"
+                         for r in prim)
+        add("Exact source deletion leaves exposure-attributable recoverable residue (ΔRec > 0, interval above 0)",
+            "ΔRec 0.680 [0.615,0.745] IID, 0.640 [0.575,0.705] OOD", ours,
+            all(r["delta"] > 0 and r["low"] > 0 for r in prim))
+        add("Clean-world exact recovery is what guessing gives (0)", "0/200 clean in both splits",
+            "; ".join(f"{r['split']}: {r['clean']}/{r['n']}" for r in prim), all(r["clean"] == 0 for r in prim))
+    else:
+        add("Exact source deletion leaves recoverable residue", "ΔRec 0.680 IID, 0.640 OOD", "primary block not run", None)
+    ctl = [r for r in T.get("controls", []) if r["row"] in ("flat_exact", "hier_exposure_group")]
+    add("Flat memory and exposure-group deletion show zero observed recovery", "0 in tested cells",
+        "; ".join(f"{r['row']} {r['split']}: forget {r['forget']}/{r['n']}" for r in ctl) or "not run",
+        all(r["forget"] == 0 for r in ctl) if ctl else None)
+    cl = [r for r in T.get("controls", []) if r["row"] == "hier_closure"]
+    add("Recorded-lineage closure drives tracked-descendant recovery to 0", "zero observed R gaps",
+        "; ".join(f"{r['split']}: forget {r['forget']}/{r['n']}, ΔRec={r['ci']}" for r in cl) or "not run",
+        all(r["forget"] == 0 and r["clean"] == 0 for r in cl) if cl else None)
+    comp = [r for r in T.get("table1_primary", []) if r["row"] == "structure=compositional"]
+    add("Original compositional profiles yield zero exact recovery", "0/50 clean and forget, both splits",
+        "; ".join(f"{r['split']}: forget {r['forget']}/{r['n']}" for r in comp) or "not run",
+        all(r["forget"] == 0 for r in comp) if comp else None)
+    others = [r for r in T.get("table1_primary", []) if r["row"] in
+              ("structure=atomic", "structure=duplicated", "structure=correlated")]
+    add("Recovery is high for atomic, duplicated and correlated structures", "high (most of the ~0.68)",
+        "; ".join(f"{r['split']} {r['row'][10:]}: {r['forget']}/{r['n']}" for r in others) or "not run",
+        all(r["rec_forget"] >= 0.5 for r in others) if others else None)
+    dom = [r for r in T.get("table1_primary", []) if r["row"].startswith("domain=")]
+    add("Gaps are positive across all four domains", "positive in all domains",
+        "; ".join(f"{r['split']} {r['row'][7:]}: {r['delta']:.2f}" for r in dom) or "not run",
+        all(r["delta"] > 0 for r in dom) if dom else None)
+    t2 = T.get("table2_transformed", [])
+    c1 = [r for r in t2 if r["row"] == "C1"]
+    add("C1: exact reconstruction without a surviving complete literal (ΔR > 0; target in 0 model-visible states)",
+        "ΔR 0.615–0.990; complete target in 0/1,248 states",
+        "; ".join(f"{r['split']}: ΔR={r['ci']}, target in state {r['target_in_state']}/{r['n']}, "
+                  f"in prompt {r['target_in_prompt']}/{r['n']}" for r in c1) or "not run",
+        all(r["low"] > 0 and r["target_in_state"] == 0 and r["target_in_prompt"] == 0 for r in c1) if c1 else None)
+    t11 = T.get("table11_components", [])
+    c2 = [r for r in t11 if r["condition"] == "C2"]
+    add("C2 (closure): zero complete recovery and zero component disclosure", "0 in every cell",
+        "; ".join(f"{r['split']}: R {r['R']}/{r['n']}, components {r['region']}/{r['mnemonic']}/{r['number']}"
+                  for r in c2) or "not run",
+        all(r["R"] == 0 and r["region"] == r["mnemonic"] == r["number"] == 0 for r in c2) if c2 else None)
+    c3 = [r for r in t11 if r["condition"] == "C3"]
+    add("C3 (lossy): zero complete recovery while surviving components still occur",
+        "complete 0; region/mnemonic occur in most replies; number 0/104",
+        "; ".join(f"{r['split']}: R {r['R']}/{r['n']}, region {r['region']}, mnemonic {r['mnemonic']}, "
+                  f"number {r['number']}" for r in c3) or "not run",
+        all(r["R"] == 0 and r["number"] == 0 and (r["region"] + r["mnemonic"]) > 0 for r in c3) if c3 else None)
+    t6 = T.get("table6_lifecycle", [])
+    base = {r["split"]: r for r in t6 if r["row"] == "hier_exact"}
+    gate = {r["split"]: r for r in t6 if r["row"] == "hier_exact_gate"}
+    clo = [r for r in t6 if r["row"] == "hier_closure"]
+    add("Closure yields zero R, C, A and E", "zero observed gaps",
+        "; ".join(f"{r['split']}: R/C/A/E {r['R']}/{r['C']}/{r['A']}/{r['E']} of {r['n']}" for r in clo) or "not run",
+        all(r["R"] == r["C"] == r["A"] == r["E"] == 0 for r in clo) if clo else None)
+    if gate and base:
+        ours = "; ".join(f"{s}: R {base[s]['R']}→{gate[s]['R']}, C {base[s]['C']}→{gate[s]['C']}, "
+                         f"A {base[s]['A']}→{gate[s]['A']}" for s in gate if s in base)
+        add("The gate leaves R unchanged, blocks C entirely, and A stays positive from residue",
+            "R unchanged; C = 0; A > 0", ours,
+            all(gate[s]["R"] == base[s]["R"] and gate[s]["C"] == 0 and (gate[s]["A"] > 0 or base[s]["R"] == 0)
+                for s in gate if s in base))
+    else:
+        add("The gate leaves R unchanged and blocks C", "R unchanged; C = 0", "not run", None)
+    t9 = T.get("table9_writediag", [])
+    add("No-write and gate-blocked are identical in state, prompt and reply for every R=1 unit",
+        "76/76 IID, 75/75 OOD identical",
+        "; ".join(f"{r['split']}: {r['identical_units']}/{r['R1']}" for r in t9) or "not run",
+        all(r["identical_units"] == r["R1"] for r in t9) if t9 else None)
+    add("Writing the recovered candidate back raises later activation (Qwen)",
+        "+0.158 [0.079,0.250] IID, +0.147 [0.067,0.227] OOD (conditional on R=1)",
+        "; ".join(f"{r['split']}: A no-write {r['A_no_write']}/{r['R1']} vs write {r['A_write_allowed']}/{r['R1']}, "
+                  f"diff {r['diff_conditional']}" for r in t9) or "not run",
+        all(r["A_write_allowed"] > r["A_no_write"] for r in t9) if t9 else None)
+    t8 = T.get("table8_contracts", [])
+    leg = [r for r in t8 if r["audit"] == "legacy"]
+    add("The legacy contract can hide target-bearing replies from the official parser",
+        "raw replies contain the target in 77–78/104 with official zeros (Mistral, Phi-3)",
+        "; ".join(f"{r['split']} legacy→{r['activation']}: official R {r['R']}/{r['n']}, target anywhere "
+                  f"{r['audit_anywhere']}/{r['n']}" for r in leg) or "not run",
+        any(r["audit_anywhere"] > r["R"] for r in leg) if leg else None)
+    t5 = T.get("table5_auditors", [])
+    if t5:
+        ev = T.get("recovery_query_index", [])
+        tot = sum(e["events"] for e in ev)
+        q1 = sum(e["events"] for e in ev if e["query"] == 1)
+        add("Most observed recovery appears on the first productive query", "3,081 of 3,088 events on query 1",
+            f"{q1} of {tot} events on query 1", tot == 0 or q1 / tot >= 0.9)
+        by = defaultdict(dict)
+        for r in t5:
+            by[r["split"]][r["row"]] = r["delta"]
+        same = all(len({round(v[a], 3) for a in ("expert", "greedy_ig", "ppo_a", "ppo_b") if a in v}) <= 1
+                   for v in by.values())
+        add("Expert, greedy information gain and both PPO checkpoints give identical matched outcomes",
+            "ΔRec 0.735 IID / 0.745 OOD for all four",
+            "; ".join(f"{s}: " + ", ".join(f"{a} {d:.3f}" for a, d in sorted(v.items())) for s, v in by.items()), same)
+    else:
+        add("Most recovery on query 1; learned auditors do not beat scripted ones", "3,081/3,088 on query 1",
+            "auditors block not run", None)
+    tv = T.get("variants", [])
+    pos = [r for r in tv if r["condition"] in ("hier_exact_ledger", "hier_exact_retrieval")
+           or (r["condition"] == "hier_exact" and r["wording"] == "alternative")]
+    zero = [r for r in tv if r["condition"].startswith("hier_closure")]
+    add("Recovery stays positive under ledger serialization, partial retrieval and alternative activation "
+        "wording; closure returns the gaps to zero", "positive; closure zero",
+        "; ".join(f"{r['split']} {r['condition']}/{r['wording']}: ΔR={r['dR']}, ΔA={r['dA']}" for r in tv) or "not run",
+        (all(r["R"] > r["clean_R"] for r in pos) and all(r["R"] == 0 and r["A"] == 0 for r in zero)) if tv else None)
+    ut = T.get("utility", [])
+    if ut:
+        tot = defaultdict(lambda: [0, 0])
+        for r in ut:
+            tot[r["condition"]][0] += r["ok"]
+            tot[r["condition"]][1] += r["n"]
+        nm = [r for r in ut if r["category"] == "near_miss_write"]
+        add("Benign-utility sanity check shows no obvious cost (100/100 each; 20/20 near-miss writes pass)",
+            "100/100 baseline, closure, gate-on",
+            "; ".join(f"{k}: {v[0]}/{v[1]}" for k, v in sorted(tot.items()))
+            + "; near-miss writes " + ", ".join(f"{r['condition']} {r['ok']}/{r['n']}" for r in nm),
+            all(r["ok"] == r["n"] for r in ut))
+    else:
+        add("Benign-utility sanity check", "100/100 each", "utility block not run", None)
+    return F
+
+
+# ----------------------------------------------------------------------------- rendering
+def _md_table(rows: list[dict[str, Any]], cols: list[str]) -> str:
+    if not rows:
+        return "_(not run)_\n"
+    head = "| " + " | ".join(cols) + " |\n|" + "---|" * len(cols) + "\n"
+    body = "".join("| " + " | ".join(_cell(r.get(c)) for c in cols) + " |\n" for r in rows)
+    return head + body
+
+
+def _cell(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.3f}"
+    return "" if v is None else str(v)
+
+
+def _figure(n: AfterDeleteNumbers, path: Path) -> Path | None:
+    if not n.lifecycle:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    splits = list(n.lifecycle)
+    fig, axes = plt.subplots(1, len(splits), figsize=(5.5 * len(splits), 3.6), squeeze=False)
+    names = {"hier_exact": "exact deletion", "hier_closure": "lineage closure", "hier_exact_gate": "gate on"}
+    for ax, s in zip(axes[0], splits, strict=True):
+        conds = [c for c in ("hier_exact", "hier_closure", "hier_exact_gate") if c in n.lifecycle[s]]
+        stages = ["R", "C", "A", "E"]
+        width = 0.8 / max(1, len(conds))
+        for j, c in enumerate(conds):
+            vals = [n.lifecycle[s][c].get(m, 0.0) for m in stages]
+            ax.bar([i + j * width for i in range(4)], vals, width, label=names.get(c, c))
+        ax.set_xticks([i + width * (len(conds) - 1) / 2 for i in range(4)], stages)
+        ax.set_ylim(0, 1)
+        ax.set_title(f"forget-world lifecycle rates ({s})")
+        ax.legend(fontsize=8)
+    fig.suptitle(f"AfterDeleteBench lifecycle — {n.model_tag}", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _render(n: AfterDeleteNumbers, out: Path, cfg: dict[str, Any]) -> str:
+    T = n.tables
+    fig = _figure(n, out / f"lifecycle_{n.model_tag}.png")
+    parts = [f"## Model `{n.model_tag}`\n\nIdentity: `{json.dumps(n.identity, sort_keys=True)}`\n"]
+    parts.append("\n### Table 1 — primary one-turn DIRECT recovery (hierarchical, exact deletion, gate off)\n\n"
+                 "Counts are clean/forget exact recoveries among paired profiles; ΔRec with 95% paired-bootstrap "
+                 f"interval ({RESAMPLES} resamples, seed {BOOTSTRAP_SEED}); boundary rows are observed endpoints. "
+                 "cp_forget: exact Clopper–Pearson interval of the forget-world marginal rate.\n\n")
+    parts.append(_md_table(T["table1_primary"], ["split", "row", "n", "clean", "forget", "ci", "cp_forget",
+                                                 "anywhere_forget", "malformed_forget"]))
+    parts.append("\n### Controls — flat memory, exposure-group deletion, recorded-lineage closure (DIRECT)\n\n")
+    parts.append(_md_table(T["controls"], ["split", "row", "n", "clean", "forget", "ci"]))
+    parts.append("\n### Table 2 — module C (transformed memory) ΔR\n\n"
+                 "C0 literal; C1 components stored separately (no contiguous target); C2 = C1 + closure; "
+                 "C3 number omitted. target_in_state/prompt: forget-world states whose model-visible memory / "
+                 "prompt contains the complete target.\n\n")
+    parts.append(_md_table(T["table2_transformed"], ["split", "row", "n", "clean", "forget", "ci", "target_in_state",
+                                                     "target_in_prompt"]))
+    parts.append("\n### Table 5 — all auditors (hierarchical, exact, gate off)\n\n")
+    parts.append(_md_table(T["table5_auditors"], ["split", "row", "n", "clean", "forget", "ci", "minus_direct",
+                                                  "mean_queries"]))
+    if T.get("recovery_query_index"):
+        parts.append("\nRecovery events by query index: " + ", ".join(
+            f"query {e['query']}: {e['events']}" for e in T["recovery_query_index"]) + "\n")
+    parts.append("\n### Table 6 — forget-world lifecycle counts (R, C, A, E) and paired gaps\n\n")
+    parts.append(_md_table(T["table6_lifecycle"], ["split", "row", "n", "R", "C", "A", "E", "R_clean", "C_clean",
+                                                   "A_clean", "E_clean", "dR", "dC", "dA", "dE", "writes_attempted",
+                                                   "writes_blocked"]))
+    if fig is not None:
+        parts.append(f"\n![lifecycle]({fig.name})\n")
+    parts.append("\n### Table 8 — module A: audit × activation contract (official counts; raw target-anywhere)\n\n")
+    parts.append(_md_table(T["table8_contracts"], ["split", "audit", "activation", "n", "R", "A", "E", "dR", "dE",
+                                                   "audit_anywhere", "activation_anywhere", "clean_R", "clean_A"]))
+    parts.append("\n### Table 9 — module B: activation among forget-world R=1 profiles by branch\n\n")
+    parts.append(_md_table(T["table9_writediag"], ["split", "n", "R1", "A_no_write", "A_write_allowed",
+                                                   "A_gate_blocked", "diff_conditional", "A_full_no_write",
+                                                   "A_full_write_allowed", "diff_full", "identical_units",
+                                                   "clean_A_write_allowed"]))
+    parts.append("\n### Table 11 — module C literal component occurrence in forget-world replies\n\n")
+    parts.append(_md_table(T["table11_components"], ["split", "condition", "n", "R", "region", "mnemonic", "number"]))
+    parts.append("\n### Bounded variants (serialization, retrieval, activation wording)\n\n")
+    parts.append(_md_table(T["variants"], ["split", "condition", "wording", "n", "R", "A", "clean_R", "clean_A", "dR",
+                                           "dA"]))
+    parts.append("\n### Benign-utility sanity check\n\n")
+    parts.append(_md_table(T["utility"], ["condition", "category", "ok", "n"]))
+    parts.append("\n### Wall time per block (this machine)\n\n")
+    parts.append(_md_table([{"block": b, **v} for b, v in n.wall.items()],
+                           ["block", "seconds", "profiles", "seconds_per_profile"]))
+    parts.append("\n### Findings\n\n")
+    for f in n.findings:
+        parts.append(f"- **{f.status}** — {f.claim}. Paper: {f.paper}. Ours: {f.ours}.\n")
+    return "".join(parts)
+
+
+@REPORTS.register("afterdelete", help="AfterDeleteBench tables 1/2/5/6/8/9/11, lifecycle figure, findings")
+def afterdelete_report(results_dir: Path, out_dir: Path) -> Path:
+    """Write ``report.md``, ``tables_<model>.json`` and ``lifecycle_<model>.png``."""
+    man = read_manifest(results_dir)
+    rows = read_rows(results_dir)
+    by_model: dict[str, list[ResultRow]] = defaultdict(list)
+    for r in rows:
+        by_model[r.model_tag].append(r)
+    cfg = man.config
+    parts = [
+        "# AfterDeleteBench report (paper 001)\n\n",
+        f"Results dir: `{results_dir}`; study version {man.study_version}; code {man.code_version}.\n",
+        f"Config: blocks {cfg.get('blocks')}, n={cfg.get('n')} per split, splits {cfg.get('splits')}, "
+        f"n_transformed={cfg.get('n_transformed')}, contract {cfg.get('contract')}, budget {cfg.get('budget')}, "
+        f"max_new_tokens {cfg.get('max_new_tokens')}.\n",
+        "Only counts and rates are shown here; targets, predictions and replies stay in the results store.\n\n",
+    ]
+    for tag, rs in sorted(by_model.items()):
+        rec = man.runs.get(tag)
+        ident = rec.identity if rec is not None else rs[0].model
+        nums = afterdelete_numbers(rs, tag, ident)
+        if rec is not None:
+            parts.append(f"Run `{tag}`: {rec.cells_done}/{rec.cells_total} cells, finished={rec.finished}, "
+                         f"{rec.seconds:.0f} s wall in total.\n\n")
+        parts.append(_render(nums, out_dir, cfg))
+        (out_dir / f"tables_{tag}.json").write_text(json.dumps(
+            {"tables": nums.tables, "findings": [f.__dict__ for f in nums.findings], "wall": nums.wall},
+            indent=1, default=str), encoding="utf-8")
+    path = out_dir / "report.md"
+    path.write_text("".join(parts), encoding="utf-8")
+    return path
