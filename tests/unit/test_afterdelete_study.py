@@ -7,13 +7,12 @@ import json
 from pathlib import Path
 
 import pytest
+from test_afterdelete import reader
 
 from traceless.models import HashingEmbedder, ScriptedBackend
 from traceless.studies import read_rows, run_study
 from traceless.studies.afterdelete import AfterDelete
 from traceless.studies.afterdelete._study import BLOCKS
-
-from test_afterdelete import reader
 
 ALL = list(BLOCKS)
 

@@ -172,7 +172,8 @@ def afterdelete_numbers(rows: Sequence[ResultRow], model_tag: str, identity: dic
     T["controls"] = tc
 
     # ---------------------------------------------------------------- Table 5 auditors
-    t5, events = [], defaultdict(int)
+    t5: list[dict[str, Any]] = []
+    events: dict[int, int] = defaultdict(int)
     for s in splits:
         base = get("auditors", s, condition="hier_exact", auditor="direct")
         for (b, var, sp), p in sorted(P.items(), key=lambda kv: str(kv[0])):
@@ -281,8 +282,8 @@ def afterdelete_numbers(rows: Sequence[ResultRow], model_tag: str, identity: dic
         for (b, var, sp), p in sorted(P.items(), key=lambda kv: str(kv[0])):
             if b != "variants" or sp != s:
                 continue
-            d = dict(var)
-            tv.append({"split": s, "condition": d["condition"], "wording": d.get("wording"), "n": len(p.profiles),
+            dv = dict(var)
+            tv.append({"split": s, "condition": dv["condition"], "wording": dv.get("wording"), "n": len(p.profiles),
                        "dR": _fmt(_gap(p, "R").delta), "dA": _fmt(_gap(p, "A").delta),
                        "R": sum(_b(p.forget["R"])), "A": sum(_b(p.forget["A"])),
                        "clean_R": sum(_b(p.clean["R"])), "clean_A": sum(_b(p.clean["A"]))})
@@ -403,7 +404,7 @@ def _findings(n: AfterDeleteNumbers) -> list[Finding]:
         q1 = sum(e["events"] for e in ev if e["query"] == 1)
         add("Most observed recovery appears on the first productive query", "3,081 of 3,088 events on query 1",
             f"{q1} of {tot} events on query 1", tot == 0 or q1 / tot >= 0.9)
-        by = defaultdict(dict)
+        by: dict[str, dict[str, float]] = defaultdict(dict)
         for r in t5:
             by[r["split"]][r["row"]] = r["delta"]
         same = all(len({round(v[a], 3) for a in ("expert", "greedy_ig", "ppo_a", "ppo_b") if a in v}) <= 1

@@ -21,7 +21,7 @@ group, so both worlds go to the model in the same batch):
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -286,7 +286,9 @@ class AfterDelete(Study[AfterDeleteConfig]):
     # ------------------------------------------------------------------ run
     def run_group(self, ctx: RunContext[AfterDeleteConfig], cells: list[Cell]) -> Iterable[CellResult]:
         block = cells[0].params["block"]
-        return getattr(self, f"_run_{block}")(ctx, cells)
+        runner: Callable[[RunContext[AfterDeleteConfig], list[Cell]], Iterable[CellResult]] = getattr(
+            self, f"_run_{block}")
+        return runner(ctx, cells)
 
     def _setup_worlds(self, ctx: RunContext[AfterDeleteConfig], cells: list[Cell],
                       condition: str | None = None) -> list[World]:
