@@ -86,6 +86,25 @@ def test_profiles_deterministic_balanced_and_unique() -> None:
     assert {p.target for p in a}.isdisjoint({p.target for p in ood})
 
 
+def test_growing_a_panel_keeps_its_prefix() -> None:
+    """--resume --set n=BIGGER must reuse the stored profiles: panels are prefixes."""
+    for split in ("iid", "ood"):
+        small, big = generate_profiles(split, 12), generate_profiles(split, 60)
+        assert [p.model_dump() for p in small] == [p.model_dump() for p in big[:12]]
+    assert generate_profiles("iid", 3, composed=True)[0].target != generate_profiles("iid", 3)[0].target
+
+
+def test_block_n_overrides_n_per_block() -> None:
+    from traceless.studies.afterdelete import AfterDelete
+
+    cfg = AfterDeleteConfig(n=6, blocks=["primary", "lifecycle"], block_n={"lifecycle": 2}, splits=["iid"])
+    cells = list(AfterDelete().cells(cfg))
+    assert sum(c.params["block"] == "primary" for c in cells) == 12
+    assert sum(c.params["block"] == "lifecycle" for c in cells) == 3 * 2 * 2
+    with pytest.raises(UnknownNameError):
+        AfterDeleteConfig(block_n={"everything": 3})
+
+
 def test_ood_holds_out_families_vocabulary_and_templates() -> None:
     iid = generate_profiles("iid", 200) + generate_profiles("train", 64) + generate_profiles("dev", 64)
     ood = generate_profiles("ood", 200)

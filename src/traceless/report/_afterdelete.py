@@ -103,22 +103,35 @@ class AfterDeleteNumbers:
     lifecycle: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
 
 
+def _model_seconds(r: ResultRow) -> float:
+    t = r.timing
+    act = t.get("activation") if isinstance(t.get("activation"), dict) else {}
+    return float(t.get("seconds", t.get("total_seconds", 0.0)) or 0.0) + float((act or {}).get("seconds", 0.0) or 0.0)
+
+
 def _wall_times(rows: Sequence[ResultRow]) -> dict[str, dict[str, float]]:
-    """Per block: wall seconds (groups run one after another: each group's time is from the
-    previous group's last row to its own last row), paired profiles and seconds/profile."""
+    """Per block: wall seconds, paired profiles and seconds per paired profile. Groups run
+    one after another, so a group's wall time is the gap from the previous group's last
+    row to its own last row; the first group of a run (and any gap that is mostly idle
+    time between a kill and a resume) falls back to the group's own model time (a batch
+    reports its whole duration on every generation, so the group's maximum is used)."""
     last: dict[str, float] = {}
+    model_t: dict[str, float] = defaultdict(float)
     block_of: dict[str, str] = {}
     pairs: dict[str, set[tuple[Any, ...]]] = defaultdict(set)
-    first = min((r.created for r in rows), default=0.0)
     for r in rows:
         last[r.group] = max(last.get(r.group, 0.0), r.created)
+        model_t[r.group] = max(model_t[r.group], _model_seconds(r))
         c = r.config["cell"]
         block_of[r.group] = c["block"]
         pairs[c["block"]].add((c.get("split"), c.get("profile"), c.get("category"), c.get("case")))
     out: dict[str, dict[str, float]] = defaultdict(lambda: {"seconds": 0.0})
-    prev = first
+    prev: float | None = None
     for g, t in sorted(last.items(), key=lambda kv: kv[1]):
-        out[block_of[g]]["seconds"] += max(0.0, t - prev)
+        gap = None if prev is None else t - prev
+        est = model_t[g]
+        use = gap if gap is not None and (est == 0.0 or gap <= 3 * est + 60) else est
+        out[block_of[g]]["seconds"] += max(0.0, use)
         prev = t
     for b, d in out.items():
         d["profiles"] = float(len(pairs[b]))

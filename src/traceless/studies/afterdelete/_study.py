@@ -80,6 +80,9 @@ class AfterDeleteConfig(BaseModel):
     """Profiles per test split (paper: 200)."""
     splits: list[str] = Field(default_factory=lambda: ["iid", "ood"])
     """Test splits (iid, ood; dev also allowed)."""
+    block_n: dict[str, int] = Field(default_factory=dict)
+    """Per-block override of ``n`` (e.g. ``{"lifecycle": 24}``) to run a costly block on a
+    prefix of the panel; profiles are the same first-k of each split."""
     n_transformed: int = Field(104, ge=1)
     """Module C atomic composed-target profiles per split (paper: 104)."""
     n_train: int = Field(24, ge=2)
@@ -109,6 +112,16 @@ class AfterDeleteConfig(BaseModel):
         for b in v:
             if b not in BLOCKS:
                 raise UnknownNameError("afterdelete block", b, list(BLOCKS))
+        return v
+
+    @field_validator("block_n")
+    @classmethod
+    def _block_n(cls, v: dict[str, int]) -> dict[str, int]:
+        for b, k in v.items():
+            if b not in BLOCKS:
+                raise UnknownNameError("afterdelete block", b, list(BLOCKS))
+            if k < 1:
+                raise ValueError(f"block_n[{b}] must be >= 1")
         return v
 
     @field_validator("splits")
@@ -150,7 +163,7 @@ class AfterDelete(Study[AfterDeleteConfig]):
     name: ClassVar[str] = "afterdelete"
     version: ClassVar[str] = "1"
     config_cls: ClassVar[type[BaseModel]] = AfterDeleteConfig
-    resume_may_change: ClassVar[frozenset[str]] = frozenset({"n", "n_transformed", "blocks", "batch"})
+    resume_may_change: ClassVar[frozenset[str]] = frozenset({"n", "n_transformed", "blocks", "batch", "block_n"})
 
     # ------------------------------------------------------------------ grid
     def cells(self, config: AfterDeleteConfig) -> Iterable[Cell]:
@@ -159,7 +172,7 @@ class AfterDelete(Study[AfterDeleteConfig]):
 
     def _profile_cells(self, config: AfterDeleteConfig, block: str, variants: list[dict[str, Any]],
                        *, composed: bool = False) -> Iterator[Cell]:
-        n = config.n_transformed if composed else config.n
+        n = config.n_transformed if composed else config.block_n.get(block, config.n)
         for split in config.splits:
             profiles = generate_profiles(split, n, composed=composed)
             for var in variants:
@@ -251,7 +264,8 @@ class AfterDelete(Study[AfterDeleteConfig]):
     def _profiles(self, ctx: RunContext[AfterDeleteConfig], split: str, composed: bool) -> list[Profile]:
         cache: dict[tuple[str, bool], list[Profile]] = ctx.state.setdefault("profiles", {})
         key = (split, composed)
-        n = 20 if split == "dev" and not composed else (ctx.config.n_transformed if composed else ctx.config.n)
+        n = 20 if split == "dev" and not composed else (
+            ctx.config.n_transformed if composed else max([ctx.config.n, *ctx.config.block_n.values()]))
         if key not in cache or len(cache[key]) < n:
             cache[key] = generate_profiles(split, n, composed=composed)
         return cache[key]
