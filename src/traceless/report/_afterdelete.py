@@ -109,28 +109,37 @@ def _model_seconds(r: ResultRow) -> float:
     return float(t.get("seconds", t.get("total_seconds", 0.0)) or 0.0) + float((act or {}).get("seconds", 0.0) or 0.0)
 
 
-def _wall_times(rows: Sequence[ResultRow]) -> dict[str, dict[str, float]]:
+def _wall_times(rows: Sequence[ResultRow], started: float | None = None) -> dict[str, dict[str, float]]:
     """Per block: wall seconds, paired profiles and seconds per paired profile. Groups run
     one after another, so a group's wall time is the gap from the previous group's last
     row to its own last row; the first group of a run (and any gap that is mostly idle
     time between a kill and a resume) falls back to the group's own model time (a batch
-    reports its whole duration on every generation, so the group's maximum is used)."""
+    reports its whole duration on every generation, so the group's maximum is used).
+    Rows that carry ``group_seconds`` (measured around the group) use that directly."""
     last: dict[str, float] = {}
+    measured: dict[str, float] = {}
     model_t: dict[str, float] = defaultdict(float)
     block_of: dict[str, str] = {}
     pairs: dict[str, set[tuple[Any, ...]]] = defaultdict(set)
     for r in rows:
         last[r.group] = max(last.get(r.group, 0.0), r.created)
         model_t[r.group] = max(model_t[r.group], _model_seconds(r))
+        if "group_seconds" in r.timing:
+            measured[r.group] = float(r.timing["group_seconds"])
         c = r.config["cell"]
         block_of[r.group] = c["block"]
         pairs[c["block"]].add((c.get("split"), c.get("profile"), c.get("category"), c.get("case")))
     out: dict[str, dict[str, float]] = defaultdict(lambda: {"seconds": 0.0})
-    prev: float | None = None
+    prev: float | None = started
     for g, t in sorted(last.items(), key=lambda kv: kv[1]):
         gap = None if prev is None else t - prev
         est = model_t[g]
-        use = gap if gap is not None and (est == 0.0 or gap <= 3 * est + 60) else est
+        if g in measured:
+            use = measured[g]
+        elif gap is not None and (est == 0.0 or gap <= 3 * est + 120):
+            use = gap
+        else:
+            use = est
         out[block_of[g]]["seconds"] += max(0.0, use)
         prev = t
     for b, d in out.items():
@@ -139,7 +148,8 @@ def _wall_times(rows: Sequence[ResultRow]) -> dict[str, dict[str, float]]:
     return dict(out)
 
 
-def afterdelete_numbers(rows: Sequence[ResultRow], model_tag: str, identity: dict[str, Any]) -> AfterDeleteNumbers:
+def afterdelete_numbers(rows: Sequence[ResultRow], model_tag: str, identity: dict[str, Any],
+                        started: float | None = None) -> AfterDeleteNumbers:
     """All tables and findings of one model's rows."""
     out = AfterDeleteNumbers(model_tag, identity)
     P = _pairs(rows)
@@ -310,7 +320,7 @@ def afterdelete_numbers(rows: Sequence[ResultRow], model_tag: str, identity: dic
             util[(c["condition"], c["category"])].append(bool(r.metrics.get("ok")))
     T["utility"] = [{"condition": k[0], "category": k[1], "ok": sum(v), "n": len(v)} for k, v in sorted(util.items())]
 
-    out.wall = _wall_times(rows)
+    out.wall = _wall_times(rows, started)
     out.findings = _findings(out)
     return out
 
@@ -571,7 +581,7 @@ def afterdelete_report(results_dir: Path, out_dir: Path) -> Path:
     for tag, rs in sorted(by_model.items()):
         rec = man.runs.get(tag)
         ident = rec.identity if rec is not None else rs[0].model
-        nums = afterdelete_numbers(rs, tag, ident)
+        nums = afterdelete_numbers(rs, tag, ident, rec.started if rec is not None else None)
         if rec is not None:
             parts.append(f"Run `{tag}`: {rec.cells_done}/{rec.cells_total} cells, finished={rec.finished}, "
                          f"{rec.seconds:.0f} s wall in total.\n\n")

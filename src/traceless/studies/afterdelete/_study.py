@@ -21,6 +21,7 @@ group, so both worlds go to the model in the same batch):
 from __future__ import annotations
 
 import secrets
+import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, ClassVar
@@ -302,7 +303,13 @@ class AfterDelete(Study[AfterDeleteConfig]):
         block = cells[0].params["block"]
         runner: Callable[[RunContext[AfterDeleteConfig], list[Cell]], Iterable[CellResult]] = getattr(
             self, f"_run_{block}")
-        return runner(ctx, cells)
+        t0 = time.perf_counter()
+        results = list(runner(ctx, cells))  # one batch per group: results arrive together anyway
+        wall = round(time.perf_counter() - t0, 3)
+        for r in results:
+            r.timing["group_seconds"] = wall  # real wall time of the whole group (all its cells)
+            r.timing["group_cells"] = len(results)
+        return results
 
     def _setup_worlds(self, ctx: RunContext[AfterDeleteConfig], cells: list[Cell],
                       condition: str | None = None) -> list[World]:
