@@ -164,7 +164,7 @@ class AfterDelete(Study[AfterDeleteConfig]):
     name: ClassVar[str] = "afterdelete"
     version: ClassVar[str] = "1"
     config_cls: ClassVar[type[BaseModel]] = AfterDeleteConfig
-    resume_may_change: ClassVar[frozenset[str]] = frozenset({"n", "n_transformed", "blocks", "batch", "block_n"})
+    resume_may_change: ClassVar[frozenset[str]] = frozenset({"n", "n_transformed", "blocks", "batch", "block_n", "writediag_auditor"})
 
     # ------------------------------------------------------------------ grid
     def cells(self, config: AfterDeleteConfig) -> Iterable[Cell]:
