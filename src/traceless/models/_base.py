@@ -35,7 +35,7 @@ class ChatMessage(BaseModel):
 
 def messages(*pairs: tuple[str, str]) -> list[ChatMessage]:
     """Shorthand: ``messages(("system", "..."), ("user", "..."))``."""
-    return [ChatMessage(role=r, content=c) for r, c in pairs]  # type: ignore[arg-type]
+    return [ChatMessage(role=r, content=c) for r, c in pairs]
 
 
 class GenerationConfig(BaseModel):

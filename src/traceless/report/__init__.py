@@ -34,6 +34,6 @@ def render_report(results_dir: str | Path, out_dir: str | Path | None = None) ->
     return fn(d, out)
 
 
+from traceless.report import _afterdelete as _afterdelete  # noqa: E402,F401  (registers the AfterDeleteBench report, paper 001)
 from traceless.report import _frontier as _frontier  # noqa: E402,F401  (registers the frontier report)
 from traceless.report import _replay as _replay  # noqa: E402,F401  (registers the replay report, paper 002)
-from traceless.report import _afterdelete as _afterdelete  # noqa: E402,F401  (registers the AfterDeleteBench report, paper 001)

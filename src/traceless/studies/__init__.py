@@ -56,6 +56,6 @@ __all__ = [
     "run_study",
 ]
 
+from traceless.studies import afterdelete as _afterdelete  # noqa: E402,F401  (registers AfterDeleteBench, paper 001)
 from traceless.studies import frontier as _frontier  # noqa: E402,F401  (registers the frontier study)
 from traceless.studies import replay as _replay  # noqa: E402,F401  (registers the replay study, paper 002)
-from traceless.studies import afterdelete as _afterdelete  # noqa: E402,F401  (registers AfterDeleteBench, paper 001)
