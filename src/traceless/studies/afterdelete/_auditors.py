@@ -149,7 +149,7 @@ class Auditor(abc.ABC):
 
 AuditorFactory = Callable[..., Auditor]
 AUDITORS: Registry[AuditorFactory] = Registry(
-    "auditor", hint="list them with `traceless study show afterdelete`")
+    "auditor", hint="see docs/afterdelete.md")
 
 
 class FixedAuditor(Auditor):

@@ -75,7 +75,7 @@ class MemoryCondition(BaseModel):
 
 
 CONDITIONS: Registry[MemoryCondition] = Registry(
-    "memory condition", hint="list them with `traceless study show afterdelete`")
+    "memory condition", hint="see docs/afterdelete.md")
 
 
 def _cond(name: str, help: str, **kw: Any) -> None:
