@@ -306,3 +306,28 @@ def test_default_workers_follow_the_backend() -> None:
     assert _default_workers(echo_backend()) == 1
     assert _default_workers(Http(default="x")) == 4
     assert _default_workers(Served(default="x")) == 1
+
+
+def test_two_models_running_at_once_keep_both_records(tmp_path: Path) -> None:
+    import threading
+
+    out = tmp_path / "run"
+    run_study("toy-runner-test", out, {"groups": 1}, backend=echo_backend(), model_tag="seed", progress=False)
+    errors: list[BaseException] = []
+
+    def go(tag: str, delay: float) -> None:
+        try:
+            run_study("toy-runner-test", out, {"groups": 1}, resume=True, backend=echo_backend(delay),
+                      model_tag=tag, progress=False)
+        except BaseException as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    ts = [threading.Thread(target=go, args=("fast", 0.0)), threading.Thread(target=go, args=("slow", 0.02))]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not errors
+    man = read_manifest(out)
+    assert set(man.runs) == {"seed", "fast", "slow"}
+    assert all(r.finished for r in man.runs.values())

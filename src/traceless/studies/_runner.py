@@ -20,6 +20,7 @@ executes the (not yet finished) cells of one group and yields one ``CellResult``
 from __future__ import annotations
 
 import abc
+import contextlib
 import hashlib
 import json
 import shutil
@@ -430,8 +431,28 @@ def _prepare_dir(
         rec = RunRecord(model_tag=model_tag, identity=identity, code_version=code_version(), started=now, updated=now)
     rec.code_version, rec.updated, rec.cells_total, rec.finished = code_version(), now, cells_total, False
     man.runs[model_tag] = rec
-    write_manifest(out, man)
+    with _manifest_lock(out):
+        if (out / MANIFEST).exists():
+            current = read_manifest(out)
+            current.config = man.config
+            current.runs[model_tag] = rec
+            man = current
+        write_manifest(out, man)
     return man
+
+
+@contextlib.contextmanager
+def _manifest_lock(out: Path) -> Iterator[None]:
+    """An exclusive lock on ``DIR/manifest.lock`` around a manifest read-modify-write, so two
+    models running into one dir at once never drop each other's run record."""
+    import fcntl
+
+    with (out / "manifest.lock").open("a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 class _Progress:
@@ -639,7 +660,11 @@ def run_study(
         rec.finished = interrupted is None and counter["run"] + skipped == len(cells)
         rec.updated = time.time()
         rec.seconds += time.perf_counter() - t0
-        write_manifest(out_dir, man)
+        with _manifest_lock(out_dir):
+            # another model may be running into the same dir: update only this model's record
+            current = read_manifest(out_dir)
+            current.runs[tag] = rec
+            write_manifest(out_dir, current)
         if cached is not None:
             hits, misses = cached.hits, cached.misses
             if owned_backend:
