@@ -189,3 +189,11 @@ def test_judge_self_records_verdicts(tmp_path: Path) -> None:
     run(out, cfg(judge="self", modes=[], S=[0]), ScriptedBackend(judging, name="leaky"))
     prs = [r for r in read_rows(out) if "/pr/" in r.key]
     assert prs and all(r.metrics["judge"] == r.reply.startswith("It is") for r in prs)  # type: ignore[union-attr]
+
+
+def test_groups_in_threads_give_the_same_rows(tmp_path: Path) -> None:
+    run(tmp_path / "one", cfg())
+    run(tmp_path / "three", cfg(), workers=3)
+    a = [(r.key, r.reply, r.metrics, r.prompt) for r in read_rows(tmp_path / "one")]
+    b = [(r.key, r.reply, r.metrics, r.prompt) for r in read_rows(tmp_path / "three")]
+    assert a == b

@@ -168,6 +168,22 @@ def get_study(name: str) -> Study[Any]:
     return STUDIES.get(name)()
 
 
+class _LockedEmbedder(Embedder):
+    """Serializes ``embed`` calls of a shared embedder across worker threads."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner = inner
+        self.name, self.dim = inner.name, inner.dim
+        self._lock = threading.Lock()
+
+    def embed(self, texts: list[str]) -> Any:
+        with self._lock:
+            return self.inner.embed(texts)
+
+    def describe(self) -> dict[str, object]:
+        return self.inner.describe()
+
+
 @dataclass
 class RunContext(Generic[C]):
     """What ``run_group`` gets: the config, the (cached) model, the embedder, paths, seeds."""
@@ -194,12 +210,14 @@ class RunContext(Generic[C]):
 
     @property
     def embedder(self) -> Embedder:
-        """The embedder (built on first use, shared by every group)."""
+        """The embedder (built on first use, shared by every group; calls are serialized
+        when groups run in threads)."""
         with self._lock:
             if self._embedder is None:
                 if self.embedder_factory is None:
                     raise StudyError("this study needs an embedder but none was configured")
-                self._embedder = self.embedder_factory()
+                emb = self.embedder_factory()
+                self._embedder = _LockedEmbedder(emb) if self.workers > 1 else emb
             return self._embedder
 
     def require_model(self) -> ModelBackend:
