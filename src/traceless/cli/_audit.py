@@ -26,23 +26,36 @@ __all__ = ["audit_cmd"]
 
 
 def audit_cmd(
-    model: str = typer.Option("qwen2.5-coder-0.5b-instruct", "--model", "-m",
-                              help="Embedded model name, openai:MODEL@URL, or a local GGUF path."),
-    S: int = typer.Option(1, "--S", "-S", min=0, max=2,
-                          help="Summarization level: 0 raw turns, 1 key facts, 2 one-sentence summaries."),
+    model: str = typer.Option(
+        "qwen2.5-coder-0.5b-instruct",
+        "--model",
+        "-m",
+        help="Embedded model name, openai:MODEL@URL, or a local GGUF path.",
+    ),
+    S: int = typer.Option(
+        1,
+        "--S",
+        "-S",
+        min=0,
+        max=2,
+        help="Summarization level: 0 raw turns, 1 key facts, 2 one-sentence summaries.",
+    ),
     k: int = typer.Option(3, "--k", "-k", min=1, help="Retrieval breadth (chunks injected)."),
     profiles: int = typer.Option(3, "--profiles", "-n", min=1, help="Synthetic users, one canary each."),
     seed: int = typer.Option(0, "--seed", help="Seed for users, canaries and placement."),
     modes: str = typer.Option(
-        "all", "--modes",
+        "all",
+        "--modes",
         help="Forget modes to evaluate after the baseline: 'all', 'none', 'ladder' (paper 000's five) "
-             "or a comma list (see `traceless forget modes`)."),
+        "or a comma list (see `traceless forget modes`).",
+    ),
     wordings: int = typer.Option(1, "--wordings", min=1, help="Probe wordings per level."),
     max_new_tokens: int = typer.Option(40, "--max-new-tokens", min=4, help="Reply budget per probe."),
     out: Path = typer.Option(Path("traceless-audit"), "--out", "-o", help="Output directory."),
     fmt: str = typer.Option("jsonl", "--format", help="Results file format: jsonl or parquet."),
-    embedder_name: str = typer.Option("all-MiniLM-L6-v2", "--embedder",
-                                      help="Retrieval embedder (all-MiniLM-L6-v2 or 'hashing')."),
+    embedder_name: str = typer.Option(
+        "all-MiniLM-L6-v2", "--embedder", help="Retrieval embedder (all-MiniLM-L6-v2 or 'hashing')."
+    ),
     reveal: bool = typer.Option(False, "--reveal", help="Keep canary values in results (off: redacted)."),
 ) -> None:
     """Plant a canary in each synthetic user's memory, probe the agent (direct, indirect,
@@ -59,16 +72,31 @@ def audit_cmd(
         mode_list = split_list(modes)
         for m in mode_list:
             FORGET_MODES.get(m)
-    cfg = AuditConfig(model=model, S=S, k=k, profiles=profiles, seed=seed, modes=tuple(mode_list),
-                      wordings=wordings, max_new_tokens=max_new_tokens, reveal=reveal)
+    cfg = AuditConfig(
+        model=model,
+        S=S,
+        k=k,
+        profiles=profiles,
+        seed=seed,
+        modes=tuple(mode_list),
+        wordings=wordings,
+        max_new_tokens=max_new_tokens,
+        reveal=reveal,
+    )
     console = Console(stderr=True)
     t0 = time.perf_counter()
     with console.status(f"loading {model} and the embedder ..."):
         be = CachingBackend(backend(model))
         emb = embedder(embedder_name)
     load_s = time.perf_counter() - t0
-    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-               TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn())
+    columns = (
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("eta"),
+        TimeRemainingColumn(),
+    )
     with Progress(*columns, console=console, transient=False) as progress:
         task = progress.add_task("writing memory", total=None)
 
@@ -83,14 +111,19 @@ def audit_cmd(
         src = out / "results.jsonl"
         pq.write_table(pj.read_json(src), out / "results.parquet")
         src.unlink()
-    table = Table(title=f"Extraction after deletion — {model}, S={S}, k={k}, {profiles} profiles")
+    table = Table(
+        title=f"Canary extraction before/after forgetting — {model}, S={S}, k={k}, {profiles} profiles",
+        caption="AER: extraction rate with the agent's normal memory view; FRS: with only the raw or "
+        "only the summary tier's surviving artifacts in context (paper 000 §2.4)",
+    )
     cols = [f"AER_{lv}" for lv in PROBE_LEVELS] + ["AER_max", "FRS_raw", "FRS_summary", "FRS_worst"]
-    table.add_column("phase")
-    for c in cols:
-        table.add_column(c, justify="right")
+    heads = ["AER direct", "AER indirect", "AER jailbreak", "AER max", "FRS raw", "FRS summary", "FRS worst"]
+    table.add_column("phase / mode")
+    for h in heads:
+        table.add_column(h, justify="right")
     for phase, row in result.table.items():
         table.add_row(phase, *(f"{row[c]:.2f}" if c in row else "—" for c in cols))
-    Console().print(table)
+    Console(width=max(120, Console().width)).print(table)
     typer.echo(
         f"{result.rows} probe rows in {out}/results.{fmt}; receipts in {out}/receipts/. "
         f"Took {time.perf_counter() - t0:.1f}s (model load {load_s:.1f}s, cache hits {be.hits})."
