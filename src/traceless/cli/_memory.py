@@ -60,11 +60,13 @@ def search(
     user: str = typer.Option(..., "--user", help="Owner to search (retrieval never crosses owners)."),
     k: int = typer.Option(5, "--k", min=1),
     tiers: str = typer.Option("raw,summary", "--tiers", help="Comma list of tiers."),
-    embedder_name: str = typer.Option("all-MiniLM-L6-v2", "--embedder"),
+    embedder_name: str = typer.Option(None, "--embedder", help="Default: the embedder that wrote the vectors."),
 ) -> None:
     """Cosine top-k over a user's memory."""
     with MemoryStore(db) as store:
-        q = embedder(embedder_name).embed([query])[0]
+        vectors = store.artifacts(owner=user, tier="embedding")
+        name = embedder_name or (str(vectors[0].meta.get("embedder")) if vectors else "all-MiniLM-L6-v2")
+        q = embedder(name).embed([query])[0]
         hits = store.search(user, q, k, tiers=[Tier(t) for t in split_list(tiers)])
     table = Table("score", "id", "tier/kind", "session", "text")
     for h in hits:

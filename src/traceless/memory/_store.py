@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from traceless.errors import MemoryStoreError, StoreLockedError
+from traceless.errors import ConfigError, MemoryStoreError, StoreLockedError
 from traceless.memory._schema import check_version, migrate
 from traceless.memory._types import Artifact, Hit, LineageEdge, Tier, digest_text
 
@@ -385,6 +385,11 @@ class MemoryStore:
             return []
         mat = np.stack([np.frombuffer(r[11], dtype=np.float32) for r in rows])
         q = np.asarray(query_vector, dtype=np.float32).reshape(-1)
+        if q.shape[0] != mat.shape[1]:
+            raise ConfigError(
+                f"query vector has {q.shape[0]} dimensions but {owner!r}'s memory vectors have {mat.shape[1]}: "
+                "embed the query with the embedder that wrote the memory (see an embedding's meta 'embedder')"
+            )
         qn = q / (np.linalg.norm(q) or 1.0)
         norms = np.linalg.norm(mat, axis=1)
         norms[norms == 0] = 1.0
