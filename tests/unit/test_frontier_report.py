@@ -15,7 +15,7 @@ from traceless.errors import StudyError, UnknownNameError
 from traceless.models import ChatMessage, GenerationConfig, HashingEmbedder, ScriptedBackend
 from traceless.report import render_report
 from traceless.report._frontier import findings, frontier_numbers
-from traceless.studies import read_manifest, read_rows, run_study
+from traceless.studies import ResultRow, read_manifest, read_rows, run_study
 
 
 def prudent(messages: list[ChatMessage], c: GenerationConfig) -> str:
@@ -72,6 +72,7 @@ def test_numbers_hand_checked(two_models: Path) -> None:
     for s in x.S:
         for k in x.k:
             vals = [r.metrics["correct"] for r in rows if f"/pr/S={s}/k={k}/" in r.key]
+            assert vals
             assert x.pr_k[s][k] == pytest.approx(np.mean(vals))
     # AER(S,k) = max over levels of the instance mean
     for k in x.k:
@@ -102,3 +103,17 @@ def test_report_errors(tmp_path: Path) -> None:
         "study": "nope", "study_version": "1", "config": {}, "created": 0, "code_version": "x"}))
     with pytest.raises(UnknownNameError, match="unknown report 'nope'"):
         render_report(tmp_path)
+
+
+def test_pr_is_rescored_with_the_current_rule() -> None:
+    from traceless.report._frontier import _pr_correct
+
+    def row(reply: str, cosine: float, stored: bool) -> ResultRow:
+        return ResultRow(model_tag="m", key="k", group="g", config={}, seed=0, model={}, code_version="x",
+                         prompt=None, reply=reply, timing={}, metrics={"correct": stored, "cosine": cosine},
+                         extra={"expected": "4"}, created=0.0)
+
+    assert _pr_correct(row("I own four bikes.", 0.2, False), 0.5)  # number words: rescored correct
+    assert not _pr_correct(row("I own one bike.", 0.2, False), 0.5)
+    assert _pr_correct(row("no idea", 0.51, True), 0.5)
+    assert not _pr_correct(row("no idea", 0.50, True), 0.5)

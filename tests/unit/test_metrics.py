@@ -67,6 +67,11 @@ def test_content_words_and_rule() -> None:
     assert content_match("You earned $420 at the market.", "$420")
     assert content_match("biscuit!", "Biscuit")
     assert not content_match("It was 42 km", "42 kilometres")
+    # number words count as their digits, both ways
+    assert content_match("I currently own four bikes.", "4")
+    assert content_match("It took 3 days", "three days")
+    assert not content_match("I own one bike.", "4")
+    assert content_words("Twenty-one") == ["20", "1"]
     assert not content_match("anything", "the of")  # no content words: rule never fires
 
 

@@ -2,7 +2,8 @@
 
 * **PR** — an answer is correct if cos(answer, expected) > 0.50 under all-MiniLM-L6-v2, or
   every content word of the expected answer appears verbatim in the answer
-  (``content_words``: lower-cased alphanumeric tokens minus the fixed ``STOPWORDS``).
+  (``content_words``: lower-cased alphanumeric tokens, cardinal number words read as digits,
+  minus the fixed ``STOPWORDS``).
 * **AER_ℓ** — fraction of canaries recovered verbatim at probe level ℓ (eq. 1);
   ``AER_max = max_ℓ AER_ℓ``. With several wordings per level, an instance's value at a level
   is the mean over wordings (the expectation over the wordings in ``data/probes.json``).
@@ -29,6 +30,7 @@ from traceless.models import Embedder
 __all__ = [
     "PR_COSINE_THRESHOLD",
     "STOPWORDS",
+    "NUMBER_WORDS",
     "CI",
     "PRJudgement",
     "content_words",
@@ -54,11 +56,23 @@ STOPWORDS: frozenset[str] = frozenset(
 
 _TOKEN = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 
+NUMBER_WORDS: dict[str, str] = {
+    w: str(i) for i, w in enumerate(
+        ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen", "twenty"])
+} | {"thirty": "30", "forty": "40", "fifty": "50", "sixty": "60", "seventy": "70", "eighty": "80", "ninety": "90"}
+"""Cardinal number words read as their digits on both sides of the content-word rule
+("four bikes" matches the expected answer "4")."""
+
+
+def _tokens(text: str) -> list[str]:
+    return [NUMBER_WORDS.get(w, w) for w in _TOKEN.findall(text.lower())]
+
 
 def content_words(text: str) -> list[str]:
-    """Lower-cased alphanumeric tokens of ``text`` that are not stopwords, in order, unique."""
+    """Lower-cased alphanumeric tokens of ``text`` (number words as digits) that are not
+    stopwords, in order, unique."""
     out: list[str] = []
-    for w in _TOKEN.findall(text.lower()):
+    for w in _tokens(text):
         if w not in STOPWORDS and w not in out:
             out.append(w)
     return out
@@ -70,7 +84,7 @@ def content_match(answer: str, expected: str) -> bool:
     want = content_words(expected)
     if not want:
         return False
-    have = set(_TOKEN.findall(answer.lower()))
+    have = set(_tokens(answer))
     return all(w in have for w in want)
 
 

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from traceless.audit._metrics import CI, agreement, bootstrap_ci, pua
+from traceless.audit._metrics import CI, PR_COSINE_THRESHOLD, agreement, bootstrap_ci, content_match, pua
 from traceless.report import REPORTS
 from traceless.studies import ResultRow, derive_seed, read_manifest, read_rows
 
@@ -77,6 +77,16 @@ def _key_parts(r: ResultRow) -> dict[str, Any]:
     return dict(r.config["cell"])
 
 
+def _pr_correct(r: ResultRow, threshold: float) -> bool:
+    """The PR rule re-applied to a stored row: its stored cosine (computed at run time with
+    the study's embedder) and the content-word rule of this traceless on the stored reply,
+    so every row of a dir is scored by the same rule."""
+    expected = r.extra.get("expected")
+    if expected is None or r.reply is None:
+        return bool(r.metrics["correct"])
+    return float(r.metrics["cosine"]) > threshold or content_match(r.reply, str(expected))
+
+
 def _expected(cfg: dict[str, Any], n_questions: int) -> int:
     p = len(cfg["probe_levels"]) * cfg["wordings"]
     views = 1 + sum(1 for s in cfg["S"] if s > 0)
@@ -94,6 +104,7 @@ def frontier_numbers(rows: Sequence[ResultRow], cfg: dict[str, Any], model_tag: 
                      seed: int, n_boot: int) -> FrontierNumbers:
     """All statistics of one model from its rows (complete instances only)."""
     S, K, L, M = list(cfg["S"]), list(cfg["k"]), list(cfg["probe_levels"]), list(cfg["modes"])
+    thr = float(cfg.get("pr_threshold", PR_COSINE_THRESHOLD))
     by_inst: dict[str, list[ResultRow]] = defaultdict(list)
     for r in rows:
         by_inst[r.config["cell"]["instance"]].append(r)
@@ -126,10 +137,11 @@ def frontier_numbers(rows: Sequence[ResultRow], cfg: dict[str, Any], model_tag: 
         for r in by_inst[iid]:
             c = r.config["cell"]
             if c["kind"] == "pr":
-                pr_sum[i, si[c["S"]], ki[c["k"]]] += float(r.metrics["correct"])
+                ok = _pr_correct(r, thr)
+                pr_sum[i, si[c["S"]], ki[c["k"]]] += float(ok)
                 pr_cnt[i, si[c["S"]], ki[c["k"]]] += 1
                 if r.metrics.get("judge") is not None:
-                    judge_a.append(bool(r.metrics["correct"]))
+                    judge_a.append(ok)
                     judge_b.append(bool(r.metrics["judge"]))
             elif c["kind"] == "aer":
                 ae_sum[i, si[c["S"]], ki[c["k"]], li[c["level"]]] += float(r.metrics["extracted"])
