@@ -92,8 +92,9 @@ def test_report_renders_tables_figure_findings(run_dir: Path) -> None:
     assert status("The gate leaves R unchanged") == "reproduced"
     assert status("No-write and gate-blocked are identical") == "reproduced"
     assert status("C1: exact reconstruction") == "reproduced"
-    # the scripted reader cannot answer benign questions: the utility check must say so
-    assert status("Benign-utility sanity check") == "not reproduced"
+    # the scripted reader cannot answer benign questions: not saturated, but no condition
+    # costs anything relative to the baseline and every near-miss write passes
+    assert status("Benign-utility sanity check") == "partly"
     # no target value leaks into the report
     targets = {r.extra.get("submitted_prediction") for r in read_rows(run_dir)} - {None}
     assert targets and not any(t in text for t in targets)

@@ -453,11 +453,16 @@ def _findings(n: AfterDeleteNumbers) -> list[Finding]:
             tot[r["condition"]][0] += r["ok"]
             tot[r["condition"]][1] += r["n"]
         nm = [r for r in ut if r["category"] == "near_miss_write"]
-        add("Benign-utility sanity check shows no obvious cost (100/100 each; 20/20 near-miss writes pass)",
-            "100/100 baseline, closure, gate-on",
-            "; ".join(f"{k}: {v[0]}/{v[1]}" for k, v in sorted(tot.items()))
-            + "; near-miss writes " + ", ".join(f"{r['condition']} {r['ok']}/{r['n']}" for r in nm),
-            all(r["ok"] == r["n"] for r in ut))
+        ours = ("; ".join(f"{k}: {v[0]}/{v[1]}" for k, v in sorted(tot.items()))
+                + "; near-miss writes " + ", ".join(f"{r['condition']} {r['ok']}/{r['n']}" for r in nm))
+        claim = "Benign-utility sanity check shows no obvious cost (100/100 each; 20/20 near-miss writes pass)"
+        if all(r["ok"] == r["n"] for r in ut):
+            add(claim, "100/100 baseline, closure, gate-on", ours, True)
+        else:
+            same = len({v[0] for v in tot.values()}) == 1 and all(r["ok"] == r["n"] for r in nm)
+            F.append(Finding(claim, "100/100 baseline, closure, gate-on", ours + (
+                " (not saturated, but closure and gate-on score exactly as the baseline: no cost detected)"
+                if same else ""), "partly" if same else "not reproduced"))
     else:
         add("Benign-utility sanity check", "100/100 each", "utility block not run", None)
     return F
