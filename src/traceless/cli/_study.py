@@ -52,6 +52,8 @@ def run_cmd(
     embedder_name: str = typer.Option("all-MiniLM-L6-v2", "--embedder",
                                       help="Embedder (all-MiniLM-L6-v2, or hashing for smoke tests)."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show the progress bar."),
+    shard: str | None = typer.Option(None, "--shard", help="I/N: run only every N-th instance group starting at "
+                                                           "I (start N processes with --resume to share a run)."),
     threads: int | None = typer.Option(None, "--threads", min=1,
                                        help="CPU threads of the local transformers backend (default: all cores; "
                                             "use 1 on a machine shared with other jobs: oversubscribed threads "
@@ -74,13 +76,20 @@ def run_cmd(
                               f"{', '.join(cls.model_fields)}")
         base[field] = value
     cfg = load_config(cls, config, sets, base=base)
+    shard_t: tuple[int, int] | None = None
+    if shard is not None:
+        i, sep, n_ = shard.partition("/")
+        if not (sep and i.strip().isdigit() and n_.strip().isdigit()):
+            raise ConfigError(f"--shard {shard!r}: use I/N, e.g. --shard 0/2")
+        shard_t = (int(i), int(n_))
 
     from traceless.cli._common import embedder
 
     console = Console(stderr=True)
     summary = run_study(study, out, cfg, resume=resume, model=model, model_tag=tag,
                         embedder=lambda: embedder(embedder_name), workers=workers, progress=progress,
-                        max_cells=max_cells, backend_options={"num_threads": threads} if threads else None)
+                        max_cells=max_cells, backend_options={"num_threads": threads} if threads else None,
+                        shard=shard_t)
     state = "finished" if summary.finished else "stopped (resume with --resume)"
     console.print(
         f"{summary.study} ({summary.model_tag}): {summary.cells_run} cells run, {summary.cells_skipped} already "

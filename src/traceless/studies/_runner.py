@@ -526,6 +526,7 @@ def run_study(
     max_cells: int | None = None,
     cache: bool = True,
     backend_options: dict[str, Any] | None = None,
+    shard: tuple[int, int] | None = None,
 ) -> RunSummary:
     """Run (or resume) ``study`` into ``out``.
 
@@ -536,7 +537,12 @@ def run_study(
     resume continues it). ``progress`` defaults to "stderr is a terminal".
     ``backend_options`` go to ``load_backend`` (e.g. ``{"num_threads": 1}`` for the local
     transformers backend on a shared machine); they do not change the model identity.
+    ``shard=(i, n)`` runs only the groups whose position in the grid is i mod n, so n
+    processes (same model, same dir) share one run; each finishes its part, and the run
+    is finished when every cell is stored.
     """
+    if shard is not None and not (shard[1] >= 1 and 0 <= shard[0] < shard[1]):
+        raise ConfigError(f"shard {shard[0]}/{shard[1]}: use I/N with 0 <= I < N")
     st = get_study(study) if isinstance(study, str) else study
     out_dir = Path(out)
     t0 = time.perf_counter()
@@ -598,6 +604,10 @@ def run_study(
     done = store.done_keys(tag)
     todo = [c for c in cells if c.key not in done]
     skipped = len(cells) - len(todo)
+    if shard is not None:
+        index, count = shard
+        order = {g: i for i, g in enumerate(dict.fromkeys(c.group for c in cells))}
+        todo = [c for c in todo if order[c.group] % count == index]
     groups: dict[str, list[Cell]] = {}
     for c in todo:
         groups.setdefault(c.group, []).append(c)
@@ -672,10 +682,11 @@ def run_study(
     finally:
         bar.stop()
         n_done = store.count(tag)
+        all_done = set(keys) <= store.done_keys(tag)
         store.close()
         rec = man.runs[tag]
         rec.cells_done = n_done
-        rec.finished = interrupted is None and counter["run"] + skipped == len(cells)
+        rec.finished = interrupted is None and all_done
         rec.updated = time.time()
         rec.seconds += time.perf_counter() - t0
         with _manifest_lock(out_dir):
