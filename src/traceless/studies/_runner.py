@@ -684,14 +684,15 @@ def run_study(
         n_done = store.count(tag)
         all_done = set(keys) <= store.done_keys(tag)
         store.close()
-        rec = man.runs[tag]
-        rec.cells_done = n_done
-        rec.finished = interrupted is None and all_done
-        rec.updated = time.time()
-        rec.seconds += time.perf_counter() - t0
         with _manifest_lock(out_dir):
-            # another model may be running into the same dir: update only this model's record
+            # other models or shards may be running into the same dir: update this model's
+            # record as it is on disk now (add this process's time; never drop theirs)
             current = read_manifest(out_dir)
+            rec = current.runs.get(tag) or man.runs[tag]
+            rec.cells_done = n_done
+            rec.finished = interrupted is None and all_done
+            rec.updated = time.time()
+            rec.seconds += time.perf_counter() - t0
             current.runs[tag] = rec
             write_manifest(out_dir, current)
         if cached is not None:
