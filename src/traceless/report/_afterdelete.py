@@ -445,7 +445,8 @@ def _findings(n: AfterDeleteNumbers) -> list[Finding]:
     add("Recovery stays positive under ledger serialization, partial retrieval and alternative activation "
         "wording; closure returns the gaps to zero", "positive; closure zero",
         "; ".join(f"{r['split']} {r['condition']}/{r['wording']}: ΔR={r['dR']}, ΔA={r['dA']}" for r in tv) or "not run",
-        (all(r["R"] > r["clean_R"] for r in pos) and all(r["R"] == 0 and r["A"] == 0 for r in zero)) if tv else None)
+        (all((r["A"] > r["clean_A"]) if r["wording"] == "alternative" else (r["R"] > r["clean_R"]) for r in pos)
+         and all(r["R"] == 0 and r["A"] == 0 for r in zero)) if tv else None)
     ut = T.get("utility", [])
     if ut:
         tot = defaultdict(lambda: [0, 0])
