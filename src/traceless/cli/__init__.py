@@ -44,6 +44,9 @@ def _mount_optional() -> None:
     except ImportError:  # pragma: no cover
         pass
     else:
+        from traceless.cli._train import train_auditor_cmd
+
+        study_app.command("train-auditor")(train_auditor_cmd)
         app.add_typer(study_app, name="study", help="Run the papers' studies (resumable).")
         app.command("report")(report_cmd)
 
