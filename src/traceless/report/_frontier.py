@@ -289,21 +289,23 @@ def findings(x: FrontierNumbers) -> list[str]:
         rel = ds.value / a0 if a0 > 0 else float("nan")
         add("S=1 reduces AER substantially (paper: −76% Gemma, Δ_S=0.63; −64% GPT-4o-mini, Δ_S=0.46).",
             ds.low > 0 and rel >= 0.5,
-            f"Δ_S(S=1) = {ds.fmt()} ({_f(100 * rel)}% of AER(S=0) = {_f(a0)}).")
+            f"Δ_S(S=1) = {ds.fmt()} ({100 * rel:.0f}% of AER(S=0) = {_f(a0)}).")
         drop = x.pr_drop[1]
         add("S=1 costs little PR (paper: ≈5% relative on Gemma, ≈2 pp on GPT-4o-mini).",
             None if math.isnan(drop.value) or x.pr[0].value == 0 else drop.value <= 0.05,
             f"PR(S=0) − PR(S=1) = {drop.fmt()} (PR {_f(x.pr[0].value)} vs {_f(x.pr[1].value)}).")
     if 1 in S and 2 in S:
         add("S=2 reduces AER further than S=1, at additional PR cost.",
-            x.aer[2].value < x.aer[1].value and x.pr[2].value < x.pr[1].value,
+            None if x.aer[1].value == 0 else (x.aer[2].value < x.aer[1].value and x.pr[2].value < x.pr[1].value),
             f"AER S=1 {_f(x.aer[1].value)} vs S=2 {_f(x.aer[2].value)}; "
             f"PR S=1 {_f(x.pr[1].value)} vs S=2 {_f(x.pr[2].value)}.")
     if 1 in S and (0 in S or 2 in S):
         others = [s for s in S if s != 1]
+        ties = [s for s in others if x.pua[s].value == x.pua[1].value]
         add("S=1 is the best attainable frontier point (highest PUA).",
-            all(x.pua[1].value >= x.pua[s].value for s in others),
-            "PUA " + ", ".join(f"S={s} {x.pua[s].fmt()}" for s in S) + ".")
+            all(x.pua[1].value >= x.pua[s].value for s in others) and x.pua[1].value > 0,
+            "PUA " + ", ".join(f"S={s} {x.pua[s].fmt()}" for s in S)
+            + (f" (S=1 tied with S={', '.join(map(str, ties))})." if ties else "."))
     for s in [s for s in S if s >= 1]:
         rng_ = max(x.aer_k[s].values()) - min(x.aer_k[s].values())
         rng0 = (max(x.aer_k[0].values()) - min(x.aer_k[0].values())) if 0 in S else float("nan")
