@@ -357,6 +357,13 @@ def findings(x: FrontierNumbers) -> list[str]:
                 all(v == 0.0 for v in vals.values()) if leaked else None,
                 ", ".join(f"S={s} {_f(v)}" for s, v in vals.items())
                 + ("." if leaked else " (nothing leaked under noop either)."))
+    kmax = K[-1]
+    for s in [s for s in S if s >= 1]:
+        out.append(
+            f"Note (mechanism) — S={s}: the canary was in the retrieved context of {_f(x.in_context_k[s][kmax])} of "
+            f"the probes at k={kmax} (S=0: {_f(x.in_context_k[0][kmax]) if 0 in S else 'n/a'}); laundering "
+            "means the summarizer dropped it from the level-S memory, so no k can retrieve it."
+        )
     if "noop" in x.modes:
         for s in [s for s in S if s >= 1]:
             w, t = x.frs_worst["noop"][s], x.frs_tier["noop"][f"summary@S={s}"]
