@@ -263,16 +263,18 @@ def test_evict_prefix_cache(be) -> None:  # type: ignore[no-untyped-def]
     assert be.prefix_cache_size == 0
 
 
-def test_path_specs(be) -> None:  # type: ignore[no-untyped-def]
-    from traceless.models._catalog import _locate_parts, get_spec, hf_cache_path
+def test_path_specs(be, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from traceless.models._catalog import gguf_path, hf_cache_path
 
     # a converted safetensors folder: identity comes from its marker (the GGUF's sha256)
     d = load_backend(f"transformers:{hf_cache_path(SMOL)}")
     assert d.describe()["weights_sha256"] == be.weights_sha256
     m = _probe("Where does the user live?")
     assert d.generate(m, GREEDY, use_prefix_cache=False).text == be.generate(m, GREEDY, use_prefix_cache=False).text
-    # a GGUF file anywhere (here: straight from the installed package)
-    parts, _ = _locate_parts(get_spec(SMOL))
-    g = load_backend(f"transformers:{parts[0]}")
+    # a GGUF file anywhere (here: a link outside the model cache, so no catalog marker applies)
+    link = tmp_path / "elsewhere" / "my model.gguf"
+    link.parent.mkdir()
+    link.symlink_to(gguf_path(SMOL))
+    g = load_backend(f"transformers:{link}")
     assert g.describe()["weights_sha256"] == be.weights_sha256
     assert g.generate(m, GREEDY, use_prefix_cache=False).text == be.generate(m, GREEDY, use_prefix_cache=False).text
