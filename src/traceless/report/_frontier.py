@@ -395,8 +395,12 @@ def _figures(nums: list[FrontierNumbers], out: Path) -> list[str]:
             xs = [x.aer_k[s][k] for k in ks]
             ys = [x.pr_k[s][k] for k in ks]
             ax.plot(xs, ys, "-o", color=colors.get(s, "k"), label=f"S={s}")
+            same: dict[tuple[float, float], list[int]] = {}
             for k, a, pr_ in zip(ks, xs, ys, strict=True):
-                ax.annotate(f"k={k}", (a, pr_), textcoords="offset points", xytext=(4, 3), fontsize=7)
+                same.setdefault((round(a, 3), round(pr_, 3)), []).append(k)
+            for (a, pr_), kk in same.items():  # one label per distinct point: "k=3,6,10"
+                ax.annotate("k=" + ",".join(map(str, kk)), (a, pr_), textcoords="offset points",
+                            xytext=(4, 3 + 8 * s), fontsize=7, color=colors.get(s, "k"))
         ax.set_xlim(-0.02, 1.02)
         ax.set_ylim(-0.02, 1.02)
         ax.set_xlabel("AER (max over probe levels) ↓")
