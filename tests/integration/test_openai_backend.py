@@ -176,3 +176,21 @@ def test_server_start_errors(tmp_path: Path) -> None:
     junk.write_bytes(b"not a gguf file" * 10)
     with pytest.raises(BackendError, match=r"(?s)failed.*valid GGUF.*server log"):
         LlamaCppServer(junk).start()
+
+
+def test_llamacpp_spec_starts_a_server_with_the_runner_threads() -> None:
+    # `traceless study run --model llamacpp:NAME --threads N` passes num_threads through load_backend
+    pytest.importorskip("xllamacpp")
+    from traceless.models import load_backend
+    from traceless.models._catalog import model_status
+
+    if model_status(SMOL).state != "ready":
+        pytest.skip(f"{SMOL} is not pulled (traceless models pull {SMOL})")
+    b = load_backend(f"llamacpp:{SMOL}", num_threads=1, ctx=2048)
+    try:
+        assert b.server.threads == 1 and b.server.is_running()  # type: ignore[attr-defined]
+        assert b.describe()["backend"] == "llamacpp"
+        assert b.generate(messages(("user", PROMPTS[4])), GenerationConfig(max_new_tokens=8)).text.strip()
+    finally:
+        b.close()
+    assert not b.server.is_running()  # type: ignore[attr-defined]

@@ -112,7 +112,8 @@ def _llamacpp(arg: str, **kw: Any) -> ModelBackend:
         gguf = Path(name).expanduser()
         if not gguf.is_file():
             raise ConfigError(f"llamacpp:{arg}: not a catalog model ({', '.join(KNOWN_MODELS)}) or a .gguf file")
-    threads = int(os.environ.get("TRACELESS_NUM_THREADS", "0")) or (os.cpu_count() or 2)
+    # num_threads (the study runner's --threads) sizes the server, like the transformers backend
+    threads = int(kw.pop("num_threads", None) or os.environ.get("TRACELESS_NUM_THREADS", "0")) or (os.cpu_count() or 2)
     server = LlamaCppServer(gguf, ctx=int(kw.pop("ctx", 8192)), threads=threads, alias=gguf.stem)
     server.start()
     return ServedBackend(server, weights_sha256=sha, name=f"llamacpp:{name}", **kw)
