@@ -186,10 +186,10 @@ def test_llamacpp_spec_starts_a_server_with_the_runner_threads() -> None:
 
     if model_status(SMOL).state != "ready":
         pytest.skip(f"{SMOL} is not pulled (traceless models pull {SMOL})")
-    b = load_backend(f"llamacpp:{SMOL}", num_threads=1, ctx=2048)
+    b = load_backend(f"llamacpp:{SMOL}", num_threads=1, ctx=2048, parallel=2)
     try:
-        assert b.server.threads == 1 and b.server.is_running()  # type: ignore[attr-defined]
-        assert b.describe()["backend"] == "llamacpp"
+        assert b.server.threads == 1 and b.server.parallel == 2 and b.server.is_running()  # type: ignore[attr-defined]
+        assert b.describe()["backend"] == "llamacpp" and b.describe()["parallel"] == 2  # batched slots: own identity
         assert b.generate(messages(("user", PROMPTS[4])), GenerationConfig(max_new_tokens=8)).text.strip()
     finally:
         b.close()

@@ -114,8 +114,14 @@ def _llamacpp(arg: str, **kw: Any) -> ModelBackend:
             raise ConfigError(f"llamacpp:{arg}: not a catalog model ({', '.join(KNOWN_MODELS)}) or a .gguf file")
     # num_threads (the study runner's --threads) sizes the server, like the transformers backend
     threads = int(kw.pop("num_threads", None) or os.environ.get("TRACELESS_NUM_THREADS", "0")) or (os.cpu_count() or 2)
-    server = LlamaCppServer(gguf, ctx=int(kw.pop("ctx", 8192)), threads=threads, alias=gguf.stem)
+    # parallel > 1: continuous batching over that many server slots (much faster on CPU, where
+    # decoding is memory-bound; replies are then not guaranteed bit-identical to parallel=1)
+    parallel = int(kw.pop("parallel", None) or os.environ.get("TRACELESS_LLAMACPP_PARALLEL", "1"))
+    if parallel < 1:
+        raise ConfigError(f"llamacpp: parallel must be >= 1, got {parallel} (TRACELESS_LLAMACPP_PARALLEL)")
+    server = LlamaCppServer(gguf, ctx=int(kw.pop("ctx", 8192)), threads=threads, parallel=parallel, alias=gguf.stem)
     server.start()
+    kw.setdefault("max_concurrency", max(parallel, 4))
     return ServedBackend(server, weights_sha256=sha, name=f"llamacpp:{name}", **kw)
 
 

@@ -23,8 +23,11 @@ class ServedBackend(OpenAIBackend):
         self.weights_sha256 = weights_sha256
 
     def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "backend": "llamacpp", "weights_sha256": self.weights_sha256,
-                "gguf": self.server.gguf_path.name}
+        d: dict[str, Any] = {"name": self.name, "backend": "llamacpp", "weights_sha256": self.weights_sha256,
+             "gguf": self.server.gguf_path.name}
+        if self.server.parallel > 1:  # batched slots can change replies: part of the identity
+            d["parallel"] = self.server.parallel
+        return d
 
     def close(self) -> None:
         try:
