@@ -182,10 +182,8 @@ def test_llamacpp_spec_starts_a_server_with_the_runner_threads() -> None:
     # `traceless study run --model llamacpp:NAME --threads N` passes num_threads through load_backend
     pytest.importorskip("xllamacpp")
     from traceless.models import load_backend
-    from traceless.models._catalog import model_status
 
-    if model_status(SMOL).state != "ready":
-        pytest.skip(f"{SMOL} is not pulled (traceless models pull {SMOL})")
+    smollm2_gguf()  # skips when the model is not pulled
     b = load_backend(f"llamacpp:{SMOL}", num_threads=1, ctx=2048, parallel=2)
     try:
         assert b.server.threads == 1 and b.server.parallel == 2 and b.server.is_running()  # type: ignore[attr-defined]

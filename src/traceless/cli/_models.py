@@ -12,6 +12,7 @@ from rich.table import Table
 
 from traceless.models._catalog import (
     KNOWN_MODELS,
+    ModelSpec,
     assemble,
     get_spec,
     hf_cache_path,
@@ -100,11 +101,10 @@ def pull_cmd(
     for the transformers backend. Several names may be given."""
     specs = [get_spec(n) for n in names]  # every name checked before any work starts
     for spec in specs:
-        _pull_one(spec.name, force=force, install=install, convert=convert)
+        _pull_one(spec, force=force, install=install, convert=convert)
 
 
-def _pull_one(name: str, *, force: bool, install: bool, convert: bool) -> None:
-    spec = get_spec(name)
+def _pull_one(spec: ModelSpec, *, force: bool, install: bool, convert: bool) -> None:
     err = Console(stderr=True, soft_wrap=True)
     t0 = time.perf_counter()
     st = model_status(spec.name)

@@ -681,8 +681,8 @@ def run_study(
         raise
     finally:
         bar.stop()
-        n_done = store.count(tag)
-        all_done = set(keys) <= store.done_keys(tag)
+        stored = store.done_keys(tag)  # one read: the count and "every cell stored" both come from it
+        n_done, all_done = len(stored), set(keys) <= stored
         store.close()
         with _manifest_lock(out_dir):
             # other models or shards may be running into the same dir: update this model's
