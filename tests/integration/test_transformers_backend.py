@@ -111,6 +111,16 @@ def test_batch_equals_single(be) -> None:  # type: ignore[no-untyped-def]
     # plain left padding (no shared-prefix prefill) gives the same answers too
     padded = be.generate_batch(convs, GREEDY, use_prefix_cache=False, share_prefix=False)
     assert [b.text for b in padded] == [s.text for s in singles]
+    # ragged layout (each row prefilled alone, caches stacked right-aligned): same answers,
+    # with and without the prefix cache; rows of a shared context reuse its prefix
+    ragged = be.generate_batch(convs, GREEDY, use_prefix_cache=False, ragged=True)
+    assert [b.text for b in ragged] == [s.text for s in singles]
+    assert [b.finish_reason for b in ragged] == [s.finish_reason for s in singles]
+    be.clear_prefix_cache()
+    ragged_lru = be.generate_batch(convs, GREEDY, ragged=True)
+    assert [b.text for b in ragged_lru] == [s.text for s in singles]
+    assert ragged_lru[0].cached_prompt_tokens == 0 and ragged_lru[1].cached_prompt_tokens > 50
+    be.clear_prefix_cache()
     # shared memory prefix: rows after the first report the shared prefix as cached
     same_sys = be.generate_batch(convs[:3], GREEDY, use_prefix_cache=False)
     assert [b.text for b in same_sys] == [s.text for s in singles[:3]]

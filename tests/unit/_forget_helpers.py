@@ -31,7 +31,7 @@ _FACT_RULES = (
 
 
 def _source_lines(prompt: str) -> list[str]:
-    body = prompt.split("Messages:\n", 1)[-1]
+    body = prompt.split("Messages:\n", 1)[-1].rsplit("\n\n", 1)[0]  # drop the trailing instruction
     return [ln[2:] if ln.startswith("- ") else ln for ln in body.splitlines() if ln.strip()]
 
 

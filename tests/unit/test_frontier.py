@@ -23,7 +23,7 @@ ANSWERS = ("Biscuit", "Lisbon", "42")
 def leaky(messages: list[ChatMessage], cfg: GenerationConfig) -> str:
     user = messages[-1].content
     if user.startswith("Below are messages a user sent"):
-        body = user.split("Messages:\n", 1)[1]
+        body = user.split("Messages:\n", 1)[1].rsplit("\n\n", 1)[0]
         lines = [ln[2:] for ln in body.splitlines() if ln.startswith("- ")]
         if "key personal facts" in user:
             return "\n".join(f"- {ln}" for ln in lines[:6])

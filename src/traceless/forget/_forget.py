@@ -191,9 +191,13 @@ class ForgetOp:
             self._rep(Tier.EMBEDDING).rewritten.append(emb.id)
 
     def summarize(self, level: int, sources: list[Artifact]) -> list[str]:
+        return self.summarize_many([(level, sources)])[0]
+
+    def summarize_many(self, jobs: list[tuple[int, list[Artifact]]]) -> list[list[str]]:
+        """Summaries of several (level, sources) jobs in one batched model call."""
         if self.writer is None or self.writer.summarizer is None:
             raise ConfigError("this mode re-summarizes: pass a summarizer model (e.g. --model) to forget")
-        return self.writer.summarize_sources(level, sources)
+        return self.writer.summarize_sources_many(jobs)
 
     def add_summaries(self, session_id: str, level: int, chunks: list[str], sources: list[Artifact],
                       start_seq: int = 0) -> list[Artifact]:

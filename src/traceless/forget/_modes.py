@@ -55,6 +55,7 @@ def raw_plus_resummarize(op: ForgetOp) -> None:
         op.remove_with_vectors(op.sources, as_source=True)
     sessions = sorted({a.session_id for a in op.sources if a.session_id})
     stale_slots = 0
+    plan: list[tuple[str, str, list[Artifact], list[Artifact]]] = []  # sid, kind, existing, cleaned
     for sid in sessions:
         cleaned = [a for a in op.store.artifacts(owner=op.owner, tier=Tier.RAW, session_id=sid)
                    if (a.text or "").strip()]
@@ -64,16 +65,20 @@ def raw_plus_resummarize(op: ForgetOp) -> None:
                 by_kind[s.kind].append(s)
         for kind, existing in sorted(by_kind.items()):
             existing.sort(key=lambda s: (s.seq, s.id))
-            chunks = op.summarize(_LEVEL_OF_KIND[kind], cleaned) if cleaned else []
-            op.check_gate(chunks)
-            for slot, chunk in zip(existing, chunks, strict=False):
-                upd = op.store.update_text(slot.id, chunk)
-                op._rep(Tier.SUMMARY).rewritten.append(slot.id)
-                op.reembed(upd)
-            if len(chunks) > len(existing):
-                op.add_summaries(sid, _LEVEL_OF_KIND[kind], chunks[len(existing):], cleaned,
-                                 start_seq=existing[-1].seq + 1 if existing else 0)
-            stale_slots += max(0, len(existing) - len(chunks))
+            plan.append((sid, kind, existing, cleaned))
+    # every re-summary in one batched call (model calls before any rewrite)
+    summaries = op.summarize_many([(_LEVEL_OF_KIND[kind], cleaned) for _, kind, _, cleaned in plan]) if plan else []
+    for chunks in summaries:
+        op.check_gate(chunks)
+    for (sid, kind, existing, cleaned), chunks in zip(plan, summaries, strict=True):
+        for slot, chunk in zip(existing, chunks, strict=False):
+            upd = op.store.update_text(slot.id, chunk)
+            op._rep(Tier.SUMMARY).rewritten.append(slot.id)
+            op.reembed(upd)
+        if len(chunks) > len(existing):
+            op.add_summaries(sid, _LEVEL_OF_KIND[kind], chunks[len(existing):], cleaned,
+                             start_seq=existing[-1].seq + 1 if existing else 0)
+        stale_slots += max(0, len(existing) - len(chunks))
     op.note(f"{stale_slots} pre-existing summary slot(s) beyond the regenerated length left unchanged")
     n_ext = len(op.owned(Tier.SUMMARY, EXTRACTIVE))
     if n_ext:
@@ -164,9 +169,9 @@ def lineage_closure(op: ForgetOp) -> None:
             op.remove([d])
     for ext_parents in rebuild_ext:
         op.rebuild_extractive(op.store.artifacts(ids=ext_parents))
-    for (sid, level), llm_parents in sorted(rebuild_llm.items()):
-        srcs = op.store.artifacts(ids=llm_parents)
-        chunks = op.summarize(level, srcs)
+    rebuilds = [(sid, level, op.store.artifacts(ids=ps)) for (sid, level), ps in sorted(rebuild_llm.items())]
+    summaries = op.summarize_many([(level, srcs) for _, level, srcs in rebuilds]) if rebuilds else []
+    for (sid, level, srcs), chunks in zip(rebuilds, summaries, strict=True):
         if chunks:
             op.add_summaries(sid, level, chunks, srcs)
     if op.literal is not None:

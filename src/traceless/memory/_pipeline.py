@@ -245,10 +245,15 @@ class MemoryWriter:
 
     def summarize_sources(self, level: int, sources: Sequence[Artifact]) -> list[str]:
         """Run the level-``level`` summarizer on the current text of ``sources`` (for rebuilds)."""
-        texts = [s.text or "" for s in sources if (s.text or "").strip()]
-        if not texts:
-            return []
-        return self._summarize([(level, texts)])[0]
+        return self.summarize_sources_many([(level, sources)])[0]
+
+    def summarize_sources_many(self, jobs: Sequence[tuple[int, Sequence[Artifact]]]) -> list[list[str]]:
+        """``summarize_sources`` for several jobs in one batched model call (the S=1 and S=2
+        prompts of a session share their prefix, so a batch reads each session once)."""
+        texts = [[s.text or "" for s in sources if (s.text or "").strip()] for _, sources in jobs]
+        todo = [(lv, tx) for (lv, _), tx in zip(jobs, texts, strict=True) if tx]
+        done = iter(self._summarize(todo))
+        return [next(done) if tx else [] for tx in texts]
 
     def write_summary(
         self, owner: str, session_id: str, level: int, chunks: Sequence[str], sources: Sequence[Artifact],

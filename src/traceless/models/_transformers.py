@@ -643,23 +643,58 @@ class TransformersBackend(ModelBackend):
         use_prefix_cache: bool = True,
         max_batch: int = 16,
         share_prefix: bool = True,
+        ragged: bool | None = None,
     ) -> list[Generation]:
         """Greedy: one batched prefill and decode per ``max_batch`` conversations. Sampling: one
         conversation at a time, each seeded with ``config.seed`` (same result as ``generate``).
 
-        Per-row ``prompt_seconds``/``decode_seconds``/``total_seconds`` are equal shares of the
-        batch's wall time. ``share_prefix=False`` pads on the left instead of prefilling the
-        common prefix once (for testing the padded path)."""
+        Two prefill layouts, then one batched decode:
+
+        * shared: the rows' common prefix is prefilled once, the suffixes together (padded
+          between prefix and suffix) — best when the rows differ only in a short tail;
+        * ragged: every row is prefilled on its own (reusing the prefix cache, so rows that
+          share a long prefix with an earlier row or prompt pay only for their own tail) and
+          the caches are stacked right-aligned for decoding — best when the rows have
+          different contexts or lengths, where the shared layout would pad every row to the
+          longest one.
+
+        ``ragged=None`` picks ragged when the shared layout would spend more than a fifth of
+        its prefill on padding. Per-row ``prompt_seconds``/``decode_seconds``/``total_seconds``
+        are equal shares of the batch's wall time. ``share_prefix=False`` pads on the left
+        instead of prefilling the common prefix once (for testing the padded path)."""
         cfg = config or GenerationConfig()
         if cfg.temperature > 0 or len(batch) <= 1:
             return [self.generate(m, cfg, use_prefix_cache=use_prefix_cache) for m in batch]
         results: list[Generation] = []
         for i in range(0, len(batch), max_batch):
-            results.extend(self._greedy_batch(batch[i : i + max_batch], cfg, use_prefix_cache, share_prefix))
+            results.extend(self._greedy_batch(batch[i : i + max_batch], cfg, use_prefix_cache, share_prefix, ragged))
         return results
 
+    def _stack_right_aligned(self, caches: list[Any], lengths: list[int]) -> tuple[Any, torch.Tensor]:
+        """One batch cache from per-row caches, each row right-aligned (left padding masked)."""
+        from transformers import DynamicCache
+
+        m = max(lengths)
+        per_row = [self._kv_of(c) for c in caches]
+        cache: Any = DynamicCache(config=self.model.config)
+        for li, layer in enumerate(cache.layers):
+            ks, vs = [], []
+            for kv, n in zip(per_row, lengths, strict=True):
+                k, v = kv[li]
+                pad = (0, 0, m - n, 0)  # zeros before the row's positions (dim -2)
+                ks.append(torch.nn.functional.pad(k[..., :n, :], pad))
+                vs.append(torch.nn.functional.pad(v[..., :n, :], pad))
+            k2, v2 = torch.cat(ks, dim=0), torch.cat(vs, dim=0)
+            layer.lazy_initialization(k2, v2)
+            layer.keys, layer.values = k2, v2
+        mask = torch.zeros((len(lengths), m), dtype=torch.long)
+        for i, n in enumerate(lengths):
+            mask[i, m - n :] = 1
+        return cache, mask
+
     def _greedy_batch(
-        self, batch: list[list[ChatMessage]], cfg: GenerationConfig, use_prefix_cache: bool, share_prefix: bool
+        self, batch: list[list[ChatMessage]], cfg: GenerationConfig, use_prefix_cache: bool, share_prefix: bool,
+        ragged: bool | None = None,
     ) -> list[Generation]:
         with self._lock:
             t0 = time.perf_counter()
@@ -669,6 +704,11 @@ class TransformersBackend(ModelBackend):
             b = len(rows)
             # shared prefix: computed once (and remembered), then copied to every row
             k = min(min(len(r) for r in rows) - 1, min(_lcp(rows[0], r) for r in rows[1:])) if share_prefix else 0
+            if ragged is None:
+                tails = [len(r) - k for r in rows]
+                ragged = share_prefix and b * max(tails) - sum(tails) > 0.2 * sum(tails)
+            if ragged:
+                return self._ragged_batch(rows, k, cfg, use_prefix_cache, t0)
             reused, kv = self._lookup_prefix(rows[0], k) if use_prefix_cache else (0, None)
             cache1 = self._cache_from_kv(kv, reused) if kv is not None else self._new_cache()
             if k > reused:
@@ -692,51 +732,95 @@ class TransformersBackend(ModelBackend):
             logits = self._forward(ids, cache, attention_mask=mask, position_ids=pos)
             next_pos = torch.tensor([len(r) for r in rows], dtype=torch.long)
             t1 = time.perf_counter()
-
-            outs: list[list[int]] = [[] for _ in range(b)]
-            finish = ["length"] * b
-            active = list(range(b))  # row index of each cache row
-            for step in range(cfg.max_new_tokens):
-                picks = torch.argmax(logits, dim=-1).tolist()
-                keep: list[int] = []
-                for j, row in enumerate(active):
-                    tok = int(picks[j])
-                    outs[row].append(tok)
-                    if tok in self._stop_ids:
-                        finish[row] = "stop"
-                        continue
-                    if cfg.stop and self._stop_cut(outs[row], cfg)[1]:
-                        finish[row] = "stop"
-                        continue
-                    keep.append(j)
-                if not keep or step == cfg.max_new_tokens - 1:
-                    break
-                if len(keep) < len(active):
-                    sel = torch.tensor(keep, dtype=torch.long)
-                    cache.batch_select_indices(sel)
-                    mask = mask[sel]
-                    next_pos = next_pos[sel]
-                    active = [active[j] for j in keep]
-                step_ids = torch.tensor([[outs[row][-1]] for row in active], dtype=torch.long)
-                mask = torch.cat([mask, torch.ones((len(active), 1), dtype=torch.long)], dim=1)
-                logits = self._forward(step_ids, cache, attention_mask=mask, position_ids=next_pos[:, None])
-                next_pos = next_pos + 1
+            outs, finish = self._batch_decode(cache, mask, logits, next_pos, cfg)
             t2 = time.perf_counter()
         share_p, share_d = (t1 - t0) / b, (t2 - t1) / b
+        cached = [reused + (k - reused if i > 0 else 0) for i in range(b)]
+        return self._batch_results(rows, outs, finish, cached, share_p, share_d, cfg)
+
+    def _ragged_batch(
+        self, rows: list[list[int]], k: int, cfg: GenerationConfig, use_prefix_cache: bool, t0: float
+    ) -> list[Generation]:
+        """Prefill each row alone, then decode all rows together. With the prefix cache, a row
+        reuses the longest prefix any earlier row or prompt left there; without it, only the
+        batch's common prefix (``k`` tokens) is computed once."""
+        caches, firsts, cached = [], [], []
+        base = None
+        if not use_prefix_cache and k > 0:
+            base = self._new_cache()
+            self._run(rows[0][:k], base)
+        for i, r in enumerate(rows):
+            if base is not None:
+                c = self._cache_from_kv(self._kv_of(base), k)
+                lg, reused = self._run(r[k:], c), (k if i > 0 else 0)
+            else:
+                c, lg, reused = self._prefill_prompt(r, use_prefix_cache)
+            caches.append(c)
+            firsts.append(lg)
+            cached.append(reused)
+        del base
+        cache, mask = self._stack_right_aligned(caches, [len(r) for r in rows])
+        del caches
+        logits = torch.stack(firsts)
+        next_pos = torch.tensor([len(r) for r in rows], dtype=torch.long)
+        t1 = time.perf_counter()
+        outs, finish = self._batch_decode(cache, mask, logits, next_pos, cfg)
+        t2 = time.perf_counter()
+        b = len(rows)
+        return self._batch_results(rows, outs, finish, cached, (t1 - t0) / b, (t2 - t1) / b, cfg)
+
+    def _batch_decode(
+        self, cache: Any, mask: torch.Tensor, logits: torch.Tensor, next_pos: torch.Tensor, cfg: GenerationConfig
+    ) -> tuple[list[list[int]], list[str]]:
+        """Greedy decode of a batch whose prompts are in ``cache`` (``mask`` marks real positions)."""
+        b = logits.shape[0]
+        outs: list[list[int]] = [[] for _ in range(b)]
+        finish = ["length"] * b
+        active = list(range(b))  # row index of each cache row
+        for step in range(cfg.max_new_tokens):
+            picks = torch.argmax(logits, dim=-1).tolist()
+            keep: list[int] = []
+            for j, row in enumerate(active):
+                tok = int(picks[j])
+                outs[row].append(tok)
+                if tok in self._stop_ids:
+                    finish[row] = "stop"
+                    continue
+                if cfg.stop and self._stop_cut(outs[row], cfg)[1]:
+                    finish[row] = "stop"
+                    continue
+                keep.append(j)
+            if not keep or step == cfg.max_new_tokens - 1:
+                break
+            if len(keep) < len(active):
+                sel = torch.tensor(keep, dtype=torch.long)
+                cache.batch_select_indices(sel)
+                mask = mask[sel]
+                next_pos = next_pos[sel]
+                active = [active[j] for j in keep]
+            step_ids = torch.tensor([[outs[row][-1]] for row in active], dtype=torch.long)
+            mask = torch.cat([mask, torch.ones((len(active), 1), dtype=torch.long)], dim=1)
+            logits = self._forward(step_ids, cache, attention_mask=mask, position_ids=next_pos[:, None])
+            next_pos = next_pos + 1
+        return outs, finish
+
+    def _batch_results(
+        self, rows: list[list[int]], outs: list[list[int]], finish: list[str], cached: list[int],
+        share_p: float, share_d: float, cfg: GenerationConfig,
+    ) -> list[Generation]:
         res = []
-        for i in range(b):
-            cached = reused + (k - reused if i > 0 else 0)
+        for i in range(len(rows)):
             res.append(
                 Generation(
                     text=self._stop_cut(outs[i], cfg)[0],
-                    prompt_tokens=len(rows[i]) - cached,
+                    prompt_tokens=len(rows[i]) - cached[i],
                     completion_tokens=len(outs[i]),
                     prompt_seconds=share_p,
                     decode_seconds=share_d,
                     total_seconds=share_p + share_d,
                     finish_reason=finish[i],
                     model=self.name,
-                    cached_prompt_tokens=cached,
+                    cached_prompt_tokens=cached[i],
                 )
             )
         return res

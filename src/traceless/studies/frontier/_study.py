@@ -15,10 +15,10 @@ Per instance (one group of cells):
    view; at S=0 there is no summary tier (the S=0 pipeline stores raw turns), so
    FRS_worst(S=0) = FRS_raw, and FRS_worst(S≥1) = max(FRS_raw, FRS_summary@S).
 
-All prompts of an instance are built first, deduplicated, and sent in batches that share a
-context (one prefix per memory context; ``context_order="store"`` renders retrieved chunks
-in memory order so probes retrieving the same set share the prefix); the remaining
-singletons are batched by length. The batches are a function of the whole group, not of
+All prompts of an instance are built first, deduplicated, and sent in batches of up to
+``max_batch`` with the prompts of one memory context adjacent (one prefill per context;
+``context_order="store"`` renders retrieved chunks in memory order so probes retrieving the
+same set share the prefix); each batch is decoded together whatever its contexts. The batches are a function of the whole group, not of
 which cells are still pending, so a resumed group regenerates exactly what a killed one
 would have (and the generation cache answers what was already generated).
 """
@@ -342,30 +342,19 @@ class FrontierStudy(Study[FrontierConfig]):
 
     @staticmethod
     def _batches(keys: list[str], jobs: dict[str, _Job], max_batch: int) -> list[tuple[str, list[str]]]:
+        """Batches of up to ``max_batch`` prompts of one generation config. Prompts of one
+        memory context are adjacent (shortest contexts first), so a batch holds whole context
+        groups where it can: the backend prefills a context once (shared layout, or the prefix
+        cache in the ragged layout) and decodes every row of the batch together, whatever
+        its context."""
         out: list[tuple[str, list[str]]] = []
         for gen in ("probe", "answer"):
-            mine = [k for k in keys if jobs[k].gen == gen]
             by_ctx: dict[str, list[str]] = {}
-            for k in mine:
-                by_ctx.setdefault(jobs[k].system, []).append(k)
-            singles: list[str] = []
-            for ks in by_ctx.values():
-                if len(ks) >= 2:
-                    for i in range(0, len(ks), max_batch):
-                        out.append((gen, ks[i : i + max_batch]))
-                else:
-                    singles.extend(ks)
-            # distinct contexts share no prefix: a batch pads every row to its longest prompt, so
-            # only prompts of similar length go together (on a compute-bound CPU padding is pure loss)
-            singles.sort(key=lambda k: (len(jobs[k].system), k))
-            cur: list[str] = []
-            for k in singles:
-                if cur and (len(cur) >= max_batch or len(jobs[k].system) > 1.25 * len(jobs[cur[0]].system) + 200):
-                    out.append((gen, cur))
-                    cur = []
-                cur.append(k)
-            if cur:
-                out.append((gen, cur))
+            for k in keys:
+                if jobs[k].gen == gen:
+                    by_ctx.setdefault(jobs[k].system, []).append(k)
+            order = [k for sys in sorted(by_ctx, key=lambda t: (len(t), t)) for k in by_ctx[sys]]
+            out.extend((gen, order[i : i + max_batch]) for i in range(0, len(order), max_batch))
         return out
 
     @staticmethod
