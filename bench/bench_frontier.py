@@ -1,7 +1,8 @@
 """Benchmark: a fixed slice of frontier cells, naively vs through the study runner.
 
 * **runner** — ``run_study("frontier", ...)``: memory written once per instance, prompts
-  deduplicated, batched by shared context (prefix KV reused), generation cache.
+  deduplicated, each memory context prefilled once (prefix KV reused) and whole batches
+  decoded together whatever their contexts (ragged batches), generation cache.
 * **naive** — the same cells one by one: every stored prompt sent alone with a full prefill
   (``use_prefix_cache=False``), no cache, no batching, no deduplication, plus the summary
   calls of the memory write one by one.

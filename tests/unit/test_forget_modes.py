@@ -13,6 +13,7 @@ from _forget_helpers import (
     alice_sessions,
     bob_sessions,
     copies,
+    make_summarizer,
     make_writer,
     owner_digests,
 )
@@ -359,3 +360,29 @@ def test_tombstone_of_literal_inside_marker_refused(tmp_path: Path) -> None:
         forget(store, ForgetTarget.literal("RED", "alice"), "tombstone", writer=writer)
     assert store.containing("RED")
     assert forget(store, ForgetTarget.literal("RED", "alice"), "full_purge", writer=writer).verification.passed
+
+
+def test_resummarize_sends_every_session_and_level_in_one_batch(tmp_path: Path) -> None:
+    """Both summary levels of the affected session are regenerated in one batched model call
+    (model calls first, then the rewrite), and the two prompts share the session text as
+    their prefix (the instruction comes after it), so a batch reads the session once."""
+    db = tmp_path / "m.db"
+    store = MemoryStore(db)
+    summarizer = make_summarizer(keep=True)
+    writer = MemoryWriter(store, summarizer=summarizer, embedder=HashingEmbedder(64),
+                          config=WriteConfig(levels=(1, 2)))
+    writer.write_sessions(alice_sessions())
+    batches: list[int] = []
+    orig = summarizer.generate_batch
+
+    def spy(batch, config=None, **kw):  # type: ignore[no-untyped-def]
+        batches.append(len(batch))
+        return orig(batch, config, **kw)
+
+    summarizer.generate_batch = spy  # type: ignore[method-assign]
+    r = forget(store, ForgetTarget.literal(CANARY, "alice"), "raw_plus_resummarize", writer=writer)
+    assert r.verification.passed
+    assert batches == [2]  # S=1 and S=2 of session s2, together
+    p1, p2 = (writer.summary_prompt(lv, ["a", "b"])[0].content for lv in (1, 2))
+    shared = len(p1) - len(p1.split("\n\n")[-1])
+    assert p1[:shared] == p2[:shared] and "- a\n- b" in p1[:shared]

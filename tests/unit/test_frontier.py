@@ -197,3 +197,20 @@ def test_groups_in_threads_give_the_same_rows(tmp_path: Path) -> None:
     a = [(r.key, r.reply, r.metrics, r.prompt) for r in read_rows(tmp_path / "one")]
     b = [(r.key, r.reply, r.metrics, r.prompt) for r in read_rows(tmp_path / "three")]
     assert a == b
+
+
+def test_batches_keep_contexts_together_and_fill_up() -> None:
+    """Prompts of one memory context are adjacent; batches fill to max_batch across contexts
+    (the backend decodes a batch together whatever its contexts), per generation config."""
+    from traceless.studies.frontier._study import FrontierStudy, _Job
+
+    def job(sys: str, q: str, gen: str = "probe") -> _Job:
+        return _Job([ChatMessage(role="system", content=sys), ChatMessage(role="user", content=q)], gen)
+
+    jobs = {f"{c}{i}": job(c * (3 if c == "a" else 1), str(i)) for c in "abc" for i in range(3)}
+    jobs["ans"] = job("b", "?", "answer")
+    out = FrontierStudy._batches(list(jobs), jobs, max_batch=4)
+    assert [g for g, _ in out] == ["probe"] * 3 + ["answer"]
+    flat = [k for g, b in out if g == "probe" for k in b]
+    assert flat == ["b0", "b1", "b2", "c0", "c1", "c2", "a0", "a1", "a2"]  # shortest context first
+    assert [len(b) for _, b in out] == [4, 4, 1, 1]
