@@ -84,6 +84,13 @@ def test_numbers_hand_checked(two_models: Path) -> None:
     assert any("full_purge drives FRS_worst to zero" in ln and ln.startswith("**REPRODUCED**") for ln in lines)
     assert any("S=1: raw_only is indistinguishable" in ln and ln.startswith("**REPRODUCED**") for ln in lines)
     assert any("S=2: raw_only is indistinguishable" in ln and ln.startswith("**NOT TESTABLE**") for ln in lines)
+    # the mechanical guarantee, instance by instance: leaky's S=1 key facts keep the canary in
+    # every instance and raw_only leaves all of them; its S=2 sentences never kept it
+    assert x.held["noop"]["summary@S=1"] == 3 and x.kept_raw_only == {1: 3, 2: 0}
+    assert x.held["full_purge"] == {"raw": 0, "summary@S=1": 0, "summary@S=2": 0}
+    assert any(ln.startswith("**REPRODUCED** — S=1 (mechanical guarantee)") and "in 3 of those 3" in ln
+               for ln in lines)
+    assert any(ln.startswith("**NOT TESTABLE** — S=2 (mechanical guarantee)") for ln in lines)
 
 
 def test_partial_instances_are_excluded(tmp_path: Path) -> None:

@@ -68,6 +68,12 @@ class FrontierNumbers:
     frs_worst: dict[str, dict[int, CI]] = field(default_factory=dict)
     frs_tier: dict[str, dict[str, CI]] = field(default_factory=dict)
     receipts_ok: dict[str, float] = field(default_factory=dict)
+    held: dict[str, dict[str, int]] = field(default_factory=dict)
+    """Per mode and tier view: instances whose post-deletion view put the canary in a probe's
+    context (at the FRS k); paired with ``kept_raw_only`` for the residue guarantee."""
+    kept_raw_only: dict[int, int] = field(default_factory=dict)
+    """Per S ≥ 1: of the instances whose level-S summary view held the canary under noop,
+    how many still held it after raw_only (the guarantee: all of them)."""
     judge: dict[str, float] | None = None
     seconds: float = 0.0
     cells: int = 0
@@ -129,6 +135,7 @@ def frontier_numbers(rows: Sequence[ResultRow], cfg: dict[str, Any], model_tag: 
     inctx_cnt = np.zeros((n, len(S), len(K)))
     fr_sum = np.zeros((n, max(1, len(M)), len(views), len(L)))
     fr_cnt = np.zeros_like(fr_sum)
+    fr_ctx = np.zeros((n, max(1, len(M)), len(views)), dtype=bool)
     judge_a: list[bool] = []
     judge_b: list[bool] = []
     rec_ok: dict[str, list[bool]] = defaultdict(list)
@@ -152,6 +159,7 @@ def frontier_numbers(rows: Sequence[ResultRow], cfg: dict[str, Any], model_tag: 
                 v = "raw" if c["tier"] == "raw" else f"summary@S={c['S']}"
                 fr_sum[i, mi[c["mode"]], vi[v], li[c["level"]]] += float(r.metrics["extracted"])
                 fr_cnt[i, mi[c["mode"]], vi[v], li[c["level"]]] += 1
+                fr_ctx[i, mi[c["mode"]], vi[v]] |= bool(r.metrics.get("in_context"))
                 if c["mode"] != "noop":
                     rec_ok[c["mode"]].append(bool(r.extra.get("receipt", {}).get("verified")))
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -208,6 +216,11 @@ def frontier_numbers(rows: Sequence[ResultRow], cfg: dict[str, Any], model_tag: 
                                        f"fw{m}{s}")
         if m in rec_ok:
             out.receipts_ok[m] = float(np.mean(rec_ok[m]))
+    out.held = {m: {v: int(fr_ctx[:, mi[m], vi[v]].sum()) for v in views} for m in M}
+    if "noop" in mi and "raw_only" in mi:
+        for s in [s for s in S if s > 0]:
+            kept = fr_ctx[:, mi["noop"], vi[f"summary@S={s}"]]
+            out.kept_raw_only[s] = int((kept & fr_ctx[:, mi["raw_only"], vi[f"summary@S={s}"]]).sum())
     if judge_a:
         out.judge = agreement(judge_a, judge_b)
     return out
@@ -341,6 +354,15 @@ def findings(x: FrontierNumbers) -> list[str]:
                 f"FRS_summary raw_only {a.fmt()} vs noop {b.fmt()}"
                 + (" (the summary tier never leaked the canary, so there was nothing to retain)." if b.value == 0
                    else "."))
+    if x.kept_raw_only:
+        for s, retained in x.kept_raw_only.items():
+            kept = x.held["noop"][f"summary@S={s}"]
+            add(f"S={s} (mechanical guarantee): raw_only leaves summary-tier residue whenever the summary kept "
+                "the canary.",
+                None if kept == 0 else retained == kept,
+                f"the level-{s} summary view held the canary in {kept} of {x.n} instances before deletion; "
+                f"after raw_only it still held it in {retained} of those {kept}"
+                + (" (no summary kept the canary, so the guarantee is vacuous here)." if kept == 0 else "."))
     if "raw_plus_resummarize" in x.modes and "raw_only" in x.modes:
         for s in [s for s in S if s >= 1]:
             r, o = x.frs_worst["raw_plus_resummarize"][s], x.frs_worst["raw_only"][s]
@@ -353,9 +375,11 @@ def findings(x: FrontierNumbers) -> list[str]:
         if m in x.modes:
             vals = {s: x.frs_worst[m][s].value for s in S}
             leaked = "noop" not in x.modes or any(x.frs_worst["noop"][s].value > 0 for s in S)
+            views_held = sum(x.held.get(m, {}).values())
             add(f"{m} drives FRS_worst to zero in every setting.",
                 all(v == 0.0 for v in vals.values()) if leaked else None,
                 ", ".join(f"S={s} {_f(v)}" for s, v in vals.items())
+                + f"; the canary reached a probe's context in {views_held} (instance, tier view) pairs after it"
                 + ("." if leaked else " (nothing leaked under noop either)."))
     kmax = K[-1]
     for s in [s for s in S if s >= 1]:
@@ -521,6 +545,7 @@ def frontier_report(results_dir: Path, out: Path) -> Path:
             "frs_worst": {m: {s: c.model_dump() for s, c in d.items()} for m, d in x.frs_worst.items()},
             "frs_tier": {m: {v: c.model_dump() for v, c in d.items()} for m, d in x.frs_tier.items()},
             "receipts_verified": x.receipts_ok, "judge": x.judge,
+            "canary_in_context_instances": x.held, "summary_kept_then_raw_only_kept": x.kept_raw_only,
         }
         for x in nums
     }
