@@ -385,8 +385,8 @@ def findings(x: FrontierNumbers) -> list[str]:
     for s in [s for s in S if s >= 1]:
         out.append(
             f"Note (mechanism) — S={s}: the canary was in the retrieved context of {_f(x.in_context_k[s][kmax])} of "
-            f"the probes at k={kmax} (S=0: {_f(x.in_context_k[0][kmax]) if 0 in S else 'n/a'}); laundering "
-            "means the summarizer dropped it from the level-S memory, so no k can retrieve it."
+            f"the probes at k={kmax} (S=0: {_f(x.in_context_k[0][kmax]) if 0 in S else 'n/a'}); where it is "
+            "missing, the summarizer dropped it from the level-S memory (laundering), so no k can retrieve it."
         )
     if "noop" in x.modes:
         for s in [s for s in S if s >= 1]:
@@ -484,7 +484,8 @@ def frontier_report(results_dir: Path, out: Path) -> Path:
         return p
     for x in nums:
         run = man.runs.get(x.model_tag)
-        wall = f", wall {run.seconds / 60:.1f} min over all (re)starts" if run else ""
+        wall = (f", {run.seconds / 60:.1f} min of process wall time summed over all (re)starts and shards, "
+                f"{(run.updated - run.started) / 60:.1f} min from first start to last write" if run else "")
         lines.append(f"- **{_label(x)}** (tag `{x.model_tag}`, {x.identity.get('backend', '?')}): "
                      f"{x.n} complete instances ({x.n_partial} partial, excluded), {x.cells} cells{wall}.")
     lines.append("")
