@@ -337,11 +337,14 @@ def test_shards_split_a_run_and_finish_it(tmp_path: Path) -> None:
     ref, out = tmp_path / "ref", tmp_path / "out"
     run_study("toy-runner-test", ref, backend=echo_backend(), model_tag="echo", progress=False)
     s0 = run_study("toy-runner-test", out, backend=echo_backend(), model_tag="echo", progress=False, shard=(0, 2))
-    assert (s0.cells_run, s0.finished) == (10, False)
+    assert (s0.cells_run, s0.finished, s0.part_finished) == (10, False, True)  # its shard is done
     assert {r.group for r in read_rows(out)} == {"g=0", "g=2"}
     s1 = run_study("toy-runner-test", out, resume=True, backend=echo_backend(), model_tag="echo", progress=False,
                    shard=(1, 2))
-    assert (s1.cells_run, s1.finished) == (10, True)
+    assert (s1.cells_run, s1.finished, s1.part_finished) == (10, True, True)
+    cut = run_study("toy-runner-test", tmp_path / "cut", backend=echo_backend(), model_tag="echo", progress=False,
+                    shard=(0, 2), max_cells=3)
+    assert not cut.part_finished and not cut.finished
     assert read_manifest(out).runs["echo"].finished
     assert comparable(out) == comparable(ref)
     with pytest.raises(ConfigError, match="shard 2/2"):

@@ -90,7 +90,12 @@ def run_cmd(
                         embedder=lambda: embedder(embedder_name), workers=workers, progress=progress,
                         max_cells=max_cells, backend_options={"num_threads": threads} if threads else None,
                         shard=shard_t)
-    state = "finished" if summary.finished else "stopped (resume with --resume)"
+    if summary.finished:
+        state = "finished"
+    elif summary.part_finished and shard_t is not None:
+        state = f"shard {shard_t[0]}/{shard_t[1]} finished (the other shards' cells are still missing)"
+    else:
+        state = "stopped (resume with --resume)"
     console.print(
         f"{summary.study} ({summary.model_tag}): {summary.cells_run} cells run, {summary.cells_skipped} already "
         f"done, {summary.cells_total} in the grid; {state}; {summary.seconds:.0f}s; generation cache "

@@ -252,6 +252,8 @@ class RunSummary(BaseModel):
     """Cells run now."""
     finished: bool
     """Every cell of the grid has a row."""
+    part_finished: bool = False
+    """Every cell this call was asked to run (its shard's, with ``shard``) has a row."""
     seconds: float
     """Wall time of this call."""
     cache_hits: int = 0
@@ -683,6 +685,7 @@ def run_study(
         bar.stop()
         stored = store.done_keys(tag)  # one read: the count and "every cell stored" both come from it
         n_done, all_done = len(stored), set(keys) <= stored
+        part_done = interrupted is None and all(c.key in stored for c in todo)
         store.close()
         with _manifest_lock(out_dir):
             # other models or shards may be running into the same dir: update this model's
@@ -707,7 +710,7 @@ def run_study(
                 inner.close()
     return RunSummary(
         study=st.name, out_dir=str(out_dir), model_tag=tag, cells_total=len(cells), cells_skipped=skipped,
-        cells_run=counter["run"], finished=rec.finished, seconds=time.perf_counter() - t0,
+        cells_run=counter["run"], finished=rec.finished, part_finished=part_done, seconds=time.perf_counter() - t0,
         cache_hits=hits, cache_misses=misses,
     )
 
