@@ -349,3 +349,36 @@ def test_shards_split_a_run_and_finish_it(tmp_path: Path) -> None:
     assert comparable(out) == comparable(ref)
     with pytest.raises(ConfigError, match="shard 2/2"):
         run_study("toy-runner-test", tmp_path / "bad", backend=echo_backend(), model_tag="e", shard=(2, 2))
+
+
+def test_ctrl_c_with_concurrent_groups_stops_promptly(tmp_path: Path) -> None:
+    """Ctrl-C while groups run in worker threads: queued groups never start, running ones stop
+    at their next result, the manifest records the run as unfinished, and resume completes it."""
+    import os
+    import signal
+    import threading
+
+    out = tmp_path / "int"
+    cfg = {"groups": 12}
+    threading.Timer(0.4, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+    with pytest.raises(KeyboardInterrupt):
+        run_study("toy-runner-test", out, cfg, backend=echo_backend(0.05), model_tag="echo", workers=2,
+                  progress=False)
+    n = len(read_rows(out))
+    assert 0 < n < 12 * 5 // 2  # without the stop, every queued group would have run
+    assert not read_manifest(out).runs["echo"].finished
+    s = run_study("toy-runner-test", out, cfg, resume=True, backend=echo_backend(), model_tag="echo", progress=False)
+    assert s.finished and s.cells_skipped == n
+
+
+def test_sigterm_stops_a_cli_run_like_ctrl_c() -> None:
+    import os
+    import signal
+
+    from traceless.cli._study import _sigterm_as_interrupt
+
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(KeyboardInterrupt), _sigterm_as_interrupt():
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)  # the handler interrupts this
+    assert signal.getsignal(signal.SIGTERM) is before

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -86,10 +90,11 @@ def run_cmd(
     from traceless.cli._common import embedder
 
     console = Console(stderr=True)
-    summary = run_study(study, out, cfg, resume=resume, model=model, model_tag=tag,
-                        embedder=lambda: embedder(embedder_name), workers=workers, progress=progress,
-                        max_cells=max_cells, backend_options={"num_threads": threads} if threads else None,
-                        shard=shard_t)
+    with _sigterm_as_interrupt():
+        summary = run_study(study, out, cfg, resume=resume, model=model, model_tag=tag,
+                            embedder=lambda: embedder(embedder_name), workers=workers, progress=progress,
+                            max_cells=max_cells, backend_options={"num_threads": threads} if threads else None,
+                            shard=shard_t)
     if summary.finished:
         state = "finished"
     elif summary.part_finished and shard_t is not None:
@@ -103,6 +108,24 @@ def run_cmd(
     )
     if summary.finished:
         console.print(f"report: traceless report {out}", soft_wrap=True, markup=False)
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM (``kill``, a scheduler's stop) stops a run like Ctrl-C: stored cells stay, the
+    manifest records this process's time and any model server it started is shut down."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def _term(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt("SIGTERM")
+
+    old = signal.signal(signal.SIGTERM, _term)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
 
 
 def report_cmd(

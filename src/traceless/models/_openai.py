@@ -307,10 +307,15 @@ class OpenAIBackend(ModelBackend):
         """
         if len(batch) <= 1 or self.max_concurrency == 1:
             return [self.generate(m, config) for m in batch]
-        with ThreadPoolExecutor(
-            max_workers=min(self.max_concurrency, len(batch)), thread_name_prefix="openai"
-        ) as ex:
+        ex = ThreadPoolExecutor(max_workers=min(self.max_concurrency, len(batch)), thread_name_prefix="openai")
+        try:
             return list(ex.map(lambda m: self.generate(m, config), batch))
+        except BaseException:
+            # Ctrl-C / a failure: requests in flight finish, queued ones never start
+            ex.shutdown(wait=True, cancel_futures=True)
+            raise
+        finally:
+            ex.shutdown(wait=True)
 
     def close(self) -> None:
         self._http.close()

@@ -668,7 +668,13 @@ def run_study(
         else:
             with ThreadPoolExecutor(max_workers=ctx.workers, thread_name_prefix="cell") as ex:
                 futs: list[Future[None]] = [ex.submit(run_one, g, gc) for g, gc in groups.items()]
-                finished, _ = wait(futs, return_when=FIRST_EXCEPTION)
+                try:
+                    finished, _ = wait(futs, return_when=FIRST_EXCEPTION)
+                except BaseException:  # Ctrl-C: running groups stop at their next result
+                    stop.set()
+                    for f in futs:
+                        f.cancel()
+                    raise
                 failed = [f for f in futs if f.done() and f.exception() is not None]
                 if failed:
                     stop.set()
