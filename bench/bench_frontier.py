@@ -38,7 +38,7 @@ SLICE = {
     "wordings": 1,
     "frs_k": [6],
 }
-"""The fixed slice: S∈{0,1}, k∈{3,25}, three modes, one wording per level (63 cells per instance)."""
+"""The fixed slice: S∈{0,1}, k∈{3,25}, three modes, one wording per level (34 cells per one-question instance)."""
 
 
 def main(argv: list[str] | None = None) -> int:
