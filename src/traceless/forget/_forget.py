@@ -195,6 +195,8 @@ class ForgetOp:
 
     def summarize_many(self, jobs: list[tuple[int, list[Artifact]]]) -> list[list[str]]:
         """Summaries of several (level, sources) jobs in one batched model call."""
+        if not jobs:
+            return []
         if self.writer is None or self.writer.summarizer is None:
             raise ConfigError("this mode re-summarizes: pass a summarizer model (e.g. --model) to forget")
         return self.writer.summarize_sources_many(jobs)

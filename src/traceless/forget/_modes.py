@@ -67,7 +67,7 @@ def raw_plus_resummarize(op: ForgetOp) -> None:
             existing.sort(key=lambda s: (s.seq, s.id))
             plan.append((sid, kind, existing, cleaned))
     # every re-summary in one batched call (model calls before any rewrite)
-    summaries = op.summarize_many([(_LEVEL_OF_KIND[kind], cleaned) for _, kind, _, cleaned in plan]) if plan else []
+    summaries = op.summarize_many([(_LEVEL_OF_KIND[kind], cleaned) for _, kind, _, cleaned in plan])
     for chunks in summaries:
         op.check_gate(chunks)
     for (sid, kind, existing, cleaned), chunks in zip(plan, summaries, strict=True):
@@ -170,7 +170,7 @@ def lineage_closure(op: ForgetOp) -> None:
     for ext_parents in rebuild_ext:
         op.rebuild_extractive(op.store.artifacts(ids=ext_parents))
     rebuilds = [(sid, level, op.store.artifacts(ids=ps)) for (sid, level), ps in sorted(rebuild_llm.items())]
-    summaries = op.summarize_many([(level, srcs) for _, level, srcs in rebuilds]) if rebuilds else []
+    summaries = op.summarize_many([(level, srcs) for _, level, srcs in rebuilds])
     for (sid, level, srcs), chunks in zip(rebuilds, summaries, strict=True):
         if chunks:
             op.add_summaries(sid, level, chunks, srcs)

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 
 from traceless.errors import BackendError, ModelNotAvailableError
 from traceless.models._base import ChatMessage, Generation, GenerationConfig, ModelBackend
@@ -440,8 +441,6 @@ class TransformersBackend(ModelBackend):
 
     def _cache_from_kv(self, kv: KV, n: int, batch: int = 1) -> Any:
         """A new cache holding fresh copies of the first ``n`` positions of ``kv``."""
-        from transformers import DynamicCache
-
         data = []
         for k, v in kv:
             k2, v2 = k[..., :n, :], v[..., :n, :]
@@ -449,10 +448,16 @@ class TransformersBackend(ModelBackend):
                 k2 = k2.expand(batch, -1, -1, -1)
                 v2 = v2.expand(batch, -1, -1, -1)
             data.append((k2.contiguous().clone(), v2.contiguous().clone()))
+        return self._cache_holding(data)
+
+    def _cache_holding(self, kv: KV) -> Any:
+        """A new cache whose layers hold exactly the given keys/values (no copy)."""
+        from transformers import DynamicCache
+
         cache: Any = DynamicCache(config=self.model.config)
-        for layer, (k2, v2) in zip(cache.layers, data, strict=True):
-            layer.lazy_initialization(k2, v2)
-            layer.keys, layer.values = k2, v2
+        for layer, (k, v) in zip(cache.layers, kv, strict=True):
+            layer.lazy_initialization(k, v)
+            layer.keys, layer.values = k, v
         return cache
 
     @staticmethod
@@ -672,21 +677,14 @@ class TransformersBackend(ModelBackend):
 
     def _stack_right_aligned(self, caches: list[Any], lengths: list[int]) -> tuple[Any, torch.Tensor]:
         """One batch cache from per-row caches, each row right-aligned (left padding masked)."""
-        from transformers import DynamicCache
-
         m = max(lengths)
         per_row = [self._kv_of(c) for c in caches]
-        cache: Any = DynamicCache(config=self.model.config)
-        for li, layer in enumerate(cache.layers):
-            ks, vs = [], []
-            for kv, n in zip(per_row, lengths, strict=True):
-                k, v = kv[li]
-                pad = (0, 0, m - n, 0)  # zeros before the row's positions (dim -2)
-                ks.append(torch.nn.functional.pad(k[..., :n, :], pad))
-                vs.append(torch.nn.functional.pad(v[..., :n, :], pad))
-            k2, v2 = torch.cat(ks, dim=0), torch.cat(vs, dim=0)
-            layer.lazy_initialization(k2, v2)
-            layer.keys, layer.values = k2, v2
+        stacked: KV = []
+        for li in range(len(per_row[0])):
+            pads = [(0, 0, m - n, 0) for n in lengths]  # zeros before each row's positions (dim -2)
+            stacked.append((torch.cat([F.pad(kv[li][0], p) for kv, p in zip(per_row, pads, strict=True)]),
+                            torch.cat([F.pad(kv[li][1], p) for kv, p in zip(per_row, pads, strict=True)])))
+        cache = self._cache_holding(stacked)
         mask = torch.zeros((len(lengths), m), dtype=torch.long)
         for i, n in enumerate(lengths):
             mask[i, m - n :] = 1

@@ -18,9 +18,10 @@ Per instance (one group of cells):
 All prompts of an instance are built first, deduplicated, and sent in batches of up to
 ``max_batch`` with the prompts of one memory context adjacent (one prefill per context;
 ``context_order="store"`` renders retrieved chunks in memory order so probes retrieving the
-same set share the prefix); each batch is decoded together whatever its contexts. The batches are a function of the whole group, not of
-which cells are still pending, so a resumed group regenerates exactly what a killed one
-would have (and the generation cache answers what was already generated).
+same set share the prefix); each batch is decoded together whatever its contexts. The
+batches are a function of the whole group, not of which cells are still pending, so a
+resumed group regenerates exactly what a killed one would have (and the generation cache
+answers what was already generated).
 """
 
 from __future__ import annotations
