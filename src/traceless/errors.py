@@ -17,9 +17,11 @@ __all__ = [
     "SchemaVersionError",
     "StoreLockedError",
     "InputFormatError",
+    "DuplicateSessionError",
     "ForgetError",
     "NothingMatchedError",
     "GateBlockedError",
+    "GateKeyError",
     "ReceiptError",
     "StudyError",
     "ResumeError",
@@ -88,6 +90,10 @@ class InputFormatError(TracelessError):
     exit_code = 5
 
 
+class DuplicateSessionError(InputFormatError):
+    """A session id the user already has was written again without saying what to do."""
+
+
 class ForgetError(TracelessError):
     """A forget operation could not complete; nothing was changed."""
 
@@ -104,6 +110,11 @@ class GateBlockedError(TracelessError):
     """The write gate refused a write that carries a forgotten attribute–value pair."""
 
     exit_code = 8
+
+
+class GateKeyError(GateBlockedError):
+    """The store's gate descriptors were made with another key (or the key is missing):
+    writes are refused rather than accepting forgotten values again."""
 
 
 class ReceiptError(TracelessError):

@@ -136,8 +136,9 @@ def owner_digests(store: MemoryStore, owner: str) -> dict[str, str]:
 def canonical_dump(path: str | Path) -> dict[str, Any]:
     """Everything persistent in a memory file, minus wall-clock fields and random ids.
 
-    Artifacts (all columns but created_at), lineage, gate descriptors, meta, and receipts
-    (body without receipt_id/created_at/seconds/signature), each sorted.
+    Artifacts (all columns but created_at), lineage, gate descriptors, meta (without the
+    pending-erasure marker, which the next open clears), and receipts (body without
+    receipt_id/created_at/seconds/signature and the post-commit disk-scan fields), each sorted.
     """
     conn = sqlite3.connect(str(path))
     try:
@@ -148,13 +149,17 @@ def canonical_dump(path: str | Path) -> dict[str, Any]:
             )
         ]
         lineage = [tuple(r) for r in conn.execute("SELECT child, parent, op, params FROM lineage ORDER BY 1, 2")]
-        gate = [tuple(r) for r in conn.execute("SELECT owner, descriptor FROM gate_descriptors ORDER BY 1, 2")]
-        meta = [tuple(r) for r in conn.execute("SELECT key, value FROM meta ORDER BY 1")]
+        # the sealed length has a random nonce: compare the keyed descriptors themselves
+        gate = [tuple(r) for r in conn.execute("SELECT owner_ref, kind, mac, attribute FROM gate_entries ORDER BY 1, 2, 3")]
+        meta = [tuple(r) for r in conn.execute("SELECT key, value FROM meta WHERE key != 'pending_erasure' ORDER BY 1")]
         receipts = []
         for (body,) in conn.execute("SELECT body FROM receipts ORDER BY id"):
             d = json.loads(body)
-            for k in ("receipt_id", "created_at", "seconds", "signature"):
+            for k in ("receipt_id", "created_at", "seconds", "signature", "notes", "warnings"):
                 d.pop(k, None)
+            # filled in after the commit (the disk scan); a kill can land before that update
+            for k in ("disk_scan", "disk_checked", "checks", "passed"):
+                d["verification"].pop(k, None)
             receipts.append(json.dumps(d, sort_keys=True))
         receipts.sort()
         return {"artifacts": arts, "lineage": lineage, "gate": gate, "meta": meta, "receipts": receipts}

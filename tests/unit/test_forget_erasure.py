@@ -114,12 +114,17 @@ def test_reader_pinning_old_snapshot_is_reported(tmp_path: Path) -> None:
     reader.execute("SELECT count(*) FROM artifacts").fetchone()
     try:
         r = forget(store, ForgetTarget.literal(CANARY, "alice"), "full_purge", writer=writer)
-        assert r.verification.passed
+        # the receipt's own disk scan finds the literal: it must not say passed (issue #10.3)
         assert sum(r.verification.disk_scan.values()) > 0
-        assert any("checkpoint" in n for n in r.notes)
+        assert r.verification.checks["disk_clean"] is False and not r.verification.passed
+        assert any("erasure incomplete" in w for w in r.warnings)
+        assert store.get_meta("pending_erasure") == r.receipt_id
     finally:
         reader.execute("COMMIT")
         reader.close()
-    assert store.checkpoint()
-    assert not any(scan_files(_files(db), CANARY).values())
     store.close()
+    # the next open finishes the pending erasure and says so
+    again = MemoryStore(db)
+    assert again.finished_erasures == [r.receipt_id] and again.get_meta("pending_erasure") is None
+    assert not any(scan_files(_files(db), CANARY).values())
+    again.close()

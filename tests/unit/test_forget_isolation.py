@@ -10,7 +10,7 @@ from _forget_helpers import make_summarizer
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from traceless.forget import FORGET_MODES, ForgetTarget, forget
+from traceless.forget import FORGET_MODES, ForgetTarget, forget, pseudonym
 from traceless.memory import MemoryStore, MemoryWriter, Session, Tier, WriteConfig, WriteGate
 from traceless.models import HashingEmbedder
 
@@ -97,7 +97,7 @@ def test_forget_never_crosses_owners(
     else:
         target = ForgetTarget.record(raws[pick % len(raws)].id)
     receipt = forget(store, target, mode, writer=writer, gate=WriteGate())
-    assert receipt.target.owner == victim
+    assert receipt.target.owner == pseudonym(victim)  # owners appear only as keyed pseudonyms
 
     for o in others:
         assert _state(store, o) == before[o], f"forget of {victim} ({mode}, {kind}) changed {o}"
@@ -126,4 +126,4 @@ def test_user_target_with_foreign_owner_refused() -> None:
     with pytest.raises(ConfigError, match="owner must be that user"):
         forget(store, ForgetTarget(kind="user", value="ann", owner="ben"), "full_purge")
     with pytest.raises(ConfigError, match="needs an owner"):
-        forget(store, ForgetTarget(kind="literal", value="x"), "full_purge")
+        forget(store, ForgetTarget(kind="literal", value="xy"), "full_purge")

@@ -13,6 +13,7 @@ import typer
 from traceless._version import __version__
 from traceless.cli._audit import audit_cmd
 from traceless.cli._forget import forget_app
+from traceless.cli._keys import keys_app
 from traceless.cli._memory import memory_app
 from traceless.errors import TracelessError
 
@@ -29,6 +30,7 @@ app = typer.Typer(
 app.command("audit")(audit_cmd)
 app.add_typer(memory_app, name="memory")
 app.add_typer(forget_app, name="forget")
+app.add_typer(keys_app, name="keys")
 
 
 def _mount_optional() -> None:

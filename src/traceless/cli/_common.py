@@ -6,7 +6,30 @@ import os
 
 from traceless.models import Embedder, HashingEmbedder, ModelBackend
 
-__all__ = ["backend", "embedder", "split_list"]
+__all__ = ["backend", "embedder", "split_list", "safe", "parse_levels"]
+
+# every C0/C1 control character (ESC, OSC introducers, BEL …) and the bidi overrides that
+# can make text read differently from what it is
+_CONTROL = {c: f"\\x{c:02x}" for c in [*range(0, 32), *range(0x7F, 0xA0)] if c not in (0x0A, 0x09)}
+_CONTROL.update({c: f"\\u{c:04x}" for c in [*range(0x202A, 0x202F), *range(0x2066, 0x206A)]})
+
+
+def safe(text: str | None) -> str:
+    """Stored text is data: control characters shown as escapes, never sent raw to the
+    terminal. (Render it with ``rich.text.Text`` so ``[bold]`` stays literal too.)"""
+    return (text or "").translate(_CONTROL)
+
+
+def parse_levels(value: str) -> tuple[int, ...]:
+    """'1,2' → (1, 2); anything else is a clear error."""
+    from traceless.errors import ConfigError
+
+    out = []
+    for v in split_list(value):
+        if v not in ("1", "2"):
+            raise ConfigError(f"--levels takes 1 and/or 2 (e.g. --levels 1,2), not {v!r}")
+        out.append(int(v))
+    return tuple(out)
 
 
 def backend(spec: str) -> ModelBackend:
@@ -18,6 +41,10 @@ def backend(spec: str) -> ModelBackend:
 def embedder(name: str) -> Embedder:
     if name.startswith("hashing"):
         dim = name.split("-", 1)[1] if "-" in name else "256"
+        if dim and not dim.isdigit():
+            from traceless.errors import ConfigError
+
+            raise ConfigError(f"embedder {name!r}: write 'hashing' or 'hashing-DIM' (e.g. hashing-256)")
         return HashingEmbedder(int(dim) if dim.isdigit() else 256)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from traceless.models import load_embedder

@@ -6,11 +6,24 @@ import sys
 from pathlib import Path
 
 import typer
+from pydantic import ValidationError
 
-from traceless.cli._common import backend, embedder
+from traceless.cli._common import backend, embedder, safe
 from traceless.errors import ConfigError, ReceiptError
-from traceless.forget import FORGET_MODES, ForgetTarget, forget, load_receipt, verify_signature, write_receipt
-from traceless.memory import MemoryStore, MemoryWriter, WriteConfig, WriteGate
+from traceless.forget import (
+    FORGET_MODES,
+    ForgetTarget,
+    Receipt,
+    check_receipt_path,
+    forget,
+    load_receipt,
+    pseudonym,
+    receipt_key,
+    verify_signature,
+    write_receipt,
+)
+from traceless.keys import load_public_key
+from traceless.memory import MemoryStore, MemoryWriter, WriteConfig
 
 __all__ = ["forget_app"]
 
@@ -20,6 +33,17 @@ forget_app = typer.Typer(
 )
 
 NOTHING_MATCHED_EXIT = 7
+VERIFICATION_FAILED_EXIT = 11
+
+
+def _target(kind: str, value: str, owner: str | None, attribute: str, match: str) -> ForgetTarget:
+    try:
+        return ForgetTarget(kind=kind, value=value, owner=owner if kind != "user" else value,  # type: ignore[arg-type]
+                            attribute=attribute, match=match)  # type: ignore[arg-type]
+    except ConfigError as e:
+        raise ConfigError(f"--{kind}: {e}") from None
+    except ValidationError as e:
+        raise ConfigError(f"--{kind}: {e.errors()[0]['msg'].removeprefix('Value error, ')}") from None
 
 
 @forget_app.callback()
@@ -33,6 +57,9 @@ def run_forget(
     user: str = typer.Option(None, "--user", help="User id: everything they own (right to erasure)."),
     owner: str = typer.Option(None, "--owner", help="Owner in scope for --literal/--session."),
     attribute: str = typer.Option("secret", "--attribute", help="Attribute name for the gate descriptor."),
+    match: str = typer.Option("exact", "--match",
+                              help="exact (byte for byte, paper 001) or normalized (also case, spacing and "
+                                   "Unicode variants)."),
     gate: bool = typer.Option(True, "--gate/--no-gate", help="Store a keyed gate descriptor for a literal."),
     model: str = typer.Option(None, "--model",
                               help="Summarizer for modes that re-summarize (default: the one that wrote the summaries)."),
@@ -40,7 +67,9 @@ def run_forget(
                                       help="Embedder for re-embedding (default: the one that wrote the vectors)."),
     receipt_out: Path = typer.Option(None, "--receipt", help="Receipt file (default: receipt-<id>.json)."),
 ) -> None:
-    """Forget with MODE. Prints a receipt summary and writes the signed receipt file."""
+    """Forget with MODE. Prints a receipt summary and writes the signed receipt file.
+
+    Exits non-zero when the receipt's verification failed (exit 11) or nothing matched (7)."""
     if ctx.invoked_subcommand is not None:
         return
     if db is None or mode is None:
@@ -54,27 +83,48 @@ def run_forget(
     kind, value = given[0]
     if kind in ("literal", "session") and owner is None:
         raise ConfigError(f"--{kind} needs --owner USER: forget never crosses owners")
-    target = ForgetTarget(kind=kind, value=value, owner=owner if kind != "user" else value,
-                          attribute=attribute)
+    if match not in ("exact", "normalized"):
+        raise ConfigError("--match must be exact or normalized")
+    target = _target(kind, value, owner, attribute, match)
     if not db.exists():
         raise ConfigError(f"{db} does not exist; create it with `traceless memory add --db {db} SESSIONS.jsonl`")
+    # every output is validated before anything is forgotten
+    path = check_receipt_path(receipt_out) if receipt_out is not None else None
     with MemoryStore(db) as store:
-        vectors = store.artifacts(tier="embedding")
-        needs_embed = bool(vectors) and mode not in ("noop", "raw_only")
-        emb_name = embedder_name or (str(vectors[0].meta.get("embedder", "all-MiniLM-L6-v2")) if vectors else "")
-        needs_llm = spec.needs_summarizer or (mode == "lineage_closure" and _llm_model(store) is not None)
-        summarizer = backend(model or _llm_model(store) or "qwen2.5-coder-0.5b-instruct") if needs_llm else None
-        writer = MemoryWriter(store, summarizer=summarizer, embedder=embedder(emb_name) if needs_embed else None,
-                              config=WriteConfig(levels=(), embed=needs_embed))
-        receipt = forget(store, target, mode, writer=writer, gate=WriteGate() if gate else None)
-    path = receipt_out or Path(f"receipt-{receipt.receipt_id}.json")
+        _say_finished(store)
+        writer = _writer_for(store, spec.needs_summarizer, spec.needs_embedder, mode, model, embedder_name)
+        receipt = forget(store, target, mode, writer=writer, gate=gate)
+    path = path or Path(f"receipt-{receipt.receipt_id}.json")
     write_receipt(receipt, path)
     for line in receipt.summary_lines():
-        typer.echo(line)
+        typer.echo(safe(line))
     typer.echo(f"receipt written to {path}")
     if not receipt.matched:
         typer.secho("nothing matched the target; nothing was changed", fg=typer.colors.YELLOW, err=True)
         sys.exit(NOTHING_MATCHED_EXIT)
+    if not receipt.verification.passed:
+        failed = [k for k, ok in receipt.verification.checks.items() if not ok]
+        typer.secho(f"verification FAILED ({', '.join(failed)}); see the receipt's warnings", fg=typer.colors.RED,
+                    err=True)
+        sys.exit(VERIFICATION_FAILED_EXIT)
+
+
+def _writer_for(store: MemoryStore, needs_llm: bool, needs_embed: bool, mode: str, model: str | None,
+                embedder_name: str | None) -> MemoryWriter:
+    """The models a mode declares it needs (and only when the store holds what they rebuild)."""
+    vectors = store.artifacts(tier="embedding")
+    use_embed = needs_embed and bool(vectors)
+    emb_name = embedder_name or (str(vectors[0].meta.get("embedder", "all-MiniLM-L6-v2")) if vectors else "")
+    use_llm = needs_llm or (mode == "lineage_closure" and _llm_model(store) is not None)
+    summarizer = backend(model or _llm_model(store) or "qwen2.5-coder-0.5b-instruct") if use_llm else None
+    return MemoryWriter(store, summarizer=summarizer, embedder=embedder(emb_name) if use_embed else None,
+                        config=WriteConfig(levels=(), embed=use_embed))
+
+
+def _say_finished(store: MemoryStore) -> None:
+    for rid in store.finished_erasures:
+        typer.secho(f"finished the physical erasure of {rid}, interrupted earlier (old bytes are gone now)",
+                    fg=typer.colors.YELLOW, err=True)
 
 
 def _llm_model(store: MemoryStore) -> str | None:
@@ -98,17 +148,77 @@ def modes() -> None:
 @forget_app.command("verify")
 def verify(
     receipt: Path = typer.Argument(..., help="Receipt JSON file."),
-    db: Path = typer.Option(None, "--db", help="Also check the memory file: removed ids still absent."),
+    db: Path = typer.Option(None, "--db", help="Also check the memory file: same store, removed ids still absent."),
+    public_key: str = typer.Option(None, "--public-key",
+                                   help="The signer's Ed25519 public key (hex, or the file `traceless keys export` "
+                                        "wrote). Default: this machine's signing key. No secret is needed."),
 ) -> None:
-    """Check a receipt's signature (and, with --db, that what it removed is still gone)."""
+    """Check a receipt's signature (and, with --db, that it belongs to that store and what it
+    removed is still gone). Exits non-zero if anything does not hold. Never creates keys."""
     r = load_receipt(receipt)
-    if not verify_signature(r):
-        raise ReceiptError(f"{receipt}: signature does not verify: the receipt was altered or signed with "
-                           "another key (keys live in $TRACELESS_HOME)")
-    typer.echo(f"{receipt}: signature OK (mode {r.mode}, passed={r.verification.passed})")
+    pub = load_public_key(public_key) if public_key is not None else None
+    if not verify_signature(r, pub):
+        raise ReceiptError(f"{receipt}: signature does not verify: the receipt was altered or signed by another "
+                           "key (pass the signer's key with --public-key)")
+    typer.echo(f"{receipt}: signature OK (signer {r.signer}, mode {r.mode}, passed={r.verification.passed})")
     if db is not None:
-        with MemoryStore(db) as store:
-            back = [i for t in r.tiers.values() for i in t.removed if store.exists(i)]
-        if back:
-            raise ReceiptError(f"{len(back)} artifact(s) the receipt removed exist again in {db}: {', '.join(back[:5])}")
-        typer.echo(f"{db}: every artifact the receipt removed is still absent")
+        _verify_against_store(r, db)
+    if not r.verification.passed:
+        failed = [k for k, ok in r.verification.checks.items() if not ok]
+        typer.secho(f"the receipt records a FAILED verification: {', '.join(failed)}", fg=typer.colors.RED, err=True)
+        sys.exit(VERIFICATION_FAILED_EXIT)
+
+
+def _verify_against_store(r: Receipt, db: Path) -> None:
+    if not db.exists():
+        raise ConfigError(f"{db} does not exist")
+    with MemoryStore(db) as store:
+        _say_finished(store)
+        if r.store_id and r.store_id != store.store_id:
+            raise ReceiptError(f"{db} is not the store this receipt was made on (store id {store.store_id}, "
+                               f"receipt's {r.store_id})")
+        removed = [i for t in r.tiers.values() for i in t.removed]
+        if r.target.kind == "user":
+            # ids of an erased user are keyed pseudonyms: compare under this machine's pepper
+            pep = receipt_key(create=False)
+            live = {pseudonym(a.id, "p", pep) for a in store.artifacts()}
+            back = [i for i in removed if i in live]
+        else:
+            back = [i for i in removed if store.exists(i)]
+        pending = store.get_meta("pending_erasure")
+    if back:
+        raise ReceiptError(f"{len(back)} artifact(s) the receipt removed exist again in {db}: {', '.join(back[:5])}")
+    typer.echo(f"{db}: same store; every artifact the receipt removed is still absent")
+    if pending:
+        raise ReceiptError(f"{db}: the physical erasure of {pending} is still pending (a reader holds an old "
+                           "snapshot); close other connections and run this again")
+
+
+@forget_app.command("receipts")
+def receipts(db: Path = typer.Option(..., "--db", help="Memory file.")) -> None:
+    """List the receipts stored in a memory file (id, time, mode, target, passed)."""
+    if not db.exists():
+        raise ConfigError(f"{db} does not exist")
+    with MemoryStore(db) as store:
+        rows = store.receipts()
+    for rid, body in rows:
+        r = Receipt.model_validate_json(body)
+        typer.echo(safe(f"{rid}  {r.created_at:.0f}  {r.mode:<22} {r.target.kind}:{r.target.ref}  "
+                        f"passed={r.verification.passed}"))
+    typer.echo(f"{len(rows)} receipts")
+
+
+@forget_app.command("receipt")
+def export_receipt(
+    receipt_id: str = typer.Argument(..., help="Receipt id (see `traceless forget receipts`)."),
+    db: Path = typer.Option(..., "--db", help="Memory file."),
+    out: Path = typer.Option(..., "--out", help="File to write the signed receipt to."),
+) -> None:
+    """Export one stored receipt to a file."""
+    if not db.exists():
+        raise ConfigError(f"{db} does not exist")
+    path = check_receipt_path(out)
+    with MemoryStore(db) as store:
+        body = store.receipt(receipt_id)
+    write_receipt(Receipt.model_validate_json(body), path)
+    typer.echo(f"receipt {receipt_id} written to {path}")

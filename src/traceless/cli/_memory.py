@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 from rich.tree import Tree
 
-from traceless.cli._common import backend, embedder, split_list
+from traceless.cli._common import backend, embedder, parse_levels, safe, split_list
+from traceless.errors import ConfigError
 from traceless.memory import MemoryStore, MemoryWriter, Tier, WriteConfig, read_sessions
 
 __all__ = ["memory_app"]
@@ -19,9 +22,14 @@ memory_app = typer.Typer(help="Inspect and fill a memory file.", no_args_is_help
 DB = typer.Option(..., "--db", help="Memory file (SQLite). Created by `add` if missing.")
 
 
-def _preview(text: str | None, width: int = 70) -> str:
-    t = " ".join((text or "").split())
-    return t if len(t) <= width else t[: width - 1] + "…"
+def _preview(text: str | None, width: int = 70) -> Text:
+    """A one-line preview of stored text, as data: no markup, no control characters."""
+    t = " ".join(safe(text).split())
+    return Text(t if len(t) <= width else t[: width - 1] + "…")
+
+
+def _cell(text: str | None) -> Text:
+    return Text(safe(text))
 
 
 @memory_app.command("add")
@@ -36,19 +44,31 @@ def add(
     embed: bool = typer.Option(True, "--embed/--no-embed", help="Embed records for retrieval."),
     embedder_name: str = typer.Option("all-MiniLM-L6-v2", "--embedder", help="all-MiniLM-L6-v2 or 'hashing'."),
     raw_unit: str = typer.Option("user_turn", "--raw-unit", help="user_turn, turn or session."),
+    on_duplicate: str = typer.Option("error", "--on-duplicate",
+                                     help="A session id the user already has: error (default), skip or replace."),
+    gate: bool = typer.Option(True, "--gate/--no-gate",
+                              help="Refuse values the user asked to forget (default). --no-gate writes them anyway "
+                                   "and records that choice in the store's event log."),
 ) -> None:
-    """Write sessions into memory: raw records, summaries, embeddings, with lineage."""
+    """Write sessions into memory: raw records, summaries, embeddings, with lineage.
+
+    One `add` is one transaction: every session with its summaries and embeddings is
+    written, or nothing is."""
     parsed = read_sessions(sessions)  # validates every line before anything is written
-    lv = tuple(int(x) for x in split_list(levels))
-    if any(x not in (1, 2) for x in lv):
-        raise typer.BadParameter("--levels takes 1 and/or 2")
+    lv = parse_levels(levels)
     if raw_unit not in ("user_turn", "turn", "session"):
-        raise typer.BadParameter("--raw-unit must be user_turn, turn or session")
+        raise ConfigError("--raw-unit must be user_turn, turn or session")
+    if on_duplicate not in ("error", "skip", "replace"):
+        raise ConfigError("--on-duplicate must be error, skip or replace")
     cfg = WriteConfig(levels=lv, extractive=extractive, embed=embed, raw_unit=raw_unit)
+    # build the models before the store exists: a bad name must not leave an empty db behind
+    emb = embedder(embedder_name) if embed else None
+    summarizer = backend(model) if lv else None
     with MemoryStore(db) as store:
-        writer = MemoryWriter(store, summarizer=backend(model) if lv else None,
-                              embedder=embedder(embedder_name) if embed else None, config=cfg)
-        rep = writer.write_sessions(parsed)
+        writer = MemoryWriter(store, summarizer=summarizer, embedder=emb, config=cfg)
+        ctx = store.ungated("memory add --no-gate") if not gate else contextlib.nullcontext()
+        with ctx:
+            rep = writer.write_sessions(parsed, on_duplicate=on_duplicate)  # type: ignore[arg-type]
     typer.echo(f"wrote {len(parsed)} sessions: {len(rep.raw)} raw, {len(rep.summary)} summary, "
                f"{len(rep.embedding)} embedding artifacts to {db}")
 
@@ -63,15 +83,25 @@ def search(
     embedder_name: str = typer.Option(None, "--embedder", help="Default: the embedder that wrote the vectors."),
 ) -> None:
     """Cosine top-k over a user's memory."""
+    _require_db(db)
     with MemoryStore(db) as store:
         vectors = store.artifacts(owner=user, tier="embedding")
-        name = embedder_name or (str(vectors[0].meta.get("embedder")) if vectors else "all-MiniLM-L6-v2")
+        names = sorted({str(v.meta.get("embedder")) for v in vectors})
+        if len(names) > 1 and embedder_name is None:
+            raise ConfigError(f"{user!r}'s memory was embedded by several embedders ({', '.join(names)}); "
+                              "pick one with --embedder")
+        dims = {len(v.vector or b"") // 4 for v in vectors}
+        if len(dims) > 1:
+            raise ConfigError(f"{user!r}'s memory mixes vectors of {sorted(dims)} dimensions (several embedders); "
+                              "re-embed it with one embedder before searching")
+        name = embedder_name or (names[0] if names else "all-MiniLM-L6-v2")
         q = embedder(name).embed([query])[0]
         hits = store.search(user, q, k, tiers=[Tier(t) for t in split_list(tiers)])
     table = Table("score", "id", "tier/kind", "session", "text")
     for h in hits:
         a = h.artifact
-        table.add_row(f"{h.score:.3f}", a.id, f"{a.tier.value}/{a.kind}", a.session_id or "", _preview(a.text))
+        table.add_row(f"{h.score:.3f}", _cell(a.id), f"{a.tier.value}/{_cell(a.kind)}", _cell(a.session_id),
+                      _preview(a.text))
     Console().print(table)
 
 
@@ -83,12 +113,13 @@ def show(
     full: bool = typer.Option(False, "--full", help="Print whole texts."),
 ) -> None:
     """List artifacts (id, owner, tier/kind, session, text)."""
+    _require_db(db)
     with MemoryStore(db) as store:
         arts = store.artifacts(owner=user, tier=tier)
     table = Table("id", "owner", "tier/kind", "session", "text")
     for a in arts:
-        table.add_row(a.id, a.owner, f"{a.tier.value}/{a.kind}", a.session_id or "",
-                      (a.text or "") if full else _preview(a.text))
+        table.add_row(_cell(a.id), _cell(a.owner), Text(f"{a.tier.value}/{safe(a.kind)}"), _cell(a.session_id),
+                      _cell(a.text) if full else _preview(a.text))
     Console().print(table)
     typer.echo(f"{len(arts)} artifacts")
 
@@ -99,28 +130,37 @@ def lineage(
     db: Path = DB,
 ) -> None:
     """Where an artifact came from (ancestors) and everything derived from it (descendants)."""
+    _require_db(db)
     with MemoryStore(db) as store:
         root = store.get(artifact_id)
         console = Console()
-        up = Tree(f"[bold]{root.id}[/] {root.tier.value}/{root.kind}: {_preview(root.text, 50)}")
-        up_label = up.add("[cyan]derived from[/]")
+        up = Tree(Text.assemble((root.id, "bold"), f" {root.tier.value}/{safe(root.kind)}: ", _preview(root.text, 50)))
+        up_label = up.add(Text("derived from", "cyan"))
         for e in store.parents(root.id):
             p = store.get(e.parent) if store.exists(e.parent) else None
-            label = f"{e.parent} ({e.op} {e.params})"
-            up_label.add(label + (f": {_preview(p.text, 50)}" if p else " [red](removed)[/]"))
+            label = Text(f"{e.parent} ({e.op} {safe(str(e.params))})")
+            up_label.add(Text.assemble(label, ": ", _preview(p.text, 50)) if p
+                         else Text.assemble(label, (" (removed)", "red")))
         anc = store.ancestors([root.id])
         down_ids = store.descendants([root.id])
-        down = up.add(f"[cyan]descendants[/] ({len(down_ids)})")
+        down = up.add(Text(f"descendants ({len(down_ids)})", "cyan"))
 
         def grow(node: Tree, aid: str, depth: int) -> None:
             for e in store.children(aid):
                 c = store.get(e.child) if store.exists(e.child) else None
-                txt = f"{e.child} via {e.op}" + (f" {c.tier.value}/{c.kind}: {_preview(c.text, 50)}" if c
-                                                 else " [red](removed)[/]")
+                head = Text(f"{e.child} via {e.op}")
+                txt = (Text.assemble(head, f" {c.tier.value}/{safe(c.kind)}: ", _preview(c.text, 50)) if c
+                       else Text.assemble(head, (" (removed)", "red")))
                 sub = node.add(txt)
                 if depth < 6:
                     grow(sub, e.child, depth + 1)
 
         grow(down, root.id, 0)
         console.print(up)
-        console.print(f"ancestor closure: {', '.join(anc) or '(none: a source record)'}")
+        console.print(Text(f"ancestor closure: {', '.join(anc) or '(none: a source record)'}"))
+
+
+def _require_db(db: Path) -> None:
+    """Reading commands never create a memory file."""
+    if not db.exists():
+        raise ConfigError(f"{db} does not exist; create it with `traceless memory add --db {db} SESSIONS.jsonl`")

@@ -21,7 +21,9 @@ from traceless.forget._receipt import (
     TargetRef,
     TierReport,
     Verification,
+    check_receipt_path,
     load_receipt,
+    pseudonym,
     receipt_key,
     sign,
     verify_signature,
@@ -46,5 +48,7 @@ __all__ = [
     "scan_files",
     "sign",
     "verify_signature",
+    "check_receipt_path",
+    "pseudonym",
     "write_receipt",
 ]

@@ -11,21 +11,30 @@ reported in the receipt's notes).
 
 from __future__ import annotations
 
-import hashlib
-import hmac
+import json
 import re
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from traceless._version import code_version
 from traceless.errors import ConfigError, ForgetError, MemoryStoreError, NothingMatchedError
 from traceless.forget._erasure import scan_files
-from traceless.forget._receipt import Receipt, TargetRef, TierReport, Verification, receipt_key, sign
+from traceless.forget._normalize import find_variants, normalize, scrub_variants
+from traceless.forget._receipt import (
+    Receipt,
+    TargetRef,
+    TierReport,
+    Verification,
+    pseudonym,
+    receipt_key,
+    sign,
+)
 from traceless.memory import (
     EXTRACTIVE,
     Artifact,
@@ -35,6 +44,7 @@ from traceless.memory import (
     WriteGate,
     extractive_text,
 )
+from traceless.memory._gate import enumerable_bits
 from traceless.registry import Registry
 
 __all__ = ["ForgetTarget", "ForgetMode", "ForgetOp", "FORGET_MODES", "forget_mode", "forget", "TIERS"]
@@ -55,6 +65,24 @@ class ForgetTarget(BaseModel):
     """Owner in scope; required for literal and session targets (forget never crosses owners)."""
     attribute: str = "secret"
     """Attribute name for the write-gate descriptor of a literal (paper 001's attribute–value pair)."""
+    match: Literal["exact", "normalized"] = "exact"
+    """``exact`` (paper 001's byte semantics, the default) or ``normalized``: also forget near
+    variants (NFKC, casefold, whitespace), e.g. 'xq7-violet-3829' or a full-width copy."""
+
+    @model_validator(mode="after")
+    def _literal_is_text(self) -> ForgetTarget:
+        if self.kind == "literal":
+            # ConfigError (not ValueError) so it reaches the caller as itself, not wrapped
+            try:
+                self.value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise ConfigError("the literal is not valid text (undecodable bytes); pass it as UTF-8") from None
+            if len(self.value.strip()) < 2:
+                raise ConfigError(
+                    "a literal of fewer than 2 characters would match far more than one secret; "
+                    "give the exact value to forget"
+                )
+        return self
 
     @classmethod
     def record(cls, record_id: str) -> ForgetTarget:
@@ -83,19 +111,31 @@ class ForgetMode:
     help: str
     needs_summarizer: bool = False
     closure: bool = False  # claims: no descendant of a removed source survives
+    gates: bool = True  # stores write-gate descriptors for a literal (the noop control does not)
+
+    @property
+    def needs_embedder(self) -> bool:
+        """Re-embeds what it rewrites (every mode that rewrites text except raw_only)."""
+        return self.name not in ("noop", "raw_only")
+
+    @property
+    def erases_everywhere(self) -> bool:
+        """Claims every text tier: the literal must be gone from the live files too."""
+        return Tier.SUMMARY in self.claims and Tier.RAW in self.claims
 
 
 FORGET_MODES: Registry[ForgetMode] = Registry("forget mode", hint="list them with `traceless forget modes`")
 
 
 def forget_mode(
-    name: str, *, claims: Iterable[Tier] = (), help: str, needs_summarizer: bool = False, closure: bool = False
+    name: str, *, claims: Iterable[Tier] = (), help: str, needs_summarizer: bool = False, closure: bool = False,
+    gates: bool = True,
 ) -> Callable[[Callable[[ForgetOp], None]], Callable[[ForgetOp], None]]:
     """Register a forget mode: ``@forget_mode("x", claims=(Tier.RAW,), help="...")``."""
 
     def deco(fn: Callable[[ForgetOp], None]) -> Callable[[ForgetOp], None]:
         FORGET_MODES.register(name, help=help)(
-            ForgetMode(name, fn, tuple(claims), help, needs_summarizer, closure)
+            ForgetMode(name, fn, tuple(claims), help, needs_summarizer, closure, gates)
         )
         return fn
 
@@ -146,10 +186,15 @@ class ForgetOp:
         return self.store.artifacts(owner=self.owner, tier=tier, kind=kind)
 
     def containing(self, tiers: Iterable[Tier] = TIERS) -> list[Artifact]:
-        """Owner artifacts in ``tiers`` whose text contains the literal."""
+        """Owner artifacts in ``tiers`` whose text contains the literal (or, with
+        ``match="normalized"``, a near variant of it)."""
         if self.literal is None:
             return []
         ts = set(tiers)
+        if self.target.match == "normalized":
+            lit = self.literal
+            return [a for a in self.store.artifacts(owner=self.owner)
+                    if a.tier in ts and a.text and (lit in a.text or find_variants(a.text, lit))]
         return [a for a in self.store.containing(self.literal, owner=self.owner) if a.tier in ts]
 
     def descendants(self, ids: Iterable[str]) -> list[Artifact]:
@@ -176,6 +221,8 @@ class ForgetOp:
         if art.tier == Tier.EMBEDDING:
             raise ForgetError("internal: scrub text artifacts; embeddings are updated by reembed()")
         new = _scrub(art.text or "", self.literal, replacement) if self.literal else replacement
+        if self.literal and self.target.match == "normalized":
+            new = scrub_variants(new, self.literal, replacement)
         if drop_empty and not new.strip():
             self.remove_with_vectors([art])
             return None
@@ -184,6 +231,8 @@ class ForgetOp:
         return upd
 
     def reembed(self, art: Artifact) -> None:
+        if self.store.embedding_of(art.id) is None:
+            return  # nothing was embedded (e.g. written with --no-embed): nothing to recompute
         if self.writer is None or self.writer.embedder is None:
             raise ConfigError(f"mode needs an embedder to re-embed {art.id}; pass one to forget()")
         emb = self.writer.reembed(art)
@@ -250,6 +299,32 @@ class ForgetOp:
     def note(self, text: str) -> None:
         self.notes.append(text)
 
+    def scrub_metadata(self) -> None:
+        """A mode that erases everywhere also clears the literal from metadata: string
+        values in ``meta`` (e.g. the free-text ``date``) are scrubbed, and a session id
+        that holds it is replaced by a keyed pseudonym."""
+        lit = self.literal
+        if lit is None:
+            return
+        for a in self.store.artifacts(owner=self.owner):
+            if lit in json.dumps(a.meta, ensure_ascii=False):
+                self.store.update_text(a.id, a.text or "", meta=_scrub_json(a.meta, lit))
+                self._rep(a.tier).rewritten.append(a.id)
+        for sid in self.store.session_ids(self.owner):
+            if lit in sid:
+                self.store.rename_session(self.owner, sid, pseudonym(f"{self.owner}\x00{sid}", "session"))
+                self.note("a session id held the literal and was replaced by a keyed pseudonym")
+
+
+def _scrub_json(obj: Any, literal: str) -> Any:
+    if isinstance(obj, str):
+        return _scrub(obj, literal, "")
+    if isinstance(obj, dict):
+        return {k: _scrub_json(v, literal) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_scrub_json(v, literal) for v in obj]
+    return obj
+
 
 def _resolve(store: MemoryStore, target: ForgetTarget) -> tuple[str, list[Artifact]]:
     if target.kind == "record":
@@ -281,11 +356,35 @@ def _resolve(store: MemoryStore, target: ForgetTarget) -> tuple[str, list[Artifa
     return owner, store.artifacts(owner=owner, tier=Tier.RAW, session_id=target.value)
 
 
-def _target_ref(target: ForgetTarget, owner: str) -> TargetRef:
+def _target_ref(target: ForgetTarget, owner: str, key: bytes) -> TargetRef:
+    owner_ref = pseudonym(owner, "u", key)
     if target.kind == "literal":
-        mac = hmac.new(receipt_key(), target.value.encode("utf-8"), hashlib.sha256).hexdigest()[:16]
-        return TargetRef(kind="literal", ref=f"hmac:{mac}", owner=owner)
-    return TargetRef(kind=target.kind, ref=target.value, owner=owner)
+        return TargetRef(kind="literal", ref="hmac:" + pseudonym(target.value, "x", key)[2:], owner=owner_ref)
+    if target.kind == "user":
+        return TargetRef(kind="user", ref=owner_ref, owner=owner_ref)
+    return TargetRef(kind=target.kind, ref=target.value, owner=owner_ref)
+
+
+#: below this many bits (≈ 10^12 candidates) a holder of the gate key or the pepper can
+#: enumerate the literal on one machine in hours: a 4-digit PIN is 13 bits
+ENUMERABLE_BITS = 40.0
+
+
+def literal_warnings(literal: str) -> list[str]:
+    """Warnings for a literal that the holder of the local keys could enumerate."""
+    bits = enumerable_bits(literal)
+    if bits >= ENUMERABLE_BITS:
+        return []
+    return [
+        f"the forgotten literal is short or low-entropy (about 2^{bits:.0f} candidates): whoever holds this "
+        "machine's gate key or receipt pepper can recover it by trying every candidate against the gate "
+        "descriptor or the receipt's keyed reference. Keep $TRACELESS_HOME private."
+    ]
+
+
+def _check_writer(store: MemoryStore, spec: ForgetMode, writer: MemoryWriter | None) -> None:
+    if writer is not None and writer.store is not store:
+        raise ConfigError("writer= writes to another MemoryStore; build it on the store being forgotten")
 
 
 def forget(
@@ -294,85 +393,159 @@ def forget(
     mode: str,
     *,
     writer: MemoryWriter | None = None,
-    gate: WriteGate | None = None,
+    gate: WriteGate | bool | None = None,
     strict: bool = False,
 ) -> Receipt:
     """Forget ``target`` with ``mode``; return a signed receipt (also stored in the db).
 
     ``writer`` supplies the summarizer/embedder for modes that rebuild or re-embed.
-    ``gate``: when given and the target is a literal, a keyed descriptor is stored so later
-    writes of the exact attribute–value pair are refused (stored even when nothing matched).
+    ``gate``: when truthy (``True`` or an enabled ``WriteGate``) and the target is a literal,
+    keyed descriptors are stored so the store refuses later writes of the exact value
+    (stored even when nothing matched; never by the ``noop`` control).
     ``strict``: raise ``NothingMatchedError`` (after writing the receipt) when nothing matched.
-    Model calls of rebuilding modes run inside the transaction (they are part of the atomic
-    unit), so other writers wait for them.
+
+    One transaction holds the mode, the verification, the gate descriptors, the receipt
+    and a pending-erasure marker; the physical erasure (VACUUM, WAL truncation) and the
+    disk scan follow the commit, then the stored receipt is completed and the marker
+    cleared. A process killed in between leaves the marker: the next open finishes it.
     """
     spec = FORGET_MODES.get(mode)
-    if writer is not None and writer.store is not store:
-        raise ConfigError("writer= writes to another MemoryStore; build it on the store being forgotten")
+    _check_writer(store, spec, writer)
     t0 = time.perf_counter()
     literal = target.value if target.kind == "literal" else None
-    rkey = receipt_key()
+    pep = receipt_key()
+    want_gate = bool(gate) and (not isinstance(gate, WriteGate) or gate.enabled) and spec.gates
+    warnings = literal_warnings(literal) if literal is not None else []
     with store.transaction():
         # resolve inside the transaction: a concurrent writer cannot slip a new copy in
         # between resolution and deletion
         owner, sources = _resolve(store, target)
-        before = {t: store.tier_digest(owner, t, key=rkey) for t in TIERS}
+        before = {t: store.tier_digest(owner, t, key=pep) for t in TIERS}
+        all_ids = [a.id for a in store.artifacts(owner=owner)] if target.kind == "user" else []
         op = ForgetOp(store, writer, owner, target, sources, literal)
         matched = bool(sources) or bool(op.containing())
         if matched:
             spec.fn(op)
+            if spec.erases_everywhere:
+                op.scrub_metadata()
             op.refresh_source_digests()
-        n_gate = 0
-        if gate is not None and literal is not None:
-            # stored even when nothing matched yet: the user asked that this exact pair
-            # never be (re)written
-            for d in gate.descriptors(target.attribute, literal):
-                store.gate_add(owner, d)
-                n_gate += 1
+        if target.kind == "user" and not store.artifacts(owner=owner):
+            # the user's rows are gone: the lineage edges naming their records go too
+            store.delete_lineage(all_ids)
+        n_gate = store.gate_forget(owner, target.attribute, literal) if want_gate and literal is not None else 0
         verification = _verify(op, spec)
         if matched and not verification.passed:
             raise ForgetError(
                 f"mode {mode!r} could not verify its claims ({_failed(verification, spec)}); "
                 "the transaction was rolled back and nothing changed"
             )
-        tiers: dict[str, TierReport] = {}
-        for t in TIERS:
-            rep = op.report.get(t, TierReport())
-            touched = set(rep.removed) | set(rep.rewritten) | set(rep.rebuilt)
-            rep.left = sum(1 for a in store.artifacts(owner=owner, tier=t) if a.id not in touched)
-            rep.digest_before, rep.digest_after = before[t], store.tier_digest(owner, t, key=rkey)
-            rep.target_copies_after = verification.literal_scan.get(t.value, 0)
-            tiers[t.value] = rep
-        receipt = Receipt(
-            receipt_id=f"rcpt-{uuid.uuid4().hex[:16]}", created_at=time.time(), mode=mode,
-            target=_target_ref(target, owner), matched=matched, tiers=tiers, verification=verification,
-            gate_descriptors_added=n_gate, seconds=0.0, code_version=code_version(), notes=op.notes,
-        )
-        # the stored copy is signed too (it lacks only the post-commit disk scan)
-        store.add_receipt(receipt.receipt_id, sign(receipt, rkey).model_dump_json())
-    notes = list(receipt.notes)
-    changed = any(r.digest_before != r.digest_after for r in tiers.values())
-    # after a change, rebuild the file: page rebalancing can leave old cell bytes in a
-    # page's unallocated gap that secure_delete does not zero
-    try:
-        if not (store.vacuum() if changed else store.checkpoint()):
-            notes.append(
-                "WAL checkpoint incomplete: another connection still reads an older snapshot, so old page "
-                "images stay on disk until a later checkpoint (close or reopen the store once it is gone)"
+        tiers = _tier_reports(op, before, verification, pep)
+        if verification.near_variants or verification.split_copies:
+            warnings.append(
+                "near variants of the literal remain (case, spacing, Unicode form or split across records); "
+                "exact matching left them: forget again with --match normalized"
             )
-    except MemoryStoreError as e:  # committed already: report it, do not fail the forget
-        notes.append(f"post-commit VACUUM/checkpoint failed ({e}); old bytes may stay on disk until the next one")
-    if literal is not None:
-        verification = verification.model_copy(update={"disk_scan": scan_files(store.files(), literal)})
-    receipt = sign(
-        receipt.model_copy(
-            update={"seconds": time.perf_counter() - t0, "verification": verification, "notes": notes}
-        ),
-        rkey,
-    )
+        receipt = Receipt(
+            receipt_id=f"rcpt-{uuid.uuid4().hex[:16]}", created_at=time.time(), mode=mode, store_id=store.store_id,
+            target=_target_ref(target, owner, pep), matched=matched, tiers=tiers, verification=verification,
+            gate_descriptors_added=n_gate, seconds=0.0, code_version=code_version(), notes=op.notes,
+            warnings=warnings,
+        )
+        # the stored copy is signed too; it lacks only the post-commit disk scan
+        store.add_receipt(receipt.receipt_id, sign(receipt).model_dump_json())
+        store.set_meta("pending_erasure", receipt.receipt_id)
+    receipt = _erase_and_scan(store, receipt, literal, spec, t0)
     if strict and not matched:
         raise NothingMatchedError(f"the target matched nothing for owner {owner!r}; receipt {receipt.receipt_id}")
     return receipt
+
+
+def _tier_reports(op: ForgetOp, before: dict[Tier, str], v: Verification, pep: bytes) -> dict[str, TierReport]:
+    store, owner = op.store, op.owner
+    tiers: dict[str, TierReport] = {}
+    for t in TIERS:
+        rep = op.report.get(t, TierReport())
+        touched = set(rep.removed) | set(rep.rewritten) | set(rep.rebuilt)
+        rep.left = sum(1 for a in store.artifacts(owner=owner, tier=t) if a.id not in touched)
+        rep.digest_before, rep.digest_after = before[t], store.tier_digest(owner, t, key=pep)
+        rep.target_copies_after = v.literal_scan.get(t.value, 0)
+        rep.near_variants_after = v.near_variants.get(t.value, 0)
+        if op.target.kind == "user":
+            # an erased user's record ids are personal data too: keyed pseudonyms only
+            for name in ("removed", "rewritten", "rebuilt"):
+                setattr(rep, name, [pseudonym(i, "p", pep) for i in dict.fromkeys(getattr(rep, name))])
+        tiers[t.value] = rep
+    return tiers
+
+
+def _erase_and_scan(store: MemoryStore, receipt: Receipt, literal: str | None, spec: ForgetMode,
+                    t0: float) -> Receipt:
+    """After the commit: rebuild the file (page rebalancing can leave old cell bytes in a
+    page's unallocated gap that secure_delete does not zero), truncate the WAL, scan the
+    bytes, then complete the stored receipt and clear the pending-erasure marker."""
+    notes, warnings = list(receipt.notes), list(receipt.warnings)
+    changed = any(r.digest_before != r.digest_after for r in receipt.tiers.values())
+    complete = True
+    try:
+        complete = store.vacuum() if changed else store.checkpoint()
+    except MemoryStoreError as e:  # committed already: report it, do not hide it
+        complete = False
+        notes.append(f"post-commit VACUUM/checkpoint failed ({e})")
+    if not complete:
+        warnings.append(
+            "physical erasure incomplete: another connection still reads an older snapshot, so old page images "
+            "stay in the WAL until a later checkpoint (close that reader, then run `traceless forget verify "
+            "--db` to finish)"
+        )
+    v = receipt.verification
+    if literal is not None:
+        scan = scan_files(store.files(), literal)
+        checks = dict(v.checks)
+        if spec.erases_everywhere and receipt.matched:
+            checks["disk_clean"] = not any(scan.values())
+        v = v.model_copy(update={"disk_scan": scan, "disk_checked": True, "checks": checks,
+                                 "passed": all(checks.values())})
+    final = sign(receipt.model_copy(update={
+        "seconds": time.perf_counter() - t0, "verification": v, "notes": notes, "warnings": warnings}))
+    with store.transaction():
+        store.update_receipt(final.receipt_id, final.model_dump_json())
+        if complete:
+            store._exec("DELETE FROM meta WHERE key = 'pending_erasure'")
+    store.checkpoint()
+    for w in final.warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    return final
+
+
+def _metadata_scan(store: MemoryStore, owner: str, literal: str) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for a in store.artifacts(owner=owner):
+        fields = {"id": a.id, "owner": a.owner, "session_id": a.session_id or "", "kind": a.kind,
+                  "meta": json.dumps(a.meta, ensure_ascii=False)}
+        for name, val in fields.items():
+            if literal in val:
+                out[name] = out.get(name, 0) + 1
+    return out
+
+
+def _variant_scan(store: MemoryStore, owner: str, literal: str) -> tuple[dict[str, int], int]:
+    """Near variants per tier (exact bytes absent), and copies split across consecutive raw records."""
+    near: dict[str, int] = {}
+    raws: dict[str, list[Artifact]] = {}
+    for a in store.artifacts(owner=owner):
+        if a.text and literal not in a.text and find_variants(a.text, literal):
+            near[a.tier.value] = near.get(a.tier.value, 0) + 1
+        if a.tier == Tier.RAW and a.session_id:
+            raws.setdefault(a.session_id, []).append(a)
+    target = "".join(normalize(literal).split())
+    split = 0
+    for recs in raws.values():
+        recs.sort(key=lambda r: (r.seq, r.id))
+        for x, y in zip(recs, recs[1:], strict=False):
+            one, two = "".join(normalize(x.text or "").split()), "".join(normalize(y.text or "").split())
+            if target not in one and target not in two and target in one + two:
+                split += 1
+    return near, split
 
 
 def _verify(op: ForgetOp, spec: ForgetMode) -> Verification:
@@ -386,24 +559,33 @@ def _verify(op: ForgetOp, spec: ForgetMode) -> Verification:
     for a in store.artifacts(owner=op.owner):
         if a.text and any(t in a.text for t in texts if t):
             scan[a.tier.value] = scan.get(a.tier.value, 0) + 1
-    ok = gone
+    checks = {"sources_gone": gone}
     if spec.closure:
-        ok = ok and not surviving
+        checks["closure_clean"] = not surviving
+    meta_scan: dict[str, int] = {}
+    near: dict[str, int] = {}
+    split = 0
     if op.literal:
-        ok = ok and all(scan.get(t.value, 0) == 0 for t in spec.claims)
+        checks["claimed_tiers_clean"] = all(scan.get(t.value, 0) == 0 for t in spec.claims)
+        meta_scan = _metadata_scan(store, op.owner, op.literal)
+        near, split = _variant_scan(store, op.owner, op.literal)
+        if spec.erases_everywhere:
+            checks["metadata_clean"] = not meta_scan
+            if op.target.match == "normalized":
+                checks["near_variants_clean"] = not any(near.get(t.value, 0) for t in spec.claims)
     return Verification(
         claims=[t.value for t in spec.claims], sources_removed=list(removed), sources_gone=gone,
-        surviving_descendants=surviving, closure_clean=not surviving, literal_scan=scan, passed=ok,
+        surviving_descendants=surviving, closure_clean=not surviving, literal_scan=scan,
+        metadata_scan=meta_scan, near_variants=near, split_copies=split, checks=checks,
+        passed=all(checks.values()),
     )
 
 
 def _failed(v: Verification, spec: ForgetMode) -> str:
-    bits = []
-    if not v.sources_gone:
-        bits.append("a removed source still exists")
-    if spec.closure and v.surviving_descendants:
-        bits.append(f"{len(v.surviving_descendants)} descendants survive")
+    bits = [name for name, ok in v.checks.items() if not ok]
     bad = [t for t in v.claims if v.literal_scan.get(t, 0)]
     if bad:
         bits.append(f"target still present in tier(s) {', '.join(bad)}")
+    if v.metadata_scan:
+        bits.append("literal in " + ", ".join(v.metadata_scan))
     return "; ".join(bits) or "unknown"

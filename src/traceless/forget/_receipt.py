@@ -1,9 +1,13 @@
-"""Forget receipts: what each tier lost, how it was verified, signed with a local key.
+"""Forget receipts: what each tier lost, how it was verified, signed with Ed25519.
 
-Signature: HMAC-SHA256 over the canonical JSON of the receipt (without the signature),
-keyed by ``state_dir()/receipt.key`` (32 random bytes, mode 0600, created on first use).
-Anyone holding the key can check later that a receipt is unaltered. A receipt never
-contains the forgotten literal: a literal target appears only as a keyed digest.
+Signature: Ed25519 over the canonical JSON of the receipt (without the signature), with
+the local signing key (``$TRACELESS_HOME/receipt_ed25519.key``). Anyone can check a
+receipt with the public key alone (``traceless keys export``; ``forget verify R
+--public-key K``): verifying needs no secret. Digests inside a receipt (the literal's
+reference, tier digests, pseudonyms) are keyed with a separate *pepper* that verifiers
+never get, so a receipt is no offline oracle for guessing the forgotten value. A receipt
+never contains the forgotten literal, and names no user: owners appear as keyed
+pseudonyms.
 """
 
 from __future__ import annotations
@@ -15,34 +19,50 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from traceless.errors import ReceiptError
-from traceless.memory._gate import ensure_key
-from traceless.paths import state_dir
+from traceless.keys import key_id, pepper, public_key_bytes, signing_key
 
 __all__ = ["TierReport", "Verification", "Receipt", "TargetRef", "receipt_key", "sign", "verify_signature",
-           "load_receipt", "write_receipt"]
+           "load_receipt", "write_receipt", "pseudonym", "check_receipt_path"]
 
 
-def receipt_key(path: Path | None = None) -> bytes:
-    """The receipt-signing key (32 random bytes, mode 0600, created atomically on first use)."""
-    return ensure_key(path or state_dir() / "receipt.key", "receipt key")
+def receipt_key(*, create: bool = True) -> bytes:
+    """The receipts' digest pepper (32 random bytes in ``receipt.key``, 0600). It keys the
+    digests inside receipts; it does not sign them and verifiers never need it."""
+    return pepper(create=create)
+
+
+def pseudonym(value: str, prefix: str = "u", key: bytes | None = None) -> str:
+    """A keyed pseudonym for an identifier (an owner, a record id of an erased user)."""
+    k = key if key is not None else receipt_key()
+    return f"{prefix}:" + hmac.new(k, value.encode("utf-8"), hashlib.sha256).hexdigest()[:16]
+
+
+_FORBID = ConfigDict(extra="forbid")
 
 
 class TargetRef(BaseModel):
     """The forget target as recorded in a receipt (literals only as a keyed digest)."""
 
+    model_config = _FORBID
+
     kind: Literal["record", "literal", "session", "user"]
     """What was targeted."""
     ref: str
-    """Record id, session id or user id; for a literal, ``hmac:<16 hex>`` (keyed, not reversible)."""
+    """Record id or session id; for a literal ``hmac:<16 hex>`` and for a user ``u:<16 hex>``
+    (keyed with the pepper, not reversible without it)."""
     owner: str
-    """Owner whose artifacts were in scope."""
+    """Keyed pseudonym (``u:<16 hex>``) of the owner whose artifacts were in scope."""
 
 
 class TierReport(BaseModel):
-    """What one tier went through."""
+    """What one tier went through. For an erased user, ids are keyed pseudonyms (``p:…``)."""
+
+    model_config = _FORBID
 
     removed: list[str] = Field(default_factory=list)
     """Artifacts deleted (rows securely deleted)."""
@@ -58,10 +78,17 @@ class TierReport(BaseModel):
     """Digest after."""
     target_copies_after: int = 0
     """Artifacts in this tier still containing the target (literal or a removed record's text verbatim)."""
+    near_variants_after: int = 0
+    """Artifacts in this tier whose normalised text (NFKC, casefold, whitespace collapsed)
+    still contains the normalised literal although the exact bytes are gone."""
 
 
 class Verification(BaseModel):
-    """Checks run inside the forget transaction, plus the post-commit disk scan."""
+    """Checks run inside the forget transaction, plus the post-commit disk scan.
+
+    ``passed`` is the conjunction of ``checks``: every check the receipt reports counts."""
+
+    model_config = _FORBID
 
     claims: list[str]
     """Tiers this mode claims to have cleared of the target."""
@@ -75,20 +102,34 @@ class Verification(BaseModel):
     """No descendant of a removed source survives."""
     literal_scan: dict[str, int]
     """Per tier, artifacts whose text (incl. embedding source text) contains the target."""
+    metadata_scan: dict[str, int] = Field(default_factory=dict)
+    """Per field (id, owner, session_id, kind, meta), the owner's artifacts holding the literal there."""
+    near_variants: dict[str, int] = Field(default_factory=dict)
+    """Per tier, artifacts holding a near variant of the literal (normalised match, exact bytes absent)."""
+    split_copies: int = 0
+    """Places where the normalised literal spans two consecutive raw records of a session."""
     disk_scan: dict[str, int] = Field(default_factory=dict)
-    """Per file SQLite wrote, occurrences of the target literal's bytes (UTF-8, UTF-16LE/BE) after
-    commit and WAL truncation. Empty when the target is not a literal."""
+    """Per file SQLite wrote, occurrences of the target literal's bytes (UTF-8, UTF-16LE/BE, JSON
+    \\uXXXX escapes) after commit and WAL truncation. Empty when the target is not a literal."""
+    disk_checked: bool = False
+    """The post-commit disk scan ran (False in the copy stored at commit time)."""
+    checks: dict[str, bool] = Field(default_factory=dict)
+    """Every check this receipt makes, by name; ``passed`` is their conjunction."""
     passed: bool
-    """Every claim held."""
+    """All of ``checks`` held."""
 
 
 class Receipt(BaseModel):
     """A signed account of one forget."""
 
+    model_config = _FORBID
+
     receipt_id: str
     """Unique id."""
-    version: int = 1
-    """Receipt format version."""
+    version: int = 2
+    """Receipt format version (2: Ed25519 signatures, peppered digests, pseudonymous owners)."""
+    store_id: str = ""
+    """The random id of the memory store it describes (``forget verify --db`` checks it)."""
     created_at: float
     """Unix time."""
     mode: str
@@ -109,8 +150,14 @@ class Receipt(BaseModel):
     """traceless version that ran it."""
     notes: list[str] = Field(default_factory=list)
     """What the mode deliberately left (e.g. stale vectors, unrebuilt summary slots)."""
+    warnings: list[str] = Field(default_factory=list)
+    """What the user should know: an enumerable literal, near variants left, an incomplete erasure."""
+    signer: str = ""
+    """Id of the Ed25519 key that signed it (sha256 of the public key, 16 hex)."""
+    public_key: str = ""
+    """The signer's Ed25519 public key (hex). Trust it only if it matches a key you got out of band."""
     signature: str = ""
-    """HMAC-SHA256 over the rest of the receipt with the local receipt key."""
+    """Ed25519 signature (hex) over the rest of the receipt."""
 
     def payload(self) -> bytes:
         d = self.model_dump(mode="json")
@@ -126,21 +173,40 @@ class Receipt(BaseModel):
         v = self.verification
         out.append(f"  verified: sources_gone={v.sources_gone} closure_clean={v.closure_clean} "
                    f"claims={','.join(v.claims) or '-'} passed={v.passed}")
+        failed = [k for k, ok in v.checks.items() if not ok]
+        if failed:
+            out.append(f"  FAILED checks: {', '.join(failed)}")
+        if v.metadata_scan:
+            out.append("  literal in metadata: " + ", ".join(f"{k}={n}" for k, n in v.metadata_scan.items()))
+        if v.near_variants or v.split_copies:
+            near = ", ".join(f"{k}={n}" for k, n in v.near_variants.items())
+            out.append(f"  near variants: {near or '-'}; split across records: {v.split_copies}")
         if v.disk_scan:
             out.append("  disk scan: " + ", ".join(f"{Path(k).name}={n}" for k, n in v.disk_scan.items()))
         out += [f"  note: {n}" for n in self.notes]
+        out += [f"  WARNING: {w}" for w in self.warnings]
         return out
 
 
-def sign(receipt: Receipt, key: bytes | None = None) -> Receipt:
-    k = key if key is not None else receipt_key()
-    return receipt.model_copy(update={"signature": hmac.new(k, receipt.payload(), hashlib.sha256).hexdigest()})
+def sign(receipt: Receipt, key: Ed25519PrivateKey | bytes | None = None) -> Receipt:
+    """Sign with ``key`` (an Ed25519 private key or its 32-byte seed; default: the local key)."""
+    k = signing_key() if key is None else Ed25519PrivateKey.from_private_bytes(key) if isinstance(key, bytes) else key
+    pub = public_key_bytes(k)
+    unsigned = receipt.model_copy(update={"signer": key_id(pub), "public_key": pub.hex(), "signature": ""})
+    return unsigned.model_copy(update={"signature": k.sign(unsigned.payload()).hex()})
 
 
-def verify_signature(receipt: Receipt, key: bytes | None = None) -> bool:
-    k = key if key is not None else receipt_key()
-    expected = hmac.new(k, receipt.payload(), hashlib.sha256).hexdigest()
-    return hmac.compare_digest(expected, receipt.signature)
+def verify_signature(receipt: Receipt, public_key: bytes | None = None) -> bool:
+    """True iff ``receipt`` was signed by ``public_key`` (default: the local signing key's
+    public half; no key is ever created here) and is unaltered."""
+    try:
+        pub = public_key if public_key is not None else public_key_bytes(create=False)
+        if receipt.public_key and receipt.public_key != pub.hex():
+            return False
+        Ed25519PublicKey.from_public_bytes(pub).verify(bytes.fromhex(receipt.signature), receipt.payload())
+    except (InvalidSignature, ValueError):
+        return False
+    return True
 
 
 def load_receipt(path: str | Path) -> Receipt:
@@ -150,7 +216,14 @@ def load_receipt(path: str | Path) -> Receipt:
         return Receipt.model_validate(data)
     except FileNotFoundError:
         raise ReceiptError(f"{p} does not exist") from None
-    except (ValueError, ValidationError) as e:
+    except IsADirectoryError:
+        raise ReceiptError(f"{p} is a folder; give the receipt's .json file") from None
+    except ValidationError as e:
+        err = e.errors()[0]
+        where = ".".join(str(x) for x in err["loc"])
+        raise ReceiptError(f"{p} is not a traceless receipt: field {where!r}: {err['msg']} (unsigned "
+                           "or unknown fields are refused)") from None
+    except ValueError as e:
         raise ReceiptError(f"{p} is not a traceless receipt: {str(e).splitlines()[0]}") from None
 
 
@@ -158,6 +231,22 @@ def write_receipt(receipt: Receipt, path: str | Path) -> Path:
     """Write atomically (temp file + rename)."""
     p = Path(path)
     tmp = p.with_suffix(p.suffix + ".tmp")
-    tmp.write_text(receipt.model_dump_json(indent=2), encoding="utf-8")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(receipt.model_dump_json(indent=2))
     os.replace(tmp, p)
+    return p
+
+
+def check_receipt_path(path: str | Path) -> Path:
+    """Validate where a receipt will be written BEFORE anything is forgotten."""
+    from traceless.errors import ConfigError
+
+    p = Path(path)
+    if p.is_dir():
+        raise ConfigError(f"--receipt {p} is a folder; give a file path such as {p}/receipt.json")
+    if not p.parent.is_dir():
+        raise ConfigError(f"--receipt {p}: folder {p.parent} does not exist; create it first")
+    if not os.access(p.parent, os.W_OK) or (p.exists() and not os.access(p, os.W_OK)):
+        raise ConfigError(f"--receipt {p} is not writable; choose another path")
     return p

@@ -1,17 +1,24 @@
 """Paper 001's sealed exact-literal write gate.
 
-On forget, a keyed HMAC-SHA256 descriptor of the exact UTF-8 attribute–value pair is
-stored (never the value). Before any later write changes memory, the candidate is
-checked strictly: no normalisation of case, whitespace, Unicode or meaning. Two checks:
+On forget, keyed HMAC-SHA256 descriptors of the exact UTF-8 attribute–value pair and of
+the value alone are stored (never the value). The store checks every later write against
+them (``MemoryStore`` enforces it on every write path): no normalisation of case,
+whitespace, Unicode or meaning.
 
-* a structured candidate ``{"attribute": A, "value": V}`` is refused iff
-  HMAC(A ␀ V) matches a stored pair descriptor;
-* a free-text candidate is refused iff some substring of it has the exact bytes of a
-  forgotten value (HMAC over every window of each recorded value length). The
-  descriptor records the value's byte length, which is the only thing it reveals.
+* a structured candidate ``{"attribute": A, "value": V}`` is refused iff HMAC(A ␀ V)
+  matches a stored pair descriptor;
+* any text is refused iff some substring of it has the exact bytes of a forgotten value
+  (HMAC over every window of each forgotten value's byte length).
 
-The key is 32 random bytes in ``state_dir()/gate.key`` (mode 0600), created on first use
-and never logged. "Gate off" disables only this filter; deletion still happens.
+What is stored reveals nothing without the key: the owner is a keyed pseudonym, and the
+value's byte length (needed to choose the windows) is sealed with AES-GCM under a key
+derived from the gate key. The holder of the gate key can, by construction, test
+candidate values — a short or low-entropy literal can be enumerated by them, which is why
+``forget`` warns about such literals.
+
+The key is 32 random bytes in ``state_dir()/gate.key`` (mode 0600), created when the
+first descriptor is stored, never logged. The store records the key's id next to its
+descriptors and refuses writes when the key at hand is another one (fail closed).
 """
 
 from __future__ import annotations
@@ -19,53 +26,52 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import math
 import os
-import secrets
+import struct
+from dataclasses import dataclass
 from pathlib import Path
 
-from traceless.errors import ConfigError, GateBlockedError
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from traceless.errors import GateBlockedError
+from traceless.keys import read_secret
 from traceless.paths import state_dir
 
-__all__ = ["WriteGate", "ensure_key", "load_key"]
+__all__ = ["WriteGate", "GateEntry", "load_key", "gate_key_id", "enumerable_bits"]
 
 
-def ensure_key(path: Path, what: str = "key") -> bytes:
-    """Read a 32-byte secret key file, creating it (mode 0600) on first use.
-
-    Creation is atomic: the bytes are written and fsynced to a private temp file that is
-    then hard-linked into place, so a crash never leaves an empty or short key and two
-    processes racing on first use end up with the same key.
-    """
-    p = path
-    if not p.exists():
-        p.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        tmp = p.with_name(f".{p.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        try:
-            os.write(fd, secrets.token_bytes(32))
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        try:
-            os.link(tmp, p)
-        except FileExistsError:
-            pass  # another process created it first: use theirs
-        finally:
-            tmp.unlink()
-    mode = p.stat().st_mode & 0o777
-    if mode & 0o077:
-        raise ConfigError(f"{what} {p} is readable by others (mode {oct(mode)}); run: chmod 600 {p}")
-    key = p.read_bytes()
-    if len(key) < 32:
-        raise ConfigError(
-            f"{what} {p} is truncated ({len(key)} bytes); delete it only if nothing signed or gated depends on it"
-        )
-    return key
+def load_key(path: Path | None = None, *, create: bool = True) -> bytes:
+    """Read (or, with ``create``, create with 0600) the gate key."""
+    return read_secret(path or state_dir() / "gate.key", "gate key", create=create)
 
 
-def load_key(path: Path | None = None) -> bytes:
-    """Read (or create with 0600) the gate key."""
-    return ensure_key(path or state_dir() / "gate.key", "gate key")
+def gate_key_id(key: bytes) -> str:
+    """The id a store records for the key its descriptors were made with (not the key)."""
+    return hmac.new(key, b"traceless-gate-key-id", hashlib.sha256).hexdigest()[:16]
+
+
+def enumerable_bits(literal: str) -> float:
+    """log2 of the candidates an attacker holding the gate key must try for ``literal``:
+    its length times log2 of the alphabet its character classes span."""
+    classes = [
+        (str.isdigit, 10), (str.islower, 26), (str.isupper, 26),
+    ]
+    alphabet = sum(size for test, size in classes if any(test(c) for c in literal))
+    if any(not (c.isdigit() or c.islower() or c.isupper()) for c in literal):
+        alphabet += 33 if all(ord(c) < 128 for c in literal) else 1000
+    return len(literal) * math.log2(max(alphabet, 2))
+
+
+@dataclass(frozen=True, order=True)
+class GateEntry:
+    """One stored descriptor: ``kind`` is ``pair`` or ``value``; ``sealed`` holds the
+    AES-GCM-sealed byte length of a value (None for pairs)."""
+
+    kind: str
+    mac: str
+    attribute: str
+    sealed: bytes | None = None
 
 
 class WriteGate:
@@ -74,58 +80,89 @@ class WriteGate:
     def __init__(self, key: bytes | None = None, *, enabled: bool = True) -> None:
         self._key = key if key is not None else load_key()
         self.enabled = enabled
+        self._seal_key = hmac.new(self._key, b"traceless-gate-seal", hashlib.sha256).digest()
+
+    @property
+    def key_id(self) -> str:
+        return gate_key_id(self._key)
 
     def _mac(self, data: bytes) -> str:
         return hmac.new(self._key, data, hashlib.sha256).hexdigest()
 
-    def descriptors(self, attribute: str, value: str) -> list[str]:
-        """Descriptors to store for a forgotten pair (pair descriptor and value descriptor)."""
+    def owner_ref(self, owner: str) -> str:
+        """Keyed pseudonym under which an owner's descriptors are stored."""
+        return "g:" + self._mac(b"owner\x00" + owner.encode("utf-8"))[:32]
+
+    def _value_mac(self, vb: bytes) -> str:
+        return self._mac(b"value\x00" + vb)
+
+    def descriptors(self, attribute: str, value: str) -> list[GateEntry]:
+        """Entries to store for a forgotten pair (pair descriptor and value descriptor)."""
         vb = value.encode("utf-8")
+        nonce = os.urandom(12)
+        sealed = nonce + AESGCM(self._seal_key).encrypt(nonce, struct.pack(">I", len(vb)), b"len")
         return [
-            "pair:" + self._mac(attribute.encode("utf-8") + b"\x00" + vb),
-            f"value:{len(vb)}:" + self._mac(b"value\x00" + vb),
+            GateEntry("pair", self._mac(attribute.encode("utf-8") + b"\x00" + vb), attribute),
+            GateEntry("value", self._value_mac(vb), attribute, sealed),
         ]
 
-    def check_pair(self, attribute: str, value: str, stored: set[str]) -> bool:
-        """True if the exact pair is forgotten."""
-        return self.descriptors(attribute, value)[0] in stored
+    def _length(self, e: GateEntry) -> int:
+        assert e.sealed is not None
+        nonce, ct = e.sealed[:12], e.sealed[12:]
+        return int(struct.unpack(">I", AESGCM(self._seal_key).decrypt(nonce, ct, b"len"))[0])
 
-    def check_text(self, text: str, stored: set[str]) -> bool:
-        """True if ``text`` contains the exact bytes of a forgotten value."""
-        lengths: dict[int, set[str]] = {}
-        for d in stored:
-            if d.startswith("value:"):
-                _, size, mac = d.split(":", 2)
-                lengths.setdefault(int(size), set()).add(mac)
-        if not lengths:
-            return False
-        tb = text.encode("utf-8")
-        for n, macs in lengths.items():
+    def match_pair(self, attribute: str, value: str, stored: frozenset[GateEntry]) -> GateEntry | None:
+        mac = self.descriptors(attribute, value)[0].mac
+        return next((e for e in stored if e.kind == "pair" and e.mac == mac), None)
+
+    def match_text(self, text: str, stored: frozenset[GateEntry]) -> GateEntry | None:
+        """The entry whose forgotten value ``text`` contains byte for byte, if any."""
+        by_len: dict[int, dict[str, GateEntry]] = {}
+        for e in stored:
+            if e.kind == "value":
+                by_len.setdefault(self._length(e), {})[e.mac] = e
+        if not by_len:
+            return None
+        tb = text.encode("utf-8", "surrogatepass")
+        for n, macs in by_len.items():
             for i in range(0, len(tb) - n + 1):
-                if self._mac(b"value\x00" + tb[i : i + n]) in macs:
-                    return True
-        return False
+                hit = macs.get(self._value_mac(tb[i : i + n]))
+                if hit is not None:
+                    return hit
+        return None
 
-    def check_candidate(self, candidate: str, stored: set[str]) -> bool:
+    def match(self, candidate: str, stored: frozenset[GateEntry]) -> GateEntry | None:
         """Strict parse: a JSON object with string ``attribute`` and ``value`` is a pair;
-        anything else is free text. No normalisation either way."""
+        anything is also checked as free text. No normalisation either way."""
         try:
             obj = json.loads(candidate)
-        except (ValueError, TypeError):
+        except (ValueError, TypeError, RecursionError):
             obj = None
-        if (
-            isinstance(obj, dict)
-            and isinstance(obj.get("attribute"), str)
-            and isinstance(obj.get("value"), str)
-            and self.check_pair(obj["attribute"], obj["value"], stored)
-        ):
-            return True
-        return self.check_text(candidate, stored)
+        if isinstance(obj, dict) and isinstance(obj.get("attribute"), str) and isinstance(obj.get("value"), str):
+            hit = self.match_pair(obj["attribute"], obj["value"], stored)
+            if hit is not None:
+                return hit
+        return self.match_text(candidate, stored)
 
-    def enforce(self, owner: str, candidate: str, stored: set[str]) -> None:
+    def check_pair(self, attribute: str, value: str, stored: frozenset[GateEntry]) -> bool:
+        """True if the exact pair is forgotten."""
+        return self.match_pair(attribute, value, stored) is not None
+
+    def check_text(self, text: str, stored: frozenset[GateEntry]) -> bool:
+        """True if ``text`` contains the exact bytes of a forgotten value."""
+        return self.match_text(text, stored) is not None
+
+    def check_candidate(self, candidate: str, stored: frozenset[GateEntry]) -> bool:
+        return self.match(candidate, stored) is not None
+
+    def enforce(self, owner: str, candidate: str, stored: frozenset[GateEntry]) -> None:
         """Raise GateBlockedError if the gate is on and the candidate matches."""
-        if self.enabled and stored and self.check_candidate(candidate, stored):
+        if not self.enabled or not stored:
+            return
+        hit = self.match(candidate, stored)
+        if hit is not None:
             raise GateBlockedError(
-                f"write refused by the exact-literal gate for owner {owner!r}: it carries a forgotten "
-                "attribute–value pair. Nothing was written. (Turn the gate off only if the user re-consented.)"
+                f"write refused by the exact-literal gate: owner {owner!r} asked that a value of attribute "
+                f"{hit.attribute!r} be forgotten, and this write carries it. Nothing was written. "
+                "Remove that value from the input; write without the gate (--no-gate) only if the user re-consented."
             )

@@ -8,15 +8,19 @@ refused write leaves nothing half-written.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+import numpy as np
+import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field
 
-from traceless import prompts
+from traceless import _hooks, prompts
+from traceless.errors import ConfigError, DuplicateSessionError
 from traceless.memory._gate import WriteGate
 from traceless.memory._store import MemoryStore
 from traceless.memory._types import Artifact, Session, Tier
@@ -26,6 +30,7 @@ __all__ = [
     "WriteConfig",
     "MemoryWriter",
     "SummaryLevel",
+    "OnDuplicate",
     "EXTRACTIVE",
     "WriteReport",
     "KIND_BY_LEVEL",
@@ -34,6 +39,7 @@ __all__ = [
 ]
 
 SummaryLevel = Literal[1, 2]
+OnDuplicate = Literal["error", "skip", "replace"]
 KIND_BY_LEVEL: dict[int, str] = {0: "turn", 1: "key_facts", 2: "session_summary"}
 EXTRACTIVE = "extractive"
 
@@ -166,19 +172,33 @@ class MemoryWriter:
 
     # --------------------------------------------------------------- gate
     def check_gate(self, owner: str, texts: Iterable[str]) -> None:
-        """Raise ``GateBlockedError`` if any text carries a literal gated for ``owner``."""
-        if self.gate is None or not self.gate.enabled:
-            return
-        stored = self.store.gate_descriptors(owner)
-        if not stored:
+        """Raise ``GateBlockedError`` if any text carries a literal gated for ``owner``.
+
+        An early check, so a refused write wastes no model call; the store enforces the
+        gate again on every insert, inside the write transaction."""
+        if self.gate is not None and not self.gate.enabled:
             return
         for t in texts:
-            self.gate.enforce(owner, t, stored)
+            self.store.gate_check(owner, t)
+
+    def _gated(self) -> contextlib.AbstractContextManager[object]:
+        """The store's write transaction, ungated (and recorded) only when this writer was
+        explicitly given a disabled gate."""
+        if self.gate is not None and not self.gate.enabled:
+            return self.store.ungated("writer built with a disabled gate")
+        return self.store.transaction()
 
     # --------------------------------------------------------------- public
-    def write_sessions(self, sessions: Sequence[Session]) -> WriteReport:
-        """Write sessions. Model calls for all sessions are batched; each session is then
-        inserted in its own transaction (all or nothing per session)."""
+    def write_sessions(self, sessions: Sequence[Session], *, on_duplicate: OnDuplicate = "error") -> WriteReport:
+        """Write sessions as ONE transaction: every session with its summaries, embeddings
+        and the consolidation, or nothing. Model calls (summaries, embeddings) run before
+        the transaction, so a slow model never holds the write lock.
+
+        ``on_duplicate``: a session id the owner already has is an ``error`` (default,
+        nothing written), skipped (``skip``), or its old artifacts are replaced (``replace``).
+        """
+        if on_duplicate not in ("error", "skip", "replace"):
+            raise ConfigError(f"on_duplicate must be error, skip or replace, not {on_duplicate!r}")
         units = [self._raw_units(s) for s in sessions]
         jobs: list[tuple[int, list[str]]] = []
         job_index: list[list[tuple[int, int]]] = []
@@ -192,43 +212,79 @@ class MemoryWriter:
             job_index.append(mine)
         for s, us in zip(sessions, units, strict=True):
             self.check_gate(s.user_id, (u.text for u in us))
-        if self.config.extractive:
-            # the consolidation written after the sessions must pass the gate too: check the
-            # exact text it will have BEFORE anything is inserted
-            for owner in dict.fromkeys(s.user_id for s in sessions):
-                old = [r.text or "" for r in self.store.artifacts(owner=owner, tier=Tier.RAW)]
-                new = [u.text for s, us in zip(sessions, units, strict=True) if s.user_id == owner for u in us]
-                if old or new:
-                    self.check_gate(owner, ["\n".join(old + new)])
         chunks = self._summarize(jobs)
         for s, mine in zip(sessions, job_index, strict=True):
             self.check_gate(s.user_id, (c for _, j in mine for c in chunks[j]))
+        vectors = self._vectors([u.text for us in units for u in us] + [c for cs in chunks for c in cs])
         report = WriteReport()
-        for s, us, mine in zip(sessions, units, job_index, strict=True):
-            with self.store.transaction():
-                raws = [
-                    self.store.add(
-                        owner=s.user_id, tier=Tier.RAW, kind="turn", text=u.text, session_id=s.session_id,
-                        seq=u.seq,
-                        meta={"role": u.role, "has_answer": u.has_answer, "turns": u.turn_indices,
-                              "date": s.date, "level": 0,
-                              "neighbors": sorted({n for i in u.turn_indices for n in s.neighbors.get(str(i), [])})},
-                    )
-                    for u in us
-                ]
-                report.raw += [r.id for r in raws]
-                summaries: list[Artifact] = []
-                for lv, j in mine:
-                    summaries += self._insert_summary(s.user_id, s.session_id, lv, chunks[j], raws, s.date)
-                report.summary += [a.id for a in summaries]
-                if self.config.embed:
-                    report.embedding += [e.id for e in self.embed([*raws, *summaries])]
-        if self.config.extractive:
-            for owner in dict.fromkeys(s.user_id for s in sessions):
-                ext = self.consolidate(owner)
-                if ext is not None:
-                    report.summary.append(ext.id)
+        with self._gated():
+            keep = self._resolve_duplicates(sessions, on_duplicate)
+            self._check_owner_ids({s.user_id for s in sessions})
+            for s, us, mine in zip(sessions, units, job_index, strict=True):
+                if (s.user_id, s.session_id) in keep:
+                    self._insert_session(s, us, [(lv, chunks[j]) for lv, j in mine], vectors, report)
+            if self.config.extractive:
+                for owner in dict.fromkeys(s.user_id for s in sessions):
+                    ext = self.consolidate(owner)
+                    if ext is not None:
+                        report.summary.append(ext.id)
         return report
+
+    def _vectors(self, texts: Sequence[str]) -> dict[str, npt.NDArray[np.float32]]:
+        if not self.config.embed or not texts:
+            return {}
+        assert self.embedder is not None
+        uniq = list(dict.fromkeys(texts))
+        return dict(zip(uniq, self.embedder.embed(uniq), strict=True))
+
+    def _resolve_duplicates(self, sessions: Sequence[Session], on_duplicate: OnDuplicate) -> set[tuple[str, str]]:
+        """Inside the transaction: which sessions to insert (re-adding is an explicit choice)."""
+        keep: set[tuple[str, str]] = set()
+        for s in sessions:
+            old = self.store.artifacts(owner=s.user_id, tier=Tier.RAW, session_id=s.session_id)
+            if old and on_duplicate == "error":
+                raise DuplicateSessionError(
+                    f"session {s.session_id!r} of user {s.user_id!r} is already in {self.store.path}; nothing was "
+                    "written. Re-run with --on-duplicate skip (keep what is there) or replace (rewrite it)."
+                )
+            if old and on_duplicate == "skip":
+                continue
+            if old:
+                ids = [a.id for a in self.store.artifacts(owner=s.user_id, session_id=s.session_id)]
+                self.store.delete(dict.fromkeys([*ids, *self.store.descendants([a.id for a in old])]))
+            keep.add((s.user_id, s.session_id))
+        return keep
+
+    def _check_owner_ids(self, owners: set[str]) -> None:
+        existing = {o.casefold(): o for o in self.store.owners()}
+        for o in sorted(owners):
+            twin = existing.get(o.casefold())
+            if twin is not None and twin != o:
+                raise ConfigError(
+                    f"user id {o!r} differs from the stored user {twin!r} only in case; ids are compared "
+                    f"exactly, so use {twin!r} (or a clearly different id). Nothing was written."
+                )
+
+    def _insert_session(
+        self, s: Session, us: list[_PendingRaw], levels: list[tuple[int, list[str]]],
+        vectors: dict[str, npt.NDArray[np.float32]], report: WriteReport,
+    ) -> None:
+        raws = [
+            self.store.add(
+                owner=s.user_id, tier=Tier.RAW, kind="turn", text=u.text, session_id=s.session_id, seq=u.seq,
+                meta={"role": u.role, "has_answer": u.has_answer, "turns": u.turn_indices, "date": s.date,
+                      "level": 0,
+                      "neighbors": sorted({n for i in u.turn_indices for n in s.neighbors.get(str(i), [])})},
+            )
+            for u in us
+        ]
+        report.raw += [r.id for r in raws]
+        summaries: list[Artifact] = []
+        for lv, cs in levels:
+            summaries += self._insert_summary(s.user_id, s.session_id, lv, cs, raws, s.date)
+        report.summary += [a.id for a in summaries]
+        if self.config.embed:
+            report.embedding += [e.id for e in self.embed([*raws, *summaries], vectors)]
 
     def _insert_summary(
         self, owner: str, session_id: str, level: int, chunks: Sequence[str], sources: Sequence[Artifact],
@@ -262,10 +318,11 @@ class MemoryWriter:
         """Insert already-generated summary chunks (with lineage and embeddings), gate-checked."""
         self.check_gate(owner, chunks)
         date = sources[0].meta.get("date") if sources else None
+        vectors = self._vectors(list(chunks))
         with self.store.transaction():
             arts = self._insert_summary(owner, session_id, level, chunks, sources, date, start_seq)
             if self.config.embed:
-                self.embed(arts)
+                self.embed(arts, vectors)
         return arts
 
     def consolidate(self, owner: str, *, replace: bool = True) -> Artifact | None:
@@ -275,12 +332,14 @@ class MemoryWriter:
         ``meta``. With ``replace`` the owner's earlier consolidations are deleted first
         (they are superseded by this one, which covers the same and newer records).
         """
-        raws = self.store.artifacts(owner=owner, tier=Tier.RAW)
-        if not raws:
-            return None
-        text = extractive_text(raws)
-        self.check_gate(owner, [text])
         with self.store.transaction():
+            # read under the write lock: a forget committed between this read and the
+            # write below would otherwise be undone by the consolidation
+            raws = self.store.artifacts(owner=owner, tier=Tier.RAW)
+            _hooks.point("consolidate:after_read")
+            if not raws:
+                return None
+            text = extractive_text(raws)
             if replace:
                 old = self.store.artifacts(owner=owner, tier=Tier.SUMMARY, kind=EXTRACTIVE)
                 self.store.delete([o.id for o in old])
@@ -290,13 +349,20 @@ class MemoryWriter:
                 parents=[r.id for r in raws], op="extract", params={"transform": "sort_by_id_join_newline"},
             )
 
-    def embed(self, artifacts: Sequence[Artifact]) -> list[Artifact]:
-        """Create one embedding artifact per text artifact (vector + source text)."""
+    def embed(
+        self, artifacts: Sequence[Artifact], vectors: dict[str, npt.NDArray[np.float32]] | None = None,
+    ) -> list[Artifact]:
+        """Create one embedding artifact per text artifact (vector + source text); ``vectors``
+        holds vectors computed earlier (outside the transaction), by text."""
         todo = [a for a in artifacts if a.text is not None and a.tier in (Tier.RAW, Tier.SUMMARY)]
         if not todo:
             return []
         assert self.embedder is not None
-        vecs = self.embedder.embed([a.text or "" for a in todo])
+        have = vectors or {}
+        missing = [a.text or "" for a in todo if (a.text or "") not in have]
+        if missing:
+            have = {**have, **self._vectors_now(missing)}
+        vecs = [have[a.text or ""] for a in todo]
         with self.store.transaction():
             return [
                 self.store.add(
@@ -306,6 +372,11 @@ class MemoryWriter:
                 )
                 for a, v in zip(todo, vecs, strict=True)
             ]
+
+    def _vectors_now(self, texts: list[str]) -> dict[str, npt.NDArray[np.float32]]:
+        assert self.embedder is not None
+        uniq = list(dict.fromkeys(texts))
+        return dict(zip(uniq, self.embedder.embed(uniq), strict=True))
 
     def reembed(self, artifact: Artifact) -> Artifact | None:
         """Recompute the embedding of ``artifact`` from its current text."""

@@ -62,6 +62,31 @@ MIGRATIONS: list[tuple[str, str]] = [
         );
         """,
     ),
+    (
+        "004_gate_v2_events_store_id",
+        # gate entries keyed by an owner pseudonym, with the id of the key that made them
+        # (fail closed on another key) and the value length sealed; an append-only event
+        # log (ungated writes, finished erasures); a random id that receipts bind to
+        """
+        CREATE TABLE gate_entries (
+            owner_ref TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            mac TEXT NOT NULL,
+            attribute TEXT NOT NULL,
+            sealed BLOB,
+            key_id TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            PRIMARY KEY (owner_ref, kind, mac)
+        );
+        CREATE TABLE events (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            at REAL NOT NULL,
+            kind TEXT NOT NULL,
+            detail TEXT NOT NULL DEFAULT ''
+        );
+        INSERT OR IGNORE INTO meta(key, value) VALUES ('store_id', lower(hex(randomblob(16))))
+        """,
+    ),
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

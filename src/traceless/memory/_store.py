@@ -22,7 +22,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from traceless.errors import ConfigError, MemoryStoreError, StoreLockedError
+from traceless.errors import ConfigError, GateBlockedError, GateKeyError, MemoryStoreError, StoreLockedError
+from traceless.memory._gate import GateEntry, WriteGate, gate_key_id, load_key
 from traceless.memory._schema import check_version, migrate
 from traceless.memory._types import Artifact, Hit, LineageEdge, Tier, digest_text
 
@@ -30,6 +31,23 @@ __all__ = ["MemoryStore"]
 
 _PREFIX = {Tier.RAW: "r", Tier.SUMMARY: "s", Tier.EMBEDDING: "e", Tier.CACHE: "c"}
 _COLS = "id, owner, tier, kind, session_id, seq, text, vector, digest, created_at, meta"
+
+
+def _dumps(obj: Any) -> str:
+    # UTF-8, not \uXXXX escapes: a byte scan for a non-ASCII literal must see the same
+    # bytes the text columns hold
+    return json.dumps(obj, sort_keys=True, ensure_ascii=False)
+
+
+def check_owner(owner: str) -> None:
+    """Owner ids are compared byte for byte; refuse ids that would silently differ from
+    what a person typed (surrounding whitespace, control characters, empty)."""
+    if not owner or not owner.strip():
+        raise ConfigError("an owner (user id) must not be blank")
+    if owner != owner.strip() or any(ord(c) < 32 or 0x7F <= ord(c) < 0xA0 for c in owner):
+        raise ConfigError(
+            f"owner {owner!r} has surrounding whitespace or control characters; use the id without them"
+        )
 
 
 def _row_to_artifact(row: sqlite3.Row | tuple[Any, ...]) -> Artifact:
@@ -43,12 +61,24 @@ class MemoryStore:
     """Tiered, provenance-tracked memory in one SQLite file.
 
     ``path=":memory:"`` gives a private in-memory store (tests).
+
+    The store enforces the exact-literal write gate on every write (``add``,
+    ``update_text``, ``update_vector``): no caller can forget to pass it. Writing without it
+    is an explicit, recorded choice (``with store.ungated(reason): ...``). ``gate_key``
+    overrides ``$TRACELESS_HOME/gate.key`` (the studies keep one per run).
     """
 
-    def __init__(self, path: str | os.PathLike[str] = ":memory:", *, timeout: float = 5.0) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str] = ":memory:", *, timeout: float = 5.0, gate_key: bytes | None = None,
+    ) -> None:
         self.path = str(path)
         self._lock = threading.RLock()
         self._depth = 0
+        self._gate_key = gate_key
+        self._ungated: str | None = None
+        self._gate_cache: dict[str, Any] = {}
+        self.finished_erasures: list[str] = []
+        """Receipt ids whose interrupted physical erasure this open completed."""
         if self.path != ":memory:":
             p = Path(self.path)
             # os.access alone says "writable" to root even for a 0444 file; a file nobody
@@ -63,6 +93,12 @@ class MemoryStore:
                 raise MemoryStoreError(f"folder {p.parent} does not exist; create it first")
             if not os.access(p.parent, os.W_OK):
                 raise StoreLockedError(f"folder {p.parent} is not writable; SQLite needs it for the WAL")
+            if p.is_dir():
+                raise MemoryStoreError(f"{p} is a folder; give a file path for the memory (e.g. {p}/memory.db)")
+            if not p.exists():
+                # private from the first byte: SQLite gives the WAL and shm files the same mode
+                with contextlib.suppress(FileExistsError):
+                    os.close(os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
         try:
             self._conn = sqlite3.connect(
                 self.path, timeout=timeout, isolation_level=None, check_same_thread=False
@@ -83,6 +119,21 @@ class MemoryStore:
             if isinstance(e, sqlite3.Error):
                 raise self._translate(e) from e
             raise
+        self._finish_pending_erasure()
+
+    def _finish_pending_erasure(self) -> None:
+        """A forget commits, then erases old bytes physically (VACUUM + WAL truncation). If the
+        process died in between, the commit left a marker: finish the erasure now."""
+        pending = self.get_meta("pending_erasure")
+        if not pending:
+            return
+        with contextlib.suppress(MemoryStoreError, sqlite3.Error):
+            if self.vacuum():
+                with self.transaction():
+                    self._exec("DELETE FROM meta WHERE key = 'pending_erasure'")
+                    self.log_event("erasure_finished", f"receipt {pending}: physical erasure completed on reopen")
+                self.checkpoint()
+                self.finished_erasures.append(pending)
 
     # ----------------------------------------------------------------- plumbing
     def _translate(self, e: sqlite3.Error) -> MemoryStoreError:
@@ -107,6 +158,7 @@ class MemoryStore:
                     self._conn.execute("BEGIN IMMEDIATE")
                 except sqlite3.Error as e:
                     raise self._translate(e) from e
+                self._gate_cache = {}  # descriptors are re-read under the write lock
             self._depth += 1
             try:
                 yield self
@@ -183,6 +235,19 @@ class MemoryStore:
         self._exec("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, str(n)))
         return f"{_PREFIX[tier]}-{n:08d}"
 
+    @property
+    def store_id(self) -> str:
+        """A random id made when the file was created; receipts are bound to it."""
+        return self.get_meta("store_id") or ("memory" if self.path == ":memory:" else "")
+
+    def log_event(self, kind: str, detail: str = "") -> None:
+        """Append to the store's event log (ungated writes, finished erasures)."""
+        self._require_tx()
+        self._exec("INSERT INTO events(at, kind, detail) VALUES (?,?,?)", (time.time(), kind, detail))
+
+    def events(self) -> list[tuple[float, str, str]]:
+        return [(r[0], r[1], r[2]) for r in self._exec("SELECT at, kind, detail FROM events ORDER BY id")]
+
     def get_meta(self, key: str) -> str | None:
         row = self._exec("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return None if row is None else str(row[0])
@@ -207,8 +272,13 @@ class MemoryStore:
         op: str = "",
         params: dict[str, Any] | None = None,
     ) -> Artifact:
-        """Insert one artifact (and lineage edges to ``parents`` with ``op``/``params``)."""
+        """Insert one artifact (and lineage edges to ``parents`` with ``op``/``params``).
+
+        Raises ``GateBlockedError`` (nothing inserted) when ``text`` carries a value the
+        owner asked to forget."""
         self._require_tx()
+        check_owner(owner)
+        self.gate_check(owner, text)
         vec = None if vector is None else np.asarray(vector, dtype=np.float32).tobytes()
         art = Artifact(
             id=self._next_id(tier), owner=owner, tier=tier, kind=kind, session_id=session_id, seq=seq,
@@ -217,7 +287,7 @@ class MemoryStore:
         self._exec(
             f"INSERT INTO artifacts({_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
             (art.id, art.owner, art.tier.value, art.kind, art.session_id, art.seq, art.text, art.vector,
-             art.digest, art.created_at, json.dumps(art.meta, sort_keys=True)),
+             art.digest, art.created_at, _dumps(art.meta)),
         )
         for p in parents:
             self.add_edge(art.id, p, op, params or {})
@@ -227,23 +297,26 @@ class MemoryStore:
         self._require_tx()
         self._exec(
             "INSERT OR REPLACE INTO lineage(child, parent, op, params) VALUES (?,?,?,?)",
-            (child, parent, op, json.dumps(params, sort_keys=True)),
+            (child, parent, op, _dumps(params)),
         )
 
     def update_text(self, artifact_id: str, text: str, *, meta: dict[str, Any] | None = None) -> Artifact:
         """Rewrite an artifact's text in place (vector untouched: a stale vector stays stale)."""
         self._require_tx()
         a = self.get(artifact_id)
+        self.gate_check(a.owner, text, old=a.text)
         new_meta = a.meta if meta is None else meta
         self._exec(
             "UPDATE artifacts SET text = ?, digest = ?, meta = ? WHERE id = ?",
-            (text, digest_text(text, a.vector), json.dumps(new_meta, sort_keys=True), artifact_id),
+            (text, digest_text(text, a.vector), _dumps(new_meta), artifact_id),
         )
         return self.get(artifact_id)
 
     def update_vector(self, artifact_id: str, vector: npt.NDArray[np.float32], text: str | None) -> Artifact:
         """Replace an embedding's vector and source text (re-embedding)."""
         self._require_tx()
+        a = self.get(artifact_id)
+        self.gate_check(a.owner, text, old=a.text)
         vec = np.asarray(vector, dtype=np.float32).tobytes()
         self._exec(
             "UPDATE artifacts SET vector = ?, text = ?, digest = ? WHERE id = ?",
@@ -259,6 +332,26 @@ class MemoryStore:
         for i in ids:
             n += self._exec("DELETE FROM artifacts WHERE id = ?", (i,)).rowcount
         return n
+
+    def delete_lineage(self, ids: Iterable[str]) -> int:
+        """Drop every lineage edge touching ``ids`` (a user's erasure: the edges name their records)."""
+        self._require_tx()
+        n = 0
+        for i in ids:
+            n += self._exec("DELETE FROM lineage WHERE child = ? OR parent = ?", (i, i)).rowcount
+        return n
+
+    def rename_session(self, owner: str, old: str, new: str) -> int:
+        """Give ``owner``'s artifacts of session ``old`` the session id ``new`` (an id that
+        itself holds a forgotten value is replaced by a pseudonym)."""
+        self._require_tx()
+        return int(self._exec("UPDATE artifacts SET session_id = ? WHERE owner = ? AND session_id = ?",
+                              (new, owner, old)).rowcount)
+
+    def session_ids(self, owner: str) -> list[str]:
+        return [r[0] for r in self._exec(
+            "SELECT DISTINCT session_id FROM artifacts WHERE owner = ? AND session_id IS NOT NULL ORDER BY 1",
+            (owner,))]
 
     # ----------------------------------------------------------------- reads
     def get(self, artifact_id: str) -> Artifact:
@@ -397,14 +490,106 @@ class MemoryStore:
         order = sorted(range(len(rows)), key=lambda i: (-float(scores[i]), rows[i][0]))[:k]
         return [Hit(artifact=_row_to_artifact(rows[i][:11]), score=float(scores[i])) for i in order]
 
-    # ----------------------------------------------------------------- gate storage
-    def gate_add(self, owner: str, descriptor: str) -> None:
-        self._require_tx()
-        self._exec("INSERT OR IGNORE INTO gate_descriptors(owner, descriptor, created_at) VALUES (?,?,?)",
-                   (owner, descriptor, time.time()))
+    # ----------------------------------------------------------------- the write gate
+    @contextlib.contextmanager
+    def ungated(self, reason: str) -> Iterator[MemoryStore]:
+        """Write without the exact-literal gate: an explicit choice, recorded in the event
+        log (with ``reason``) in the same transaction as the writes."""
+        if not reason.strip():
+            raise ConfigError("say why the gate is off (e.g. 'user re-consented')")
+        with self._lock, self.transaction():
+            prev, self._ungated = self._ungated, reason
+            try:
+                self.log_event("ungated_write", reason)
+                yield self
+            finally:
+                self._ungated = prev
 
-    def gate_descriptors(self, owner: str) -> set[str]:
-        return {r[0] for r in self._exec("SELECT descriptor FROM gate_descriptors WHERE owner = ?", (owner,))}
+    def gate(self, *, create: bool = False) -> WriteGate | None:
+        """The gate under the key this store's descriptors were made with; None while the
+        store has none (and ``create`` is False). Fails closed on another key."""
+        if "gate" in self._gate_cache:
+            return self._gate_cache["gate"]  # type: ignore[no-any-return]
+        recorded = self.get_meta("gate_key_id")
+        if recorded is None and not create:
+            return None
+        try:
+            key = self._gate_key if self._gate_key is not None else load_key(create=recorded is None)
+        except ConfigError as e:
+            raise GateKeyError(
+                f"{self.path} holds write-gate descriptors but the gate key is unusable ({e}). Writes are "
+                "refused so that no forgotten value is accepted again. Restore the gate.key this store was "
+                "used with into $TRACELESS_HOME (copy it along with the db)."
+            ) from None
+        if recorded is not None and gate_key_id(key) != recorded:
+            raise GateKeyError(
+                f"{self.path}'s write-gate descriptors were made with gate key id {recorded}, but the key in "
+                f"$TRACELESS_HOME has id {gate_key_id(key)}: with another key every descriptor would stop "
+                "matching, so writes are refused (fail closed). Restore the original gate.key (copy it with "
+                "the db), or point TRACELESS_HOME at the folder that holds it."
+            )
+        g = WriteGate(key)
+        if self._depth:
+            self._gate_cache["gate"] = g
+        return g
+
+    def gate_descriptors(self, owner: str) -> frozenset[GateEntry]:
+        """The owner's stored gate entries (looked up under the owner's keyed pseudonym)."""
+        g = self.gate()
+        if g is None:
+            return frozenset()
+        ref = g.owner_ref(owner)
+        cached = self._gate_cache.get(ref)
+        if cached is not None:
+            return cached  # type: ignore[no-any-return]
+        rows = self._exec("SELECT kind, mac, attribute, sealed FROM gate_entries WHERE owner_ref = ?", (ref,))
+        out = frozenset(GateEntry(r[0], r[1], r[2], r[3]) for r in rows)
+        if self._depth:
+            self._gate_cache[ref] = out
+        return out
+
+    def gate_check(self, owner: str, text: str | None, *, old: str | None = None) -> None:
+        """Refuse ``text`` if it carries a value ``owner`` asked to forget. A rewrite (``old``
+        given) that already carried it is let through: forgetting must stay possible."""
+        if self._ungated is not None or not text:
+            return
+        stored = self.gate_descriptors(owner)
+        if not stored:
+            return
+        g = self.gate()
+        assert g is not None
+        hit = g.match(text, stored)
+        if hit is None or (old is not None and g.match(old, stored) is not None):
+            return
+        raise GateBlockedError(
+            f"write refused by the exact-literal gate: owner {owner!r} asked that a value of attribute "
+            f"{hit.attribute!r} be forgotten, and this write carries it. Nothing was written. Remove that "
+            "value from the input; write without the gate (--no-gate) only if the user re-consented."
+        )
+
+    def gate_add(self, owner: str, entry: GateEntry) -> None:
+        """Store one gate entry for ``owner`` (made by ``self.gate(create=True)``)."""
+        self._require_tx()
+        g = self.gate(create=True)
+        assert g is not None
+        if self.get_meta("gate_key_id") is None:
+            self.set_meta("gate_key_id", g.key_id)
+        self._exec(
+            "INSERT OR IGNORE INTO gate_entries(owner_ref, kind, mac, attribute, sealed, key_id, created_at) "
+            "VALUES (?,?,?,?,?,?,?)",
+            (g.owner_ref(owner), entry.kind, entry.mac, entry.attribute, entry.sealed, g.key_id, time.time()),
+        )
+        self._gate_cache.pop(g.owner_ref(owner), None)
+
+    def gate_forget(self, owner: str, attribute: str, value: str) -> int:
+        """Store the descriptors of a forgotten attribute–value pair; returns how many."""
+        self._require_tx()
+        g = self.gate(create=True)
+        assert g is not None
+        entries = g.descriptors(attribute, value)
+        for e in entries:
+            self.gate_add(owner, e)
+        return len(entries)
 
     # ----------------------------------------------------------------- receipts
     def add_receipt(self, receipt_id: str, body: str) -> None:
@@ -412,8 +597,20 @@ class MemoryStore:
         self._require_tx()
         self._exec("INSERT INTO receipts(id, created_at, body) VALUES (?,?,?)", (receipt_id, time.time(), body))
 
+    def update_receipt(self, receipt_id: str, body: str) -> None:
+        self._require_tx()
+        self._exec("UPDATE receipts SET body = ? WHERE id = ?", (body, receipt_id))
+
     def receipts(self) -> list[tuple[str, str]]:
         return [(r[0], r[1]) for r in self._exec("SELECT id, body FROM receipts ORDER BY created_at, id")]
+
+    def receipt(self, receipt_id: str) -> str:
+        row = self._exec("SELECT body FROM receipts WHERE id = ?", (receipt_id,)).fetchone()
+        if row is None:
+            raise MemoryStoreError(
+                f"no receipt {receipt_id!r} in {self.path}; list them with `traceless forget receipts --db {self.path}`"
+            )
+        return str(row[0])
 
     # ----------------------------------------------------------------- digests
     def tier_digest(self, owner: str | None, tier: Tier, *, key: bytes | None = None) -> str:

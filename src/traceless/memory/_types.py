@@ -6,7 +6,7 @@ import hashlib
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationInfo, field_validator
 
 __all__ = ["Tier", "Turn", "QA", "Session", "Artifact", "LineageEdge", "Hit", "digest_text"]
 
@@ -40,7 +40,7 @@ class Turn(BaseModel):
     """Speaker."""
     content: str
     """What was said."""
-    has_answer: bool = False
+    has_answer: StrictBool = False
     """LongMemEval evidence flag: this turn holds evidence for a question."""
 
 
@@ -77,6 +77,15 @@ class Session(BaseModel):
     neighbors: dict[str, list[int]] = Field(default_factory=dict)
     """Optional declared neighbour groups: turn index (as str) → indices of neighbour turns
     (paper 001 exposure-group deletion)."""
+
+    @field_validator("user_id", "session_id")
+    @classmethod
+    def _plain_id(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("must not be blank")
+        if v != v.strip() or any(ord(c) < 32 for c in v):
+            raise ValueError("must not have surrounding whitespace or control characters")
+        return v
 
     @field_validator("neighbors")
     @classmethod

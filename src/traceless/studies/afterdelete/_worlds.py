@@ -159,6 +159,7 @@ class World:
     receipts: list[Receipt] = field(default_factory=list)
     embedder: Embedder | None = None
     gate_key: bytes = b""
+    commits: int = 0
 
     @property
     def owner(self) -> str:
@@ -194,12 +195,14 @@ class World:
         gate = self.gate if gate_enabled is None else WriteGate(self.gate_key, enabled=gate_enabled)
         record = json.dumps({"attribute": self.profile.attribute, "value": candidate}, ensure_ascii=False)
         stored = self.store.gate_descriptors(self.owner)
+        # a disabled gate makes the writer write through the store's recorded ungated path
         writer = MemoryWriter(self.store, config=WriteConfig(raw_unit="user_turn", levels=(), embed=False),
                               gate=gate)
+        self.commits += 1
         try:
             gate.enforce(self.owner, record, stored)
             writer.write_sessions([Session(
-                user_id=self.owner, session_id="post-audit",
+                user_id=self.owner, session_id="post-audit" if self.commits == 1 else f"post-audit-{self.commits}",
                 turns=[Turn(role="user", content=f"My {self.profile.attribute} is {candidate}.")])])
         except GateBlockedError:
             return CommitResult(attempted=True, accepted=False, present=False, blocked=True)
@@ -220,7 +223,7 @@ def build_world(
     p: Profile, world: WorldName, cond: MemoryCondition, *, gate_key: bytes, embedder: Embedder | None = None,
 ) -> World:
     """Write, consolidate and delete: the post-deletion state of one world."""
-    store = MemoryStore(":memory:")
+    store = MemoryStore(":memory:", gate_key=gate_key)
     retrieval = cond.retrieval_k is not None
     if retrieval and embedder is None:
         raise ValueError("partial-memory retrieval needs an embedder")
@@ -253,6 +256,5 @@ def build_world(
     if world == "forget":
         # the sealed descriptor of the exact attribute–value pair, protected state only
         with store.transaction():
-            for d in gate.descriptors(p.attribute, p.target):
-                store.gate_add(owner, d)
+            store.gate_forget(owner, p.attribute, p.target)
     return out
