@@ -12,7 +12,7 @@ from _forget_helpers import CANARY, alice_sessions, make_writer, session
 
 from traceless.errors import GateBlockedError
 from traceless.forget import ForgetTarget, forget
-from traceless.memory import MemoryStore, MemoryWriter, WriteGate, load_key
+from traceless.memory import MemoryStore, MemoryWriter, WriteConfig, WriteGate, load_key
 
 
 @pytest.fixture(autouse=True)
@@ -131,8 +131,10 @@ def test_consolidation_gated(tmp_path: Path) -> None:
     store = MemoryStore(tmp_path / "m.db")
     writer = make_writer(store, 0, extractive=True)
     writer.write_sessions(alice_sessions())
-    forget(store, ForgetTarget.literal(CANARY, "alice"), "noop", writer=writer, gate=WriteGate())
-    writer.gate = WriteGate()
+    forget(store, ForgetTarget.literal(CANARY, "alice"), "full_purge", writer=writer, gate=WriteGate())
+    with store.ungated("test: the user re-consented once"):  # the literal is back in a raw record
+        MemoryWriter(store, embedder=writer.embedder, config=WriteConfig(levels=())).write_sessions(
+            [session("alice", "s8", [CANARY])])
     n = len(store.artifacts())
     with pytest.raises(GateBlockedError):
         writer.consolidate("alice")
@@ -145,8 +147,10 @@ def test_consolidation_blocked_before_sessions_are_written(tmp_path: Path) -> No
     store = MemoryStore(tmp_path / "m.db")
     writer = make_writer(store, 1, extractive=True)
     writer.write_sessions(alice_sessions())
-    forget(store, ForgetTarget.literal(CANARY, "alice"), "noop", writer=writer, gate=WriteGate())
-    writer.gate = WriteGate()
+    forget(store, ForgetTarget.literal(CANARY, "alice"), "full_purge", writer=writer, gate=WriteGate())
+    with store.ungated("test: the user re-consented once"):  # the literal is back in a raw record
+        MemoryWriter(store, embedder=writer.embedder, config=WriteConfig(levels=())).write_sessions(
+            [session("alice", "s8", [CANARY])])
     before = _count(store)
     with pytest.raises(GateBlockedError):
         writer.write_sessions([session("alice", "s9", ["a perfectly clean turn about tea"])])

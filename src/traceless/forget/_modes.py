@@ -19,7 +19,7 @@ _LEVEL_OF_KIND = {v: k for k, v in KIND_BY_LEVEL.items() if k > 0}
 _TEXT_TIERS = (Tier.RAW, Tier.SUMMARY, Tier.CACHE)
 
 
-@forget_mode("noop", help="control: nothing changes")
+@forget_mode("noop", gates=False, help="control: nothing changes (stores no gate descriptor either)")
 def noop(op: ForgetOp) -> None:
     op.note("noop control: every tier left unchanged")
 

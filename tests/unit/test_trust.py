@@ -1,0 +1,509 @@
+"""Issue #10: the erasure claims hold against a careful user and an attacker.
+
+Each test names the item it covers; each failed on the code before the fix.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import stat
+from pathlib import Path
+
+import pytest
+from _forget_helpers import CANARY, alice_sessions, make_writer, session
+
+from traceless import _hooks
+from traceless.cli import main
+from traceless.errors import (
+    ConfigError,
+    DuplicateSessionError,
+    GateBlockedError,
+    GateKeyError,
+    InputFormatError,
+    ReceiptError,
+    StoreLockedError,
+)
+from traceless.forget import (
+    ForgetTarget,
+    Receipt,
+    forget,
+    load_receipt,
+    pseudonym,
+    scan_files,
+    verify_signature,
+)
+from traceless.memory import MemoryStore, MemoryWriter, WriteConfig, read_sessions
+from traceless.models import HashingEmbedder
+
+
+@pytest.fixture(autouse=True)
+def _home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    home = tmp_path / "home"
+    monkeypatch.setenv("TRACELESS_HOME", str(home))
+    return home
+
+
+def cli(*args: str) -> int:
+    try:
+        main(list(args))
+    except SystemExit as e:
+        return int(e.code or 0)
+    return 0
+
+
+def _jsonl(path: Path, sessions: list[dict[str, object]]) -> Path:
+    path.write_text("".join(json.dumps(s) + "\n" for s in sessions), encoding="utf-8")
+    return path
+
+
+def _sess(user: str, sid: str, *texts: str, date: str = "2024/01/01") -> dict[str, object]:
+    return {"user_id": user, "session_id": sid, "date": date,
+            "turns": [{"role": "user", "content": t} for t in texts]}
+
+
+def _files_hold(db: Path, literal: str) -> int:
+    return sum(scan_files([p for p in db.parent.glob(db.name + "*")], literal).values())
+
+
+def _state(db: Path) -> list[tuple[object, ...]]:
+    conn = sqlite3.connect(db)
+    try:
+        return [tuple(r) for r in conn.execute("SELECT id, owner, text, digest FROM artifacts ORDER BY id")]
+    finally:
+        conn.close()
+
+
+# ------------------------------------------------------------------ 1. gate on every write path
+def test_cli_memory_add_refuses_a_forgotten_literal(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / "m.db"
+    first = _jsonl(tmp_path / "a.jsonl", [_sess("u1", "s1", "hello there", f"my token is {CANARY}")])
+    assert cli("memory", "add", str(first), "--db", str(db), "--embedder", "hashing") == 0
+    rc = cli("forget", "--db", str(db), "--mode", "full_purge", "--literal", CANARY, "--owner", "u1",
+             "--receipt", str(tmp_path / "r.json"))
+    assert rc == 0 and _files_hold(db, CANARY) == 0
+    before = _state(db)
+    again = _jsonl(tmp_path / "b.jsonl", [_sess("u1", "s2", "harmless"), _sess("u1", "s3", CANARY)])
+    capsys.readouterr()
+    rc = cli("memory", "add", str(again), "--db", str(db), "--embedder", "hashing")
+    err = capsys.readouterr().err
+    assert rc == GateBlockedError.exit_code
+    assert "'u1'" in err and "'secret'" in err and CANARY not in err  # names owner + attribute, never the value
+    assert _state(db) == before and _files_hold(db, CANARY) == 0  # nothing written, no bytes on disk
+    # writing without the gate is an explicit choice, and it is recorded
+    assert cli("memory", "add", str(again), "--db", str(db), "--embedder", "hashing", "--no-gate") == 0
+    with MemoryStore(db) as store:
+        assert store.containing(CANARY, owner="u1")
+        assert [k for _, k, _ in store.events()] == ["ungated_write"]
+
+
+def test_store_enforces_the_gate_without_any_writer(tmp_path: Path) -> None:
+    store = MemoryStore(tmp_path / "m.db")
+    make_writer(store, 0).write_sessions(alice_sessions())
+    forget(store, ForgetTarget.literal(CANARY, "alice"), "full_purge", writer=make_writer(store, 0), gate=True)
+    from traceless.memory import Tier
+
+    with pytest.raises(GateBlockedError), store.transaction():
+        store.add(owner="alice", tier=Tier.CACHE, kind="note", text=f"x{CANARY}y")
+    plain = MemoryWriter(store, config=WriteConfig(levels=(), embed=False))  # no gate passed
+    with pytest.raises(GateBlockedError):
+        plain.write_sessions([session("alice", "s9", [CANARY])])
+    assert not store.containing(CANARY)
+
+
+# ------------------------------------------------------------------ 2. fail closed on another key
+@pytest.mark.parametrize("change", ["deleted", "other_key"])
+def test_gate_fails_closed_when_the_key_changes(tmp_path: Path, _home: Path, change: str) -> None:
+    db = tmp_path / "m.db"
+    with MemoryStore(db) as store:
+        make_writer(store, 0).write_sessions(alice_sessions())
+        forget(store, ForgetTarget.literal(CANARY, "alice"), "full_purge", writer=make_writer(store, 0), gate=True)
+    key = _home / "gate.key"
+    key.unlink()
+    if change == "other_key":
+        key.write_bytes(os.urandom(32))
+        key.chmod(0o600)
+    with MemoryStore(db) as store:
+        before = _state(db)
+        with pytest.raises(GateKeyError, match="gate.key"):
+            make_writer(store, 0).write_sessions([session("alice", "s9", [f"again {CANARY}"])])
+        with pytest.raises(GateKeyError):
+            make_writer(store, 0).write_sessions([session("alice", "s10", ["harmless"])])
+    assert _state(db) == before and not (change == "deleted" and key.exists())
+
+
+# ------------------------------------------------------------------ 3. passed = every check
+def test_secret_in_session_id_and_date_is_erased_or_fails(tmp_path: Path) -> None:
+    secret = "café-ZK9-ëlan"  # non-ASCII: JSON would have stored it as \u00e9 escapes
+    db = tmp_path / "m.db"
+    store = MemoryStore(db)
+    w = make_writer(store, 0)
+    w.write_sessions([session("alice", f"trip-{secret}", [f"note {secret} here", "other"], date=f"met {secret}")])
+    r = forget(store, ForgetTarget.literal(secret, "alice"), "full_purge", writer=w)
+    store.close()
+    assert r.verification.metadata_scan == {} and r.verification.passed
+    assert _files_hold(db, secret) == 0
+    raw = b"".join(p.read_bytes() for p in tmp_path.glob("m.db*"))
+    assert secret.encode("unicode_escape").replace(b"\\x", b"\\u00") not in raw
+
+
+def test_byte_scan_sees_json_escapes(tmp_path: Path) -> None:
+    f = tmp_path / "blob"
+    f.write_bytes(json.dumps({"date": "café-ë"}).encode())  # ensure_ascii: caf\u00e9-\u00eb
+    assert scan_files([f], "café-ë")[str(f)] == 1
+    f.write_bytes(b'"caf\\u00E9-\\u00EB"')
+    assert scan_files([f], "café-ë")[str(f)] == 1
+
+
+def test_failed_verification_exits_nonzero(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / "m.db"
+    assert cli("memory", "add", str(_jsonl(tmp_path / "a.jsonl", [_sess("u1", "s1", f"t {CANARY}", "x")])),
+               "--db", str(db), "--embedder", "hashing") == 0
+    reader = sqlite3.connect(db, isolation_level=None)
+    reader.execute("BEGIN")
+    reader.execute("SELECT count(*) FROM artifacts").fetchone()
+    try:
+        rc = cli("forget", "--db", str(db), "--mode", "full_purge", "--literal", CANARY, "--owner", "u1",
+                 "--receipt", str(tmp_path / "r.json"))
+    finally:
+        reader.execute("COMMIT")
+        reader.close()
+    assert rc == 11 and "FAILED" in capsys.readouterr().err
+    r = load_receipt(tmp_path / "r.json")
+    assert not r.verification.passed and r.verification.checks["disk_clean"] is False
+    assert cli("forget", "verify", str(tmp_path / "r.json")) == 11
+
+
+# ------------------------------------------------------------------ 4. add: atomic, idempotent
+def _failing_embedder(fail_on: str) -> HashingEmbedder:
+    class Failing(HashingEmbedder):
+        def embed(self, texts: list[str]) -> list:  # type: ignore[override]
+            if any(fail_on in t for t in texts):
+                raise RuntimeError("embedder crashed")
+            return super().embed(texts)
+
+    return Failing(32)
+
+
+def test_add_is_one_transaction(tmp_path: Path) -> None:
+    store = MemoryStore(tmp_path / "m.db")
+    w = MemoryWriter(store, embedder=_failing_embedder("BOOM"), config=WriteConfig(levels=(), extractive=True))
+    sessions = [session("alice", f"s{i}", [f"turn {i}"]) for i in range(5)] + [session("alice", "s9", ["BOOM"])]
+    with pytest.raises(RuntimeError):
+        w.write_sessions(sessions)
+    assert store.artifacts() == []
+    # a summary is never committed without its session, nor a session without its summary
+    lock = sqlite3.connect(tmp_path / "m.db", isolation_level=None, timeout=0)
+    lock.execute("BEGIN IMMEDIATE")
+    slow = MemoryStore(tmp_path / "m.db", timeout=0.1)
+    with pytest.raises(StoreLockedError, match="Nothing was changed"):
+        make_writer(slow, 1).write_sessions(alice_sessions())
+    lock.execute("ROLLBACK")
+    lock.close()
+    assert slow.artifacts() == []
+
+
+def test_readding_a_session_is_an_explicit_choice(tmp_path: Path) -> None:
+    store = MemoryStore(tmp_path / "m.db")
+    w = make_writer(store, 1, extractive=True)
+    w.write_sessions(alice_sessions())
+    n = len(store.artifacts())
+    with pytest.raises(DuplicateSessionError, match="--on-duplicate"):
+        w.write_sessions([session("alice", "s9", ["new"]), *alice_sessions()])
+    assert len(store.artifacts()) == n
+    w.write_sessions(alice_sessions(), on_duplicate="skip")
+    assert len(store.artifacts()) == n
+    w.write_sessions(alice_sessions("CHANGED"), on_duplicate="replace")
+    raws = store.artifacts(owner="alice", tier="raw")
+    assert len(raws) == 7 and all("ALICE" not in (a.text or "") for a in raws)
+
+
+def test_lone_surrogate_refused_before_anything_is_written(tmp_path: Path) -> None:
+    p = tmp_path / "s.jsonl"
+    p.write_text(json.dumps(_sess("u1", "s1", "fine")) + "\n" + '{"user_id": "u1", "session_id": "s2", '
+                 '"turns": [{"role": "user", "content": "bad \\ud800 here"}]}\n', encoding="utf-8")
+    with pytest.raises(InputFormatError, match="line 2.*surrogate"):
+        read_sessions(p)
+
+
+def test_sigkill_during_add_leaves_nothing_or_everything(tmp_path: Path, _home: Path) -> None:
+    import subprocess
+    import sys
+    import time
+
+    src = _jsonl(tmp_path / "many.jsonl", [_sess("u1", f"s{i}", f"turn {i} " * 40, "more") for i in range(400)])
+    env = {**os.environ, "TRACELESS_HOME": str(_home)}
+    code = "from traceless.cli import main; import sys; main(sys.argv[1:])"
+    full = None
+    seen = set()
+    for trial, delay in enumerate([None, 0.4, 0.8, 1.2, 1.6, 2.0, 2.4, 3.0]):
+        db = tmp_path / f"t{trial}.db"
+        p = subprocess.Popen([sys.executable, "-c", code, "memory", "add", str(src), "--db", str(db),
+                              "--embedder", "hashing"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if delay is not None:
+            time.sleep(delay)
+            p.kill()
+        p.wait()
+        n = len(MemoryStore(db).artifacts()) if db.exists() else 0
+        if delay is None:
+            full = n
+        assert n in (0, full), f"kill after {delay}s left {n} artifacts (neither 0 nor {full})"
+        seen.add(n)
+    assert full and full > 0
+
+
+# ------------------------------------------------------------------ 5. third-party verification
+def test_receipts_verify_with_the_public_key_alone(tmp_path: Path, _home: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    store = MemoryStore(tmp_path / "m.db")
+    w = make_writer(store, 0)
+    w.write_sessions([session("alice", "s1", ["my pin is 4821"])])
+    r = forget(store, ForgetTarget.literal("4821", "alice", "pin"), "full_purge", writer=w, gate=True)
+    assert any("low-entropy" in x for x in r.warnings)
+    path = tmp_path / "r.json"
+    from traceless.forget import write_receipt
+
+    write_receipt(r, path)
+    assert cli("keys", "export", "--out", str(tmp_path / "pub.txt")) == 0
+    stranger = tmp_path / "stranger-home"
+    monkeypatch.setenv("TRACELESS_HOME", str(stranger))
+    assert cli("forget", "verify", str(path), "--public-key", str(tmp_path / "pub.txt")) == 0
+    assert not stranger.exists() or not any(stranger.iterdir())  # verification created no key
+    # nothing a verifier holds (the receipt, the public key) reproduces the keyed reference
+    import hashlib
+    import hmac as hm
+
+    pub = bytes.fromhex(r.public_key)
+    guesses = {hm.new(k, f"{i:04d}".encode(), hashlib.sha256).hexdigest()[:16] for i in range(10000)
+               for k in (pub, r.signature.encode())}
+    assert r.target.ref.removeprefix("hmac:") not in guesses
+    # the gate stores no byte length in the clear
+    rows = sqlite3.connect(tmp_path / "m.db").execute("SELECT kind, mac FROM gate_entries").fetchall()
+    assert all(":" not in mac for _, mac in rows)
+    tampered = r.model_copy(update={"mode": "noop"})
+    assert not verify_signature(tampered, pub)
+
+
+def test_unsigned_extra_fields_refused(tmp_path: Path) -> None:
+    store = MemoryStore(tmp_path / "m.db")
+    w = make_writer(store, 0)
+    w.write_sessions(alice_sessions())
+    r = forget(store, ForgetTarget.literal(CANARY, "alice"), "full_purge", writer=w)
+    body = json.loads(r.model_dump_json())
+    body["verification"]["approved_by"] = "auditor"
+    (tmp_path / "r.json").write_text(json.dumps(body))
+    with pytest.raises(ReceiptError, match="approved_by"):
+        load_receipt(tmp_path / "r.json")
+
+
+# ------------------------------------------------------------------ 6. stored text is data
+def test_markup_and_escapes_are_printed_as_data(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / "m.db"
+    evil = "[/bold] [conceal]hidden[/conceal] \x1b]0;pwned\x07 \x1b[31mred"
+    assert cli("memory", "add", str(_jsonl(tmp_path / "a.jsonl", [_sess("u1", "s1", evil)])), "--db", str(db),
+               "--embedder", "hashing") == 0
+    for args in (["memory", "show", "--db", str(db), "--full"], ["memory", "search", "red", "--db", str(db),
+                 "--user", "u1"], ["memory", "lineage", "r-00000001", "--db", str(db)]):
+        capfd.readouterr()
+        assert cli(*args) == 0, args
+        out = capfd.readouterr().out
+        assert "\x1b" not in out and "\x07" not in out and "[conceal]hidden" in out.replace("\n", "")
+
+
+# ------------------------------------------------------------------ 7. outputs validated first; receipts in the db
+def test_bad_receipt_path_refused_before_the_forget(tmp_path: Path) -> None:
+    db = tmp_path / "m.db"
+    assert cli("memory", "add", str(_jsonl(tmp_path / "a.jsonl", [_sess("u1", "s1", f"t {CANARY}")])),
+               "--db", str(db), "--embedder", "hashing") == 0
+    before = _state(db)
+    rc = cli("forget", "--db", str(db), "--mode", "full_purge", "--literal", CANARY, "--owner", "u1",
+             "--receipt", str(tmp_path / "missing" / "r.json"))
+    assert rc == ConfigError.exit_code and _state(db) == before
+    assert cli("forget", "--db", str(db), "--mode", "full_purge", "--literal", CANARY, "--owner", "u1",
+               "--receipt", str(tmp_path / "r.json")) == 0
+    rid = load_receipt(tmp_path / "r.json").receipt_id
+    assert cli("forget", "receipts", "--db", str(db)) == 0
+    assert cli("forget", "receipt", rid, "--db", str(db), "--out", str(tmp_path / "copy.json")) == 0
+    assert load_receipt(tmp_path / "copy.json") == load_receipt(tmp_path / "r.json")
+
+
+# ------------------------------------------------------------------ 8. a concurrent forget is never undone
+def test_consolidation_cannot_undo_a_concurrent_forget(tmp_path: Path) -> None:
+    db = tmp_path / "m.db"
+    with MemoryStore(db) as s:
+        MemoryWriter(s, config=WriteConfig(levels=(), embed=False)).write_sessions(alice_sessions())
+    a = MemoryStore(db, timeout=0.2)
+    b = MemoryStore(db, timeout=0.2)
+    ran: list[str] = []
+
+    def other_process_forgets() -> None:
+        try:
+            forget(b, ForgetTarget.literal(CANARY, "alice"), "full_purge", gate=True)
+            ran.append("during")
+        except StoreLockedError:
+            ran.append("blocked")  # the consolidation holds the write lock: the forget waits
+
+    writer = MemoryWriter(a, config=WriteConfig(levels=(), embed=False, extractive=True))
+    with _hooks.hooked("consolidate:after_read", other_process_forgets):
+        writer.consolidate("alice")
+    if ran == ["blocked"]:
+        r = forget(b, ForgetTarget.literal(CANARY, "alice"), "full_purge", gate=True)
+        assert r.verification.passed
+    assert ran and not a.containing(CANARY)
+
+
+# ------------------------------------------------------------------ 9. user erasure leaves no name behind
+def test_user_erasure_removes_every_row_naming_them(tmp_path: Path) -> None:
+    db = tmp_path / "m.db"
+    uid = "user-zq81-ingrid"
+    store = MemoryStore(db)
+    w = make_writer(store, 1, extractive=True)
+    w.write_sessions([session(uid, "s1", ["I adopted a dog", "I like tea"]), session(uid, "s2", ["piano"]),
+                      session("bob", "b1", ["stamps"])])
+    forget(store, ForgetTarget.literal("adopted a dog", uid), "full_purge", writer=w, gate=True)
+    r = forget(store, ForgetTarget.user(uid), "full_purge", writer=w)
+    ids = store.ancestors([]) or []
+    store.close()
+    assert r.target.ref == pseudonym(uid) and uid not in r.model_dump_json()
+    assert all(i.startswith("p:") for t in r.tiers.values() for i in t.removed)
+    conn = sqlite3.connect(db)
+    n_edges = conn.execute("SELECT count(*) FROM lineage").fetchone()[0]
+    bob_edges = conn.execute("SELECT count(*) FROM lineage l JOIN artifacts a ON a.id = l.child").fetchone()[0]
+    conn.close()
+    assert n_edges == bob_edges and ids == []
+    assert _files_hold(db, uid) == 0
+
+
+# ------------------------------------------------------------------ 10. near variants
+def test_near_variants_reported_and_forgotten_with_normalized(tmp_path: Path) -> None:
+    store = MemoryStore(tmp_path / "m.db")
+    w = make_writer(store, 0)
+    nfd = "cafe\u0301-key-9"
+    variants = [CANARY.lower(), CANARY.replace("X", "\uff38"), f"{CANARY[:3]}  {CANARY[3:]}", "CAFÉ-KEY-9"]
+    w.write_sessions([session("alice", "s1", [f"v {v}" for v in variants] + [f"exact {CANARY}"]),
+                      session("alice", "s2", ["the code starts XQ7-VIO", "LET-3829 is the end"])])
+    r = forget(store, ForgetTarget.literal(CANARY, "alice"), "full_purge", writer=w)
+    assert r.verification.near_variants.get("raw", 0) >= 3 and r.verification.split_copies == 1
+    assert any("--match normalized" in x for x in r.warnings)
+    r2 = forget(store, ForgetTarget(kind="literal", value=CANARY, owner="alice", match="normalized"),
+                "full_purge", writer=w)
+    assert r2.verification.near_variants.get("raw", 0) == 0 and r2.verification.passed
+    r3 = forget(store, ForgetTarget(kind="literal", value=nfd, owner="alice", match="normalized"),
+                "full_purge", writer=w)
+    assert r3.matched and all("KEY-9" not in (a.text or "").upper() for a in store.artifacts(owner="alice"))
+
+
+# ------------------------------------------------------------------ 11. smaller defects
+def test_noop_stores_no_gate_descriptor(tmp_path: Path) -> None:
+    store = MemoryStore(tmp_path / "m.db")
+    w = make_writer(store, 0, extractive=True)
+    w.write_sessions(alice_sessions())
+    r = forget(store, ForgetTarget.literal(CANARY, "alice"), "noop", writer=w, gate=True)
+    assert r.gate_descriptors_added == 0
+    w.write_sessions([session("alice", "s9", ["later and harmless"])])  # not blocked by the control
+
+
+def test_one_character_and_undecodable_literals_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="fewer than 2"):
+        ForgetTarget.literal("7", "alice")
+    db = tmp_path / "m.db"
+    assert cli("memory", "add", str(_jsonl(tmp_path / "a.jsonl", [_sess("u1", "s1", "x")])), "--db", str(db),
+               "--embedder", "hashing") == 0
+    assert cli("forget", "--db", str(db), "--mode", "full_purge", "--literal", "bad\udcff", "--owner",
+               "u1") == ConfigError.exit_code
+
+
+def test_full_purge_on_a_store_without_embeddings(tmp_path: Path) -> None:
+    db = tmp_path / "m.db"
+    assert cli("memory", "add", str(_jsonl(tmp_path / "a.jsonl", [_sess("u1", "s1", f"t {CANARY}")])),
+               "--db", str(db), "--no-embed") == 0
+    assert cli("forget", "--db", str(db), "--mode", "full_purge", "--literal", CANARY, "--owner", "u1",
+               "--receipt", str(tmp_path / "r.json")) == 0
+
+
+@pytest.mark.parametrize("case", ["nested", "directory", "levels", "has_answer", "blank_user", "dup_key", "case"])
+def test_bad_input_is_a_clear_error(tmp_path: Path, case: str, capsys: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / "m.db"
+    good = _jsonl(tmp_path / "ok.jsonl", [_sess("alice", "s1", "x")])
+    args = ["memory", "add", str(good), "--db", str(db), "--embedder", "hashing"]
+    if case == "nested":
+        (tmp_path / "n.jsonl").write_text("[" * 100000 + "]" * 100000 + "\n")
+        args[2] = str(tmp_path / "n.jsonl")
+    elif case == "directory":
+        args[2] = str(tmp_path)
+    elif case == "levels":
+        args += ["--levels", "x"]
+    elif case == "has_answer":
+        args[2] = str(_jsonl(tmp_path / "h.jsonl", [{**_sess("a", "s", "x"), "turns": [
+            {"role": "user", "content": "x", "has_answer": "yes"}]}]))
+    elif case == "blank_user":
+        args[2] = str(_jsonl(tmp_path / "b.jsonl", [_sess("  ", "s", "x")]))
+    elif case == "dup_key":
+        (tmp_path / "d.jsonl").write_text('{"user_id": "a", "user_id": "b", "session_id": "s", '
+                                          '"turns": [{"role": "user", "content": "x"}]}\n')
+        args[2] = str(tmp_path / "d.jsonl")
+    elif case == "case":
+        assert cli(*args) == 0
+        args[2] = str(_jsonl(tmp_path / "c.jsonl", [_sess("Alice", "s2", "x")]))
+    before = _state(db) if db.exists() else None
+    rc = cli(*args)
+    err = capsys.readouterr().err
+    assert rc != 0 and "error:" in err and "Traceback" not in err
+    assert (_state(db) if db.exists() else None) == before
+
+
+def test_unknown_embedder_leaves_no_db(tmp_path: Path) -> None:
+    db = tmp_path / "m.db"
+    rc = cli("memory", "add", str(_jsonl(tmp_path / "a.jsonl", [_sess("u1", "s1", "x")])), "--db", str(db),
+             "--embedder", "nosuch")
+    assert rc != 0 and not db.exists()
+
+
+def test_mixed_embedder_dimensions_in_search(tmp_path: Path) -> None:
+    db = tmp_path / "m.db"
+    assert cli("memory", "add", str(_jsonl(tmp_path / "a.jsonl", [_sess("u1", "s1", "x")])), "--db", str(db),
+               "--embedder", "hashing-32") == 0
+    assert cli("memory", "add", str(_jsonl(tmp_path / "b.jsonl", [_sess("u1", "s2", "y")])), "--db", str(db),
+               "--embedder", "hashing-64") == 0
+    assert cli("memory", "search", "x", "--db", str(db), "--user", "u1") == ConfigError.exit_code
+
+
+def test_key_that_is_a_directory(tmp_path: Path, _home: Path) -> None:
+    (_home / "receipt.key").mkdir(parents=True)
+    store = MemoryStore(tmp_path / "m.db")
+    w = make_writer(store, 0)
+    w.write_sessions(alice_sessions())
+    with pytest.raises(ConfigError, match="not a regular file"):
+        forget(store, ForgetTarget.literal(CANARY, "alice"), "full_purge", writer=w)
+
+
+def test_files_are_private(tmp_path: Path, _home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / "m.db"
+    assert cli("memory", "add", str(_jsonl(tmp_path / "a.jsonl", [_sess("u1", "s1", f"t {CANARY}")])),
+               "--db", str(db), "--embedder", "hashing") == 0
+    assert cli("forget", "--db", str(db), "--mode", "full_purge", "--literal", CANARY, "--owner", "u1",
+               "--receipt", str(tmp_path / "r.json")) == 0
+    for p in [db, tmp_path / "r.json", *tmp_path.glob("m.db-*")]:
+        assert stat.S_IMODE(p.stat().st_mode) & 0o077 == 0, p
+    _home.chmod(0o755)
+    from traceless.keys import warn_if_home_open
+
+    assert warn_if_home_open() is not None and "chmod 700" in capsys.readouterr().err
+
+
+def test_verify_is_bound_to_its_store_and_creates_no_key(tmp_path: Path, _home: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    one, other = tmp_path / "one.db", tmp_path / "other.db"
+    src = _jsonl(tmp_path / "a.jsonl", [_sess("u1", "s1", f"t {CANARY}")])
+    for db in (one, other):
+        assert cli("memory", "add", str(src), "--db", str(db), "--embedder", "hashing") == 0
+    assert cli("forget", "--db", str(one), "--mode", "full_purge", "--literal", CANARY, "--owner", "u1",
+               "--receipt", str(tmp_path / "r.json")) == 0
+    assert cli("forget", "verify", str(tmp_path / "r.json"), "--db", str(one)) == 0
+    assert cli("forget", "verify", str(tmp_path / "r.json"), "--db", str(other)) == ReceiptError.exit_code
+    empty = tmp_path / "empty-home"
+    monkeypatch.setenv("TRACELESS_HOME", str(empty))
+    assert cli("forget", "verify", str(tmp_path / "r.json")) != 0
+    assert not empty.exists() or not any(empty.iterdir())
+    assert isinstance(load_receipt(tmp_path / "r.json"), Receipt)
