@@ -228,29 +228,32 @@ def test_lone_surrogate_refused_before_anything_is_written(tmp_path: Path) -> No
 
 
 def test_sigkill_during_add_leaves_nothing_or_everything(tmp_path: Path, _home: Path) -> None:
+    """Kills spread over a real `memory add` (calibrated on an uninterrupted run) leave
+    either no session or all of them: never sessions without their summaries."""
     import subprocess
     import sys
     import time
 
-    src = _jsonl(tmp_path / "many.jsonl", [_sess("u1", f"s{i}", f"turn {i} " * 40, "more") for i in range(400)])
+    src = _jsonl(tmp_path / "many.jsonl", [_sess("u1", f"s{i}", f"turn {i} " * 40, "more") for i in range(300)])
     env = {**os.environ, "TRACELESS_HOME": str(_home)}
     code = "from traceless.cli import main; import sys; main(sys.argv[1:])"
-    full = None
-    seen = set()
-    for trial, delay in enumerate([None, 0.4, 0.8, 1.2, 1.6, 2.0, 2.4, 3.0]):
-        db = tmp_path / f"t{trial}.db"
+
+    def run(db: Path, kill_after: float | None) -> int:
         p = subprocess.Popen([sys.executable, "-c", code, "memory", "add", str(src), "--db", str(db),
                               "--embedder", "hashing"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        if delay is not None:
-            time.sleep(delay)
+        if kill_after is not None:
+            time.sleep(kill_after)
             p.kill()
         p.wait()
-        n = len(MemoryStore(db).artifacts()) if db.exists() else 0
-        if delay is None:
-            full = n
-        assert n in (0, full), f"kill after {delay}s left {n} artifacts (neither 0 nor {full})"
-        seen.add(n)
-    assert full and full > 0
+        return len(MemoryStore(db).artifacts()) if db.exists() else 0
+
+    t0 = time.monotonic()
+    full = run(tmp_path / "full.db", None)
+    took = time.monotonic() - t0
+    assert full == 1201  # 300 sessions × (2 raw + 2 vectors) + the consolidation
+    for trial, frac in enumerate((0.6, 0.75, 0.88, 0.96)):
+        n = run(tmp_path / f"t{trial}.db", took * frac)
+        assert n in (0, full), f"kill at {frac:.0%} of {took:.1f}s left {n} artifacts (neither 0 nor {full})"
 
 
 # ------------------------------------------------------------------ 5. third-party verification

@@ -38,8 +38,8 @@ VERIFICATION_FAILED_EXIT = 11
 
 def _target(kind: str, value: str, owner: str | None, attribute: str, match: str) -> ForgetTarget:
     try:
-        return ForgetTarget(kind=kind, value=value, owner=owner if kind != "user" else value,  # type: ignore[arg-type]
-                            attribute=attribute, match=match)  # type: ignore[arg-type]
+        return ForgetTarget(kind=kind, value=value, owner=owner if kind != "user" else value,
+                            attribute=attribute, match=match)
     except ConfigError as e:
         raise ConfigError(f"--{kind}: {e}") from None
     except ValidationError as e:
