@@ -36,6 +36,7 @@ __all__ = [
 ]
 
 SIGNING_KEY_FILE = "receipt_ed25519.key"
+_WARNED: set[Path] = set()  # key folders already checked in this process
 
 
 def _create(p: Path) -> None:
@@ -75,6 +76,9 @@ def read_secret(path: Path, what: str, *, create: bool = True) -> bytes:
     mode = stat.S_IMODE(p.stat().st_mode)
     if mode & 0o077:
         raise ConfigError(f"{what} {p} is readable by others (mode {oct(mode)}); run: chmod 600 {p}")
+    if p.parent not in _WARNED:
+        _WARNED.add(p.parent)
+        warn_if_home_open(p.parent)
     key = p.read_bytes()
     if len(key) < 32:
         raise ConfigError(
