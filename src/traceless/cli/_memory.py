@@ -46,6 +46,9 @@ def add(
     raw_unit: str = typer.Option("user_turn", "--raw-unit", help="user_turn, turn or session."),
     on_duplicate: str = typer.Option("error", "--on-duplicate",
                                      help="A session id the user already has: error (default), skip or replace."),
+    encrypt: bool = typer.Option(False, "--encrypt",
+                                 help="Create the store encrypted at rest (per-user data keys; forgetting destroys "
+                                      "keys, so copies taken before a forget cannot be read). Only for a new store."),
     gate: bool = typer.Option(True, "--gate/--no-gate",
                               help="Refuse values the user asked to forget (default). --no-gate writes them anyway "
                                    "and records that choice in the store's event log."),
@@ -64,7 +67,7 @@ def add(
     # build the models before the store exists: a bad name must not leave an empty db behind
     emb = embedder(embedder_name) if embed else None
     summarizer = backend(model) if lv else None
-    with MemoryStore(db) as store:
+    with MemoryStore(db, encrypt=encrypt) as store:
         writer = MemoryWriter(store, summarizer=summarizer, embedder=emb, config=cfg)
         ctx = store.ungated("memory add --no-gate") if not gate else contextlib.nullcontext()
         with ctx:

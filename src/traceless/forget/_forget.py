@@ -27,6 +27,7 @@ from traceless.errors import ConfigError, ForgetError, MemoryStoreError, Nothing
 from traceless.forget._erasure import scan_files
 from traceless.forget._normalize import find_variants, normalize, scrub_variants
 from traceless.forget._receipt import (
+    KeyReport,
     Receipt,
     TargetRef,
     TierReport,
@@ -429,9 +430,14 @@ def forget(
             if spec.erases_everywhere:
                 op.scrub_metadata()
             op.refresh_source_digests()
-        if target.kind == "user" and not store.artifacts(owner=owner):
+        erased = target.kind == "user" and not store.artifacts(owner=owner)
+        if erased:
             # the user's rows are gone: the lineage edges naming their records go too
             store.delete_lineage(all_ids)
+        # an encrypted store destroys the keys old copies would need whenever the mode changed
+        # something (the noop control changes nothing, keys included)
+        touched = any(r.removed or r.rewritten or r.rebuilt for r in op.report.values())
+        keys = KeyReport(**store.crypto_shred(owner, erase=erased)) if store.encrypted and touched else None
         n_gate = store.gate_forget(owner, target.attribute, literal) if want_gate and literal is not None else 0
         verification = _verify(op, spec)
         if matched and not verification.passed:
@@ -449,7 +455,9 @@ def forget(
             receipt_id=f"rcpt-{uuid.uuid4().hex[:16]}", created_at=time.time(), mode=mode, store_id=store.store_id,
             target=_target_ref(target, owner, pep), matched=matched, tiers=tiers, verification=verification,
             gate_descriptors_added=n_gate, seconds=0.0, code_version=code_version(), notes=op.notes,
-            warnings=warnings,
+            warnings=warnings, keys=keys,
+            guarantee=(["plaintext_scan"] if literal is not None and spec.erases_everywhere else [])
+            + (["key_destroyed"] if keys is not None else []),
         )
         # the stored copy is signed too; it lacks only the post-commit disk scan
         store.add_receipt(receipt.receipt_id, sign(receipt).model_dump_json())
@@ -498,13 +506,15 @@ def _erase_and_scan(store: MemoryStore, receipt: Receipt, literal: str | None, s
             "--db` to finish)"
         )
     v = receipt.verification
+    checks = dict(v.checks)
+    if receipt.keys is not None:
+        checks["old_keys_destroyed"] = store.master_key_gone(receipt.keys.old_master_key)
     if literal is not None:
         scan = scan_files(store.files(), literal)
-        checks = dict(v.checks)
         if spec.erases_everywhere and receipt.matched:
             checks["disk_clean"] = not any(scan.values())
-        v = v.model_copy(update={"disk_scan": scan, "disk_checked": True, "checks": checks,
-                                 "passed": all(checks.values())})
+        v = v.model_copy(update={"disk_scan": scan, "disk_checked": True})
+    v = v.model_copy(update={"checks": checks, "passed": all(checks.values())})
     final = sign(receipt.model_copy(update={
         "seconds": time.perf_counter() - t0, "verification": v, "notes": notes, "warnings": warnings}))
     with store.transaction():

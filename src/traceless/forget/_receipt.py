@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from traceless.errors import ReceiptError
 from traceless.keys import key_id, pepper, public_key_bytes, signing_key
 
-__all__ = ["TierReport", "Verification", "Receipt", "TargetRef", "receipt_key", "sign", "verify_signature",
+__all__ = ["TierReport", "Verification", "Receipt", "KeyReport", "TargetRef", "receipt_key", "sign", "verify_signature",
            "load_receipt", "write_receipt", "pseudonym", "check_receipt_path"]
 
 
@@ -119,6 +119,21 @@ class Verification(BaseModel):
     """All of ``checks`` held."""
 
 
+class KeyReport(BaseModel):
+    """What an encrypted store's forget did to its keys (crypto-shredding)."""
+
+    model_config = _FORBID
+
+    data_key: Literal["destroyed", "rotated"]
+    """The owner's data key was deleted (user erased) or replaced by a fresh one."""
+    resealed: int = 0
+    """The owner's surviving artifacts re-sealed under the fresh data key."""
+    old_master_key: str
+    """Id of the master key that wrapped every data key before; its file is shredded."""
+    new_master_key: str
+    """Id of the master key that wraps the remaining data keys now."""
+
+
 class Receipt(BaseModel):
     """A signed account of one forget."""
 
@@ -142,6 +157,12 @@ class Receipt(BaseModel):
     """Per-tier account."""
     verification: Verification
     """How removal was verified."""
+    guarantee: list[str] = Field(default_factory=list)
+    """Which guarantees this receipt gives: ``plaintext_scan`` (the live files were scanned
+    and hold no copy) and/or ``key_destroyed`` (an encrypted store's old keys are gone, so
+    copies taken before the forget cannot be decrypted)."""
+    keys: KeyReport | None = None
+    """Key destruction in an encrypted store (None for a plaintext store)."""
     gate_descriptors_added: int = 0
     """Keyed descriptors stored for the write gate."""
     seconds: float

@@ -87,6 +87,19 @@ MIGRATIONS: list[tuple[str, str]] = [
         INSERT OR IGNORE INTO meta(key, value) VALUES ('store_id', lower(hex(randomblob(16))))
         """,
     ),
+    (
+        "005_encryption_at_rest",
+        # optional crypto-shredding: a sealed payload per artifact, data keys per owner
+        # (wrapped by a master key kept outside the store)
+        """
+        ALTER TABLE artifacts ADD COLUMN sealed BLOB;
+        CREATE TABLE data_keys (
+            owner TEXT PRIMARY KEY,
+            wrapped BLOB NOT NULL,
+            created_at REAL NOT NULL
+        )
+        """,
+    ),
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -12,6 +12,7 @@ import hashlib
 import hmac
 import json
 import os
+import secrets
 import sqlite3
 import threading
 import time
@@ -23,6 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from traceless.errors import ConfigError, GateBlockedError, GateKeyError, MemoryStoreError, StoreLockedError
+from traceless.memory import _crypto
 from traceless.memory._gate import GateEntry, WriteGate, gate_key_id, load_key
 from traceless.memory._schema import check_version, migrate
 from traceless.memory._types import Artifact, Hit, LineageEdge, Tier, digest_text
@@ -30,7 +32,8 @@ from traceless.memory._types import Artifact, Hit, LineageEdge, Tier, digest_tex
 __all__ = ["MemoryStore"]
 
 _PREFIX = {Tier.RAW: "r", Tier.SUMMARY: "s", Tier.EMBEDDING: "e", Tier.CACHE: "c"}
-_COLS = "id, owner, tier, kind, session_id, seq, text, vector, digest, created_at, meta"
+_COLS = "id, owner, tier, kind, session_id, seq, text, vector, digest, created_at, meta, sealed"
+_NCOLS = 12
 
 
 def _dumps(obj: Any) -> str:
@@ -70,6 +73,7 @@ class MemoryStore:
 
     def __init__(
         self, path: str | os.PathLike[str] = ":memory:", *, timeout: float = 5.0, gate_key: bytes | None = None,
+        encrypt: bool = False,
     ) -> None:
         self.path = str(path)
         self._lock = threading.RLock()
@@ -79,6 +83,10 @@ class MemoryStore:
         self._gate_cache: dict[str, Any] = {}
         self.finished_erasures: list[str] = []
         """Receipt ids whose interrupted physical erasure this open completed."""
+        self._master: tuple[str, bytes] | None = None  # (key id, key) of an encrypted store
+        self._dks: dict[str, bytes] = {}
+        self._created_keys: list[Path] = []  # master key files made in this transaction
+        self._shred_after_commit: list[Path] = []
         if self.path != ":memory:":
             p = Path(self.path)
             # os.access alone says "writable" to root even for a 0444 file; a file nobody
@@ -119,7 +127,117 @@ class MemoryStore:
             if isinstance(e, sqlite3.Error):
                 raise self._translate(e) from e
             raise
+        self._open_encryption(encrypt)
         self._finish_pending_erasure()
+
+    # ----------------------------------------------------------------- encryption at rest
+    @property
+    def encrypted(self) -> bool:
+        return self._master is not None
+
+    def _open_encryption(self, encrypt: bool) -> None:
+        mode = self.get_meta("encryption")
+        if mode is None and encrypt:
+            if self._exec("SELECT 1 FROM artifacts LIMIT 1").fetchone() is not None:
+                self._conn.close()
+                raise ConfigError(f"{self.path} already holds plaintext artifacts; encryption is chosen when a "
+                                  "store is created: write into a new store with encryption on")
+            with self.transaction():
+                kid, key = _crypto.new_master(self.store_id)
+                self._created_keys.append(_crypto.master_dir(self.store_id) / f"{kid}.key")
+                self.set_meta("encryption", _crypto.ENCRYPTION)
+                self.set_meta("master_key_id", kid)
+            mode = _crypto.ENCRYPTION
+        if mode is not None:
+            try:
+                self._load_master()
+            except BaseException:
+                self._conn.close()
+                raise
+
+    def _load_master(self) -> None:
+        kid = self.get_meta("master_key_id") or ""
+        if self._master is None or self._master[0] != kid:
+            self._master = (kid, _crypto.load_master(self.store_id, kid, self.path))
+            self._dks = {}
+
+    def _dk(self, owner: str, *, create: bool = False) -> bytes:
+        """The owner's data key (unwrapped); created (inside a transaction) on first write."""
+        if owner in self._dks:
+            return self._dks[owner]
+        self._load_master()  # another process may have rotated it
+        assert self._master is not None
+        row = self._exec("SELECT wrapped FROM data_keys WHERE owner = ?", (owner,)).fetchone()
+        if row is None:
+            if not create:
+                raise MemoryStoreError(f"{self.path}: no data key for an owner whose artifacts exist (altered store)")
+            self._require_tx()
+            dk = secrets.token_bytes(32)
+            self._exec("INSERT INTO data_keys(owner, wrapped, created_at) VALUES (?,?,?)",
+                       (owner, _crypto.wrap(self._master[1], dk, owner), time.time()))
+        else:
+            dk = _crypto.unwrap(self._master[1], row[0], owner, self.path)
+        self._dks[owner] = dk
+        return dk
+
+    def _seal_row(self, art_id: str, owner: str, text: str | None, vec: bytes | None,
+                  meta: dict[str, Any]) -> tuple[bytes, str]:
+        dk = self._dk(owner, create=True)
+        p = _crypto.Sealed(text, vec, meta)
+        return _crypto.seal(dk, art_id, p), _crypto.keyed_digest(dk, p)
+
+    def _art(self, row: sqlite3.Row | tuple[Any, ...]) -> Artifact:
+        if row[11] is None:
+            return _row_to_artifact(row)
+        try:
+            p = _crypto.unseal(self._dk(row[1]), row[0], row[11])
+        except _crypto.InvalidTag:
+            self._dks.pop(row[1], None)  # rotated by another connection: reload once
+            p = _crypto.unseal(self._dk(row[1]), row[0], row[11])
+        return Artifact(
+            id=row[0], owner=row[1], tier=Tier(row[2]), kind=row[3], session_id=row[4], seq=row[5],
+            text=p.text, vector=p.vector, digest=row[8], created_at=row[9], meta=p.meta,
+        )
+
+    def master_key_gone(self, kid: str) -> bool:
+        """True when no file of master key ``kid`` is left for this store."""
+        return not (_crypto.master_dir(self.store_id) / f"{kid}.key").exists()
+
+    def crypto_shred(self, owner: str, *, erase: bool) -> dict[str, Any]:
+        """Destroy the keys that old copies of this store would need (see ``_crypto``).
+
+        ``erase``: the owner is gone, their data key is deleted; otherwise their surviving
+        artifacts are re-sealed under a fresh data key. Then every data key is re-wrapped
+        under a new master key; the old master key file is shredded after the commit."""
+        self._require_tx()
+        assert self._master is not None
+        old_kid = self._master[0]
+        resealed = 0
+        if erase:
+            self._exec("DELETE FROM data_keys WHERE owner = ?", (owner,))
+        else:
+            rows = self._exec(f"SELECT {_COLS} FROM artifacts WHERE owner = ?", (owner,)).fetchall()
+            arts = [self._art(r) for r in rows]
+            self._exec("DELETE FROM data_keys WHERE owner = ?", (owner,))
+            self._dks.pop(owner, None)
+            for a in arts:
+                sealed, digest = self._seal_row(a.id, owner, a.text, a.vector, a.meta)
+                self._exec("UPDATE artifacts SET sealed = ?, digest = ? WHERE id = ?", (sealed, digest, a.id))
+                resealed += 1
+        self._dks.pop(owner, None)
+        wrapped = {o: _crypto.unwrap(self._master[1], w, o, self.path)
+                   for o, w in self._exec("SELECT owner, wrapped FROM data_keys").fetchall()}
+        kid, key = _crypto.new_master(self.store_id)
+        self._created_keys.append(_crypto.master_dir(self.store_id) / f"{kid}.key")
+        for o, dk in wrapped.items():
+            self._exec("UPDATE data_keys SET wrapped = ? WHERE owner = ?", (_crypto.wrap(key, dk, o), o))
+        self.set_meta("master_key_id", kid)
+        self._master = (kid, key)
+        d = _crypto.master_dir(self.store_id)
+        # the old key, and any left by a rotation that died before its shredding
+        self._shred_after_commit += [p for p in d.glob("*.key") if p.stem not in (kid,)]
+        return {"data_key": "destroyed" if erase else "rotated", "resealed": resealed,
+                "old_master_key": old_kid, "new_master_key": kid}
 
     def _finish_pending_erasure(self) -> None:
         """A forget commits, then erases old bytes physically (VACUUM + WAL truncation). If the
@@ -166,6 +284,7 @@ class MemoryStore:
                 self._depth -= 1
                 if self._depth == 0:
                     self._conn.execute("ROLLBACK")
+                    self._after_rollback()
                 raise
             self._depth -= 1
             if self._depth == 0:
@@ -174,7 +293,22 @@ class MemoryStore:
                 except sqlite3.Error as e:
                     with contextlib.suppress(sqlite3.Error):
                         self._conn.execute("ROLLBACK")
+                    self._after_rollback()
                     raise self._translate(e) from e
+                for p in self._shred_after_commit:
+                    _crypto.shred_file(p)
+                self._shred_after_commit, self._created_keys = [], []
+
+    def _after_rollback(self) -> None:
+        """Keys made for a transaction that did not commit are removed; caches reloaded."""
+        for p in self._created_keys:
+            with contextlib.suppress(OSError):
+                _crypto.shred_file(p)
+        self._created_keys, self._shred_after_commit, self._dks = [], [], {}
+        if self._master is not None:
+            self._master = None
+            with contextlib.suppress(MemoryStoreError):
+                self._load_master()
 
     def _require_tx(self) -> None:
         if self._depth == 0:
@@ -284,10 +418,15 @@ class MemoryStore:
             id=self._next_id(tier), owner=owner, tier=tier, kind=kind, session_id=session_id, seq=seq,
             text=text, vector=vec, digest=digest_text(text, vec), created_at=time.time(), meta=meta or {},
         )
+        row: tuple[Any, ...] = (art.text, art.vector, _dumps(art.meta), None)
+        if self.encrypted:
+            sealed, digest = self._seal_row(art.id, owner, text, vec, art.meta)
+            art = art.model_copy(update={"digest": digest})
+            row = (None, None, "{}", sealed)
         self._exec(
-            f"INSERT INTO artifacts({_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-            (art.id, art.owner, art.tier.value, art.kind, art.session_id, art.seq, art.text, art.vector,
-             art.digest, art.created_at, _dumps(art.meta)),
+            f"INSERT INTO artifacts({_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            (art.id, art.owner, art.tier.value, art.kind, art.session_id, art.seq, row[0], row[1],
+             art.digest, art.created_at, row[2], row[3]),
         )
         for p in parents:
             self.add_edge(art.id, p, op, params or {})
@@ -306,6 +445,10 @@ class MemoryStore:
         a = self.get(artifact_id)
         self.gate_check(a.owner, text, old=a.text)
         new_meta = a.meta if meta is None else meta
+        if self.encrypted:
+            sealed, digest = self._seal_row(a.id, a.owner, text, a.vector, new_meta)
+            self._exec("UPDATE artifacts SET sealed = ?, digest = ? WHERE id = ?", (sealed, digest, artifact_id))
+            return self.get(artifact_id)
         self._exec(
             "UPDATE artifacts SET text = ?, digest = ?, meta = ? WHERE id = ?",
             (text, digest_text(text, a.vector), _dumps(new_meta), artifact_id),
@@ -318,6 +461,10 @@ class MemoryStore:
         a = self.get(artifact_id)
         self.gate_check(a.owner, text, old=a.text)
         vec = np.asarray(vector, dtype=np.float32).tobytes()
+        if self.encrypted:
+            sealed, digest = self._seal_row(a.id, a.owner, text, vec, a.meta)
+            self._exec("UPDATE artifacts SET sealed = ?, digest = ? WHERE id = ?", (sealed, digest, artifact_id))
+            return self.get(artifact_id)
         self._exec(
             "UPDATE artifacts SET vector = ?, text = ?, digest = ? WHERE id = ?",
             (vec, text, digest_text(text, vec), artifact_id),
@@ -360,7 +507,7 @@ class MemoryStore:
             raise MemoryStoreError(
                 f"no artifact {artifact_id!r} in {self.path}; list ids with `traceless memory show --db {self.path}`"
             )
-        return _row_to_artifact(row)
+        return self._art(row)
 
     def exists(self, artifact_id: str) -> bool:
         return self._exec("SELECT 1 FROM artifacts WHERE id = ?", (artifact_id,)).fetchone() is not None
@@ -388,19 +535,21 @@ class MemoryStore:
             where.append(f"id IN ({','.join('?' * len(id_list))})")
             params.extend(id_list)
         sql = f"SELECT {_COLS} FROM artifacts" + (f" WHERE {' AND '.join(where)}" if where else "")
-        return [_row_to_artifact(r) for r in self._exec(sql + " ORDER BY id", params)]
+        return [self._art(r) for r in self._exec(sql + " ORDER BY id", params).fetchall()]
 
     def owners(self) -> list[str]:
         return [r[0] for r in self._exec("SELECT DISTINCT owner FROM artifacts ORDER BY owner")]
 
     def containing(self, literal: str, *, owner: str | None = None) -> list[Artifact]:
         """Artifacts whose text contains ``literal`` exactly (case-sensitive byte match)."""
+        if self.encrypted:  # the text is sealed: decrypt and compare here
+            return [a for a in self.artifacts(owner=owner) if a.text is not None and literal in a.text]
         sql = f"SELECT {_COLS} FROM artifacts WHERE instr(text, ?) > 0"
         params: list[Any] = [literal]
         if owner is not None:
             sql += " AND owner = ?"
             params.append(owner)
-        return [_row_to_artifact(r) for r in self._exec(sql + " ORDER BY id", params)]
+        return [self._art(r) for r in self._exec(sql + " ORDER BY id", params).fetchall()]
 
     def parents(self, artifact_id: str) -> list[LineageEdge]:
         rows = self._exec("SELECT child, parent, op, params FROM lineage WHERE child = ? ORDER BY parent",
@@ -443,7 +592,7 @@ class MemoryStore:
             "JOIN artifacts a ON a.id = l.child WHERE l.parent = ? AND l.op = 'embed'",
             (artifact_id,),
         ).fetchall()
-        return _row_to_artifact(rows[0]) if rows else None
+        return self._art(rows[0]) if rows else None
 
     # ----------------------------------------------------------------- retrieval
     def search(
@@ -463,7 +612,7 @@ class MemoryStore:
         """
         tier_vals = [Tier(t).value for t in tiers]
         sql = (
-            f"SELECT {', '.join('s.' + c.strip() for c in _COLS.split(','))}, e.vector FROM artifacts s "
+            f"SELECT {', '.join('s.' + c.strip() for c in _COLS.split(','))}, e.vector, e.id FROM artifacts s "
             "JOIN lineage l ON l.parent = s.id AND l.op = 'embed' "
             "JOIN artifacts e ON e.id = l.child "
             f"WHERE s.owner = ? AND e.owner = ? AND s.tier IN ({','.join('?' * len(tier_vals))})"
@@ -476,7 +625,10 @@ class MemoryStore:
         rows = self._exec(sql + " ORDER BY s.id", params).fetchall()
         if not rows or k <= 0:
             return []
-        mat = np.stack([np.frombuffer(r[11], dtype=np.float32) for r in rows])
+        vecs = [r[_NCOLS] for r in rows]
+        if self.encrypted:
+            vecs = [self.get(r[_NCOLS + 1]).vector for r in rows]
+        mat = np.stack([np.frombuffer(v or b"", dtype=np.float32) for v in vecs])
         q = np.asarray(query_vector, dtype=np.float32).reshape(-1)
         if q.shape[0] != mat.shape[1]:
             raise ConfigError(
@@ -488,7 +640,7 @@ class MemoryStore:
         norms[norms == 0] = 1.0
         scores = (mat @ qn) / norms
         order = sorted(range(len(rows)), key=lambda i: (-float(scores[i]), rows[i][0]))[:k]
-        return [Hit(artifact=_row_to_artifact(rows[i][:11]), score=float(scores[i])) for i in order]
+        return [Hit(artifact=self._art(rows[i][:_NCOLS]), score=float(scores[i])) for i in order]
 
     # ----------------------------------------------------------------- the write gate
     @contextlib.contextmanager
