@@ -204,6 +204,11 @@ class Receipt(BaseModel):
             out.append(f"  near variants: {near or '-'}; split across records: {v.split_copies}")
         if v.disk_scan:
             out.append("  disk scan: " + ", ".join(f"{Path(k).name}={n}" for k, n in v.disk_scan.items()))
+        if self.keys is not None:
+            out.append(f"  keys: data key {self.keys.data_key} ({self.keys.resealed} re-sealed), master key "
+                       f"{self.keys.old_master_key} → {self.keys.new_master_key} (old one shredded)")
+        if self.guarantee:
+            out.append(f"  guarantee: {', '.join(self.guarantee)}")
         out += [f"  note: {n}" for n in self.notes]
         out += [f"  WARNING: {w}" for w in self.warnings]
         return out
