@@ -6,57 +6,67 @@ with the error class's code; nothing is half-written.
 
 from __future__ import annotations
 
+import importlib
 import sys
+from typing import Any
 
 import typer
 
 from traceless._version import __version__
-from traceless.cli._audit import audit_cmd
-from traceless.cli._forget import forget_app
-from traceless.cli._keys import keys_app
-from traceless.cli._memory import memory_app
 from traceless.errors import TracelessError
 
-__all__ = ["app", "main"]
+__all__ = ["app", "main", "build_app"]
 
-app = typer.Typer(
-    name="traceless",
-    help="Agent memory that can prove it forgot: tiered memory with lineage, verifiable forget "
-    "modes, leakage audits and selective-replay unlearning. Runs offline.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
-app.command("audit")(audit_cmd)
-app.add_typer(memory_app, name="memory")
-app.add_typer(forget_app, name="forget")
-app.add_typer(keys_app, name="keys")
+_HELP = ("Agent memory that can prove it forgot: tiered memory with lineage, verifiable forget "
+         "modes, leakage audits and selective-replay unlearning. Runs offline.")
+
+# Every top-level command: (module, attribute, kind, one-line help). A command's module is
+# imported only when that command runs (or for the full app), so `traceless forget modes`
+# never pays for torch, scipy or the studies.
+COMMANDS: dict[str, tuple[str, str, str, str]] = {
+    "audit": ("traceless.cli._audit", "audit_cmd", "command",
+              "Plant canaries, probe an agent, forget with every mode, print per-tier residue."),
+    "memory": ("traceless.cli._memory", "memory_app", "group", "Inspect and fill a memory file."),
+    "forget": ("traceless.cli._forget", "forget_app", "group",
+               "Forget a record, literal, session or user with a named mode; list modes; verify receipts."),
+    "keys": ("traceless.cli._keys", "keys_app", "group",
+             "The receipt-signing key: export its public half for verifiers."),
+    "models": ("traceless.cli._models", "models_app", "group", "List and install the embedded offline models."),
+    "study": ("traceless.cli._study", "study_app", "group", "Run the papers' studies (resumable)."),
+    "report": ("traceless.cli._study", "report_cmd", "command", "Render a results dir: tables, figures, findings."),
+}
 
 
-def _mount_optional() -> None:
-    # Sub-apps that live in their own modules (models catalog, studies, reports).
-    try:
-        from traceless.cli._models import models_app
-    except ImportError:  # pragma: no cover - module always shipped; defensive for partial installs
-        pass
-    else:
-        app.add_typer(models_app, name="models", help="List and install the embedded offline models.")
-    try:
-        from traceless.cli._study import report_cmd, study_app
-    except ImportError:  # pragma: no cover
-        pass
-    else:
+def _load(name: str) -> Any:
+    module, attr, _, _ = COMMANDS[name]
+    obj = getattr(importlib.import_module(module), attr)
+    if name == "study":
         from traceless.cli._train import train_auditor_cmd
 
-        study_app.command("train-auditor")(train_auditor_cmd)
-        app.add_typer(study_app, name="study", help="Run the papers' studies (resumable).")
-        app.command("report")(report_cmd)
+        if "train-auditor" not in {c.name for c in obj.registered_commands}:
+            obj.command("train-auditor")(train_auditor_cmd)
+    return obj
 
 
-_mount_optional()
+def build_app(only: str | None = None) -> typer.Typer:
+    """The CLI app. ``only``: mount that command for real and the others as help-only
+    stubs (fast start); ``None``: mount everything."""
+    root = typer.Typer(name="traceless", help=_HELP, no_args_is_help=True, add_completion=False,
+                       pretty_exceptions_enable=False)
+    for name, (_, _, kind, help_) in COMMANDS.items():
+        real = only is None or name == only
+        if kind == "command":
+            root.command(name, help=help_)(_load(name) if real else _stub)
+        else:
+            root.add_typer(_load(name) if real else typer.Typer(help=help_), name=name, help=help_)
+    root.callback(invoke_without_command=True)(_root)
+    return root
 
 
-@app.callback(invoke_without_command=True)
+def _stub() -> None:  # pragma: no cover - only reachable through a name build_app mounted for real
+    raise typer.Exit(2)
+
+
 def _root(
     version: bool = typer.Option(False, "--version", help="Print the version and exit."),
 ) -> None:
@@ -65,10 +75,25 @@ def _root(
         raise typer.Exit(0)
 
 
+def __getattr__(name: str) -> Any:
+    if name == "app":  # the full app, built on first use (tests, docs generation)
+        full = build_app()
+        globals()["app"] = full
+        return full
+    raise AttributeError(name)
+
+
+def _command_of(argv: list[str]) -> str | None:
+    return next((a for a in argv if not a.startswith("-")), None)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console entry point."""
+    args = sys.argv[1:] if argv is None else argv
+    first = _command_of(args)
+    only = first if first in COMMANDS else ""  # no command: every entry a help-only stub
     try:
-        app(args=argv, standalone_mode=False)
+        build_app(only)(args=args, standalone_mode=False)
     except TracelessError as e:
         typer.secho(f"error: {e}", fg=typer.colors.RED, err=True)
         sys.exit(e.exit_code)
