@@ -513,3 +513,27 @@ def test_verify_is_bound_to_its_store_and_creates_no_key(tmp_path: Path, _home: 
     assert cli("forget", "verify", str(tmp_path / "r.json")) != 0
     assert not empty.exists() or not any(empty.iterdir())
     assert isinstance(load_receipt(tmp_path / "r.json"), Receipt)
+
+
+# ------------------------------------------------------------------ machine-readable output (#15.5)
+def test_json_output_follows_the_published_schemas(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from traceless.forget import VerifyResult
+    from traceless.memory import SearchResult
+    from traceless.schemas import SCHEMAS, schema_text
+
+    docs = Path(__file__).resolve().parents[2] / "docs" / "schemas"
+    for name in SCHEMAS:  # generated from the models: the published files cannot drift
+        assert (docs / f"{name}.json").read_text(encoding="utf-8") == schema_text(name), name
+    db = tmp_path / "m.db"
+    assert cli("memory", "add", str(_jsonl(tmp_path / "a.jsonl", [_sess("u1", "s1", f"t {CANARY}", "dog")])),
+               "--db", str(db), "--embedder", "hashing") == 0
+    capsys.readouterr()
+    assert cli("memory", "search", "dog", "--db", str(db), "--user", "u1", "--json") == 0
+    assert SearchResult.model_validate_json(capsys.readouterr().out).hits
+    assert cli("forget", "--db", str(db), "--mode", "full_purge", "--literal", CANARY, "--owner", "u1",
+               "--receipt", str(tmp_path / "r.json"), "--json") == 0
+    r = Receipt.model_validate_json(capsys.readouterr().out)
+    assert r == load_receipt(tmp_path / "r.json")
+    assert cli("forget", "verify", str(tmp_path / "r.json"), "--db", str(db), "--json") == 0
+    v = VerifyResult.model_validate_json(capsys.readouterr().out)
+    assert v.ok and v.same_store and v.removed_still_absent

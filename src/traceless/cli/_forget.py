@@ -17,9 +17,7 @@ from traceless.forget import (
     check_receipt_path,
     forget,
     load_receipt,
-    pseudonym,
-    receipt_key,
-    verify_signature,
+    verify_receipt,
     write_receipt,
 )
 from traceless.keys import load_public_key
@@ -66,6 +64,7 @@ def run_forget(
     embedder_name: str = typer.Option(None, "--embedder",
                                       help="Embedder for re-embedding (default: the one that wrote the vectors)."),
     receipt_out: Path = typer.Option(None, "--receipt", help="Receipt file (default: receipt-<id>.json)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the signed receipt as JSON (docs/schemas/receipt.json)."),
 ) -> None:
     """Forget with MODE. Prints a receipt summary and writes the signed receipt file.
 
@@ -96,9 +95,12 @@ def run_forget(
         receipt = forget(store, target, mode, writer=writer, gate=gate)
     path = path or Path(f"receipt-{receipt.receipt_id}.json")
     write_receipt(receipt, path)
-    for line in receipt.summary_lines():
-        typer.echo(safe(line))
-    typer.echo(f"receipt written to {path}")
+    if as_json:
+        typer.echo(receipt.model_dump_json(indent=2))
+    else:
+        for line in receipt.summary_lines():
+            typer.echo(safe(line))
+        typer.echo(f"receipt written to {path}")
     if not receipt.matched:
         typer.secho("nothing matched the target; nothing was changed", fg=typer.colors.YELLOW, err=True)
         sys.exit(NOTHING_MATCHED_EXIT)
@@ -152,46 +154,35 @@ def verify(
     public_key: str = typer.Option(None, "--public-key",
                                    help="The signer's Ed25519 public key (hex, or the file `traceless keys export` "
                                         "wrote). Default: this machine's signing key. No secret is needed."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON document (docs/schemas/verify-result.json)."),
 ) -> None:
     """Check a receipt's signature (and, with --db, that it belongs to that store and what it
     removed is still gone). Exits non-zero if anything does not hold. Never creates keys."""
     r = load_receipt(receipt)
     pub = load_public_key(public_key) if public_key is not None else None
-    if not verify_signature(r, pub):
+    res, finished = verify_receipt(r, public_key=pub, db=db)
+    for rid in finished:
+        typer.secho(f"finished the physical erasure of {rid}, interrupted earlier", fg=typer.colors.YELLOW, err=True)
+    if as_json:
+        typer.echo(res.model_dump_json(indent=2))
+        sys.exit(0 if res.ok else VERIFICATION_FAILED_EXIT if res.signature_ok else ReceiptError.exit_code)
+    if not res.signature_ok:
         raise ReceiptError(f"{receipt}: signature does not verify: the receipt was altered or signed by another "
                            "key (pass the signer's key with --public-key)")
     typer.echo(f"{receipt}: signature OK (signer {r.signer}, mode {r.mode}, passed={r.verification.passed})")
-    if db is not None:
-        _verify_against_store(r, db)
-    if not r.verification.passed:
-        failed = [k for k, ok in r.verification.checks.items() if not ok]
-        typer.secho(f"the receipt records a FAILED verification: {', '.join(failed)}", fg=typer.colors.RED, err=True)
+    if res.store_checked:
+        if not res.same_store:
+            raise ReceiptError(f"{db} is not the store this receipt was made on (its store id differs)")
+        if not res.removed_still_absent:
+            raise ReceiptError(f"artifact(s) the receipt removed exist again in {db}")
+        typer.echo(f"{db}: same store; every artifact the receipt removed is still absent")
+        if res.pending_erasure:
+            raise ReceiptError(f"{db}: the physical erasure of {res.pending_erasure} is still pending (a reader "
+                               "holds an old snapshot); close other connections and run this again")
+    if not res.receipt_passed:
+        typer.secho(f"the receipt records a FAILED verification: {', '.join(res.failed_checks)}",
+                    fg=typer.colors.RED, err=True)
         sys.exit(VERIFICATION_FAILED_EXIT)
-
-
-def _verify_against_store(r: Receipt, db: Path) -> None:
-    if not db.exists():
-        raise ConfigError(f"{db} does not exist")
-    with MemoryStore(db) as store:
-        _say_finished(store)
-        if r.store_id and r.store_id != store.store_id:
-            raise ReceiptError(f"{db} is not the store this receipt was made on (store id {store.store_id}, "
-                               f"receipt's {r.store_id})")
-        removed = [i for t in r.tiers.values() for i in t.removed]
-        if r.target.kind == "user":
-            # ids of an erased user are keyed pseudonyms: compare under this machine's pepper
-            pep = receipt_key(create=False)
-            live = {pseudonym(a.id, "p", pep) for a in store.artifacts()}
-            back = [i for i in removed if i in live]
-        else:
-            back = [i for i in removed if store.exists(i)]
-        pending = store.get_meta("pending_erasure")
-    if back:
-        raise ReceiptError(f"{len(back)} artifact(s) the receipt removed exist again in {db}: {', '.join(back[:5])}")
-    typer.echo(f"{db}: same store; every artifact the receipt removed is still absent")
-    if pending:
-        raise ReceiptError(f"{db}: the physical erasure of {pending} is still pending (a reader holds an old "
-                           "snapshot); close other connections and run this again")
 
 
 @forget_app.command("receipts")

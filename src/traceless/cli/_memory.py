@@ -13,7 +13,15 @@ from rich.tree import Tree
 
 from traceless.cli._common import backend, embedder, parse_levels, safe, split_list
 from traceless.errors import ConfigError
-from traceless.memory import MemoryStore, MemoryWriter, Tier, WriteConfig, read_sessions
+from traceless.memory import (
+    MemoryStore,
+    MemoryWriter,
+    SearchHit,
+    SearchResult,
+    Tier,
+    WriteConfig,
+    read_sessions,
+)
 
 __all__ = ["memory_app"]
 
@@ -84,6 +92,7 @@ def search(
     k: int = typer.Option(5, "--k", min=1),
     tiers: str = typer.Option("raw,summary", "--tiers", help="Comma list of tiers."),
     embedder_name: str = typer.Option(None, "--embedder", help="Default: the embedder that wrote the vectors."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON document (docs/schemas/search-result.json)."),
 ) -> None:
     """Cosine top-k over a user's memory."""
     _require_db(db)
@@ -100,6 +109,12 @@ def search(
         name = embedder_name or (names[0] if names else "all-MiniLM-L6-v2")
         q = embedder(name).embed([query])[0]
         hits = store.search(user, q, k, tiers=[Tier(t) for t in split_list(tiers)])
+    if as_json:
+        doc = SearchResult(owner=user, k=k, embedder=name, hits=[
+            SearchHit(score=h.score, id=h.artifact.id, tier=h.artifact.tier, kind=h.artifact.kind,
+                      session_id=h.artifact.session_id, text=h.artifact.text) for h in hits])
+        typer.echo(doc.model_dump_json(indent=2))
+        return
     table = Table("score", "id", "tier/kind", "session", "text")
     for h in hits:
         a = h.artifact

@@ -21,6 +21,7 @@ from traceless.forget._receipt import (
     TargetRef,
     TierReport,
     Verification,
+    VerifyResult,
     check_receipt_path,
     load_receipt,
     pseudonym,
@@ -29,6 +30,7 @@ from traceless.forget._receipt import (
     verify_signature,
     write_receipt,
 )
+from traceless.forget._verify import verify_receipt
 
 __all__ = [
     "FORGET_MODES",
@@ -49,6 +51,8 @@ __all__ = [
     "sign",
     "verify_signature",
     "check_receipt_path",
+    "VerifyResult",
+    "verify_receipt",
     "pseudonym",
     "write_receipt",
 ]

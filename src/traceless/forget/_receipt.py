@@ -27,7 +27,7 @@ from traceless.errors import ReceiptError
 from traceless.keys import key_id, pepper, public_key_bytes, signing_key
 
 __all__ = ["TierReport", "Verification", "Receipt", "KeyReport", "TargetRef", "receipt_key", "sign", "verify_signature",
-           "load_receipt", "write_receipt", "pseudonym", "check_receipt_path"]
+           "load_receipt", "write_receipt", "pseudonym", "check_receipt_path", "VerifyResult"]
 
 
 def receipt_key(*, create: bool = True) -> bytes:
@@ -212,6 +212,31 @@ class Receipt(BaseModel):
         out += [f"  note: {n}" for n in self.notes]
         out += [f"  WARNING: {w}" for w in self.warnings]
         return out
+
+
+class VerifyResult(BaseModel):
+    """The JSON document of ``traceless forget verify --json``."""
+
+    receipt_id: str
+    """The receipt checked."""
+    signature_ok: bool
+    """The Ed25519 signature verifies under the given (or local) public key."""
+    signer: str
+    """Key id of the signer the receipt names."""
+    receipt_passed: bool
+    """The receipt's own verification (every check it records) passed."""
+    failed_checks: list[str] = Field(default_factory=list)
+    """Names of the receipt's checks that failed."""
+    store_checked: bool = False
+    """``--db`` was given and checked."""
+    same_store: bool | None = None
+    """The db is the store the receipt was made on (None: not checked)."""
+    removed_still_absent: bool | None = None
+    """Every artifact the receipt removed is still absent (None: not checked)."""
+    pending_erasure: str | None = None
+    """A receipt id whose physical erasure is still pending in that db."""
+    ok: bool
+    """Everything checked held (the exit code is 0 exactly when this is true)."""
 
 
 def sign(receipt: Receipt, key: Ed25519PrivateKey | bytes | None = None) -> Receipt:

@@ -20,7 +20,18 @@ from traceless.memory._pipeline import (
 from traceless.memory._render import memory_entries, render_ledger, render_lines
 from traceless.memory._schema import SCHEMA_VERSION
 from traceless.memory._store import MemoryStore
-from traceless.memory._types import QA, Artifact, Hit, LineageEdge, Session, Tier, Turn, digest_text
+from traceless.memory._types import (
+    QA,
+    Artifact,
+    Hit,
+    LineageEdge,
+    SearchHit,
+    SearchResult,
+    Session,
+    Tier,
+    Turn,
+    digest_text,
+)
 
 __all__ = [
     "Artifact",
@@ -32,6 +43,8 @@ __all__ = [
     "MemoryWriter",
     "QA",
     "SCHEMA_VERSION",
+    "SearchHit",
+    "SearchResult",
     "Session",
     "Tier",
     "Turn",

@@ -8,7 +8,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationInfo, field_validator
 
-__all__ = ["Tier", "Turn", "QA", "Session", "Artifact", "LineageEdge", "Hit", "digest_text"]
+__all__ = ["Tier", "Turn", "QA", "Session", "Artifact", "LineageEdge", "Hit", "digest_text", "SearchHit",
+           "SearchResult"]
 
 
 class Tier(StrEnum):
@@ -150,3 +151,33 @@ class Hit(BaseModel):
     """The text artifact retrieved (not the vector)."""
     score: float
     """Cosine similarity to the query."""
+
+
+class SearchHit(BaseModel):
+    """One search result as printed by ``memory search --json``."""
+
+    score: float
+    """Cosine similarity to the query."""
+    id: str
+    """Artifact id."""
+    tier: Tier
+    """Tier of the artifact."""
+    kind: str
+    """Kind inside the tier."""
+    session_id: str | None
+    """Session it came from."""
+    text: str | None
+    """The artifact's current text."""
+
+
+class SearchResult(BaseModel):
+    """The JSON document of ``traceless memory search --json``."""
+
+    owner: str
+    """Owner searched (retrieval never crosses owners)."""
+    k: int
+    """How many hits were asked for."""
+    embedder: str
+    """Embedder that embedded the query."""
+    hits: list[SearchHit]
+    """Best first."""

@@ -1,0 +1,49 @@
+"""``verify_receipt``: check a receipt as a third party (signature only, no secret) or as
+the store's owner (signature + the store it names). Never creates a key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from traceless.errors import ConfigError
+from traceless.forget._receipt import Receipt, VerifyResult, pseudonym, receipt_key, verify_signature
+from traceless.memory import MemoryStore
+
+__all__ = ["verify_receipt"]
+
+
+def verify_receipt(receipt: Receipt, *, public_key: bytes | None = None, db: str | Path | None = None,
+                   ) -> tuple[VerifyResult, list[str]]:
+    """Check ``receipt``; returns the result and, for the user, the erasures this open of
+    ``db`` finished (an interrupted forget's physical erasure)."""
+    failed = [k for k, ok in receipt.verification.checks.items() if not ok]
+    res = VerifyResult(
+        receipt_id=receipt.receipt_id, signature_ok=verify_signature(receipt, public_key), signer=receipt.signer,
+        receipt_passed=receipt.verification.passed, failed_checks=failed, ok=False,
+    )
+    finished: list[str] = []
+    if db is not None and res.signature_ok:
+        if not Path(db).exists():
+            raise ConfigError(f"{db} does not exist")
+        with MemoryStore(db) as store:
+            finished = list(store.finished_erasures)
+            same = not receipt.store_id or receipt.store_id == store.store_id
+            back = _back(receipt, store) if same else []
+            res = res.model_copy(update={
+                "store_checked": True, "same_store": same, "removed_still_absent": same and not back,
+                "pending_erasure": store.get_meta("pending_erasure"),
+            })
+    res.ok = (res.signature_ok and res.receipt_passed and (not res.store_checked or (
+        bool(res.same_store) and bool(res.removed_still_absent) and res.pending_erasure is None)))
+    return res, finished
+
+
+def _back(receipt: Receipt, store: MemoryStore) -> list[str]:
+    """Artifacts the receipt removed that exist again."""
+    removed = [i for t in receipt.tiers.values() for i in t.removed]
+    if receipt.target.kind == "user":
+        # ids of an erased user are keyed pseudonyms: compare under this machine's pepper
+        pep = receipt_key(create=False)
+        live = {pseudonym(a.id, "p", pep) for a in store.artifacts()}
+        return [i for i in removed if i in live]
+    return [i for i in removed if store.exists(i)]

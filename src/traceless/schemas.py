@@ -1,0 +1,44 @@
+"""JSON Schemas of every machine-readable document the CLI prints with ``--json``.
+
+``docs/schemas/NAME.json`` is generated from these pydantic models
+(``python -m traceless.schemas docs/schemas``); a test fails when they differ, so the
+published schemas cannot drift from the code.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from traceless.forget import Receipt, VerifyResult
+from traceless.memory import SearchResult
+
+__all__ = ["SCHEMAS", "schema_text", "write_schemas"]
+
+SCHEMAS: dict[str, type[BaseModel]] = {
+    "receipt": Receipt,  # traceless forget --json
+    "verify-result": VerifyResult,  # traceless forget verify --json
+    "search-result": SearchResult,  # traceless memory search --json
+}
+
+
+def schema_text(name: str) -> str:
+    return json.dumps(SCHEMAS[name].model_json_schema(), indent=2, sort_keys=True) + "\n"
+
+
+def write_schemas(folder: Path) -> list[Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    out = []
+    for name in SCHEMAS:
+        p = folder / f"{name}.json"
+        p.write_text(schema_text(name), encoding="utf-8")
+        out.append(p)
+    return out
+
+
+if __name__ == "__main__":
+    for p in write_schemas(Path(sys.argv[1] if len(sys.argv) > 1 else "docs/schemas")):
+        print(p)
