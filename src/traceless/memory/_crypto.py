@@ -108,13 +108,25 @@ def shred_file(p: Path) -> None:
     p.unlink()
 
 
+_CIPHERS: dict[bytes, AESGCM] = {}  # key schedules, reused (a store touches few keys)
+
+
+def _cipher(key: bytes) -> AESGCM:
+    c = _CIPHERS.get(key)
+    if c is None:
+        if len(_CIPHERS) > 4096:
+            _CIPHERS.clear()
+        c = _CIPHERS[key] = AESGCM(key)
+    return c
+
+
 def _aead(key: bytes, data: bytes, aad: bytes) -> bytes:
     nonce = os.urandom(12)
-    return nonce + AESGCM(key).encrypt(nonce, data, aad)
+    return nonce + _cipher(key).encrypt(nonce, data, aad)
 
 
 def _open(key: bytes, blob: bytes, aad: bytes) -> bytes:
-    return AESGCM(key).decrypt(blob[:12], blob[12:], aad)
+    return _cipher(key).decrypt(blob[:12], blob[12:], aad)
 
 
 def wrap(master: bytes, data_key: bytes, owner: str) -> bytes:
@@ -134,8 +146,10 @@ def _payload(p: Sealed) -> bytes:
     return struct.pack(">I", len(head)) + head + (p.vector or b"")
 
 
-def seal(data_key: bytes, artifact_id: str, p: Sealed) -> bytes:
-    return _aead(data_key, _payload(p), artifact_id.encode())
+def seal(data_key: bytes, artifact_id: str, p: Sealed) -> tuple[bytes, str]:
+    """The sealed payload and its keyed digest (the payload is serialised once)."""
+    raw = _payload(p)
+    return _aead(data_key, raw, artifact_id.encode()), hmac.new(data_key, raw, hashlib.sha256).hexdigest()
 
 
 def unseal(data_key: bytes, artifact_id: str, blob: bytes) -> Sealed:

@@ -182,9 +182,7 @@ class MemoryStore:
 
     def _seal_row(self, art_id: str, owner: str, text: str | None, vec: bytes | None,
                   meta: dict[str, Any]) -> tuple[bytes, str]:
-        dk = self._dk(owner, create=True)
-        p = _crypto.Sealed(text, vec, meta)
-        return _crypto.seal(dk, art_id, p), _crypto.keyed_digest(dk, p)
+        return _crypto.seal(self._dk(owner, create=True), art_id, _crypto.Sealed(text, vec, meta))
 
     def _art(self, row: sqlite3.Row | tuple[Any, ...]) -> Artifact:
         if row[11] is None:
@@ -414,15 +412,15 @@ class MemoryStore:
         check_owner(owner)
         self.gate_check(owner, text)
         vec = None if vector is None else np.asarray(vector, dtype=np.float32).tobytes()
-        art = Artifact(
-            id=self._next_id(tier), owner=owner, tier=tier, kind=kind, session_id=session_id, seq=seq,
-            text=text, vector=vec, digest=digest_text(text, vec), created_at=time.time(), meta=meta or {},
-        )
-        row: tuple[Any, ...] = (art.text, art.vector, _dumps(art.meta), None)
+        art_id, meta = self._next_id(tier), meta or {}
         if self.encrypted:
-            sealed, digest = self._seal_row(art.id, owner, text, vec, art.meta)
-            art = art.model_copy(update={"digest": digest})
-            row = (None, None, "{}", sealed)
+            sealed, digest = self._seal_row(art_id, owner, text, vec, meta)
+            row: tuple[Any, ...] = (None, None, "{}", sealed)
+        else:
+            digest = digest_text(text, vec)
+            row = (text, vec, _dumps(meta), None)
+        art = Artifact(id=art_id, owner=owner, tier=tier, kind=kind, session_id=session_id, seq=seq, text=text,
+                       vector=vec, digest=digest, created_at=time.time(), meta=meta)
         self._exec(
             f"INSERT INTO artifacts({_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
             (art.id, art.owner, art.tier.value, art.kind, art.session_id, art.seq, row[0], row[1],
@@ -660,10 +658,12 @@ class MemoryStore:
     def gate(self, *, create: bool = False) -> WriteGate | None:
         """The gate under the key this store's descriptors were made with; None while the
         store has none (and ``create`` is False). Fails closed on another key."""
-        if "gate" in self._gate_cache:
+        if "gate" in self._gate_cache and (self._gate_cache["gate"] is not None or not create):
             return self._gate_cache["gate"]  # type: ignore[no-any-return]
         recorded = self.get_meta("gate_key_id")
         if recorded is None and not create:
+            if self._depth:  # no descriptor can appear while this transaction holds the lock
+                self._gate_cache["gate"] = None
             return None
         try:
             key = self._gate_key if self._gate_key is not None else load_key(create=recorded is None)
