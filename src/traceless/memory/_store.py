@@ -772,8 +772,12 @@ class MemoryStore:
         no offline oracle for guessing the forgotten text.
         """
         h = hmac.new(key, digestmod=hashlib.sha256) if key is not None else hashlib.sha256()
-        for a in self.artifacts(owner=owner, tier=tier):
-            h.update(f"{a.id}:{a.digest}\n".encode())
+        # ids and stored digests only: nothing to decrypt
+        sql, params = "SELECT id, digest FROM artifacts WHERE tier = ?", [Tier(tier).value]
+        if owner is not None:
+            sql, params = sql + " AND owner = ?", [*params, owner]
+        for art_id, digest in self._exec(sql + " ORDER BY id", params).fetchall():
+            h.update(f"{art_id}:{digest}\n".encode())
         return h.hexdigest()
 
     def files(self) -> list[Path]:
