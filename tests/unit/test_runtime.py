@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -14,6 +16,7 @@ from traceless.models import ChatMessage, GenerationConfig
 from traceless.runtime import (
     FORGET_OPERATORS,
     AgentRuntime,
+    ForgetOperator,
     ForgetRequest,
     Observation,
     RuntimeConfig,
@@ -77,6 +80,16 @@ def run(seed: int = 0, temperature: float = 0.0, checkpoints: str = "every_turn"
     rt = AgentRuntime(be, cfg)
     st = rt.run("ep", "You are an assistant.", episode(tau, n), flights())
     return rt, st
+
+
+@contextlib.contextmanager
+def temp_operator(op: ForgetOperator) -> Iterator[None]:
+    """Register a test-only operator for the duration of a block."""
+    FORGET_OPERATORS.register(op.name, help="test")(op)
+    try:
+        yield
+    finally:
+        del FORGET_OPERATORS._entries[op.name]
 
 
 def test_run_records_steps_checkpoints_and_provenance() -> None:
@@ -215,3 +228,30 @@ def test_unknown_operator() -> None:
     rt, st = run()
     with pytest.raises(UnknownNameError, match="B7"):
         forget_state(rt, st, REQ, "B77")
+
+
+def test_recomputed_descendant_is_not_a_survivor_even_when_ids_collide(monkeypatch: pytest.MonkeyPatch) -> None:
+    """CPython reuses ``id()`` of freed objects, so a recomputed artifact can get the id of the one it
+    replaced. Force that collision for every object: the receipt must still see the recomputation."""
+    from traceless.runtime import _operators
+
+    monkeypatch.setattr(_operators, "id", lambda obj: 0, raising=False)
+    rt, st = run(tau=3)
+    b7 = forget_state(rt, st, REQ, "B7")
+    # replies after τ are recomputed with the same text as before ("noted step N"): only a real
+    # identity (the artifact version) tells them apart from survivors
+    assert st.artifacts["reply:4"].text == b7.state.artifacts["reply:4"].text
+    assert b7.receipt.verification.surviving_descendants == []
+    assert b7.receipt.verification.closure_clean and b7.receipt.verification.passed
+
+
+def test_untouched_descendant_is_a_survivor() -> None:
+    """The survivor check can fail: B0 keeps every descendant, so its closure is not clean."""
+    from traceless.runtime import _operators
+
+    rt, st = run(tau=3)
+    op = _operators.FORGET_OPERATORS.get("B0")
+    with temp_operator(_operators.ForgetOperator("B0r", "test", op.fn, op.claims, True)):
+        out = forget_state(rt, st, REQ, "B0r")
+    assert "reply:4" in out.receipt.verification.surviving_descendants
+    assert not out.receipt.verification.closure_clean and not out.receipt.verification.passed

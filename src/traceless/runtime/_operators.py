@@ -485,7 +485,7 @@ def forget_state(rt: AgentRuntime, st: RuntimeState, req: ForgetRequest, operato
     tau = injection_step(st.trajectory.observations, req.span)
     work = clone_state(rt, st) if clone else st
     before = _by_tier(work)
-    objects_before = {a: id(art) for a, art in work.artifacts.items()}
+    versions_before = {a: art.version for a, art in work.artifacts.items()}
     mac = hmac.new(key if key is not None else receipt_key(), req.span.encode(), hashlib.sha256).hexdigest()[:16]
     target = TargetRef(kind="literal", ref=f"hmac:{mac}", owner=st.trajectory.episode_id)
     notes: list[str] = []
@@ -518,10 +518,10 @@ def forget_state(rt: AgentRuntime, st: RuntimeState, req: ForgetRequest, operato
             digest_after=_tier_digest(a),
             target_copies_after=copies[t],
         )
-    # a descendant survives when the very same object is still there, unchanged (not recomputed)
+    # a descendant survives when the same computation (version) is still there, unchanged
     surviving = sorted(
         a for a in closure
-        if a in out_state.artifacts and objects_before.get(a) == id(out_state.artifacts[a])
+        if a in out_state.artifacts and versions_before.get(a) == out_state.artifacts[a].version
         and before.get(out_state.artifacts[a].tier, {}).get(a) == out_state.artifacts[a].text
     )
     claims = list(op.claims) if tau is not None else []
