@@ -178,9 +178,13 @@ def test_baselines_behave_as_the_paper_says() -> None:
     assert BRAND not in final["B7"] and BRAND in final["B0"]
     # excision removes the span's cache entries only
     assert out["kv_excision"].state.kv.length < st.kv.length
-    kept = ToyKVBackend.decode_tokens(rt.backend, out["kv_excision"].state.token_ids())
-    assert SPAN.split()[0] in ToyKVBackend.decode_tokens(rt.backend, st.token_ids())
+    ex = out["kv_excision"].state
+    seg = ex.artifacts["obs:o3"]
+    kept = rt.backend.decode_tokens(ex.token_ids()[seg.kv_start:seg.kv_end])
+    assert SPAN.split()[0] in rt.backend.decode_tokens(st.token_ids())
     assert " ".join(SPAN.split()) not in kept and out["kv_excision"].receipt.tiers["kv"].rewritten == ["kv:obs:o3"]
+    # the memory recall at the next session start copied the span: excising the source span leaves it
+    assert SPAN in rt.backend.decode_tokens(ex.token_ids()[ex.artifacts["recall:4"].kv_start:])
     assert out["kv_excision"].receipt.tiers["summary"].target_copies_after > 0
 
 
@@ -255,3 +259,36 @@ def test_untouched_descendant_is_a_survivor() -> None:
         out = forget_state(rt, st, REQ, "B0r")
     assert "reply:4" in out.receipt.verification.surviving_descendants
     assert not out.receipt.verification.closure_clean and not out.receipt.verification.passed
+
+
+def memory_agent(msgs: list[ChatMessage], cfg: GenerationConfig, rng: np.random.Generator) -> str:
+    """An agent that knows only what its memory recalls bring into the context."""
+    recalled = " ".join(m.content for m in msgs if m.content.startswith("[memory]"))
+    last = msgs[-1].content if msgs else ""
+    if "airline" in last.lower():
+        return f"You fly with {BRAND}" if BRAND in recalled else "I do not know"
+    return "ok"
+
+
+def test_memory_written_in_one_session_is_recalled_into_later_sessions() -> None:
+    rt, st = run(tau=2, backend=ToyKVBackend(memory_agent))  # target in session 0 (steps 1-3)
+    recall = st.artifacts["recall:4"]
+    assert recall.sources == ["mem:2"] and SPAN in recall.text and "recall:4" in st.msg_art
+    assert "recall:4" in st.graph.taint_closure({"obs:o2"})
+    off = AgentRuntime(ToyKVBackend(memory_agent), RuntimeConfig(recall="off"))
+    st_off = off.run("ep", "You are an assistant.", episode(2, 6), flights())
+    assert not any(a.startswith("recall:") for a in st_off.artifacts)
+
+
+@pytest.mark.parametrize(("tau", "b1_leaks"), [(5, False), (2, True)])
+def test_b1_differs_from_b0_when_memory_propagates(tau: int, b1_leaks: bool) -> None:
+    """B1 is a real test: deleting the record changes what a later session recalls. When the target
+    came in the last session (τ=5), only the recall carries it and B1 stops the leak; when an earlier
+    session's recall already copied it into the context (τ=2), deletion does not propagate."""
+    rt, st = run(tau=tau, backend=ToyKVBackend(memory_agent))
+    q = "Which airline do I prefer?"
+    outs = {op: forget_state(rt, st, REQ, op) for op in ("B0", "B1", "B5")}
+    said = {op: rt.ask(o.state, q, recall=True).text for op, o in outs.items()}
+    assert BRAND in said["B0"] and BRAND not in said["B5"]
+    assert (BRAND in said["B1"]) is b1_leaks
+    assert outs["B1"].receipt.tiers["memory"].removed == [f"mem:{tau}"]

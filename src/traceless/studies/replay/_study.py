@@ -30,9 +30,10 @@ from traceless.studies.replay._audits import (
     PROBE_NAMES,
     ProbeCache,
     action_of,
+    cad,
     distances,
+    executed_actions,
     leaked,
-    norm_edit,
     probes_for,
     state_digest,
 )
@@ -199,16 +200,16 @@ class ReplayStudy(Study[ReplayConfig]):
                 out["indep"].append(cache.ask(rt, st, dig, direct, sc2)[0])
         out["choice"] = None
         if ep.choice is not None:
-            pick, _ = rt.choose(st, ep.choice.question, ep.choice.options)
+            pick, _ = rt.choose(st, ep.choice.question, ep.choice.options, recall=True)
             out["choice"] = pick
         out["digest"] = dig
         return out
 
-    def _actions(self, st: RuntimeState, tau: int, tools: dict[str, Any] | None) -> list[str]:
-        return [action_of(s.reply, tools) for s in st.trajectory.steps if s.step >= tau]
+    def _actions(self, st: RuntimeState, ep: Episode, tools: dict[str, Any] | None) -> list[str | None]:
+        return executed_actions(st, ep.tau, len(ep.observations), tools)
 
-    def _compare(self, ep: Episode, a: dict[str, Any], ref: dict[str, Any], acts: list[str], ref_acts: list[str],
-                 tools: dict[str, Any] | None) -> dict[str, Any]:
+    def _compare(self, ep: Episode, a: dict[str, Any], ref: dict[str, Any], acts: list[str | None],
+                 ref_acts: list[str | None], tools: dict[str, Any] | None) -> dict[str, Any]:
         secret = ep.request.secret
         m: dict[str, Any] = {f"leak_{k}": leaked(secret, v) for k, v in a["probes"].items()}
         m["any_leak"] = any(m.values())
@@ -218,12 +219,9 @@ class ReplayStudy(Study[ReplayConfig]):
             m["behav_pick"] = a["choice"]
             m["behav_revoked"] = a["choice"] == ep.choice.revoked
             m["behav_string_leak"] = any(leaked(secret, t) for t in a["tasks"])
-        task_acts = [action_of(t, tools) for t in a["tasks"]]
-        ref_task_acts = [action_of(t, tools) for t in ref["tasks"]]
-        mine, theirs = acts + task_acts, ref_acts + ref_task_acts
-        n = max(len(mine), len(theirs))
-        dists = [norm_edit(mine[i], theirs[i]) if i < len(mine) and i < len(theirs) else 1.0 for i in range(n)]
-        m["cad"] = sum(dists) / n if n else 0.0
+        task_acts: list[str | None] = [action_of(t, tools) for t in a["tasks"]]
+        ref_task_acts: list[str | None] = [action_of(t, tools) for t in ref["tasks"]]
+        m["cad"] = cad(acts + task_acts, ref_acts + ref_task_acts)
         mine_all = list(a["probes"].values()) + a["tasks"]
         ref_all = list(ref["probes"].values()) + ref["tasks"]
         m["agreement"] = sum(x == y for x, y in zip(mine_all, ref_all, strict=True)) / max(1, len(ref_all))
@@ -254,7 +252,7 @@ class ReplayStudy(Study[ReplayConfig]):
         ref = forget_state(rt, st, ep.request, "B5")
         ref_audit = self._audit(ctx, rt, ep, ref.state, cache, independent=True)
         tau = ep.tau
-        ref_acts = self._actions(ref.state, tau, tools)
+        ref_acts = self._actions(ref.state, ep, tools)
         for cell in cells:
             op = cell.params["operator"]
             if op == "B5":
@@ -268,7 +266,7 @@ class ReplayStudy(Study[ReplayConfig]):
             else:
                 out = forget_state(rt, st, ep.request, op)
             aud = ref_audit if op == "B5" else self._audit(ctx, rt, ep, out.state, cache)
-            m = self._compare(ep, aud, ref_audit, self._actions(out.state, tau, tools), ref_acts, tools)
+            m = self._compare(ep, aud, ref_audit, self._actions(out.state, ep, tools), ref_acts, tools)
             m.update(self._cost_metrics(ep, out, ref))
             m["equal_ref_tokens"] = out.state.token_ids() == ref.state.token_ids()
             m["equal_ref_kv"] = aud["digest"] == ref_audit["digest"]
@@ -357,12 +355,12 @@ class ReplayStudy(Study[ReplayConfig]):
             cache = ProbeCache()
             ref = forget_state(rt, st, ep.request, "B5")
             ra = self._audit(ctx, rt, ep, ref.state, cache)
-            racts = self._actions(ref.state, ep.tau, tools)
+            racts = self._actions(ref.state, ep, tools)
             m: dict[str, Any] = {"depth": d}
             for op in ("B3", "B7"):
                 o = forget_state(rt, st, ep.request, op)
                 a = self._audit(ctx, rt, ep, o.state, cache)
-                c = self._compare(ep, a, ra, self._actions(o.state, ep.tau, tools), racts, tools)
+                c = self._compare(ep, a, ra, self._actions(o.state, ep, tools), racts, tools)
                 m[f"{op}_any_leak"] = c["any_leak"]
                 m[f"{op}_cad"] = c["cad"]
                 m[f"{op}_behav_revoked"] = c.get("behav_revoked")
