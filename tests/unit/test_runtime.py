@@ -292,3 +292,44 @@ def test_b1_differs_from_b0_when_memory_propagates(tau: int, b1_leaks: bool) -> 
     assert BRAND in said["B0"] and BRAND not in said["B5"]
     assert (BRAND in said["B1"]) is b1_leaks
     assert outs["B1"].receipt.tiers["memory"].removed == [f"mem:{tau}"]
+
+
+def test_bound_check_counts_what_the_backend_ran() -> None:
+    rt, st = run(tau=3)
+    b7 = forget_state(rt, st, REQ, "B7")
+    # steps 3..6 replayed: 4 replies + the summaries of the two sessions that end at or after τ
+    assert b7.decode_bound == 4 + 2 and b7.executed.decode_calls == 6 and b7.executed.native
+    assert b7.bound_met is True
+    assert forget_state(rt, st, REQ, "B5").bound_met is False  # a full reset runs more than the bound
+
+
+def test_bound_check_fails_for_an_operator_that_undercounts() -> None:
+    """An operator that recomputes everything but reports only T−τ+1 transitions passes a check on
+    its own count; the backend's count exposes it."""
+    from traceless.runtime import _operators
+
+    def lying(ctx: _operators.OpContext) -> object:
+        new = _operators.full_reset(ctx)
+        new.cost.transitions = len(ctx.sanitized) - ctx.tau + 1
+        return new
+
+    rt, st = run(tau=4)
+    with temp_operator(ForgetOperator("B7lie", "test", lying, ("kv",), True)):  # type: ignore[arg-type]
+        out = forget_state(rt, st, REQ, "B7lie")
+    assert out.transitions == 6 - 4 + 1  # the self-report matches the bound
+    assert out.executed.decode_calls == 6 + 2 and out.bound_met is False
+
+
+class RetryingBackend(ToyKVBackend):
+    """A backend that silently decodes every reply twice (a discarded first attempt)."""
+
+    def decode(self, state, config=None):  # type: ignore[no-untyped-def]
+        super().decode(self.fork(state), config)
+        return super().decode(state, config)
+
+
+def test_bound_check_fails_when_the_backend_runs_more_than_the_bound() -> None:
+    rt, st = run(tau=3, backend=RetryingBackend(reply_fn))
+    b7 = forget_state(rt, st, REQ, "B7")
+    assert b7.transitions == 4  # the operator's view is unchanged
+    assert b7.executed.decode_calls == 12 and b7.bound_met is False

@@ -20,7 +20,8 @@ from traceless.runtime._operators import (
     sanitize_observations,
     world_at,
 )
-from traceless.runtime._provenance import ProvenanceGraph, contains_target, injection_step
+from traceless.runtime._meter import Executed, MeteredBackend
+from traceless.runtime._provenance import ProvenanceGraph, contains_target, decode_bound, injection_step
 from traceless.runtime._runtime import (
     SUMMARY_PROMPT,
     AgentRuntime,
@@ -48,6 +49,8 @@ __all__ = [
     "AgentRuntime",
     "Checkpoint",
     "Cost",
+    "Executed",
+    "MeteredBackend",
     "FORGET_OPERATORS",
     "ForgetOperator",
     "ForgetOutcome",
@@ -69,6 +72,7 @@ __all__ = [
     "call_id",
     "clone_state",
     "contains_target",
+    "decode_bound",
     "forget_instruction_text",
     "forget_state",
     "injection_step",

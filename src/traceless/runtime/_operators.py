@@ -24,7 +24,8 @@ from traceless.errors import ReplayError
 from traceless.forget import Receipt, TargetRef, TierReport, Verification, receipt_key, sign
 from traceless.models import ChatMessage
 from traceless.registry import Registry
-from traceless.runtime._provenance import contains_target, injection_step
+from traceless.runtime._meter import Executed
+from traceless.runtime._provenance import contains_target, decode_bound, injection_step
 from traceless.runtime._runtime import AgentRuntime, RuntimeState, render_observation
 from traceless.runtime._types import ARTIFACT_TIERS, Cost, ForgetRequest, Observation, RArtifact
 
@@ -94,6 +95,20 @@ class ForgetOutcome:
     closure: list[str]
     transitions: int
     notes: list[str]
+    executed: Executed = field(default_factory=Executed)
+    """What the backend ran while the operator worked (counted below the operator)."""
+    decode_bound: int | None = None
+    """Generations an exact forget needs from τ on (T−τ+1 replies + the session summaries)."""
+    replays: bool = False
+    """The operator recomputes the suffix (the bound applies to it)."""
+
+    @property
+    def bound_met(self) -> bool | None:
+        """For a replaying operator: the backend ran exactly the bound's generations (fewer cannot
+        be exact, more is recomputation the bound says is unnecessary). None for the others."""
+        if not self.replays or self.decode_bound is None:
+            return None
+        return self.executed.decode_calls == self.decode_bound
 
 
 # ------------------------------------------------------------------------------ helpers
@@ -492,7 +507,7 @@ def forget_state(rt: AgentRuntime, st: RuntimeState, req: ForgetRequest, operato
     closure: set[str] = set()
     if tau is None:
         notes.append("no observation of this trajectory contains the target; nothing was changed or replayed")
-        out_state, cost = work, Cost()
+        out_state, cost, executed = work, Cost(), Executed()
     else:
         obs = st.trajectory.observations[tau - 1]
         closure = work.graph.taint_closure({f"obs:{obs.obs_id}"})
@@ -501,7 +516,9 @@ def forget_state(rt: AgentRuntime, st: RuntimeState, req: ForgetRequest, operato
                     if art.step >= tau and art.kind in ("reply", "summary", "plan", "kv_segment")}
         ctx = OpContext(rt, work, req, tau, closure, sanitize_observations(st.trajectory.observations, req.span))
         work.cost = Cost()
+        ex0 = rt.backend.executed()
         out_state = op.fn(ctx)
+        executed = rt.backend.executed().minus(ex0)
         cost = out_state.cost.model_copy(update={"seconds": time.perf_counter() - t0})
         notes += ctx.notes
     after = _by_tier(out_state)
@@ -528,9 +545,13 @@ def forget_state(rt: AgentRuntime, st: RuntimeState, req: ForgetRequest, operato
     src = [f"obs:{st.trajectory.observations[tau - 1].obs_id}"] if tau is not None else []
     src_gone = all(not contains_target(out_state.artifacts[s].text, req.span) for s in src if s in out_state.artifacts)
     passed = all(copies[t] == 0 for t in claims) and (not op.replays or not surviving)
+    dbound = None
+    if tau is not None:
+        dbound = decode_bound(st.trajectory.observations, tau, summaries=rt.config.summaries)
     if op.replays and tau is not None:
         n_steps = len(st.trajectory.observations)
-        notes.append(f"replayed {cost.transitions} transitions (bound T-tau+1 = {n_steps - tau + 1})")
+        notes.append(f"replayed {cost.transitions} transitions (bound T-tau+1 = {n_steps - tau + 1}); the backend "
+                     f"ran {executed.decode_calls} generations (bound: {dbound} = replies + session summaries)")
     if out_state.env is not None and out_state.env.shadow_log:
         kinds: dict[str, int] = {}
         for c in out_state.env.shadow_log:
@@ -557,4 +578,5 @@ def forget_state(rt: AgentRuntime, st: RuntimeState, req: ForgetRequest, operato
         notes=notes,
     )
     receipt = sign(receipt, key)
-    return ForgetOutcome(operator, out_state, receipt, cost, tau, sorted(closure), cost.transitions, notes)
+    return ForgetOutcome(operator, out_state, receipt, cost, tau, sorted(closure), cost.transitions, notes,
+                         executed, dbound, op.replays)

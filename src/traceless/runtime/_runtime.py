@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from traceless._version import code_version
 from traceless.errors import BackendError, ConfigError, ReplayError
 from traceless.models import ChatMessage, Generation, GenerationConfig
+from traceless.runtime._meter import MeteredBackend
 from traceless.runtime._provenance import ProvenanceGraph
 from traceless.runtime._tools import ToolEnv, parse_tool_calls
 from traceless.runtime._types import (
@@ -136,7 +137,8 @@ class AgentRuntime:
                     f"the runtime needs a local backend with KV-cache access ({m} is missing on "
                     f"{type(backend).__name__}); use an embedded model such as smollm2-135m-instruct"
                 )
-        self.backend = backend
+        self.backend = backend if isinstance(backend, MeteredBackend) else MeteredBackend(backend)
+        """The backend behind a meter: ``backend.executed()`` reads what the model actually ran."""
         self.config = config or RuntimeConfig()
         self.model = dict(backend.describe())
         self.code_version = code_version()
