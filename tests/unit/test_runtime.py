@@ -333,3 +333,28 @@ def test_bound_check_fails_when_the_backend_runs_more_than_the_bound() -> None:
     b7 = forget_state(rt, st, REQ, "B7")
     assert b7.transitions == 4  # the operator's view is unchanged
     assert b7.executed.decode_calls == 12 and b7.bound_met is False
+
+
+def test_attribution_oracle_lowers_decode_cost_not_transitions() -> None:
+    from traceless.runtime import independent_steps
+
+    rt, st = run(tau=3)
+    b5 = forget_state(rt, st, REQ, "B5")
+    b7 = forget_state(rt, st, REQ, "B7")
+    oracle = independent_steps(st.trajectory, b5.state.trajectory, 3)
+    assert oracle == [4, 5]  # "noted step N" replies do not depend on the airline; 3 and 6 do
+    zero = forget_state(rt, st, REQ, "B7o")
+    full = forget_state(rt, st, REQ, "B7o", independent=oracle)
+    assert zero.state.token_ids() == full.state.token_ids() == b5.state.token_ids()
+    assert zero.cost.tokens == b7.cost.tokens  # B7o coincides with B7 at zero independence
+    assert full.transitions == zero.transitions == 4
+    assert full.executed.decode_calls == zero.executed.decode_calls - 2 and full.bound_met
+    assert full.cost.decode_tokens < zero.cost.decode_tokens
+
+
+def test_a_wrong_attribution_oracle_breaks_exactness() -> None:
+    rt, st = run(tau=3)
+    b5 = forget_state(rt, st, REQ, "B5")
+    wrong = forget_state(rt, st, REQ, "B7o", independent=[6])  # step 6 booked the revoked airline
+    assert wrong.state.token_ids() != b5.state.token_ids()
+    assert BRAND in wrong.state.trajectory.steps[-1].reply

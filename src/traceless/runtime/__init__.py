@@ -17,6 +17,7 @@ from traceless.runtime._operators import (
     clone_state,
     forget_instruction_text,
     forget_state,
+    independent_steps,
     sanitize_observations,
     world_at,
 )
@@ -75,6 +76,7 @@ __all__ = [
     "decode_bound",
     "forget_instruction_text",
     "forget_state",
+    "independent_steps",
     "injection_step",
     "parse_tool_calls",
     "render_observation",
