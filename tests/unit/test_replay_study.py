@@ -183,3 +183,29 @@ def test_b1_is_a_real_test_when_memory_propagates(tmp_path: Path) -> None:
         assert b1["any_leak"] is (tau_session < ep.observations[-1].session), ep.episode_id
         last_session += tau_session == ep.observations[-1].session
     assert 0 < last_session < len(eps)  # both cases occur
+
+
+def test_long_slice_reports_ratio_oracle_and_attainable_p(tmp_path: Path) -> None:
+    from traceless.report._replay import render_replay, wilcoxon_min_p
+
+    suites = ["longmemeval", "toolsandbox"] + (["agentdojo"] if agentdojo_status() is None else [])
+    cfg = ReplayConfig(suites=suites, main=False, long_episodes=3, samples=2, sweep=False, depths=[],
+                       stochastic_episodes=0, oracle_fractions=[0.0, 1.0])
+    run_study("replay", tmp_path / "r", cfg, backend=ToyKVBackend(toy_reply), model_tag="toy", progress=False)
+    rows = read_rows(tmp_path / "r")
+    assert {r.key.split("/")[0] for r in rows} == {"long"} and len(rows) == 3 * len(suites)
+    for r in rows:
+        m = r.metrics
+        assert m["steps"] >= 16 and 4 * m["tau"] > 3 * m["steps"], r.key  # late target
+        assert m["bound_met"] and m["B7_equal_B5"] and m["B7_tokens"] < m["B5p_tokens"] < m["B5_tokens"]
+        zero, full = m["oracle"]["points"]
+        assert zero["tokens"] == m["B7_tokens"] and zero["equal_B5"] and full["equal_B5"]
+        assert full["certified"] == m["oracle"]["independent"] and full["transitions"] == zero["transitions"]
+        assert full["decode_tokens"] <= zero["decode_tokens"]
+        assert set(m["indep"]) == {"null", "B7", "B6"}
+    assert any(r.metrics["oracle"]["independent"] for r in rows)
+    text = render_replay(tmp_path / "r").read_text()
+    assert "Long episodes with late targets" in text and "paper: 9.3×" in text and "attribution oracle" in text
+    n = len(rows)
+    assert f"smallest attainable p with n={n}: {wilcoxon_min_p(n):.3f}" in text
+    assert wilcoxon_min_p(3) == pytest.approx(0.25) and wilcoxon_min_p(6) < 0.05 <= wilcoxon_min_p(5)  # type: ignore[operator]

@@ -9,6 +9,7 @@ Typical use::
     out.receipt, out.cost, out.state
 """
 
+from traceless.runtime._meter import Executed, MeteredBackend
 from traceless.runtime._operators import (
     FORGET_OPERATORS,
     ForgetOperator,
@@ -21,7 +22,6 @@ from traceless.runtime._operators import (
     sanitize_observations,
     world_at,
 )
-from traceless.runtime._meter import Executed, MeteredBackend
 from traceless.runtime._provenance import ProvenanceGraph, contains_target, decode_bound, injection_step
 from traceless.runtime._runtime import (
     SUMMARY_PROMPT,

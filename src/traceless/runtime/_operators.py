@@ -592,9 +592,9 @@ def forget_state(rt: AgentRuntime, st: RuntimeState, req: ForgetRequest, operato
     if tau is not None:
         dbound = decode_bound(st.trajectory.observations, tau, summaries=rt.config.summaries)
         if operator == "B7o":  # generations the oracle lets B7o skip
-            obs = st.trajectory.observations
-            dbound -= sum(1 + int(rt.config.summaries and (t == len(obs) or obs[t].session != obs[t - 1].session))
-                          for t in set(independent) if tau <= t <= len(obs))
+            seq = st.trajectory.observations
+            dbound -= sum(1 + int(rt.config.summaries and (t == len(seq) or seq[t].session != seq[t - 1].session))
+                          for t in set(independent) if tau <= t <= len(seq))
     if op.replays and tau is not None:
         n_steps = len(st.trajectory.observations)
         notes.append(f"replayed {cost.transitions} transitions (bound T-tau+1 = {n_steps - tau + 1}); the backend "
