@@ -50,6 +50,12 @@ def test_b7_matches_b5_token_for_token(backend, temperature: float) -> None:  # 
     assert b7.state.token_ids() == b5.state.token_ids()
     assert [s.reply_token_ids for s in b7.state.trajectory.steps] == [s.reply_token_ids for s in b5.state.trajectory.steps]
     assert b7.transitions == 3 - 2 + 1 and b5.transitions == 3
+    # counted at the backend: 2 replies + the summaries of sessions 0 and 1; B5 runs all 3 + 2
+    assert b7.executed.decode_calls == b7.decode_bound == 4 and b7.bound_met
+    assert b5.executed.decode_calls == 5 and b5.bound_met is False
+    # memory propagates: session 1 starts with the recalled record, which B7 rebuilt without the span
+    assert "recall:3" in st.artifacts and SECRET in st.artifacts["recall:3"].text
+    assert SECRET not in b7.state.artifacts["recall:3"].text
     assert b7.cost.tokens < b5.cost.tokens
     # the KV tensors themselves are identical, not only the token ids
     for (k5, v5), (k7, v7) in zip(backend.kv_tensors(b5.state.kv), backend.kv_tensors(b7.state.kv), strict=True):

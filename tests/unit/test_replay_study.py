@@ -12,7 +12,7 @@ import pytest
 from traceless.errors import InputFormatError, StudyError
 from traceless.models import ChatMessage, GenerationConfig
 from traceless.runtime import ToyKVBackend
-from traceless.studies import read_rows, run_study
+from traceless.studies import derive_seed, read_rows, run_study
 from traceless.studies.replay import SUITES, ReplayConfig, agentdojo_status, leaked, place_target, probes_for
 
 
@@ -76,6 +76,10 @@ def test_study_runs_every_operator_and_resumes(tmp_path: Path, cfg: ReplayConfig
             assert m["leak_introspection"], ep
     assert all(by[(ep, "B7")]["recomputed_tokens"] < by[(ep, "B5p")]["recomputed_tokens"]
                for ep, op in by if op == "B7" and by[(ep, "B7")]["bound"] < 4)
+    for r in main:  # B4 removed the replies of τ…T: each counts as a missing action (distance 1)
+        if r.extra["operator"] == "B4":
+            removed = r.extra["steps"] - r.extra["tau"] + 1
+            assert r.metrics["cad"] >= removed / (removed + 2), r.key
     sweep = sorted((r for r in rows if r.key.startswith("sweep/toolsandbox")), key=lambda r: r.metrics["tau"])
     assert [r.metrics["B7_transitions"] for r in sweep] == [4, 3, 2, 1]
     assert all(r.metrics["B7_equal_B5"] for r in sweep)
@@ -97,6 +101,7 @@ def test_report_renders_tables_figure_findings(tmp_path: Path, cfg: ReplayConfig
     text = rep.read_text()
     for h in ("Table 1", "Table 2", "Table 3", "Table 4", "Findings"):
         assert h in text
+    assert "smallest attainable p with n=" in text
     assert (rep.parent / "replay_recompute_vs_tau.png").stat().st_size > 1000
     rows = read_rows(out)
     secrets = {r.extra.get("episode") for r in rows}
@@ -128,3 +133,81 @@ def test_study_refuses_a_backend_without_kv(tmp_path: Path) -> None:
     with pytest.raises(StudyError, match="KV-cache access"):
         run_study("replay", tmp_path / "r", ReplayConfig(suites=["toolsandbox"], episodes=1, sweep=False, depths=[]),
                   backend=ScriptedBackend(default="ok"), model_tag="s", progress=False)
+
+
+def test_cad_scores_executed_actions_with_removed_ones_missing() -> None:
+    from traceless.runtime import AgentRuntime, ForgetRequest, Observation, forget_state
+    from traceless.studies.replay import cad, executed_actions
+
+    obs = [Observation(obs_id=f"o{i}", text=f"step {i}" + (" my code is ZZ-TOP-1." if i == 2 else ""),
+                       remember=i == 2) for i in range(1, 5)]
+    rt = AgentRuntime(ToyKVBackend(lambda m, c, r: "do " + m[-1].content.split()[-1]))
+    st = rt.run("e", "sys", obs)
+    req = ForgetRequest(span="my code is ZZ-TOP-1.", secret="ZZ-TOP-1", description="my code")
+    b4 = forget_state(rt, st, req, "B4")
+    b5 = forget_state(rt, st, req, "B5")
+    assert executed_actions(b4.state, 2, 4, None) == [None, None, None]
+    assert b4.state.trajectory.steps[-1].reply  # the recording still has the replies B4 removed
+    ref = executed_actions(b5.state, 2, 4, None)
+    assert ref == ["do 2", "do 3", "do 4"]
+    assert cad(executed_actions(b4.state, 2, 4, None), ref) == 1.0
+    assert cad(ref, ref) == 0.0 and cad(["do 2"], ref) == 2 / 3
+
+
+def memory_only_agent(msgs: list[ChatMessage], cfg: GenerationConfig, rng: np.random.Generator) -> str:
+    """An agent that knows only what memory recalls bring into its context."""
+    recalled = " ".join(m.content for m in msgs if m.content.startswith("[memory]"))
+    last = msgs[-1].content if msgs else ""
+    words = [w.strip(".,|") for w in recalled.split()]
+    secret = next((w for w in words if w.count("-") == 2 and w[:2].isupper()), None)
+    brand = next((w for w in ("Aerolux", "SkyJet", "NovaAir", "BlueCrest", "Quintara", "Drivo", "Kafeo")
+                  if w in recalled), None)
+    if "letter only" in last:
+        return next((o[0] for o in last.splitlines() if ") " in o and brand and brand in o), "A")
+    return f"It was {secret or brand or 'nothing'}"
+
+
+def test_b1_is_a_real_test_when_memory_propagates(tmp_path: Path) -> None:
+    """Memory recalled into later sessions: deleting the record (B1) stops the leak exactly when no
+    earlier recall has already copied it into the context (target in the last session)."""
+    cfg = ReplayConfig(suites=["toolsandbox"], episodes=4, steps=6, samples=1, operators=["B5", "B0", "B1"],
+                       stochastic_episodes=0, sweep=False, depths=[])
+    run_study("replay", tmp_path / "r", cfg, backend=ToyKVBackend(memory_only_agent), model_tag="toy", progress=False)
+    rows = read_rows(tmp_path / "r")
+    by = {(r.extra["episode"], r.extra["operator"]): r for r in rows}
+    eps = SUITES.get("toolsandbox")(4, 6, np.random.default_rng(derive_seed(0, "episodes", "toolsandbox")))
+    last_session = 0
+    for ep in eps:
+        tau_session = ep.observations[ep.tau - 1].session
+        b0, b1 = by[(ep.episode_id, "B0")].metrics, by[(ep.episode_id, "B1")].metrics
+        assert b0["any_leak"], ep.episode_id
+        assert b1["any_leak"] is (tau_session < ep.observations[-1].session), ep.episode_id
+        last_session += tau_session == ep.observations[-1].session
+    assert 0 < last_session < len(eps)  # both cases occur
+
+
+def test_long_slice_reports_ratio_oracle_and_attainable_p(tmp_path: Path) -> None:
+    from traceless.report._replay import render_replay, wilcoxon_min_p
+
+    suites = ["longmemeval", "toolsandbox"] + (["agentdojo"] if agentdojo_status() is None else [])
+    cfg = ReplayConfig(suites=suites, main=False, long_episodes=3, samples=2, sweep=False, depths=[],
+                       stochastic_episodes=0, oracle_fractions=[0.0, 1.0])
+    run_study("replay", tmp_path / "r", cfg, backend=ToyKVBackend(toy_reply), model_tag="toy", progress=False)
+    rows = read_rows(tmp_path / "r")
+    assert {r.key.split("/")[0] for r in rows} == {"long"} and len(rows) == 3 * len(suites)
+    for r in rows:
+        m = r.metrics
+        assert m["steps"] >= 16 and 4 * m["tau"] > 3 * m["steps"], r.key  # late target
+        assert m["bound_met"] and m["B7_equal_B5"] and m["B7_tokens"] < m["B5_tokens"]
+        assert m["B7_backend_decodes"] == m["decode_bound"] < m["B5_backend_decodes"]
+        zero, full = m["oracle"]["points"]
+        assert zero["tokens"] == m["B7_tokens"] and zero["equal_B5"] and full["equal_B5"]
+        assert full["certified"] == m["oracle"]["independent"] and full["transitions"] == zero["transitions"]
+        assert full["decode_tokens"] <= zero["decode_tokens"]
+        assert set(m["indep"]) == {"null", "B7", "B6"}
+    assert any(r.metrics["oracle"]["independent"] for r in rows)
+    text = render_replay(tmp_path / "r").read_text()
+    assert "Long episodes with late targets" in text and "paper: 9.3×" in text and "attribution oracle" in text
+    n = len(rows)
+    assert f"smallest attainable p with n={n}: {wilcoxon_min_p(n):.3f}" in text
+    assert wilcoxon_min_p(3) == pytest.approx(0.25) and wilcoxon_min_p(6) < 0.05 <= wilcoxon_min_p(5)  # type: ignore[operator]

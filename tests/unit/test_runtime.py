@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -14,6 +16,7 @@ from traceless.models import ChatMessage, GenerationConfig
 from traceless.runtime import (
     FORGET_OPERATORS,
     AgentRuntime,
+    ForgetOperator,
     ForgetRequest,
     Observation,
     RuntimeConfig,
@@ -77,6 +80,16 @@ def run(seed: int = 0, temperature: float = 0.0, checkpoints: str = "every_turn"
     rt = AgentRuntime(be, cfg)
     st = rt.run("ep", "You are an assistant.", episode(tau, n), flights())
     return rt, st
+
+
+@contextlib.contextmanager
+def temp_operator(op: ForgetOperator) -> Iterator[None]:
+    """Register a test-only operator for the duration of a block."""
+    FORGET_OPERATORS.register(op.name, help="test")(op)
+    try:
+        yield
+    finally:
+        del FORGET_OPERATORS._entries[op.name]
 
 
 def test_run_records_steps_checkpoints_and_provenance() -> None:
@@ -165,9 +178,13 @@ def test_baselines_behave_as_the_paper_says() -> None:
     assert BRAND not in final["B7"] and BRAND in final["B0"]
     # excision removes the span's cache entries only
     assert out["kv_excision"].state.kv.length < st.kv.length
-    kept = ToyKVBackend.decode_tokens(rt.backend, out["kv_excision"].state.token_ids())
-    assert SPAN.split()[0] in ToyKVBackend.decode_tokens(rt.backend, st.token_ids())
+    ex = out["kv_excision"].state
+    seg = ex.artifacts["obs:o3"]
+    kept = rt.backend.decode_tokens(ex.token_ids()[seg.kv_start:seg.kv_end])
+    assert SPAN.split()[0] in rt.backend.decode_tokens(st.token_ids())
     assert " ".join(SPAN.split()) not in kept and out["kv_excision"].receipt.tiers["kv"].rewritten == ["kv:obs:o3"]
+    # the memory recall at the next session start copied the span: excising the source span leaves it
+    assert SPAN in rt.backend.decode_tokens(ex.token_ids()[ex.artifacts["recall:4"].kv_start:])
     assert out["kv_excision"].receipt.tiers["summary"].target_copies_after > 0
 
 
@@ -215,3 +232,129 @@ def test_unknown_operator() -> None:
     rt, st = run()
     with pytest.raises(UnknownNameError, match="B7"):
         forget_state(rt, st, REQ, "B77")
+
+
+def test_recomputed_descendant_is_not_a_survivor_even_when_ids_collide(monkeypatch: pytest.MonkeyPatch) -> None:
+    """CPython reuses ``id()`` of freed objects, so a recomputed artifact can get the id of the one it
+    replaced. Force that collision for every object: the receipt must still see the recomputation."""
+    from traceless.runtime import _operators
+
+    monkeypatch.setattr(_operators, "id", lambda obj: 0, raising=False)
+    rt, st = run(tau=3)
+    b7 = forget_state(rt, st, REQ, "B7")
+    # replies after τ are recomputed with the same text as before ("noted step N"): only a real
+    # identity (the artifact version) tells them apart from survivors
+    assert st.artifacts["reply:4"].text == b7.state.artifacts["reply:4"].text
+    assert b7.receipt.verification.surviving_descendants == []
+    assert b7.receipt.verification.closure_clean and b7.receipt.verification.passed
+
+
+def test_untouched_descendant_is_a_survivor() -> None:
+    """The survivor check can fail: B0 keeps every descendant, so its closure is not clean."""
+    from traceless.runtime import _operators
+
+    rt, st = run(tau=3)
+    op = _operators.FORGET_OPERATORS.get("B0")
+    with temp_operator(_operators.ForgetOperator("B0r", "test", op.fn, op.claims, True)):
+        out = forget_state(rt, st, REQ, "B0r")
+    assert "reply:4" in out.receipt.verification.surviving_descendants
+    assert not out.receipt.verification.closure_clean and not out.receipt.verification.passed
+
+
+def memory_agent(msgs: list[ChatMessage], cfg: GenerationConfig, rng: np.random.Generator) -> str:
+    """An agent that knows only what its memory recalls bring into the context."""
+    recalled = " ".join(m.content for m in msgs if m.content.startswith("[memory]"))
+    last = msgs[-1].content if msgs else ""
+    if "airline" in last.lower():
+        return f"You fly with {BRAND}" if BRAND in recalled else "I do not know"
+    return "ok"
+
+
+def test_memory_written_in_one_session_is_recalled_into_later_sessions() -> None:
+    rt, st = run(tau=2, backend=ToyKVBackend(memory_agent))  # target in session 0 (steps 1-3)
+    recall = st.artifacts["recall:4"]
+    assert recall.sources == ["mem:2"] and SPAN in recall.text and "recall:4" in st.msg_art
+    assert "recall:4" in st.graph.taint_closure({"obs:o2"})
+    off = AgentRuntime(ToyKVBackend(memory_agent), RuntimeConfig(recall="off"))
+    st_off = off.run("ep", "You are an assistant.", episode(2, 6), flights())
+    assert not any(a.startswith("recall:") for a in st_off.artifacts)
+
+
+@pytest.mark.parametrize(("tau", "b1_leaks"), [(5, False), (2, True)])
+def test_b1_differs_from_b0_when_memory_propagates(tau: int, b1_leaks: bool) -> None:
+    """B1 is a real test: deleting the record changes what a later session recalls. When the target
+    came in the last session (τ=5), only the recall carries it and B1 stops the leak; when an earlier
+    session's recall already copied it into the context (τ=2), deletion does not propagate."""
+    rt, st = run(tau=tau, backend=ToyKVBackend(memory_agent))
+    q = "Which airline do I prefer?"
+    outs = {op: forget_state(rt, st, REQ, op) for op in ("B0", "B1", "B5")}
+    said = {op: rt.ask(o.state, q, recall=True).text for op, o in outs.items()}
+    assert BRAND in said["B0"] and BRAND not in said["B5"]
+    assert (BRAND in said["B1"]) is b1_leaks
+    assert outs["B1"].receipt.tiers["memory"].removed == [f"mem:{tau}"]
+
+
+def test_bound_check_counts_what_the_backend_ran() -> None:
+    rt, st = run(tau=3)
+    b7 = forget_state(rt, st, REQ, "B7")
+    # steps 3..6 replayed: 4 replies + the summaries of the two sessions that end at or after τ
+    assert b7.decode_bound == 4 + 2 and b7.executed.decode_calls == 6 and b7.executed.native
+    assert b7.bound_met is True
+    assert forget_state(rt, st, REQ, "B5").bound_met is False  # a full reset runs more than the bound
+
+
+def test_bound_check_fails_for_an_operator_that_undercounts() -> None:
+    """An operator that recomputes everything but reports only T−τ+1 transitions passes a check on
+    its own count; the backend's count exposes it."""
+    from traceless.runtime import _operators
+
+    def lying(ctx: _operators.OpContext) -> object:
+        new = _operators.full_reset(ctx)
+        new.cost.transitions = len(ctx.sanitized) - ctx.tau + 1
+        return new
+
+    rt, st = run(tau=4)
+    with temp_operator(ForgetOperator("B7lie", "test", lying, ("kv",), True)):  # type: ignore[arg-type]
+        out = forget_state(rt, st, REQ, "B7lie")
+    assert out.transitions == 6 - 4 + 1  # the self-report matches the bound
+    assert out.executed.decode_calls == 6 + 2 and out.bound_met is False
+
+
+class RetryingBackend(ToyKVBackend):
+    """A backend that silently decodes every reply twice (a discarded first attempt)."""
+
+    def decode(self, state, config=None):  # type: ignore[no-untyped-def]
+        super().decode(self.fork(state), config)
+        return super().decode(state, config)
+
+
+def test_bound_check_fails_when_the_backend_runs_more_than_the_bound() -> None:
+    rt, st = run(tau=3, backend=RetryingBackend(reply_fn))
+    b7 = forget_state(rt, st, REQ, "B7")
+    assert b7.transitions == 4  # the operator's view is unchanged
+    assert b7.executed.decode_calls == 12 and b7.bound_met is False
+
+
+def test_attribution_oracle_lowers_decode_cost_not_transitions() -> None:
+    from traceless.runtime import independent_steps
+
+    rt, st = run(tau=3)
+    b5 = forget_state(rt, st, REQ, "B5")
+    b7 = forget_state(rt, st, REQ, "B7")
+    oracle = independent_steps(st.trajectory, b5.state.trajectory, 3)
+    assert oracle == [4, 5]  # "noted step N" replies do not depend on the airline; 3 and 6 do
+    zero = forget_state(rt, st, REQ, "B7o")
+    full = forget_state(rt, st, REQ, "B7o", independent=oracle)
+    assert zero.state.token_ids() == full.state.token_ids() == b5.state.token_ids()
+    assert zero.cost.tokens == b7.cost.tokens  # B7o coincides with B7 at zero independence
+    assert full.transitions == zero.transitions == 4
+    assert full.executed.decode_calls == zero.executed.decode_calls - 2 and full.bound_met
+    assert full.cost.decode_tokens < zero.cost.decode_tokens
+
+
+def test_a_wrong_attribution_oracle_breaks_exactness() -> None:
+    rt, st = run(tau=3)
+    b5 = forget_state(rt, st, REQ, "B5")
+    wrong = forget_state(rt, st, REQ, "B7o", independent=[6])  # step 6 booked the revoked airline
+    assert wrong.state.token_ids() != b5.state.token_ids()
+    assert BRAND in wrong.state.trajectory.steps[-1].reply

@@ -9,6 +9,7 @@ Typical use::
     out.receipt, out.cost, out.state
 """
 
+from traceless.runtime._meter import Executed, MeteredBackend
 from traceless.runtime._operators import (
     FORGET_OPERATORS,
     ForgetOperator,
@@ -17,10 +18,11 @@ from traceless.runtime._operators import (
     clone_state,
     forget_instruction_text,
     forget_state,
+    independent_steps,
     sanitize_observations,
     world_at,
 )
-from traceless.runtime._provenance import ProvenanceGraph, contains_target, injection_step
+from traceless.runtime._provenance import ProvenanceGraph, contains_target, decode_bound, injection_step
 from traceless.runtime._runtime import (
     SUMMARY_PROMPT,
     AgentRuntime,
@@ -48,6 +50,8 @@ __all__ = [
     "AgentRuntime",
     "Checkpoint",
     "Cost",
+    "Executed",
+    "MeteredBackend",
     "FORGET_OPERATORS",
     "ForgetOperator",
     "ForgetOutcome",
@@ -69,8 +73,10 @@ __all__ = [
     "call_id",
     "clone_state",
     "contains_target",
+    "decode_bound",
     "forget_instruction_text",
     "forget_state",
+    "independent_steps",
     "injection_step",
     "parse_tool_calls",
     "render_observation",

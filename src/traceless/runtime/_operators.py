@@ -14,7 +14,7 @@ import hashlib
 import hmac
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,9 +24,10 @@ from traceless.errors import ReplayError
 from traceless.forget import Receipt, TargetRef, TierReport, Verification, receipt_key, sign
 from traceless.models import ChatMessage
 from traceless.registry import Registry
-from traceless.runtime._provenance import contains_target, injection_step
+from traceless.runtime._meter import Executed
+from traceless.runtime._provenance import contains_target, decode_bound, injection_step
 from traceless.runtime._runtime import AgentRuntime, RuntimeState, render_observation
-from traceless.runtime._types import ARTIFACT_TIERS, Cost, ForgetRequest, Observation, RArtifact
+from traceless.runtime._types import ARTIFACT_TIERS, Cost, ForgetRequest, Observation, RArtifact, Trajectory
 
 __all__ = [
     "FORGET_OPERATORS",
@@ -36,6 +37,7 @@ __all__ = [
     "clone_state",
     "forget_state",
     "forget_instruction_text",
+    "independent_steps",
     "sanitize_observations",
     "world_at",
 ]
@@ -80,6 +82,8 @@ class OpContext:
     closure: set[str]
     sanitized: list[Observation]
     notes: list[str] = field(default_factory=list)
+    independent: frozenset[int] = frozenset()
+    """Post-target steps an attribution oracle certifies independent of the target (B7o only)."""
 
 
 @dataclass
@@ -94,6 +98,20 @@ class ForgetOutcome:
     closure: list[str]
     transitions: int
     notes: list[str]
+    executed: Executed = field(default_factory=Executed)
+    """What the backend ran while the operator worked (counted below the operator)."""
+    decode_bound: int | None = None
+    """Generations an exact forget needs from τ on (T−τ+1 replies + the session summaries)."""
+    replays: bool = False
+    """The operator recomputes the suffix (the bound applies to it)."""
+
+    @property
+    def bound_met(self) -> bool | None:
+        """For a replaying operator: the backend ran exactly the bound's generations (fewer cannot
+        be exact, more is recomputation the bound says is unnecessary). None for the others."""
+        if not self.replays or self.decode_bound is None:
+            return None
+        return self.executed.decode_calls == self.decode_bound
 
 
 # ------------------------------------------------------------------------------ helpers
@@ -129,6 +147,15 @@ def clone_state(rt: AgentRuntime, st: RuntimeState) -> RuntimeState:
     out.kv_nonce = st.kv_nonce
     out.sink_block = st.sink_block
     return out
+
+
+def independent_steps(recorded: Trajectory, reference: Trajectory, tau: int) -> list[int]:
+    """The attribution oracle of the ablation, from ground truth: post-target steps whose reply and
+    summary the target-excluded reference (B5) decoded token for token as the recording did."""
+    ref = {r.step: r for r in reference.steps}
+    return [r.step for r in recorded.steps if r.step >= tau and r.step in ref
+            and ref[r.step].reply_token_ids == r.reply_token_ids
+            and ref[r.step].summary_token_ids == r.summary_token_ids]
 
 
 def world_at(st: RuntimeState, n_committed: int) -> Any:
@@ -367,6 +394,35 @@ def selective_replay(ctx: OpContext) -> RuntimeState:
     return st
 
 
+@_register("B7o", "Selective-Replay+oracle", ARTIFACT_TIERS, replays=True)
+def selective_replay_oracle(ctx: OpContext) -> RuntimeState:
+    """ablation: B7 with an attribution oracle; certified-independent post-target steps are re-entered
+    from the recording (prefill only), the others re-decoded"""
+    st, rt = ctx.state, ctx.rt
+    recorded = {r.step: r for r in st.trajectory.steps}
+    ck = rt.latest_checkpoint(st, ctx.tau - 1)
+    rt.restore(st, ck)
+    for t in range(ck.step + 1, ctx.tau):
+        rt.teacher_force(st, recorded[t], st.trajectory.observations[t - 1])
+    st.replaying = True
+    st.shadow_state = world_at(st, ck.committed_calls)
+    st.trajectory.observations = list(ctx.sanitized)
+    obs = ctx.sanitized
+    for t in range(ctx.tau, len(obs) + 1):
+        end = t == len(obs) or obs[t].session != obs[t - 1].session
+        if t in ctx.independent:
+            # the transition is still re-entered (its KV is recomputed on the clean prefix); only
+            # its decoding is skipped, which is exact only if the oracle is right
+            rt.teacher_force(st, recorded[t], obs[t - 1])
+            st.cost.transitions += 1
+            if rt.config.checkpoints == "every_turn" or (end and t < len(obs)):
+                rt._checkpoint(st)
+        else:
+            rt.step(st, obs[t - 1], session_end=end, next_session_start=end and t < len(obs))
+    ctx.notes.append(f"attribution oracle certified {len(ctx.independent)} post-target steps independent")
+    return st
+
+
 @_register("B8", "IFC-only", ())
 def ifc_only(ctx: OpContext) -> RuntimeState:
     """information-flow control only: label the target, block tool-call sinks carrying it; state untouched"""
@@ -476,32 +532,36 @@ def _copies(rt: AgentRuntime, st: RuntimeState, req: ForgetRequest) -> dict[str,
 
 
 def forget_state(rt: AgentRuntime, st: RuntimeState, req: ForgetRequest, operator: str, *,
-                 clone: bool = True, key: bytes | None = None) -> ForgetOutcome:
+                 clone: bool = True, key: bytes | None = None, independent: Iterable[int] = ()) -> ForgetOutcome:
     """Apply ``operator`` to (a clone of) ``st``. A target that no observation contains gives a
-    receipt with ``matched=False`` and nothing replayed."""
+    receipt with ``matched=False`` and nothing replayed. ``independent``: for B7o, the post-target
+    steps an attribution oracle certifies independent of the target."""
     op = FORGET_OPERATORS.get(operator)
     rt.check(st.trajectory)
     t0 = time.perf_counter()
     tau = injection_step(st.trajectory.observations, req.span)
     work = clone_state(rt, st) if clone else st
     before = _by_tier(work)
-    objects_before = {a: id(art) for a, art in work.artifacts.items()}
+    versions_before = {a: art.version for a, art in work.artifacts.items()}
     mac = hmac.new(key if key is not None else receipt_key(), req.span.encode(), hashlib.sha256).hexdigest()[:16]
     target = TargetRef(kind="literal", ref=f"hmac:{mac}", owner=st.trajectory.episode_id)
     notes: list[str] = []
     closure: set[str] = set()
     if tau is None:
         notes.append("no observation of this trajectory contains the target; nothing was changed or replayed")
-        out_state, cost = work, Cost()
+        out_state, cost, executed = work, Cost(), Executed()
     else:
         obs = st.trajectory.observations[tau - 1]
         closure = work.graph.taint_closure({f"obs:{obs.obs_id}"})
         # conservative taint: every model-derived artifact from τ on saw the target in context
         closure |= {a for a, art in work.artifacts.items()
                     if art.step >= tau and art.kind in ("reply", "summary", "plan", "kv_segment")}
-        ctx = OpContext(rt, work, req, tau, closure, sanitize_observations(st.trajectory.observations, req.span))
+        ctx = OpContext(rt, work, req, tau, closure, sanitize_observations(st.trajectory.observations, req.span),
+                        independent=frozenset(t for t in independent if t >= tau))
         work.cost = Cost()
+        ex0 = rt.backend.executed()
         out_state = op.fn(ctx)
+        executed = rt.backend.executed().minus(ex0)
         cost = out_state.cost.model_copy(update={"seconds": time.perf_counter() - t0})
         notes += ctx.notes
     after = _by_tier(out_state)
@@ -518,19 +578,27 @@ def forget_state(rt: AgentRuntime, st: RuntimeState, req: ForgetRequest, operato
             digest_after=_tier_digest(a),
             target_copies_after=copies[t],
         )
-    # a descendant survives when the very same object is still there, unchanged (not recomputed)
+    # a descendant survives when the same computation (version) is still there, unchanged
     surviving = sorted(
         a for a in closure
-        if a in out_state.artifacts and objects_before.get(a) == id(out_state.artifacts[a])
+        if a in out_state.artifacts and versions_before.get(a) == out_state.artifacts[a].version
         and before.get(out_state.artifacts[a].tier, {}).get(a) == out_state.artifacts[a].text
     )
     claims = list(op.claims) if tau is not None else []
     src = [f"obs:{st.trajectory.observations[tau - 1].obs_id}"] if tau is not None else []
     src_gone = all(not contains_target(out_state.artifacts[s].text, req.span) for s in src if s in out_state.artifacts)
     passed = all(copies[t] == 0 for t in claims) and (not op.replays or not surviving)
+    dbound = None
+    if tau is not None:
+        dbound = decode_bound(st.trajectory.observations, tau, summaries=rt.config.summaries)
+        if operator == "B7o":  # generations the oracle lets B7o skip
+            seq = st.trajectory.observations
+            dbound -= sum(1 + int(rt.config.summaries and (t == len(seq) or seq[t].session != seq[t - 1].session))
+                          for t in set(independent) if tau <= t <= len(seq))
     if op.replays and tau is not None:
         n_steps = len(st.trajectory.observations)
-        notes.append(f"replayed {cost.transitions} transitions (bound T-tau+1 = {n_steps - tau + 1})")
+        notes.append(f"replayed {cost.transitions} transitions (bound T-tau+1 = {n_steps - tau + 1}); the backend "
+                     f"ran {executed.decode_calls} generations (bound: {dbound} = replies + session summaries)")
     if out_state.env is not None and out_state.env.shadow_log:
         kinds: dict[str, int] = {}
         for c in out_state.env.shadow_log:
@@ -557,4 +625,5 @@ def forget_state(rt: AgentRuntime, st: RuntimeState, req: ForgetRequest, operato
         notes=notes,
     )
     receipt = sign(receipt, key)
-    return ForgetOutcome(operator, out_state, receipt, cost, tau, sorted(closure), cost.transitions, notes)
+    return ForgetOutcome(operator, out_state, receipt, cost, tau, sorted(closure), cost.transitions, notes,
+                         executed, dbound, op.replays)

@@ -105,4 +105,13 @@ def injection_step(observations: list[Observation], span: str) -> int | None:
     return None
 
 
-__all__ += ["injection_step"]
+def decode_bound(observations: list[Observation], tau: int, *, summaries: bool = True) -> int:
+    """The model generations an exact forget must run from τ on: one reply per transition of the
+    T−τ+1 bound, plus one summary per session that ends at or after τ (when the scaffold writes
+    summaries). Derived from the episode alone, so it does not trust any operator's count."""
+    n = len(observations)
+    ends = sum(1 for t in range(tau, n + 1) if t == n or observations[t].session != observations[t - 1].session)
+    return (n - tau + 1) + (ends if summaries else 0)
+
+
+__all__ += ["injection_step", "decode_bound"]

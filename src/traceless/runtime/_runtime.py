@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from traceless._version import code_version
 from traceless.errors import BackendError, ConfigError, ReplayError
 from traceless.models import ChatMessage, Generation, GenerationConfig
+from traceless.runtime._meter import MeteredBackend
 from traceless.runtime._provenance import ProvenanceGraph
 from traceless.runtime._tools import ToolEnv, parse_tool_calls
 from traceless.runtime._types import (
@@ -38,7 +39,7 @@ from traceless.runtime._types import (
     step_seed,
 )
 
-__all__ = ["RuntimeConfig", "AgentRuntime", "RuntimeState", "SUMMARY_PROMPT", "render_observation"]
+__all__ = ["RuntimeConfig", "AgentRuntime", "RuntimeState", "SUMMARY_PROMPT", "render_observation", "render_recall"]
 
 SUMMARY_PROMPT = "Summarize this session so far in one short sentence, keeping the details you will need later."
 """The in-context compaction request at the end of a session (a scaffold message, not an observation)."""
@@ -61,6 +62,17 @@ class RuntimeConfig(BaseModel):
     """Episode seed (per-step seeds derive from it)."""
     summary_prompt: str = SUMMARY_PROMPT
     """Text of the compaction request."""
+    recall: Literal["off", "session_start"] = "session_start"
+    """Memory propagation: at the first step of every later session (and before an audit question
+    asked as a new session) the plaintext memory records written so far are retrieved into the
+    context as one ``[memory]`` message, as the paper's agents do. ``off``: memory is write-only."""
+    recall_k: int = Field(4, ge=1)
+    """How many memory records (most recent first written) one recall retrieves."""
+
+
+def render_recall(texts: list[str]) -> str:
+    """How retrieved memory records appear in the context."""
+    return "[memory] " + " | ".join(texts)
 
 
 def render_observation(obs: Observation) -> str:
@@ -125,7 +137,8 @@ class AgentRuntime:
                     f"the runtime needs a local backend with KV-cache access ({m} is missing on "
                     f"{type(backend).__name__}); use an embedded model such as smollm2-135m-instruct"
                 )
-        self.backend = backend
+        self.backend = backend if isinstance(backend, MeteredBackend) else MeteredBackend(backend)
+        """The backend behind a meter: ``backend.executed()`` reads what the model actually ran."""
         self.config = config or RuntimeConfig()
         self.model = dict(backend.describe())
         self.code_version = code_version()
@@ -185,6 +198,7 @@ class AgentRuntime:
         seed = step_seed(self.config.seed, t)
         t0 = time.perf_counter()
         before = st.cost.model_copy()
+        self._recall_at_session_start(st, t, obs)
         obs_art = st.add(RArtifact(art_id=f"obs:{obs.obs_id}", tier="transcript", kind="observation", step=t,
                                    text=obs.text))
         self._append_user(st, render_observation(obs), obs_art)
@@ -230,6 +244,7 @@ class AgentRuntime:
         recorded reply/summary token ids (used after restoring a coarse checkpoint)."""
         t = rec.step
         t0 = time.perf_counter()
+        self._recall_at_session_start(st, t, obs)
         obs_art = st.add(RArtifact(art_id=f"obs:{obs.obs_id}", tier="transcript", kind="observation", step=t,
                                    text=obs.text))
         self._append_user(st, render_observation(obs), obs_art)
@@ -254,6 +269,27 @@ class AgentRuntime:
         st.step = t
         st.trajectory.steps.append(rec)
         st.cost.seconds += time.perf_counter() - t0
+
+    # ------------------------------------------------------------------ memory recall
+
+    def recalled(self, st: RuntimeState, before_step: int | None = None) -> list[RArtifact]:
+        """The memory records a recall retrieves: the ``recall_k`` most recent ones written before
+        ``before_step`` (all alive ones when None), oldest first."""
+        recs = [a for a in st.tier("memory") if before_step is None or a.step < before_step]
+        return sorted(recs, key=lambda a: (a.step, a.art_id))[-self.config.recall_k:]
+
+    def _recall_at_session_start(self, st: RuntimeState, t: int, obs: Observation) -> None:
+        """At the first step of a later session, retrieve memory into the context (a transcript
+        artifact derived from the memory records it quotes)."""
+        prev = st.trajectory.observations[t - 2] if 2 <= t <= len(st.trajectory.observations) + 1 else None
+        if self.config.recall == "off" or prev is None or prev.session == obs.session:
+            return
+        recs = self.recalled(st, t)
+        if not recs:
+            return
+        art = st.add(RArtifact(art_id=f"recall:{t}", tier="transcript", kind="recall", step=t,
+                               text=render_recall([a.text for a in recs]), sources=[a.art_id for a in recs]))
+        self._append_user(st, art.text, art)
 
     # ------------------------------------------------------------------ checkpoints
 
@@ -319,13 +355,25 @@ class AgentRuntime:
 
     # ------------------------------------------------------------------ questions on a fork
 
-    def ask(self, st: RuntimeState, text: str, config: GenerationConfig | None = None) -> Generation:
-        """Answer ``text`` from the current state on a scratch fork (scrubbed afterwards)."""
+    def _question_ids(self, st: RuntimeState, kv_ids: list[int], text: str, recall: bool) -> list[int]:
+        """Tokens that put a question (after a memory recall, when asked as a new session) after
+        the state's context, up to the generation prompt."""
+        msgs = list(st.messages)
+        ids: list[int] = []
+        recs = self.recalled(st) if recall and self.config.recall != "off" else []
+        for content in ([render_recall([a.text for a in recs])] if recs else []) + [text]:
+            msg = ChatMessage(role="user", content=content)
+            ids += self._message_delta(msgs, msg, [*kv_ids, *ids])
+            msgs.append(msg)
+        return ids + self._gen_prompt_delta(msgs, [*kv_ids, *ids])
+
+    def ask(self, st: RuntimeState, text: str, config: GenerationConfig | None = None, *,
+            recall: bool = False) -> Generation:
+        """Answer ``text`` from the current state on a scratch fork (scrubbed afterwards). With
+        ``recall`` the question opens a new session: memory is retrieved into the context first."""
         fork = self.backend.fork(st.kv)
         try:
-            msg = ChatMessage(role="user", content=text)
-            ids = self._message_delta(st.messages, msg, list(fork.token_ids))
-            ids += self._gen_prompt_delta([*st.messages, msg], [*fork.token_ids, *ids])
+            ids = self._question_ids(st, list(fork.token_ids), text, recall)
             self.backend.prefill(ids, fork)
             _, g = self.backend.decode(fork, config or self.config.generation)
             out: Generation = g.model_copy(update={"prompt_tokens": len(ids)})
@@ -334,16 +382,15 @@ class AgentRuntime:
             self.backend.crop(fork, 0)
             del fork
 
-    def choose(self, st: RuntimeState, question: str, options: list[str]) -> tuple[int, list[float]]:
+    def choose(self, st: RuntimeState, question: str, options: list[str], *, recall: bool = False
+               ) -> tuple[int, list[float]]:
         """Forced choice from next-token logits over option letters (string-free behaviour)."""
         letters = [chr(ord("A") + i) for i in range(len(options))]
         body = question + "\n" + "\n".join(f"{ltr}) {o}" for ltr, o in zip(letters, options, strict=True))
         body += "\nAnswer with the letter only."
         fork = self.backend.fork(st.kv)
         try:
-            msg = ChatMessage(role="user", content=body)
-            ids = self._message_delta(st.messages, msg, list(fork.token_ids))
-            ids += self._gen_prompt_delta([*st.messages, msg], [*fork.token_ids, *ids])
+            ids = self._question_ids(st, list(fork.token_ids), body, recall)
             self.backend.prefill(ids, fork)
             logits = self.backend.next_token_logits(fork)
             scores = [float(logits[self._letter_id(ltr)]) for ltr in letters]

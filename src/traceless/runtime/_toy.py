@@ -60,6 +60,12 @@ class ToyKVBackend:
         self._vocab: dict[str, int] = {}
         self._words: dict[int, str] = {}
         self.calls = 0
+        self.decoded_tokens = 0
+        """Tokens produced by decode (counted where they are fed, inside the backend)."""
+
+    def counters(self) -> dict[str, int]:
+        """What this backend executed so far: generations run and tokens decoded."""
+        return {"decode_calls": self.calls, "decoded_tokens": self.decoded_tokens}
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "backend": "toy-kv", "weights_sha256": None}
@@ -155,6 +161,7 @@ class ToyKVBackend:
             ids = ids + [_EOT]
         for t in ids:
             self._feed(st, t)
+        self.decoded_tokens += len(ids)
         return st, Generation(text=self.decode_tokens([i for i in ids if i != _EOT]), prompt_tokens=0,
                               completion_tokens=len(ids), finish_reason=finish, model=self.name)
 

@@ -4,6 +4,7 @@ checkpoints, trajectories and forget requests. All pydantic, all serialisable.""
 from __future__ import annotations
 
 import hashlib
+import itertools
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -20,6 +21,7 @@ __all__ = [
     "Cost",
     "step_seed",
     "digest_ids",
+    "new_version",
 ]
 
 ARTIFACT_TIERS: tuple[str, ...] = ("transcript", "summary", "memory", "plan", "kv")
@@ -48,6 +50,15 @@ class Observation(BaseModel):
     """The scaffold's memory policy writes this observation to plaintext memory."""
 
 
+_VERSIONS = itertools.count(1)
+"""Process-wide source of artifact versions: every artifact the runtime produces gets a new one."""
+
+
+def new_version() -> int:
+    """A fresh artifact version, never reused within the process (unlike ``id()``)."""
+    return next(_VERSIONS)
+
+
 class RArtifact(BaseModel):
     """A piece of runtime state with its provenance (sources are observation or artifact ids)."""
 
@@ -67,6 +78,10 @@ class RArtifact(BaseModel):
     """First KV position of its tokens, when it is in the context."""
     kv_end: int | None = None
     """One past its last KV position."""
+    version: int = Field(default_factory=new_version)
+    """Identity of this computation of the artifact: a clone keeps it, a recomputation gets a new
+    one. Receipts decide whether a descendant survived by (id, version), never by ``id()`` of the
+    Python object, which CPython reuses once an object is freed."""
 
 
 class ToolCall(BaseModel):

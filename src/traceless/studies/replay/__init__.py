@@ -3,8 +3,14 @@
 Registers the ``replay`` study (``traceless study run replay``) and its suites.
 """
 
-from traceless.studies.replay._audits import PROBE_NAMES, leaked, probes_for
-from traceless.studies.replay._study import DEFAULT_OPERATORS, ReplayConfig, ReplayStudy, place_target
+from traceless.studies.replay._audits import PROBE_NAMES, cad, executed_actions, leaked, probes_for
+from traceless.studies.replay._study import (
+    DEFAULT_OPERATORS,
+    ReplayConfig,
+    ReplayStudy,
+    late_target,
+    place_target,
+)
 from traceless.studies.replay._suites import SUITES, Choice, Episode, Task, agentdojo_status, make_env
 
 __all__ = [
@@ -17,6 +23,9 @@ __all__ = [
     "ReplayStudy",
     "Task",
     "agentdojo_status",
+    "cad",
+    "executed_actions",
+    "late_target",
     "leaked",
     "make_env",
     "place_target",

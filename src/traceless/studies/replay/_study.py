@@ -24,21 +24,23 @@ from traceless.runtime import (
     RuntimeState,
     clone_state,
     forget_state,
+    independent_steps,
 )
 from traceless.studies._runner import STUDIES, Cell, CellResult, RunContext, Study, derive_seed
 from traceless.studies.replay._audits import (
     PROBE_NAMES,
     ProbeCache,
     action_of,
+    cad,
     distances,
+    executed_actions,
     leaked,
-    norm_edit,
     probes_for,
     state_digest,
 )
 from traceless.studies.replay._suites import SUITES, Episode, make_env
 
-__all__ = ["ReplayConfig", "ReplayStudy", "DEFAULT_OPERATORS", "place_target"]
+__all__ = ["ReplayConfig", "ReplayStudy", "DEFAULT_OPERATORS", "place_target", "late_target"]
 
 DEFAULT_OPERATORS: tuple[str, ...] = ("B5", "B0", "B1", "B2", "B3", "B4", "B5p", "B6", "B6b", "B7", "B7s", "B8",
                                       "B9", "kv_excision")
@@ -76,6 +78,16 @@ class ReplayConfig(BaseModel):
     """Derivation depths (restatement steps after the target) for the depth ablation (toolsandbox)."""
     longmemeval: str | None = None
     """LongMemEval file (upstream JSON); default ../shared/data/longmemeval_oracle_subset99.json."""
+    main: bool = True
+    """Run the main grid (suites × episodes × operators with the full audits)."""
+    long_episodes: int = Field(0, ge=0)
+    """Episodes per suite of the long-episode slice (``long_steps`` steps, target in the last quarter):
+    B5, B7 (and B6) cost and wall time, the attribution-oracle ablation, independent-seed draws."""
+    long_steps: int = Field(16, ge=4)
+    """Steps of a long episode (the paper's 9.3× needs long trajectories with late targets)."""
+    oracle_fractions: list[float] = Field(default_factory=lambda: [0.0, 0.5, 1.0])
+    """Attribution-oracle ablation: fractions of the truly independent post-target steps the oracle
+    certifies (0 = B7; 1 = every independent step re-entered without decoding)."""
     seed: int = 0
     """Base seed."""
 
@@ -90,6 +102,20 @@ def place_target(ep: Episode, tau: int) -> Episode:
             text = f"{text} {span}"
         obs.append(o.model_copy(update={"text": text, "remember": i == tau}))
     return ep.model_copy(update={"observations": obs, "episode_id": f"{ep.episode_id}@tau{tau}"})
+
+
+def late_target(ep: Episode, index: int) -> Episode:
+    """A long episode with its target in the last quarter: kept where it already is, else moved
+    into one of the latest observations of the same kind (a tool return stays a tool return),
+    the ``index``-th episode taking the ``index``-th latest such step (never the final one when
+    another exists)."""
+    n = len(ep.observations)
+    if 4 * ep.tau > 3 * n:
+        return ep
+    kind = ep.observations[ep.tau - 1].kind
+    late = [t for t in range(n, (3 * n) // 4, -1) if 4 * t > 3 * n]
+    cands = [t for t in late if ep.observations[t - 1].kind == kind and t < n] or [t for t in late if t < n] or late
+    return place_target(ep, cands[index % len(cands)])
 
 
 def _kv_backend(ctx: RunContext[Any]) -> Any:
@@ -121,16 +147,23 @@ class ReplayStudy(Study[ReplayConfig]):
                 FORGET_OPERATORS.get(op)
         for s in config.suites:
             SUITES.get(s)
-        if "B5" not in config.operators:
+        if config.main and "B5" not in config.operators:
             raise ConfigError("operators must include B5: it is the reference every audit compares with")
+        if any(not 0.0 <= f <= 1.0 for f in config.oracle_fractions):
+            raise ConfigError(f"oracle_fractions must lie in [0, 1]; got {config.oracle_fractions}")
         for s in config.suites:
-            for i in range(config.episodes):
+            for i in range(config.long_episodes):
+                k = f"long/{s}/{i}"
+                yield Cell(key=k, group=k, params={"kind": "long", "suite": s, "index": i},
+                           seed=derive_seed(config.seed, s, i, "long"))
+        for s in config.suites:
+            for i in range(config.episodes if config.main else 0):
                 g = f"main/{s}/{i}"
                 for op in config.operators:
                     yield Cell(key=f"{g}/{op}", group=g, params={"kind": "main", "suite": s, "index": i, "operator": op},
                                seed=derive_seed(config.seed, s, i))
         for s in config.suites:
-            for i in range(min(config.stochastic_episodes, config.episodes)):
+            for i in range(min(config.stochastic_episodes, config.episodes) if config.main else 0):
                 k = f"stoch/{s}/{i}"
                 yield Cell(key=k, group=k, params={"kind": "stochastic", "suite": s, "index": i},
                            seed=derive_seed(config.seed, s, i, "stochastic"))
@@ -160,6 +193,19 @@ class ReplayStudy(Study[ReplayConfig]):
         eps: list[Episode] = ctx.state[key]
         return eps
 
+    def _long_episodes(self, ctx: RunContext[ReplayConfig], suite: str) -> list[Episode]:
+        key = f"episodes/{suite}/long"
+        if key not in ctx.state:
+            cfg = ctx.config
+            rng = np.random.default_rng(derive_seed(cfg.seed, "long-episodes", suite))
+            kw: dict[str, Any] = {"late": True} if suite == "agentdojo" else {}
+            if suite == "longmemeval" and cfg.longmemeval:
+                kw["path"] = cfg.longmemeval
+            eps = SUITES.get(suite)(cfg.long_episodes, cfg.long_steps, rng, **kw)
+            ctx.state[key] = [late_target(ep, i) for i, ep in enumerate(eps)]
+        out: list[Episode] = ctx.state[key]
+        return out
+
     def _runtime(self, ctx: RunContext[ReplayConfig], seed: int, temperature: float = 0.0) -> AgentRuntime:
         cfg = ctx.config
         gen = GenerationConfig(max_new_tokens=cfg.max_new_tokens, temperature=temperature)
@@ -174,6 +220,8 @@ class ReplayStudy(Study[ReplayConfig]):
             yield from self._stochastic(ctx, cells)
         elif kind == "sweep":
             yield from self._sweep(ctx, cells)
+        elif kind == "long":
+            yield from self._long(ctx, cells)
         else:
             yield from self._depth(ctx, cells)
 
@@ -199,16 +247,16 @@ class ReplayStudy(Study[ReplayConfig]):
                 out["indep"].append(cache.ask(rt, st, dig, direct, sc2)[0])
         out["choice"] = None
         if ep.choice is not None:
-            pick, _ = rt.choose(st, ep.choice.question, ep.choice.options)
+            pick, _ = rt.choose(st, ep.choice.question, ep.choice.options, recall=True)
             out["choice"] = pick
         out["digest"] = dig
         return out
 
-    def _actions(self, st: RuntimeState, tau: int, tools: dict[str, Any] | None) -> list[str]:
-        return [action_of(s.reply, tools) for s in st.trajectory.steps if s.step >= tau]
+    def _actions(self, st: RuntimeState, ep: Episode, tools: dict[str, Any] | None) -> list[str | None]:
+        return executed_actions(st, ep.tau, len(ep.observations), tools)
 
-    def _compare(self, ep: Episode, a: dict[str, Any], ref: dict[str, Any], acts: list[str], ref_acts: list[str],
-                 tools: dict[str, Any] | None) -> dict[str, Any]:
+    def _compare(self, ep: Episode, a: dict[str, Any], ref: dict[str, Any], acts: list[str | None],
+                 ref_acts: list[str | None], tools: dict[str, Any] | None) -> dict[str, Any]:
         secret = ep.request.secret
         m: dict[str, Any] = {f"leak_{k}": leaked(secret, v) for k, v in a["probes"].items()}
         m["any_leak"] = any(m.values())
@@ -218,12 +266,9 @@ class ReplayStudy(Study[ReplayConfig]):
             m["behav_pick"] = a["choice"]
             m["behav_revoked"] = a["choice"] == ep.choice.revoked
             m["behav_string_leak"] = any(leaked(secret, t) for t in a["tasks"])
-        task_acts = [action_of(t, tools) for t in a["tasks"]]
-        ref_task_acts = [action_of(t, tools) for t in ref["tasks"]]
-        mine, theirs = acts + task_acts, ref_acts + ref_task_acts
-        n = max(len(mine), len(theirs))
-        dists = [norm_edit(mine[i], theirs[i]) if i < len(mine) and i < len(theirs) else 1.0 for i in range(n)]
-        m["cad"] = sum(dists) / n if n else 0.0
+        task_acts: list[str | None] = [action_of(t, tools) for t in a["tasks"]]
+        ref_task_acts: list[str | None] = [action_of(t, tools) for t in ref["tasks"]]
+        m["cad"] = cad(acts + task_acts, ref_acts + ref_task_acts)
         mine_all = list(a["probes"].values()) + a["tasks"]
         ref_all = list(ref["probes"].values()) + ref["tasks"]
         m["agreement"] = sum(x == y for x, y in zip(mine_all, ref_all, strict=True)) / max(1, len(ref_all))
@@ -254,7 +299,7 @@ class ReplayStudy(Study[ReplayConfig]):
         ref = forget_state(rt, st, ep.request, "B5")
         ref_audit = self._audit(ctx, rt, ep, ref.state, cache, independent=True)
         tau = ep.tau
-        ref_acts = self._actions(ref.state, tau, tools)
+        ref_acts = self._actions(ref.state, ep, tools)
         for cell in cells:
             op = cell.params["operator"]
             if op == "B5":
@@ -268,7 +313,7 @@ class ReplayStudy(Study[ReplayConfig]):
             else:
                 out = forget_state(rt, st, ep.request, op)
             aud = ref_audit if op == "B5" else self._audit(ctx, rt, ep, out.state, cache)
-            m = self._compare(ep, aud, ref_audit, self._actions(out.state, tau, tools), ref_acts, tools)
+            m = self._compare(ep, aud, ref_audit, self._actions(out.state, ep, tools), ref_acts, tools)
             m.update(self._cost_metrics(ep, out, ref))
             m["equal_ref_tokens"] = out.state.token_ids() == ref.state.token_ids()
             m["equal_ref_kv"] = aud["digest"] == ref_audit["digest"]
@@ -298,7 +343,12 @@ class ReplayStudy(Study[ReplayConfig]):
             "decode_tokens": out.cost.decode_tokens,
             "transitions": out.transitions,
             "bound": bound,
-            "bound_met": out.transitions == bound if replays else None,
+            # the check counts what the backend ran, not the operator's own transition count
+            "backend_decodes": out.executed.decode_calls,
+            "backend_decoded_tokens": out.executed.decoded_tokens,
+            "backend_prefill_tokens": out.executed.prefill_tokens,
+            "decode_bound": out.decode_bound,
+            "bound_met": out.bound_met if replays else None,
             "seconds": out.cost.seconds,
             "ratio_vs_b5_tokens": ref.cost.tokens / out.cost.tokens if out.cost.tokens else None,
             "receipt_passed": out.receipt.verification.passed,
@@ -340,7 +390,9 @@ class ReplayStudy(Study[ReplayConfig]):
                 m[f"{op}_transitions"] = o.transitions
                 m[f"{op}_seconds"] = o.cost.seconds
             m["B7_equal_B5"] = outs["B7"].state.token_ids() == outs["B5"].state.token_ids()
-            m["bound_met"] = outs["B7"].transitions == m["bound"]
+            m["B7_backend_decodes"] = outs["B7"].executed.decode_calls
+            m["decode_bound"] = outs["B7"].decode_bound
+            m["bound_met"] = outs["B7"].bound_met
             m["ratio_B7_B5"] = outs["B7"].cost.tokens / outs["B5"].cost.tokens
             yield CellResult(key=cell.key, metrics=m, extra={"episode": ep.episode_id, "suite": ep.suite})
             for o in outs.values():
@@ -357,12 +409,12 @@ class ReplayStudy(Study[ReplayConfig]):
             cache = ProbeCache()
             ref = forget_state(rt, st, ep.request, "B5")
             ra = self._audit(ctx, rt, ep, ref.state, cache)
-            racts = self._actions(ref.state, ep.tau, tools)
+            racts = self._actions(ref.state, ep, tools)
             m: dict[str, Any] = {"depth": d}
             for op in ("B3", "B7"):
                 o = forget_state(rt, st, ep.request, op)
                 a = self._audit(ctx, rt, ep, o.state, cache)
-                c = self._compare(ep, a, ra, self._actions(o.state, ep.tau, tools), racts, tools)
+                c = self._compare(ep, a, ra, self._actions(o.state, ep, tools), racts, tools)
                 m[f"{op}_any_leak"] = c["any_leak"]
                 m[f"{op}_cad"] = c["cad"]
                 m[f"{op}_behav_revoked"] = c.get("behav_revoked")
@@ -370,3 +422,79 @@ class ReplayStudy(Study[ReplayConfig]):
             m["ref_any_leak"] = any(leaked(ep.request.secret, v) for v in ra["probes"].values())
             m["ref_behav_revoked"] = ra["choice"] == ep.choice.revoked if ep.choice else None
             yield CellResult(key=cell.key, metrics=m, extra={"episode": ep.episode_id})
+
+    def _long(self, ctx: RunContext[ReplayConfig], cells: list[Cell]) -> Iterator[CellResult]:
+        cell = cells[0]
+        p = cell.params
+        ep = self._long_episodes(ctx, p["suite"])[p["index"]]
+        rt = self._runtime(ctx, cell.seed)
+        t0 = time.perf_counter()
+        st = rt.run(ep.episode_id, ep.system, ep.observations, make_env(ep))
+        m: dict[str, Any] = {"tau": ep.tau, "steps": len(ep.observations), "bound": len(ep.observations) - ep.tau + 1,
+                             "run_seconds": time.perf_counter() - t0}
+        # B5′ is left to the main grid and the sweep: on long episodes it re-decodes every pre-τ reply
+        # (as much decoding as B5) and would double the slice's time
+        outs = {op: forget_state(rt, st, ep.request, op) for op in ("B5", "B7", "B6")}
+        for op, o in outs.items():
+            m.update({f"{op}_tokens": o.cost.tokens, f"{op}_prefill": o.cost.prefill_tokens,
+                      f"{op}_decode": o.cost.decode_tokens, f"{op}_seconds": o.cost.seconds,
+                      f"{op}_transitions": o.transitions, f"{op}_backend_decodes": o.executed.decode_calls,
+                      f"{op}_backend_tokens": o.executed.decoded_tokens + o.executed.prefill_tokens})
+        m["decode_bound"] = outs["B7"].decode_bound
+        m["bound_met"] = outs["B7"].bound_met
+        m["B7_equal_B5"] = outs["B7"].state.token_ids() == outs["B5"].state.token_ids()
+        m["ratio_tokens_B5_B7"] = outs["B5"].cost.tokens / max(1, outs["B7"].cost.tokens)
+        m["ratio_seconds_B5_B7"] = outs["B5"].cost.seconds / max(1e-9, outs["B7"].cost.seconds)
+        m["oracle"] = self._oracle_ablation(ctx, rt, ep, st, outs["B5"], outs["B7"])
+        m["indep"] = self._indep_draws(ctx, rt, ep, {op: outs[op].state for op in ("B5", "B7", "B6")})
+        yield CellResult(key=cell.key, metrics=m, extra={"episode": ep.episode_id, "suite": ep.suite, "tau": ep.tau})
+        for o in outs.values():
+            rt.backend.crop(o.state.kv, 0)
+
+    def _oracle_ablation(self, ctx: RunContext[ReplayConfig], rt: AgentRuntime, ep: Episode, st: RuntimeState,
+                         ref: ForgetOutcome, b7: ForgetOutcome) -> dict[str, Any]:
+        """Post-target independence: the truly independent steps (ground truth from B5) and B7o's cost
+        when an attribution oracle certifies a growing fraction of them."""
+        indep = independent_steps(st.trajectory, ref.state.trajectory, ep.tau)
+        bound = len(ep.observations) - ep.tau + 1
+        out: dict[str, Any] = {"independent": len(indep), "independence": len(indep) / bound, "points": []}
+        done: dict[int, ForgetOutcome] = {}
+        for f in ctx.config.oracle_fractions:
+            k = round(f * len(indep))
+            if k not in done:  # B7o certifying nothing runs exactly B7's computation: not repeated
+                done[k] = b7 if k == 0 else forget_state(rt, st, ep.request, "B7o", independent=indep[:k])
+            o = done[k]
+            out["points"].append({"fraction": f, "certified": k, "certified_share": k / bound,
+                                  "tokens": o.cost.tokens, "decode_tokens": o.cost.decode_tokens,
+                                  "prefill_tokens": o.cost.prefill_tokens, "seconds": o.cost.seconds,
+                                  "transitions": o.transitions, "backend_decodes": o.executed.decode_calls,
+                                  "bound_met": o.bound_met,
+                                  "equal_B5": o.state.token_ids() == ref.state.token_ids()})
+        for o in done.values():
+            if o is not b7:
+                rt.backend.crop(o.state.kv, 0)
+        return out
+
+    def _indep_draws(self, ctx: RunContext[ReplayConfig], rt: AgentRuntime, ep: Episode,
+                     states: dict[str, RuntimeState]) -> dict[str, dict[str, float]]:
+        """Per-episode distances of the independent-seed test: d(op draws, B5′′ draws) for B7 and B6,
+        and the null d(B5 draws, B5′′ draws); B5′′ = the reference sampled with other seeds."""
+        cfg = ctx.config
+        cache = ProbeCache()
+        direct = probes_for(ep.request, ep.task_probe)[0].text
+        tools = dict(states["B5"].env.tools) if states["B5"].env is not None else None
+
+        def draws(st: RuntimeState, base: int) -> list[str]:
+            dig = state_digest(rt, st)
+            return [cache.ask(rt, st, dig, direct, GenerationConfig(max_new_tokens=cfg.probe_tokens,
+                                                                    temperature=cfg.temperature, seed=base + i))[0]
+                    for i in range(cfg.samples)]
+
+        other = draws(states["B5"], 1000)
+        out: dict[str, dict[str, float]] = {}
+        for op, st in (("null", states["B5"]), ("B7", states["B7"]), ("B6", states["B6"])):
+            mine = draws(st, 0)
+            out[op] = {k: float(np.mean([distances(x, y, ep.request.secret, tools)[k]
+                                         for x, y in zip(mine, other, strict=True)]))
+                       for k in ("edit", "jaccard", "action", "leak")}
+        return out
