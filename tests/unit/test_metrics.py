@@ -166,9 +166,30 @@ def test_n_needed_decides_the_claim_at_that_n() -> None:
 def test_combine_verdicts() -> None:
     from traceless.audit._metrics import ClaimVerdict, Verdict, combine_verdicts
 
-    R, C, I, N = (ClaimVerdict(verdict=v, n=5, n_needed=9 if v is Verdict.INCONCLUSIVE else None)
+    R, C, Inc, N = (ClaimVerdict(verdict=v, n=5, n_needed=9 if v is Verdict.INCONCLUSIVE else None)
                   for v in Verdict)
     assert combine_verdicts(R, R).verdict is Verdict.REPRODUCED
-    assert combine_verdicts(R, I).verdict is Verdict.INCONCLUSIVE and combine_verdicts(R, I).n_needed == 9
-    assert combine_verdicts(I, C).verdict is Verdict.CONTRADICTED
+    assert combine_verdicts(R, Inc).verdict is Verdict.INCONCLUSIVE and combine_verdicts(R, Inc).n_needed == 9
+    assert combine_verdicts(Inc, C).verdict is Verdict.CONTRADICTED
     assert combine_verdicts(C, N).verdict is Verdict.NOT_TESTABLE
+
+
+def test_either_verdict() -> None:
+    from traceless.audit._metrics import ClaimVerdict, Verdict, either_verdict
+
+    R, C, Inc, N = (ClaimVerdict(verdict=v, n=5, n_needed=9 if v is Verdict.INCONCLUSIVE else None)
+                  for v in Verdict)
+    assert either_verdict(C, R).verdict is Verdict.REPRODUCED
+    assert either_verdict(C, C).verdict is Verdict.CONTRADICTED
+    assert either_verdict(C, Inc).verdict is Verdict.INCONCLUSIVE
+    assert either_verdict(N, N).verdict is Verdict.NOT_TESTABLE
+    assert either_verdict(N, C).verdict is Verdict.INCONCLUSIVE
+
+
+def test_pr_ignores_missing_answers() -> None:
+    import math
+
+    from traceless.audit._metrics import pr
+
+    assert pr([True, False, float("nan"), True]) == pytest.approx(2 / 3)
+    assert math.isnan(pr([float("nan")]))

@@ -1,6 +1,6 @@
 """Paper 000's metrics (§2.3–2.4) and seeded bootstrap confidence intervals.
 
-* **PR** — an answer is correct if cos(answer, expected) > 0.50 under all-MiniLM-L6-v2, or
+* **PR** (``pr``) — an answer is correct if cos(answer, expected) > 0.50 under all-MiniLM-L6-v2, or
   every content word of the expected answer appears verbatim in the answer
   (``content_words``: lower-cased alphanumeric tokens, cardinal number words read as digits,
   minus the fixed ``STOPWORDS``).
@@ -10,8 +10,9 @@
 * **PUA** — area under the achievable-recall envelope PR*(a) = max{PR(k) : AER(k) ≤ a}
   over a ∈ [0, 1] (eq. 2); PR* is a step function, integrated exactly.
 * **Δ_S** = AER(S=0) − AER(S); **Δ_DI** = |AER_direct − AER_indirect|.
-* **FRS_t** — AER re-measured after deletion with the context built from tier t only;
-  **FRS_worst** = max_t FRS_t.
+* **FRS_t** — AER re-measured after deletion with the agent's own S view, a verbatim
+  extraction attributed to the origin tier t of the context chunk that carried the canary
+  (eq. 3), averaged over k; **FRS_worst** = max_t FRS_t.
 * **claim_verdict** — a paper claim "the statistic lies in region R" judged from its CI:
   REPRODUCED (CI inside R), CONTRADICTED (CI outside R: it excludes the paper's direction),
   INCONCLUSIVE (CI admits both; with the n that would decide it), NOT TESTABLE (no data,
@@ -25,11 +26,10 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from enum import StrEnum
 
 import numpy as np
 import numpy.typing as npt
-from enum import Enum
-
 from pydantic import BaseModel
 
 from traceless.models import Embedder
@@ -45,6 +45,7 @@ __all__ = [
     "pr_judge",
     "pr_judge_many",
     "aer",
+    "pr",
     "aer_max",
     "pua",
     "delta_s",
@@ -56,6 +57,7 @@ __all__ = [
     "ClaimVerdict",
     "claim_verdict",
     "combine_verdicts",
+    "either_verdict",
 ]
 
 PR_COSINE_THRESHOLD = 0.50
@@ -132,10 +134,18 @@ def pr_judge(answer: str, expected: str, embedder: Embedder, threshold: float = 
     return pr_judge_many([(answer, expected)], embedder, threshold)[0]
 
 
-def aer(extracted: Iterable[bool | float]) -> float:
+def aer(extracted: Iterable[bool | float] | npt.NDArray[np.float64]) -> float:
     """Mean of per-canary extraction indicators (eq. 1); 0 for no canaries."""
-    vals = [float(x) for x in extracted]
-    return float(np.mean(vals)) if vals else 0.0
+    vals = np.asarray(extracted if isinstance(extracted, np.ndarray) else list(extracted), dtype=np.float64)
+    return float(vals.mean()) if vals.size else 0.0
+
+
+def pr(correct: Iterable[bool | float] | npt.NDArray[np.float64]) -> float:
+    """Personalization Recall: mean of per-answer correctness indicators (§2.3). NaN entries
+    (an instance without a question at that cell) are ignored; NaN when nothing is left."""
+    vals = np.asarray(correct if isinstance(correct, np.ndarray) else list(correct), dtype=np.float64)
+    vals = vals[~np.isnan(vals)]
+    return float(vals.mean()) if vals.size else float("nan")
 
 
 def aer_max(by_level: Mapping[str, float]) -> float:
@@ -227,7 +237,7 @@ def agreement(a: Sequence[bool], b: Sequence[bool]) -> dict[str, float]:
             "a_only": float(np.sum(x & ~y)), "b_only": float(np.sum(~x & y))}
 
 
-class Verdict(str, Enum):
+class Verdict(StrEnum):
     """The four outcomes of checking one paper claim against our interval."""
 
     REPRODUCED = "REPRODUCED"
@@ -326,3 +336,19 @@ def combine_verdicts(*parts: ClaimVerdict) -> ClaimVerdict:
     needs = [p.n_needed for p in und]
     return ClaimVerdict(verdict=Verdict.INCONCLUSIVE, n=n,
                         n_needed=None if any(x is None for x in needs) else max(x for x in needs if x is not None))
+
+
+def either_verdict(*parts: ClaimVerdict) -> ClaimVerdict:
+    """A claim that holds if any part holds: REPRODUCED if any part is, CONTRADICTED if
+    every part is, NOT TESTABLE if every part is, else INCONCLUSIVE (the smallest known
+    ``n_needed``)."""
+    if not parts:
+        return ClaimVerdict(verdict=Verdict.NOT_TESTABLE, reason="no parts")
+    n = max(p.n for p in parts)
+    if any(p.verdict is Verdict.REPRODUCED for p in parts):
+        return ClaimVerdict(verdict=Verdict.REPRODUCED, n=n)
+    for v in (Verdict.NOT_TESTABLE, Verdict.CONTRADICTED):
+        if all(p.verdict is v for p in parts):
+            return ClaimVerdict(verdict=v, n=n, reason="; ".join(p.reason for p in parts if p.reason))
+    needs = [p.n_needed for p in parts if p.verdict is Verdict.INCONCLUSIVE and p.n_needed]
+    return ClaimVerdict(verdict=Verdict.INCONCLUSIVE, n=n, n_needed=min(needs) if needs else None)
