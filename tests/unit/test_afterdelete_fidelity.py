@@ -13,8 +13,8 @@ from test_afterdelete import reader
 from traceless.models import ChatMessage, GenerationConfig, HashingEmbedder, ScriptedBackend
 from traceless.studies import read_rows, run_study
 from traceless.studies.afterdelete import AfterDelete, AfterDeleteConfig, generate_profiles
-from traceless.studies.afterdelete._study import MODULE_PANEL_OFFSET
 from traceless.studies.afterdelete._profiles import SPLIT_SEEDS
+from traceless.studies.afterdelete._study import MODULE_PANEL_OFFSET
 
 
 def _run(out: Path, backend: ScriptedBackend, **cfg: object) -> list:  # type: ignore[type-arg]
