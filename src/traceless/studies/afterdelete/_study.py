@@ -184,7 +184,8 @@ class AfterDelete(Study[AfterDeleteConfig]):
     name: ClassVar[str] = "afterdelete"
     version: ClassVar[str] = "2"  # 2: new module A/B panels, uncached per-branch module B, Table 10, calibration
     config_cls: ClassVar[type[BaseModel]] = AfterDeleteConfig
-    resume_may_change: ClassVar[frozenset[str]] = frozenset({"n", "n_transformed", "blocks", "batch", "block_n", "writediag_auditor"})
+    resume_may_change: ClassVar[frozenset[str]] = frozenset(
+        {"n", "n_transformed", "n_modules", "blocks", "batch", "block_n", "writediag_auditor"})
 
     # ------------------------------------------------------------------ grid
     def cells(self, config: AfterDeleteConfig) -> Iterable[Cell]:
