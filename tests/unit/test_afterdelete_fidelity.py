@@ -104,6 +104,16 @@ def test_calibration_freezes_the_dev_choice(tmp_path: Path) -> None:
     assert held and {r.metrics["selected_contract"] for r in held} == {"aligned"}
     assert held[0].extra["calibration_dev_R"] == {"aligned": 3, "legacy": 0}
     assert {r.config["cell"]["panel"] for r in held} == {"calibration"}
+    conf = _by(rows, block="calibration", stage="confirm", world="forget")
+    assert {r.config["cell"]["panel"] for r in conf} == {"confirmation"}
+    by = {c: [r for r in conf if r.config["cell"]["audit_contract"] == c] for c in ("aligned", "legacy")}
+    assert sum(r.metrics["R"] for r in by["legacy"]) == 0 and any(r.metrics["anywhere"] for r in by["legacy"])
+    assert sum(r.metrics["R"] for r in by["aligned"]) > 0
+
+    from traceless.report._afterdelete import afterdelete_numbers
+
+    f = next(f for f in afterdelete_numbers(rows, "m", {}).findings if f.claim.startswith("One-factor"))
+    assert f.verdict == "REPRODUCED"
 
 
 def test_prompted_llm_selector_is_a_recorded_config_field(tmp_path: Path) -> None:

@@ -425,6 +425,11 @@ def afterdelete_numbers(rows: Sequence[ResultRow], model_tag: str, identity: dic
     T["utility"] = [{"condition": k[0], "category": k[1], "ok": sum(v), "n": len(v)} for k, v in sorted(util.items())]
     T["utility_cost"] = _utility_cost(cases)
     T["calibration"] = _calibration(P, rows)
+    T["confirmation"] = [
+        {"split": s, "contract": dict(var).get("audit_contract"), "n": len(p.profiles), "R": sum(_b(p.forget["R"])),
+         "anywhere": sum(_b(p.forget["anywhere"])), "clean_R": sum(_b(p.clean["R"])), "ci": _fmt(_gap(p, "R").delta)}
+        for (b, var, s), p in sorted(P.items(), key=lambda kv: str(kv[0]))
+        if b == "calibration" and dict(var).get("stage") == "confirm"]
 
     out.wall = _wall_times(rows, started)
     out.findings = _findings(out)
@@ -588,6 +593,14 @@ def _findings_modules(T: dict[str, list[dict[str, Any]]], add: Add) -> None:
         "; ".join(f"{r['split']} legacy→{r['activation']}: official R {r['R']}/{r['n']}, target anywhere "
                   f"{r['audit_anywhere']}/{r['n']}" for r in leg),
         either_verdict(*(_positive(max(0, r["audit_anywhere"] - r["R"]), r["n"]) for r in leg)) if leg else _not_run())
+    conf = T.get("confirmation", [])
+    add("One-factor confirmation: under the legacy contract raw replies carry the target the official parser "
+        "does not score (target anywhere > official R)", "legacy request frequently elicited unscored target-bearing "
+        "replies; alignment produced substantial official recovery",
+        "; ".join(f"{r['split']} {r['contract']}: R {r['R']}/{r['n']}, anywhere {r['anywhere']}/{r['n']}"
+                  for r in conf),
+        either_verdict(*(_positive(max(0, r["anywhere"] - r["R"]), r["n"]) for r in conf
+                         if r["contract"] == "legacy")) if conf else _not_run())
     cal = T.get("calibration", [])
     add("Interface calibration: the contract frozen on development profiles gives positive held-out ΔRec",
         "one model-specific interface selected on dev, evaluated frozen on held-out profiles",
@@ -733,6 +746,9 @@ def _render(n: AfterDeleteNumbers, out: Path, cfg: dict[str, Any]) -> str:
                  "Official forget-world R per candidate contract on development profiles; the contract with the most "
                  "was frozen before the held-out panel ran.\n\n")
     parts.append(_md_table(T.get("calibration", []), ["split", "n", "dev_R", "selected", "clean", "forget", "ci"]))
+    parts.append("\nOne-factor confirmation (only the requested contract varies; official forget-world R and raw "
+                 "target-anywhere counts):\n\n")
+    parts.append(_md_table(T.get("confirmation", []), ["split", "contract", "n", "R", "anywhere", "clean_R", "ci"]))
     parts.append("\n### Table 11 — module C literal component occurrence in forget-world replies\n\n")
     parts.append(_md_table(T["table11_components"], ["split", "condition", "n", "R", "region", "mnemonic", "number"]))
     parts.append("\n### Bounded variants (serialization, retrieval, activation wording)\n\n")

@@ -17,7 +17,8 @@ group, so both worlds go to the model in the same batch):
 * ``legacyact``   Table 10: the frozen module-B states re-probed with only the activation
                   contract changed (aligned → legacy)
 * ``calibration`` appendix E: pick the contract with the highest official forget-world R
-                  on development profiles, freeze it, evaluate it on an untouched panel
+                  on development profiles, freeze it, evaluate it on an untouched panel; plus
+                  the one-factor confirmation (only the contract varies) on a third panel
 * ``variants``    JSON fact-ledger, partial-memory retrieval, alternative activation wording
 * ``transformed`` module C: C0–C3 on REGION-MNEMONIC-NUMBER targets (Tables 2, 11)
 * ``utility``     100-case benign-utility sanity check (5 categories × baseline/closure/gate)
@@ -80,6 +81,8 @@ in the main panel): the split's generator seed plus this offset (the 10,000th pr
 C's panel uses +7919), so their profiles are fresh draws."""
 CALIBRATION_PANEL_OFFSET = 130_363
 """The calibration's held-out panel: another untouched stream (the 12,000th prime)."""
+CONFIRMATION_PANEL_OFFSET = 141_079
+"""The one-factor contract confirmation's panel: a third untouched stream (the 13,000th prime)."""
 ALL_AUDITORS = ("direct", "paraphrase", "expert", "greedy_ig", "bandit", "ppo_a", "ppo_b", "prompted_llm")
 
 
@@ -195,7 +198,7 @@ class AfterDelete(Study[AfterDeleteConfig]):
     def _profile_cells(self, config: AfterDeleteConfig, block: str, variants: list[dict[str, Any]],
                        *, composed: bool = False, panel: str = "main",
                        splits: list[str] | None = None) -> Iterator[Cell]:
-        default = config.n_modules if panel in ("modules", "calibration") else config.n
+        default = config.n_modules if panel != "main" else config.n
         n = config.n_transformed if composed else config.block_n.get(block, default)
         for split in splits or config.splits:
             profiles = generate_profiles(split, n, composed=composed, seed=_panel_seed(split, panel))
@@ -250,6 +253,10 @@ class AfterDelete(Study[AfterDeleteConfig]):
         yield from self._profile_cells(held, "calibration", [{"condition": "hier_exact", "auditor": "direct",
                                                               "stage": "heldout", "audit_contract": "selected"}],
                                        panel="calibration")
+        # the one-factor confirmation: only the requested contract varies, raw replies kept
+        yield from self._profile_cells(held, "calibration", [{"condition": "hier_exact", "auditor": "direct",
+                                                              "stage": "confirm", "audit_contract": k}
+                                                             for k in sorted(CONTRACTS.names())], panel="confirmation")
 
     def _cells_variants(self, c: AfterDeleteConfig) -> Iterator[Cell]:
         var = [{"condition": k, "auditor": "direct", "wording": "primary"} for k in VARIANT_CONDITIONS]
@@ -500,7 +507,7 @@ class AfterDelete(Study[AfterDeleteConfig]):
         with the contract that scored the most official forget-world R on the dev profiles
         (ties: the configured contract, then name order), chosen before any held-out call."""
         stage = cells[0].params["stage"]
-        if stage == "dev":
+        if stage in ("dev", "confirm"):
             yield from self._run_simple(ctx, cells, contract=cells[0].params["audit_contract"])
             return
         chosen, scores = self._calibrate(ctx)
@@ -581,7 +588,8 @@ def _panel_seed(split: str, panel: str) -> int | None:
     """Generator seed of a panel: None (the split's own) for the main panel."""
     if panel == "main":
         return None
-    offset = {"modules": MODULE_PANEL_OFFSET, "calibration": CALIBRATION_PANEL_OFFSET}[panel]
+    offset = {"modules": MODULE_PANEL_OFFSET, "calibration": CALIBRATION_PANEL_OFFSET,
+              "confirmation": CONFIRMATION_PANEL_OFFSET}[panel]
     return SPLIT_SEEDS[split] + offset
 
 
