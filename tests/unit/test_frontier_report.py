@@ -184,3 +184,22 @@ def test_issue_example_finding_is_inconclusive() -> None:
     x.pua = {0: ci(0.25, 0.0, 0.5), 1: ci(0.5, 0.0, 1.0)}
     (line,) = [ln for ln in findings(x) if "S=1 reduces AER" in ln]
     assert line.startswith("**INCONCLUSIVE (n=2; n ≈ ") and "Δ_S(S=1) = 0.50 [0.00, 1.00]" in line
+
+
+def test_version1_dirs_still_report_with_tier_views(two_models: Path) -> None:
+    """A dir written before the primary FRS existed (no agent@S cells, no frs_agent_k in its
+    config) is still reported: Table 2 uses the tier views, labelled, and the §3.3 claims on
+    the paper's FRS are NOT TESTABLE."""
+    man = read_manifest(two_models)
+    cfg = {k: v for k, v in man.config.items() if k != "frs_agent_k"}
+    rows = [r for r in read_rows(two_models, "leaky") if "/agent@S=" not in r.key]
+    x = frontier_numbers(rows, cfg, "leaky", {}, 0, 50)
+    assert x.n == 3 and not x.has_primary_frs and not x.frs_worst
+    assert x.frs("raw_only", 1) is x.frs_worst_view["raw_only"][1]
+    lines = findings(x)
+    assert any("full_purge drives FRS_worst to zero" in ln and ln.startswith("**NOT TESTABLE") and "predates" in ln
+               for ln in lines)
+    from traceless.report._frontier import _table2
+
+    _, md, _ = _table2([x])
+    assert any(r[0] == "FRS_worst noop (tier views)" for r in md)
