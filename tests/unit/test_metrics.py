@@ -193,3 +193,9 @@ def test_pr_ignores_missing_answers() -> None:
 
     assert pr([True, False, float("nan"), True]) == pytest.approx(2 / 3)
     assert math.isnan(pr([float("nan")]))
+
+
+def test_one_unit_gives_no_verdict() -> None:
+    from traceless.audit._metrics import CI, Verdict, claim_verdict
+
+    assert claim_verdict(CI(value=0.6, low=0.6, high=0.6, n=1), gt=0).verdict is Verdict.NOT_TESTABLE

@@ -285,13 +285,15 @@ def claim_verdict(
     REPRODUCED when the whole interval [low, high] lies in R; CONTRADICTED when no point of
     it does (it excludes the paper's direction); INCONCLUSIVE otherwise, with ``n_needed``;
     NOT TESTABLE when ``testable`` is False (``why_not`` says why), or the CI is missing,
-    empty or NaN. The example of issue #12: Δ_S = 0.50 [0.00, 1.00] at n=2 with ``gt=0``
+    empty, NaN or over a single unit (its bootstrap interval has zero width). The example of issue #12: Δ_S = 0.50 [0.00, 1.00] at n=2 with ``gt=0``
     is INCONCLUSIVE, not a contradiction.
     """
     if not testable:
         return ClaimVerdict(verdict=Verdict.NOT_TESTABLE, n=ci.n if ci else 0, reason=why_not)
     if ci is None or ci.n == 0 or any(math.isnan(v) for v in (ci.value, ci.low, ci.high)):
         return ClaimVerdict(verdict=Verdict.NOT_TESTABLE, n=ci.n if ci else 0, reason="no data")
+    if ci.n < 2:  # a bootstrap over one unit has zero width whatever the truth
+        return ClaimVerdict(verdict=Verdict.NOT_TESTABLE, n=ci.n, reason="one unit: no interval")
     lo, hi = min(ci.low, ci.high), max(ci.low, ci.high)
     if _inside(lo, gt, ge, lt, le) and _inside(hi, gt, ge, lt, le):
         return ClaimVerdict(verdict=Verdict.REPRODUCED, n=ci.n)

@@ -498,7 +498,8 @@ def findings(x: FrontierNumbers) -> list[str]:
     gaps = {s: cc[f"pua_gap@{s}"] for s in S if f"pua_gap@{s}" in cc}
     if gaps:
         add("S=1 is the best attainable frontier point (highest PUA).",
-            combine_verdicts(*(claim_verdict(g, ge=0) for g in gaps.values())),
+            combine_verdicts(*(claim_verdict(g, ge=0, testable=x.pua[1].value > 0,
+                                             why_not="PUA(S=1) = 0: no frontier to compare") for g in gaps.values())),
             "PUA " + ", ".join(f"S={s} {x.pua[s].fmt()}" for s in S) + "; PUA(S=1) − PUA(S) "
             + ", ".join(f"S={s}: {g.fmt()}" for s, g in gaps.items()) + ".")
     for s in [s for s in S if s >= 1 and f"kflat@{s}" in cc]:
@@ -519,7 +520,8 @@ def findings(x: FrontierNumbers) -> list[str]:
         j0, j1 = x.aer_level[0]["jailbreak"], x.aer_level[1]["jailbreak"]
         add(f"Jailbreak AER is model-dependent: it collapses with summarization (Gemma) or stays near zero "
             f"(≤ {JAILBREAK_FLOOR:.2f}) even on raw memory (GPT-4o-mini).",
-            either_verdict(claim_verdict(j0, le=JAILBREAK_FLOOR), claim_verdict(cc["jb_drop"], gt=0)),
+            either_verdict(claim_verdict(j0, le=JAILBREAK_FLOOR), claim_verdict(cc["jb_drop"], gt=0))
+            if x.aer[0].value > 0 else claim_verdict(None, testable=False, why_not="nothing leaked at S=0"),
             f"jailbreak AER S=0 {j0.fmt()}, S=1 {j1.fmt()} (drop {cc['jb_drop'].fmt()}).")
     out += _frs_findings(x)
     kmax = K[-1]
