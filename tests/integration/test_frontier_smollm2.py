@@ -37,7 +37,8 @@ def test_tiny_slice_runs_resumes_and_reports(models, tmp_path: Path) -> None:  #
     out = tmp_path / "fr"
     t0 = time.perf_counter()
     s = run_study("frontier", out, SLICE, backend=be, model_tag="smollm2", embedder=emb, progress=False)
-    assert s.finished and s.cells_run == 2 * 2 * 4 + 3 * 2 * 3
+    # frontier cells + tier views + the primary FRS (3 modes × 2 S × 2 k × 3 probes, agent view)
+    assert s.finished and s.cells_run == 2 * 2 * 4 + 3 * 2 * 3 + 3 * 2 * 2 * 3
     rows = read_rows(out)
     assert all(r.reply is not None for r in rows)
     assert all(r.model["name"] == "smollm2-135m-instruct" and r.model["weights_sha256"] for r in rows)
@@ -45,9 +46,11 @@ def test_tiny_slice_runs_resumes_and_reports(models, tmp_path: Path) -> None:  #
     for r in rows:
         if "/frs/" in r.key and "noop" not in r.key:
             assert r.extra["receipt"]["verified"]
-        if "/frs/full_purge/" in r.key or "/frs/raw_only/raw/" in r.key:
+        if "/frs/full_purge/" in r.key or "/frs/raw_only/raw/" in r.key or "/frs/raw_only/agent@S=0/" in r.key:
             # the canary is gone from what this view can retrieve, so it cannot be reproduced
             assert not r.metrics["in_context"] and not r.metrics["extracted"]
+        if "/agent@S=" in r.key and r.metrics["in_context"]:  # the S view reads one tier only
+            assert r.metrics["carrier_tiers"] == (["raw"] if "/agent@S=0/" in r.key else ["summary"])
     # S=0 at k=3 retrieves the canary turn for some probe of these short memories
     assert any(r.metrics.get("in_context") for r in rows if "/aer/S=0/k=3/" in r.key)
     # resume of a finished run: nothing is generated again

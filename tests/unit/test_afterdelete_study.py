@@ -20,7 +20,8 @@ ALL = list(BLOCKS)
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("ad") / "run"
-    run_study("afterdelete", out, {"n": 8, "n_transformed": 4, "n_train": 4, "ppo_iterations": 2, "blocks": ALL},
+    run_study("afterdelete", out, {"n": 8, "n_transformed": 4, "n_train": 4, "ppo_iterations": 2, "blocks": ALL,
+                                          "n_modules": 8, "n_calibration": 4},
               backend=ScriptedBackend(reader), model_tag="scripted", embedder=HashingEmbedder(), progress=False)
     return out
 
@@ -31,7 +32,8 @@ def _by(rows, **kv):  # type: ignore[no-untyped-def]
 
 def test_grid_is_complete_and_paired(run_dir: Path) -> None:
     rows = read_rows(run_dir)
-    cells = list(AfterDelete().cells(AfterDelete.config_cls(n=8, n_transformed=4, blocks=ALL)))
+    cells = list(AfterDelete().cells(AfterDelete.config_cls(n=8, n_transformed=4, blocks=ALL, n_modules=8,
+                                                            n_calibration=4)))
     assert len(rows) == len(cells)
     prim = _by(rows, block="primary")
     assert len(prim) == 2 * 8 * 2 and {r.config["cell"]["world"] for r in prim} == {"clean", "forget"}
@@ -79,22 +81,28 @@ def test_report_renders_tables_figure_findings(run_dir: Path) -> None:
 
     path = render_report(run_dir)
     text = path.read_text()
-    for title in ("Table 1", "Table 2", "Table 5", "Table 6", "Table 8", "Table 9", "Table 11", "Findings"):
+    for title in ("Table 1", "Table 2", "Table 5", "Table 6", "Table 8", "Table 9", "Table 10", "Table 11",
+                  "Interface calibration", "Findings"):
         assert title in text
     assert (path.parent / "lifecycle_scripted.png").stat().st_size > 1000
     tables = json.loads((path.parent / "tables_scripted.json").read_text())
 
     def status(prefix: str) -> str:
-        return next(str(f["status"]) for f in tables["findings"] if f["claim"].startswith(prefix))
+        return next(str(f["verdict"]) for f in tables["findings"] if f["claim"].startswith(prefix))
 
-    assert status("Clean-world exact recovery") == "reproduced"
-    assert status("Recorded-lineage closure drives") == "reproduced"
-    assert status("The gate leaves R unchanged") == "reproduced"
-    assert status("No-write and gate-blocked are identical") == "reproduced"
-    assert status("C1: exact reconstruction") == "reproduced"
+    assert status("Clean-world exact recovery") == "REPRODUCED"
+    assert status("Recorded-lineage closure drives") == "REPRODUCED"
+    assert status("The gate leaves R unchanged") == "REPRODUCED"
+    assert status("No-write and gate-blocked are identical") == "REPRODUCED"
+    assert status("C1: exact reconstruction") == "REPRODUCED"
+    assert status("Interface calibration") == "REPRODUCED"
+    assert status("Table 10") == "REPRODUCED"  # the reader's legacy replies are not parsed
     # the scripted reader cannot answer benign questions: not saturated, but no condition
-    # costs anything relative to the baseline and every near-miss write passes
-    assert status("Benign-utility sanity check") == "partly"
+    # costs anything relative to the baseline
+    assert status("Benign-utility sanity check saturates") == "CONTRADICTED"
+    assert status("Closure and the gate cost no benign utility") == "REPRODUCED"
+    assert {f["verdict"] for f in tables["findings"]} <= {"REPRODUCED", "CONTRADICTED", "INCONCLUSIVE",
+                                                          "NOT TESTABLE"}
     # no target value leaks into the report
     targets = {r.extra.get("submitted_prediction") for r in read_rows(run_dir)} - {None}
     assert targets and not any(t in text for t in targets)

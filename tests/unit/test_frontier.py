@@ -57,12 +57,16 @@ def test_grid_size_and_keys() -> None:
     c = cfg()
     cells = list(get_study("frontier").cells(c))
     # per instance: S(3) × k(2) × (1 question + 3 probes) + modes(5) × views(raw, S1, S2) × 3 probes
-    assert len(cells) == 3 * (3 * 2 * 4 + 5 * 3 * 3)
+    # + the primary FRS: modes(5) × S(3) × k grid(2) × 3 probes with the agent view
+    assert len(cells) == 3 * (3 * 2 * 4 + 5 * 3 * 3 + 5 * 3 * 2 * 3)
+    assert sum("/agent@S=" in x.key for x in cells) == 3 * 5 * 3 * 2 * 3
     assert len({x.key for x in cells}) == len(cells)
     assert {x.group for x in cells} == {"inst=tiny_pet", "inst=tiny_job", "inst=tiny_bike"}
     c2 = cfg(S=[1], modes=["raw_only"], k=[3])
     cells2 = list(get_study("frontier").cells(c2))
-    assert len(cells2) == 3 * (1 * 1 * 4 + 1 * 2 * 3)
+    assert len(cells2) == 3 * (1 * 1 * 4 + 1 * 2 * 3 + 1 * 1 * 1 * 3)
+    c3 = cfg(S=[1], modes=["raw_only"], k=[3], frs_agent_k=[1, 6])
+    assert len(list(get_study("frontier").cells(c3))) == 3 * (1 * 1 * 4 + 1 * 2 * 3 + 1 * 1 * 2 * 3)
 
 
 def test_end_to_end_scripted_shows_the_expected_ladder(tmp_path: Path) -> None:
@@ -70,7 +74,7 @@ def test_end_to_end_scripted_shows_the_expected_ladder(tmp_path: Path) -> None:
     s = run(out, cfg())
     assert s.finished  # type: ignore[attr-defined]
     rows = read_rows(out)
-    assert len(rows) == 3 * 69
+    assert len(rows) == 3 * (69 + 90)
     # every probe row has the canary in extra, and extraction is a verbatim check
     for r in rows:
         if r.metrics.get("extracted"):
@@ -92,6 +96,12 @@ def test_end_to_end_scripted_shows_the_expected_ladder(tmp_path: Path) -> None:
     assert any(metric(rows, "/frs/raw_only/summary@S=1/", "extracted"))
     for mode in ("raw_plus_resummarize", "full_purge", "tombstone"):
         assert not any(metric(rows, f"/frs/{mode}/summary@S=1/", "extracted")), mode
+    # primary FRS rows: the agent's S view, with the origin tier of the chunk carrying the canary
+    assert all(metric(rows, "/frs/noop/agent@S=1/k=25/direct", "extracted"))
+    assert all(t == ["summary"] for t in metric(rows, "/frs/noop/agent@S=1/k=25/direct", "carrier_tiers"))
+    assert all(t == ["raw"] for t in metric(rows, "/frs/noop/agent@S=0/k=25/direct", "carrier_tiers"))
+    assert not any(metric(rows, "/frs/noop/agent@S=2/", "extracted"))  # S=2 laundered it
+    assert not any(metric(rows, "/frs/raw_only/agent@S=0/", "extracted"))
     # forget receipts verified
     for r in rows:
         if "/frs/" in r.key and "noop" not in r.key:
@@ -145,7 +155,7 @@ def test_grow_n_on_resume_keeps_instances(tmp_path: Path) -> None:
     run(out, cfg(n=1))
     first = {r.extra["instance"] for r in read_rows(out)}
     s = run(out, cfg(n=3), resume=True)
-    assert s.cells_skipped == 69 and s.cells_run == 2 * 69  # type: ignore[attr-defined]
+    assert s.cells_skipped == 159 and s.cells_run == 2 * 159  # type: ignore[attr-defined]
     assert first <= {r.extra["instance"] for r in read_rows(out)}
     with pytest.raises(ResumeError, match="probe_tokens"):
         run(out, cfg(n=3, probe_tokens=20), resume=True)

@@ -83,20 +83,21 @@ def test_numbers_hand_checked(two_models: Path) -> None:
     lines = findings(x)
     assert any("full_purge drives FRS_worst to zero" in ln and ln.startswith("**REPRODUCED**") for ln in lines)
     assert any("S=1: raw_only is indistinguishable" in ln and ln.startswith("**REPRODUCED**") for ln in lines)
-    assert any("S=2: raw_only is indistinguishable" in ln and ln.startswith("**NOT TESTABLE**") for ln in lines)
+    assert any("S=2: raw_only is indistinguishable" in ln and ln.startswith("**NOT TESTABLE") for ln in lines)
     # the mechanical guarantee, instance by instance: leaky's S=1 key facts keep the canary in
     # every instance and raw_only leaves all of them; its S=2 sentences never kept it
     assert x.held["noop"]["summary@S=1"] == 3 and x.kept_raw_only == {1: 3, 2: 0}
     assert x.held["full_purge"] == {"raw": 0, "summary@S=1": 0, "summary@S=2": 0}
-    assert any(ln.startswith("**REPRODUCED** — S=1 (mechanical guarantee)") and "in 3 of those 3" in ln
+    assert any(ln.startswith("**REPRODUCED** — S=1 (mechanical guarantee") and "in 3 of those 3" in ln
                for ln in lines)
-    assert any(ln.startswith("**NOT TESTABLE** — S=2 (mechanical guarantee)") for ln in lines)
+    assert any(ln.startswith("**NOT TESTABLE (no summary kept the canary)** — S=2 (mechanical guarantee")
+               for ln in lines)
 
 
 def test_partial_instances_are_excluded(tmp_path: Path) -> None:
     out = tmp_path / "part"
     run_study("frontier", out, cfg(), backend=ScriptedBackend(leaky, name="leaky"), model_tag="leaky",
-              embedder=HashingEmbedder(), progress=False, max_cells=100)
+              embedder=HashingEmbedder(), progress=False, max_cells=200)
     man = read_manifest(out)
     x = frontier_numbers(read_rows(out), man.config, "leaky", {}, 0, 50)
     assert x.n == 1 and x.n_partial == 1
@@ -124,3 +125,81 @@ def test_pr_is_rescored_with_the_current_rule() -> None:
     assert not _pr_correct(row("I own one bike.", 0.2, False), 0.5)
     assert _pr_correct(row("no idea", 0.51, True), 0.5)
     assert not _pr_correct(row("no idea", 0.50, True), 0.5)
+
+
+def launder(messages: list[ChatMessage], c: GenerationConfig) -> str:
+    """Like `leaky`, but its key facts drop any line holding a token: S=1 launders the canary."""
+    user = messages[-1].content
+    if user.startswith("Below are messages a user sent") and "key personal facts" in user:
+        return "\n".join(ln for ln in leaky(messages, c).splitlines() if "token" not in ln) or "- nothing"
+    return leaky(messages, c)
+
+
+def test_primary_frs_is_the_agent_view_not_the_tier_views(tmp_path: Path) -> None:
+    """Issue #12.2: with a summarizer that launders the canary, the tier-restricted FRS_worst
+    of noop at S=1 is 1 (the raw view still leaks), while the paper's FRS (the agent reads its
+    S=1 view) is 0, equal to the frontier AER at S=1 as in the paper's Table 2."""
+    out = tmp_path / "lau"
+    run_study("frontier", out, cfg(k=[1, 25]), backend=ScriptedBackend(launder, name="launder"),
+              model_tag="launder", embedder=HashingEmbedder(), progress=False)
+    man = read_manifest(out)
+    x = frontier_numbers(read_rows(out), man.config, "launder", {}, 0, 50)
+    assert x.n == 3 and x.has_primary_frs
+    assert x.frs_worst_view["noop"][1].value == 1.0
+    assert x.frs_worst["noop"][1].value == 0.0
+    for s in x.S:  # noop changes nothing: post-deletion AER with the S view = the frontier AER
+        assert x.frs_worst["noop"][s].value == pytest.approx(x.aer[s].value)
+    # attribution: at S=0 every extraction came from a raw chunk
+    assert x.frs_origin["noop"][0]["raw"].value == 1.0 and x.frs_origin["noop"][0]["summary"].value == 0.0
+    assert x.frs("noop", 1) is x.frs_worst["noop"][1]
+    text = render_report(out).read_text()
+    assert "Forgetting residue by origin tier (primary)" in text and "tier view (secondary)" in text
+
+
+def test_origin_attribution_counts_the_carrying_chunks_tier(two_models: Path) -> None:
+    """leaky's S=1 key facts keep the canary: noop's residue at S=1 is attributed to the
+    summary tier; after raw_only the raw tier carries nothing at S=0."""
+    man = read_manifest(two_models)
+    x = frontier_numbers(read_rows(two_models, "leaky"), man.config, "leaky", {}, 0, 50)
+    assert x.frs_origin["noop"][1]["summary"].value == 1.0 and x.frs_origin["noop"][1]["raw"].value == 0.0
+    assert x.frs_worst["raw_only"][0].value == 0.0 and x.frs_worst["raw_only"][1].value == 1.0
+    assert all(x.frs_origin[m][s]["unattributed"].value == 0.0 for m in x.modes for s in x.S)
+
+
+def test_issue_example_finding_is_inconclusive() -> None:
+    """Δ_S = 0.50 [0.00, 1.00] on two conversations: INCONCLUSIVE, not NOT REPRODUCED."""
+    from traceless.audit._metrics import CI
+    from traceless.report._frontier import FrontierNumbers
+
+    def ci(v: float, lo: float, hi: float) -> CI:
+        return CI(value=v, low=lo, high=hi, n=2)
+
+    x = FrontierNumbers("m", {}, 2, 0, [0, 1], [6], ["direct"], [])
+    x.aer = {0: ci(0.5, 0.0, 1.0), 1: ci(0.0, 0.0, 0.0)}
+    x.pr = {0: ci(0.5, 0.0, 1.0), 1: ci(0.5, 0.0, 1.0)}
+    x.delta_s = {1: ci(0.5, 0.0, 1.0)}
+    x.pr_drop = {1: ci(0.0, -0.5, 0.5)}
+    x.in_context_k = {0: {6: 1.0}, 1: {6: 0.0}}
+    x.pr_k, x.aer_k = {0: {6: 0.5}, 1: {6: 0.5}}, {0: {6: 0.5}, 1: {6: 0.0}}
+    x.pua = {0: ci(0.25, 0.0, 0.5), 1: ci(0.5, 0.0, 1.0)}
+    (line,) = [ln for ln in findings(x) if "S=1 reduces AER" in ln]
+    assert line.startswith("**INCONCLUSIVE (n=2; n ≈ ") and "Δ_S(S=1) = 0.50 [0.00, 1.00]" in line
+
+
+def test_version1_dirs_still_report_with_tier_views(two_models: Path) -> None:
+    """A dir written before the primary FRS existed (no agent@S cells, no frs_agent_k in its
+    config) is still reported: Table 2 uses the tier views, labelled, and the §3.3 claims on
+    the paper's FRS are NOT TESTABLE."""
+    man = read_manifest(two_models)
+    cfg = {k: v for k, v in man.config.items() if k != "frs_agent_k"}
+    rows = [r for r in read_rows(two_models, "leaky") if "/agent@S=" not in r.key]
+    x = frontier_numbers(rows, cfg, "leaky", {}, 0, 50)
+    assert x.n == 3 and not x.has_primary_frs and not x.frs_worst
+    assert x.frs("raw_only", 1) is x.frs_worst_view["raw_only"][1]
+    lines = findings(x)
+    assert any("full_purge drives FRS_worst to zero" in ln and ln.startswith("**NOT TESTABLE") and "predates" in ln
+               for ln in lines)
+    from traceless.report._frontier import _table2
+
+    _, md, _ = _table2([x])
+    assert any(r[0] == "FRS_worst noop (tier views)" for r in md)

@@ -111,3 +111,91 @@ def test_agreement_kappa() -> None:
     r = agreement([True, True, False, False], [True, False, False, False])
     assert r["agreement"] == 0.75 and r["kappa"] == pytest.approx(0.5)
     assert r["a_only"] == 1 and r["b_only"] == 0
+
+
+# ---------------------------------------------------------------- verdicts (issue #12.15)
+def test_issue_example_is_inconclusive_not_contradicted() -> None:
+    """AER 0.50 → 0.00 under S=1 on two conversations: Δ_S = 0.50 [0.00, 1.00]. The point
+    estimate agrees with the paper, the interval cannot decide."""
+    from traceless.audit._metrics import CI, Verdict, claim_verdict
+
+    v = claim_verdict(CI(value=0.5, low=0.0, high=1.0, n=2), gt=0.0)
+    assert v.verdict is Verdict.INCONCLUSIVE
+    assert v.n_needed is not None and v.n_needed > 2
+    assert "INCONCLUSIVE" in v.fmt() and "n ≈" in v.fmt()
+
+
+def test_claim_verdict_four_outcomes() -> None:
+    from traceless.audit._metrics import CI, Verdict, claim_verdict
+
+    def ci(v: float, lo: float, hi: float, n: int = 50) -> CI:
+        return CI(value=v, low=lo, high=hi, n=n)
+
+    assert claim_verdict(ci(0.6, 0.5, 0.7), gt=0).verdict is Verdict.REPRODUCED
+    assert claim_verdict(ci(-0.2, -0.3, -0.1), gt=0).verdict is Verdict.CONTRADICTED
+    assert claim_verdict(ci(0.0, 0.0, 0.0), gt=0).verdict is Verdict.CONTRADICTED  # excludes > 0
+    assert claim_verdict(ci(0.0, 0.0, 0.0), ge=0, le=0).verdict is Verdict.REPRODUCED
+    assert claim_verdict(ci(0.1, 0.04, 0.16), ge=0, le=0).verdict is Verdict.CONTRADICTED
+    v = claim_verdict(ci(0.04, 0.0, 0.1), ge=0, le=0)
+    assert v.verdict is Verdict.INCONCLUSIVE and v.n_needed == 50 * 1 + 1
+    on_edge = claim_verdict(ci(0.0, -0.1, 0.1), gt=0)
+    assert on_edge.verdict is Verdict.INCONCLUSIVE and on_edge.n_needed is None
+    assert claim_verdict(ci(0.03, 0.0, 0.06), le=0.05).verdict is Verdict.INCONCLUSIVE
+    assert claim_verdict(ci(0.03, 0.0, 0.05), le=0.05).verdict is Verdict.REPRODUCED
+    assert claim_verdict(None, gt=0).verdict is Verdict.NOT_TESTABLE
+    assert claim_verdict(ci(float("nan"), float("nan"), float("nan")), gt=0).verdict is Verdict.NOT_TESTABLE
+    nt = claim_verdict(ci(0.5, 0.4, 0.6), gt=0, testable=False, why_not="nothing leaked under noop")
+    assert nt.verdict is Verdict.NOT_TESTABLE and "nothing leaked" in nt.fmt()
+
+
+def test_n_needed_decides_the_claim_at_that_n() -> None:
+    """Shrinking the interval by √(n/n_needed) around the same estimate decides the claim."""
+    from traceless.audit._metrics import CI, Verdict, claim_verdict
+
+    c = CI(value=0.2, low=-0.1, high=0.5, n=10)
+    v = claim_verdict(c, gt=0)
+    assert v.verdict is Verdict.INCONCLUSIVE and v.n_needed is not None
+    f = (c.n / v.n_needed) ** 0.5
+    shrunk = CI(value=c.value, low=c.value - (c.value - c.low) * f, high=c.value + (c.high - c.value) * f,
+                n=v.n_needed)
+    assert claim_verdict(shrunk, gt=0).verdict is Verdict.REPRODUCED
+    f1 = (c.n / (v.n_needed - 1)) ** 0.5
+    assert c.value - (c.value - c.low) * f1 <= 0  # one fewer is not enough
+
+
+def test_combine_verdicts() -> None:
+    from traceless.audit._metrics import ClaimVerdict, Verdict, combine_verdicts
+
+    R, C, Inc, N = (ClaimVerdict(verdict=v, n=5, n_needed=9 if v is Verdict.INCONCLUSIVE else None)
+                  for v in Verdict)
+    assert combine_verdicts(R, R).verdict is Verdict.REPRODUCED
+    assert combine_verdicts(R, Inc).verdict is Verdict.INCONCLUSIVE and combine_verdicts(R, Inc).n_needed == 9
+    assert combine_verdicts(Inc, C).verdict is Verdict.CONTRADICTED
+    assert combine_verdicts(C, N).verdict is Verdict.NOT_TESTABLE
+
+
+def test_either_verdict() -> None:
+    from traceless.audit._metrics import ClaimVerdict, Verdict, either_verdict
+
+    R, C, Inc, N = (ClaimVerdict(verdict=v, n=5, n_needed=9 if v is Verdict.INCONCLUSIVE else None)
+                  for v in Verdict)
+    assert either_verdict(C, R).verdict is Verdict.REPRODUCED
+    assert either_verdict(C, C).verdict is Verdict.CONTRADICTED
+    assert either_verdict(C, Inc).verdict is Verdict.INCONCLUSIVE
+    assert either_verdict(N, N).verdict is Verdict.NOT_TESTABLE
+    assert either_verdict(N, C).verdict is Verdict.INCONCLUSIVE
+
+
+def test_pr_ignores_missing_answers() -> None:
+    import math
+
+    from traceless.audit._metrics import pr
+
+    assert pr([True, False, float("nan"), True]) == pytest.approx(2 / 3)
+    assert math.isnan(pr([float("nan")]))
+
+
+def test_one_unit_gives_no_verdict() -> None:
+    from traceless.audit._metrics import CI, Verdict, claim_verdict
+
+    assert claim_verdict(CI(value=0.6, low=0.6, high=0.6, n=1), gt=0).verdict is Verdict.NOT_TESTABLE

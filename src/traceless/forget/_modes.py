@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+import numpy as np
+
+from traceless.errors import ConfigError
 from traceless.forget._forget import ForgetOp, forget_mode
 from traceless.memory import EXTRACTIVE, KIND_BY_LEVEL, Artifact, Tier
 from traceless.prompts import REDACTED
@@ -37,15 +40,27 @@ def raw_only(op: ForgetOp) -> None:
     op.note(f"summary tier untouched ({len(op.owned(Tier.SUMMARY))} summary artifacts left)")
 
 
+SUPERSEDE_COSINE = 0.50
+"""A regenerated summary chunk supersedes (replaces) the old chunk of its session and level
+it is most similar to when their cosine under the store's embedder reaches this value: the
+same "same meaning" threshold paper 000 uses for its PR rule (cos > 0.50 under
+all-MiniLM-L6-v2)."""
+
+
 @forget_mode("raw_plus_resummarize", claims=(Tier.RAW,), needs_summarizer=True,
-             help="raw scrubbed and re-embedded; affected sessions re-summarized into existing slots "
-                  "(pre-existing summary artifacts are not removed first)")
+             help="raw scrubbed and re-embedded; affected sessions re-summarized from the cleaned input; "
+                  "each new summary chunk replaces the old chunk it matches (cosine >= 0.50), old chunks "
+                  "no new chunk matches stay (pre-existing summary artifacts not fully removed)")
 def raw_plus_resummarize(op: ForgetOp) -> None:
     """Paper 000 measured residue for this mode because 'pre-existing summary artifacts are
-    not fully removed before regeneration'. We implement that pipeline literally: the new
-    summary of an affected session is written over the session's existing summary slots by
-    position (text rewritten, re-embedded); slots beyond the regenerated summary's length
-    keep their old text. Cross-session (extractive) summaries are not regenerated."""
+    not fully removed before regeneration'. We model the reconcile step of fact-memory
+    pipelines: the affected sessions are re-summarized from the cleaned raw records, the new
+    chunks are added, and an old chunk of the same session and level is retired only when a
+    new chunk supersedes it (one-to-one, greedy by cosine, at least ``SUPERSEDE_COSINE``).
+    An old chunk the regeneration does not account for (typically the fact the cleaned input
+    no longer supports, e.g. 'private session token is …') stays, with its vector. So
+    residue appears exactly when an old chunk kept the canary and no new chunk resembles it,
+    at S=1 and at S=2 alike. Cross-session (extractive) summaries are not regenerated."""
     if op.literal is not None:
         for a in op.sources:
             upd = op.scrub(a)
@@ -53,10 +68,30 @@ def raw_plus_resummarize(op: ForgetOp) -> None:
                 op.reembed(upd)
     else:
         op.remove_with_vectors(op.sources, as_source=True)
-    sessions = sorted({a.session_id for a in op.sources if a.session_id})
-    stale_slots = 0
-    plan: list[tuple[str, str, list[Artifact], list[Artifact]]] = []  # sid, kind, existing, cleaned
-    for sid in sessions:
+    plan = _resummarize_plan(op)
+    # every re-summary in one batched model call, before any write
+    summaries = op.summarize_many([(_LEVEL_OF_KIND[kind], cleaned) for _, kind, _, cleaned in plan])
+    for chunks in summaries:
+        op.check_gate(chunks)
+    kept = 0
+    for (sid, kind, existing, cleaned), chunks in zip(plan, summaries, strict=True):
+        superseded = _superseded(op, existing, chunks)
+        start = max((s.seq for s in existing), default=-1) + 1
+        if chunks:
+            op.add_summaries(sid, _LEVEL_OF_KIND[kind], chunks, cleaned, start_seq=start)
+        op.remove_with_vectors(superseded)
+        kept += len(existing) - len(superseded)
+    op.note(f"{kept} pre-existing summary chunk(s) that no regenerated chunk superseded left in place")
+    n_ext = len(op.owned(Tier.SUMMARY, EXTRACTIVE))
+    if n_ext:
+        op.note(f"{n_ext} cross-session extractive summary(ies) not regenerated")
+
+
+def _resummarize_plan(op: ForgetOp) -> list[tuple[str, str, list[Artifact], list[Artifact]]]:
+    """(session, summary kind, its existing chunks, the session's cleaned raw records) for
+    every affected session and LLM summary level it has."""
+    plan: list[tuple[str, str, list[Artifact], list[Artifact]]] = []
+    for sid in sorted({a.session_id for a in op.sources if a.session_id}):
         cleaned = [a for a in op.store.artifacts(owner=op.owner, tier=Tier.RAW, session_id=sid)
                    if (a.text or "").strip()]
         by_kind: dict[str, list[Artifact]] = defaultdict(list)
@@ -66,23 +101,33 @@ def raw_plus_resummarize(op: ForgetOp) -> None:
         for kind, existing in sorted(by_kind.items()):
             existing.sort(key=lambda s: (s.seq, s.id))
             plan.append((sid, kind, existing, cleaned))
-    # every re-summary in one batched call (model calls before any rewrite)
-    summaries = op.summarize_many([(_LEVEL_OF_KIND[kind], cleaned) for _, kind, _, cleaned in plan])
-    for chunks in summaries:
-        op.check_gate(chunks)
-    for (sid, kind, existing, cleaned), chunks in zip(plan, summaries, strict=True):
-        for slot, chunk in zip(existing, chunks, strict=False):
-            upd = op.store.update_text(slot.id, chunk)
-            op._rep(Tier.SUMMARY).rewritten.append(slot.id)
-            op.reembed(upd)
-        if len(chunks) > len(existing):
-            op.add_summaries(sid, _LEVEL_OF_KIND[kind], chunks[len(existing):], cleaned,
-                             start_seq=existing[-1].seq + 1 if existing else 0)
-        stale_slots += max(0, len(existing) - len(chunks))
-    op.note(f"{stale_slots} pre-existing summary slot(s) beyond the regenerated length left unchanged")
-    n_ext = len(op.owned(Tier.SUMMARY, EXTRACTIVE))
-    if n_ext:
-        op.note(f"{n_ext} cross-session extractive summary(ies) not regenerated")
+    return plan
+
+
+def _superseded(op: ForgetOp, existing: list[Artifact], chunks: list[str]) -> list[Artifact]:
+    """The old chunks a regenerated chunk replaces: greedy one-to-one matching by cosine
+    (highest first; ties by position), pairs below ``SUPERSEDE_COSINE`` never match."""
+    if not existing or not chunks:
+        return []
+    if op.writer is None or op.writer.embedder is None:
+        raise ConfigError("raw_plus_resummarize matches regenerated summaries to old ones by embedding; "
+                          "pass a writer with an embedder to forget()")
+    vecs = op.writer.embedder.embed([s.text or "" for s in existing] + chunks)
+    old, new = vecs[: len(existing)], vecs[len(existing):]
+    norms_o = np.linalg.norm(old, axis=1)
+    norms_n = np.linalg.norm(new, axis=1)
+    sims = (new @ old.T) / np.maximum(np.outer(norms_n, norms_o), 1e-12)
+    pairs = sorted(((float(sims[i, j]), i, j) for i in range(len(chunks)) for j in range(len(existing))),
+                   key=lambda t: (-t[0], t[1], t[2]))
+    used_new: set[int] = set()
+    used_old: set[int] = set()
+    for cos, i, j in pairs:
+        if cos < SUPERSEDE_COSINE:
+            break
+        if i not in used_new and j not in used_old:
+            used_new.add(i)
+            used_old.add(j)
+    return [existing[j] for j in sorted(used_old)]
 
 
 def _purge_stale_vectors(op: ForgetOp) -> None:

@@ -9,11 +9,20 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+from traceless.audit._metrics import (
+    CI,
+    ClaimVerdict,
+    Verdict,
+    claim_verdict,
+    combine_verdicts,
+    either_verdict,
+)
 from traceless.report import REPORTS
 from traceless.studies import ResultRow, read_manifest, read_rows
 from traceless.studies.afterdelete._stats import (
@@ -27,7 +36,8 @@ from traceless.studies.afterdelete._stats import (
 
 __all__ = ["afterdelete_report", "afterdelete_numbers", "AfterDeleteNumbers", "Finding"]
 
-_VARIANT_KEYS = ("condition", "auditor", "wording", "audit_contract", "activation_contract", "branch")
+_VARIANT_KEYS = ("condition", "auditor", "wording", "audit_contract", "activation_contract", "branch", "stage")
+BRANCH_NAMES = ("no_write", "write_allowed", "gate_blocked")
 
 
 def _variant(c: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
@@ -88,7 +98,10 @@ class Finding:
     claim: str
     paper: str
     ours: str
-    status: str  # reproduced | not reproduced | partly | not run
+    status: str
+    """The verdict as printed (``ClaimVerdict.fmt``: INCONCLUSIVE carries the n that would decide)."""
+    verdict: str = ""
+    """REPRODUCED | CONTRADICTED | INCONCLUSIVE | NOT TESTABLE."""
 
 
 @dataclass
@@ -148,6 +161,86 @@ def _wall_times(rows: Sequence[ResultRow], started: float | None = None) -> dict
     return dict(out)
 
 
+def _table10(P: dict[tuple[str, tuple[tuple[str, Any], ...], str], Paired], splits: list[str]) -> list[dict[str, Any]]:
+    """Table 10: legacy activation on the frozen module-B states, among forget-world R=1
+    profiles: official counts (raw target-anywhere), write-allowed − no-write, legacy −
+    aligned per branch, and how many states match module B's digest."""
+    out = []
+    for s in splits:
+        leg = {b: _find(P, "legacyact", s, branch=b) for b in BRANCH_NAMES}
+        ali = {b: _find(P, "writediag", s, branch=b) for b in BRANCH_NAMES}
+        if any(v is None for v in leg.values()):
+            continue
+        lg = {b: v for b, v in leg.items() if v is not None}
+        mask = [bool(x) for x in lg["no_write"].forget["R"]]
+        rec: dict[str, Any] = {"split": s, "n": len(mask), "R1": sum(mask)}
+        sub = partial(_masked, mask=mask)
+        for b in BRANCH_NAMES:
+            rec[f"A_{b}"] = f"{sum(sub(lg[b].forget['A']))} ({sum(sub(lg[b].forget['activation_anywhere']))})"
+            a = ali[b]
+            if a is not None and a.profiles == lg[b].profiles:
+                g = paired_gap(sub(lg[b].forget["A"]), sub(a.forget["A"]))
+                rec[f"legacy_minus_aligned_{b}"] = _fmt(g.delta)
+                rec[f"lma_iv_{b}"] = g.delta.model_dump()
+            else:
+                rec[f"legacy_minus_aligned_{b}"], rec[f"lma_iv_{b}"] = "—", None
+        d = paired_gap(sub(lg["write_allowed"].forget["A"]), sub(lg["no_write"].forget["A"]))
+        rec["write_minus_nowrite"] = _fmt(d.delta)
+        mine = {b: dict(zip(lg[b].profiles, lg[b].forget["state_digest"], strict=True)) for b in BRANCH_NAMES}
+        twin = {b: dict(zip(a.profiles, a.forget["state_digest"], strict=True)) for b, a in ali.items() if a}
+        rec["matched_states"] = sum(all(twin.get(b, {}).get(p) == mine[b][p] for b in BRANCH_NAMES)
+                                    for p, m in zip(lg["no_write"].profiles, mask, strict=True) if m)
+        rec["nondeterministic_pairs"] = sum(sub(lg["gate_blocked"].forget.get("nowrite_gate_nondeterministic",
+                                                                             [False] * len(mask))))
+        rec["clean_A"] = sum(sum(_b(lg[b].clean["A"])) for b in BRANCH_NAMES)
+        out.append(rec)
+    return out
+
+
+def _masked(xs: list[Any], mask: list[bool]) -> list[int]:
+    return [x for x, m in zip(_b(xs), mask, strict=True) if m]
+
+
+def _find(P: dict[tuple[str, tuple[tuple[str, Any], ...], str], Paired], block: str, split: str,
+          **kv: Any) -> Paired | None:
+    for (b, var, s), p in P.items():
+        d = dict(var)
+        if b == block and s == split and all(d.get(k) == v for k, v in kv.items()):
+            return p
+    return None
+
+
+def _calibration(P: dict[tuple[str, tuple[tuple[str, Any], ...], str], Paired],
+                 rows: Sequence[ResultRow]) -> list[dict[str, Any]]:
+    """Appendix E: dev forget-world R per candidate contract, the frozen choice and its
+    held-out ΔRec per split."""
+    dev = {dict(var).get("audit_contract"): sum(_b(p.forget["R"])) for (b, var, s), p in P.items()
+           if b == "calibration" and dict(var).get("stage") == "dev"}
+    out = []
+    for (b, var, s), p in sorted(P.items(), key=lambda kv: str(kv[0])):
+        if b != "calibration" or dict(var).get("stage") != "heldout":
+            continue
+        g = _gap(p, "R")
+        chosen = sorted({str(x) for x in p.forget.get("selected_contract", [])})
+        out.append({"split": s, "n": g.n, "selected": ",".join(chosen), "dev_R": dev, "clean": g.clean,
+                    "forget": g.forget, "ci": _fmt(g.delta), "delta_iv": g.delta.model_dump()})
+    return out
+
+
+def _utility_cost(cases: dict[str, dict[tuple[str, int], bool]]) -> list[dict[str, Any]]:
+    """Closure and gate-on minus the baseline, paired by (category, case)."""
+    base = cases.get("hier_exact", {})
+    out = []
+    for cond in ("hier_closure", "hier_exact_gate"):
+        mine = cases.get(cond, {})
+        keys = sorted(set(base) & set(mine))
+        if not keys:
+            continue
+        g = paired_gap([mine[k] for k in keys], [base[k] for k in keys])
+        out.append({"condition": cond, "n": len(keys), "ci": _fmt(g.delta), "delta_iv": g.delta.model_dump()})
+    return out
+
+
 def afterdelete_numbers(rows: Sequence[ResultRow], model_tag: str, identity: dict[str, Any],
                         started: float | None = None) -> AfterDeleteNumbers:
     """All tables and findings of one model's rows."""
@@ -167,7 +260,8 @@ def afterdelete_numbers(rows: Sequence[ResultRow], model_tag: str, identity: dic
         g = _gap(p, metric, mask)
         return {"row": label, "n": g.n, "clean": g.clean, "forget": g.forget, "rec_clean": g.rec_clean.estimate,
                 "rec_forget": g.rec_forget.estimate, "delta": g.delta.estimate, "low": g.delta.low,
-                "high": g.delta.high, "degenerate": g.delta.degenerate, "ci": _fmt(g.delta), **extra}
+                "high": g.delta.high, "degenerate": g.delta.degenerate, "ci": _fmt(g.delta),
+                "delta_iv": g.delta.model_dump(), "rec_forget_iv": g.rec_forget.model_dump(), **extra}
 
     # ---------------------------------------------------------------- Table 1 (+ controls)
     t1: list[dict[str, Any]] = []
@@ -273,14 +367,21 @@ def afterdelete_numbers(rows: Sequence[ResultRow], model_tag: str, identity: dic
                                                             gb.forget["nowrite_gate_same_prompt"],
                                                             gb.forget["nowrite_gate_same_reply"], mask, strict=True)
                  if m]
+        nondet = sum(1 for x, m in zip(gb.forget.get("nowrite_gate_nondeterministic", [None] * len(mask)), mask,
+                                       strict=True) if m and x)
+        separate = all(bool(x) for x, m in zip(gb.forget.get("branches_generated_separately", [None] * len(mask)),
+                                               mask, strict=True) if m)
         t9.append({"split": s, "n": len(mask), "R1": sum(mask),
                    "A_no_write": sum(x for x, m in zip(a_nw, mask, strict=True) if m),
                    "A_write_allowed": sum(x for x, m in zip(a_wa, mask, strict=True) if m),
                    "A_gate_blocked": sum(x for x, m in zip(a_gb, mask, strict=True) if m),
                    "diff_conditional": _fmt(cond_diff.delta), "diff_full": _fmt(full_diff.delta),
+                   "diff_conditional_iv": cond_diff.delta.model_dump(), "nondeterministic_pairs": nondet,
+                   "separate": separate,
                    "A_full_no_write": sum(a_nw), "A_full_write_allowed": sum(a_wa),
                    "identical_units": sum(ident), "clean_A_write_allowed": sum(_b(wa.clean["A"]))})
     T["table9_writediag"] = t9
+    T["table10_legacy_activation"] = _table10(P, splits)
 
     # ---------------------------------------------------------------- module C (Tables 2, 11)
     t2, t11 = [], []
@@ -308,165 +409,246 @@ def afterdelete_numbers(rows: Sequence[ResultRow], model_tag: str, identity: dic
             dv = dict(var)
             tv.append({"split": s, "condition": dv["condition"], "wording": dv.get("wording"), "n": len(p.profiles),
                        "dR": _fmt(_gap(p, "R").delta), "dA": _fmt(_gap(p, "A").delta),
+                       "dR_iv": _gap(p, "R").delta.model_dump(), "dA_iv": _gap(p, "A").delta.model_dump(),
                        "R": sum(_b(p.forget["R"])), "A": sum(_b(p.forget["A"])),
                        "clean_R": sum(_b(p.clean["R"])), "clean_A": sum(_b(p.clean["A"]))})
     T["variants"] = tv
 
     # ---------------------------------------------------------------- utility
     util: dict[tuple[str, str], list[bool]] = defaultdict(list)
+    cases: dict[str, dict[tuple[str, int], bool]] = defaultdict(dict)
     for r in rows:
         c = r.config["cell"]
         if c.get("block") == "utility":
             util[(c["condition"], c["category"])].append(bool(r.metrics.get("ok")))
+            cases[c["condition"]][(c["category"], int(c["case"]))] = bool(r.metrics.get("ok"))
     T["utility"] = [{"condition": k[0], "category": k[1], "ok": sum(v), "n": len(v)} for k, v in sorted(util.items())]
+    T["utility_cost"] = _utility_cost(cases)
+    T["calibration"] = _calibration(P, rows)
+    T["confirmation"] = [
+        {"split": s, "contract": dict(var).get("audit_contract"), "n": len(p.profiles), "R": sum(_b(p.forget["R"])),
+         "anywhere": sum(_b(p.forget["anywhere"])), "clean_R": sum(_b(p.clean["R"])), "ci": _fmt(_gap(p, "R").delta)}
+        for (b, var, s), p in sorted(P.items(), key=lambda kv: str(kv[0]))
+        if b == "calibration" and dict(var).get("stage") == "confirm"]
 
     out.wall = _wall_times(rows, started)
     out.findings = _findings(out)
     return out
 
 
-def _first(rows: list[dict[str, Any]], **kv: Any) -> dict[str, Any] | None:
-    return next((r for r in rows if all(r.get(k) == v for k, v in kv.items())), None)
+HIGH_RECOVERY = 0.5
+"""'Recovery is high' for a structure: its forget-world rate is above one half (the paper's
+overall rate is ≈0.68, and it calls atomic, duplicated and correlated 'high')."""
+FIRST_QUERY_SHARE = 0.9
+"""'Most observed recovery appears on the first productive query': at least 90% of the
+events (the paper: 3,081 of 3,088 = 99.8%)."""
+
+
+def _ci(iv: dict[str, Any] | Interval | None, n: int) -> CI | None:
+    """An afterdelete interval as the CI that ``claim_verdict`` judges."""
+    if iv is None:
+        return None
+    d = iv.model_dump() if isinstance(iv, Interval) else iv
+    return CI(value=float(d["estimate"]), low=float(d["low"]), high=float(d["high"]), n=n)
+
+
+def _zero(count: int, n: int) -> ClaimVerdict:
+    """A claim of zero observed events (a deterministic guarantee of the construction):
+    REPRODUCED at 0, CONTRADICTED by any event, NOT TESTABLE without units."""
+    if n == 0:
+        return ClaimVerdict(verdict=Verdict.NOT_TESTABLE, reason="no units")
+    return ClaimVerdict(verdict=Verdict.REPRODUCED if count == 0 else Verdict.CONTRADICTED, n=n)
+
+
+def _exact(holds: bool, n: int) -> ClaimVerdict:
+    """An equality of counts on the same units (e.g. the gate leaves R unchanged)."""
+    return ClaimVerdict(verdict=Verdict.REPRODUCED if holds else Verdict.CONTRADICTED, n=n)
+
+
+def _positive(k: int, n: int) -> ClaimVerdict:
+    """'Occurs': the exact binomial interval of k/n lies above 0 (any k > 0); at k = 0 it
+    admits both, so INCONCLUSIVE."""
+    return claim_verdict(_ci(clopper_pearson(k, n), n), gt=0) if n else _not_run("no units")
+
+
+def _not_run(why: str = "block not run") -> ClaimVerdict:
+    return ClaimVerdict(verdict=Verdict.NOT_TESTABLE, reason=why)
+
+
+def _all(parts: list[ClaimVerdict]) -> ClaimVerdict:
+    return combine_verdicts(*parts) if parts else _not_run()
 
 
 def _findings(n: AfterDeleteNumbers) -> list[Finding]:
+    """One finding per claim of paper 001, each REPRODUCED / CONTRADICTED / INCONCLUSIVE /
+    NOT TESTABLE: paired-gap claims by ``claim_verdict`` on their paired-bootstrap interval,
+    'zero observed' claims by count (one event contradicts them)."""
     T = n.tables
     F: list[Finding] = []
 
-    def add(claim: str, paper: str, ours: str, ok: bool | None) -> None:
-        F.append(Finding(claim, paper, ours, "not run" if ok is None else ("reproduced" if ok else "not reproduced")))
+    def add(claim: str, paper: str, ours: str, v: ClaimVerdict) -> None:
+        F.append(Finding(claim, paper, ours or "not run", v.fmt(), v.verdict.value))
 
     prim = [r for r in T.get("table1_primary", []) if r["row"] == "all"]
-    if prim:
-        ours = "; ".join(f"{r['split']}: ΔRec={r['ci']}, clean {r['clean']}/{r['n']}, forget {r['forget']}/{r['n']}"
-                         for r in prim)
-        add("Exact source deletion leaves exposure-attributable recoverable residue (ΔRec > 0, interval above 0)",
-            "ΔRec 0.680 [0.615,0.745] IID, 0.640 [0.575,0.705] OOD", ours,
-            all(r["delta"] > 0 and r["low"] > 0 for r in prim))
-        add("Clean-world exact recovery is what guessing gives (0)", "0/200 clean in both splits",
-            "; ".join(f"{r['split']}: {r['clean']}/{r['n']}" for r in prim), all(r["clean"] == 0 for r in prim))
-    else:
-        add("Exact source deletion leaves recoverable residue", "ΔRec 0.680 IID, 0.640 OOD", "primary block not run", None)
+    add("Exact source deletion leaves exposure-attributable recoverable residue (ΔRec > 0)",
+        "ΔRec 0.680 [0.615,0.745] IID, 0.640 [0.575,0.705] OOD",
+        "; ".join(f"{r['split']}: ΔRec={r['ci']}, clean {r['clean']}/{r['n']}, forget {r['forget']}/{r['n']}"
+                  for r in prim), _all([claim_verdict(_ci(r["delta_iv"], r["n"]), gt=0) for r in prim]))
+    add("Clean-world exact recovery is what guessing gives (0)", "0/200 clean in both splits",
+        "; ".join(f"{r['split']}: {r['clean']}/{r['n']}" for r in prim), _all([_zero(r["clean"], r["n"]) for r in prim]))
     ctl = [r for r in T.get("controls", []) if r["row"] in ("flat_exact", "hier_exposure_group")]
     add("Flat memory and exposure-group deletion show zero observed recovery", "0 in tested cells",
-        "; ".join(f"{r['row']} {r['split']}: forget {r['forget']}/{r['n']}" for r in ctl) or "not run",
-        all(r["forget"] == 0 for r in ctl) if ctl else None)
+        "; ".join(f"{r['row']} {r['split']}: forget {r['forget']}/{r['n']}" for r in ctl),
+        _all([_zero(r["forget"], r["n"]) for r in ctl]))
     cl = [r for r in T.get("controls", []) if r["row"] == "hier_closure"]
     add("Recorded-lineage closure drives tracked-descendant recovery to 0", "zero observed R gaps",
-        "; ".join(f"{r['split']}: forget {r['forget']}/{r['n']}, ΔRec={r['ci']}" for r in cl) or "not run",
-        all(r["forget"] == 0 and r["clean"] == 0 for r in cl) if cl else None)
+        "; ".join(f"{r['split']}: forget {r['forget']}/{r['n']}, ΔRec={r['ci']}" for r in cl),
+        _all([_zero(r["forget"] + r["clean"], r["n"]) for r in cl]))
     comp = [r for r in T.get("table1_primary", []) if r["row"] == "structure=compositional"]
     add("Original compositional profiles yield zero exact recovery", "0/50 clean and forget, both splits",
-        "; ".join(f"{r['split']}: forget {r['forget']}/{r['n']}" for r in comp) or "not run",
-        all(r["forget"] == 0 for r in comp) if comp else None)
+        "; ".join(f"{r['split']}: forget {r['forget']}/{r['n']}" for r in comp),
+        _all([_zero(r["forget"], r["n"]) for r in comp]))
     others = [r for r in T.get("table1_primary", []) if r["row"] in
               ("structure=atomic", "structure=duplicated", "structure=correlated")]
-    add("Recovery is high for atomic, duplicated and correlated structures", "high (most of the ~0.68)",
-        "; ".join(f"{r['split']} {r['row'][10:]}: {r['forget']}/{r['n']}" for r in others) or "not run",
-        all(r["rec_forget"] >= 0.5 for r in others) if others else None)
+    add(f"Recovery is high (forget-world rate > {HIGH_RECOVERY}) for atomic, duplicated and correlated structures",
+        "high (most of the ~0.68)",
+        "; ".join(f"{r['split']} {r['row'][10:]}: {r['forget']}/{r['n']}" for r in others),
+        _all([claim_verdict(_ci(r["rec_forget_iv"], r["n"]), gt=HIGH_RECOVERY) for r in others]))
     dom = [r for r in T.get("table1_primary", []) if r["row"].startswith("domain=")]
     add("Gaps are positive across all four domains", "positive in all domains",
-        "; ".join(f"{r['split']} {r['row'][7:]}: {r['delta']:.2f}" for r in dom) or "not run",
-        all(r["delta"] > 0 for r in dom) if dom else None)
+        "; ".join(f"{r['split']} {r['row'][7:]}: {r['ci']}" for r in dom),
+        _all([claim_verdict(_ci(r["delta_iv"], r["n"]), gt=0) for r in dom]))
+    _findings_modules(T, add)
+    return F
+
+
+Add = Callable[[str, str, str, ClaimVerdict], None]
+
+
+def _findings_modules(T: dict[str, list[dict[str, Any]]], add: Add) -> None:
+    """Module C, the lifecycle, modules A/B, Table 10, auditors, variants, utility."""
     t2 = T.get("table2_transformed", [])
     c1 = [r for r in t2 if r["row"] == "C1"]
     add("C1: exact reconstruction without a surviving complete literal (ΔR > 0; target in 0 model-visible states)",
         "ΔR 0.615–0.990; complete target in 0/1,248 states",
         "; ".join(f"{r['split']}: ΔR={r['ci']}, target in state {r['target_in_state']}/{r['n']}, "
-                  f"in prompt {r['target_in_prompt']}/{r['n']}" for r in c1) or "not run",
-        all(r["low"] > 0 and r["target_in_state"] == 0 and r["target_in_prompt"] == 0 for r in c1) if c1 else None)
+                  f"in prompt {r['target_in_prompt']}/{r['n']}" for r in c1),
+        _all([combine_verdicts(claim_verdict(_ci(r["delta_iv"], r["n"]), gt=0), _zero(r["target_in_state"], r["n"]),
+                               _zero(r["target_in_prompt"], r["n"])) for r in c1]))
     t11 = T.get("table11_components", [])
     c2 = [r for r in t11 if r["condition"] == "C2"]
     add("C2 (closure): zero complete recovery and zero component disclosure", "0 in every cell",
         "; ".join(f"{r['split']}: R {r['R']}/{r['n']}, components {r['region']}/{r['mnemonic']}/{r['number']}"
-                  for r in c2) or "not run",
-        all(r["R"] == 0 and r["region"] == r["mnemonic"] == r["number"] == 0 for r in c2) if c2 else None)
+                  for r in c2),
+        _all([_zero(r["R"] + r["region"] + r["mnemonic"] + r["number"], r["n"]) for r in c2]))
     c3 = [r for r in t11 if r["condition"] == "C3"]
     add("C3 (lossy): zero complete recovery while surviving components still occur",
         "complete 0; region/mnemonic occur in most replies; number 0/104",
         "; ".join(f"{r['split']}: R {r['R']}/{r['n']}, region {r['region']}, mnemonic {r['mnemonic']}, "
-                  f"number {r['number']}" for r in c3) or "not run",
-        all(r["R"] == 0 and r["number"] == 0 and (r["region"] + r["mnemonic"]) > 0 for r in c3) if c3 else None)
+                  f"number {r['number']}" for r in c3),
+        _all([combine_verdicts(_zero(r["R"] + r["number"], r["n"]),
+                               _positive(max(r["region"], r["mnemonic"]), r["n"])) for r in c3]))
     t6 = T.get("table6_lifecycle", [])
     base = {r["split"]: r for r in t6 if r["row"] == "hier_exact"}
     gate = {r["split"]: r for r in t6 if r["row"] == "hier_exact_gate"}
     clo = [r for r in t6 if r["row"] == "hier_closure"]
     add("Closure yields zero R, C, A and E", "zero observed gaps",
-        "; ".join(f"{r['split']}: R/C/A/E {r['R']}/{r['C']}/{r['A']}/{r['E']} of {r['n']}" for r in clo) or "not run",
-        all(r["R"] == r["C"] == r["A"] == r["E"] == 0 for r in clo) if clo else None)
-    if gate and base:
-        ours = "; ".join(f"{s}: R {base[s]['R']}→{gate[s]['R']}, C {base[s]['C']}→{gate[s]['C']}, "
-                         f"A {base[s]['A']}→{gate[s]['A']}" for s in gate if s in base)
-        add("The gate leaves R unchanged, blocks C entirely, and A stays positive from residue",
-            "R unchanged; C = 0; A > 0", ours,
-            all(gate[s]["R"] == base[s]["R"] and gate[s]["C"] == 0 and (gate[s]["A"] > 0 or base[s]["R"] == 0)
-                for s in gate if s in base))
-    else:
-        add("The gate leaves R unchanged and blocks C", "R unchanged; C = 0", "not run", None)
+        "; ".join(f"{r['split']}: R/C/A/E {r['R']}/{r['C']}/{r['A']}/{r['E']} of {r['n']}" for r in clo),
+        _all([_zero(r["R"] + r["C"] + r["A"] + r["E"], r["n"]) for r in clo]))
+    both = [s for s in gate if s in base]
+    add("The gate leaves R unchanged, blocks C entirely, and A stays positive from residue",
+        "R unchanged; C = 0; A > 0",
+        "; ".join(f"{s}: R {base[s]['R']}→{gate[s]['R']}, C {base[s]['C']}→{gate[s]['C']}, "
+                  f"A {base[s]['A']}→{gate[s]['A']}" for s in both),
+        _all([combine_verdicts(_exact(gate[s]["R"] == base[s]["R"], gate[s]["n"]), _zero(gate[s]["C"], gate[s]["n"]),
+                               _positive(gate[s]["A"], gate[s]["n"]) if base[s]["R"] else
+                               _not_run("no reconstruction to activate")) for s in both]))
     t9 = T.get("table9_writediag", [])
-    add("No-write and gate-blocked are identical in state, prompt and reply for every R=1 unit",
-        "76/76 IID, 75/75 OOD identical",
-        "; ".join(f"{r['split']}: {r['identical_units']}/{r['R1']}" for r in t9) or "not run",
-        all(r["identical_units"] == r["R1"] for r in t9) if t9 else None)
-    add("Writing the recovered candidate back raises later activation (Qwen)",
-        "+0.158 [0.079,0.250] IID, +0.147 [0.067,0.227] OOD (conditional on R=1)",
+    add("No-write and gate-blocked are identical in state, prompt and reply for every R=1 unit, with zero "
+        "nondeterministic reply pairs (each branch generated separately, no cache)",
+        "76/76 IID, 75/75 OOD identical; zero nondeterministic pairs",
+        "; ".join(f"{r['split']}: {r['identical_units']}/{r['R1']} identical, {r['nondeterministic_pairs']} "
+                  "nondeterministic pairs" for r in t9),
+        _all([_exact(r["identical_units"] == r["R1"], r["R1"]) if r["separate"] else
+              _not_run("rows generated in one cached batch (study version 1) cannot show nondeterminism")
+              for r in t9]))
+    add("Writing the recovered candidate back raises later activation (Qwen; conditional on R=1)",
+        "+0.158 [0.079,0.250] IID, +0.147 [0.067,0.227] OOD",
         "; ".join(f"{r['split']}: A no-write {r['A_no_write']}/{r['R1']} vs write {r['A_write_allowed']}/{r['R1']}, "
-                  f"diff {r['diff_conditional']}" for r in t9) or "not run",
-        all(r["A_write_allowed"] > r["A_no_write"] for r in t9) if t9 else None)
+                  f"diff {r['diff_conditional']}" for r in t9),
+        _all([claim_verdict(_ci(r["diff_conditional_iv"], r["R1"]), gt=0) for r in t9]))
+    t10 = T.get("table10_legacy_activation", [])
+    add("Table 10: on the frozen module-B states, changing only the activation contract to legacy changes "
+        "official activation while the raw replies still carry the target (legacy − aligned ≠ 0 in some branch)",
+        "IID write-allowed −0.276 [−0.382,−0.184]; target in every raw reply",
+        "; ".join(f"{r['split']}: legacy−aligned " + ", ".join(f"{b} {r[f'legacy_minus_aligned_{b}']}"
+                                                              for b in BRANCH_NAMES) for r in t10),
+        _all([either_verdict(*(either_verdict(claim_verdict(_ci(r[f"lma_iv_{b}"], r["R1"]), gt=0),
+                                              claim_verdict(_ci(r[f"lma_iv_{b}"], r["R1"]), lt=0))
+                               for b in BRANCH_NAMES)) for r in t10]))
     t8 = T.get("table8_contracts", [])
     leg = [r for r in t8 if r["audit"] == "legacy"]
     add("The legacy contract can hide target-bearing replies from the official parser",
         "raw replies contain the target in 77–78/104 with official zeros (Mistral, Phi-3)",
         "; ".join(f"{r['split']} legacy→{r['activation']}: official R {r['R']}/{r['n']}, target anywhere "
-                  f"{r['audit_anywhere']}/{r['n']}" for r in leg) or "not run",
-        any(r["audit_anywhere"] > r["R"] for r in leg) if leg else None)
+                  f"{r['audit_anywhere']}/{r['n']}" for r in leg),
+        either_verdict(*(_positive(max(0, r["audit_anywhere"] - r["R"]), r["n"]) for r in leg)) if leg else _not_run())
+    conf = T.get("confirmation", [])
+    add("One-factor confirmation: under the legacy contract raw replies carry the target the official parser "
+        "does not score (target anywhere > official R)", "legacy request frequently elicited unscored target-bearing "
+        "replies; alignment produced substantial official recovery",
+        "; ".join(f"{r['split']} {r['contract']}: R {r['R']}/{r['n']}, anywhere {r['anywhere']}/{r['n']}"
+                  for r in conf),
+        either_verdict(*(_positive(max(0, r["anywhere"] - r["R"]), r["n"]) for r in conf
+                         if r["contract"] == "legacy")) if conf else _not_run())
+    cal = T.get("calibration", [])
+    add("Interface calibration: the contract frozen on development profiles gives positive held-out ΔRec",
+        "one model-specific interface selected on dev, evaluated frozen on held-out profiles",
+        "; ".join(f"{r['split']}: selected {r['selected']} (dev R {r['dev_R']}), held-out ΔRec={r['ci']}" for r in cal),
+        _all([claim_verdict(_ci(r["delta_iv"], r["n"]), gt=0) for r in cal]))
+    _findings_auditors(T, add)
+
+
+def _findings_auditors(T: dict[str, list[dict[str, Any]]], add: Add) -> None:
     t5 = T.get("table5_auditors", [])
-    if t5:
-        ev = T.get("recovery_query_index", [])
-        tot = sum(e["events"] for e in ev)
-        q1 = sum(e["events"] for e in ev if e["query"] == 1)
-        add("Most observed recovery appears on the first productive query", "3,081 of 3,088 events on query 1",
-            f"{q1} of {tot} events on query 1", tot == 0 or q1 / tot >= 0.9)
-        by: dict[str, dict[str, float]] = defaultdict(dict)
-        for r in t5:
-            by[r["split"]][r["row"]] = r["delta"]
-        same = all(len({round(v[a], 3) for a in ("expert", "greedy_ig", "ppo_a", "ppo_b") if a in v}) <= 1
-                   for v in by.values())
-        add("Expert, greedy information gain and both PPO checkpoints give identical matched outcomes",
-            "ΔRec 0.735 IID / 0.745 OOD for all four",
-            "; ".join(f"{s}: " + ", ".join(f"{a} {d:.3f}" for a, d in sorted(v.items())) for s, v in by.items()), same)
-    else:
-        add("Most recovery on query 1; learned auditors do not beat scripted ones", "3,081/3,088 on query 1",
-            "auditors block not run", None)
+    ev = T.get("recovery_query_index", [])
+    tot = sum(e["events"] for e in ev)
+    q1 = sum(e["events"] for e in ev if e["query"] == 1)
+    add(f"Most observed recovery appears on the first productive query (≥ {FIRST_QUERY_SHARE:.0%})",
+        "3,081 of 3,088 events on query 1", f"{q1} of {tot} events on query 1" if t5 else "",
+        claim_verdict(_ci(clopper_pearson(q1, tot), tot), ge=FIRST_QUERY_SHARE) if tot else _not_run(
+            "no recovery events" if t5 else "block not run"))
+    by: dict[str, dict[str, float]] = defaultdict(dict)
+    for r in t5:
+        by[r["split"]][r["row"]] = r["delta"]
+    same = all(len({round(v[a], 3) for a in ("expert", "greedy_ig", "ppo_a", "ppo_b") if a in v}) <= 1
+               for v in by.values())
+    add("Expert, greedy information gain and both PPO checkpoints give identical matched outcomes",
+        "ΔRec 0.735 IID / 0.745 OOD for all four",
+        "; ".join(f"{s}: " + ", ".join(f"{a} {d:.3f}" for a, d in sorted(v.items())) for s, v in by.items()),
+        _exact(same, sum(r["n"] for r in t5)) if t5 else _not_run())
     tv = T.get("variants", [])
     pos = [r for r in tv if r["condition"] in ("hier_exact_ledger", "hier_exact_retrieval")
            or (r["condition"] == "hier_exact" and r["wording"] == "alternative")]
     zero = [r for r in tv if r["condition"].startswith("hier_closure")]
     add("Recovery stays positive under ledger serialization, partial retrieval and alternative activation "
         "wording; closure returns the gaps to zero", "positive; closure zero",
-        "; ".join(f"{r['split']} {r['condition']}/{r['wording']}: ΔR={r['dR']}, ΔA={r['dA']}" for r in tv) or "not run",
-        (all((r["A"] > r["clean_A"]) if r["wording"] == "alternative" else (r["R"] > r["clean_R"]) for r in pos)
-         and all(r["R"] == 0 and r["A"] == 0 for r in zero)) if tv else None)
+        "; ".join(f"{r['split']} {r['condition']}/{r['wording']}: ΔR={r['dR']}, ΔA={r['dA']}" for r in tv),
+        _all([claim_verdict(_ci(r["dA_iv"] if r["wording"] == "alternative" else r["dR_iv"], r["n"]), gt=0)
+              for r in pos] + [_zero(r["R"] + r["A"], r["n"]) for r in zero]))
     ut = T.get("utility", [])
-    if ut:
-        tot = defaultdict(lambda: [0, 0])
-        for r in ut:
-            tot[r["condition"]][0] += r["ok"]
-            tot[r["condition"]][1] += r["n"]
-        nm = [r for r in ut if r["category"] == "near_miss_write"]
-        ours = ("; ".join(f"{k}: {v[0]}/{v[1]}" for k, v in sorted(tot.items()))
-                + "; near-miss writes " + ", ".join(f"{r['condition']} {r['ok']}/{r['n']}" for r in nm))
-        claim = "Benign-utility sanity check shows no obvious cost (100/100 each; 20/20 near-miss writes pass)"
-        if all(r["ok"] == r["n"] for r in ut):
-            add(claim, "100/100 baseline, closure, gate-on", ours, True)
-        else:
-            same = len({v[0] for v in tot.values()}) == 1 and all(r["ok"] == r["n"] for r in nm)
-            F.append(Finding(claim, "100/100 baseline, closure, gate-on", ours + (
-                " (not saturated, but closure and gate-on score exactly as the baseline: no cost detected)"
-                if same else ""), "partly" if same else "not reproduced"))
-    else:
-        add("Benign-utility sanity check", "100/100 each", "utility block not run", None)
-    return F
+    tot_c: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for r in ut:
+        tot_c[r["condition"]][0] += r["ok"]
+        tot_c[r["condition"]][1] += r["n"]
+    ours = "; ".join(f"{k}: {v[0]}/{v[1]}" for k, v in sorted(tot_c.items()))
+    add("Benign-utility sanity check saturates (100/100 each; 20/20 near-miss writes pass)",
+        "100/100 baseline, closure, gate-on", ours, _exact(all(r["ok"] == r["n"] for r in ut), sum(r["n"] for r in ut))
+        if ut else _not_run())
+    cost = T.get("utility_cost", [])
+    add("Closure and the gate cost no benign utility relative to the baseline (paired difference ≥ 0)",
+        "100/100 in every condition", "; ".join(f"{r['condition']} − baseline: {r['ci']}" for r in cost),
+        _all([claim_verdict(_ci(r["delta_iv"], r["n"]), ge=0) for r in cost]))
 
 
 # ----------------------------------------------------------------------------- rendering
@@ -550,7 +732,23 @@ def _render(n: AfterDeleteNumbers, out: Path, cfg: dict[str, Any]) -> str:
     parts.append(_md_table(T["table9_writediag"], ["split", "n", "R1", "A_no_write", "A_write_allowed",
                                                    "A_gate_blocked", "diff_conditional", "A_full_no_write",
                                                    "A_full_write_allowed", "diff_full", "identical_units",
-                                                   "clean_A_write_allowed"]))
+                                                   "nondeterministic_pairs", "clean_A_write_allowed"]))
+    parts.append("\n### Table 10 — legacy activation on the frozen module-B states (forget-world R=1)\n\n"
+                 "Official activation counts (raw target-anywhere in parentheses) with only the activation contract "
+                 "changed to legacy; legacy − aligned per branch and write-allowed − no-write with paired intervals; "
+                 "matched_states: units whose three branch states hash equal to module B's.\n\n")
+    parts.append(_md_table(T.get("table10_legacy_activation", []),
+                           ["split", "n", "R1", "A_no_write", "A_write_allowed", "A_gate_blocked", "write_minus_nowrite",
+                            "legacy_minus_aligned_no_write", "legacy_minus_aligned_write_allowed",
+                            "legacy_minus_aligned_gate_blocked", "matched_states", "nondeterministic_pairs",
+                            "clean_A"]))
+    parts.append("\n### Interface calibration (appendix E)\n\n"
+                 "Official forget-world R per candidate contract on development profiles; the contract with the most "
+                 "was frozen before the held-out panel ran.\n\n")
+    parts.append(_md_table(T.get("calibration", []), ["split", "n", "dev_R", "selected", "clean", "forget", "ci"]))
+    parts.append("\nOne-factor confirmation (only the requested contract varies; official forget-world R and raw "
+                 "target-anywhere counts):\n\n")
+    parts.append(_md_table(T.get("confirmation", []), ["split", "contract", "n", "R", "anywhere", "clean_R", "ci"]))
     parts.append("\n### Table 11 — module C literal component occurrence in forget-world replies\n\n")
     parts.append(_md_table(T["table11_components"], ["split", "condition", "n", "R", "region", "mnemonic", "number"]))
     parts.append("\n### Bounded variants (serialization, retrieval, activation wording)\n\n")
@@ -558,10 +756,15 @@ def _render(n: AfterDeleteNumbers, out: Path, cfg: dict[str, Any]) -> str:
                                            "dA"]))
     parts.append("\n### Benign-utility sanity check\n\n")
     parts.append(_md_table(T["utility"], ["condition", "category", "ok", "n"]))
+    parts.append("\nPaired by case, minus the baseline (hier_exact):\n\n")
+    parts.append(_md_table(T.get("utility_cost", []), ["condition", "n", "ci"]))
     parts.append("\n### Wall time per block (this machine)\n\n")
     parts.append(_md_table([{"block": b, **v} for b, v in n.wall.items()],
                            ["block", "seconds", "profiles", "seconds_per_profile"]))
-    parts.append("\n### Findings\n\n")
+    parts.append("\n### Findings\n\nREPRODUCED: the claim's 95% interval lies in the paper's region; CONTRADICTED: it "
+                 "excludes the paper's direction; INCONCLUSIVE: it admits both (with the n at which an interval of "
+                 "the same shape would decide); NOT TESTABLE: not run, or a precondition failed. Claims of zero "
+                 "observed events are judged by count: one event contradicts them.\n\n")
     for f in n.findings:
         parts.append(f"- **{f.status}** — {f.claim}. Paper: {f.paper}. Ours: {f.ours}.\n")
     return "".join(parts)

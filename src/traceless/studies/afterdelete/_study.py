@@ -12,7 +12,13 @@ group, so both worlds go to the model in the same batch):
                   ``DIR/checkpoints/`` (or loaded from ``checkpoints``)
 * ``contracts``   module A: 2×2 audit × activation contract factorial with raw replies
 * ``writediag``   module B: one post-audit state forked into no-write / write-allowed /
-                  gate-blocked; identity of no-write and gate-blocked checked (Table 9)
+                  gate-blocked; each branch's activation generated in its own uncached
+                  call, so identity of no-write and gate-blocked can fail (Table 9)
+* ``legacyact``   Table 10: the frozen module-B states re-probed with only the activation
+                  contract changed (aligned → legacy)
+* ``calibration`` appendix E: pick the contract with the highest official forget-world R
+                  on development profiles, freeze it, evaluate it on an untouched panel; plus
+                  the one-factor confirmation (only the contract varies) on a third panel
 * ``variants``    JSON fact-ledger, partial-memory retrieval, alternative activation wording
 * ``transformed`` module C: C0–C3 on REGION-MNEMONIC-NUMBER targets (Tables 2, 11)
 * ``utility``     100-case benign-utility sanity check (5 categories × baseline/closure/gate)
@@ -29,7 +35,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from traceless.errors import ConfigError, UnknownNameError
-from traceless.models import GenerationConfig, ModelBackend
+from traceless.models import CachingBackend, GenerationConfig, ModelBackend
 from traceless.studies._runner import STUDIES, Cell, CellResult, RunContext, Study, derive_seed
 from traceless.studies.afterdelete._auditors import AUDITORS, Auditor, make_auditor
 from traceless.studies.afterdelete._contracts import CONTRACTS
@@ -56,6 +62,8 @@ BLOCKS: dict[str, str] = {
     "auditors": "every auditor in the hierarchical / exact / gate-off block",
     "contracts": "module A: audit × activation contract factorial (legacy, aligned)",
     "writediag": "module B: matched no-write / write-allowed / gate-blocked branches",
+    "legacyact": "Table 10: module-B states with only the activation contract changed to legacy",
+    "calibration": "appendix E: interface calibration on dev profiles, frozen choice on a held-out panel",
     "variants": "JSON fact ledger, partial-memory retrieval, alternative activation wording",
     "transformed": "module C: C0-C3 transformed memory on REGION-MNEMONIC-NUMBER targets",
     "utility": "100-case benign-utility sanity check",
@@ -67,6 +75,14 @@ TRANSFORMED_CONDITIONS = ("C0", "C1", "C2", "C3")
 UTILITY_CONDITIONS = ("hier_exact", "hier_closure", "hier_exact_gate")
 UTILITY_CATEGORIES = ("team", "project", "schedule", "tool", "near_miss_write")
 BRANCHES = ("no_write", "write_allowed", "gate_blocked")
+MODULE_PANEL_OFFSET = 104_729
+"""Modules A and B (and Table 10) use new panels, as the paper does (104 IID + 104 OOD not
+in the main panel): the split's generator seed plus this offset (the 10,000th prime; module
+C's panel uses +7919), so their profiles are fresh draws."""
+CALIBRATION_PANEL_OFFSET = 130_363
+"""The calibration's held-out panel: another untouched stream (the 12,000th prime)."""
+CONFIRMATION_PANEL_OFFSET = 141_079
+"""The one-factor contract confirmation's panel: a third untouched stream (the 13,000th prime)."""
 ALL_AUDITORS = ("direct", "paraphrase", "expert", "greedy_ig", "bandit", "ppo_a", "ppo_b", "prompted_llm")
 
 
@@ -92,6 +108,13 @@ class AfterDeleteConfig(BaseModel):
     """Audit and activation response contract for every block except module A."""
     auditors: list[str] = Field(default_factory=lambda: list(ALL_AUDITORS))
     """Auditors of the 'auditors' block."""
+    n_modules: int = Field(104, ge=1)
+    """Profiles per split of the new module A/B panels (paper: 104 IID + 104 OOD)."""
+    n_calibration: int = Field(20, ge=1)
+    """Development profiles per candidate contract in the interface calibration."""
+    selector: str | None = None
+    """Backend spec of the prompted-LLM auditor's operator selector (e.g.
+    ``openai:MODEL@URL``); None: the model under test. Recorded in every row it drives."""
     checkpoints: dict[str, str] = Field(default_factory=dict)
     """Frozen checkpoints for trained auditors (name → file); missing ones are trained."""
     ppo_iterations: int = Field(120, ge=1)
@@ -162,9 +185,10 @@ class AfterDelete(Study[AfterDeleteConfig]):
     """AfterDeleteBench (paper 001)."""
 
     name: ClassVar[str] = "afterdelete"
-    version: ClassVar[str] = "1"
+    version: ClassVar[str] = "2"  # 2: new module A/B panels, uncached per-branch module B, Table 10, calibration
     config_cls: ClassVar[type[BaseModel]] = AfterDeleteConfig
-    resume_may_change: ClassVar[frozenset[str]] = frozenset({"n", "n_transformed", "blocks", "batch", "block_n", "writediag_auditor"})
+    resume_may_change: ClassVar[frozenset[str]] = frozenset(
+        {"n", "n_transformed", "n_modules", "blocks", "batch", "block_n", "writediag_auditor"})
 
     # ------------------------------------------------------------------ grid
     def cells(self, config: AfterDeleteConfig) -> Iterable[Cell]:
@@ -172,17 +196,20 @@ class AfterDelete(Study[AfterDeleteConfig]):
             yield from getattr(self, f"_cells_{block}")(config)
 
     def _profile_cells(self, config: AfterDeleteConfig, block: str, variants: list[dict[str, Any]],
-                       *, composed: bool = False) -> Iterator[Cell]:
-        n = config.n_transformed if composed else config.block_n.get(block, config.n)
-        for split in config.splits:
-            profiles = generate_profiles(split, n, composed=composed)
+                       *, composed: bool = False, panel: str = "main",
+                       splits: list[str] | None = None) -> Iterator[Cell]:
+        default = config.n_modules if panel != "main" else config.n
+        n = config.n_transformed if composed else config.block_n.get(block, default)
+        for split in splits or config.splits:
+            profiles = generate_profiles(split, n, composed=composed, seed=_panel_seed(split, panel))
             for var in variants:
                 tag = _key(**var)
                 for p in profiles:
                     chunk = p.index // config.batch
                     for w in WORLDS:
                         params = {"block": block, **var, "split": split, "profile": p.index, "world": w,
-                                  "domain": p.domain, "structure": p.structure, "composed": composed}
+                                  "domain": p.domain, "structure": p.structure, "composed": composed,
+                                  "panel": panel}
                         yield Cell(key=_key(block=block, **var, split=split, profile=p.index, world=w),
                                    group=f"{block}/{tag}/{split}/{chunk}", params=params,
                                    seed=derive_seed(config.seed, block, split, p.index))
@@ -203,11 +230,33 @@ class AfterDelete(Study[AfterDeleteConfig]):
     def _cells_contracts(self, c: AfterDeleteConfig) -> Iterator[Cell]:
         return self._profile_cells(c, "contracts", [{"condition": "hier_exact", "auditor": "direct",
                                                      "audit_contract": a, "activation_contract": b}
-                                                    for a in ("legacy", "aligned") for b in ("legacy", "aligned")])
+                                                    for a in ("legacy", "aligned") for b in ("legacy", "aligned")],
+                                   panel="modules")
 
     def _cells_writediag(self, c: AfterDeleteConfig) -> Iterator[Cell]:
         return self._profile_cells(c, "writediag", [{"condition": "hier_exact", "auditor": c.writediag_auditor,
-                                                     "branch": b} for b in BRANCHES])
+                                                     "branch": b} for b in BRANCHES], panel="modules")
+
+    def _cells_legacyact(self, c: AfterDeleteConfig) -> Iterator[Cell]:
+        return self._profile_cells(c, "legacyact", [{"condition": "hier_exact", "auditor": c.writediag_auditor,
+                                                     "branch": b, "activation_contract": "legacy"}
+                                                    for b in BRANCHES], panel="modules")
+
+    def _cells_calibration(self, c: AfterDeleteConfig) -> Iterator[Cell]:
+        """Development cells per candidate contract, then the frozen choice on the held-out
+        panel (its group re-derives the choice from the dev audits, answered by the cache)."""
+        dev = c.model_copy(update={"block_n": {**c.block_n, "calibration": c.n_calibration}})
+        yield from self._profile_cells(dev, "calibration", [{"condition": "hier_exact", "auditor": "direct",
+                                                             "stage": "dev", "audit_contract": k}
+                                                            for k in sorted(CONTRACTS.names())], splits=["dev"])
+        held = c.model_copy(update={"block_n": {k: v for k, v in c.block_n.items() if k != "calibration"}})
+        yield from self._profile_cells(held, "calibration", [{"condition": "hier_exact", "auditor": "direct",
+                                                              "stage": "heldout", "audit_contract": "selected"}],
+                                       panel="calibration")
+        # the one-factor confirmation: only the requested contract varies, raw replies kept
+        yield from self._profile_cells(held, "calibration", [{"condition": "hier_exact", "auditor": "direct",
+                                                              "stage": "confirm", "audit_contract": k}
+                                                             for k in sorted(CONTRACTS.names())], panel="confirmation")
 
     def _cells_variants(self, c: AfterDeleteConfig) -> Iterator[Cell]:
         var = [{"condition": k, "auditor": "direct", "wording": "primary"} for k in VARIANT_CONDITIONS]
@@ -239,6 +288,15 @@ class AfterDelete(Study[AfterDeleteConfig]):
         if cfg.writediag_auditor in ("greedy_ig", "bandit", "ppo_a", "ppo_b") and "writediag" in cfg.blocks:
             needed.add(cfg.writediag_auditor)
         ctx.state["checkpoints"] = self._ensure_checkpoints(ctx, sorted(needed))
+        ctx.state["selector"] = None
+        ctx.state["selector_record"] = {"spec": None, "identity": ctx.identity, "is_model_under_test": True}
+        if cfg.selector:
+            from traceless.models import load_backend
+
+            inner = load_backend(cfg.selector)
+            ctx.state["selector"] = CachingBackend(inner, ctx.work_dir / "selector_generations.sqlite")
+            ctx.state["selector_record"] = {"spec": cfg.selector, "identity": inner.describe(),
+                                            "is_model_under_test": False}
 
     def _ensure_checkpoints(self, ctx: RunContext[AfterDeleteConfig], names: list[str]) -> dict[str, str]:
         cfg = ctx.config
@@ -262,13 +320,16 @@ class AfterDelete(Study[AfterDeleteConfig]):
         return out
 
     # ------------------------------------------------------------------ helpers
-    def _profiles(self, ctx: RunContext[AfterDeleteConfig], split: str, composed: bool) -> list[Profile]:
-        cache: dict[tuple[str, bool], list[Profile]] = ctx.state.setdefault("profiles", {})
-        key = (split, composed)
-        n = 20 if split == "dev" and not composed else (
-            ctx.config.n_transformed if composed else max([ctx.config.n, *ctx.config.block_n.values()]))
+    def _profiles(self, ctx: RunContext[AfterDeleteConfig], split: str, composed: bool,
+                  panel: str = "main") -> list[Profile]:
+        """Profiles of one panel (generation is prefix-stable: the first k of a longer list
+        are the k profiles a shorter one would hold)."""
+        cache: dict[tuple[str, bool, str], list[Profile]] = ctx.state.setdefault("profiles", {})
+        key = (split, composed, panel)
+        c = ctx.config
+        n = c.n_transformed if composed else max([20, c.n, c.n_modules, c.n_calibration, *c.block_n.values()])
         if key not in cache or len(cache[key]) < n:
-            cache[key] = generate_profiles(split, n, composed=composed)
+            cache[key] = generate_profiles(split, n, composed=composed, seed=_panel_seed(split, panel))
         return cache[key]
 
     def _world(self, ctx: RunContext[AfterDeleteConfig], p: Profile, world: str, condition: str) -> World:
@@ -277,6 +338,8 @@ class AfterDelete(Study[AfterDeleteConfig]):
         return build_world(p, world, cond, gate_key=ctx.state["gate_key"], embedder=emb)  # type: ignore[arg-type]
 
     def _auditor(self, ctx: RunContext[AfterDeleteConfig], name: str, model: ModelBackend) -> Auditor:
+        if name == "prompted_llm":  # its operator selector: the configured backend, or the model under test
+            model = ctx.state.get("selector") or model
         return make_auditor(name, checkpoint=ctx.state.get("checkpoints", {}).get(name), model=model)
 
     @staticmethod
@@ -306,16 +369,20 @@ class AfterDelete(Study[AfterDeleteConfig]):
         t0 = time.perf_counter()
         results = list(runner(ctx, cells))  # one batch per group: results arrive together anyway
         wall = round(time.perf_counter() - t0, 3)
+        by_key = {c.key: c for c in cells}
         for r in results:
             r.timing["group_seconds"] = wall  # real wall time of the whole group (all its cells)
             r.timing["group_cells"] = len(results)
+            if by_key[r.key].params.get("auditor") == "prompted_llm":
+                r.extra["selector"] = ctx.state.get("selector_record")
         return results
 
     def _setup_worlds(self, ctx: RunContext[AfterDeleteConfig], cells: list[Cell],
                       condition: str | None = None) -> list[World]:
         out = []
         for c in cells:
-            p = self._profiles(ctx, c.params["split"], bool(c.params.get("composed")))[c.params["profile"]]
+            p = self._profiles(ctx, c.params["split"], bool(c.params.get("composed")),
+                               c.params.get("panel", "main"))[c.params["profile"]]
             out.append(self._world(ctx, p, c.params["world"], condition or c.params["condition"]))
         return out
 
@@ -328,8 +395,9 @@ class AfterDelete(Study[AfterDeleteConfig]):
                          gen=ctx.state["gen"])
         return worlds, eps
 
-    def _run_simple(self, ctx: RunContext[AfterDeleteConfig], cells: list[Cell]) -> Iterator[CellResult]:
-        worlds, eps = self._audit_cells(ctx, cells)
+    def _run_simple(self, ctx: RunContext[AfterDeleteConfig], cells: list[Cell],
+                    contract: str | None = None) -> Iterator[CellResult]:
+        worlds, eps = self._audit_cells(ctx, cells, contract=contract)
         for c, w, ep in zip(cells, worlds, eps, strict=True):
             extra = self._ep_extra(ep)
             metrics = self._ep_metrics(ep)
@@ -381,51 +449,83 @@ class AfterDelete(Study[AfterDeleteConfig]):
 
     def _run_writediag(self, ctx: RunContext[AfterDeleteConfig], cells: list[Cell]) -> Iterator[CellResult]:
         """Module B: one audit per (profile, world); its post-audit state is forked (rebuilt
-        deterministically; the audit does not write) into the three branches."""
-        model = ctx.require_model()
+        deterministically; the audit does not write) into the three branches. Each branch's
+        activation probe is generated in its own call, bypassing the generation cache, so a
+        backend that answers the same prompt differently shows up as a nondeterministic
+        no-write / gate-blocked pair instead of being answered once for both."""
+        return self._module_b(ctx, cells, ctx.config.contract)
+
+    def _run_legacyact(self, ctx: RunContext[AfterDeleteConfig], cells: list[Cell]) -> Iterator[CellResult]:
+        """Table 10: the same frozen module-B states, only the activation contract changed."""
+        return self._module_b(ctx, cells, cells[0].params["activation_contract"])
+
+    def _module_b(self, ctx: RunContext[AfterDeleteConfig], cells: list[Cell],
+                  activation_contract: str) -> Iterator[CellResult]:
         units: dict[tuple[str, int, str], list[Cell]] = {}
         for c in cells:
             units.setdefault((c.params["split"], c.params["profile"], c.params["world"]), []).append(c)
         keys = list(units)
-        base_cells = [units[k][0] for k in keys]
-        _, eps = self._audit_cells(ctx, base_cells)
-        branch_worlds: dict[tuple[tuple[str, int, str], str], World] = {}
+        _, eps = self._audit_cells(ctx, [units[k][0] for k in keys])
+        worlds: dict[tuple[tuple[str, int, str], str], World] = {}
         commits = {}
         for k, ep in zip(keys, eps, strict=True):
             for b in BRANCHES:
                 w = self._setup_worlds(ctx, [units[k][0]])[0]
-                if b == "write_allowed":
-                    commits[(k, b)] = w.commit(ep.submitted, gate_enabled=False)
-                elif b == "gate_blocked":
-                    commits[(k, b)] = w.commit(ep.submitted, gate_enabled=True)
-                else:
-                    commits[(k, b)] = w.commit(None)
-                branch_worlds[(k, b)] = w
-        order = list(branch_worlds)
-        probes = run_activation(model, [branch_worlds[o] for o in order], contract=ctx.config.contract,
-                                gen=ctx.state["gen"])
-        by = dict(zip(order, probes, strict=True))
+                gate = {"write_allowed": False, "gate_blocked": True}.get(b)
+                commits[(k, b)] = w.commit(ep.submitted if gate is not None else None, gate_enabled=bool(gate))
+                worlds[(k, b)] = w
+        uncached = _uncached(ctx.require_model())
+        by: dict[tuple[tuple[str, int, str], str], ProbeResult] = {}
+        for b in BRANCHES:  # one call per branch: never in one batch, never from the cache
+            probes = run_activation(uncached, [worlds[(k, b)] for k in keys], contract=activation_contract,
+                                    gen=ctx.state["gen"])
+            by.update({(k, b): pr for k, pr in zip(keys, probes, strict=True)})
+        digests = {kb: state_digest(w.store, w.owner) for kb, w in worlds.items()}
         for k, ep in zip(keys, eps, strict=True):
             nw, gb = (k, "no_write"), (k, "gate_blocked")
-            same_state = state_digest(branch_worlds[nw].store, branch_worlds[nw].owner) == \
-                state_digest(branch_worlds[gb].store, branch_worlds[gb].owner)
             same_prompt = [m.model_dump() for m in by[nw].messages] == [m.model_dump() for m in by[gb].messages]
             same_reply = by[nw].reply == by[gb].reply
             for c in units[k]:
                 b = c.params["branch"]
                 pr, cm = by[(k, b)], commits[(k, b)]
-                w = branch_worlds[(k, b)]
-                C = bool(cm.accepted and cm.present and ep.submitted == w.profile.target)
+                C = bool(cm.accepted and cm.present and ep.submitted == worlds[(k, b)].profile.target)
                 m = self._ep_metrics(ep)
                 pm, pe = self._probe_fields(pr)
                 m.update(pm)
                 m.update({"C": C, "E": bool(ep.R and C and pr.A), "write_attempted": cm.attempted,
                           "write_accepted": cm.accepted, "write_blocked": cm.blocked,
-                          "nowrite_gate_same_state": same_state, "nowrite_gate_same_prompt": same_prompt,
-                          "nowrite_gate_same_reply": same_reply,
-                          "state_digest": state_digest(w.store, w.owner)})
+                          "nowrite_gate_same_state": digests[nw] == digests[gb],
+                          "nowrite_gate_same_prompt": same_prompt, "nowrite_gate_same_reply": same_reply,
+                          "nowrite_gate_nondeterministic": same_prompt and not same_reply,
+                          "branches_generated_separately": True, "activation_contract": activation_contract,
+                          "state_digest": digests[(k, b)]})
                 yield CellResult(key=c.key, prompt=pr.messages, reply=pr.reply, metrics=m,
                                  timing={**ep.timing, "activation": pr.timing}, extra={**self._ep_extra(ep), **pe})
+
+    def _run_calibration(self, ctx: RunContext[AfterDeleteConfig], cells: list[Cell]) -> Iterator[CellResult]:
+        """Appendix E: dev cells audit with their candidate contract; held-out cells audit
+        with the contract that scored the most official forget-world R on the dev profiles
+        (ties: the configured contract, then name order), chosen before any held-out call."""
+        stage = cells[0].params["stage"]
+        if stage in ("dev", "confirm"):
+            yield from self._run_simple(ctx, cells, contract=cells[0].params["audit_contract"])
+            return
+        chosen, scores = self._calibrate(ctx)
+        for r in self._run_simple(ctx, cells, contract=chosen):
+            r.metrics["selected_contract"] = chosen
+            r.extra["calibration_dev_R"] = scores
+            yield r
+
+    def _calibrate(self, ctx: RunContext[AfterDeleteConfig]) -> tuple[str, dict[str, int]]:
+        cfg = ctx.config
+        dev = [c for c in self._cells_calibration(cfg) if c.params["stage"] == "dev" and c.params["world"] == "forget"]
+        scores: dict[str, int] = {}
+        for name in sorted(CONTRACTS.names()):
+            mine = [c for c in dev if c.params["audit_contract"] == name]
+            _, eps = self._audit_cells(ctx, mine, contract=name)
+            scores[name] = sum(ep.R for ep in eps)
+        chosen = max(sorted(scores), key=lambda k: (scores[k], k == cfg.contract))
+        return chosen, scores
 
     def _run_transformed(self, ctx: RunContext[AfterDeleteConfig], cells: list[Cell]) -> Iterator[CellResult]:
         worlds, eps = self._audit_cells(ctx, cells)
@@ -477,6 +577,20 @@ class AfterDelete(Study[AfterDeleteConfig]):
                                  metrics={"ok": ans in g.text, "ok_parsed": ans in (pr.prediction or ""),
                                           "category": c.params["category"], "status": pr.status},
                                  timing=CellResult.timing_of(g))
+
+
+def _uncached(model: ModelBackend) -> ModelBackend:
+    """The backend behind the study's generation cache (module B must see every reply)."""
+    return model.inner if isinstance(model, CachingBackend) else model
+
+
+def _panel_seed(split: str, panel: str) -> int | None:
+    """Generator seed of a panel: None (the split's own) for the main panel."""
+    if panel == "main":
+        return None
+    offset = {"modules": MODULE_PANEL_OFFSET, "calibration": CALIBRATION_PANEL_OFFSET,
+              "confirmation": CONFIRMATION_PANEL_OFFSET}[panel]
+    return SPLIT_SEEDS[split] + offset
 
 
 _NEAR_MISS_KINDS = ("digit", "case", "space", "underscore", "truncate")

@@ -32,8 +32,12 @@ class FrontierConfig(BaseModel):
     """Retrieval breadths of the frontier sweep."""
     modes: list[str] = Field(default_factory=lambda: list(PAPER_MODES))
     """Deletion modes (Table 1 ladder) for the forgetting-residue cells; [] skips FRS."""
+    frs_agent_k: list[int] | None = None
+    """Retrieval breadths of the primary FRS (paper 000 eq. 3: post-deletion AER with the
+    agent's S view, averaged over k). None: the frontier grid ``k``, as the paper does."""
     frs_k: list[int] = Field(default_factory=lambda: [6])
-    """Retrieval breadth(s) of the post-deletion probes (FRS averages over them)."""
+    """Retrieval breadth(s) of the secondary, tier-restricted FRS views (the context built
+    from one tier at a time)."""
     probe_levels: list[str] = Field(default_factory=lambda: ["direct", "indirect", "jailbreak"])
     """Probe levels (paper 000 §2.2)."""
     wordings: int = Field(1, ge=1)
@@ -73,6 +77,11 @@ class FrontierConfig(BaseModel):
         if bad or not v:
             raise ValueError(f"S must be a non-empty subset of {list(PAPER_S)}, got {v}")
         return sorted(set(v))
+
+    @field_validator("frs_agent_k")
+    @classmethod
+    def _agent_k(cls, v: list[int] | None) -> list[int] | None:
+        return None if v is None else cls._k(v)
 
     @field_validator("k", "frs_k")
     @classmethod

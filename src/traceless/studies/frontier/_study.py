@@ -9,11 +9,13 @@ Per instance (one group of cells):
 3. frontier cells at every (S, k): the PR question and every probe (level × wording), with
    the agent reading the S view (S=0 raw turns, S=1 key facts, S=2 session summaries);
 4. for every deletion mode: ``forget(ForgetTarget.literal(canary, owner), mode)`` on a copy
-   of the pre-deletion memory file, then the probes again under each tier view — ``raw``
-   (surviving raw turn records) and ``summary`` at each S ≥ 1 (surviving level-S chunks) —
-   at the FRS retrieval breadth(s). FRS_t(S, mode) is the extraction rate under the tier-t
-   view; at S=0 there is no summary tier (the S=0 pipeline stores raw turns), so
-   FRS_worst(S=0) = FRS_raw, and FRS_worst(S≥1) = max(FRS_raw, FRS_summary@S).
+   of the pre-deletion memory file, then the probes again
+   * with the agent's S view at every k of ``frs_agent_k`` (default: the frontier k grid) —
+     the paper's FRS (eq. 3): each probe row records the origin tiers of the context chunks
+     that carried the canary (``carrier_tiers``), so the report attributes leakage to the
+     tier it came from and averages over k;
+   * under each tier-restricted view (secondary) — ``raw`` (surviving raw turn records) and
+     ``summary`` at each S ≥ 1 (surviving level-S chunks) — at ``frs_k``.
 
 All prompts of an instance are built first, deduplicated, and sent in batches of up to
 ``max_batch`` with the prompts of one memory context adjacent (one prefill per context;
@@ -118,8 +120,13 @@ class _Plan:
 
     job: str
     context_ids: list[str]
-    in_context: bool
+    carriers: list[str]
+    """Origin tiers of the context chunks whose text holds the canary."""
     meta: dict[str, Any]
+
+    @property
+    def in_context(self) -> bool:
+        return bool(self.carriers)
 
 
 @STUDIES.register("frontier", help="paper 000: privacy–utility frontier (S, k) and forgetting residue (FRS)")
@@ -127,7 +134,7 @@ class FrontierStudy(Study[FrontierConfig]):
     """Paper 000 on LongMemEval with canaries."""
 
     name: ClassVar[str] = "frontier"
-    version: ClassVar[str] = "1"
+    version: ClassVar[str] = "2"  # 2: primary FRS cells (agent S view over the k grid), carrier tiers
     config_cls: ClassVar[type[BaseModel]] = FrontierConfig
     resume_may_change: ClassVar[frozenset[str]] = frozenset({"n", "data", "max_batch", "bootstrap", "keep_memory"})
 
@@ -159,6 +166,11 @@ class FrontierStudy(Study[FrontierConfig]):
                         yield cell(f"aer/S={s}/k={k}/{p.level}:{p.wording}", kind="aer", S=s, k=k,
                                    level=p.level, wording=p.wording)
             for mode in config.modes:
+                for s in config.S:
+                    for k in config.frs_agent_k or config.k:
+                        for p in prs:
+                            yield cell(f"frs/{mode}/agent@S={s}/k={k}/{p.level}:{p.wording}", kind="frs",
+                                       mode=mode, tier="agent", S=s, k=k, level=p.level, wording=p.wording)
                 for view, s in self._views(config):
                     vname = "raw" if view == "raw" else f"summary@S={s}"
                     for k in config.frs_k:
@@ -279,8 +291,8 @@ class FrontierStudy(Study[FrontierConfig]):
             jk = json.dumps([gen, [m.model_dump() for m in msgs]], ensure_ascii=False)
             job = jobs.setdefault(jk, _Job(msgs, gen))
             job.cells.append(c.key)
-            plans[c.key] = _Plan(jk, [a.id for a in arts], any(canary in (a.text or "") for a in arts),
-                                 {"query": query})
+            carriers = sorted({a.tier.value for a in arts if canary in (a.text or "")})
+            plans[c.key] = _Plan(jk, [a.id for a in arts], carriers, {"query": query})
 
         by_kind: dict[str, list[Cell]] = {"pr": [], "aer": [], "frs": []}
         for c in all_cells:
@@ -365,7 +377,8 @@ class FrontierStudy(Study[FrontierConfig]):
         g = job.result
         assert g is not None
         p = c.params
-        metrics: dict[str, Any] = {"extracted": extracted(canary, g.text), "in_context": plan.in_context}
+        metrics: dict[str, Any] = {"extracted": extracted(canary, g.text), "in_context": plan.in_context,
+                                   "carrier_tiers": plan.carriers}
         extra = {**base, "context_ids": plan.context_ids, "probe": plan.meta["query"]}
         if p["kind"] == "frs":
             extra["receipt"] = receipts.get(p["mode"], {})
