@@ -62,6 +62,11 @@ def run_cmd(
                                        help="CPU threads of the local transformers backend (default: all cores; "
                                             "use 1 on a machine shared with other jobs: oversubscribed threads "
                                             "are several times slower)."),
+    executor: str = typer.Option("local", "--executor", help="local (this process) or ray (groups as Ray "
+                                                             "tasks; this process writes the results)."),
+    address: str | None = typer.Option(None, "--address", help="With --executor ray: the cluster's HOST:PORT "
+                                                              "or auto (default: a private Ray runtime on "
+                                                              "this machine, loopback only)."),
 ) -> None:
     """Run (or resume) a study into DIR; every finished cell is stored at once."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -94,7 +99,7 @@ def run_cmd(
         summary = run_study(study, out, cfg, resume=resume, model=model, model_tag=tag,
                             embedder=lambda: embedder(embedder_name), workers=workers, progress=progress,
                             max_cells=max_cells, backend_options={"num_threads": threads} if threads else None,
-                            shard=shard_t)
+                            shard=shard_t, executor=executor, address=address)
     if summary.finished:
         state = "finished"
     elif summary.part_finished and shard_t is not None:

@@ -49,6 +49,7 @@ from traceless.models import (
     ModelBackend,
 )
 from traceless.registry import Registry
+from traceless.studies._ray import GenerationFile, RaySession
 from traceless.studies._results import (
     GENERATIONS_DB,
     MANIFEST,
@@ -529,6 +530,8 @@ def run_study(
     cache: bool = True,
     backend_options: dict[str, Any] | None = None,
     shard: tuple[int, int] | None = None,
+    executor: str = "local",
+    address: str | None = None,
 ) -> RunSummary:
     """Run (or resume) ``study`` into ``out``.
 
@@ -542,7 +545,17 @@ def run_study(
     ``shard=(i, n)`` runs only the groups whose position in the grid is i mod n, so n
     processes (same model, same dir) share one run; each finishes its part, and the run
     is finished when every cell is stored.
+    ``executor="ray"`` runs each group as a Ray task (see ``_ray``) on the cluster at
+    ``address`` (default: a private runtime on this machine); the model must then be a
+    spec (each worker loads it), and this process still writes every row and cache entry.
     """
+    if executor not in ("local", "ray"):
+        raise ConfigError(f"executor {executor!r}: use local or ray")
+    if executor == "local" and address is not None:
+        raise ConfigError("--address needs --executor ray")
+    if executor == "ray" and backend is not None:
+        raise ConfigError("executor ray loads the model on every Ray worker from its spec; pass model=SPEC "
+                          "(--model), not a backend object")
     if shard is not None and not (shard[1] >= 1 and 0 <= shard[0] < shard[1]):
         raise ConfigError(f"shard {shard[0]}/{shard[1]}: use I/N with 0 <= I < N")
     st = get_study(study) if isinstance(study, str) else study
@@ -571,14 +584,43 @@ def run_study(
 
     owned_backend = False
     inner: ModelBackend | None = backend
-    if st.needs_model and inner is None:
+    session: RaySession | None = None
+    if executor == "ray":
+        _check_dir(st, cfg, out_dir, resume)  # before starting or reaching a cluster
+        session = RaySession(address, workers)
+        try:
+            spec = (model or st.default_model) if st.needs_model else None
+            tag = model_tag or (_tag_of(spec) if spec else "none")
+            identity = session.describe(spec, backend_options) if spec else {}
+        except BaseException:
+            session.close()
+            raise
+    elif st.needs_model and inner is None:
         spec = model or st.default_model
         _check_dir(st, cfg, out_dir, resume)  # before paying for a model load
         inner = _load_backend(spec, backend_options)
         owned_backend = True
         model_tag = model_tag or _tag_of(spec)
-    tag = model_tag or (_tag_of(inner.name) if inner is not None else "none")
-    identity = inner.describe() if inner is not None else {}
+    if session is None:
+        tag = model_tag or (_tag_of(inner.name) if inner is not None else "none")
+        identity = inner.describe() if inner is not None else {}
+    try:
+        return _execute(st, cfg, cells, out_dir, resume, tag, identity, inner, owned_backend, session,
+                        spec if session is not None else None, embedder, workers, progress, max_cells, cache,
+                        backend_options, shard, t0)
+    finally:
+        if session is not None:
+            session.close()
+
+
+def _execute(
+    st: Study[Any], cfg: BaseModel, cells: list[Cell], out_dir: Path, resume: bool, tag: str,
+    identity: dict[str, Any], inner: ModelBackend | None, owned_backend: bool, session: RaySession | None,
+    spec: str | None, embedder: Embedder | Callable[[], Embedder] | None, workers: int | None,
+    progress: bool | None, max_cells: int | None, cache: bool, backend_options: dict[str, Any] | None,
+    shard: tuple[int, int] | None, t0: float,
+) -> RunSummary:
+    keys = [c.key for c in cells]
     man = _prepare_dir(st, cfg, out_dir, resume, tag, identity, len(cells))
 
     store = ResultsStore(out_dir / RESULTS_DB)
@@ -597,12 +639,30 @@ def run_study(
             return emb
     else:
         factory = embedder or _default_embedder
+    gfile: GenerationFile | None = None
+    ray_run: Any = None
+    if session is not None:  # workers build their own context; this process writes rows and cache
+        gfile = GenerationFile(out_dir / GENERATIONS_DB) if cache else None
+        ray_run = session.start_run(type(st), cfg, spec, backend_options, tag, identity,
+                                    embedder or _default_embedder, gfile.snapshot() if gfile else None)
     work = out_dir / "work" / tag
     work.mkdir(parents=True, exist_ok=True)
     ctx: RunContext[Any] = RunContext(
         config=cfg, out_dir=out_dir, work_dir=work, model=run_model, model_tag=tag, identity=identity,
-        workers=workers or _default_workers(inner), embedder_factory=factory,
+        workers=workers or (session.cpus() if session is not None else _default_workers(inner)),
+        embedder_factory=factory,
     )
+    ray_counts = {"hits": 0, "misses": 0}
+
+    def ray_results(gcells: list[Cell]) -> Iterator[CellResult]:
+        assert session is not None
+        for res, entries, hits, misses in session.run_group(ray_run, gcells):
+            if gfile is not None:
+                gfile.add(entries)  # before the row: a resume never pays for this generation again
+            with lock:
+                ray_counts["hits"] += hits
+                ray_counts["misses"] += misses
+            yield res
     done = store.done_keys(tag)
     todo = [c for c in cells if c.key not in done]
     skipped = len(cells) - len(todo)
@@ -645,11 +705,13 @@ def run_study(
         if stop.is_set():
             return
         expected = {c.key for c in gcells}
-        for res in st.run_group(ctx, gcells):
-            write(res, group, expected)
-            expected.discard(res.key)
-            if stop.is_set():
-                return
+        source = ray_results(gcells) if session is not None else st.run_group(ctx, gcells)
+        with contextlib.closing(iter(source)) as results:  # type: ignore[type-var]
+            for res in results:
+                write(res, group, expected)
+                expected.discard(res.key)
+                if stop.is_set():
+                    return
         if expected:
             raise StudyError(
                 f"study {st.name!r} group {group!r} finished without results for {len(expected)} cell(s), "
@@ -658,7 +720,7 @@ def run_study(
 
     interrupted: BaseException | None = None
     try:
-        if todo:
+        if todo and session is None:
             st.setup(ctx)
         if ctx.workers <= 1 or len(groups) <= 1:
             for g, gc in groups.items():
@@ -704,7 +766,11 @@ def run_study(
             rec.seconds += time.perf_counter() - t0
             current.runs[tag] = rec
             write_manifest(out_dir, current)
-        if cached is not None:
+        if gfile is not None:
+            gfile.close()
+        if session is not None:
+            hits, misses = ray_counts["hits"], ray_counts["misses"]
+        elif cached is not None:
             hits, misses = cached.hits, cached.misses
             if owned_backend:
                 cached.close()
