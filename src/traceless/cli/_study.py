@@ -115,6 +115,23 @@ def run_cmd(
         console.print(f"report: traceless report {out}", soft_wrap=True, markup=False)
 
 
+@study_app.command("merge")
+def merge_cmd(
+    dirs: list[Path] = typer.Argument(..., help="Results dirs of one run (e.g. its shards from several machines)."),
+    out: Path = typer.Option(..., "--out", "-o", help="The merged dir (new or empty)."),
+) -> None:
+    """Merge results dirs of one study run into a new dir; refuses other studies, configs, code
+    versions or weights, keeps identical rows once and stops on conflicting rows."""
+    from traceless.studies import merge_results
+
+    s = merge_results(dirs, out)
+    state = ", ".join(f"{t}: {'finished' if f else 'cells missing (resume it to finish)'}"
+                      for t, f in sorted(s.finished.items()))
+    Console(stderr=True).print(
+        f"{s.study}: merged {len(s.sources)} dirs into {s.out_dir}: {s.rows} rows ({s.duplicates} duplicates "
+        f"kept once), {s.generations} cached generations; {state}", soft_wrap=True, markup=False)
+
+
 @contextlib.contextmanager
 def _sigterm_as_interrupt() -> Iterator[None]:
     """SIGTERM (``kill``, a scheduler's stop) stops a run like Ctrl-C: stored cells stay, the

@@ -6,6 +6,7 @@ Public surface: the ``STUDIES`` registry, the ``Study`` base class with ``Cell``
 API (``read_manifest``, ``read_rows``) that reports use.
 """
 
+from traceless.studies._merge import MergeSummary, merge_results
 from traceless.studies._results import (
     GENERATIONS_DB,
     MANIFEST,
@@ -41,6 +42,7 @@ __all__ = [
     "Cell",
     "CellResult",
     "Manifest",
+    "MergeSummary",
     "ResultRow",
     "ResultsStore",
     "RunContext",
@@ -50,6 +52,7 @@ __all__ = [
     "derive_seed",
     "get_study",
     "load_config",
+    "merge_results",
     "parse_sets",
     "read_manifest",
     "read_rows",
