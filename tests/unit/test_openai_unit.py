@@ -121,7 +121,7 @@ def test_null_content_stop_string_and_length() -> None:
 def test_describe_and_repr_never_show_the_key() -> None:
     b = backend(lambda req: ok())
     d = b.describe()
-    assert d == {"name": "m", "backend": "openai", "base_url": BASE, "model": "m"}
+    assert d == {"name": "m", "backend": "openai", "base_url": BASE, "model": "m", "served": None}
     assert KEY not in repr(b) and KEY not in json.dumps(d) and KEY not in str(vars(b))
 
 

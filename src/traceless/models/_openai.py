@@ -10,6 +10,7 @@ said and what to check. The API key is sent as a bearer token and never appears 
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
 import time
@@ -103,6 +104,16 @@ class _HTTP:
             trust_env=httpx.URL(self.base_url).host not in _LOOPBACK_HOSTS,
         )
 
+    def get_json(self, url: str) -> dict[str, Any] | None:
+        """One GET of server metadata; None when the server does not serve it (best effort:
+        metadata only adds to the identity, it never stops generation)."""
+        try:
+            resp = self.client.get(url)
+            data = resp.json() if resp.status_code == 200 else None
+        except (httpx.HTTPError, ValueError):
+            return None
+        return data if isinstance(data, dict) else None
+
     def post(self, path: str, payload: dict[str, Any], what: str) -> dict[str, Any]:
         url = f"{self.base_url}{path}"
         attempt = 0
@@ -176,12 +187,57 @@ class _HTTP:
         self.client.close()
 
 
+_VOLATILE_MODEL_FIELDS = frozenset({"created", "object", "permission"})
+"""Fields of a ``/v1/models`` entry that change per request or per server start (llama.cpp
+and vLLM stamp ``created`` with the current time), so they are not part of the identity."""
+
+
+def _served_identity(http: _HTTP, model: str) -> dict[str, Any] | None:
+    """What the server says about the weights it serves: its ``/models`` entry for ``model``
+    (llama.cpp: ``meta`` with n_params, size, n_vocab …; vLLM: ``root``, ``max_model_len``)
+    and, from llama.cpp's ``/props``, the model file name and a digest of the chat template."""
+    out: dict[str, Any] = {}
+    listing = http.get_json(f"{http.base_url}/models")
+    items = listing.get("data") if listing else None
+    if isinstance(items, list):
+        entries = [it for it in items if isinstance(it, dict)]
+        match = [it for it in entries if it.get("id") == model] or (entries if len(entries) == 1 else [])
+        if match:
+            out["models_entry"] = {k: v for k, v in match[0].items() if k not in _VOLATILE_MODEL_FIELDS}
+    root = http.base_url[: -len("/v1")] if http.base_url.endswith("/v1") else http.base_url
+    props = http.get_json(f"{root}/props")
+    if props and isinstance(props.get("model_path"), str):
+        template = props.get("chat_template")
+        out["props"] = {
+            "model_file": props["model_path"].replace("\\", "/").rsplit("/", 1)[-1],
+            "chat_template_sha256": hashlib.sha256(template.encode()).hexdigest() if isinstance(template, str) else None,
+        }
+    return out or None
+
+
+class _Endpoint:
+    """One server of a backend, with its own connection pool and concurrency cap."""
+
+    def __init__(self, http: _HTTP, limit: int) -> None:
+        self.http, self.limit = http, limit
+        self.slots = threading.Semaphore(limit)
+        self.in_flight = 0
+        self.requests = 0
+
+
 def _int(x: Any) -> int | None:
     return int(x) if isinstance(x, int | float) and not isinstance(x, bool) else None
 
 
 class OpenAIBackend(ModelBackend):
-    """Chat completions over HTTP against any OpenAI-compatible server.
+    """Chat completions over HTTP against one or several OpenAI-compatible servers.
+
+    ``base_url`` may list several servers of the same weights, comma-separated
+    (``openai:MODEL@URL1,URL2``): each request goes to the server with the fewest requests
+    in flight, at most ``max_concurrency`` at a time per server (so the backend serves
+    ``max_concurrency`` × servers at once). ``describe()`` records every URL and what the
+    servers report about the weights they serve (``/models``, llama.cpp's ``/props``), and
+    refuses servers that report different weights.
 
     ``temperature == 0`` is sent as ``temperature: 0`` (greedy on llama.cpp, vLLM and
     Ollama; near-greedy on OpenAI). ``seed`` is sent when set. Token counts come from the
@@ -210,17 +266,63 @@ class OpenAIBackend(ModelBackend):
             )
         self.model = model
         self.name = name or model
-        self.max_concurrency = max(1, max_concurrency)
-        self._http = _HTTP(base_url, api_key, timeout, self.max_concurrency, max_retries, backoff, transport)
-        self.base_url = self._http.base_url
+        urls = [u.strip() for u in base_url.split(",") if u.strip()]
+        if not urls:
+            raise BackendError("base_url is empty; pass http://HOST:PORT/v1 (several: URL1,URL2)")
+        per = max(1, max_concurrency)
+        self.endpoint_concurrency = per
+        """Requests in flight per server."""
+        self._endpoints = [
+            _Endpoint(_HTTP(u, api_key, timeout, per, max_retries, backoff, transport), per) for u in urls
+        ]
+        self.base_urls = [e.http.base_url for e in self._endpoints]
+        if len(set(self.base_urls)) != len(self.base_urls):
+            raise BackendError(f"base_url lists a server twice ({base_url}); list each server once")
+        self.base_url = self.base_urls[0]
+        self.max_concurrency = per * len(self._endpoints)
         self.usage_missing = 0
         self._lock = threading.Lock()
+        self._identity: dict[str, Any] | None = None
 
     def __repr__(self) -> str:
-        return f"OpenAIBackend(model={self.model!r}, base_url={self.base_url!r})"
+        return f"OpenAIBackend(model={self.model!r}, base_url={','.join(self.base_urls)!r})"
+
+    @property
+    def requests_per_endpoint(self) -> dict[str, int]:
+        """Requests sent to each server so far."""
+        return {e.http.base_url: e.requests for e in self._endpoints}
 
     def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "backend": "openai", "base_url": self.base_url, "model": self.model}
+        """Name, model, URL(s) and the served weights' metadata (asked once)."""
+        with self._lock:
+            if self._identity is None:
+                served = [_served_identity(e.http, self.model) for e in self._endpoints]
+                for url, other in zip(self.base_urls[1:], served[1:], strict=True):
+                    if other != served[0]:
+                        raise BackendError(
+                            f"the servers of {self.model!r} report different weights: {self.base_url} serves "
+                            f"{served[0]}, {url} serves {other}; list only servers of the same weights"
+                        )
+                where: dict[str, Any] = (
+                    {"base_url": self.base_url} if len(self.base_urls) == 1 else {"base_urls": self.base_urls}
+                )
+                self._identity = {"name": self.name, "backend": "openai", **where, "model": self.model,
+                                  "served": served[0]}
+            return dict(self._identity)
+
+    def _acquire(self) -> _Endpoint:
+        """The server with the fewest requests in flight (then the fewest sent), its slot taken."""
+        with self._lock:
+            ep = min(self._endpoints, key=lambda e: (e.in_flight / e.limit, e.requests))
+            ep.in_flight += 1
+        ep.slots.acquire()
+        return ep
+
+    def _release(self, ep: _Endpoint) -> None:
+        ep.slots.release()
+        with self._lock:
+            ep.in_flight -= 1
+            ep.requests += 1
 
     def _payload(self, messages: list[ChatMessage], cfg: GenerationConfig) -> dict[str, Any]:
         payload: dict[str, Any] = {
@@ -241,18 +343,22 @@ class OpenAIBackend(ModelBackend):
         cfg = config or GenerationConfig.model_validate({})
         if not messages:
             raise BackendError("generate() needs at least one chat message")
-        t0 = time.perf_counter()
-        data = self._http.post(
-            "/chat/completions", self._payload(messages, cfg), f"chat completion for {self.model!r}"
-        )
-        total = time.perf_counter() - t0
-        return self._parse(data, cfg, total)
+        ep = self._acquire()
+        try:
+            t0 = time.perf_counter()
+            data = ep.http.post(
+                "/chat/completions", self._payload(messages, cfg), f"chat completion for {self.model!r}"
+            )
+            total = time.perf_counter() - t0
+        finally:
+            self._release(ep)
+        return self._parse(data, cfg, total, ep.http.base_url)
 
-    def _parse(self, data: dict[str, Any], cfg: GenerationConfig, total: float) -> Generation:
+    def _parse(self, data: dict[str, Any], cfg: GenerationConfig, total: float, url: str) -> Generation:
         choices = data.get("choices")
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
             raise BackendError(
-                f"response from {self.base_url}/chat/completions has no choices "
+                f"response from {url}/chat/completions has no choices "
                 f"({str(data)[:300]}); is this an OpenAI-compatible chat completions endpoint?"
             )
         choice = choices[0]
@@ -273,8 +379,7 @@ class OpenAIBackend(ModelBackend):
                 first = self.usage_missing == 1
             if first:
                 log.warning(
-                    "%s returned no usage token counts; prompt/completion tokens are recorded as 0",
-                    self.base_url,
+                    "%s returned no usage token counts; prompt/completion tokens are recorded as 0", url
                 )
         cached = 0
         details = usage.get("prompt_tokens_details") if usage else None
@@ -318,7 +423,8 @@ class OpenAIBackend(ModelBackend):
             ex.shutdown(wait=True)
 
     def close(self) -> None:
-        self._http.close()
+        for e in self._endpoints:
+            e.http.close()
 
     def __enter__(self) -> OpenAIBackend:
         return self
