@@ -4,6 +4,7 @@ same rows as a local run, resume and the generation cache across executors, refu
 from __future__ import annotations
 
 import socket
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -63,6 +64,7 @@ def test_ray_run_equals_local_run_and_resumes_with_the_cache(
     tmp_path: Path, ray_runtime: RaySession, capsys: pytest.CaptureFixture[str]
 ) -> None:
     local, remote = tmp_path / "local", tmp_path / "ray"
+    scratch_before = set(Path(tempfile.gettempdir()).glob("traceless-ray-*"))
     assert cli("study", "run", "frontier", "--out", str(local), *SLICE) == 0
     # a slice on Ray, stopped after 10 cells, then resumed on Ray
     assert cli("study", "run", "frontier", "--out", str(remote), *SLICE, "--executor", "ray",
@@ -81,6 +83,8 @@ def test_ray_run_equals_local_run_and_resumes_with_the_cache(
     assert read_manifest(remote).runs["scripted"].finished
     assert normalized(remote) == normalized(local)
     assert read_manifest(remote).runs["scripted"].identity == read_manifest(local).runs["scripted"].identity
+    # the workers' scratch dirs (memory files holding the canaries) are gone after each run
+    assert set(Path(tempfile.gettempdir()).glob("traceless-ray-*")) <= scratch_before
 
 
 def _free_port() -> int:

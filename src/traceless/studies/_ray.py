@@ -204,6 +204,11 @@ class RaySession:
                 with contextlib.suppress(Exception):
                     self._ray.cancel(gen)
 
+    def end_run(self, spec: _RunSpec) -> None:
+        """Remove the run's worker scratch dirs on this machine (a local runtime's workers)."""
+        for path in _scratch_dirs(spec.run_id):
+            shutil.rmtree(path, ignore_errors=True)
+
     def close(self) -> None:
         if self.owned:
             self._ray.shutdown()
@@ -278,9 +283,16 @@ class _SnapshotCache(ModelBackend):
             return out, hits, misses
 
 
-def _scratch() -> Path:
-    """A per-process scratch dir for the study's work files (removed at process exit)."""
-    path = Path(tempfile.mkdtemp(prefix="traceless-ray-"))
+def _scratch_dirs(run_id: str) -> list[Path]:
+    return list(Path(tempfile.gettempdir()).glob(f"traceless-ray-{run_id}-*"))
+
+
+def _scratch(run_id: str) -> Path:
+    """This worker process's scratch dir for the run's work files (owner-only). Removed by the
+    driver after the run when the worker shares its machine, else when this process starts
+    another run or exits."""
+    path = Path(tempfile.gettempdir()) / f"traceless-ray-{run_id}-{os.getpid()}"
+    path.mkdir(mode=0o700)
     atexit.register(shutil.rmtree, path, ignore_errors=True)
     return path
 
@@ -311,7 +323,10 @@ def _run_context(spec: _RunSpec) -> tuple[Any, Any, _SnapshotCache | None]:
             model = cache = _SnapshotCache(inner, spec.identity, dict(ray.get(spec.snapshot[0])))
     emb = spec.embedder
     factory: Callable[[], Embedder] = (lambda: emb) if isinstance(emb, Embedder) else emb
-    scratch = _scratch()
+    with _WORKER_LOCK:
+        for _, old_ctx, _ in _RUNS.values():  # an earlier run of this process is over
+            shutil.rmtree(old_ctx.out_dir, ignore_errors=True)
+    scratch = _scratch(spec.run_id)
     work = scratch / "work" / spec.model_tag
     work.mkdir(parents=True)
     ctx = RunContext(config=cfg, out_dir=scratch, work_dir=work, model=model, model_tag=spec.model_tag,

@@ -768,6 +768,8 @@ def _execute(
             write_manifest(out_dir, current)
         if gfile is not None:
             gfile.close()
+        if session is not None and ray_run is not None:
+            session.end_run(ray_run)
         if session is not None:
             hits, misses = ray_counts["hits"], ray_counts["misses"]
         elif cached is not None:
