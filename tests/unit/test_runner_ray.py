@@ -3,7 +3,10 @@ same rows as a local run, resume and the generation cache across executors, refu
 
 from __future__ import annotations
 
+import os
 import socket
+import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +22,7 @@ from traceless.models import ScriptedBackend
 from traceless.studies import read_manifest, read_rows, run_study
 from traceless.studies._ray import RaySession
 
+SRC = str(Path(__file__).resolve().parents[2] / "src")
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "longmemeval_tiny.json"
 SLICE = ["--data", str(FIXTURE), "--model", "scripted", "--embedder", "hashing", "--set", "k=1,3",
          "--set", "wordings=1", "--n", "2", "--no-progress"]
@@ -72,10 +76,19 @@ def test_ray_run_equals_local_run_and_resumes_with_the_cache(
     first = len(read_rows(remote))
     assert 10 <= first < len(read_rows(local))
     assert not read_manifest(remote).runs["scripted"].finished
-    capsys.readouterr()
-    assert cli("study", "run", "frontier", "--out", str(remote), "--model", "scripted", "--embedder", "hashing",
-               "--resume", "--no-progress", "--executor", "ray") == 0
-    err = capsys.readouterr().err
+    # resume from another process that joins this runtime by its address (a driver on another
+    # machine does the same with the head node's HOST:PORT)
+    import ray
+
+    address = ray.get_runtime_context().gcs_address
+    proc = subprocess.run(
+        [sys.executable, "-c", "import sys; from traceless.cli import main; main(sys.argv[1:])", "study", "run",
+         "frontier", "--out", str(remote), "--model", "scripted", "--embedder", "hashing", "--resume",
+         "--no-progress", "--executor", "ray", "--address", address],
+        capture_output=True, text=True, timeout=180, env={**os.environ, "PYTHONPATH": SRC},
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    err = proc.stderr
     assert f"{len(read_rows(local)) - first} cells run, {first} already done" in err
     # the group cut off by --max-cells had generated its prompts already: the resume reuses them
     hits = int(err.split("generation cache ")[1].split(" hits")[0])

@@ -140,34 +140,20 @@ class RaySession:
     def _init(self, address: str | None, num_cpus: int | None) -> None:
         import logging
 
-        ray = self._ray
         kw: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "logging_level": logging.WARNING}
+        if address is None:
+            kw["num_cpus"] = num_cpus or os.cpu_count() or 1
+        else:
+            kw["address"] = address
         try:
-            if address is None:
-                self._init_local(kw, num_cpus)
+            if address is None or _is_loopback(address):
+                with _loopback_only():
+                    self._ray.init(_node_ip_address="127.0.0.1", **kw)
             else:
-                ray.init(address=address, **kw)
+                self._ray.init(**kw)
         except (ConnectionError, RuntimeError, ValueError) as e:
             where = f"the Ray cluster at {address}" if address else "a local Ray runtime"
             raise ConfigError(f"cannot connect to {where}: {str(e).splitlines()[0]}. {_START_HINT}.") from None
-
-    def _init_local(self, kw: dict[str, Any], num_cpus: int | None) -> None:
-        """A private runtime on loopback only: Ray otherwise swaps 127.0.0.1 for the host's
-        routable address (to serve other nodes), which a single machine never needs."""
-        from ray._private import ray_constants
-
-        saved = os.environ.get("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER")
-        os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # read by Ray's child processes
-        old = ray_constants.ENABLE_RAY_CLUSTER
-        ray_constants.ENABLE_RAY_CLUSTER = False  # read by services.get_node_ip_address at call time
-        try:
-            self._ray.init(num_cpus=num_cpus or os.cpu_count() or 1, _node_ip_address="127.0.0.1", **kw)
-        finally:
-            ray_constants.ENABLE_RAY_CLUSTER = old
-            if saved is None:
-                os.environ.pop("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", None)
-            else:
-                os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = saved
 
     def cpus(self) -> int:
         """Groups to keep in flight: the cluster's CPUs."""
@@ -212,6 +198,32 @@ class RaySession:
     def close(self) -> None:
         if self.owned:
             self._ray.shutdown()
+
+
+def _is_loopback(address: str) -> bool:
+    host = address.rpartition(":")[0].strip("[]")
+    return host in ("localhost", "::1") or host.startswith("127.")
+
+
+@contextlib.contextmanager
+def _loopback_only() -> Iterator[None]:
+    """Keep Ray on 127.0.0.1: it otherwise swaps a loopback address for the host's routable
+    one (to serve other nodes), which a single machine never needs, and a driver joining a
+    loopback cluster then looks for it on an address where it does not listen."""
+    from ray._private import ray_constants
+
+    saved = os.environ.get("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER")
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # read by Ray's child processes
+    old = ray_constants.ENABLE_RAY_CLUSTER
+    ray_constants.ENABLE_RAY_CLUSTER = False  # read by services.get_node_ip_address at call time
+    try:
+        yield
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = old
+        if saved is None:
+            os.environ.pop("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", None)
+        else:
+            os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = saved
 
 
 # --------------------------------------------------------------------- worker side
