@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -116,6 +117,20 @@ def test_unreachable_address_is_a_clear_error_and_writes_nothing(
     err = capsys.readouterr().err
     assert code == 2
     assert f"127.0.0.1:{port} does not answer" in err and "ray start --head" in err
+    assert not out.exists()
+    # something answers, but it is not Ray: refused within seconds, not after ray.init's retries
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        code = cli("study", "run", "frontier", "--out", str(out), *SLICE, "--executor", "ray",
+                   "--address", f"127.0.0.1:{srv.server_address[1]}")
+    finally:
+        srv.shutdown()
+        srv.server_close()
+    err = capsys.readouterr().err
+    assert code == 2 and "but not a Ray cluster" in err and "ray start --head" in err
     assert not out.exists()
 
 

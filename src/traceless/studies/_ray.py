@@ -100,6 +100,26 @@ def check_address(address: str, timeout: float = 5.0) -> None:
         socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
     except OSError as e:
         raise ConfigError(f"the Ray cluster at {address} does not answer ({e}). {_START_HINT}.") from None
+    _probe_gcs(address, timeout)
+
+
+def _probe_gcs(address: str, timeout: float) -> None:
+    """Ask the address for Ray's GCS with a deadline: ``ray.init`` itself retries a port that
+    answers but is not Ray (or a cluster it cannot join) for many minutes."""
+    try:
+        import ray._raylet as raylet
+    except ImportError:
+        return  # no ray: RaySession says how to install it
+    client: Any = getattr(raylet, "InnerGcsClient", None)  # not in Ray's stubs
+    if client is None:
+        return  # another Ray layout: ray.init decides
+    try:
+        client.standalone(address, None, int(timeout * 1000))
+    except Exception as e:  # ray.exceptions.RpcError and kin
+        raise ConfigError(
+            f"something answers at {address} but not a Ray cluster ({str(e).splitlines()[0]}); pass the head "
+            f"node's GCS address (the one `ray start --head` printed). {_START_HINT}."
+        ) from None
 
 
 @dataclass(frozen=True)
