@@ -31,6 +31,8 @@ COMMANDS: dict[str, tuple[str, str, str, str]] = {
                "Forget a record, literal, session or user with a named mode; list modes; verify receipts."),
     "keys": ("traceless.cli._keys", "keys_app", "group",
              "The receipt-signing key: export its public half for verifiers."),
+    "data": ("traceless.cli._data", "data_app", "group",
+             "Shipped datasets; import LoCoMo, LongMemEval and OpenAI-style chat logs as sessions."),
     "models": ("traceless.cli._models", "models_app", "group", "List and install the embedded offline models."),
     "study": ("traceless.cli._study", "study_app", "group", "Run the papers' studies (resumable)."),
     "report": ("traceless.cli._study", "report_cmd", "command", "Render a results dir: tables, figures, findings."),

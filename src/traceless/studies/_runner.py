@@ -146,6 +146,12 @@ class Study(abc.ABC, Generic[C]):
     """Config fields that may differ on resume (e.g. ``n``: grow the instance set). Any
     other difference is refused, because stored cells would not match the new config."""
 
+    def validate(self, config: C) -> None:  # noqa: B027 - optional hook
+        """Check every input named by ``config`` (data files, checkpoints) before any work:
+        called by ``run_study`` before the results dir, the model or the embedder is touched,
+        so a bad path fails in a second, not after minutes of setup. Raise a
+        ``TracelessError`` whose message says the fix."""
+
     def setup(self, ctx: RunContext[C]) -> None:  # noqa: B027 - optional hook
         """Run once before any group (load data, check inputs)."""
 
@@ -576,6 +582,7 @@ def run_study(
         except ValidationError as e:
             raise ConfigError(f"study {st.name!r} config: {e.errors()[0]['msg']} at {e.errors()[0]['loc']}") from None
 
+    st.validate(cfg)
     cells = list(st.cells(cfg))
     keys = [c.key for c in cells]
     if len(set(keys)) != len(keys):

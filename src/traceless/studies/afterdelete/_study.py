@@ -277,6 +277,15 @@ class AfterDelete(Study[AfterDeleteConfig]):
                                        "split": "dev", "profile": j, "world": "forget"})
 
     # ------------------------------------------------------------------ setup
+    def validate(self, config: AfterDeleteConfig) -> None:
+        """Every checkpoint given in ``checkpoints`` is an existing file (missing ones are
+        only trained when not given)."""
+        for name, given in config.checkpoints.items():
+            p = Path(given).expanduser()
+            if not p.is_file():
+                raise ConfigError(f"checkpoint for auditor {name!r}: {p} is not a file; pass an existing "
+                                  f"checkpoint (from `traceless study train-auditor`) or leave {name!r} out of checkpoints to train it")
+
     def setup(self, ctx: RunContext[AfterDeleteConfig]) -> None:
         ctx.state["gate_key"] = secrets.token_bytes(32)  # protected, per run, never written out
         ctx.state["profiles"] = {}

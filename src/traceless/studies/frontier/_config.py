@@ -19,8 +19,9 @@ class FrontierConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     data: str | None = None
-    """LongMemEval JSON (upstream format) or generic JSON Lines sessions. None: ``--data``,
-    ``$TRACELESS_LONGMEMEVAL`` or ``../shared/data/longmemeval_oracle_subset99.json``."""
+    """LongMemEval JSON (upstream format), generic JSON Lines sessions, or a shipped dataset's
+    name (``traceless data list``). None: ``$TRACELESS_LONGMEMEVAL``, else the shipped
+    ``longmemeval-oracle-99``."""
     n: int = Field(50, ge=1)
     """Instances audited: the first ``n`` of a seeded permutation of the file (so growing
     ``n`` on resume keeps every instance already run)."""

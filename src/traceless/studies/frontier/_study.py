@@ -42,11 +42,12 @@ from pydantic import BaseModel
 
 from traceless.agent import Agent, AgentConfig
 from traceless.audit._canary import inject_canary, make_canary
-from traceless.audit._data import load_instances, resolve_longmemeval
+from traceless.audit._data import load_instances
 from traceless.audit._engine import view_config
 from traceless.audit._longmemeval import Instance
 from traceless.audit._metrics import pr_judge_many
 from traceless.audit._probes import Probe, extracted, probes
+from traceless.datasets import resolve_data
 from traceless.errors import ConfigError
 from traceless.forget import ForgetTarget, forget
 from traceless.memory import Artifact, MemoryStore, MemoryWriter, WriteConfig
@@ -82,7 +83,7 @@ def _load(path: str, mtime_ns: int, size: int) -> tuple[list[Instance], str]:
 
 
 def _data(config: FrontierConfig) -> tuple[list[Instance], str]:
-    p = resolve_longmemeval(config.data).resolve()
+    p = resolve_data(config.data).resolve()
     st = p.stat()
     return _load(str(p), st.st_mtime_ns, st.st_size)
 
@@ -145,6 +146,10 @@ class FrontierStudy(Study[FrontierConfig]):
     def _views(self, cfg: FrontierConfig) -> list[tuple[str, int]]:
         """FRS views: ("raw", 0) and ("summary", S) for each S ≥ 1."""
         return [("raw", 0), *(("summary", s) for s in cfg.S if s > 0)]
+
+    def validate(self, config: FrontierConfig) -> None:
+        """The data file exists and parses, and holds at least ``n`` instances."""
+        select_instances(_data(config)[0], config.n, config.seed)
 
     def cells(self, config: FrontierConfig) -> Iterator[Cell]:
         instances, _ = _data(config)

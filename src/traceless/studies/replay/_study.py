@@ -38,7 +38,13 @@ from traceless.studies.replay._audits import (
     probes_for,
     state_digest,
 )
-from traceless.studies.replay._suites import SUITES, Episode, make_env
+from traceless.studies.replay._suites import (
+    SUITES,
+    Episode,
+    agentdojo_status,
+    make_env,
+    read_longmemeval_records,
+)
 
 __all__ = ["ReplayConfig", "ReplayStudy", "DEFAULT_OPERATORS", "place_target", "late_target"]
 
@@ -77,7 +83,8 @@ class ReplayConfig(BaseModel):
     depths: list[int] = Field(default_factory=lambda: [0, 1, 2])
     """Derivation depths (restatement steps after the target) for the depth ablation (toolsandbox)."""
     longmemeval: str | None = None
-    """LongMemEval file (upstream JSON); default ../shared/data/longmemeval_oracle_subset99.json."""
+    """LongMemEval file (upstream JSON) or a shipped dataset's name; default: ``$TRACELESS_LONGMEMEVAL``,
+    else the shipped ``longmemeval-oracle-99``."""
     main: bool = True
     """Run the main grid (suites × episodes × operators with the full audits)."""
     long_episodes: int = Field(0, ge=0)
@@ -140,6 +147,13 @@ class ReplayStudy(Study[ReplayConfig]):
     config_cls: ClassVar[type[BaseModel]] = ReplayConfig
 
     # ------------------------------------------------------------------ grid
+
+    def validate(self, config: ReplayConfig) -> None:
+        """The LongMemEval file (when that suite runs) exists and parses; AgentDojo loads."""
+        if "longmemeval" in config.suites:
+            read_longmemeval_records(config.longmemeval)
+        if "agentdojo" in config.suites and (why := agentdojo_status()) is not None:
+            raise StudyError(f"{why}; or leave the agentdojo suite out (--set suites=longmemeval,toolsandbox)")
 
     def cells(self, config: ReplayConfig) -> Iterable[Cell]:
         for op in config.operators:

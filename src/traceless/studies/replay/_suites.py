@@ -19,6 +19,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from traceless.audit import make_canary
+from traceless.datasets import DEFAULT_DATASET, resolve_data
 from traceless.errors import InputFormatError, StudyError
 from traceless.registry import Registry
 from traceless.runtime import ForgetRequest, Observation, ToolEnv, ToolSpec
@@ -34,11 +35,8 @@ __all__ = [
     "toolsandbox_episodes",
     "agentdojo_status",
     "make_env",
-    "DEFAULT_LONGMEMEVAL",
+    "read_longmemeval_records",
 ]
-
-DEFAULT_LONGMEMEVAL = Path(__file__).resolve().parents[5] / "shared" / "data" / "longmemeval_oracle_subset99.json"
-"""Where the shared LongMemEval subset lives next to a checkout (``../shared/data``)."""
 
 
 class Task(BaseModel):
@@ -115,6 +113,12 @@ def _sessions(n: int) -> list[int]:
 # ------------------------------------------------------------------------------ LongMemEval
 
 
+def read_longmemeval_records(path: str | None) -> list[dict[str, Any]]:
+    """The LongMemEval records of ``path`` (a file or a shipped dataset's name; None: the
+    shipped subset), validated: a bad path or record fails here, before any work."""
+    return _read_lme(resolve_data(path, flag="--set longmemeval="))
+
+
 def _read_lme(path: Path) -> list[dict[str, Any]]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -137,8 +141,7 @@ def _read_lme(path: Path) -> list[dict[str, Any]]:
 @SUITES.register("longmemeval", help="LongMemEval oracle instances, canary in a non-evidence user turn")
 def longmemeval_episodes(n: int, steps: int, rng: np.random.Generator, *, path: str | None = None,
                          tau: int | None = None, words: int = 40) -> list[Episode]:
-    p = Path(path) if path else DEFAULT_LONGMEMEVAL
-    recs = _read_lme(p)
+    recs = read_longmemeval_records(path)
     out: list[Episode] = []
     order = [int(i) for i in rng.permutation(len(recs))]
     for idx in order:
@@ -176,7 +179,7 @@ def longmemeval_episodes(n: int, steps: int, rng: np.random.Generator, *, path: 
             tasks=[Task(query=str(rec["question"]), expected=[str(rec["answer"])])],
         ))
     if len(out) < n:
-        raise StudyError(f"{p} has only {len(out)} LongMemEval instances with {steps} user turns; lower n or steps")
+        raise StudyError(f"{path or DEFAULT_DATASET} has only {len(out)} LongMemEval instances with {steps} user turns; lower n or steps")
     return out
 
 
