@@ -153,9 +153,11 @@ def _sigterm_as_interrupt() -> Iterator[None]:
 def report_cmd(
     results_dir: Path = typer.Argument(..., help="A study results dir."),
     out: Path | None = typer.Option(None, "--out", "-o", help="Where to write (default DIR/report)."),
+    html: bool = typer.Option(False, "--html", help="Also write report.html: one self-contained page that opens "
+                              "offline (tables, embedded figures, findings, run metadata)."),
 ) -> None:
     """Write the study's report (tables, figures, findings) from its results; no model is called."""
-    from traceless.report import render_report
+    from traceless.report import render_html_report, render_report
 
-    p = render_report(results_dir, out)
+    p = render_html_report(results_dir, out) if html else render_report(results_dir, out)
     typer.echo(str(p))

@@ -9,6 +9,9 @@ Backend specs (``load_backend``):
 * ``hf:ORG/REPO`` → ``AutoModelForCausalLM.from_pretrained`` from the Hugging Face Hub
 * ``scripted`` or ``scripted:REPLY`` → ``ScriptedBackend`` answering ``ok`` (or REPLY)
 * ``openai:MODEL@BASE_URL`` → OpenAI-compatible HTTP server (key from ``OPENAI_API_KEY``)
+* ``PROVIDER/MODEL`` as people write them (``openai/gpt-4o-mini``, ``ollama/llama3``,
+  ``openrouter/ORG/MODEL``) → the same backend at the provider's conventional base URL,
+  key from its conventional variable (``traceless.models._providers``)
 
 A new backend kind is one decorated factory::
 
@@ -27,6 +30,7 @@ from traceless.errors import ConfigError, UnknownNameError
 from traceless.models._base import ModelBackend
 from traceless.models._catalog import DEFAULT_MODEL, KNOWN_MODELS
 from traceless.models._embedder import Embedder, HashingEmbedder
+from traceless.models._providers import PROVIDERS, resolve_provider, split_provider
 from traceless.registry import Registry
 
 __all__ = ["BACKENDS", "EMBEDDERS", "BackendFactory", "load_backend", "load_embedder"]
@@ -138,13 +142,24 @@ def load_backend(spec: str = DEFAULT_MODEL, **kw: Any) -> ModelBackend:
     p = Path(spec).expanduser()
     if (p.is_file() and p.suffix == ".gguf") or (p.is_dir() and (p / "config.json").is_file()):
         return BACKENDS.get("transformers")(str(p), **kw)
+    if split_provider(spec) is not None:
+        return _provider_backend(spec, **kw)
     raise UnknownNameError(
         "model",
         spec,
         [*KNOWN_MODELS, *(f"{k}:..." for k in BACKENDS.names() if k != "catalog")],
         "Install a catalog model with `traceless models pull NAME` (see `traceless models list`), or use "
-        "transformers:/path/file.gguf, hf:ORG/REPO, openai:MODEL@URL, scripted",
+        "transformers:/path/file.gguf, hf:ORG/REPO, openai:MODEL@URL, PROVIDER/MODEL "
+        f"({', '.join(PROVIDERS.names())}), scripted",
     )
+
+
+def _provider_backend(spec: str, **kw: Any) -> ModelBackend:
+    from traceless.models._openai import OpenAIBackend
+
+    t = resolve_provider(spec)
+    key = kw.pop("api_key", None) or t.api_key
+    return OpenAIBackend(model=t.model, base_url=t.base_url, api_key=key, name=kw.pop("name", spec), **kw)
 
 
 # ----------------------------------------------------------------------------------- embedders
