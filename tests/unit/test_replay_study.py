@@ -123,7 +123,7 @@ def test_longmemeval_bad_input(tmp_path: Path) -> None:
     bad.write_text(json.dumps([{"question_id": "x"}]))
     with pytest.raises(InputFormatError, match="record 0 has no field 'question'"):
         SUITES.get("longmemeval")(1, 4, np.random.default_rng(0), path=str(bad))
-    with pytest.raises(StudyError, match="does not exist"):
+    with pytest.raises(InputFormatError, match="none.json: no such file"):
         SUITES.get("longmemeval")(1, 4, np.random.default_rng(0), path=str(tmp_path / "none.json"))
 
 

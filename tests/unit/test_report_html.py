@@ -21,7 +21,8 @@ from traceless.cli import main
 from traceless.errors import StudyError
 from traceless.models import HashingEmbedder, ScriptedBackend
 from traceless.report import render_html_report
-from traceless.studies import read_manifest, read_rows, run_study, write_manifest
+from traceless.studies import read_manifest, read_rows, run_study
+from traceless.studies._results import write_manifest
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
