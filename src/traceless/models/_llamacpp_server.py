@@ -15,7 +15,10 @@ child Python interpreter:
   then escalates to SIGTERM and SIGKILL if needed. Because the child exits on stdin
   EOF, it also goes away if the parent dies without cleaning up.
 
-llama.cpp's log goes to a file (``log_path``); its tail is quoted when start fails.
+llama.cpp's log goes to ``log_path`` when one is given (e.g. inside a results dir);
+otherwise to an anonymous temporary file (``O_TMPFILE``/unlinked at once), so no log is
+ever left in ``/tmp`` even when this process and the server are killed (logs can hold
+prompt text). Its tail is quoted when start fails and readable with ``log_tail()``.
 
 Command line (serves in the foreground until Ctrl-C)::
 
@@ -159,7 +162,6 @@ class LlamaCppServer:
         self._api_key = api_key
         self.startup_timeout = startup_timeout
         self.verbose = verbose
-        self._own_log = log_path is None
         self.log_path: Path | None = Path(log_path) if log_path is not None else None
         self._proc: subprocess.Popen[str] | None = None
         self._log_file: IO[bytes] | None = None
@@ -222,10 +224,10 @@ class LlamaCppServer:
         if self._api_key:
             env[_API_KEY_ENV] = self._api_key
         if self.log_path is None:
-            fd, name = tempfile.mkstemp(prefix="traceless-llamacpp-", suffix=".log")
-            os.close(fd)
-            self.log_path = Path(name)
-        self._log_file = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
+            # nameless: the kernel frees it when the last holder (this process or the child) exits
+            self._log_file = tempfile.TemporaryFile(prefix="traceless-llamacpp-", suffix=".log")  # noqa: SIM115
+        else:
+            self._log_file = open(self.log_path, "w+b")  # noqa: SIM115 - closed in stop()
         t0 = time.perf_counter()
         try:
             proc = subprocess.Popen(
@@ -245,7 +247,7 @@ class LlamaCppServer:
         try:
             self._address = self._wait_ready(proc, t0)
         except BaseException:
-            self.stop(keep_log=True)
+            self.stop()
             raise
         self.startup_seconds = time.perf_counter() - t0
         return self
@@ -305,21 +307,28 @@ class LlamaCppServer:
             f"model and that there is enough memory (ctx={self.ctx} x parallel={self.parallel})."
         )
         if tail:
-            msg += f"\nlast lines of the server log ({self.log_path}):\n{tail}"
+            msg += f"\nlast lines of the server log{f' ({self.log_path})' if self.log_path else ''}:\n{tail}"
         return msg
 
     def log_tail(self, lines: int = 20) -> str:
         """The last lines of llama.cpp's log."""
-        if self.log_path is None or not self.log_path.exists():
+        if self._log_file is not None and not self._log_file.closed:
+            # pread: the child shares this file's offset; seeking would misplace its writes
+            fd = self._log_file.fileno()
+            size = os.fstat(fd).st_size
+            data = os.pread(fd, min(size, 16384), max(0, size - 16384))
+        elif self.log_path is not None and self.log_path.exists():
+            with open(self.log_path, "rb") as f:
+                f.seek(0, os.SEEK_END)
+                f.seek(max(0, f.tell() - 16384))
+                data = f.read()
+        else:
             return ""
-        with open(self.log_path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            f.seek(max(0, f.tell() - 16384))
-            text = f.read().decode("utf-8", "replace")
-        return "\n".join(text.splitlines()[-lines:])
+        return "\n".join(data.decode("utf-8", "replace").splitlines()[-lines:])
 
-    def stop(self, keep_log: bool = False) -> None:
-        """Stop the server (idempotent). The temporary log is deleted unless ``keep_log``."""
+    def stop(self) -> None:
+        """Stop the server (idempotent). An anonymous log is gone once closed; a given
+        ``log_path`` is kept."""
         proc, self._proc, self._address = self._proc, None, None
         if self._finalizer is not None:
             self._finalizer.detach()
@@ -327,10 +336,6 @@ class LlamaCppServer:
         if proc is not None:
             _stop_process(proc, grace=10.0)
         self._close_log()
-        if self._own_log and not keep_log and self.log_path is not None:
-            with contextlib.suppress(OSError):
-                self.log_path.unlink()
-            self.log_path = None
 
     def _close_log(self) -> None:
         if self._log_file is not None:
