@@ -150,6 +150,18 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, old)
 
 
+@study_app.command("purge")
+def purge_cmd(results_dir: Path = typer.Argument(..., help="A study results dir (of a stopped run).")) -> None:
+    """Remove prompts and replies (rows' prompt/reply, generations.sqlite, work/) from a results
+    dir; metrics stay and `traceless report` renders the same numbers."""
+    from traceless.studies import purge_results
+
+    s = purge_results(results_dir)
+    removed = ", ".join(s.removed) or "nothing else"
+    typer.echo(f"purged {results_dir}: prompt/reply cleared in {s.rows_cleared} row(s); removed {removed} "
+               f"({s.seconds:.1f}s)")
+
+
 def report_cmd(
     results_dir: Path = typer.Argument(..., help="A study results dir."),
     out: Path | None = typer.Option(None, "--out", "-o", help="Where to write (default DIR/report)."),

@@ -7,6 +7,7 @@ API (``read_manifest``, ``read_rows``) that reports use.
 """
 
 from traceless.studies._merge import MergeSummary, merge_results
+from traceless.studies._purge import PurgeSummary, purge_results
 from traceless.studies._results import (
     GENERATIONS_DB,
     MANIFEST,
@@ -34,6 +35,8 @@ from traceless.studies._runner import (
 )
 
 __all__ = [
+    "PurgeSummary",
+    "purge_results",
     "GENERATIONS_DB",
     "MANIFEST",
     "RESULTS_DB",
