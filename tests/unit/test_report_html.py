@@ -122,3 +122,21 @@ def test_html_in_headless_chromium(run_dir: Path, tmp_path: Path) -> None:
     blank = tmp_path / "blank.html"
     blank.write_text("<!DOCTYPE html><html><head><meta charset='utf-8'><title>x</title></head><body></body></html>")
     assert _browser_check(blank, tmp_path)[2].std() == 0
+
+
+@pytest.mark.skipif(CHROMIUM is None and not os.environ.get("TRACELESS_REQUIRE_BROWSER"),
+                    reason="chromium not installed (apt-get install -y chromium); CI sets TRACELESS_REQUIRE_BROWSER=1")
+def test_afterdelete_html_in_headless_chromium(tmp_path: Path) -> None:
+    """The page is generic over studies: paper 001's report (tables, lifecycle figure) too."""
+    from test_afterdelete_study import reader  # noqa: E402  (same folder)
+
+    out = tmp_path / "ad"
+    run_study("afterdelete", out, {"n": 4, "blocks": ["primary", "controls", "lifecycle"]},
+              backend=ScriptedBackend(reader), model_tag="scripted", embedder=HashingEmbedder(), progress=False)
+    page = render_html_report(out)
+    dom, errors, pixels = _browser_check(page, tmp_path)
+    assert errors == []
+    md = page.with_name("report.md").read_text()
+    assert dom.count("<table") == _md_tables(md) + 1 >= 5
+    assert dom.count('src="data:image/png;base64,') == len(list(page.parent.glob("*.png"))) >= 1
+    assert pixels.std() > 10
