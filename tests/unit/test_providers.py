@@ -40,9 +40,17 @@ def test_resolution(spec: str, model: str, url: str, key_env: str, monkeypatch: 
     monkeypatch.setenv(key_env, "k-123")
     t = resolve_provider(spec)
     assert (t.model, t.base_url, t.key_env, t.api_key) == (model, url, key_env, "k-123")
-    b = load_backend(spec)
+    seen: list[httpx.Request] = []
+
+    def listing(req: httpx.Request) -> httpx.Response:  # describe() asks the server what it serves
+        seen.append(req)
+        return httpx.Response(200, json={"object": "list", "data": [{"id": model, "object": "model"}]})
+
+    b = load_backend(spec, transport=httpx.MockTransport(listing))
     assert isinstance(b, OpenAIBackend) and (b.model, b.base_url, b.name) == (model, url, spec)
-    assert "k-123" not in json.dumps(b.describe())  # the key never reaches a manifest
+    ident = json.dumps(b.describe())
+    assert "k-123" not in ident and model in ident  # the key never reaches a manifest
+    assert str(seen[0].url) == f"{url}/models" and seen[0].headers["authorization"] == "Bearer k-123"
 
 
 def test_local_servers_need_no_key_and_honour_host(monkeypatch: pytest.MonkeyPatch) -> None:
