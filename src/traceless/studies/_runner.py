@@ -713,7 +713,8 @@ def _execute(
             return
         expected = {c.key for c in gcells}
         source = ray_results(gcells) if session is not None else st.run_group(ctx, gcells)
-        with contextlib.closing(iter(source)) as results:  # type: ignore[type-var]
+        it = iter(source)  # run_group may return a list: only generators have close()
+        with contextlib.closing(it) if hasattr(it, "close") else contextlib.nullcontext(it) as results:  # type: ignore[type-var]
             for res in results:
                 write(res, group, expected)
                 expected.discard(res.key)
