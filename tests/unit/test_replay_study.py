@@ -47,6 +47,18 @@ def lme_fixture(path: Path, n: int = 3) -> Path:
     return path
 
 
+def long_lme_fixture(path: Path, n: int = 3, turns: int = 18) -> Path:
+    """LongMemEval-shaped instances with enough user turns for 16-step episodes."""
+    recs = []
+    for i in range(n):
+        sess = [[{"role": "user", "content": f"Note {j} from me in town {i}: I went hiking and cooked pasta.",
+                  "has_answer": j == 2} for j in range(k, k + turns // 2)] for k in (0, turns // 2)]
+        recs.append({"question_id": f"long{i}", "question": "What did I cook?", "answer": "pasta",
+                     "haystack_sessions": sess, "haystack_session_ids": ["a", "b"]})
+    path.write_text(json.dumps(recs))
+    return path
+
+
 @pytest.fixture
 def cfg(tmp_path: Path) -> ReplayConfig:
     suites = ["longmemeval", "toolsandbox"] + (["agentdojo"] if agentdojo_status() is None else [])
@@ -191,7 +203,8 @@ def test_long_slice_reports_ratio_oracle_and_attainable_p(tmp_path: Path) -> Non
 
     suites = ["longmemeval", "toolsandbox"] + (["agentdojo"] if agentdojo_status() is None else [])
     cfg = ReplayConfig(suites=suites, main=False, long_episodes=3, samples=2, sweep=False, depths=[],
-                       stochastic_episodes=0, oracle_fractions=[0.0, 1.0])
+                       stochastic_episodes=0, oracle_fractions=[0.0, 1.0],
+                       longmemeval=str(long_lme_fixture(tmp_path / "lme.json")))
     run_study("replay", tmp_path / "r", cfg, backend=ToyKVBackend(toy_reply), model_tag="toy", progress=False)
     rows = read_rows(tmp_path / "r")
     assert {r.key.split("/")[0] for r in rows} == {"long"} and len(rows) == 3 * len(suites)
