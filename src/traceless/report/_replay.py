@@ -132,6 +132,8 @@ def _one_model(tag: str, identity: dict[str, Any], rows: list[ResultRow], out_di
     L: list[str] = [f"## Model `{tag}`", "", f"identity: `{identity}`; rows: {len(rows)}; "
                     f"code: {sorted({r.code_version for r in rows})}", ""]
     main = [r for r in rows if r.key.startswith("main/")]
+    if not main:  # a long-slice-only run (main=false): no Tables 1–4 or findings to draw
+        return L + _exactness_long_only(rows) + _long_section(rows, out_dir)
     by: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     for r in main:
         by[(r.extra["suite"], r.extra["operator"])].append({**r.metrics, "seconds": r.timing.get("seconds")})
@@ -307,6 +309,20 @@ def _one_model(tag: str, identity: dict[str, Any], rows: list[ResultRow], out_di
     if r2:
         L.append("7. Later injection lowers B7 recomputation linearly: " + ", ".join(f"{s} R²={v:.3f}" for s, v in r2.items()) + ".")
     return L
+
+
+def _exactness_long_only(rows: list[ResultRow]) -> list[str]:
+    L = ["### Exactness (independent seeds)", ""]
+    for o in ("B7", "B6"):
+        d = _indep_diffs(rows, o, "edit")
+        if d:
+            floor = wilcoxon_min_p(len(d))
+            ps = [f"{name} p={_f(_wilcoxon(_indep_diffs(rows, o, name)), 3)}" for name in ("edit", "jaccard", "action", "leak")]
+            zero = all(abs(x) < 1e-12 for name in ("edit", "jaccard", "action", "leak") for x in _indep_diffs(rows, o, name))
+            L.append(f"- Wilcoxon signed-rank of d({o}, B5′′) − d(B5, B5′′) over {len(d)} episodes: " + ", ".join(ps)
+                     + f" (smallest attainable p with n={len(d)}: {_f(floor, 3)}"
+                     + ("; every difference is exactly 0" if zero else "") + ").")
+    return L + [""]
 
 
 PAPER_LONG_RATIO = 9.3
