@@ -257,7 +257,7 @@ def run_system_audit(
             if not config.keep_memory:
                 shutil.rmtree(work / phase, ignore_errors=True)
         progress(len(planted))
-    result = _collect(config, phases, out_dir, time.perf_counter() - t0)
+    result = _collect(config, phases, out_dir, time.perf_counter() - t0, runtime.model.describe())
     if not config.keep_memory:
         shutil.rmtree(work, ignore_errors=True)
     return result
@@ -325,7 +325,8 @@ def _rate(xs: list[bool]) -> float:
     return float(np.mean(xs)) if xs else 0.0
 
 
-def _collect(config: SystemAuditConfig, phases: list[str], out_dir: Path, seconds: float) -> SystemAuditResult:
+def _collect(config: SystemAuditConfig, phases: list[str], out_dir: Path, seconds: float,
+             model: dict[str, Any]) -> SystemAuditResult:
     """Build results.jsonl and summary.json from the finished steps."""
     steps = out_dir / "steps"
     hits: dict[tuple[str, str, str], list[bool]] = defaultdict(list)
@@ -358,6 +359,6 @@ def _collect(config: SystemAuditConfig, phases: list[str], out_dir: Path, second
     result = SystemAuditResult(system=config.system, table=table, copies=copies, files=files, rows=n,
                                seconds=seconds, out_dir=str(out_dir))
     _atomic_write(out_dir / "summary.json", json.dumps(
-        {"config": config.model_dump(mode="json"), "code_version": code_version(),
+        {"config": config.model_dump(mode="json"), "model": model, "code_version": code_version(),
          **result.model_dump(exclude={"seconds", "out_dir"})}, indent=2))
     return result

@@ -1,7 +1,9 @@
 """The ``langgraph`` memory system: a small LangGraph agent on the real packages.
 
-* long-term memory: a ``SqliteStore`` (``store.db``) with a vector index (the audit's
-  embedder); the ``remember`` node puts every user turn under ``(user_id, "memories")``;
+* long-term memory: a ``SqliteStore`` (``store.db``) searched by vector similarity with the
+  audit's embedder (the store's sqlite-vec index where Python's sqlite3 can load
+  extensions, else the same cosine ranking over the user's items); the ``remember`` node
+  puts every user turn under ``(user_id, "memories")``;
 * the thread: a ``SqliteSaver`` checkpointer (``checkpoints.db``), one thread per session
   (``thread_id = "USER/SESSION"``), holding the messages and a running summary;
 * a ``summarize`` node asks the audit's model for a one-sentence summary of the thread
@@ -91,8 +93,11 @@ class LangGraphSystem(MemorySystem):
         emb = runtime.embedder
         self._store_conn = sqlite3.connect(str(work_dir / "store.db"), check_same_thread=False,
                                            isolation_level=None)
-        self.store = SqliteStore(self._store_conn, index={
-            "dims": emb.dim, "embed": lambda texts: emb.embed(list(texts)).tolist(), "fields": ["text"]})
+        # the store's vector index loads the sqlite-vec extension; a Python whose sqlite3 cannot
+        # load extensions gets the same ranking (cosine over the audit's embedder) done here
+        self._indexed = hasattr(self._store_conn, "enable_load_extension")
+        index: Any = {"dims": emb.dim, "embed": lambda texts: emb.embed(list(texts)).tolist(), "fields": ["text"]}
+        self.store = SqliteStore(self._store_conn, index=index if self._indexed else None)
         self.store.setup()
         self._ckpt_conn = sqlite3.connect(str(work_dir / "checkpoints.db"), check_same_thread=False)
         self.saver = SqliteSaver(self._ckpt_conn)
@@ -139,7 +144,14 @@ class LangGraphSystem(MemorySystem):
         return [r[0] for r in rows if r[0].startswith(f"{owner}/")]
 
     def context(self, owner: str, query: str, view: str = "agent") -> list[ContextItem]:
-        hits = self.store.search((owner, _NS), query=query, limit=self.cfg.k)
+        if self._indexed:
+            hits = self.store.search((owner, _NS), query=query, limit=self.cfg.k)
+        else:
+            items = self.store.search((owner, _NS), limit=100_000)
+            vecs = self.runtime.embedder.embed([query, *(str(i.value.get("text", "")) for i in items)])
+            scores = vecs[1:] @ vecs[0]
+            order = sorted(range(len(items)), key=lambda j: (-float(scores[j]), items[j].key))
+            hits = [items[j] for j in order[: self.cfg.k]]
         out = [ContextItem(f"store:{h.key}", str(h.value.get("text", ""))) for h in hits]
         for tid in self._threads(owner):
             cfg: Any = {"configurable": {"thread_id": tid}}
