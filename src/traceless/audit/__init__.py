@@ -1,6 +1,8 @@
 """Audits: canaries, probes, memory views, the ``traceless audit`` job and the audit engine
 for any memory system (``run_system_audit``)."""
 
+import sys
+
 from traceless.audit._audit import PAPER_LADDER, AuditConfig, AuditResult, AuditRow, run_audit
 from traceless.audit._canary import (
     CANARY_SPACE,
@@ -47,3 +49,15 @@ __all__ = [
     "synthetic_users",
     "view_config",
 ]
+
+
+def _call_api(*args: object, **kwargs: object) -> object:
+    from traceless._api import audit
+
+    return audit(*args, **kwargs)  # type: ignore[arg-type]
+
+
+from traceless._callable import make_callable as _make_callable  # noqa: E402
+
+# `from traceless import audit; audit("mem0", ...)` (this package is also the function)
+_make_callable(sys.modules[__name__], _call_api)
