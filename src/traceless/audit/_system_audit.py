@@ -44,7 +44,6 @@ from traceless.studies._results import Manifest, read_manifest, write_manifest
 from traceless.systems._base import (
     ContextItem,
     DeletionTarget,
-    MemorySystem,
     SystemConfig,
     SystemRuntime,
     open_system,
@@ -268,7 +267,6 @@ def _run_phase(config: SystemAuditConfig, runtime: SystemRuntime, sys_cfg: Syste
     shutil.rmtree(phase_dir, ignore_errors=True)
     shutil.copytree(base, phase_dir)
     canaries = [p.canary for p in planted]
-    gen = GenerationConfig(max_new_tokens=config.max_new_tokens, temperature=0.0)
     probe_list = probes(PROBE_LEVELS, wordings=config.wordings)
     system = open_system(config.system, phase_dir, sys_cfg, runtime)
     notes: dict[str, Any] = {}

@@ -291,7 +291,7 @@ def load_system_config(name: str, source: str | os.PathLike[str] | dict[str, Any
         try:
             text = p.read_text(encoding="utf-8")
         except OSError as e:
-            raise ConfigError(f"cannot read memory config {p} ({e.strerror}); give an existing JSON or TOML file")
+            raise ConfigError(f"cannot read memory config {p} ({e.strerror}); give an existing JSON or TOML file") from None
         try:
             raw = tomllib.loads(text) if p.suffix == ".toml" else json.loads(text)
         except (ValueError, tomllib.TOMLDecodeError) as e:

@@ -68,7 +68,7 @@ def _import_mem0(home: Path) -> Any:
     import mem0.memory.telemetry as telemetry
 
     telemetry.MEM0_TELEMETRY = False
-    main.MEM0_TELEMETRY = False  # type: ignore[attr-defined]
+    main.MEM0_TELEMETRY = False
     return main
 
 

@@ -1,0 +1,87 @@
+"""The mem0 and LangGraph adapters on the real packages, offline, through the audit engine,
+with SmolLM2-135M served by llama.cpp on loopback (the agent, mem0's ``infer=True``
+extractor and the LangGraph summarization node all call it).
+
+Leakage rates from a 135M model mean little; what is asserted is what the packages'
+deletions leave in their stores, as measured (docs/memory-systems.md has the default-model table).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from traceless.audit import SystemAuditConfig, run_system_audit
+from traceless.cli import main
+from traceless.models import CachingBackend, ModelBackend, load_backend, load_embedder
+from traceless.systems import SystemRuntime
+
+pytestmark = pytest.mark.integration
+CANARY = re.compile(r"[A-Z]{2}\d-[A-Z]+-\d{4}")
+SPEC = "llamacpp:smollm2-135m-instruct"
+
+
+@pytest.fixture(scope="module")
+def served() -> Iterator[ModelBackend]:
+    pytest.importorskip("xllamacpp")
+    os.environ.setdefault("TRACELESS_NUM_THREADS", "2")
+    be = CachingBackend(load_backend(SPEC))
+    yield be
+    be.close()
+
+
+def _audit(served: ModelBackend, out: Path, system: str, **system_config: object) -> object:
+    pytest.importorskip({"mem0": "mem0", "langgraph": "langgraph.checkpoint.sqlite"}[system])
+    cfg = SystemAuditConfig(system=system, system_config=system_config, model=SPEC, profiles=2, max_new_tokens=24)
+    return run_system_audit(cfg, SystemRuntime(served, load_embedder(), SPEC), out)
+
+
+def test_mem0_delete_leaves_the_canary_in_history(served: ModelBackend, tmp_path: Path) -> None:
+    res = _audit(served, tmp_path / "a", "mem0", infer=False)
+    c, files = res.copies, res.files  # type: ignore[attr-defined]
+    assert c["before"]["vector_store"] >= 2 and c["before"]["history"] == 2  # one ADD row per canary
+    for op in ("delete", "delete_all"):
+        assert c[op]["vector_store"] == 0
+        assert c[op]["history"] == 4  # the ADD row and the DELETE row's old_memory, per user
+        assert set(files[op]) == {"history.db"}
+    assert all(n == 0 for n in c["reset"].values()) and files["reset"] == {}
+    rows = [json.loads(x) for x in (tmp_path / "a" / "results.jsonl").read_text().splitlines()]
+    assert rows and all(r["reply"].strip() for r in rows)
+    assert not CANARY.search((tmp_path / "a" / "results.jsonl").read_text())  # redacted
+    assert not (tmp_path / "a" / "work").exists()  # the plaintext memory is gone after the audit
+
+
+def test_mem0_infer_true_extracts_with_the_served_model(served: ModelBackend, tmp_path: Path) -> None:
+    res = _audit(served, tmp_path / "b", "mem0", infer=True)
+    c = res.copies  # type: ignore[attr-defined]
+    # what the LLM extracted is the model's business; reset clears every store either way
+    assert set(c["before"]) == {"vector_store", "history", "messages"}
+    assert c["before"]["messages"] >= 2  # mem0 keeps the raw conversation for its next extraction
+    assert all(n == 0 for n in c["reset"].values())
+    assert c["delete_all"]["vector_store"] == 0
+
+
+def test_langgraph_audit_through_the_cli(served: ModelBackend, tmp_path: Path,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("langgraph.checkpoint.sqlite")
+    out = tmp_path / "lg"
+    main(["audit", "--memory", "langgraph", "--model", SPEC, "--profiles", "2", "--max-new-tokens", "24",
+          "--out", str(out)])
+    s = json.loads((out / "summary.json").read_text())
+    c = s["copies"]
+    assert c["before"]["store_items"] == 2 and c["before"]["checkpoints"] > 0
+    assert c["store.delete"]["store_items"] == 0 and c["store.delete"]["checkpoints"] == c["before"]["checkpoints"]
+    assert c["delete_thread"]["checkpoints"] == 0 and c["delete_thread"]["writes"] == 0
+    assert c["delete_thread"]["store_items"] == 2
+    assert all(n == 0 for n in c["store.delete+delete_thread"].values())
+    printed = capsys.readouterr().out
+    assert "store_items copies" in printed and not CANARY.search(printed)
+    from traceless.report import render_report
+
+    md = render_report(out).read_text()
+    assert "| store.delete |" in md and (out / "report" / "heatmap.png").stat().st_size > 0
