@@ -102,3 +102,51 @@ def test_failure_mid_audit_names_the_step_and_resumes(tmp_path: Path) -> None:
     assert again.table == first.table
     with pytest.raises(ResumeError, match="another audit"):
         run_system_audit(cfg.model_copy(update={"seed": 1}), _runtime(), out)
+
+
+def test_missing_package_names_the_extra(tmp_path: Path) -> None:
+    from traceless.systems import MEMORY_SYSTEMS, MissingPackageError, NativeSystem, memory_system, open_system
+    from traceless.systems import system_status as status
+
+    @memory_system("needs-missing")
+    class Needy(NativeSystem):
+        extra = "needy"
+        requires = ("traceless_no_such_package_xyz",)
+
+    try:
+        row = {s.name: s for s in status()}["needs-missing"]
+        assert not row.installed and row.install == "pip install 'traceless[needy]'"
+        with pytest.raises(MissingPackageError, match=r"traceless_no_such_package_xyz.*pip install 'traceless\[needy\]'"):
+            open_system("needs-missing", tmp_path, None, _runtime())
+        assert not list(tmp_path.iterdir())  # nothing written
+    finally:
+        MEMORY_SYSTEMS._entries.pop("needs-missing")
+
+
+def test_cli_lists_systems_and_refuses_unknown(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    from traceless.cli import main
+
+    main(["memory", "systems"])
+    out = capsys.readouterr().out
+    assert all(n in out for n in ("traceless", "mem0", "langgraph", "delete_thread", "delete_all"))
+    with pytest.raises(SystemExit) as e:
+        main(["audit", "--memory", "letta", "--out", str(tmp_path / "x")])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert "unknown memory system 'letta'" in err and "langgraph, mem0, traceless" in err
+    assert not (tmp_path / "x").exists()
+
+
+def test_cli_audit_memory_traceless_and_report(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    from traceless.cli import main
+    from traceless.report import render_report
+
+    main(["audit", "--memory", "traceless", "--model", "scripted:I cannot say.", "--embedder", "hashing",
+          "--modes", "noop,full_purge", "--profiles", "2", "--out", str(tmp_path / "a")])
+    out = capsys.readouterr().out
+    assert "files holding a canary after noop: memory.db" in out
+    s = json.loads((tmp_path / "a" / "summary.json").read_text())
+    assert s["copies"]["noop"]["raw"] == 2 and s["copies"]["full_purge"]["raw"] == 0
+    md = render_report(tmp_path / "a").read_text()
+    assert "| noop |" in md and "`memory.db`" in md and (tmp_path / "a" / "report" / "heatmap.png").exists()
