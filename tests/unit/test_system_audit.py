@@ -150,3 +150,14 @@ def test_cli_audit_memory_traceless_and_report(tmp_path: Path, capsys: pytest.Ca
     assert s["copies"]["noop"]["raw"] == 2 and s["copies"]["full_purge"]["raw"] == 0
     md = render_report(tmp_path / "a").read_text()
     assert "| noop |" in md and "`memory.db`" in md and (tmp_path / "a" / "report" / "heatmap.png").exists()
+
+
+def test_plain_audit_deletes_its_plaintext_memory(tmp_path: Path) -> None:
+    run_audit(AuditConfig(model="scripted", S=1, profiles=2, modes=("noop",)),
+              CachingBackend(ScriptedBackend(_parrot)), HashingEmbedder(), tmp_path / "a")
+    assert not list((tmp_path / "a").glob("*.db*"))
+    assert not any(CANARY.search(p.read_bytes().decode("utf-8", "replace"))
+                   for p in (tmp_path / "a").rglob("*") if p.is_file())
+    run_audit(AuditConfig(model="scripted", S=1, profiles=1, modes=("noop",), keep_memory=True),
+              CachingBackend(ScriptedBackend(_parrot)), HashingEmbedder(), tmp_path / "b")
+    assert (tmp_path / "b" / "memory.db").exists()

@@ -36,7 +36,7 @@ from traceless.audit._audit import AuditRow
 from traceless.audit._canary import inject_canary, make_canary
 from traceless.audit._probes import PROBE_LEVELS, Probe, extracted, probes
 from traceless.audit._synthetic import synthetic_users
-from traceless.errors import ConfigError, InputFormatError, ResumeError, StudyError, TracelessError
+from traceless.errors import ConfigError, InputFormatError, ResumeError, StudyError
 from traceless.forget import scan_files
 from traceless.memory import Session
 from traceless.models import ChatMessage, Generation, GenerationConfig
@@ -203,7 +203,9 @@ class _Step:
         return None
 
     def __exit__(self, et: type[BaseException] | None, e: BaseException | None, tb: object) -> None:
-        if e is None or isinstance(e, TracelessError | KeyboardInterrupt):
+        # a config error is the user's to fix where it is named; anything else (the system's
+        # package, the model server) gets the step and the resume hint
+        if e is None or isinstance(e, ConfigError | KeyboardInterrupt):
             return
         raise StudyError(
             f"memory system {self.system!r} failed at step {self.step!r} ({type(e).__name__}: {e}); the finished "

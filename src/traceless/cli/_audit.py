@@ -104,6 +104,7 @@ def audit_cmd(
         wordings=wordings,
         max_new_tokens=max_new_tokens,
         reveal=reveal,
+        keep_memory=keep_memory,
     )
     console = Console(stderr=True)
     t0 = time.perf_counter()
