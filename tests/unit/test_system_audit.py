@@ -105,7 +105,13 @@ def test_failure_mid_audit_names_the_step_and_resumes(tmp_path: Path) -> None:
 
 
 def test_missing_package_names_the_extra(tmp_path: Path) -> None:
-    from traceless.systems import MEMORY_SYSTEMS, MissingPackageError, NativeSystem, memory_system, open_system
+    from traceless.systems import (
+        MEMORY_SYSTEMS,
+        MissingPackageError,
+        NativeSystem,
+        memory_system,
+        open_system,
+    )
     from traceless.systems import system_status as status
 
     @memory_system("needs-missing")
