@@ -135,11 +135,23 @@ def audit(system: str = "traceless", *, model: str | ModelBackend = "qwen2.5-cod
     extraction and copies per store measured. ``settings`` are ``SystemAuditConfig`` fields
     (``profiles``, ``data``, ``operations``, ``seed`` ...). Results go to ``out`` (a fresh
     temporary dir when omitted; its path is in the result)."""
-    be = load_model(model)
+    from traceless.systems import load_system_config, system_class
+
+    ctx = system_class(system).context_tokens(load_system_config(system, system_config))
+    if isinstance(model, str) and ctx and model.startswith("llamacpp:"):
+        from traceless.models import load_backend
+
+        be = load_backend(model, ctx=ctx)  # the system's own prompts need a longer context
+    else:
+        be = load_model(model)
     spec = model if isinstance(model, str) else be.name
     cfg = SystemAuditConfig(system=system, system_config=system_config or {}, model=spec, **settings)
     out_dir = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="traceless-audit-")) / "audit"
-    return run_system_audit(cfg, SystemRuntime(be, load_embedder_named(embedder), spec), out_dir)
+    try:
+        return run_system_audit(cfg, SystemRuntime(be, load_embedder_named(embedder), spec), out_dir)
+    finally:
+        if be is not model:  # built here (e.g. a llama.cpp server started): stop it
+            be.close()
 
 
 def _bind() -> None:

@@ -13,7 +13,7 @@ from rich.table import Table
 
 from traceless.audit import SystemAuditConfig, SystemAuditResult, run_system_audit
 from traceless.cli._common import backend, embedder, split_list
-from traceless.models import CachingBackend
+from traceless.models import CachingBackend, load_backend
 from traceless.systems import SystemRuntime, load_system_config, system_class, system_status
 
 __all__ = ["systems_cmd", "system_audit"]
@@ -51,11 +51,11 @@ def system_audit(*, memory: str, memory_config: Path | None, data: Path | None, 
         system=memory, system_config=_system_config(memory, memory_config, S, k, modes), model=model,
         profiles=profiles, data=None if data is None else str(data), seed=seed, wordings=wordings,
         max_new_tokens=max_new_tokens, reveal=reveal, keep_memory=keep_memory)
-    load_system_config(memory, cfg.system_config)
+    ctx = system_class(memory).context_tokens(load_system_config(memory, cfg.system_config))
     console = Console(stderr=True)
     t0 = time.perf_counter()
     with console.status(f"loading {model} and the embedder ..."):
-        be = CachingBackend(backend(model))
+        be = CachingBackend(load_backend(model, ctx=ctx) if ctx and model.startswith("llamacpp:") else backend(model))
         emb = embedder(embedder_name)
     try:
         with console.status(f"auditing {memory} ...") as status:

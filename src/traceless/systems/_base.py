@@ -143,6 +143,12 @@ class MemorySystem(abc.ABC):
     def deletions(cls, config: SystemConfig) -> tuple[str, ...]:
         """Names of the system's native deletion operations, in ladder order."""
 
+    @classmethod
+    def context_tokens(cls, config: SystemConfig) -> int:
+        """Context window the system's own LLM prompts need from the model (0: the default
+        suffices); ``llamacpp:`` models are started with at least this many tokens."""
+        return 0
+
     @abc.abstractmethod
     def delete(self, operation: str, target: DeletionTarget) -> dict[str, Any]:
         """Apply one native deletion for ``target``; return what it did (JSON-able notes)."""

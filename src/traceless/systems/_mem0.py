@@ -117,6 +117,11 @@ class Mem0System(MemorySystem):
     def deletions(cls, config: SystemConfig) -> tuple[str, ...]:
         return _DELETIONS
 
+    @classmethod
+    def context_tokens(cls, config: SystemConfig) -> int:
+        # mem0's extraction system prompt alone is ~8.7k tokens (ADDITIVE_EXTRACTION_PROMPT)
+        return 16384 if isinstance(config, Mem0Config) and config.infer else 0
+
     def write(self, sessions: Sequence[Session]) -> None:
         for s in sessions:
             msgs = [{"role": t.role, "content": t.content} for t in s.turns if t.role in ("user", "assistant")]
