@@ -1,5 +1,55 @@
-"""traceless: agent memory that can prove it forgot."""
+"""traceless: agent memory that can prove it forgot.
+
+The public API (imported on first use, so ``import traceless`` stays light)::
+
+    from traceless import Memory, forget, verify, audit, MEMORY_SYSTEMS, FORGET_MODES
+
+``forget`` and ``audit`` are the ``traceless.forget`` / ``traceless.audit`` packages made
+callable: ``forget(store, target, mode)`` is ``traceless.forget.forget`` and
+``audit(system, ...)`` is ``traceless._api.audit``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from traceless._version import __version__, code_version
 
-__all__ = ["__version__", "code_version"]
+if TYPE_CHECKING:
+    from traceless._api import Memory, verify
+    from traceless.audit import SystemAuditResult
+    from traceless.forget import FORGET_MODES, ForgetTarget, Receipt
+    from traceless.systems import MEMORY_SYSTEMS, MemorySystem, memory_system
+
+__all__ = [
+    "FORGET_MODES",
+    "ForgetTarget",
+    "MEMORY_SYSTEMS",
+    "Memory",
+    "MemorySystem",
+    "Receipt",
+    "SystemAuditResult",
+    "__version__",
+    "audit",
+    "code_version",
+    "forget",
+    "memory_system",
+    "verify",
+]
+
+_LAZY = {
+    "Memory": "traceless._api", "verify": "traceless._api",
+    "SystemAuditResult": "traceless.audit",
+    "FORGET_MODES": "traceless.forget", "ForgetTarget": "traceless.forget", "Receipt": "traceless.forget",
+    "MEMORY_SYSTEMS": "traceless.systems", "MemorySystem": "traceless.systems", "memory_system": "traceless.systems",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("forget", "audit"):  # the subpackage, made callable (see traceless._callable)
+        importlib.import_module("traceless._api")
+        return importlib.import_module(f"traceless.{name}")
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'traceless' has no attribute {name!r}")

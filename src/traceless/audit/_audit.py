@@ -52,6 +52,8 @@ class AuditConfig(BaseModel):
     """Reply budget per probe (a canary appears early when it appears at all)."""
     reveal: bool = False
     """Write canary values and unredacted replies to the results (off by default)."""
+    keep_memory: bool = False
+    """Keep the audited memory files (``memory*.db``, canaries in plaintext) in the out dir."""
 
 
 class AuditRow(BaseModel):
@@ -193,6 +195,9 @@ def run_audit(
                 if on_progress:
                     on_progress(int(done), total, phase)
             st.close()
+    if not config.keep_memory:  # the memory files hold every canary in plaintext
+        for db_file in out_dir.glob("memory*.db*"):
+            db_file.unlink()
     table = _table(hits, phases, config.S)
     (out_dir / "summary.json").write_text(json.dumps(
         {"config": config.model_dump(), "model": ident, "code_version": code_version(), "table": table},

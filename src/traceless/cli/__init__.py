@@ -42,6 +42,8 @@ COMMANDS: dict[str, tuple[str, str, str, str]] = {
 def _load(name: str) -> Any:
     module, attr, _, _ = COMMANDS[name]
     obj = getattr(importlib.import_module(module), attr)
+    if name == "memory" and "systems" not in {c.name for c in obj.registered_commands}:
+        obj.command("systems")(importlib.import_module("traceless.cli._systems").systems_cmd)
     if name == "study":
         from traceless.cli._train import train_auditor_cmd
 

@@ -41,7 +41,9 @@ def audit_cmd(
         help="Summarization level: 0 raw turns, 1 key facts, 2 one-sentence summaries.",
     ),
     k: int = typer.Option(3, "--k", "-k", min=1, help="Retrieval breadth (chunks injected)."),
-    profiles: int = typer.Option(3, "--profiles", "-n", min=1, help="Synthetic users, one canary each."),
+    profiles: int | None = typer.Option(
+        None, "--profiles", "-n", min=1, help="Users audited, one canary each (default 3 synthetic users, or "
+        "every user of --data)."),
     seed: int = typer.Option(0, "--seed", help="Seed for users, canaries and placement."),
     modes: str = typer.Option(
         "all",
@@ -57,11 +59,31 @@ def audit_cmd(
         "all-MiniLM-L6-v2", "--embedder", help="Retrieval embedder (all-MiniLM-L6-v2 or 'hashing')."
     ),
     reveal: bool = typer.Option(False, "--reveal", help="Keep canary values in results (off: redacted)."),
+    memory: str | None = typer.Option(
+        None, "--memory", help="Audit this memory system (see `traceless memory systems`): each of its native "
+        "deletions on a copy, residue per store and file. Without it: traceless's own store, as before."),
+    memory_config: Path | None = typer.Option(
+        None, "--memory-config", help="The memory system's settings (JSON or TOML; see docs/memory-systems.md)."),
+    data: Path | None = typer.Option(
+        None, "--data", help="Plant the canaries in these conversations (sessions JSONL) instead of synthetic users "
+        "(with --memory)."),
+    keep_memory: bool = typer.Option(
+        False, "--keep-memory", help="Keep the audited memory files (they hold the canaries in plaintext)."),
 ) -> None:
     """Plant a canary in each synthetic user's memory, probe the agent (direct, indirect,
-    jailbreak), forget with each mode, and print extraction and residue per tier."""
+    jailbreak), forget with each mode, and print extraction and residue per tier.
+
+    With --memory NAME: audit that memory system's own deletion operations instead."""
     if fmt not in ("jsonl", "parquet"):
         raise typer.BadParameter("use --format jsonl or --format parquet")
+    if memory is not None or data is not None or memory_config is not None:
+        from traceless.cli._systems import system_audit
+
+        system_audit(memory=memory or "traceless", memory_config=memory_config, data=data, model=model, S=S, k=k,
+                     profiles=profiles, seed=seed, modes=modes, wordings=wordings, max_new_tokens=max_new_tokens,
+                     out=out, embedder_name=embedder_name, reveal=reveal, keep_memory=keep_memory)
+        return
+    profiles = profiles or 3
     if modes == "all":
         mode_list = [m for m in FORGET_MODES.names()]
     elif modes == "ladder":
@@ -82,6 +104,7 @@ def audit_cmd(
         wordings=wordings,
         max_new_tokens=max_new_tokens,
         reveal=reveal,
+        keep_memory=keep_memory,
     )
     console = Console(stderr=True)
     t0 = time.perf_counter()

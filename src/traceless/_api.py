@@ -1,0 +1,166 @@
+"""The public API: ``Memory`` over a store, ``forget``, ``verify``, ``audit`` and the registries.
+
+    from traceless import Memory
+    mem = Memory("memory.db")                       # or Memory() for an in-memory store
+    mem.add("I moved to Lisbon. My PIN is 4312.", user="alice")
+    mem.recall("where do I live?", user="alice")    # -> ["I moved to Lisbon. My PIN is 4312."]
+    receipt = mem.forget("4312", user="alice")      # signed Receipt; mode full_purge by default
+
+Models are named as on the command line (``"all-MiniLM-L6-v2"``, ``"hashing"``,
+``"qwen2.5-coder-0.5b-instruct"``, ``"llamacpp:NAME"``, ``"scripted"``) or passed as objects.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from traceless.audit import SystemAuditConfig, SystemAuditResult, run_system_audit
+from traceless.errors import ConfigError, ReceiptError
+from traceless.forget import ForgetTarget, Receipt, load_receipt, verify_signature
+from traceless.forget import forget as _forget
+from traceless.memory import Hit, LineageEdge, MemoryStore, MemoryWriter, Session, Turn, WriteConfig
+from traceless.models import Embedder, HashingEmbedder, ModelBackend
+from traceless.systems import SystemRuntime
+
+__all__ = ["Memory", "audit", "verify", "load_model", "load_embedder_named"]
+
+
+def load_model(model: str | ModelBackend) -> ModelBackend:
+    """A backend from a spec string (as ``--model``), or the backend given."""
+    if isinstance(model, ModelBackend):
+        return model
+    from traceless.models import load_backend
+
+    return load_backend(model)
+
+
+def load_embedder_named(embedder: str | Embedder) -> Embedder:
+    """An embedder from a name (``all-MiniLM-L6-v2``, ``hashing``, ``hashing-DIM``), or the one given."""
+    if isinstance(embedder, Embedder):
+        return embedder
+    if embedder.startswith("hashing"):
+        dim = embedder.split("-", 1)[1] if "-" in embedder else "256"
+        return HashingEmbedder(int(dim) if dim.isdigit() else 256)
+    from traceless.models import load_embedder
+
+    return load_embedder(embedder)
+
+
+class Memory:
+    """Agent memory with lineage that can prove it forgot (a ``MemoryStore`` plus its writer).
+
+    ``levels`` are the LLM summary levels built on write (1 key facts, 2 one sentence;
+    they need ``model``). ``embedder`` ranks ``search``/``recall``.
+    """
+
+    def __init__(self, path: str | Path = ":memory:", *, embedder: str | Embedder = "all-MiniLM-L6-v2",
+                 model: str | ModelBackend | None = None, levels: Sequence[int] = ()) -> None:
+        if levels and model is None:
+            raise ConfigError("summary levels need a model: Memory(..., model='qwen2.5-coder-0.5b-instruct')")
+        self.store = MemoryStore(path)
+        self.embedder = load_embedder_named(embedder)
+        self.model = None if model is None else load_model(model)
+        self.writer = MemoryWriter(self.store, summarizer=self.model, embedder=self.embedder,
+                                   config=WriteConfig(levels=tuple(levels)))
+        self._n = 0
+
+    def add(self, content: str | Session | Sequence[Session], *, user: str | None = None,
+            session: str | None = None) -> list[str]:
+        """Write a user message (``user=`` required) or whole sessions; return the new raw record ids."""
+        if isinstance(content, str):
+            if not user:
+                raise ConfigError("Memory.add(text) needs user=: memory is always owned by one user")
+            self._n += 1
+            sid = session or f"api-{len(self.store.artifacts(owner=user)) + self._n}"
+            sessions = [Session(user_id=user, session_id=sid, turns=[Turn(role="user", content=content)])]
+        elif isinstance(content, Session):
+            sessions = [content]
+        else:
+            sessions = list(content)
+        return list(self.writer.write_sessions(sessions).raw)
+
+    def search(self, query: str, *, user: str, k: int = 3) -> list[Hit]:
+        """Cosine top-k of ``user``'s raw records and summaries."""
+        q = self.embedder.embed([query])[0]
+        return self.store.search(user, q, k)
+
+    def recall(self, query: str, *, user: str, k: int = 3) -> list[str]:
+        """The texts ``search`` finds."""
+        return [h.artifact.text or "" for h in self.search(query, user=user, k=k)]
+
+    def forget(self, what: str | ForgetTarget, *, user: str | None = None, mode: str = "full_purge") -> Receipt:
+        """Forget a literal of ``user`` (or any ``ForgetTarget``) with ``mode``; return the signed receipt."""
+        if isinstance(what, str):
+            if not user:
+                raise ConfigError("Memory.forget(text) needs user=: forget never crosses users")
+            what = ForgetTarget.literal(what, user)
+        return _forget(self.store, what, mode, writer=self.writer)
+
+    def lineage(self, artifact_id: str) -> dict[str, list[LineageEdge]]:
+        """Where an artifact came from (``parents``) and what was derived from it (``children``)."""
+        return {"parents": self.store.parents(artifact_id), "children": self.store.children(artifact_id)}
+
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self) -> Memory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def verify(receipt: Receipt | str | Path, memory: Memory | MemoryStore | None = None) -> Receipt:
+    """Check a receipt's signature and, given the memory, that what it removed is still absent.
+
+    Returns the receipt; raises ``ReceiptError`` saying what failed."""
+    r = receipt if isinstance(receipt, Receipt) else load_receipt(receipt)
+    if not verify_signature(r):
+        raise ReceiptError("the receipt's signature does not verify: it was altered or signed with another key")
+    store = memory.store if isinstance(memory, Memory) else memory
+    if store is not None:
+        back = [i for t in r.tiers.values() for i in t.removed if store.exists(i)]
+        if back:
+            raise ReceiptError(f"{len(back)} artifact(s) the receipt removed exist again: {', '.join(back[:5])}")
+    return r
+
+
+def audit(system: str = "traceless", *, model: str | ModelBackend = "qwen2.5-coder-0.5b-instruct",
+          embedder: str | Embedder = "all-MiniLM-L6-v2", out: str | Path | None = None,
+          system_config: dict[str, Any] | None = None, **settings: Any) -> SystemAuditResult:
+    """Audit memory system ``system``: canaries planted, each native deletion run on a copy,
+    extraction and copies per store measured. ``settings`` are ``SystemAuditConfig`` fields
+    (``profiles``, ``data``, ``operations``, ``seed`` ...). Results go to ``out`` (a fresh
+    temporary dir when omitted; its path is in the result)."""
+    from traceless.systems import load_system_config, system_class
+
+    ctx = system_class(system).context_tokens(load_system_config(system, system_config))
+    if isinstance(model, str) and ctx and model.startswith("llamacpp:"):
+        from traceless.models import load_backend
+
+        be = load_backend(model, ctx=ctx)  # the system's own prompts need a longer context
+    else:
+        be = load_model(model)
+    spec = model if isinstance(model, str) else be.name
+    cfg = SystemAuditConfig(system=system, system_config=system_config or {}, model=spec, **settings)
+    out_dir = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="traceless-audit-")) / "audit"
+    try:
+        return run_system_audit(cfg, SystemRuntime(be, load_embedder_named(embedder), spec), out_dir)
+    finally:
+        if be is not model:  # built here (e.g. a llama.cpp server started): stop it
+            be.close()
+
+
+def _bind() -> None:
+    import traceless.audit as audit_pkg
+    import traceless.forget as forget_pkg
+    from traceless._callable import make_callable
+
+    make_callable(audit_pkg, audit)
+    make_callable(forget_pkg, _forget)
+
+
+_bind()

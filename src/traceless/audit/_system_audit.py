@@ -1,0 +1,364 @@
+"""The audit engine for any memory system: plant canaries → write through the system →
+probe → for each native deletion, on a fresh copy: delete → probe again → count the
+canary's copies in every named store and in every file the system wrote.
+
+Out dir (resumable; a step that finished is never redone)::
+
+    DIR/manifest.json        study "memory-audit", the config, the system's identity
+    DIR/steps/write.done     memory written (DIR/work/base holds it)
+    DIR/steps/OP.jsonl       probe rows of phase OP (``before`` or a deletion), one per probe
+    DIR/steps/OP.json        phase summary: AER per level, copies per store, files with the canary
+    DIR/results.jsonl        every probe row; DIR/summary.json the table (written at the end)
+    DIR/work/                the system's memory (deleted at the end unless keep_memory)
+
+A step's files appear atomically (written to a temp name, then renamed), so a run stopped
+or failed in the middle of a step resumes at that step.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from traceless import prompts
+from traceless._version import code_version
+from traceless.audit._audit import AuditRow
+from traceless.audit._canary import inject_canary, make_canary
+from traceless.audit._probes import PROBE_LEVELS, Probe, extracted, probes
+from traceless.audit._synthetic import synthetic_users
+from traceless.errors import ConfigError, InputFormatError, ResumeError, StudyError
+from traceless.forget import scan_files
+from traceless.memory import Session
+from traceless.models import ChatMessage, Generation, GenerationConfig
+from traceless.studies._results import Manifest, read_manifest, write_manifest
+from traceless.systems._base import (
+    ContextItem,
+    DeletionTarget,
+    SystemConfig,
+    SystemRuntime,
+    open_system,
+    system_class,
+)
+
+__all__ = [
+    "STUDY",
+    "STUDY_VERSION",
+    "SystemAuditConfig",
+    "SystemAuditResult",
+    "SystemAuditRow",
+    "plant_canaries",
+    "run_system_audit",
+]
+
+STUDY = "memory-audit"
+STUDY_VERSION = "1"
+
+
+class SystemAuditConfig(BaseModel):
+    """Settings of one audit of a memory system."""
+
+    model_config = ConfigDict(frozen=True)
+
+    system: str = "traceless"
+    """Registered memory system (``traceless memory systems``)."""
+    system_config: dict[str, Any] = Field(default_factory=dict)
+    """The system's own settings (validated by its config class)."""
+    model: str = "qwen2.5-coder-0.5b-instruct"
+    """Backend spec of the agent's model."""
+    profiles: int | None = Field(None, ge=1)
+    """Users audited, one canary each (default: 3 synthetic users, or every user of ``data``)."""
+    data: str | None = None
+    """A sessions JSONL file (the generic format) to plant canaries in instead of synthetic users."""
+    seed: int = 0
+    """Seed for users, canaries and canary placement."""
+    operations: tuple[str, ...] = ()
+    """Native deletions audited (empty: every one the system has)."""
+    wordings: int = Field(1, ge=1)
+    """Probe wordings per level."""
+    max_new_tokens: int = Field(40, ge=4)
+    """Reply budget per probe."""
+    reveal: bool = False
+    """Keep canary values in rows and summaries (off: redacted)."""
+    keep_memory: bool = False
+    """Keep the system's memory files (which hold plaintext canaries) after the audit."""
+
+
+class SystemAuditRow(AuditRow):
+    """One probe (the ``traceless audit`` row plus the memory system)."""
+
+    system: str
+    """The memory system audited."""
+
+
+class SystemAuditResult(BaseModel):
+    """Rates and residue per phase."""
+
+    system: str
+    """The memory system audited."""
+    table: dict[str, dict[str, float]]
+    """phase → {AER_direct, AER_indirect, AER_jailbreak, AER_max[, FRS_view ...]}."""
+    copies: dict[str, dict[str, int]]
+    """phase → store → copies of the canaries it holds (summed over users)."""
+    files: dict[str, dict[str, int]]
+    """phase → file (relative to the phase's work dir) → canary occurrences, files with any only."""
+    rows: int
+    """Probe rows written."""
+    seconds: float
+    """Wall time of this (re)start."""
+    out_dir: str
+    """The results dir."""
+
+
+@dataclass(frozen=True)
+class _Planted:
+    owner: str
+    canary: str
+    session_id: str
+    sessions: list[Session]
+
+
+def plant_canaries(config: SystemAuditConfig) -> list[_Planted]:
+    """One canary per user, placed like ``traceless audit`` does (same seed → same canaries)."""
+    rng = np.random.default_rng(config.seed)
+    if config.data is None:
+        users = synthetic_users(config.profiles or 3, rng)
+    else:
+        from traceless.memory import read_sessions
+
+        by_user: dict[str, list[Session]] = defaultdict(list)
+        for s in read_sessions(config.data):
+            by_user[s.user_id].append(s)
+        users = list(by_user.values())[: config.profiles or None]
+        if not users:
+            raise InputFormatError(f"{config.data} holds no session; give a sessions JSONL file")
+    out = []
+    for sessions in users:
+        canary = make_canary(rng)
+        injected, sid, _ = inject_canary(sessions, canary, rng)
+        out.append(_Planted(sessions[0].user_id, canary, sid, injected))
+    return out
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _redactor(canaries: list[str], reveal: bool) -> Callable[[str], str]:
+    def red(text: str) -> str:
+        for c in canaries:
+            text = text.replace(c, "[CANARY]")
+        return text
+
+    return (lambda s: s) if reveal else red
+
+
+def _messages(items: list[ContextItem], query: str) -> list[ChatMessage]:
+    # the native agent's prompt (Agent.build_messages with render_lines): one format for all
+    rendered = "\n".join(f"- {c.text}" for c in items)
+    return [ChatMessage(role="system", content=prompts.AGENT_SYSTEM.format(memory=rendered or "(empty)")),
+            ChatMessage(role="user", content=query)]
+
+
+def _prepare_dir(out_dir: Path, config: SystemAuditConfig, identity: dict[str, Any]) -> None:
+    """Create the out dir, or check that an existing one is this audit's (then resume)."""
+    if (out_dir / "manifest.json").exists():
+        man = read_manifest(out_dir)
+        if man.study != STUDY or man.config != config.model_dump(mode="json"):
+            raise ResumeError(
+                f"{out_dir} holds another audit ({man.study}, other settings); use a fresh --out dir "
+                "or rerun with the settings it was started with"
+            )
+        return
+    if out_dir.exists() and any(out_dir.iterdir()):
+        raise ConfigError(f"{out_dir} exists and is not an audit results dir; use a fresh --out dir")
+    (out_dir / "steps").mkdir(parents=True, exist_ok=True)
+    write_manifest(out_dir, Manifest(study=STUDY, study_version=STUDY_VERSION, config=config.model_dump(mode="json"),
+                                     created=time.time(), code_version=code_version(),
+                                     runs={}))
+    _atomic_write(out_dir / "system.json", json.dumps(identity, indent=2, default=str))
+
+
+class _Step:
+    """Names the step in the error a failing memory system raises (and keeps the dir resumable)."""
+
+    def __init__(self, system: str, step: str, out_dir: Path) -> None:
+        self.system, self.step, self.out_dir = system, step, out_dir
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, et: type[BaseException] | None, e: BaseException | None, tb: object) -> None:
+        # a config error is the user's to fix where it is named; anything else (the system's
+        # package, the model server) gets the step and the resume hint
+        if e is None or isinstance(e, ConfigError | KeyboardInterrupt):
+            return
+        raise StudyError(
+            f"memory system {self.system!r} failed at step {self.step!r} ({type(e).__name__}: {e}); the finished "
+            f"steps are kept in {self.out_dir}: fix the cause and rerun the same command to resume there"
+        ) from e
+
+
+def run_system_audit(
+    config: SystemAuditConfig,
+    runtime: SystemRuntime,
+    out_dir: Path,
+    *,
+    on_progress: Callable[[int, int, str], None] | None = None,
+) -> SystemAuditResult:
+    """Audit ``config.system``; resumable in ``out_dir``. See the module docstring."""
+    t0 = time.perf_counter()
+    from traceless.systems import load_system_config
+
+    cls = system_class(config.system)
+    sys_cfg = load_system_config(config.system, config.system_config)
+    ops = config.operations or cls.deletions(sys_cfg)
+    known = cls.deletions(sys_cfg)
+    for op in ops:
+        if op not in known:
+            raise ConfigError(f"{config.system} has no deletion {op!r}; its deletions: {', '.join(known)}")
+    planted = plant_canaries(config)
+    identity = {"system": config.system, "config": sys_cfg.model_dump(mode="json"), "model": runtime.model.describe()}
+    _prepare_dir(out_dir, config, identity)
+    steps, work = out_dir / "steps", out_dir / "work"
+    base = work / "base"
+    if not (steps / "write.done").exists():
+        shutil.rmtree(base, ignore_errors=True)
+        with _Step(config.system, "write", out_dir):
+            system = open_system(config.system, base, sys_cfg, runtime)
+            try:
+                system.write([s for p in planted for s in p.sessions])
+            finally:
+                system.close()
+        _atomic_write(steps / "write.done", "")
+    phases = ["before", *ops]
+    total = len(phases) * len(planted)
+    for i, phase in enumerate(phases):
+        def progress(n: int, phase: str = phase, done: int = i * len(planted)) -> None:
+            if on_progress:
+                on_progress(done + n, total, phase)
+
+        if not (steps / f"{phase}.json").exists():
+            with _Step(config.system, phase, out_dir):
+                _run_phase(config, runtime, sys_cfg, planted, phase, base, work / phase, steps, progress)
+            if not config.keep_memory:
+                shutil.rmtree(work / phase, ignore_errors=True)
+        progress(len(planted))
+    result = _collect(config, phases, out_dir, time.perf_counter() - t0, runtime.model.describe())
+    if not config.keep_memory:
+        shutil.rmtree(work, ignore_errors=True)
+    return result
+
+
+def _run_phase(config: SystemAuditConfig, runtime: SystemRuntime, sys_cfg: SystemConfig, planted: list[_Planted],
+               phase: str, base: Path, phase_dir: Path, steps: Path, progress: Callable[[int], None]) -> None:
+    shutil.rmtree(phase_dir, ignore_errors=True)
+    shutil.copytree(base, phase_dir)
+    canaries = [p.canary for p in planted]
+    probe_list = probes(PROBE_LEVELS, wordings=config.wordings)
+    system = open_system(config.system, phase_dir, sys_cfg, runtime)
+    notes: dict[str, Any] = {}
+    try:
+        jobs: list[tuple[_Planted, str, Probe, list[ChatMessage], list[str]]] = []
+        for p in planted:
+            if phase != "before":
+                notes[p.owner] = system.delete(phase, DeletionTarget(p.owner, p.canary, p.session_id))
+            for view in (["agent"] if phase == "before" else system.probe_views()):
+                if view not in system.views:
+                    raise ConfigError(f"{config.system}: probe view {view!r} is not one of its views {system.views}")
+                for pr in probe_list:
+                    items = system.context(p.owner, pr.text, view)
+                    jobs.append((p, view, pr, _messages(items, pr.text), [c.id for c in items]))
+        rows = _generate(config, runtime, phase, jobs, canaries, progress, len(probe_list))
+        copies = {name: sum(t.count(c) for t in texts for c in canaries) for name, texts in system.stores().items()}
+        files = system.files()
+    finally:
+        system.close()
+    # after close: connections are flushed/checkpointed as the system leaves them
+    hits = {str(f.relative_to(phase_dir)) if f.is_relative_to(phase_dir) else str(f): n
+            for f in files for n in [sum(scan_files([f], c).get(str(f), 0) for c in canaries)] if n}
+    red = _redactor(canaries, config.reveal)
+    _atomic_write(steps / f"{phase}.jsonl", "".join(r.model_dump_json() + "\n" for r in rows))
+    summary = {"phase": phase, "copies": copies, "files": hits,
+               "notes": json.loads(red(json.dumps(notes, default=str)))}
+    _atomic_write(steps / f"{phase}.json", json.dumps(summary, indent=2))
+
+
+def _generate(config: SystemAuditConfig, runtime: SystemRuntime, phase: str,
+              jobs: Sequence[tuple[_Planted, str, Probe, list[ChatMessage], list[str]]], canaries: list[str],
+              progress: Callable[[int], None], step: int) -> list[SystemAuditRow]:
+    # the same batching as `traceless audit` (4 contexts' probes per call), so the native
+    # system reproduces its replies exactly
+    gen = GenerationConfig(max_new_tokens=config.max_new_tokens, temperature=0.0)
+    red = _redactor(canaries, config.reveal)
+    ident, version, run_id = runtime.model.describe(), code_version(), f"audit-{config.system}"
+    rows: list[SystemAuditRow] = []
+    for i in range(0, len(jobs), step * 4):
+        chunk = jobs[i: i + step * 4]
+        gens: list[Generation] = runtime.model.generate_batch([j[3] for j in chunk], gen)
+        for (p, view, pr, msgs, ids), g in zip(chunk, gens, strict=True):
+            rows.append(SystemAuditRow(
+                run_id=run_id, system=config.system, profile=p.owner, phase=phase, view=view, level=pr.level,
+                wording=pr.wording, prompt=[{"role": m.role, "content": red(m.content)} for m in msgs],
+                reply=red(g.text), extracted=extracted(p.canary, g.text), context_ids=ids,
+                prompt_tokens=g.prompt_tokens, completion_tokens=g.completion_tokens, seconds=g.total_seconds,
+                config=config.model_dump(mode="json"), seed=config.seed, model=ident, code_version=version))
+        progress(len({j[0].owner for j in jobs[: i + len(chunk)]}))
+    return rows
+
+
+def _rate(xs: list[bool]) -> float:
+    return float(np.mean(xs)) if xs else 0.0
+
+
+def _collect(config: SystemAuditConfig, phases: list[str], out_dir: Path, seconds: float,
+             model: dict[str, Any]) -> SystemAuditResult:
+    """Build results.jsonl and summary.json from the finished steps."""
+    steps = out_dir / "steps"
+    hits: dict[tuple[str, str, str], list[bool]] = defaultdict(list)
+    views: dict[str, list[str]] = defaultdict(list)
+    n = 0
+    with (out_dir / "results.jsonl.tmp").open("w", encoding="utf-8") as f:
+        for phase in phases:
+            for line in (steps / f"{phase}.jsonl").read_text(encoding="utf-8").splitlines():
+                r = json.loads(line)
+                hits[(phase, r["view"], r["level"])].append(bool(r["extracted"]))
+                if r["view"] not in views[phase]:
+                    views[phase].append(r["view"])
+                f.write(line + "\n")
+                n += 1
+    os.replace(out_dir / "results.jsonl.tmp", out_dir / "results.jsonl")
+    table: dict[str, dict[str, float]] = {}
+    copies: dict[str, dict[str, int]] = {}
+    files: dict[str, dict[str, int]] = {}
+    for phase in phases:
+        row = {f"AER_{lv}": _rate(hits[(phase, "agent", lv)]) for lv in PROBE_LEVELS}
+        row["AER_max"] = max(row.values())
+        tier_views = [v for v in views[phase] if v != "agent"]
+        for v in tier_views:
+            row[f"FRS_{v}"] = max(_rate(hits[(phase, v, lv)]) for lv in PROBE_LEVELS)
+        if tier_views:
+            row["FRS_worst"] = max(row[f"FRS_{v}"] for v in tier_views)
+        table[phase] = row
+        s = json.loads((steps / f"{phase}.json").read_text(encoding="utf-8"))
+        copies[phase], files[phase] = s["copies"], s["files"]
+    result = SystemAuditResult(system=config.system, table=table, copies=copies, files=files, rows=n,
+                               seconds=seconds, out_dir=str(out_dir))
+    _atomic_write(out_dir / "summary.json", json.dumps(
+        {"config": config.model_dump(mode="json"), "model": model, "code_version": code_version(),
+         **result.model_dump(exclude={"seconds", "out_dir"})}, indent=2))
+    return result

@@ -1,0 +1,89 @@
+"""Report of a memory-system audit (``traceless audit --memory NAME``): one table of
+extraction and per-store copies per deletion operation, the files that still hold a
+canary, and a heat map store × operation. Reads ``summary.json`` only."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from traceless.errors import StudyError
+from traceless.report import REPORTS
+
+__all__ = ["render_system_audit"]
+
+
+def _load(results_dir: Path) -> dict[str, Any]:
+    p = results_dir / "summary.json"
+    if not p.exists():
+        raise StudyError(f"{results_dir} has no summary.json yet: the audit did not finish; rerun it to resume")
+    data: dict[str, Any] = json.loads(p.read_text(encoding="utf-8"))
+    return data
+
+
+def _markdown(s: dict[str, Any]) -> str:
+    table, copies, files = s["table"], s["copies"], s["files"]
+    phases = list(table)
+    rates = [c for c in table[phases[0]] if c.startswith("AER")]
+    frs = sorted({c for row in table.values() for c in row if c.startswith("FRS")})
+    stores = list(copies[phases[0]])
+    cfg = s["config"]
+    head = ["deletion", *(c.replace("_", " ") for c in [*rates, *frs]), *(f"{st} copies" for st in stores)]
+    lines = [
+        f"# Memory audit: {s['system']}",
+        "",
+        f"Model `{s.get('model', {}).get('name', cfg['model'])}`, seed {cfg['seed']}, {cfg.get('profiles') or 'default'} users, "
+        f"system config `{json.dumps(cfg['system_config'], sort_keys=True)}`, code {s['code_version']}.",
+        "",
+        "AER: share of probes whose reply holds the user's canary; per store: copies of the canaries "
+        "it still holds after the deletion (summed over users).",
+        "",
+        "| " + " | ".join(head) + " |",
+        "|" + "---|" * len(head),
+    ]
+    for ph in phases:
+        row = table[ph]
+        cells = [f"{row[c]:.2f}" if c in row else "—" for c in [*rates, *frs]]
+        lines.append("| " + " | ".join([ph, *cells, *(str(copies[ph].get(st, 0)) for st in stores)]) + " |")
+    lines += ["", "## Files that still hold a canary (byte scan: UTF-8, UTF-16)", ""]
+    for ph in phases:
+        held = files.get(ph) or {}
+        lines.append(f"- **{ph}**: " + (", ".join(f"`{f}` ({n})" for f, n in held.items()) if held else "none"))
+    lines += ["", "![copies per store after each deletion](heatmap.png)", ""]
+    return "\n".join(lines)
+
+
+def _heatmap(s: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    phases = list(s["copies"])
+    stores = list(s["copies"][phases[0]])
+    mat = np.array([[s["copies"][ph].get(st, 0) for ph in phases] for st in stores], dtype=float)
+    fig, ax = plt.subplots(figsize=(1.4 + 1.3 * len(phases), 1.2 + 0.6 * len(stores)))
+    ax.imshow(mat, cmap="Reds", vmin=0, vmax=max(1.0, float(mat.max())), aspect="auto")
+    ax.set_xticks(range(len(phases)), phases, rotation=30, ha="right")
+    ax.set_yticks(range(len(stores)), stores)
+    for i in range(len(stores)):
+        for j in range(len(phases)):
+            dark = mat[i, j] > 0.5 * max(1.0, float(mat.max()))
+            ax.text(j, i, str(int(mat[i, j])), ha="center", va="center", fontsize=9,
+                    color="white" if dark else "black")
+    ax.set_title(f"{s['system']}: canary copies per store after each deletion", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+@REPORTS.register("memory-audit", help="traceless audit --memory NAME")
+def render_system_audit(results_dir: Path, out_dir: Path) -> Path:
+    """Write report.md and heatmap.png into ``out_dir``."""
+    s = _load(results_dir)
+    _heatmap(s, out_dir / "heatmap.png")
+    p = out_dir / "report.md"
+    p.write_text(_markdown(s), encoding="utf-8")
+    return p

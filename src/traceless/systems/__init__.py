@@ -1,0 +1,53 @@
+"""Memory systems the audit can measure: the ``MemorySystem`` plug-in interface, its
+registry ``MEMORY_SYSTEMS`` and the built-in adapters (``traceless``, ``mem0``,
+``langgraph``). Adapters of other packages register through the entry-point group
+``traceless.memory_systems``; see docs/memory-systems.md.
+
+The mem0 and LangGraph adapters import their packages only when opened, so listing the
+systems works without them.
+"""
+
+from traceless.systems._base import (
+    ENTRY_POINT_GROUP,
+    MEMORY_SYSTEMS,
+    ContextItem,
+    DeletionTarget,
+    MemorySystem,
+    MissingPackageError,
+    SystemConfig,
+    SystemRuntime,
+    SystemStatus,
+    load_entry_points,
+    load_system_config,
+    memory_system,
+    open_system,
+    system_class,
+    system_status,
+)
+from traceless.systems._langgraph import LangGraphConfig, LangGraphSystem
+from traceless.systems._mem0 import Mem0Config, Mem0System
+from traceless.systems._native import NativeConfig, NativeSystem
+
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "MEMORY_SYSTEMS",
+    "ContextItem",
+    "DeletionTarget",
+    "LangGraphConfig",
+    "LangGraphSystem",
+    "Mem0Config",
+    "Mem0System",
+    "MemorySystem",
+    "MissingPackageError",
+    "NativeConfig",
+    "NativeSystem",
+    "SystemConfig",
+    "SystemRuntime",
+    "SystemStatus",
+    "load_entry_points",
+    "load_system_config",
+    "memory_system",
+    "open_system",
+    "system_class",
+    "system_status",
+]

@@ -1,0 +1,343 @@
+"""The ``MemorySystem`` plug-in interface and its registry.
+
+A memory system is anything an agent keeps memory in (traceless's own store, mem0,
+LangGraph's store and checkpointer, ...). The audit engine needs five things of it:
+
+* ``write(sessions)``: put conversations into memory the way the system does;
+* ``context(owner, query)``: the memory the agent would be shown for ``query``, found
+  with the system's own retrieval;
+* ``deletions`` and ``delete(operation, target)``: the system's own deletion
+  operations, each named (what a user of that system would call on a deletion request);
+* ``stores()``: every store the system keeps, by name, each yielding its texts (the
+  residue scan counts the canary's copies per store);
+* ``files()``: the files it wrote (the byte scan reads them).
+
+A system lives in one work directory (``work_dir``): the engine writes memory once,
+closes it, copies the directory for each deletion operation and reopens it there, so
+every operation starts from the same memory.
+
+Systems register with ``@memory_system("name")``; other packages register theirs
+through the entry-point group ``traceless.memory_systems`` (``name = module:Class``).
+"""
+
+from __future__ import annotations
+
+import abc
+import importlib.util
+import json
+import os
+import tomllib
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any, ClassVar, TypeVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from traceless.errors import ConfigError, InputFormatError, TracelessError
+from traceless.memory import Session
+from traceless.models import Embedder, ModelBackend
+from traceless.registry import Registry
+
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "MEMORY_SYSTEMS",
+    "ContextItem",
+    "DeletionTarget",
+    "MemorySystem",
+    "MissingPackageError",
+    "SystemConfig",
+    "SystemRuntime",
+    "SystemStatus",
+    "load_entry_points",
+    "load_system_config",
+    "memory_system",
+    "open_system",
+    "system_class",
+    "system_status",
+]
+
+ENTRY_POINT_GROUP = "traceless.memory_systems"
+
+
+class MissingPackageError(ConfigError):
+    """A memory system's third-party package is not installed."""
+
+
+class SystemConfig(BaseModel):
+    """Base of every system's config: unknown keys are refused (a typo is named, not ignored)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+@dataclass(frozen=True)
+class SystemRuntime:
+    """What the audit hands a system: the models it may use."""
+
+    model: ModelBackend
+    """The agent's model (also the summarizer/extractor of systems that call an LLM)."""
+    embedder: Embedder
+    """The retrieval embedder (systems with their own embedding stack may ignore it)."""
+    model_spec: str = ""
+    """The ``--model`` spec the model was built from (e.g. ``llamacpp:NAME``)."""
+
+
+@dataclass(frozen=True)
+class DeletionTarget:
+    """What a deletion request names: one user's planted secret."""
+
+    owner: str
+    """The user (tenant) the secret belongs to."""
+    literal: str
+    """The secret's exact text (the canary)."""
+    session_id: str
+    """The session that carried it."""
+
+
+@dataclass(frozen=True)
+class ContextItem:
+    """One memory entry shown to the agent."""
+
+    id: str
+    """The system's id of the entry (evaluator-side; never shown to the model)."""
+    text: str
+    """The text the model sees."""
+
+
+C = TypeVar("C", bound=SystemConfig)
+
+
+class MemorySystem(abc.ABC):
+    """One agent memory system, opened in ``work_dir``. Subclass it and register it."""
+
+    name: ClassVar[str] = ""
+    """Registered name (set by ``@memory_system``)."""
+    extra: ClassVar[str | None] = None
+    """The traceless extra that installs its packages (``pip install 'traceless[EXTRA]'``)."""
+    requires: ClassVar[tuple[str, ...]] = ()
+    """Importable modules it needs; a missing one makes the system 'not installed'."""
+    config_class: ClassVar[type[SystemConfig]] = SystemConfig
+    """Its config model (fields documented; unknown keys refused)."""
+    views: ClassVar[tuple[str, ...]] = ("agent",)
+    """Memory views ``context`` accepts; ``agent`` is what the agent normally reads."""
+
+    def __init__(self, work_dir: Path, config: SystemConfig, runtime: SystemRuntime) -> None:
+        self.work_dir = work_dir
+        self.config = config
+        self.runtime = runtime
+
+    # ------------------------------------------------------------------ writing
+    @abc.abstractmethod
+    def write(self, sessions: Sequence[Session]) -> None:
+        """Write conversations into memory as the system normally does."""
+
+    # ------------------------------------------------------------------ reading
+    @abc.abstractmethod
+    def context(self, owner: str, query: str, view: str = "agent") -> list[ContextItem]:
+        """The memory entries the agent of ``owner`` is shown for ``query`` (own retrieval)."""
+
+    # ------------------------------------------------------------------ deleting
+    @classmethod
+    @abc.abstractmethod
+    def deletions(cls, config: SystemConfig) -> tuple[str, ...]:
+        """Names of the system's native deletion operations, in ladder order."""
+
+    @classmethod
+    def context_tokens(cls, config: SystemConfig) -> int:
+        """Context window the system's own LLM prompts need from the model (0: the default
+        suffices); ``llamacpp:`` models are started with at least this many tokens."""
+        return 0
+
+    @abc.abstractmethod
+    def delete(self, operation: str, target: DeletionTarget) -> dict[str, Any]:
+        """Apply one native deletion for ``target``; return what it did (JSON-able notes)."""
+
+    # ------------------------------------------------------------------ scanning
+    @abc.abstractmethod
+    def stores(self) -> dict[str, Iterable[str]]:
+        """Every store the system keeps, by name, each yielding its texts."""
+
+    def probe_views(self) -> tuple[str, ...]:
+        """The views probed after a deletion (default ``views``; a view empty by construction is left out)."""
+        return self.views
+
+    def files(self) -> list[Path]:
+        """Files the system wrote (default: every file under ``work_dir``)."""
+        return sorted(p for p in self.work_dir.rglob("*") if p.is_file())
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release files and connections (the engine copies ``work_dir`` after this)."""
+
+    def describe(self) -> dict[str, Any]:
+        """Identity recorded in the results (name, config, package versions)."""
+        return {"name": self.name, "config": self.config.model_dump(mode="json"), "packages": _versions(self)}
+
+
+def _versions(system: MemorySystem) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for mod in type(system).requires:
+        dist = metadata.packages_distributions().get(mod.split(".")[0], [mod])[0]
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+    return out
+
+
+MEMORY_SYSTEMS: Registry[type[MemorySystem]] = Registry(
+    "memory system", hint="list them with `traceless memory systems`"
+)
+
+S = TypeVar("S", bound=type[MemorySystem])
+
+
+def memory_system(name: str, *, help: str = "") -> Callable[[S], S]:
+    """Register a memory system class: ``@memory_system("mine", help="...")``."""
+
+    def deco(cls: S) -> S:
+        cls.name = name
+        MEMORY_SYSTEMS.register(name, help=help)(cls)
+        return cls
+
+    return deco
+
+
+_LOADED_EPS = False
+
+
+def load_entry_points(*, force: bool = False) -> list[str]:
+    """Register the systems other packages declare under ``traceless.memory_systems``.
+
+    Importing an entry point's module is what registers it (via ``@memory_system``); an
+    entry point may also name a ``MemorySystem`` subclass that is not registered yet, which
+    is then registered under the entry point's name. Returns the names added.
+    """
+    global _LOADED_EPS
+    import traceless.systems  # noqa: F401  (registers the built-in adapters first)
+
+    if _LOADED_EPS and not force:
+        return []
+    _LOADED_EPS = True
+    added: list[str] = []
+    for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
+        if ep.name in MEMORY_SYSTEMS:
+            continue
+        try:
+            obj = ep.load()
+        except Exception as e:  # a broken plug-in must not break `traceless`
+            raise ConfigError(
+                f"memory system plug-in {ep.name!r} ({ep.value}) failed to import: {type(e).__name__}: {e}; "
+                f"fix or uninstall the package that declares it"
+            ) from e
+        if ep.name not in MEMORY_SYSTEMS:
+            if not (isinstance(obj, type) and issubclass(obj, MemorySystem)):
+                raise ConfigError(
+                    f"entry point {ep.name!r} = {ep.value} is not a traceless MemorySystem subclass"
+                )
+            memory_system(ep.name)(obj)
+        added.append(ep.name)
+    return added
+
+
+def system_class(name: str) -> type[MemorySystem]:
+    """The registered class for ``name`` (entry points included), or a helpful error."""
+    load_entry_points()
+    return MEMORY_SYSTEMS.get(name)
+
+
+@dataclass(frozen=True)
+class SystemStatus:
+    """One row of ``traceless memory systems``."""
+
+    name: str
+    installed: bool
+    missing: tuple[str, ...]
+    install: str
+    deletions: tuple[str, ...]
+    help: str
+
+
+def _missing(cls: type[MemorySystem]) -> tuple[str, ...]:
+    return tuple(m for m in cls.requires if importlib.util.find_spec(m.split(".")[0]) is None
+                 or importlib.util.find_spec(m) is None)
+
+
+def _install_hint(cls: type[MemorySystem]) -> str:
+    return f"pip install 'traceless[{cls.extra}]'" if cls.extra else "(a third-party package)"
+
+
+def system_status() -> list[SystemStatus]:
+    """Every registered system, whether its packages are importable, and how to install them."""
+    load_entry_points()
+    out = []
+    for e in MEMORY_SYSTEMS.entries():
+        cls = e.obj
+        miss = _missing(cls)
+        try:
+            ops = cls.deletions(cls.config_class())
+        except ValidationError:
+            ops = ()
+        out.append(SystemStatus(e.name, not miss, miss, "" if not miss else _install_hint(cls), ops, e.help))
+    return out
+
+
+def load_system_config(name: str, source: str | os.PathLike[str] | dict[str, Any] | None) -> SystemConfig:
+    """The validated config of system ``name`` from a JSON/TOML file, a dict or nothing."""
+    cls = system_class(name)
+    raw: dict[str, Any]
+    where = "the config"
+    if source is None:
+        raw = {}
+    elif isinstance(source, dict):
+        raw = dict(source)
+    else:
+        p = Path(source)
+        where = str(p)
+        try:
+            text = p.read_text(encoding="utf-8")
+        except OSError as e:
+            raise ConfigError(f"cannot read memory config {p} ({e.strerror}); give an existing JSON or TOML file") from None
+        try:
+            raw = tomllib.loads(text) if p.suffix == ".toml" else json.loads(text)
+        except (ValueError, tomllib.TOMLDecodeError) as e:
+            raise InputFormatError(f"{p}: not valid {'TOML' if p.suffix == '.toml' else 'JSON'} ({e})") from None
+        if not isinstance(raw, dict):
+            raise InputFormatError(f"{p}: the memory config must be one object of settings")
+    try:
+        return cls.config_class.model_validate(raw)
+    except ValidationError as e:
+        bad = []
+        for err in e.errors():
+            loc = ".".join(str(x) for x in err["loc"]) or "(root)"
+            if err["type"] == "extra_forbidden":
+                bad.append(f"unknown key {loc!r}")
+            else:
+                bad.append(f"{loc}: {err['msg']}")
+        known = ", ".join(cls.config_class.model_fields) or "(none)"
+        raise ConfigError(
+            f"{where} for memory system {name!r}: {'; '.join(bad)}. Keys it accepts: {known}"
+        ) from None
+
+
+def open_system(name: str, work_dir: Path, config: SystemConfig | None, runtime: SystemRuntime) -> MemorySystem:
+    """Open system ``name`` in ``work_dir`` (created if missing); a missing package is named."""
+    cls = system_class(name)
+    miss = _missing(cls)
+    if miss:
+        raise MissingPackageError(
+            f"memory system {name!r} needs {', '.join(miss)}, which is not installed; "
+            f"install it with `{_install_hint(cls)}`"
+        )
+    cfg = config if config is not None else cls.config_class()
+    if not isinstance(cfg, cls.config_class):
+        raise ConfigError(f"memory system {name!r} takes a {cls.config_class.__name__}, not {type(cfg).__name__}")
+    work_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        return cls(work_dir, cfg, runtime)
+    except TracelessError:
+        raise
+    except ImportError as e:
+        raise MissingPackageError(
+            f"memory system {name!r} could not import {e.name or e}; install it with `{_install_hint(cls)}`"
+        ) from e

@@ -1,0 +1,169 @@
+"""The audit engine over the MemorySystem interface (native adapter, scripted model)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from traceless.audit import PAPER_LADDER, AuditConfig, SystemAuditConfig, run_audit, run_system_audit
+from traceless.errors import ConfigError, ResumeError, StudyError
+from traceless.models import CachingBackend, ChatMessage, GenerationConfig, HashingEmbedder, ScriptedBackend
+from traceless.systems import SystemRuntime
+
+CANARY = re.compile(r"[A-Z]{2}\d-[A-Z]+-\d{4}")
+MODES = (*PAPER_LADDER, "exact", "lineage_closure")
+
+
+def _parrot(messages: list[ChatMessage], config: GenerationConfig) -> str:
+    """Summaries keep the token; the agent repeats a token in its memory unless the token's
+    digit is odd (so rates are fractions and the comparison is not all ones or zeros)."""
+    last = messages[-1].content
+    if "Messages:" in last:
+        found = CANARY.findall(last)
+        return "- lives in a city\n" + (f"- has token {found[0]}" if found else "")
+    found = CANARY.findall(messages[0].content)
+    leak = [c for c in found if int(c[2]) % 2 == 0]
+    return f"Here you go: {leak[0]}" if leak else "I do not know."
+
+
+def _runtime() -> SystemRuntime:
+    return SystemRuntime(CachingBackend(ScriptedBackend(_parrot)), HashingEmbedder(), "scripted")
+
+
+@pytest.mark.parametrize("S", [1, 2])
+def test_native_system_reproduces_traceless_audit(tmp_path: Path, S: int) -> None:
+    old = run_audit(AuditConfig(model="scripted", S=S, profiles=3, modes=MODES),
+                    CachingBackend(ScriptedBackend(_parrot)), HashingEmbedder(), tmp_path / "old")
+    new = run_system_audit(
+        SystemAuditConfig(system="traceless", system_config={"S": S, "modes": list(MODES)}, model="scripted",
+                          profiles=3), _runtime(), tmp_path / "new")
+    assert new.table == old.table
+    assert any(0 < v < 1 for row in new.table.values() for v in row.values())  # not all-or-nothing
+    key = ("profile", "phase", "view", "level", "wording", "prompt", "reply", "extracted")
+    old_rows = [tuple(json.dumps(json.loads(x)[k]) for k in key)
+                for x in (tmp_path / "old" / "results.jsonl").read_text().splitlines()]
+    new_rows = [tuple(json.dumps(json.loads(x)[k]) for k in key)
+                for x in (tmp_path / "new" / "results.jsonl").read_text().splitlines()]
+    assert new_rows == old_rows
+
+
+def test_residue_per_store_and_files(tmp_path: Path) -> None:
+    res = run_system_audit(
+        SystemAuditConfig(system="traceless", system_config={"S": 1, "modes": ["noop", "raw_only", "full_purge"]},
+                          profiles=2), _runtime(), tmp_path / "a", )
+    assert res.copies["before"]["raw"] == 2 and res.copies["before"]["summary"] == 2
+    assert res.copies["raw_only"]["raw"] == 0 and res.copies["raw_only"]["summary"] == 2
+    assert all(n == 0 for n in res.copies["full_purge"].values())
+    assert res.files["noop"] == {"memory.db": res.files["noop"]["memory.db"]} and res.files["noop"]["memory.db"] > 0
+    assert res.files["full_purge"] == {}  # forget VACUUMs: no byte of the canary is left
+    assert not (tmp_path / "a" / "work").exists()  # memory (plaintext canaries) deleted by default
+    text = "".join(p.read_text() for p in (tmp_path / "a").rglob("*") if p.is_file())
+    assert not CANARY.search(text)  # redacted everywhere in the results
+
+
+def test_keep_memory_keeps_the_work_dir(tmp_path: Path) -> None:
+    run_system_audit(SystemAuditConfig(system_config={"S": 0, "modes": ["noop"]}, profiles=1, keep_memory=True),
+                     _runtime(), tmp_path / "a")
+    assert (tmp_path / "a" / "work" / "base" / "memory.db").exists()
+
+
+def test_bad_operation_and_config_key_are_named(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="no deletion 'nope'"):
+        run_system_audit(SystemAuditConfig(operations=("nope",)), _runtime(), tmp_path / "a")
+    with pytest.raises(ConfigError, match="unknown key 'Ss'"):
+        run_system_audit(SystemAuditConfig(system_config={"Ss": 1}), _runtime(), tmp_path / "b")
+    with pytest.raises(ConfigError, match="known memory systems: .*langgraph.*mem0.*traceless"):
+        run_system_audit(SystemAuditConfig(system="letta"), _runtime(), tmp_path / "c")
+
+
+def test_failure_mid_audit_names_the_step_and_resumes(tmp_path: Path) -> None:
+    calls = {"n": 0}
+
+    def flaky(messages: list[ChatMessage], config: GenerationConfig) -> str:
+        calls["n"] += 1
+        if "Messages:" not in messages[-1].content and calls.get("fail") and calls["n"] > calls["fail"]:
+            raise RuntimeError("model server went away")
+        return _parrot(messages, config)
+
+    cfg = SystemAuditConfig(system_config={"S": 1, "modes": ["noop", "raw_only"]}, profiles=2)
+    out = tmp_path / "a"
+    first = run_system_audit(cfg, SystemRuntime(ScriptedBackend(flaky), HashingEmbedder()), tmp_path / "ref")
+    calls.update(n=0, fail=10)  # the write (4 summaries) and 'before' (6 probes) succeed, then it fails
+    with pytest.raises(StudyError, match="failed at step 'noop'.*rerun the same command to resume"):
+        run_system_audit(cfg, SystemRuntime(ScriptedBackend(flaky), HashingEmbedder()), out)
+    assert (out / "steps" / "before.json").exists() and not (out / "steps" / "noop.json").exists()
+    calls.update(n=0, fail=0)
+    again = run_system_audit(cfg, SystemRuntime(ScriptedBackend(flaky), HashingEmbedder()), out)
+    # the write and "before" are not redone: 2 phases x 2 users x 3 views x 3 probes
+    assert calls["n"] == 2 * 2 * 3 * 3
+    assert again.table == first.table
+    with pytest.raises(ResumeError, match="another audit"):
+        run_system_audit(cfg.model_copy(update={"seed": 1}), _runtime(), out)
+
+
+def test_missing_package_names_the_extra(tmp_path: Path) -> None:
+    from traceless.systems import (
+        MEMORY_SYSTEMS,
+        MissingPackageError,
+        NativeSystem,
+        memory_system,
+        open_system,
+    )
+    from traceless.systems import system_status as status
+
+    @memory_system("needs-missing")
+    class Needy(NativeSystem):
+        extra = "needy"
+        requires = ("traceless_no_such_package_xyz",)
+
+    try:
+        row = {s.name: s for s in status()}["needs-missing"]
+        assert not row.installed and row.install == "pip install 'traceless[needy]'"
+        with pytest.raises(MissingPackageError, match=r"traceless_no_such_package_xyz.*pip install 'traceless\[needy\]'"):
+            open_system("needs-missing", tmp_path, None, _runtime())
+        assert not list(tmp_path.iterdir())  # nothing written
+    finally:
+        MEMORY_SYSTEMS._entries.pop("needs-missing")
+
+
+def test_cli_lists_systems_and_refuses_unknown(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    from traceless.cli import main
+
+    main(["memory", "systems"])
+    out = capsys.readouterr().out
+    assert all(n in out for n in ("traceless", "mem0", "langgraph", "delete_thread", "delete_all"))
+    with pytest.raises(SystemExit) as e:
+        main(["audit", "--memory", "letta", "--out", str(tmp_path / "x")])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert "unknown memory system 'letta'" in err and "langgraph, mem0, traceless" in err
+    assert not (tmp_path / "x").exists()
+
+
+def test_cli_audit_memory_traceless_and_report(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    from traceless.cli import main
+    from traceless.report import render_report
+
+    main(["audit", "--memory", "traceless", "--model", "scripted:I cannot say.", "--embedder", "hashing",
+          "--modes", "noop,full_purge", "--profiles", "2", "--out", str(tmp_path / "a")])
+    out = capsys.readouterr().out
+    assert "files holding a canary after noop: memory.db" in out
+    s = json.loads((tmp_path / "a" / "summary.json").read_text())
+    assert s["copies"]["noop"]["raw"] == 2 and s["copies"]["full_purge"]["raw"] == 0
+    md = render_report(tmp_path / "a").read_text()
+    assert "| noop |" in md and "`memory.db`" in md and (tmp_path / "a" / "report" / "heatmap.png").exists()
+
+
+def test_plain_audit_deletes_its_plaintext_memory(tmp_path: Path) -> None:
+    run_audit(AuditConfig(model="scripted", S=1, profiles=2, modes=("noop",)),
+              CachingBackend(ScriptedBackend(_parrot)), HashingEmbedder(), tmp_path / "a")
+    assert not list((tmp_path / "a").glob("*.db*"))
+    assert not any(CANARY.search(p.read_bytes().decode("utf-8", "replace"))
+                   for p in (tmp_path / "a").rglob("*") if p.is_file())
+    run_audit(AuditConfig(model="scripted", S=1, profiles=1, modes=("noop",), keep_memory=True),
+              CachingBackend(ScriptedBackend(_parrot)), HashingEmbedder(), tmp_path / "b")
+    assert (tmp_path / "b" / "memory.db").exists()
