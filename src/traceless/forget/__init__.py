@@ -56,3 +56,11 @@ __all__ = [
     "pseudonym",
     "write_receipt",
 ]
+
+import sys as _sys  # noqa: E402
+
+from traceless._callable import make_callable as _make_callable  # noqa: E402
+
+# `from traceless import forget; forget(store, target, mode)` works even when this package
+# is imported first (importing a subpackage binds the module to the package attribute)
+_make_callable(_sys.modules[__name__], forget)
