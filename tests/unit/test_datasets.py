@@ -10,9 +10,9 @@ from importlib import resources
 from pathlib import Path
 
 import pytest
+from _cli import cli
 
 from traceless.audit._data import load_instances
-from traceless.cli import main
 from traceless.datasets import DATASETS, DEFAULT_DATASET, dataset_path, license_text, resolve_data
 from traceless.errors import ConfigError, InputFormatError, StudyError
 from traceless.studies import run_study
@@ -21,12 +21,6 @@ SHARED = Path(__file__).resolve().parents[3] / "shared" / "data" / "longmemeval_
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "longmemeval_tiny.json"
 
 
-def cli(*args: str) -> int:
-    try:
-        main(list(args))
-    except SystemExit as e:
-        return int(e.code or 0)
-    return 0
 
 
 @pytest.fixture

@@ -8,10 +8,10 @@ import json
 from pathlib import Path
 
 import pytest
+from _cli import cli
 
 from traceless.audit._data import instances_to_sessions, load_instances
 from traceless.audit._longmemeval import read_longmemeval
-from traceless.cli import main
 from traceless.datasets import import_file
 from traceless.errors import ConfigError, InputFormatError
 from traceless.memory import read_sessions
@@ -22,12 +22,6 @@ OPENAI = FIX / "openai_messages_tiny.jsonl"
 LME = FIX / "longmemeval_tiny.json"
 
 
-def cli(*args: str) -> int:
-    try:
-        main(list(args))
-    except SystemExit as e:
-        return int(e.code or 0)
-    return 0
 
 
 def test_locomo_sessions_turns_and_qa() -> None:

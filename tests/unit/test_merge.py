@@ -9,9 +9,9 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from _cli import cli
 from test_runner import comparable, echo_backend  # registers the toy study
 
-from traceless.cli import main
 from traceless.errors import StudyError
 from traceless.studies import GENERATIONS_DB, RESULTS_DB, merge_results, read_manifest, read_rows, run_study
 
@@ -23,12 +23,6 @@ def run(out: Path, shard: tuple[int, int] | None = None, **config: object) -> No
               resume=out.exists())
 
 
-def cli(*args: str) -> int:
-    try:
-        main(list(args))
-    except SystemExit as e:
-        return int(e.code or 0)
-    return 0
 
 
 @pytest.fixture

@@ -8,21 +8,13 @@ import shutil
 from pathlib import Path
 
 import pytest
+from _cli import cli
 from test_frontier import FIXTURE, cfg, leaky  # noqa: E402  (same folder)
 
-from traceless.cli import main
 from traceless.errors import StudyError
 from traceless.models import HashingEmbedder, ScriptedBackend
 from traceless.report import render_report
 from traceless.studies import purge_results, read_rows, run_study
-
-
-def cli(*args: str) -> int:
-    try:
-        main(list(args))
-    except SystemExit as e:
-        return int(e.code or 0)
-    return 0
 
 
 @pytest.fixture(scope="module")

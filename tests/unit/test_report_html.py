@@ -14,10 +14,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _cli import cli
 from PIL import Image
 from test_frontier import cfg, leaky  # noqa: E402  (same folder)
 
-from traceless.cli import main
 from traceless.errors import StudyError
 from traceless.models import HashingEmbedder, ScriptedBackend
 from traceless.report import render_html_report
@@ -27,12 +27,6 @@ from traceless.studies._results import write_manifest
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
-def cli(*args: str) -> int:
-    try:
-        main(list(args))
-    except SystemExit as e:
-        return int(e.code or 0)
-    return 0
 
 
 @pytest.fixture(scope="module")

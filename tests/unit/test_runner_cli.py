@@ -5,19 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from _cli import cli
 
-from traceless.cli import main
 from traceless.studies import read_manifest, read_rows
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "longmemeval_tiny.json"
 
 
-def cli(*args: str) -> int:
-    try:
-        main(list(args))
-    except SystemExit as e:
-        return int(e.code or 0)
-    return 0
 
 
 def test_list(capsys: pytest.CaptureFixture[str]) -> None:

@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _cli import cli
 
 pytest.importorskip("ray")
 
-from traceless.cli import main
 from traceless.errors import ConfigError
 from traceless.models import ScriptedBackend
 from traceless.studies import read_manifest, read_rows, run_study
@@ -29,12 +29,6 @@ SLICE = ["--data", str(FIXTURE), "--model", "scripted", "--embedder", "hashing",
          "--set", "wordings=1", "--n", "2", "--no-progress"]
 
 
-def cli(*args: str) -> int:
-    try:
-        main(list(args))
-    except SystemExit as e:
-        return int(e.code or 0)
-    return 0
 
 
 def normalized(out: Path) -> list[dict[str, Any]]:

@@ -12,10 +12,10 @@ import stat
 from pathlib import Path
 
 import pytest
+from _cli import cli
 from _forget_helpers import CANARY, alice_sessions, make_writer, session
 
 from traceless import _hooks
-from traceless.cli import main
 from traceless.errors import (
     ConfigError,
     DuplicateSessionError,
@@ -45,12 +45,6 @@ def _home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return home
 
 
-def cli(*args: str) -> int:
-    try:
-        main(list(args))
-    except SystemExit as e:
-        return int(e.code or 0)
-    return 0
 
 
 def _jsonl(path: Path, sessions: list[dict[str, object]]) -> Path:
