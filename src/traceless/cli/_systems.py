@@ -5,16 +5,17 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from traceless.audit import SystemAuditConfig, SystemAuditResult, run_system_audit
 from traceless.cli._common import backend, embedder, split_list
-from traceless.models import CachingBackend, load_backend
 from traceless.systems import SystemRuntime, load_system_config, system_class, system_status
+
+if TYPE_CHECKING:  # the audit engine pulls in the studies (torch): imported when an audit runs
+    from traceless.audit import SystemAuditResult
 
 __all__ = ["systems_cmd", "system_audit"]
 
@@ -46,6 +47,9 @@ def system_audit(*, memory: str, memory_config: Path | None, data: Path | None, 
                  profiles: int | None, seed: int, modes: str, wordings: int, max_new_tokens: int, out: Path,
                  embedder_name: str, reveal: bool, keep_memory: bool) -> None:
     """Run the engine on one memory system and print its table."""
+    from traceless.audit import SystemAuditConfig, run_system_audit
+    from traceless.models import CachingBackend, load_backend
+
     system_class(memory)  # unknown name: lists the installed ones before any model loads
     cfg = SystemAuditConfig(
         system=memory, system_config=_system_config(memory, memory_config, S, k, modes), model=model,

@@ -10,7 +10,6 @@ from typing import Any
 from pydantic import Field
 
 from traceless.agent import Agent
-from traceless.audit._engine import view_config
 from traceless.errors import ConfigError
 from traceless.forget import FORGET_MODES, ForgetTarget, forget
 from traceless.memory import MemoryStore, MemoryWriter, Session, Tier, WriteConfig
@@ -72,6 +71,9 @@ class NativeSystem(MemorySystem):
         self.writer.write_sessions(list(sessions))
 
     def context(self, owner: str, query: str, view: str = "agent") -> list[ContextItem]:
+        # the audit package imports the studies (torch); only a context build needs it
+        from traceless.audit._engine import view_config
+
         cfg = view_config(view, self.cfg.S, self.cfg.k, self._gen)
         if cfg is None:
             return []
