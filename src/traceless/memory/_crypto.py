@@ -41,7 +41,7 @@ from traceless.keys import read_secret
 from traceless.paths import state_dir
 
 __all__ = ["InvalidTag", "ENCRYPTION", "Sealed", "master_dir", "new_master", "load_master", "shred_file", "wrap", "unwrap",
-           "seal", "unseal", "keyed_digest"]
+           "seal", "unseal"]
 
 ENCRYPTION = "aes-256-gcm/per-owner-data-keys/v1"
 
@@ -158,9 +158,3 @@ def unseal(data_key: bytes, artifact_id: str, blob: bytes) -> Sealed:
     head = json.loads(raw[4 : 4 + n].decode("utf-8"))
     vec = raw[4 + n :]
     return Sealed(text=head["t"], vector=vec or None, meta=head["m"])
-
-
-def keyed_digest(data_key: bytes, p: Sealed) -> str:
-    """The digest of an encrypted artifact: keyed by its data key, so a copy of the store
-    is no offline oracle for guessing a text from its digest."""
-    return hmac.new(data_key, _payload(p), hashlib.sha256).hexdigest()
