@@ -4,6 +4,7 @@ same rows as a local run, resume and the generation cache across executors, refu
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -47,9 +48,23 @@ def normalized(out: Path) -> list[dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def ray_runtime() -> Iterator[RaySession]:
+    # A private temp dir for this module's runtime and its workers (they inherit TMPDIR): the
+    # scratch-dir check below must not see the dirs of another test run on the same machine,
+    # and Ray's session files must not mix with another runtime's. Short, for Ray's socket paths.
+    private = tempfile.mkdtemp(prefix="tlr-", dir="/tmp")
+    saved_env, saved_dir = os.environ.get("TMPDIR"), tempfile.tempdir
+    os.environ["TMPDIR"], tempfile.tempdir = private, private
     session = RaySession(None, num_cpus=2)  # the runner's own local start: loopback only
-    yield session
-    session.close()
+    try:
+        yield session
+    finally:
+        session.close()
+        tempfile.tempdir = saved_dir
+        if saved_env is None:
+            os.environ.pop("TMPDIR", None)
+        else:
+            os.environ["TMPDIR"] = saved_env
+        shutil.rmtree(private, ignore_errors=True)
 
 
 def test_local_runtime_binds_loopback_only(ray_runtime: RaySession) -> None:
@@ -57,6 +72,8 @@ def test_local_runtime_binds_loopback_only(ray_runtime: RaySession) -> None:
 
     assert ray.get_runtime_context().gcs_address.startswith("127.0.0.1:")
     assert {n["NodeManagerAddress"] for n in ray.nodes()} == {"127.0.0.1"}
+    # workers write their scratch dirs where this module looks for leftovers (its private dir)
+    assert ray.get(ray.remote(tempfile.gettempdir).remote()) == tempfile.gettempdir()
 
 
 def test_ray_run_equals_local_run_and_resumes_with_the_cache(
