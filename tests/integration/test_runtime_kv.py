@@ -15,15 +15,18 @@ SECRET = "QX7-VIOLET-3829"
 SPAN = f"By the way, my private session token is {SECRET}."
 
 
-@pytest.fixture(scope="module")
-def backend():  # type: ignore[no-untyped-def]
+@pytest.fixture(scope="module", params=["float32", "bfloat16"])
+def backend(request):  # type: ignore[no-untyped-def]
+    """The same checks in float32 and in bfloat16 (the dtype of the 7-8B GPU runs, tested here
+    on the CPU): keys/values are kept and scrubbed in the model's dtype."""
     from traceless.errors import ModelError
     from traceless.models._transformers import TransformersBackend
 
     try:
-        be = TransformersBackend.from_catalog("smollm2-135m-instruct")
+        be = TransformersBackend.from_catalog("smollm2-135m-instruct", dtype=request.param)
     except ModelError as e:
         pytest.skip(f"smollm2-135m-instruct is not installed here: {e}")
+    assert be.describe()["dtype"] == request.param
     yield be
     be.close()
 
@@ -67,6 +70,7 @@ def test_restore_crop_leaves_no_later_entry(backend) -> None:  # type: ignore[no
     rt = AgentRuntime(backend, RuntimeConfig(generation=GenerationConfig(max_new_tokens=6), summaries=False))
     st = rt.run("crop", "You are a helpful assistant.", observations())
     old = [(k, v) for k, v in backend.kv_tensors(st.kv)]
+    assert {k.dtype for k, _ in old} == {backend.dtype}
     ck = rt.latest_checkpoint(st, 1)
     rt.restore(st, ck)
     for rep in backend.kv_storage_report(st.kv):

@@ -67,6 +67,10 @@ def run_cmd(
     address: str | None = typer.Option(None, "--address", help="With --executor ray: the cluster's HOST:PORT "
                                                               "or auto (default: a private Ray runtime on "
                                                               "this machine, loopback only)."),
+    device: str | None = typer.Option(None, "--device", help="Local transformers model only: cpu (default), "
+                                                             "cuda or cuda:N."),
+    dtype: str | None = typer.Option(None, "--dtype", help="Local transformers model only: float32 (default), "
+                                                           "bfloat16 or float16 (weights and KV cache)."),
 ) -> None:
     """Run (or resume) a study into DIR; every finished cell is stored at once."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -98,7 +102,7 @@ def run_cmd(
     with _sigterm_as_interrupt():
         summary = run_study(study, out, cfg, resume=resume, model=model, model_tag=tag,
                             embedder=lambda: embedder(embedder_name), workers=workers, progress=progress,
-                            max_cells=max_cells, backend_options={"num_threads": threads} if threads else None,
+                            max_cells=max_cells, backend_options=_backend_options(threads, device, dtype),
                             shard=shard_t, executor=executor, address=address)
     if summary.finished:
         state = "finished"
@@ -113,6 +117,11 @@ def run_cmd(
     )
     if summary.finished:
         console.print(f"report: traceless report {out}", soft_wrap=True, markup=False)
+
+
+def _backend_options(threads: int | None, device: str | None, dtype: str | None) -> dict[str, Any] | None:
+    opts = {k: v for k, v in (("num_threads", threads), ("device", device), ("dtype", dtype)) if v}
+    return opts or None
 
 
 @study_app.command("merge")

@@ -133,17 +133,17 @@ def load_backend(spec: str = DEFAULT_MODEL, **kw: Any) -> ModelBackend:
     """Build a backend from ``spec`` (see the module docstring); ``kw`` go to its constructor."""
     spec = spec.strip()
     if spec in KNOWN_MODELS:
-        return BACKENDS.get("catalog")(spec, **kw)
+        return BACKENDS.get("catalog")(spec, **_placement_only_local("catalog", spec, kw))
     if spec in BACKENDS and spec != "catalog":
-        return BACKENDS.get(spec)("", **kw)
+        return BACKENDS.get(spec)("", **_placement_only_local(spec, spec, kw))
     kind, sep, arg = spec.partition(":")
     if sep and kind in BACKENDS:
-        return BACKENDS.get(kind)(arg, **kw)
+        return BACKENDS.get(kind)(arg, **_placement_only_local(kind, spec, kw))
     p = Path(spec).expanduser()
     if (p.is_file() and p.suffix == ".gguf") or (p.is_dir() and (p / "config.json").is_file()):
-        return BACKENDS.get("transformers")(str(p), **kw)
+        return BACKENDS.get("transformers")(str(p), **_placement_only_local("transformers", spec, kw))
     if split_provider(spec) is not None:
-        return _provider_backend(spec, **kw)
+        return _provider_backend(spec, **_placement_only_local("provider", spec, kw))
     raise UnknownNameError(
         "model",
         spec,
@@ -152,6 +152,21 @@ def load_backend(spec: str = DEFAULT_MODEL, **kw: Any) -> ModelBackend:
         "transformers:/path/file.gguf, hf:ORG/REPO, openai:MODEL@URL, PROVIDER/MODEL "
         f"({', '.join(PROVIDERS.names())}), scripted",
     )
+
+
+_LOCAL_KINDS = frozenset({"catalog", "transformers", "hf"})
+
+
+def _placement_only_local(kind: str, spec: str, kw: dict[str, Any]) -> dict[str, Any]:
+    """``device``/``dtype`` place a local transformers model; a served or scripted model has
+    its own (the server's), so asking for one there is a mistake worth naming."""
+    asked = sorted(k for k in ("device", "dtype") if kw.get(k) is not None)
+    if asked and kind not in _LOCAL_KINDS:
+        raise ConfigError(
+            f"{'/'.join(asked)} applies to local transformers models (a catalog name, transformers:PATH, "
+            f"hf:REPO), not to {spec!r}; choose the device and dtype where that model is served, or drop the option"
+        )
+    return {k: v for k, v in kw.items() if k not in ("device", "dtype") or v is not None}
 
 
 def _provider_backend(spec: str, **kw: Any) -> ModelBackend:

@@ -43,7 +43,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from traceless.errors import BackendError, ModelNotAvailableError
+from traceless.errors import BackendError, ConfigError, ModelNotAvailableError
 from traceless.models._base import ChatMessage, Generation, GenerationConfig, ModelBackend
 
 __all__ = ["TransformersBackend", "TransformersKVState", "KVLayerStorage", "load_gguf_model", "load_pretrained"]
@@ -81,11 +81,11 @@ def _read_marker(d: Path) -> dict[str, Any] | None:
         return None
 
 
-def _from_dir(d: Path, *, local_files_only: bool = True) -> tuple[Any, Any]:
+def _from_dir(d: Path, *, local_files_only: bool = True, dtype: torch.dtype = torch.float32) -> tuple[Any, Any]:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(str(d), local_files_only=local_files_only)
-    model = AutoModelForCausalLM.from_pretrained(str(d), dtype=torch.float32, local_files_only=local_files_only)
+    model = AutoModelForCausalLM.from_pretrained(str(d), dtype=dtype, local_files_only=local_files_only)
     return model, tok
 
 
@@ -149,15 +149,22 @@ def _save_converted(model: Any, tok: Any, hf_dir: Path, marker: dict[str, Any]) 
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def load_pretrained(path_or_repo: str, *, local_files_only: bool | None = None) -> _Loaded:
-    """Load a safetensors folder or a Hugging Face Hub repo id (``AutoModelForCausalLM``)."""
+def load_pretrained(
+    path_or_repo: str, *, local_files_only: bool | None = None, dtype: torch.dtype = torch.float32
+) -> _Loaded:
+    """Load a safetensors folder or a Hugging Face Hub repo id (``AutoModelForCausalLM``) in
+    ``dtype`` (loading a 7B model as bfloat16 directly, not float32 first, halves peak memory)."""
     _quiet_transformers()
     t0 = time.perf_counter()
     is_dir = Path(path_or_repo).is_dir()
     offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
     lfo = is_dir or offline if local_files_only is None else local_files_only
     try:
-        model, tok = _from_dir(Path(path_or_repo), local_files_only=lfo) if is_dir else _hub(path_or_repo, lfo)
+        model, tok = (
+            _from_dir(Path(path_or_repo), local_files_only=lfo, dtype=dtype)
+            if is_dir
+            else _hub(path_or_repo, lfo, dtype)
+        )
     except (OSError, ValueError) as e:
         if is_dir:
             raise ModelNotAvailableError(
@@ -177,11 +184,11 @@ def load_pretrained(path_or_repo: str, *, local_files_only: bool | None = None) 
     return _Loaded(model, tok, "pretrained", time.perf_counter() - t0)
 
 
-def _hub(repo: str, local_files_only: bool) -> tuple[Any, Any]:
+def _hub(repo: str, local_files_only: bool, dtype: torch.dtype = torch.float32) -> tuple[Any, Any]:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(repo, local_files_only=local_files_only)
-    model = AutoModelForCausalLM.from_pretrained(repo, dtype=torch.float32, local_files_only=local_files_only)
+    model = AutoModelForCausalLM.from_pretrained(repo, dtype=dtype, local_files_only=local_files_only)
     return model, tok
 
 
@@ -259,9 +266,38 @@ def _scrub_replace(old: torch.Tensor, length: int) -> torch.Tensor:
 
 # ----------------------------------------------------------------------------------- backend
 
+DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+"""The weight/KV dtypes the backend runs in, by the name ``--dtype`` takes."""
+
+
+def placement(device: str = "cpu", dtype: str = "float32") -> tuple[torch.device, torch.dtype]:
+    """Validate ``device`` (cpu, cuda, cuda:N) and ``dtype`` (a key of ``DTYPES``) before any
+    model is loaded; a CUDA device that torch cannot see is refused here, not mid-run."""
+    if dtype not in DTYPES:
+        raise ConfigError(f"dtype {dtype!r} is not supported by the transformers backend; use one of "
+                          f"{', '.join(DTYPES)}")
+    try:
+        dev = torch.device(device)
+    except RuntimeError:
+        raise ConfigError(f"device {device!r} is not a torch device; use cpu, cuda or cuda:N") from None
+    if dev.type not in ("cpu", "cuda"):
+        raise ConfigError(f"device {device!r} is not supported by the transformers backend; use cpu, cuda or cuda:N")
+    if dev.type == "cuda":
+        n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if n == 0 or (dev.index or 0) >= n:
+            raise ConfigError(
+                f"device {device!r}: torch sees {n} CUDA device(s) (torch {torch.__version__}); install a CUDA "
+                "build of torch on a machine with a GPU, or use --device cpu"
+            )
+    return dev, DTYPES[dtype]
+
+
 
 class TransformersBackend(ModelBackend):
-    """A causal LM run by transformers on the CPU in float32.
+    """A causal LM run by transformers, on the CPU in float32 unless ``device``/``dtype`` say
+    otherwise (``cuda``, ``bfloat16``: the replay study's 7-8B runs). Keys/values live on the
+    model's device in its dtype; logits come back to the CPU as float32, so sampling and greedy
+    picks are the same code everywhere.
 
     Uses ``os.cpu_count()`` torch threads unless ``num_threads`` or ``$TRACELESS_NUM_THREADS``
     says otherwise (set it to 1 when several model processes share the cores).
@@ -282,9 +318,14 @@ class TransformersBackend(ModelBackend):
         prefix_cache_bytes: int = 512 * 2**20,
         min_prefix_reuse: int = 4,
         num_threads: int | None = None,
+        device: str = "cpu",
+        dtype: str = "float32",
     ) -> None:
         env_threads = os.environ.get("TRACELESS_NUM_THREADS", "")
         torch.set_num_threads(num_threads or (int(env_threads) if env_threads.isdigit() else 0) or os.cpu_count() or 1)
+        self.device, self.dtype = placement(device, dtype)
+        if model.dtype != self.dtype or model.device != self.device:
+            model = model.to(device=self.device, dtype=self.dtype)
         self.model = model.eval()
         self.tokenizer = tokenizer
         self.name = name
@@ -320,6 +361,7 @@ class TransformersBackend(ModelBackend):
         keyed by content."""
         from traceless.models._catalog import models_dir, sha256_file
 
+        placement(kw.get("device", "cpu"), kw.get("dtype", "float32"))  # refuse before a long load
         gguf = Path(path).expanduser().resolve()
         if not gguf.is_file():
             raise ModelNotAvailableError(f"GGUF file {gguf} does not exist; check the path")
@@ -339,7 +381,8 @@ class TransformersBackend(ModelBackend):
     @classmethod
     def from_pretrained(cls, path_or_repo: str, *, name: str | None = None, **kw: Any) -> TransformersBackend:
         """A safetensors folder, or a Hub repo id (fails clearly under ``HF_HUB_OFFLINE=1``)."""
-        loaded = load_pretrained(path_or_repo)
+        _, dtype = placement(kw.get("device", "cpu"), kw.get("dtype", "float32"))  # refuse before a long load
+        loaded = load_pretrained(path_or_repo, dtype=dtype)
         sha = _dir_digest(Path(path_or_repo)) if Path(path_or_repo).is_dir() else None
         be = cls(
             loaded.model,
@@ -358,6 +401,7 @@ class TransformersBackend(ModelBackend):
         from traceless.models._catalog import assemble, get_spec, gguf_path, hf_cache_path
 
         spec = get_spec(name)
+        placement(kw.get("device", "cpu"), kw.get("dtype", "float32"))  # refuse before a long load
         hf_dir = hf_cache_path(spec.name)
         marker = _read_marker(hf_dir)
         t0 = time.perf_counter()
@@ -381,6 +425,9 @@ class TransformersBackend(ModelBackend):
             "backend": "transformers",
             "weights_sha256": self.weights_sha256,
             "dtype": str(self.model.dtype).replace("torch.", ""),
+            # absent means cpu (identities of CPU runs stay as they were); another device's
+            # kernels give other numerics, so it is part of the identity
+            **({"device": str(self.device)} if self.device.type != "cpu" else {}),
         }
 
     def close(self) -> None:
@@ -478,9 +525,14 @@ class TransformersBackend(ModelBackend):
             kwargs["attention_mask"] = attention_mask
         if position_ids is not None:
             kwargs["position_ids"] = position_ids
+        if self.device.type != "cpu":
+            ids = ids.to(self.device)
+            for key in ("attention_mask", "position_ids"):
+                if key in kwargs:
+                    kwargs[key] = kwargs[key].to(self.device)
         with torch.no_grad():
             out = self.model(input_ids=ids, **kwargs)
-        logits: torch.Tensor = out.logits[:, -1, :].float()
+        logits: torch.Tensor = out.logits[:, -1, :].float().cpu()
         return logits
 
     def _run(self, token_ids: Sequence[int], cache: Any) -> torch.Tensor:
@@ -792,7 +844,7 @@ class TransformersBackend(ModelBackend):
                 break
             if len(keep) < len(active):
                 sel = torch.tensor(keep, dtype=torch.long)
-                cache.batch_select_indices(sel)
+                cache.batch_select_indices(sel.to(self.device))
                 mask = mask[sel]
                 next_pos = next_pos[sel]
                 active = [active[j] for j in keep]
