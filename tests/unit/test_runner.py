@@ -360,10 +360,21 @@ def test_ctrl_c_with_concurrent_groups_stops_promptly(tmp_path: Path) -> None:
 
     out = tmp_path / "int"
     cfg = {"groups": 12}
-    threading.Timer(0.4, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+    sent = threading.Event()
+    slow = echo_backend(0.05)
+
+    def reply(messages: list[ChatMessage], gc: GenerationConfig) -> str:
+        # Ctrl-C once some rows are on disk, not after a fixed delay: on a loaded machine a
+        # timer fired before the first row (or after the last) and the test failed by chance
+        if not sent.is_set() and (out / "results.sqlite").exists() and len(read_rows(out)) >= 5:
+            sent.set()
+            os.kill(os.getpid(), signal.SIGINT)
+        return slow.generate(messages, gc).text
+
     with pytest.raises(KeyboardInterrupt):
-        run_study("toy-runner-test", out, cfg, backend=echo_backend(0.05), model_tag="echo", workers=2,
-                  progress=False)
+        run_study("toy-runner-test", out, cfg, backend=ScriptedBackend(reply, name="echo"), model_tag="echo",
+                  workers=2, progress=False)
+    assert sent.is_set()
     n = len(read_rows(out))
     assert 0 < n < 12 * 5 // 2  # without the stop, every queued group would have run
     assert not read_manifest(out).runs["echo"].finished
