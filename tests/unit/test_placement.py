@@ -49,3 +49,9 @@ def test_study_run_refuses_a_bad_dtype_and_writes_nothing(tmp_path, capsys) -> N
     assert code == 2
     assert "use one of float32, bfloat16, float16" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_a_bad_llamacpp_timeout_is_refused_before_a_server_starts(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("TRACELESS_LLAMACPP_TIMEOUT", "ten minutes")
+    with pytest.raises(ConfigError, match="TRACELESS_LLAMACPP_TIMEOUT='ten minutes': use seconds"):
+        load_backend("llamacpp:smollm2-135m-instruct")

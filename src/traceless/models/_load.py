@@ -123,6 +123,14 @@ def _llamacpp(arg: str, **kw: Any) -> ModelBackend:
     parallel = int(kw.pop("parallel", None) or os.environ.get("TRACELESS_LLAMACPP_PARALLEL", "1"))
     if parallel < 1:
         raise ConfigError(f"llamacpp: parallel must be >= 1, got {parallel} (TRACELESS_LLAMACPP_PARALLEL)")
+    # Requests beyond the server's slots wait in its queue, so on a loaded machine a reply can
+    # take minutes without anything being wrong; the server is ours and local (a dead one is
+    # seen at once), so wait long rather than abort a study run
+    timeout = os.environ.get("TRACELESS_LLAMACPP_TIMEOUT", "900")
+    try:
+        kw.setdefault("timeout", float(timeout))
+    except ValueError:
+        raise ConfigError(f"TRACELESS_LLAMACPP_TIMEOUT={timeout!r}: use seconds, e.g. 900") from None
     server = LlamaCppServer(gguf, ctx=int(kw.pop("ctx", 8192)), threads=threads, parallel=parallel, alias=gguf.stem)
     server.start()
     kw.setdefault("max_concurrency", max(parallel, 4))

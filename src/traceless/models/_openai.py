@@ -134,7 +134,8 @@ class _HTTP:
                 if not isinstance(e, httpx.ConnectTimeout) or attempt >= self.max_retries:
                     raise BackendError(
                         f"{what} at {url} timed out after {self.timeout:g}s ({type(e).__name__}); "
-                        "is the server overloaded? Raise timeout=... or lower max_new_tokens / max_concurrency."
+                        "is the server overloaded? Raise timeout=... (for a llamacpp: model, $TRACELESS_LLAMACPP_TIMEOUT) "
+                        "or lower max_new_tokens / max_concurrency."
                     ) from e
                 problem = f"connect timeout: {e}"
             except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as e:
