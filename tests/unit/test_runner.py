@@ -371,9 +371,15 @@ def test_ctrl_c_with_concurrent_groups_stops_promptly(tmp_path: Path) -> None:
             os.kill(os.getpid(), signal.SIGINT)
         return slow.generate(messages, gc).text
 
-    with pytest.raises(KeyboardInterrupt):
-        run_study("toy-runner-test", out, cfg, backend=ScriptedBackend(reply, name="echo"), model_tag="echo",
-                  workers=2, progress=False)
+    # Python's own Ctrl-C handler, whatever this process inherited: a test suite started as a
+    # background job (`cmd &` in a script) inherits SIGINT ignored, and then nothing is raised
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_study("toy-runner-test", out, cfg, backend=ScriptedBackend(reply, name="echo"), model_tag="echo",
+                      workers=2, progress=False)
+    finally:
+        signal.signal(signal.SIGINT, before)
     assert sent.is_set()
     n = len(read_rows(out))
     assert 0 < n < 12 * 5 // 2  # without the stop, every queued group would have run
