@@ -15,9 +15,7 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from traceless.errors import ConfigError, ReceiptError
 from traceless.forget import ForgetTarget, Receipt, attach_certificate, load_receipt, verify_signature
@@ -128,14 +126,21 @@ def forget(store: MemoryStore, target: ForgetTarget, mode: str, *, writer: Memor
            wordings: int = 1, max_new_tokens: int = 40) -> Receipt:
     """``traceless.forget.forget`` (same arguments), and with ``certify`` the behavioural
     certificate signed into the receipt (see ``certify_receipt``)."""
-    if certify and target.kind != "literal":
+    if not certify:
+        return _forget(store, target, mode, writer=writer, gate=gate, strict=strict)
+    if target.kind != "literal":
         raise ConfigError("certify needs a literal target: the certificate probes the agent for the literal's "
                           f"value (give ForgetTarget.literal(...) / --literal), not a {target.kind}")
-    receipt = _forget(store, target, mode, writer=writer, gate=gate, strict=strict)
-    if not certify:
-        return receipt
-    return certify_receipt(store, receipt, target, model=model, embedder=embedder, wordings=wordings,
-                           max_new_tokens=max_new_tokens)
+    # the models load before anything is forgotten: a missing model leaves the store untouched
+    be = load_model(model or DEFAULT_MODEL)
+    try:
+        emb = load_embedder_named(embedder if embedder is not None else _store_embedder(store))
+        receipt = _forget(store, target, mode, writer=writer, gate=gate, strict=strict)
+        return certify_receipt(store, receipt, target, model=be, embedder=emb, wordings=wordings,
+                               max_new_tokens=max_new_tokens)
+    finally:
+        if be is not model:  # built here (e.g. a llama.cpp server started): stop it
+            be.close()
 
 
 def certify_receipt(store: MemoryStore, receipt: Receipt, target: ForgetTarget, *,
@@ -151,13 +156,11 @@ def certify_receipt(store: MemoryStore, receipt: Receipt, target: ForgetTarget, 
     if target.kind != "literal" or target.owner is None:
         raise ConfigError("a certificate needs a literal target with its owner (ForgetTarget.literal(value, owner))")
     be = load_model(model or DEFAULT_MODEL)
-    emb_name = embedder if embedder is not None else _store_embedder(store)
-    emb = load_embedder_named(emb_name)
+    emb = load_embedder_named(embedder if embedder is not None else _store_embedder(store))
     system = NativeSystem(Path(store.path).parent, NativeConfig(S=NativeSystem.summary_level(store)),
                           SystemRuntime(be, emb, be.name), store=store)
     try:
-        cert = certify(system, DeletionTarget(target.owner, target.value, ""), be,
-                       embedder=emb_name if isinstance(emb_name, str) else type(emb_name).__name__,
+        cert = certify(system, DeletionTarget(target.owner, target.value, ""), be, embedder=emb.name,
                        wordings=wordings, max_new_tokens=max_new_tokens, attribute=target.attribute)
     finally:
         system.close()  # leaves the caller's store open

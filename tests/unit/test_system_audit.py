@@ -183,3 +183,15 @@ def test_modes_none_probes_only_before(tmp_path: Path) -> None:
     res = run_system_audit(SystemAuditConfig(system_config={"S": 1}, profiles=1, operations=()), _runtime(),
                            tmp_path / "a")
     assert list(res.table) == ["before"]
+
+
+def test_cli_audit_json_is_one_document(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from traceless.audit import SystemAuditResult
+    from traceless.cli import main
+
+    main(["audit", "--model", "scripted:I cannot say.", "--embedder", "hashing", "--modes", "noop,full_purge",
+          "--profiles", "1", "--out", str(tmp_path / "a"), "--json"])
+    cap = capsys.readouterr()
+    doc = SystemAuditResult.model_validate_json(cap.out)  # stdout holds the document and nothing else
+    assert doc.system == "traceless" and list(doc.table) == ["before", "noop", "full_purge"]
+    assert doc.copies["noop"]["raw"] == 1 and "probe rows in" in cap.err

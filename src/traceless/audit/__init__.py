@@ -12,9 +12,9 @@ from traceless.audit._canary import (
     is_canary,
     make_canary,
 )
+from traceless.audit._certify import certify
 from traceless.audit._engine import VIEWS, probe_view, view_config
 from traceless.audit._probes import PROBE_LEVELS, Probe, extracted, probes
-from traceless.audit._certify import certify
 from traceless.audit._synthetic import synthetic_users
 from traceless.audit._system_audit import (
     PAPER_LADDER,

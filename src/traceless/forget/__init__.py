@@ -68,7 +68,6 @@ import sys as _sys  # noqa: E402
 from traceless._callable import make_callable as _make_callable  # noqa: E402
 
 
-
 def _call_api(*args: object, **kwargs: object) -> object:
     # the public function (``forget(..., certify=True)`` needs the audit engine, imported on use)
     from traceless._api import forget as api_forget
