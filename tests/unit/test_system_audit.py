@@ -195,3 +195,52 @@ def test_cli_audit_json_is_one_document(tmp_path: Path, capsys: pytest.CaptureFi
     doc = SystemAuditResult.model_validate_json(cap.out)  # stdout holds the document and nothing else
     assert doc.system == "traceless" and list(doc.table) == ["before", "noop", "full_purge"]
     assert doc.copies["noop"]["raw"] == 1 and "probe rows in" in cap.err
+
+
+def test_unknown_system_says_what_is_installed_and_how_to_install_the_rest() -> None:
+    from traceless.systems import MEMORY_SYSTEMS, NativeSystem, memory_system, system_class
+
+    @memory_system("needs-missing")
+    class Needy(NativeSystem):
+        extra = "needy"
+        requires = ("traceless_no_such_package_xyz",)
+
+    try:
+        with pytest.raises(ConfigError, match=r"unknown memory system 'letta'.*installed: .*traceless.*; "
+                                              r"not installed: needs-missing \(pip install 'traceless\[needy\]'\)"):
+            system_class("letta")
+    finally:
+        MEMORY_SYSTEMS._entries.pop("needs-missing")
+
+
+@pytest.mark.parametrize("name, text", [("bad.json", '{"S": 1, "kk": 3}'), ("bad.toml", "S = 1\nkk = 3\n")])
+def test_cli_config_file_unknown_key_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                              name: str, text: str) -> None:
+    from traceless.cli import main
+
+    (tmp_path / name).write_text(text)
+    with pytest.raises(SystemExit) as e:
+        main(["audit", "--memory-config", str(tmp_path / name), "--model", "scripted", "--embedder", "hashing",
+              "--out", str(tmp_path / "a")])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert f"{name} for memory system 'traceless': unknown key 'kk'" in err and "Keys it accepts: S, k, modes" in err
+    assert not (tmp_path / "a").exists()  # refused before anything was written
+
+
+def test_failure_while_writing_names_the_step_and_resumes(tmp_path: Path) -> None:
+    state = {"fail": True}
+
+    def flaky(messages: list[ChatMessage], config: GenerationConfig) -> str:
+        if "Messages:" in messages[-1].content and state["fail"]:
+            raise RuntimeError("summarizer unreachable")
+        return _parrot(messages, config)
+
+    cfg = SystemAuditConfig(system_config={"S": 1, "modes": ["noop"]}, profiles=1)
+    out = tmp_path / "a"
+    with pytest.raises(StudyError, match="failed at step 'write' .*summarizer unreachable.*rerun the same command"):
+        run_system_audit(cfg, SystemRuntime(ScriptedBackend(flaky), HashingEmbedder()), out)
+    assert (out / "manifest.json").exists() and not (out / "steps" / "write.done").exists()
+    state["fail"] = False
+    res = run_system_audit(cfg, SystemRuntime(ScriptedBackend(flaky), HashingEmbedder()), out)
+    assert list(res.table) == ["before", "noop"] and res.copies["noop"]["summary"] == 1
