@@ -20,7 +20,16 @@ from typing import TYPE_CHECKING, Any
 from traceless.errors import ConfigError, ReceiptError
 from traceless.forget import ForgetTarget, Receipt, attach_certificate, load_receipt, verify_signature
 from traceless.forget import forget as _forget
-from traceless.memory import Hit, LineageEdge, MemoryStore, MemoryWriter, Session, Turn, WriteConfig
+from traceless.memory import (
+    Hit,
+    LineageEdge,
+    MemoryStore,
+    MemoryWriter,
+    Session,
+    Turn,
+    WriteConfig,
+    WriteGate,
+)
 from traceless.models import Embedder, HashingEmbedder, ModelBackend
 
 if TYPE_CHECKING:  # the audit engine pulls in the studies (torch): imported when an audit or a certificate runs
@@ -121,7 +130,7 @@ class Memory:
 
 
 def forget(store: MemoryStore, target: ForgetTarget, mode: str, *, writer: MemoryWriter | None = None,
-           gate: bool | None = None, strict: bool = False, certify: bool = False,
+           gate: WriteGate | bool | None = None, strict: bool = False, certify: bool = False,
            model: str | ModelBackend | None = None, embedder: str | Embedder | None = None,
            wordings: int = 1, max_new_tokens: int = 40) -> Receipt:
     """``traceless.forget.forget`` (same arguments), and with ``certify`` the behavioural
@@ -221,15 +230,3 @@ def audit(system: str = "traceless", *, model: str | ModelBackend = "qwen2.5-cod
     finally:
         if be is not model:  # built here (e.g. a llama.cpp server started): stop it
             be.close()
-
-
-def _bind() -> None:
-    import traceless.audit as audit_pkg
-    import traceless.forget as forget_pkg
-    from traceless._callable import make_callable
-
-    make_callable(audit_pkg, audit)
-    make_callable(forget_pkg, forget)
-
-
-_bind()
