@@ -174,6 +174,9 @@ def test_plain_audit_is_the_engine_and_deletes_its_plaintext_memory(
     assert s["copies"]["noop"]["raw"] == 2 and s["copies"]["full_purge"]["raw"] == 0
     assert not (out / "work").exists()
     assert not any(CANARY.search(p.read_bytes().decode("utf-8", "replace")) for p in out.rglob("*") if p.is_file())
+    from traceless.report import render_report
+
+    assert "| full_purge |" in render_report(out).read_text()  # `traceless report DIR` renders it
     run_system_audit(SystemAuditConfig(system_config={"S": 1, "modes": ["noop"]}, profiles=1, keep_memory=True),
                      _runtime(), tmp_path / "b")
     assert (tmp_path / "b" / "work" / "base" / "memory.db").exists()
