@@ -247,3 +247,26 @@ def test_failure_while_writing_names_the_step_and_resumes(tmp_path: Path) -> Non
     state["fail"] = False
     res = run_system_audit(cfg, SystemRuntime(ScriptedBackend(flaky), HashingEmbedder()), out)
     assert list(res.table) == ["before", "noop"] and res.copies["noop"]["summary"] == 1
+
+
+def test_cli_modes_pick_another_systems_deletions(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from traceless.cli import main
+    from traceless.systems import MEMORY_SYSTEMS, NativeSystem, memory_system
+
+    @memory_system("other-store")
+    class Other(NativeSystem):
+        """Another system (here the native store under another name): --modes are its deletion names."""
+
+    try:
+        main(["audit", "--memory", "other-store", "--model", "scripted:no", "--embedder", "hashing",
+              "--modes", "noop,full_purge", "--profiles", "1", "--out", str(tmp_path / "a"), "--json"])
+        assert list(json.loads(capsys.readouterr().out)["table"]) == ["before", "noop", "full_purge"]
+        for modes, msg in (("ladder", "--modes ladder names traceless's forget modes"),
+                           ("noop,shred", "other-store has no deletion 'shred'")):
+            with pytest.raises(SystemExit) as e:
+                main(["audit", "--memory", "other-store", "--model", "scripted", "--modes", modes,
+                      "--out", str(tmp_path / "b")])
+            assert e.value.code == 2 and msg in capsys.readouterr().err
+        assert not (tmp_path / "b").exists()
+    finally:
+        MEMORY_SYSTEMS._entries.pop("other-store")
