@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from traceless import Memory, verify
-from traceless.errors import ConfigError, ReceiptError
+from traceless.errors import ConfigError, ReceiptError, TracelessError
 from traceless.forget import ForgetTarget, Receipt, load_receipt, verify_receipt, verify_signature
 from traceless.models import ChatMessage, GenerationConfig, ScriptedBackend
 
@@ -113,6 +113,10 @@ def test_certify_needs_a_literal_and_forgets_nothing_otherwise(tmp_path: Path) -
             forget(mem.store, ForgetTarget(kind="user", value="bob", owner="bob"), "full_purge", certify=True,
                    model=ScriptedBackend(_parrot))
         assert len(mem.store.artifacts()) == n
+        # the agent's model is loaded before the forget: a model that is not there changes nothing
+        with pytest.raises(TracelessError, match="no-such-model"):
+            forget(mem.store, ForgetTarget.literal(SECRET, "bob"), "full_purge", certify=True, model="no-such-model")
+        assert len(mem.store.artifacts()) == n and mem.store.containing(SECRET)
 
 
 def _cli(args: list[str]) -> int:
