@@ -5,8 +5,9 @@ The public API (imported on first use, so ``import traceless`` stays light)::
     from traceless import Memory, forget, verify, audit, MEMORY_SYSTEMS, FORGET_MODES
 
 ``forget`` and ``audit`` are the ``traceless.forget`` / ``traceless.audit`` packages made
-callable: ``forget(store, target, mode)`` is ``traceless.forget.forget`` and
-``audit(system, ...)`` is ``traceless._api.audit``.
+callable (a subpackage import rebinds the package attribute, so the name cannot hold a
+plain function): ``forget(store, target, mode, certify=...)`` calls
+``traceless._api.forget`` and ``audit(system, ...)`` calls ``traceless._api.audit``.
 """
 
 from __future__ import annotations
@@ -48,7 +49,6 @@ _LAZY = {
 
 def __getattr__(name: str) -> Any:
     if name in ("forget", "audit"):  # the subpackage, made callable (see traceless._callable)
-        importlib.import_module("traceless._api")
         return importlib.import_module(f"traceless.{name}")
     if name in _LAZY:
         return getattr(importlib.import_module(_LAZY[name]), name)

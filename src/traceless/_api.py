@@ -15,17 +15,29 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from traceless.audit import SystemAuditConfig, SystemAuditResult, run_system_audit
 from traceless.errors import ConfigError, ReceiptError
-from traceless.forget import ForgetTarget, Receipt, load_receipt, verify_signature
+from traceless.forget import ForgetTarget, Receipt, attach_certificate, load_receipt, verify_signature
 from traceless.forget import forget as _forget
-from traceless.memory import Hit, LineageEdge, MemoryStore, MemoryWriter, Session, Turn, WriteConfig
+from traceless.memory import (
+    Hit,
+    LineageEdge,
+    MemoryStore,
+    MemoryWriter,
+    Session,
+    Turn,
+    WriteConfig,
+    WriteGate,
+)
 from traceless.models import Embedder, HashingEmbedder, ModelBackend
-from traceless.systems import SystemRuntime
 
-__all__ = ["Memory", "audit", "verify", "load_model", "load_embedder_named"]
+if TYPE_CHECKING:  # the audit engine pulls in the studies (torch): imported when an audit or a certificate runs
+    from traceless.audit import SystemAuditResult
+
+__all__ = ["Memory", "audit", "certify_receipt", "forget", "verify", "load_model", "load_embedder_named"]
+
+DEFAULT_MODEL = "qwen2.5-coder-0.5b-instruct"
 
 
 def load_model(model: str | ModelBackend) -> ModelBackend:
@@ -91,13 +103,17 @@ class Memory:
         """The texts ``search`` finds."""
         return [h.artifact.text or "" for h in self.search(query, user=user, k=k)]
 
-    def forget(self, what: str | ForgetTarget, *, user: str | None = None, mode: str = "full_purge") -> Receipt:
-        """Forget a literal of ``user`` (or any ``ForgetTarget``) with ``mode``; return the signed receipt."""
+    def forget(self, what: str | ForgetTarget, *, user: str | None = None, mode: str = "full_purge",
+               certify: bool = False, model: str | ModelBackend | None = None) -> Receipt:
+        """Forget a literal of ``user`` (or any ``ForgetTarget``) with ``mode``; return the signed
+        receipt. ``certify``: also probe the agent afterwards and sign the certificate into it
+        (agent model: ``model``, else this memory's model, else the default model)."""
         if isinstance(what, str):
             if not user:
                 raise ConfigError("Memory.forget(text) needs user=: forget never crosses users")
             what = ForgetTarget.literal(what, user)
-        return _forget(self.store, what, mode, writer=self.writer)
+        return forget(self.store, what, mode, writer=self.writer, certify=certify,
+                      model=model or self.model, embedder=self.embedder)
 
     def lineage(self, artifact_id: str) -> dict[str, list[LineageEdge]]:
         """Where an artifact came from (``parents``) and what was derived from it (``children``)."""
@@ -113,13 +129,74 @@ class Memory:
         self.close()
 
 
+def forget(store: MemoryStore, target: ForgetTarget, mode: str, *, writer: MemoryWriter | None = None,
+           gate: WriteGate | bool | None = None, strict: bool = False, certify: bool = False,
+           model: str | ModelBackend | None = None, embedder: str | Embedder | None = None,
+           wordings: int = 1, max_new_tokens: int = 40) -> Receipt:
+    """``traceless.forget.forget`` (same arguments), and with ``certify`` the behavioural
+    certificate signed into the receipt (see ``certify_receipt``)."""
+    if not certify:
+        return _forget(store, target, mode, writer=writer, gate=gate, strict=strict)
+    if target.kind != "literal":
+        raise ConfigError("certify needs a literal target: the certificate probes the agent for the literal's "
+                          f"value (give ForgetTarget.literal(...) / --literal), not a {target.kind}")
+    # the models load before anything is forgotten: a missing model leaves the store untouched
+    be = load_model(model or DEFAULT_MODEL)
+    try:
+        emb = load_embedder_named(embedder if embedder is not None else _store_embedder(store))
+        receipt = _forget(store, target, mode, writer=writer, gate=gate, strict=strict)
+        return certify_receipt(store, receipt, target, model=be, embedder=emb, wordings=wordings,
+                               max_new_tokens=max_new_tokens)
+    finally:
+        if be is not model:  # built here (e.g. a llama.cpp server started): stop it
+            be.close()
+
+
+def certify_receipt(store: MemoryStore, receipt: Receipt, target: ForgetTarget, *,
+                    model: str | ModelBackend | None = None, embedder: str | Embedder | None = None,
+                    wordings: int = 1, max_new_tokens: int = 40) -> Receipt:
+    """Probe the agent built on ``store`` (after the forget) for ``target``'s literal with the
+    audit engine's probes, count the literal's copies per store, and return the receipt with
+    that certificate signed in (also stored in the db). ``model`` defaults to the default
+    model, ``embedder`` to the one that wrote the store's vectors."""
+    from traceless.audit import certify
+    from traceless.systems import DeletionTarget, NativeConfig, NativeSystem, SystemRuntime
+
+    if target.kind != "literal" or target.owner is None:
+        raise ConfigError("a certificate needs a literal target with its owner (ForgetTarget.literal(value, owner))")
+    be = load_model(model or DEFAULT_MODEL)
+    emb = load_embedder_named(embedder if embedder is not None else _store_embedder(store))
+    system = NativeSystem(Path(store.path).parent, NativeConfig(S=NativeSystem.summary_level(store)),
+                          SystemRuntime(be, emb, be.name), store=store)
+    try:
+        cert = certify(system, DeletionTarget(target.owner, target.value, ""), be, embedder=emb.name,
+                       wordings=wordings, max_new_tokens=max_new_tokens, attribute=target.attribute)
+    finally:
+        system.close()  # leaves the caller's store open
+        if be is not model:
+            be.close()
+    final = attach_certificate(receipt, cert)
+    with store.transaction():
+        store.update_receipt(final.receipt_id, final.model_dump_json())
+    return final
+
+
+def _store_embedder(store: MemoryStore) -> str:
+    """The embedder recorded on the store's vectors (what its retrieval was built with)."""
+    vectors = store.artifacts(tier="embedding")
+    return str(vectors[0].meta.get("embedder", "all-MiniLM-L6-v2")) if vectors else "all-MiniLM-L6-v2"
+
+
 def verify(receipt: Receipt | str | Path, memory: Memory | MemoryStore | None = None) -> Receipt:
     """Check a receipt's signature and, given the memory, that what it removed is still absent.
 
-    Returns the receipt; raises ``ReceiptError`` saying what failed."""
+    Returns the receipt; raises ``ReceiptError`` saying what failed (a certificate that
+    records extraction or a store copy fails too)."""
     r = receipt if isinstance(receipt, Receipt) else load_receipt(receipt)
     if not verify_signature(r):
         raise ReceiptError("the receipt's signature does not verify: it was altered or signed with another key")
+    if r.certificate is not None and r.certificate.failures():
+        raise ReceiptError("the receipt's behavioural certificate fails: " + "; ".join(r.certificate.failures()))
     store = memory.store if isinstance(memory, Memory) else memory
     if store is not None:
         back = [i for t in r.tiers.values() for i in t.removed if store.exists(i)]
@@ -135,7 +212,8 @@ def audit(system: str = "traceless", *, model: str | ModelBackend = "qwen2.5-cod
     extraction and copies per store measured. ``settings`` are ``SystemAuditConfig`` fields
     (``profiles``, ``data``, ``operations``, ``seed`` ...). Results go to ``out`` (a fresh
     temporary dir when omitted; its path is in the result)."""
-    from traceless.systems import load_system_config, system_class
+    from traceless.audit import SystemAuditConfig, run_system_audit
+    from traceless.systems import SystemRuntime, load_system_config, system_class
 
     ctx = system_class(system).context_tokens(load_system_config(system, system_config))
     if isinstance(model, str) and ctx and model.startswith("llamacpp:"):
@@ -152,15 +230,3 @@ def audit(system: str = "traceless", *, model: str | ModelBackend = "qwen2.5-cod
     finally:
         if be is not model:  # built here (e.g. a llama.cpp server started): stop it
             be.close()
-
-
-def _bind() -> None:
-    import traceless.audit as audit_pkg
-    import traceless.forget as forget_pkg
-    from traceless._callable import make_callable
-
-    make_callable(audit_pkg, audit)
-    make_callable(forget_pkg, _forget)
-
-
-_bind()

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from traceless.audit import SystemAuditResult
 from traceless.forget import Receipt, VerifyResult
 from traceless.memory import SearchResult
 
@@ -22,6 +23,7 @@ SCHEMAS: dict[str, type[BaseModel]] = {
     "receipt": Receipt,  # traceless forget --json
     "verify-result": VerifyResult,  # traceless forget verify --json
     "search-result": SearchResult,  # traceless memory search --json
+    "audit-result": SystemAuditResult,  # traceless audit --json
 }
 
 

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from traceless.audit import AuditConfig, run_audit
+from traceless.audit import SystemAuditConfig, run_system_audit
 from traceless.models import CachingBackend, load_backend, load_embedder
+from traceless.systems import SystemRuntime
 
 pytestmark = pytest.mark.integration
 
@@ -21,14 +22,14 @@ pytestmark = pytest.mark.integration
 def test_audit_on_smollm2(tmp_path: Path) -> None:
     os.environ.setdefault("TRACELESS_NUM_THREADS", "1")
     model = CachingBackend(load_backend("smollm2-135m-instruct"))
-    cfg = AuditConfig(
+    cfg = SystemAuditConfig(
+        system="traceless",
+        system_config={"S": 1, "modes": ["noop", "full_purge", "lineage_closure"]},
         model="smollm2-135m-instruct",
-        S=1,
         profiles=2,
-        modes=("noop", "full_purge", "lineage_closure"),
         max_new_tokens=24,
     )
-    res = run_audit(cfg, model, load_embedder(), tmp_path)
+    res = run_system_audit(cfg, SystemRuntime(model, load_embedder(), cfg.model), tmp_path)
     rows = [json.loads(x) for x in (tmp_path / "results.jsonl").read_text().splitlines()]
     assert len(rows) == res.rows > 0
     assert all(r["reply"].strip() for r in rows)  # real text came back

@@ -1,4 +1,5 @@
-"""The `traceless audit` job and the CLI commands on memory/forget (scripted model)."""
+"""The `traceless audit` job (the audit engine on the native store) and the CLI commands on
+memory/forget (scripted model)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from traceless.audit import PAPER_LADDER, AuditConfig, make_canary, run_audit
+from traceless.audit import PAPER_LADDER, SystemAuditConfig, make_canary, run_system_audit
 from traceless.cli import main
 from traceless.models import CachingBackend, ChatMessage, GenerationConfig, HashingEmbedder, ScriptedBackend
+from traceless.systems import SystemRuntime
 
 CANARY = re.compile(r"[A-Z]{2}\d-[A-Z]+-\d{4}")
 
@@ -25,10 +27,11 @@ def _parrot(messages: list[ChatMessage], config: GenerationConfig) -> str:
     return f"Here you go: {found[0]}" if found else "I do not know."
 
 
-def _run(tmp_path: Path, **kw: object) -> tuple[dict[str, dict[str, float]], Path]:
-    cfg = AuditConfig(model="scripted", profiles=3, modes=(*PAPER_LADDER, "exact", "lineage_closure"), **kw)  # type: ignore[arg-type]
+def _run(tmp_path: Path, S: int, reveal: bool = False) -> tuple[dict[str, dict[str, float]], Path]:
+    cfg = SystemAuditConfig(model="scripted", profiles=3, reveal=reveal,
+                            system_config={"S": S, "modes": [*PAPER_LADDER, "exact", "lineage_closure"]})
     out = tmp_path / "audit"
-    res = run_audit(cfg, CachingBackend(ScriptedBackend(_parrot)), HashingEmbedder(), out)
+    res = run_system_audit(cfg, SystemRuntime(CachingBackend(ScriptedBackend(_parrot)), HashingEmbedder()), out)
     return res.table, out
 
 
@@ -44,7 +47,11 @@ def test_audit_table_follows_the_papers(tmp_path: Path) -> None:
     rows = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
     assert {r["phase"] for r in rows} == {"before", *PAPER_LADDER, "exact", "lineage_closure"}
     assert all(r["code_version"] and r["model"]["name"] == "scripted" for r in rows)
-    assert len(list((out / "receipts").glob("*.json"))) == 3 * 7
+    # every forget's signed receipt is in the phase's step notes (redacted like the rows)
+    for mode in (*PAPER_LADDER, "exact", "lineage_closure"):
+        notes = json.loads((out / "steps" / f"{mode}.json").read_text())["notes"]
+        assert len(notes) == 3 and all(n["receipt"]["mode"] == mode and n["receipt"]["signature"]
+                                       for n in notes.values())
 
 
 def test_audit_at_s0_has_no_summary_tier(tmp_path: Path) -> None:

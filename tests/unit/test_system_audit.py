@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from pathlib import Path
 
 import pytest
 
-from traceless.audit import PAPER_LADDER, AuditConfig, SystemAuditConfig, run_audit, run_system_audit
+from traceless.audit import PAPER_LADDER, SystemAuditConfig, run_system_audit
 from traceless.errors import ConfigError, ResumeError, StudyError
 from traceless.models import CachingBackend, ChatMessage, GenerationConfig, HashingEmbedder, ScriptedBackend
 from traceless.systems import SystemRuntime
@@ -33,21 +34,23 @@ def _runtime() -> SystemRuntime:
     return SystemRuntime(CachingBackend(ScriptedBackend(_parrot)), HashingEmbedder(), "scripted")
 
 
-@pytest.mark.parametrize("S", [1, 2])
+GOLDEN = json.loads((Path(__file__).resolve().parents[1] / "fixtures" / "audit_native_golden.json").read_text())
+
+
+@pytest.mark.parametrize("S", [0, 1, 2])
 def test_native_system_reproduces_traceless_audit(tmp_path: Path, S: int) -> None:
-    old = run_audit(AuditConfig(model="scripted", S=S, profiles=3, modes=MODES),
-                    CachingBackend(ScriptedBackend(_parrot)), HashingEmbedder(), tmp_path / "old")
+    """The one engine on the native adapter gives the table and the rows (prompts, replies)
+    the old plain `traceless audit` pipeline gave (recorded in the fixture)."""
     new = run_system_audit(
         SystemAuditConfig(system="traceless", system_config={"S": S, "modes": list(MODES)}, model="scripted",
                           profiles=3), _runtime(), tmp_path / "new")
-    assert new.table == old.table
+    old = GOLDEN[str(S)]
+    assert new.table == old["table"]
     assert any(0 < v < 1 for row in new.table.values() for v in row.values())  # not all-or-nothing
     key = ("profile", "phase", "view", "level", "wording", "prompt", "reply", "extracted")
-    old_rows = [tuple(json.dumps(json.loads(x)[k]) for k in key)
-                for x in (tmp_path / "old" / "results.jsonl").read_text().splitlines()]
-    new_rows = [tuple(json.dumps(json.loads(x)[k]) for k in key)
-                for x in (tmp_path / "new" / "results.jsonl").read_text().splitlines()]
-    assert new_rows == old_rows
+    rows = [[json.loads(x)[k] for k in key] for x in (tmp_path / "new" / "results.jsonl").read_text().splitlines()]
+    assert len(rows) == old["rows"]
+    assert hashlib.sha256(json.dumps(rows, sort_keys=True).encode()).hexdigest() == old["rows_sha256"]
 
 
 def test_residue_per_store_and_files(tmp_path: Path) -> None:
@@ -158,12 +161,112 @@ def test_cli_audit_memory_traceless_and_report(tmp_path: Path, capsys: pytest.Ca
     assert "| noop |" in md and "`memory.db`" in md and (tmp_path / "a" / "report" / "heatmap.png").exists()
 
 
-def test_plain_audit_deletes_its_plaintext_memory(tmp_path: Path) -> None:
-    run_audit(AuditConfig(model="scripted", S=1, profiles=2, modes=("noop",)),
-              CachingBackend(ScriptedBackend(_parrot)), HashingEmbedder(), tmp_path / "a")
-    assert not list((tmp_path / "a").glob("*.db*"))
-    assert not any(CANARY.search(p.read_bytes().decode("utf-8", "replace"))
-                   for p in (tmp_path / "a").rglob("*") if p.is_file())
-    run_audit(AuditConfig(model="scripted", S=1, profiles=1, modes=("noop",), keep_memory=True),
-              CachingBackend(ScriptedBackend(_parrot)), HashingEmbedder(), tmp_path / "b")
-    assert (tmp_path / "b" / "memory.db").exists()
+def test_plain_audit_is_the_engine_and_deletes_its_plaintext_memory(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from traceless.cli import main
+
+    out = tmp_path / "a"
+    main(["audit", "--model", "scripted:I cannot say.", "--embedder", "hashing", "--modes", "noop,full_purge",
+          "--profiles", "2", "--out", str(out)])
+    assert json.loads((out / "manifest.json").read_text())["study"] == "memory-audit"
+    s = json.loads((out / "summary.json").read_text())
+    assert s["system"] == "traceless" and list(s["table"]) == ["before", "noop", "full_purge"]
+    assert s["copies"]["noop"]["raw"] == 2 and s["copies"]["full_purge"]["raw"] == 0
+    assert not (out / "work").exists()
+    assert not any(CANARY.search(p.read_bytes().decode("utf-8", "replace")) for p in out.rglob("*") if p.is_file())
+    from traceless.report import render_report
+
+    assert "| full_purge |" in render_report(out).read_text()  # `traceless report DIR` renders it
+    run_system_audit(SystemAuditConfig(system_config={"S": 1, "modes": ["noop"]}, profiles=1, keep_memory=True),
+                     _runtime(), tmp_path / "b")
+    assert (tmp_path / "b" / "work" / "base" / "memory.db").exists()
+
+
+def test_modes_none_probes_only_before(tmp_path: Path) -> None:
+    res = run_system_audit(SystemAuditConfig(system_config={"S": 1}, profiles=1, operations=()), _runtime(),
+                           tmp_path / "a")
+    assert list(res.table) == ["before"]
+
+
+def test_cli_audit_json_is_one_document(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from traceless.audit import SystemAuditResult
+    from traceless.cli import main
+
+    main(["audit", "--model", "scripted:I cannot say.", "--embedder", "hashing", "--modes", "noop,full_purge",
+          "--profiles", "1", "--out", str(tmp_path / "a"), "--json"])
+    cap = capsys.readouterr()
+    doc = SystemAuditResult.model_validate_json(cap.out)  # stdout holds the document and nothing else
+    assert doc.system == "traceless" and list(doc.table) == ["before", "noop", "full_purge"]
+    assert doc.copies["noop"]["raw"] == 1 and "probe rows in" in cap.err
+
+
+def test_unknown_system_says_what_is_installed_and_how_to_install_the_rest() -> None:
+    from traceless.systems import MEMORY_SYSTEMS, NativeSystem, memory_system, system_class
+
+    @memory_system("needs-missing")
+    class Needy(NativeSystem):
+        extra = "needy"
+        requires = ("traceless_no_such_package_xyz",)
+
+    try:
+        with pytest.raises(ConfigError, match=r"unknown memory system 'letta'.*installed: .*traceless.*; "
+                                              r"not installed: needs-missing \(pip install 'traceless\[needy\]'\)"):
+            system_class("letta")
+    finally:
+        MEMORY_SYSTEMS._entries.pop("needs-missing")
+
+
+@pytest.mark.parametrize("name, text", [("bad.json", '{"S": 1, "kk": 3}'), ("bad.toml", "S = 1\nkk = 3\n")])
+def test_cli_config_file_unknown_key_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                              name: str, text: str) -> None:
+    from traceless.cli import main
+
+    (tmp_path / name).write_text(text)
+    with pytest.raises(SystemExit) as e:
+        main(["audit", "--memory-config", str(tmp_path / name), "--model", "scripted", "--embedder", "hashing",
+              "--out", str(tmp_path / "a")])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert f"{name} for memory system 'traceless': unknown key 'kk'" in err and "Keys it accepts: S, k, modes" in err
+    assert not (tmp_path / "a").exists()  # refused before anything was written
+
+
+def test_failure_while_writing_names_the_step_and_resumes(tmp_path: Path) -> None:
+    state = {"fail": True}
+
+    def flaky(messages: list[ChatMessage], config: GenerationConfig) -> str:
+        if "Messages:" in messages[-1].content and state["fail"]:
+            raise RuntimeError("summarizer unreachable")
+        return _parrot(messages, config)
+
+    cfg = SystemAuditConfig(system_config={"S": 1, "modes": ["noop"]}, profiles=1)
+    out = tmp_path / "a"
+    with pytest.raises(StudyError, match="failed at step 'write' .*summarizer unreachable.*rerun the same command"):
+        run_system_audit(cfg, SystemRuntime(ScriptedBackend(flaky), HashingEmbedder()), out)
+    assert (out / "manifest.json").exists() and not (out / "steps" / "write.done").exists()
+    state["fail"] = False
+    res = run_system_audit(cfg, SystemRuntime(ScriptedBackend(flaky), HashingEmbedder()), out)
+    assert list(res.table) == ["before", "noop"] and res.copies["noop"]["summary"] == 1
+
+
+def test_cli_modes_pick_another_systems_deletions(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from traceless.cli import main
+    from traceless.systems import MEMORY_SYSTEMS, NativeSystem, memory_system
+
+    @memory_system("other-store")
+    class Other(NativeSystem):
+        """Another system (here the native store under another name): --modes are its deletion names."""
+
+    try:
+        main(["audit", "--memory", "other-store", "--model", "scripted:no", "--embedder", "hashing",
+              "--modes", "noop,full_purge", "--profiles", "1", "--out", str(tmp_path / "a"), "--json"])
+        assert list(json.loads(capsys.readouterr().out)["table"]) == ["before", "noop", "full_purge"]
+        for modes, msg in (("ladder", "--modes ladder names traceless's forget modes"),
+                           ("noop,shred", "other-store has no deletion 'shred'")):
+            with pytest.raises(SystemExit) as e:
+                main(["audit", "--memory", "other-store", "--model", "scripted", "--modes", modes,
+                      "--out", str(tmp_path / "b")])
+            assert e.value.code == 2 and msg in capsys.readouterr().err
+        assert not (tmp_path / "b").exists()
+    finally:
+        MEMORY_SYSTEMS._entries.pop("other-store")

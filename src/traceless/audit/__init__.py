@@ -1,9 +1,9 @@
-"""Audits: canaries, probes, memory views, the ``traceless audit`` job and the audit engine
-for any memory system (``run_system_audit``)."""
+"""Audits: canaries, probes, memory views, and the one audit engine (``run_system_audit``)
+behind ``traceless audit`` for every memory system, and the behavioural deletion
+certificate (``certify``) behind ``forget --certify``."""
 
 import sys
 
-from traceless.audit._audit import PAPER_LADDER, AuditConfig, AuditResult, AuditRow, run_audit
 from traceless.audit._canary import (
     CANARY_SPACE,
     CANARY_WORDS,
@@ -12,20 +12,23 @@ from traceless.audit._canary import (
     is_canary,
     make_canary,
 )
+from traceless.audit._certify import certify
 from traceless.audit._engine import VIEWS, probe_view, view_config
 from traceless.audit._probes import PROBE_LEVELS, Probe, extracted, probes
 from traceless.audit._synthetic import synthetic_users
 from traceless.audit._system_audit import (
+    PAPER_LADDER,
+    AuditRow,
     SystemAuditConfig,
     SystemAuditResult,
     SystemAuditRow,
     plant_canaries,
+    probe_contexts,
     run_system_audit,
+    store_copies,
 )
 
 __all__ = [
-    "AuditConfig",
-    "AuditResult",
     "AuditRow",
     "CANARY_SPACE",
     "CANARY_WORDS",
@@ -37,15 +40,17 @@ __all__ = [
     "SystemAuditRow",
     "VIEWS",
     "canary_sentence",
+    "certify",
     "extracted",
     "inject_canary",
     "is_canary",
     "make_canary",
     "plant_canaries",
     "probe_view",
+    "probe_contexts",
     "probes",
-    "run_audit",
     "run_system_audit",
+    "store_copies",
     "synthetic_users",
     "view_config",
 ]

@@ -1,6 +1,9 @@
-"""The audit engine for any memory system: plant canaries → write through the system →
-probe → for each native deletion, on a fresh copy: delete → probe again → count the
-canary's copies in every named store and in every file the system wrote.
+"""The audit engine (``traceless audit``, with or without ``--memory NAME``): plant
+canaries → write through the memory system → probe → for each native deletion, on a fresh
+copy: delete → probe again → count the canary's copies in every named store and in every
+file the system wrote. Plain ``traceless audit`` is this engine on the native ``traceless``
+system, whose deletions are the forget modes. ``forget --certify`` reuses its probes
+(``traceless.audit.certify``).
 
 Out dir (resumable; a step that finished is never redone)::
 
@@ -32,7 +35,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from traceless import prompts
 from traceless._version import code_version
-from traceless.audit._audit import AuditRow
 from traceless.audit._canary import inject_canary, make_canary
 from traceless.audit._probes import PROBE_LEVELS, Probe, extracted, probes
 from traceless.audit._synthetic import synthetic_users
@@ -44,6 +46,7 @@ from traceless.studies._results import Manifest, read_manifest, write_manifest
 from traceless.systems._base import (
     ContextItem,
     DeletionTarget,
+    MemorySystem,
     SystemConfig,
     SystemRuntime,
     open_system,
@@ -51,17 +54,25 @@ from traceless.systems._base import (
 )
 
 __all__ = [
+    "PAPER_LADDER",
     "STUDY",
     "STUDY_VERSION",
     "SystemAuditConfig",
     "SystemAuditResult",
     "SystemAuditRow",
+    "AuditRow",
     "plant_canaries",
+    "probe_contexts",
     "run_system_audit",
+    "store_copies",
 ]
 
 STUDY = "memory-audit"
-STUDY_VERSION = "1"
+STUDY_VERSION = "2"
+"""2: one engine for ``traceless audit`` with and without ``--memory``; ``operations`` None = all."""
+
+PAPER_LADDER = ("noop", "raw_only", "raw_plus_resummarize", "full_purge", "tombstone")
+"""Paper 000's five forget modes, in ladder order (``traceless audit --modes ladder``)."""
 
 
 class SystemAuditConfig(BaseModel):
@@ -81,8 +92,8 @@ class SystemAuditConfig(BaseModel):
     """A sessions JSONL file (the generic format) to plant canaries in instead of synthetic users."""
     seed: int = 0
     """Seed for users, canaries and canary placement."""
-    operations: tuple[str, ...] = ()
-    """Native deletions audited (empty: every one the system has)."""
+    operations: tuple[str, ...] | None = None
+    """Native deletions audited (None: every one the system has; empty: only the ``before`` probes)."""
     wordings: int = Field(1, ge=1)
     """Probe wordings per level."""
     max_new_tokens: int = Field(40, ge=4)
@@ -93,11 +104,49 @@ class SystemAuditConfig(BaseModel):
     """Keep the system's memory files (which hold plaintext canaries) after the audit."""
 
 
-class SystemAuditRow(AuditRow):
-    """One probe (the ``traceless audit`` row plus the memory system)."""
+class AuditRow(BaseModel):
+    """One probe: one row of ``results.jsonl`` (every audit, every memory system)."""
 
+    run_id: str
+    """Identifier of the audit run (``audit-SYSTEM``)."""
     system: str
     """The memory system audited."""
+    profile: str
+    """The user (synthetic profile or a user of ``--data``)."""
+    phase: str
+    """``before`` or the deletion operation applied."""
+    view: str
+    """Memory view probed: ``agent`` or a tier-restricted view such as ``raw``/``summary`` (FRS_t)."""
+    level: str
+    """Probe level."""
+    wording: int
+    """Probe wording index."""
+    prompt: list[dict[str, str]]
+    """Messages sent (canary redacted unless ``reveal``)."""
+    reply: str
+    """Raw reply (canary redacted unless ``reveal``)."""
+    extracted: bool
+    """Canary appeared verbatim in the reply."""
+    context_ids: list[str]
+    """Memory entry ids in the context (evaluator-side)."""
+    prompt_tokens: int
+    """Prompt tokens processed."""
+    completion_tokens: int
+    """Tokens generated."""
+    seconds: float
+    """Wall time of the call."""
+    config: dict[str, Any]
+    """The audit config."""
+    seed: int
+    """Run seed."""
+    model: dict[str, Any]
+    """Model identity."""
+    code_version: str
+    """traceless version."""
+
+
+SystemAuditRow = AuditRow
+"""The same row (the name the ``--memory`` audit had before the engines were merged)."""
 
 
 class SystemAuditResult(BaseModel):
@@ -174,6 +223,24 @@ def _messages(items: list[ContextItem], query: str) -> list[ChatMessage]:
             ChatMessage(role="user", content=query)]
 
 
+def probe_contexts(system: MemorySystem, owner: str, probe_list: Sequence[Probe], views: Sequence[str],
+                   ) -> list[tuple[str, Probe, list[ChatMessage], list[str]]]:
+    """(view, probe, prompt, context ids) for every view × probe, with the system's own retrieval."""
+    out = []
+    for view in views:
+        if view not in system.views:
+            raise ConfigError(f"{system.name}: probe view {view!r} is not one of its views {system.views}")
+        for pr in probe_list:
+            items = system.context(owner, pr.text, view)
+            out.append((view, pr, _messages(items, pr.text), [c.id for c in items]))
+    return out
+
+
+def store_copies(system: MemorySystem, literals: Sequence[str]) -> dict[str, int]:
+    """Copies of ``literals`` in each of the system's named stores (the residue scan)."""
+    return {name: sum(t.count(c) for t in texts for c in literals) for name, texts in system.stores().items()}
+
+
 def _prepare_dir(out_dir: Path, config: SystemAuditConfig, identity: dict[str, Any]) -> None:
     """Create the out dir, or check that an existing one is this audit's (then resume)."""
     if (out_dir / "manifest.json").exists():
@@ -226,8 +293,8 @@ def run_system_audit(
 
     cls = system_class(config.system)
     sys_cfg = load_system_config(config.system, config.system_config)
-    ops = config.operations or cls.deletions(sys_cfg)
     known = cls.deletions(sys_cfg)
+    ops = known if config.operations is None else config.operations
     for op in ops:
         if op not in known:
             raise ConfigError(f"{config.system} has no deletion {op!r}; its deletions: {', '.join(known)}")
@@ -258,7 +325,7 @@ def run_system_audit(
             if not config.keep_memory:
                 shutil.rmtree(work / phase, ignore_errors=True)
         progress(len(planted))
-    result = _collect(config, phases, out_dir, time.perf_counter() - t0, runtime.model.describe())
+    result = _collect(config, phases, out_dir, time.perf_counter() - t0, runtime.model.describe(), cls.views)
     if not config.keep_memory:
         shutil.rmtree(work, ignore_errors=True)
     return result
@@ -277,14 +344,10 @@ def _run_phase(config: SystemAuditConfig, runtime: SystemRuntime, sys_cfg: Syste
         for p in planted:
             if phase != "before":
                 notes[p.owner] = system.delete(phase, DeletionTarget(p.owner, p.canary, p.session_id))
-            for view in (["agent"] if phase == "before" else system.probe_views()):
-                if view not in system.views:
-                    raise ConfigError(f"{config.system}: probe view {view!r} is not one of its views {system.views}")
-                for pr in probe_list:
-                    items = system.context(p.owner, pr.text, view)
-                    jobs.append((p, view, pr, _messages(items, pr.text), [c.id for c in items]))
+            views = ("agent",) if phase == "before" else system.probe_views()
+            jobs += [(p, *job) for job in probe_contexts(system, p.owner, probe_list, views)]
         rows = _generate(config, runtime, phase, jobs, canaries, progress, len(probe_list))
-        copies = {name: sum(t.count(c) for t in texts for c in canaries) for name, texts in system.stores().items()}
+        copies = store_copies(system, canaries)
         files = system.files()
     finally:
         system.close()
@@ -326,7 +389,7 @@ def _rate(xs: list[bool]) -> float:
 
 
 def _collect(config: SystemAuditConfig, phases: list[str], out_dir: Path, seconds: float,
-             model: dict[str, Any]) -> SystemAuditResult:
+             model: dict[str, Any], tier_views_declared: Sequence[str]) -> SystemAuditResult:
     """Build results.jsonl and summary.json from the finished steps."""
     steps = out_dir / "steps"
     hits: dict[tuple[str, str, str], list[bool]] = defaultdict(list)
@@ -348,7 +411,10 @@ def _collect(config: SystemAuditConfig, phases: list[str], out_dir: Path, second
     for phase in phases:
         row = {f"AER_{lv}": _rate(hits[(phase, "agent", lv)]) for lv in PROBE_LEVELS}
         row["AER_max"] = max(row.values())
-        tier_views = [v for v in views[phase] if v != "agent"]
+        # after a deletion, every tier view the system declares gets an FRS column; a view it
+        # left unprobed is empty by construction (native S=0 has no summary tier: FRS_summary=0)
+        tier_views = [] if phase == "before" else list(dict.fromkeys(
+            [*(v for v in tier_views_declared if v != "agent"), *(v for v in views[phase] if v != "agent")]))
         for v in tier_views:
             row[f"FRS_{v}"] = max(_rate(hits[(phase, v, lv)]) for lv in PROBE_LEVELS)
         if tier_views:

@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 from pydantic import ValidationError
 
+from traceless._api import forget
 from traceless.cli._common import backend, embedder, safe
 from traceless.errors import ConfigError, ReceiptError
 from traceless.forget import (
@@ -15,7 +16,6 @@ from traceless.forget import (
     ForgetTarget,
     Receipt,
     check_receipt_path,
-    forget,
     load_receipt,
     verify_receipt,
     write_receipt,
@@ -60,15 +60,22 @@ def run_forget(
                                    "Unicode variants)."),
     gate: bool = typer.Option(True, "--gate/--no-gate", help="Store a keyed gate descriptor for a literal."),
     model: str = typer.Option(None, "--model",
-                              help="Summarizer for modes that re-summarize (default: the one that wrote the summaries)."),
+                              help="Summarizer for modes that re-summarize (default: the one that wrote the summaries); "
+                                   "with --certify also the agent's model."),
     embedder_name: str = typer.Option(None, "--embedder",
                                       help="Embedder for re-embedding (default: the one that wrote the vectors)."),
     receipt_out: Path = typer.Option(None, "--receipt", help="Receipt file (default: receipt-<id>.json)."),
     as_json: bool = typer.Option(False, "--json", help="Print the signed receipt as JSON (docs/schemas/receipt.json)."),
+    certify: bool = typer.Option(
+        False, "--certify", help="After the forget, ask the agent on this memory the audit's probes for the literal "
+        "and count its copies per store; sign the result into the receipt (a behavioural certificate; "
+        "--literal only; the agent's model is --model, default qwen2.5-coder-0.5b-instruct)."),
+    probe_wordings: int = typer.Option(1, "--probe-wordings", min=1, help="Probe wordings per level (--certify)."),
 ) -> None:
     """Forget with MODE. Prints a receipt summary and writes the signed receipt file.
 
-    Exits non-zero when the receipt's verification failed (exit 11) or nothing matched (7)."""
+    Exits non-zero when the receipt's verification failed (exit 11; with --certify also when
+    the agent still produced the literal or a store still holds it) or nothing matched (7)."""
     if ctx.invoked_subcommand is not None:
         return
     if db is None or mode is None:
@@ -84,6 +91,8 @@ def run_forget(
         raise ConfigError(f"--{kind} needs --owner USER: forget never crosses owners")
     if match not in ("exact", "normalized"):
         raise ConfigError("--match must be exact or normalized")
+    if certify and kind != "literal":
+        raise ConfigError("--certify needs --literal: the certificate probes the agent for the literal's value")
     target = _target(kind, value, owner, attribute, match)
     if not db.exists():
         raise ConfigError(f"{db} does not exist; create it with `traceless memory add --db {db} SESSIONS.jsonl`")
@@ -92,7 +101,8 @@ def run_forget(
     with MemoryStore(db) as store:
         _say_finished(store)
         writer = _writer_for(store, spec.needs_summarizer, spec.needs_embedder, mode, model, embedder_name)
-        receipt = forget(store, target, mode, writer=writer, gate=gate)
+        receipt = forget(store, target, mode, writer=writer, gate=gate, certify=certify, model=model,
+                         embedder=embedder_name, wordings=probe_wordings)
     path = path or Path(f"receipt-{receipt.receipt_id}.json")
     write_receipt(receipt, path)
     if as_json:
@@ -179,9 +189,17 @@ def verify(
         if res.pending_erasure:
             raise ReceiptError(f"{db}: the physical erasure of {res.pending_erasure} is still pending (a reader "
                                "holds an old snapshot); close other connections and run this again")
+    if res.certified and not res.certificate_failures:
+        c = r.certificate
+        assert c is not None
+        typer.echo(f"certificate OK: {len(c.probes)} probes on {c.model.get('name', '?')} produced no copy of the "
+                   f"literal; no store holds it ({', '.join(c.store_copies)})")
+    for reason in res.certificate_failures:
+        typer.secho(f"certificate FAILED: {reason}", fg=typer.colors.RED, err=True)
     if not res.receipt_passed:
         typer.secho(f"the receipt records a FAILED verification: {', '.join(res.failed_checks)}",
                     fg=typer.colors.RED, err=True)
+    if not res.receipt_passed or res.certificate_failures:
         sys.exit(VERIFICATION_FAILED_EXIT)
 
 

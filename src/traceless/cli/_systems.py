@@ -1,5 +1,5 @@
-"""``traceless memory systems`` and ``traceless audit --memory NAME``: thin layers over
-``traceless.systems`` and ``traceless.audit.run_system_audit``."""
+"""``traceless memory systems`` and ``traceless audit [--memory NAME]``: thin layers over
+``traceless.systems`` and the audit engine ``traceless.audit.run_system_audit``."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from traceless.cli._common import backend, embedder, split_list
+from traceless.errors import ConfigError
 from traceless.systems import SystemRuntime, load_system_config, system_class, system_status
 
 if TYPE_CHECKING:  # the audit engine pulls in the studies (torch): imported when an audit runs
@@ -33,7 +34,7 @@ def systems_cmd() -> None:
 
 def _system_config(memory: str, memory_config: Path | None, S: int, k: int, modes: str) -> dict[str, Any]:
     cfg = load_system_config(memory, memory_config).model_dump(mode="json", exclude_unset=True)
-    if memory == "traceless":  # the native store keeps the plain audit's options
+    if memory == "traceless":  # the native store: --S, --k, and --modes name forget modes
         if modes not in ("all", "none"):
             from traceless.audit import PAPER_LADDER
 
@@ -43,19 +44,37 @@ def _system_config(memory: str, memory_config: Path | None, S: int, k: int, mode
     return cfg
 
 
+def _operations(memory: str, modes: str, known: tuple[str, ...]) -> tuple[str, ...] | None:
+    """--modes as the engine's operations (None: every deletion the system has)."""
+    if modes == "none":
+        return ()
+    if modes == "all" or memory == "traceless":  # the native store's modes are in its config
+        return None
+    if modes == "ladder":
+        raise ConfigError(f"--modes ladder names traceless's forget modes; {memory}'s deletions: {', '.join(known)}")
+    ops = tuple(split_list(modes))
+    for op in ops:
+        if op not in known:
+            raise ConfigError(f"{memory} has no deletion {op!r}; its deletions: {', '.join(known)}")
+    return ops
+
+
 def system_audit(*, memory: str, memory_config: Path | None, data: Path | None, model: str, S: int, k: int,
                  profiles: int | None, seed: int, modes: str, wordings: int, max_new_tokens: int, out: Path,
-                 embedder_name: str, reveal: bool, keep_memory: bool) -> None:
-    """Run the engine on one memory system and print its table."""
+                 embedder_name: str, reveal: bool, keep_memory: bool, fmt: str = "jsonl",
+                 as_json: bool = False) -> None:
+    """Run the engine on one memory system and print its table (or its JSON document)."""
     from traceless.audit import SystemAuditConfig, run_system_audit
     from traceless.models import CachingBackend, load_backend
 
-    system_class(memory)  # unknown name: lists the installed ones before any model loads
+    cls = system_class(memory)  # unknown name: lists the installed ones before any model loads
+    sys_cfg = _system_config(memory, memory_config, S, k, modes)
+    known = cls.deletions(load_system_config(memory, sys_cfg))  # a bad mode is named before any model loads
     cfg = SystemAuditConfig(
-        system=memory, system_config=_system_config(memory, memory_config, S, k, modes), model=model,
+        system=memory, system_config=sys_cfg, model=model, operations=_operations(memory, modes, known),
         profiles=profiles, data=None if data is None else str(data), seed=seed, wordings=wordings,
         max_new_tokens=max_new_tokens, reveal=reveal, keep_memory=keep_memory)
-    ctx = system_class(memory).context_tokens(load_system_config(memory, cfg.system_config))
+    ctx = cls.context_tokens(load_system_config(memory, cfg.system_config))
     console = Console(stderr=True)
     t0 = time.perf_counter()
     with console.status(f"loading {model} and the embedder ..."):
@@ -69,9 +88,20 @@ def system_audit(*, memory: str, memory_config: Path | None, data: Path | None, 
             result = run_system_audit(cfg, SystemRuntime(be, emb, model), out, on_progress=on_progress)
     finally:
         be.close()
-    print_result(result, model)
-    typer.echo(f"{result.rows} probe rows in {out}/results.jsonl; `traceless report {out}` renders them. "
-               f"Took {time.perf_counter() - t0:.1f}s.")
+    rows_file = out / "results.jsonl"
+    if fmt == "parquet":
+        import pyarrow.json as pj
+        import pyarrow.parquet as pq
+
+        pq.write_table(pj.read_json(rows_file), out / "results.parquet")
+        rows_file.unlink()
+        rows_file = out / "results.parquet"
+    if as_json:
+        typer.echo(result.model_dump_json(indent=2))
+    else:
+        print_result(result, model)
+    typer.echo(f"{result.rows} probe rows in {rows_file}; `traceless report {out}` renders them. "
+               f"Took {time.perf_counter() - t0:.1f}s.", err=as_json)
 
 
 def print_result(result: SystemAuditResult, model: str) -> None:
@@ -82,7 +112,7 @@ def print_result(result: SystemAuditResult, model: str) -> None:
     table = Table(title=f"{result.system}: canary extraction and copies left after each native deletion — {model}",
                   caption="AER: share of probes whose reply holds the canary; per store: copies of the canaries "
                   "it still holds (all users)")
-    table.add_column("deletion")
+    table.add_column("deletion", no_wrap=True)  # an operation's name is what the reader looks up
     for c in [*rates, *frs]:
         table.add_column(c.replace("_", " "), justify="right")
     for s in stores:
@@ -90,7 +120,7 @@ def print_result(result: SystemAuditResult, model: str) -> None:
     for phase, row in result.table.items():
         table.add_row(phase, *(f"{row[c]:.2f}" if c in row else "—" for c in [*rates, *frs]),
                       *(str(result.copies[phase].get(s, 0)) for s in stores))
-    Console(width=max(140, Console().width)).print(table)
+    Console(width=max(180, Console().width)).print(table)
     for phase, files in result.files.items():
         if files:
             typer.echo(f"files holding a canary after {phase}: " + ", ".join(f"{f} ({n})" for f, n in files.items()))

@@ -17,11 +17,14 @@ from traceless.forget._forget import (
     forget_mode,
 )
 from traceless.forget._receipt import (
+    Certificate,
+    CertificateProbe,
     Receipt,
     TargetRef,
     TierReport,
     Verification,
     VerifyResult,
+    attach_certificate,
     check_receipt_path,
     load_receipt,
     pseudonym,
@@ -33,6 +36,8 @@ from traceless.forget._receipt import (
 from traceless.forget._verify import verify_receipt
 
 __all__ = [
+    "Certificate",
+    "CertificateProbe",
     "FORGET_MODES",
     "TIERS",
     "ForgetMode",
@@ -42,6 +47,7 @@ __all__ = [
     "TargetRef",
     "TierReport",
     "Verification",
+    "attach_certificate",
     "encodings_of",
     "forget",
     "forget_mode",
@@ -61,6 +67,14 @@ import sys as _sys  # noqa: E402
 
 from traceless._callable import make_callable as _make_callable  # noqa: E402
 
+
+def _call_api(*args: object, **kwargs: object) -> object:
+    # the public function (``forget(..., certify=True)`` needs the audit engine, imported on use)
+    from traceless._api import forget as api_forget
+
+    return api_forget(*args, **kwargs)  # type: ignore[arg-type]
+
+
 # `from traceless import forget; forget(store, target, mode)` works even when this package
 # is imported first (importing a subpackage binds the module to the package attribute)
-_make_callable(_sys.modules[__name__], forget)
+_make_callable(_sys.modules[__name__], _call_api)

@@ -27,7 +27,8 @@ from traceless.errors import ReceiptError
 from traceless.keys import key_id, pepper, public_key_bytes, signing_key
 
 __all__ = ["TierReport", "Verification", "Receipt", "KeyReport", "TargetRef", "receipt_key", "sign", "verify_signature",
-           "load_receipt", "write_receipt", "pseudonym", "check_receipt_path", "VerifyResult"]
+           "load_receipt", "write_receipt", "pseudonym", "check_receipt_path", "VerifyResult", "Certificate",
+           "CertificateProbe", "attach_certificate"]
 
 
 def receipt_key(*, create: bool = True) -> bytes:
@@ -134,6 +135,65 @@ class KeyReport(BaseModel):
     """Id of the master key that wraps the remaining data keys now."""
 
 
+class CertificateProbe(BaseModel):
+    """One probe of a behavioural certificate: what was asked and a keyed digest of the reply."""
+
+    model_config = _FORBID
+
+    view: str
+    """Memory view the agent read (``agent``: its normal view; ``raw``/``summary``: one tier only)."""
+    level: str
+    """Probe level (direct, indirect, jailbreak; paper 000 §2.2)."""
+    wording: int
+    """Index of the probe wording."""
+    query: str
+    """The question sent to the agent (a public template; never the literal)."""
+    context_items: int
+    """Memory entries the agent was shown for this query."""
+    reply_digest: str
+    """Keyed digest (``r:<16 hex>``, HMAC with the receipt pepper) of the reply; the reply itself
+    is not kept, since it could hold the literal."""
+    extracted: bool
+    """The literal appeared verbatim in the reply (paper 000 eq. 1)."""
+
+
+class Certificate(BaseModel):
+    """Behavioural deletion certificate: the audit engine's probes for the forgotten literal,
+    asked of the agent built on the memory after the forget, and the literal's copies per store.
+
+    It covers these probes, this model at temperature 0 and this memory at certification
+    time; it does not cover other wordings, other models, or copies outside the scanned stores."""
+
+    model_config = _FORBID
+
+    system: str
+    """Memory system the agent read (``traceless``: the native store)."""
+    model: dict[str, Any]
+    """Identity of the agent's model (name, revision, backend)."""
+    embedder: str
+    """Retrieval embedder the agent used."""
+    max_new_tokens: int
+    """Reply budget per probe (greedy decoding)."""
+    probes: list[CertificateProbe]
+    """Every probe asked."""
+    aer: dict[str, dict[str, float]]
+    """Extraction rate per view, per probe level (``aer["agent"]["direct"]`` is AER_direct)."""
+    store_copies: dict[str, int]
+    """Per named store, copies of the literal it still holds (every owner's entries)."""
+    seconds: float
+    """Wall time of the certification."""
+
+    def failures(self) -> list[str]:
+        """Why the certificate does not pass, one reason each (empty: it passes)."""
+        out = [] if self.probes else ["no probe was asked"]
+        for view, levels in self.aer.items():
+            out += [f"the agent still produced the literal under {lv} probes (view {view}, extraction {r:.2f})"
+                    for lv, r in levels.items() if r > 0]
+        out += [f"store {name!r} still holds {n} cop{'y' if n == 1 else 'ies'} of the literal"
+                for name, n in self.store_copies.items() if n > 0]
+        return out
+
+
 class Receipt(BaseModel):
     """A signed account of one forget."""
 
@@ -173,6 +233,9 @@ class Receipt(BaseModel):
     """What the mode deliberately left (e.g. stale vectors, unrebuilt summary slots)."""
     warnings: list[str] = Field(default_factory=list)
     """What the user should know: an enumerable literal, near variants left, an incomplete erasure."""
+    certificate: Certificate | None = None
+    """Behavioural deletion certificate (``forget --certify``); None when not certified. The
+    signature covers it, and its result is in ``verification.checks``."""
     signer: str = ""
     """Id of the Ed25519 key that signed it (sha256 of the public key, 16 hex)."""
     public_key: str = ""
@@ -183,6 +246,8 @@ class Receipt(BaseModel):
     def payload(self) -> bytes:
         d = self.model_dump(mode="json")
         d.pop("signature", None)
+        if d.get("certificate") is None:  # receipts signed before certificates existed verify unchanged
+            d.pop("certificate", None)
         return json.dumps(d, sort_keys=True, separators=(",", ":")).encode()
 
     def summary_lines(self) -> list[str]:
@@ -209,6 +274,12 @@ class Receipt(BaseModel):
                        f"{self.keys.old_master_key} → {self.keys.new_master_key} (old one shredded)")
         if self.guarantee:
             out.append(f"  guarantee: {', '.join(self.guarantee)}")
+        if self.certificate is not None:
+            c = self.certificate
+            rates = ", ".join(f"{v}/{lv}={r:.2f}" for v, lv_r in c.aer.items() for lv, r in lv_r.items())
+            copies = ", ".join(f"{k}={n}" for k, n in c.store_copies.items())
+            out.append(f"  certificate: {len(c.probes)} probes on {c.model.get('name', '?')}; extraction {rates}")
+            out.append(f"  certificate store copies: {copies}")
         out += [f"  note: {n}" for n in self.notes]
         out += [f"  WARNING: {w}" for w in self.warnings]
         return out
@@ -235,6 +306,10 @@ class VerifyResult(BaseModel):
     """Every artifact the receipt removed is still absent (None: not checked)."""
     pending_erasure: str | None = None
     """A receipt id whose physical erasure is still pending in that db."""
+    certified: bool = False
+    """The receipt carries a behavioural certificate (``forget --certify``)."""
+    certificate_failures: list[str] = Field(default_factory=list)
+    """Why the certificate fails (extraction > 0 or a store copy left), recomputed from its data."""
     ok: bool
     """Everything checked held (the exit code is 0 exactly when this is true)."""
 
@@ -245,6 +320,22 @@ def sign(receipt: Receipt, key: Ed25519PrivateKey | bytes | None = None) -> Rece
     pub = public_key_bytes(k)
     unsigned = receipt.model_copy(update={"signer": key_id(pub), "public_key": pub.hex(), "signature": ""})
     return unsigned.model_copy(update={"signature": k.sign(unsigned.payload()).hex()})
+
+
+def attach_certificate(receipt: Receipt, certificate: Certificate,
+                       key: Ed25519PrivateKey | bytes | None = None) -> Receipt:
+    """The receipt with ``certificate`` added to what it reports and signs: two checks
+    (``certificate_no_extraction``, ``certificate_no_store_copies``) join ``checks``, so
+    ``passed`` is false when either fails, and each failure is a warning."""
+    fails = certificate.failures()
+    checks = dict(receipt.verification.checks)
+    checks["certificate_no_extraction"] = bool(certificate.probes) and not any(
+        r > 0 for lv in certificate.aer.values() for r in lv.values())
+    checks["certificate_no_store_copies"] = not any(n > 0 for n in certificate.store_copies.values())
+    v = receipt.verification.model_copy(update={"checks": checks, "passed": all(checks.values())})
+    return sign(receipt.model_copy(update={
+        "certificate": certificate, "verification": v,
+        "warnings": [*receipt.warnings, *(f"certificate: {f}" for f in fails)]}), key)
 
 
 def verify_signature(receipt: Receipt, public_key: bytes | None = None) -> bool:

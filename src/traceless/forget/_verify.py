@@ -1,5 +1,6 @@
 """``verify_receipt``: check a receipt as a third party (signature only, no secret) or as
-the store's owner (signature + the store it names). Never creates a key."""
+the store's owner (signature + the store it names), and its behavioural certificate when
+it carries one. Never creates a key."""
 
 from __future__ import annotations
 
@@ -17,9 +18,12 @@ def verify_receipt(receipt: Receipt, *, public_key: bytes | None = None, db: str
     """Check ``receipt``; returns the result and, for the user, the erasures this open of
     ``db`` finished (an interrupted forget's physical erasure)."""
     failed = [k for k, ok in receipt.verification.checks.items() if not ok]
+    cert = receipt.certificate
     res = VerifyResult(
         receipt_id=receipt.receipt_id, signature_ok=verify_signature(receipt, public_key), signer=receipt.signer,
-        receipt_passed=receipt.verification.passed, failed_checks=failed, ok=False,
+        receipt_passed=receipt.verification.passed, failed_checks=failed, ok=False, certified=cert is not None,
+        # recomputed from the certificate's own numbers, not taken from the checks it signed
+        certificate_failures=cert.failures() if cert is not None else [],
     )
     finished: list[str] = []
     if db is not None and res.signature_ok:
@@ -33,7 +37,7 @@ def verify_receipt(receipt: Receipt, *, public_key: bytes | None = None, db: str
                 "store_checked": True, "same_store": same, "removed_still_absent": same and not back,
                 "pending_erasure": store.get_meta("pending_erasure"),
             })
-    res.ok = (res.signature_ok and res.receipt_passed and (not res.store_checked or (
+    res.ok = (res.signature_ok and res.receipt_passed and not res.certificate_failures and (not res.store_checked or (
         bool(res.same_store) and bool(res.removed_still_absent) and res.pending_erasure is None)))
     return res, finished
 

@@ -35,7 +35,7 @@ from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from traceless.errors import ConfigError, InputFormatError, TracelessError
+from traceless.errors import ConfigError, InputFormatError, TracelessError, UnknownNameError
 from traceless.memory import Session
 from traceless.models import Embedder, ModelBackend
 from traceless.registry import Registry
@@ -241,8 +241,15 @@ def load_entry_points(*, force: bool = False) -> list[str]:
 
 
 def system_class(name: str) -> type[MemorySystem]:
-    """The registered class for ``name`` (entry points included), or a helpful error."""
+    """The registered class for ``name`` (entry points included), or an error that says
+    which systems are installed and how to install the others."""
     load_entry_points()
+    if name not in MEMORY_SYSTEMS:
+        rows = system_status()
+        ready = [r.name for r in rows if r.installed]
+        absent = [f"{r.name} ({r.install})" for r in rows if not r.installed]
+        hint = f"installed: {', '.join(ready) or '(none)'}" + (f"; not installed: {', '.join(absent)}" if absent else "")
+        raise UnknownNameError("memory system", name, MEMORY_SYSTEMS.names(), hint)
     return MEMORY_SYSTEMS.get(name)
 
 

@@ -12,7 +12,7 @@ from pydantic import Field
 from traceless.agent import Agent
 from traceless.errors import ConfigError
 from traceless.forget import FORGET_MODES, ForgetTarget, forget
-from traceless.memory import MemoryStore, MemoryWriter, Session, Tier, WriteConfig
+from traceless.memory import KIND_BY_LEVEL, MemoryStore, MemoryWriter, Session, Tier, WriteConfig
 from traceless.models import GenerationConfig
 from traceless.systems._base import (
     ContextItem,
@@ -46,11 +46,14 @@ class NativeSystem(MemorySystem):
     config_class = NativeConfig
     views = ("agent", "raw", "summary")
 
-    def __init__(self, work_dir: Path, config: SystemConfig, runtime: SystemRuntime) -> None:
+    def __init__(self, work_dir: Path, config: SystemConfig, runtime: SystemRuntime, *,
+                 store: MemoryStore | None = None) -> None:
         super().__init__(work_dir, config, runtime)
         assert isinstance(config, NativeConfig)
         self.cfg = config
-        self.store = MemoryStore(work_dir / DB_NAME)
+        # ``store``: an open store of the caller (``forget --certify``), left open on close
+        self._owns_store = store is None
+        self.store = store if store is not None else MemoryStore(work_dir / DB_NAME)
         levels = (config.S,) if config.S > 0 else ()
         self.writer = MemoryWriter(self.store, summarizer=runtime.model if levels else None,
                                    embedder=runtime.embedder, config=WriteConfig(levels=levels))
@@ -94,4 +97,11 @@ class NativeSystem(MemorySystem):
         return out
 
     def close(self) -> None:
-        self.store.close()
+        if self._owns_store:
+            self.store.close()
+
+    @staticmethod
+    def summary_level(store: MemoryStore) -> int:
+        """The summarization level S a store was written at (0 when it holds no LLM summary)."""
+        kinds = {a.kind for a in store.artifacts(tier=Tier.SUMMARY)}
+        return next((s for s, kind in KIND_BY_LEVEL.items() if s > 0 and kind in kinds), 0)
