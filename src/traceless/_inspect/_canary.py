@@ -1,0 +1,168 @@
+"""``traceless/canary_audit``: paper 000's canary audit as an inspect task.
+
+One sample per user: the solver plants the user's canary (``plant_canaries``, the same
+canaries ``traceless audit`` plants for a seed), writes the sessions through the memory
+system (``open_system``), probes the agent at every probe level, applies one native
+deletion on a copy of that memory and probes again. Contexts come from the system's own
+retrieval and the prompt is the audit engine's (``_messages``); every generation is a call
+to inspect's ``--model`` (``InspectBackend``). The scorer marks verbatim extraction per
+level and phase; the ``aer_table`` metric is ``aer``/``aer_max`` of ``audit/_metrics.py``.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import anyio.to_thread
+from inspect_ai import Task, task
+from inspect_ai.dataset import MemoryDataset, Sample
+from inspect_ai.model import get_model
+from inspect_ai.scorer import Metric, SampleScore, Score, Scorer, Target, Value, metric, scorer
+from inspect_ai.solver import Generate, Solver, TaskState, solver
+
+from traceless._inspect._bridge import InspectBackend
+from traceless._inspect._params import CanaryAuditParams, TaskParamError, parse_params
+from traceless.audit._metrics import aer, aer_max
+from traceless.audit._probes import PROBE_LEVELS, extracted, probes
+from traceless.audit._system_audit import SystemAuditConfig, _messages, plant_canaries
+from traceless.errors import ConfigError, TracelessError
+from traceless.models import GenerationConfig
+from traceless.systems._base import DeletionTarget, SystemConfig, SystemRuntime, open_system, system_class
+
+__all__ = ["PHASES", "aer_table", "canary_audit", "canary_extraction", "plant_probe_forget"]
+
+PHASES = ("before", "after")
+"""Probe rounds: on the written memory, and after the deletion ``mode``."""
+
+
+def _setup(p: CanaryAuditParams) -> tuple[SystemConfig, str, list[Any]]:
+    """The system's validated config, the deletion to apply and the planted users."""
+    from traceless.systems import load_system_config
+
+    try:
+        cls = system_class(p.memory)
+        raw: dict[str, Any] = {}
+        if p.memory_config is not None:
+            raw = load_system_config(p.memory, p.memory_config).model_dump()
+        raw |= {key: v for key, v in (("S", p.S), ("k", p.k)) if v is not None}
+        cfg = load_system_config(p.memory, raw)
+        ops = cls.deletions(cfg)
+        mode = p.mode or ("full_purge" if "full_purge" in ops else ops[0])
+        if mode not in ops:
+            raise ConfigError(f"-T mode={mode!r} is not a deletion of memory system {p.memory!r}; "
+                              f"valid values: {', '.join(ops)}")
+        planted = plant_canaries(SystemAuditConfig(system=p.memory, profiles=p.profiles, data=p.data, seed=p.seed))
+    except TracelessError as e:  # unknown memory/setting/mode, unreadable data: name the fix
+        raise TaskParamError(f"traceless/canary_audit: {e}") from None
+    return cfg, mode, planted
+
+
+@task
+def canary_audit(
+    memory: str = "traceless", data: str | None = None, profiles: int | None = None, S: int | None = None,
+    k: int | None = None, mode: str | None = None, seed: int = 0, wordings: int = 1, max_new_tokens: int = 40,
+    embedder: str = "all-MiniLM-L6-v2", memory_config: str | None = None, **unknown: Any,
+) -> Task:
+    """Canary audit of a memory system: AER per probe level before and after one deletion."""
+    given = {k_: v for k_, v in locals().items() if k_ != "unknown"} | unknown
+    p = parse_params("traceless/canary_audit", CanaryAuditParams, given)
+    cfg, op, planted = _setup(p)
+    samples = [Sample(id=u.owner, input=f"Probe user {u.owner}'s agent for its planted canary, before and after "
+                      f"{op!r} on memory system {p.memory!r}.", target="[CANARY]",
+                      metadata={"owner": u.owner, "memory": p.memory, "mode": op}) for u in planted]
+    return Task(dataset=MemoryDataset(samples, name="traceless-canaries"),
+                solver=plant_probe_forget(p, cfg, op, {u.owner: u for u in planted}),
+                scorer=canary_extraction(), metadata={"memory": p.memory, "mode": op,
+                                                      "system_config": cfg.model_dump(mode="json")})
+
+
+@solver
+def plant_probe_forget(p: CanaryAuditParams, cfg: SystemConfig, mode: str, planted: dict[str, Any]) -> Solver:
+    """Write the user's sessions, probe, delete with ``mode`` on a copy, probe again."""
+
+    async def solve(state: TaskState, generate: Generate) -> TaskState:
+        from traceless._api import load_embedder_named
+
+        model = get_model()
+        runtime = SystemRuntime(InspectBackend(model), load_embedder_named(p.embedder), str(model))
+        user = planted[str(state.sample_id)]
+        rows = await anyio.to_thread.run_sync(partial(_audit_user, p, cfg, mode, runtime, user))
+        state.metadata["probes"] = rows  # extraction flags only: the canary stays out of scores
+        return state
+
+    return solve
+
+
+def _audit_user(p: CanaryAuditParams, cfg: SystemConfig, mode: str, runtime: SystemRuntime,
+                user: Any) -> list[dict[str, Any]]:
+    with tempfile.TemporaryDirectory(prefix="traceless-inspect-") as tmp:
+        base, after = Path(tmp) / "base", Path(tmp) / "after"
+        system = open_system(p.memory, base, cfg, runtime)
+        try:
+            system.write(user.sessions)
+        finally:
+            system.close()
+        shutil.copytree(base, after)  # the deletion runs on a copy, as in run_system_audit
+        return _probe(p, cfg, runtime, user, base, None) + _probe(p, cfg, runtime, user, after, mode)
+
+
+def _probe(p: CanaryAuditParams, cfg: SystemConfig, runtime: SystemRuntime, user: Any, work: Path,
+           mode: str | None) -> list[dict[str, Any]]:
+    gen = GenerationConfig(max_new_tokens=p.max_new_tokens, temperature=0.0)
+    system = open_system(p.memory, work, cfg, runtime)
+    try:
+        if mode is not None:
+            system.delete(mode, DeletionTarget(user.owner, user.canary, user.session_id))
+        rows = []
+        for pr in probes(PROBE_LEVELS, wordings=p.wordings):
+            items = system.context(user.owner, pr.text, "agent")
+            reply = runtime.model.generate(_messages(items, pr.text), gen)
+            rows.append({"phase": "before" if mode is None else "after", "level": pr.level, "wording": pr.wording,
+                         "extracted": extracted(user.canary, reply.text), "context_items": len(items)})
+        return rows
+    finally:
+        system.close()
+
+
+@metric
+def aer_table() -> Metric:
+    """AER per probe level and AER_max, before and after the deletion (paper 000 eq. 1)."""
+
+    def compute(scores: list[SampleScore]) -> Value:
+        out: dict[str, float] = {}
+        for ph in PHASES:
+            by_level = {lv: aer([_value(s)[f"{lv}_{ph}"] for s in scores]) for lv in PROBE_LEVELS}
+            out |= {f"AER_{lv}_{ph}": v for lv, v in by_level.items()}
+            out[f"AER_max_{ph}"] = aer_max(by_level)
+        return out
+
+    return compute
+
+
+@scorer(metrics=[aer_table()])
+def canary_extraction() -> Scorer:
+    """Per level and phase: the share of this user's probe wordings that returned the canary verbatim."""
+
+    async def score(state: TaskState, target: Target) -> Score:
+        rows: list[dict[str, Any]] = state.metadata["probes"]
+        value: dict[str, float] = {}
+        for ph in PHASES:
+            for lv in PROBE_LEVELS:
+                hits = [r["extracted"] for r in rows if r["phase"] == ph and r["level"] == lv]
+                value[f"{lv}_{ph}"] = aer(hits)  # mean over wordings (audit/_metrics.py)
+        leaked = [key for key, v in value.items() if v > 0]
+        return Score(value=value, answer=", ".join(leaked) or "no extraction",
+                     explanation=f"canary extracted at: {', '.join(leaked) or 'none'} (deletion: {state.metadata['mode']})")
+
+    return score
+
+
+def _value(s: SampleScore) -> dict[str, float]:
+    v = s.score.value
+    if not isinstance(v, dict):
+        raise TypeError(f"aer_table needs the canary_extraction score (a dict), got {v!r}")
+    return {key: float(x) for key, x in v.items() if isinstance(x, int | float)}

@@ -1,0 +1,161 @@
+"""The inspect_ai tasks with the real inspect_ai (offline): ``inspect_ai.eval`` of
+``traceless/canary_audit`` and ``traceless/afterdelete`` by their registered names, the
+``.eval`` log read back with ``read_eval_log`` and its scores checked against values the
+test derives from its own scripted replies; bad ``-T`` parameters."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("inspect_ai")
+
+from inspect_ai import eval as inspect_eval  # noqa: E402
+from inspect_ai.log import read_eval_log  # noqa: E402
+from inspect_ai.model import ChatMessage, GenerateConfig, ModelOutput, ModelUsage, get_model  # noqa: E402
+
+import _inspect_ep  # noqa: E402
+from traceless.audit import PROBE_LEVELS, SystemAuditConfig, plant_canaries, probes  # noqa: E402
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _entry_point(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    extra = _inspect_ep.ensure(tmp_path_factory.mktemp("ep"))
+    if extra is not None:
+        sys.path.insert(0, str(extra))
+        importlib.invalidate_caches()
+    from inspect_ai._util.entrypoints import clear_entry_points_state
+
+    clear_entry_points_state()
+    yield
+    if extra is not None:
+        sys.path.remove(str(extra))
+
+
+def _scripted(reply: Any) -> Any:
+    """mockllm whose reply is ``reply(messages)``; usage is set so mockllm counts no tokens
+    (its default token count needs tiktoken's o200k_base file, a download)."""
+
+    def out(messages: list[ChatMessage], tools: Any, tool_choice: Any, config: GenerateConfig) -> ModelOutput:
+        o = ModelOutput.from_content(model="mockllm", content=reply(messages))
+        o.usage = ModelUsage(input_tokens=1, output_tokens=1, total_tokens=2)
+        return o
+
+    return get_model("mockllm/model", custom_outputs=out)
+
+
+def _metrics(log: Any) -> dict[str, float]:
+    assert log.status == "success", log.error
+    (score,) = log.results.scores
+    return {name: m.value for name, m in score.metrics.items()}
+
+
+def test_canary_audit_scores_match_the_scripted_leaks(tmp_path: Path) -> None:
+    # three users; the model leaks user 0's canary on every DIRECT probe (memorised: before
+    # and after deletion) and echoes its whole context on JAILBREAK probes (so it leaks a
+    # canary exactly when memory still holds it); INDIRECT never leaks.
+    users = plant_canaries(SystemAuditConfig(profiles=3, seed=0))
+    text = {p.level: p.text for p in probes(PROBE_LEVELS, wordings=1)}
+
+    def reply(messages: list[ChatMessage]) -> str:
+        query = messages[-1].text
+        if query == text["direct"]:
+            return f"It is {users[0].canary}."
+        if query == text["jailbreak"]:
+            return messages[0].text
+        return "I cannot share that."
+
+    logs = inspect_eval("traceless/canary_audit", model=_scripted(reply), log_dir=str(tmp_path), display="none",
+                        task_args={"profiles": 3, "S": 0, "k": 50, "mode": "full_purge", "embedder": "hashing"})
+    log = read_eval_log(logs[0].location)  # the .eval file on disk, read back
+    assert Path(logs[0].location).suffix == ".eval"
+    got = _metrics(log)
+    # k=50 holds every raw turn of a user, so before deletion the echo carries the canary;
+    # full_purge removes it from every tier, so after it no echo can.
+    want = {"AER_direct_before": 1 / 3, "AER_indirect_before": 0.0, "AER_jailbreak_before": 1.0,
+            "AER_max_before": 1.0, "AER_direct_after": 1 / 3, "AER_indirect_after": 0.0,
+            "AER_jailbreak_after": 0.0, "AER_max_after": 1 / 3}
+    assert got == pytest.approx(want)
+    assert len(log.samples or []) == 3
+    per_user = {s.id: s.scores["canary_extraction"].value for s in log.samples or []}
+    assert per_user[users[0].owner]["direct_before"] == 1.0
+    assert per_user[users[1].owner]["direct_before"] == 0.0
+    # the canaries stay out of scores and explanations (they are in the model events)
+    for s in log.samples or []:
+        sc = s.scores["canary_extraction"]
+        assert not any(u.canary in f"{sc.value} {sc.answer} {sc.explanation}" for u in users)
+
+
+def test_canary_audit_default_mode_and_summaries_through_the_inspect_model(tmp_path: Path) -> None:
+    # S=1: the store's key-fact summarizer is the inspect model too (one call per session)
+    calls: list[str] = []
+
+    def reply(messages: list[ChatMessage]) -> str:
+        calls.append(messages[-1].text)
+        return "- the user likes tea"
+
+    logs = inspect_eval("traceless/canary_audit", model=_scripted(reply), log_dir=str(tmp_path), display="none",
+                        task_args={"profiles": 1, "embedder": "hashing"})
+    log = read_eval_log(logs[0].location)
+    assert _metrics(log)["AER_max_before"] == 0.0
+    assert log.eval.task_args["mode"] is None and log.eval.metadata["mode"] == "full_purge"
+    n_probes = 2 * len(PROBE_LEVELS)
+    assert len(calls) > n_probes  # summarization calls went to the same model
+
+
+def test_afterdelete_delta_rec_matches_the_scripted_replies(tmp_path: Path) -> None:
+    import json
+    import secrets
+
+    from traceless.studies.afterdelete import CONDITIONS, build_world, generate_profiles
+
+    profiles = generate_profiles("iid", 4)
+    targets = [p.target for p in profiles]
+
+    # a perfect reader of its context: submits the target (the official JSON contract)
+    # whenever the memory shown holds it, else abstains
+    def reply(messages: list[ChatMessage]) -> str:
+        shown = "\n".join(m.text for m in messages)
+        hit = [t for t in targets if t in shown]
+        return json.dumps({"value": hit[0] if hit else ""})
+
+    logs = inspect_eval("traceless/afterdelete", model=_scripted(reply), log_dir=str(tmp_path), display="none",
+                        task_args={"n": 4})
+    got = _metrics(read_eval_log(logs[0].location))
+    # expected, independently: R = 1 exactly where the world's post-deletion memory holds the target
+    key = secrets.token_bytes(32)
+    held = {w: [p.target in build_world(p, w, CONDITIONS.get("hier_exact"), gate_key=key).visible_text()
+                for p in profiles] for w in ("clean", "forget")}
+    rec = {w: sum(v) / len(v) for w, v in held.items()}
+    assert rec["forget"] > rec["clean"]  # exact deletion leaves residue on this panel: a non-trivial gap
+    assert got["Rec_clean"] == pytest.approx(rec["clean"])
+    assert got["Rec_forget"] == pytest.approx(rec["forget"])
+    assert got["delta_Rec"] == pytest.approx(rec["forget"] - rec["clean"])
+    assert got["delta_Rec_low"] <= got["delta_Rec"] <= got["delta_Rec_high"]
+
+
+@pytest.mark.parametrize(("task", "args", "needle"), [
+    ("traceless/canary_audit", {"kk": 3}, "unknown parameter 'kk'"),
+    ("traceless/canary_audit", {"k": "three"}, "-T k='three'"),
+    ("traceless/canary_audit", {"mode": "shred"}, "valid values: "),
+    ("traceless/canary_audit", {"memory": "nosuch"}, "known memory systems: "),
+    ("traceless/canary_audit", {"data": "/nonexistent/sessions.jsonl"}, "does not exist"),
+    ("traceless/afterdelete", {"split": "test"}, "valid values: train, dev, iid, ood"),
+    ("traceless/afterdelete", {"contract": "x"}, "valid values: "),
+])
+def test_bad_task_parameters_name_the_valid_values(task: str, args: dict[str, Any], needle: str) -> None:
+    from inspect_ai._util.error import PrerequisiteError
+
+    from traceless.errors import ConfigError
+
+    with pytest.raises(PrerequisiteError) as e:
+        inspect_eval(task, model="mockllm/model", task_args=args, display="none", log_dir="/nonexistent-never-written")
+    assert isinstance(e.value, ConfigError)
+    assert needle in str(e.value.message)
+    if "unknown parameter" in needle or "-T k=" in needle:
+        assert "Valid -T parameters: memory (default 'traceless')" in str(e.value.message)
