@@ -16,6 +16,7 @@ from pydantic import BaseModel
 from traceless.audit import SystemAuditResult
 from traceless.forget import Receipt, VerifyResult
 from traceless.memory import SearchResult
+from traceless.studies._run_result import StudyRunResult
 
 __all__ = ["SCHEMAS", "schema_text", "write_schemas"]
 
@@ -24,6 +25,7 @@ SCHEMAS: dict[str, type[BaseModel]] = {
     "verify-result": VerifyResult,  # traceless forget verify --json
     "search-result": SearchResult,  # traceless memory search --json
     "audit-result": SystemAuditResult,  # traceless audit --json
+    "study-run": StudyRunResult,  # traceless study run --json
 }
 
 

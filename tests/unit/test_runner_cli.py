@@ -45,3 +45,27 @@ def test_bad_set_is_a_config_error(tmp_path: Path, capsys: pytest.CaptureFixture
     code = cli("study", "run", "frontier", "--out", str(tmp_path / "x"), "--set", "bogus=1")
     assert code == 2 and "no field 'bogus'" in capsys.readouterr().err
     assert cli("study", "run", "nosuch", "--out", str(tmp_path / "y")) == 2
+
+
+def test_run_json_prints_one_document_of_the_published_schema(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from traceless.studies import StudyRunResult
+
+    out = tmp_path / "run"
+    base = ["study", "run", "frontier", "--out", str(out), "--data", str(FIXTURE), "--model", "scripted",
+            "--embedder", "hashing", "--set", "k=1,3", "--set", "wordings=1", "--n", "1", "--json"]
+    assert cli(*base, "--max-cells", "4") == 0
+    cap = capsys.readouterr()
+    doc = json.loads(cap.out)  # the whole of stdout is one JSON document
+    r = StudyRunResult.model_validate(doc)
+    assert (r.state, r.rows_written, r.rows_resumed, r.report_command) == ("stopped", 4, 0, None)
+    assert r.results_dir == str(out.resolve()) and r.cells_total > 4
+    assert r.manifest.runs["scripted"].cells_done == len(read_rows(out)) == 4
+    assert r.manifest.config == read_manifest(out).config
+    assert "cells run" not in cap.err  # no human summary line mixed in
+    assert cli(*base, "--resume") == 0
+    r2 = StudyRunResult.model_validate_json(capsys.readouterr().out)
+    assert (r2.state, r2.rows_resumed, r2.rows_written) == ("finished", 4, r.cells_total - 4)
+    assert r2.manifest.runs["scripted"].finished and r2.report_command == f"traceless report {out.resolve()}"

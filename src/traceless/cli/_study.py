@@ -14,7 +14,16 @@ import typer
 from rich.console import Console
 
 from traceless.errors import ConfigError
-from traceless.studies import MANIFEST, STUDIES, get_study, load_config, read_manifest, run_study
+from traceless.studies import (
+    MANIFEST,
+    STUDIES,
+    get_study,
+    load_config,
+    read_manifest,
+    run_state,
+    run_study,
+    study_run_result,
+)
 
 __all__ = ["study_app", "report_cmd"]
 
@@ -71,6 +80,9 @@ def run_cmd(
                                                              "cuda or cuda:N."),
     dtype: str | None = typer.Option(None, "--dtype", help="Local transformers model only: float32 (default), "
                                                            "bfloat16 or float16 (weights and KV cache)."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON document on stdout (results dir, rows "
+                                                       "written/resumed, manifest summary; docs/schemas/study-run.json)"
+                                                       " instead of the summary line; implies --no-progress."),
 ) -> None:
     """Run (or resume) a study into DIR; every finished cell is stored at once."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -101,15 +113,16 @@ def run_cmd(
     console = Console(stderr=True)
     with _sigterm_as_interrupt():
         summary = run_study(study, out, cfg, resume=resume, model=model, model_tag=tag,
-                            embedder=lambda: embedder(embedder_name), workers=workers, progress=progress,
-                            max_cells=max_cells, backend_options=_backend_options(threads, device, dtype),
+                            embedder=lambda: embedder(embedder_name), workers=workers,
+                            progress=progress and not as_json, max_cells=max_cells,
+                            backend_options=_backend_options(threads, device, dtype),
                             shard=shard_t, executor=executor, address=address)
-    if summary.finished:
-        state = "finished"
-    elif summary.part_finished and shard_t is not None:
-        state = f"shard {shard_t[0]}/{shard_t[1]} finished (the other shards' cells are still missing)"
-    else:
-        state = "stopped (resume with --resume)"
+    if as_json:
+        typer.echo(study_run_result(summary, shard_t).model_dump_json(indent=2))
+        return
+    state = {"finished": "finished", "stopped": "stopped (resume with --resume)",
+             "shard_finished": f"shard {shard} finished (the other shards' cells are still missing)"
+             }[run_state(summary, shard_t)]
     console.print(
         f"{summary.study} ({summary.model_tag}): {summary.cells_run} cells run, {summary.cells_skipped} already "
         f"done, {summary.cells_total} in the grid; {state}; {summary.seconds:.0f}s; generation cache "

@@ -20,6 +20,7 @@ from traceless.studies._results import (
     read_manifest,
     read_rows,
 )
+from traceless.studies._run_result import ManifestSummary, StudyRunResult, run_state, study_run_result
 from traceless.studies._runner import (
     STUDIES,
     Cell,
@@ -45,6 +46,7 @@ __all__ = [
     "Cell",
     "CellResult",
     "Manifest",
+    "ManifestSummary",
     "MergeSummary",
     "ResultRow",
     "ResultsStore",
@@ -52,6 +54,7 @@ __all__ = [
     "RunRecord",
     "RunSummary",
     "Study",
+    "StudyRunResult",
     "derive_seed",
     "get_study",
     "load_config",
@@ -59,7 +62,9 @@ __all__ = [
     "parse_sets",
     "read_manifest",
     "read_rows",
+    "run_state",
     "run_study",
+    "study_run_result",
 ]
 
 from traceless.studies import afterdelete as _afterdelete  # noqa: E402,F401  (registers AfterDeleteBench, paper 001)
