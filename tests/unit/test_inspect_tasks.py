@@ -139,6 +139,43 @@ def test_afterdelete_delta_rec_matches_the_scripted_replies(tmp_path: Path) -> N
     assert got["delta_Rec_low"] <= got["delta_Rec"] <= got["delta_Rec_high"]
 
 
+def test_afterdelete_task_reproduces_the_study_primary_block(tmp_path: Path) -> None:
+    # one reply rule for both runs that depends on the whole prompt: any difference in how
+    # the task builds worlds, prompts or auditor turns from the study changes some R
+    import hashlib
+    import json
+
+    from traceless.models import Generation, ModelBackend
+    from traceless.studies import read_rows, run_study
+    from traceless.studies.afterdelete import generate_profiles
+
+    targets = [p.target for p in generate_profiles("iid", 6)]
+
+    def rule(texts: list[str]) -> str:
+        shown = "\n".join(texts)
+        hit = [t for t in targets if t in shown]
+        keep = int(hashlib.sha256(shown.encode()).hexdigest(), 16) % 3 != 0
+        return json.dumps({"value": hit[0] if hit and keep else ""})
+
+    class Rule(ModelBackend):
+        name = "rule"
+
+        def generate(self, messages: Any, config: Any = None) -> Generation:
+            return Generation(text=rule([m.content for m in messages]), prompt_tokens=1, completion_tokens=1)
+
+    run_study("afterdelete", tmp_path / "study", {"blocks": ["primary"], "n": 6, "splits": ["iid"]},
+              backend=Rule(), model_tag="rule", progress=False)
+    study = {(r.config["cell"]["profile"], r.config["cell"]["world"]): int(r.metrics["R"])
+             for r in read_rows(tmp_path / "study")}
+    logs = inspect_eval("traceless/afterdelete", model=_scripted(lambda ms: rule([m.text for m in ms])),
+                        log_dir=str(tmp_path / "logs"), display="none", task_args={"n": 6})
+    log = read_eval_log(logs[0].location)
+    task = {(int(s.metadata["index"]), w): s.scores["reconstruction"].value[f"R_{w}"]
+            for s in log.samples or [] for w in ("clean", "forget")}
+    assert task == study
+    assert 0 < sum(study.values()) < len(study)  # the rule both recovers and misses
+
+
 @pytest.mark.parametrize(("task", "args", "needle"), [
     ("traceless/canary_audit", {"kk": 3}, "unknown parameter 'kk'"),
     ("traceless/canary_audit", {"k": "three"}, "-T k='three'"),
