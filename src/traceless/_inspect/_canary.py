@@ -28,7 +28,11 @@ from traceless._inspect._bridge import InspectBackend
 from traceless._inspect._params import CanaryAuditParams, TaskParamError, parse_params
 from traceless.audit._metrics import aer, aer_max
 from traceless.audit._probes import PROBE_LEVELS, extracted, probes
-from traceless.audit._system_audit import SystemAuditConfig, _messages, plant_canaries
+from traceless.audit._system_audit import (  # _messages: the audit engine's prompt, one format for all systems
+    SystemAuditConfig,
+    _messages,
+    plant_canaries,
+)
 from traceless.errors import ConfigError, TracelessError
 from traceless.models import GenerationConfig
 from traceless.systems._base import DeletionTarget, SystemConfig, SystemRuntime, open_system, system_class
