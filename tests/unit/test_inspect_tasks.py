@@ -91,6 +91,44 @@ def test_canary_audit_scores_match_the_scripted_leaks(tmp_path: Path) -> None:
         assert not any(u.canary in f"{sc.value} {sc.answer} {sc.explanation}" for u in users)
 
 
+def _echo_on_jailbreak(messages: list[ChatMessage]) -> str:
+    jailbreak = {p.text for p in probes(("jailbreak",), wordings=1)}
+    return messages[0].text if messages[-1].text in jailbreak else "I cannot share that."
+
+
+def test_canary_audit_on_a_sessions_file(tmp_path: Path) -> None:
+    import json
+
+    data = tmp_path / "sessions.jsonl"
+    lines = [{"user_id": u, "session_id": f"s{i}", "date": "2026/01/0{i + 1}",
+              "turns": [{"role": "user", "content": f"{u} keeps {pet} number {i}."},
+                        {"role": "assistant", "content": "Noted."}]}
+             for u, pet in (("ana", "a cat"), ("bo", "a dog")) for i in range(2)]
+    data.write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8")
+    logs = inspect_eval("traceless/canary_audit", model=_scripted(_echo_on_jailbreak), log_dir=str(tmp_path),
+                        display="none", task_args={"data": str(data), "S": 0, "k": 50, "embedder": "hashing"})
+    log = read_eval_log(logs[0].location)
+    assert sorted(str(s.id) for s in log.samples or []) == ["ana", "bo"]  # every user of the file
+    got = _metrics(log)
+    # the whole memory is in context before deletion (echo leaks), none of the canary after full_purge
+    assert (got["AER_jailbreak_before"], got["AER_jailbreak_after"], got["AER_direct_before"]) == (1.0, 0.0, 0.0)
+
+
+def test_canary_audit_on_the_langgraph_memory_system(tmp_path: Path) -> None:
+    pytest.importorskip("langgraph.checkpoint.sqlite")
+    # delete_thread leaves the store's copy of the turn: the echo still finds the canary
+    args = {"memory": "langgraph", "k": 50, "profiles": 2, "embedder": "hashing", "mode": "delete_thread"}
+    logs = inspect_eval("traceless/canary_audit", model=_scripted(_echo_on_jailbreak), log_dir=str(tmp_path),
+                        display="none", task_args=args)
+    got = _metrics(read_eval_log(logs[0].location))
+    assert (got["AER_jailbreak_before"], got["AER_jailbreak_after"]) == (1.0, 1.0)
+    args["mode"] = "store.delete+delete_thread"
+    logs = inspect_eval("traceless/canary_audit", model=_scripted(_echo_on_jailbreak), log_dir=str(tmp_path),
+                        display="none", task_args=args)
+    got = _metrics(read_eval_log(logs[0].location))
+    assert (got["AER_jailbreak_before"], got["AER_jailbreak_after"]) == (1.0, 0.0)
+
+
 def test_canary_audit_default_mode_and_summaries_through_the_inspect_model(tmp_path: Path) -> None:
     # S=1: the store's key-fact summarizer is the inspect model too (one call per session)
     calls: list[str] = []
