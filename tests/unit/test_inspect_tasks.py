@@ -220,6 +220,7 @@ def test_afterdelete_task_reproduces_the_study_primary_block(tmp_path: Path) -> 
     ("traceless/canary_audit", {"mode": "shred"}, "valid values: "),
     ("traceless/canary_audit", {"memory": "nosuch"}, "known memory systems: "),
     ("traceless/canary_audit", {"data": "/nonexistent/sessions.jsonl"}, "does not exist"),
+    ("traceless/canary_audit", {"embedder": "bert"}, "known embedders: "),
     ("traceless/afterdelete", {"split": "test"}, "valid values: train, dev, iid, ood"),
     ("traceless/afterdelete", {"contract": "x"}, "valid values: "),
 ])

@@ -60,6 +60,9 @@ def _setup(p: CanaryAuditParams) -> tuple[SystemConfig, str, list[Any]]:
             raise ConfigError(f"-T mode={mode!r} is not a deletion of memory system {p.memory!r}; "
                               f"valid values: {', '.join(ops)}")
         planted = plant_canaries(SystemAuditConfig(system=p.memory, profiles=p.profiles, data=p.data, seed=p.seed))
+        from traceless._api import load_embedder_named
+
+        load_embedder_named(p.embedder)  # an unknown name fails here, not in every sample (loaded once, cached)
     except TracelessError as e:  # unknown memory/setting/mode, unreadable data: name the fix
         raise TaskParamError(f"traceless/canary_audit: {e}") from None
     return cfg, mode, planted
