@@ -131,6 +131,27 @@ def test_canary_audit_on_the_langgraph_memory_system(tmp_path: Path) -> None:
     assert (got["AER_jailbreak_before"], got["AER_jailbreak_after"]) == (1.0, 0.0)
 
 
+def test_canaries_stay_out_of_a_log_written_without_samples(tmp_path: Path) -> None:
+    import zipfile
+
+    users = plant_canaries(SystemAuditConfig(profiles=2, seed=0))
+    args = {"profiles": 2, "S": 0, "k": 50, "embedder": "hashing"}
+
+    def text_of(location: str) -> str:
+        with zipfile.ZipFile(location) as z:
+            return "".join(z.read(n).decode("utf-8", "replace") for n in z.namelist())
+
+    # by default the model events (prompts holding the memory) are in the log ...
+    full = inspect_eval("traceless/canary_audit", model=_scripted(_echo_on_jailbreak), log_dir=str(tmp_path / "a"),
+                        display="none", task_args=args)[0]
+    assert any(u.canary in text_of(full.location) for u in users)
+    # ... --no-log-samples keeps only the aggregate results and the plan, which never name a canary
+    bare = inspect_eval("traceless/canary_audit", model=_scripted(_echo_on_jailbreak), log_dir=str(tmp_path / "b"),
+                        display="none", task_args=args, log_samples=False)[0]
+    assert _metrics(read_eval_log(bare.location))["AER_jailbreak_before"] == 1.0
+    assert not any(u.canary in text_of(bare.location) for u in users)
+
+
 def test_canary_audit_default_mode_and_summaries_through_the_inspect_model(tmp_path: Path) -> None:
     # S=1: the store's key-fact summarizer is the inspect model too (one call per session)
     calls: list[str] = []
@@ -210,6 +231,7 @@ def test_afterdelete_task_reproduces_the_study_primary_block(tmp_path: Path) -> 
     logs = inspect_eval("traceless/afterdelete", model=_scripted(lambda ms: rule([m.text for m in ms])),
                         log_dir=str(tmp_path / "logs"), display="none", task_args={"n": 6})
     log = read_eval_log(logs[0].location)
+    assert not any(t in log.model_dump_json(exclude={"samples"}) for t in targets)  # header: no target
     task = {(int(s.metadata["index"]), w): s.scores["reconstruction"].value[f"R_{w}"]
             for s in log.samples or [] for w in ("clean", "forget")}
     assert task == study

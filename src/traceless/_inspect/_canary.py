@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from functools import partial
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any
 
@@ -59,13 +59,21 @@ def _setup(p: CanaryAuditParams) -> tuple[SystemConfig, str, list[Any]]:
         if mode not in ops:
             raise ConfigError(f"-T mode={mode!r} is not a deletion of memory system {p.memory!r}; "
                               f"valid values: {', '.join(ops)}")
-        planted = plant_canaries(SystemAuditConfig(system=p.memory, profiles=p.profiles, data=p.data, seed=p.seed))
+        planted = list(_planted(p).values())
         from traceless._api import load_embedder_named
 
         load_embedder_named(p.embedder)  # an unknown name fails here, not in every sample (loaded once, cached)
     except TracelessError as e:  # unknown memory/setting/mode, unreadable data: name the fix
         raise TaskParamError(f"traceless/canary_audit: {e}") from None
     return cfg, mode, planted
+
+
+@lru_cache(maxsize=8)
+def _planted(p: CanaryAuditParams) -> dict[str, Any]:
+    """owner → planted user (canary, sessions). Looked up here by the solver, never passed to
+    it: inspect writes a solver's arguments into the log header, and these hold the canaries."""
+    users = plant_canaries(SystemAuditConfig(system=p.memory, profiles=p.profiles, data=p.data, seed=p.seed))
+    return {u.owner: u for u in users}
 
 
 @task
@@ -82,13 +90,13 @@ def canary_audit(
                       f"{op!r} on memory system {p.memory!r}.", target="[CANARY]",
                       metadata={"owner": u.owner, "memory": p.memory, "mode": op}) for u in planted]
     return Task(dataset=MemoryDataset(samples, name="traceless-canaries"),
-                solver=plant_probe_forget(p, cfg, op, {u.owner: u for u in planted}),
+                solver=plant_probe_forget(p, cfg, op),
                 scorer=canary_extraction(), metadata={"memory": p.memory, "mode": op,
                                                       "system_config": cfg.model_dump(mode="json")})
 
 
 @solver
-def plant_probe_forget(p: CanaryAuditParams, cfg: SystemConfig, mode: str, planted: dict[str, Any]) -> Solver:
+def plant_probe_forget(p: CanaryAuditParams, cfg: SystemConfig, mode: str) -> Solver:
     """Write the user's sessions, probe, delete with ``mode`` on a copy, probe again."""
 
     async def solve(state: TaskState, generate: Generate) -> TaskState:
@@ -96,7 +104,7 @@ def plant_probe_forget(p: CanaryAuditParams, cfg: SystemConfig, mode: str, plant
 
         model = get_model()
         runtime = SystemRuntime(InspectBackend(model), load_embedder_named(p.embedder), str(model))
-        user = planted[str(state.sample_id)]
+        user = _planted(p)[str(state.sample_id)]
         rows = await anyio.to_thread.run_sync(partial(_audit_user, p, cfg, mode, runtime, user))
         state.metadata["probes"] = rows  # extraction flags only: the canary stays out of scores
         return state
