@@ -259,3 +259,26 @@ def test_bad_task_parameters_name_the_valid_values(task: str, args: dict[str, An
     assert needle in str(e.value.message)
     if "unknown parameter" in needle or "-T k=" in needle:
         assert "Valid -T parameters: memory (default 'traceless')" in str(e.value.message)
+
+
+def test_tasks_are_found_by_name_from_a_checkout_with_a_stale_egg_info(tmp_path: Path) -> None:
+    # `PYTHONPATH=src` over a checkout where `pip install -e .` once left src/traceless.egg-info:
+    # that metadata (no PEP 610 editable record) is found first and inspect sees no package
+    import subprocess
+
+    egg = tmp_path / "traceless.egg-info"
+    egg.mkdir()
+    (egg / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: traceless\nVersion: 0.1.0\n")
+    (egg / "entry_points.txt").write_text("".join(["[inspect_ai]\n", *(f"{k} = {v}\n" for k, v in
+                                                                       _inspect_ep.declared().items())]))
+    src = Path(__file__).resolve().parents[2] / "src"
+    code = ("from inspect_ai._util.registry import registry_lookup\n"
+            "from inspect_ai._util.package import get_installed_package_name\n"
+            "t = registry_lookup('task', 'traceless/canary_audit')\n"
+            "import traceless._inspect as m\n"
+            "print(get_installed_package_name(m.canary_audit), t is not None, "
+            "registry_lookup('task', 'traceless/afterdelete') is not None)")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(src)])}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["None", "True", "True"]  # no package detected, tasks found anyway
