@@ -44,6 +44,8 @@ REQ = ForgetRequest(span=SPAN, secret=SECRET, description="my private session to
 
 @pytest.mark.parametrize("temperature", [0.0, 0.7])
 def test_b7_matches_b5_token_for_token(backend, temperature: float) -> None:  # type: ignore[no-untyped-def]
+    if temperature > 0 and backend.dtype != torch.float32:
+        pytest.skip("bfloat16 runs the greedy case only (CI time); sampling is dtype-independent code")
     cfg = RuntimeConfig(generation=GenerationConfig(max_new_tokens=8, temperature=temperature),
                         summary_max_new_tokens=6, seed=5)
     rt = AgentRuntime(backend, cfg)
