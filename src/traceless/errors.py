@@ -16,6 +16,7 @@ __all__ = [
     "MemoryStoreError",
     "SchemaVersionError",
     "StoreLockedError",
+    "StoreConnectionError",
     "InputFormatError",
     "DuplicateSessionError",
     "ForgetError",
@@ -82,6 +83,10 @@ class SchemaVersionError(MemoryStoreError):
 
 class StoreLockedError(MemoryStoreError):
     """The memory file is read-only or locked by another process."""
+
+
+class StoreConnectionError(MemoryStoreError):
+    """A database server (a ``postgresql://`` store) cannot be reached or refused the login."""
 
 
 class InputFormatError(TracelessError):

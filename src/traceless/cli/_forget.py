@@ -21,7 +21,7 @@ from traceless.forget import (
     write_receipt,
 )
 from traceless.keys import load_public_key
-from traceless.memory import MemoryStore, MemoryWriter, WriteConfig
+from traceless.memory import MemoryStore, MemoryWriter, WriteConfig, redact_url, store_exists
 
 __all__ = ["forget_app"]
 
@@ -47,7 +47,7 @@ def _target(kind: str, value: str, owner: str | None, attribute: str, match: str
 @forget_app.callback()
 def run_forget(
     ctx: typer.Context,
-    db: Path = typer.Option(None, "--db", help="Memory file."),
+    db: str = typer.Option(None, "--db", help="Memory file or postgresql:// URL."),
     mode: str = typer.Option(None, "--mode", help="Forget mode (see `traceless forget modes`)."),
     record: str = typer.Option(None, "--record", help="Raw record id."),
     literal: str = typer.Option(None, "--literal", help="Exact text: every artifact containing it."),
@@ -94,7 +94,7 @@ def run_forget(
     if certify and kind != "literal":
         raise ConfigError("--certify needs --literal: the certificate probes the agent for the literal's value")
     target = _target(kind, value, owner, attribute, match)
-    if not db.exists():
+    if not store_exists(db):
         raise ConfigError(f"{db} does not exist; create it with `traceless memory add --db {db} SESSIONS.jsonl`")
     # every output is validated before anything is forgotten
     path = check_receipt_path(receipt_out) if receipt_out is not None else None
@@ -160,7 +160,7 @@ def modes() -> None:
 @forget_app.command("verify")
 def verify(
     receipt: Path = typer.Argument(..., help="Receipt JSON file."),
-    db: Path = typer.Option(None, "--db", help="Also check the memory file: same store, removed ids still absent."),
+    db: str = typer.Option(None, "--db", help="Also check the memory file (or postgresql:// URL): same store, removed ids still absent."),
     public_key: str = typer.Option(None, "--public-key",
                                    help="The signer's Ed25519 public key (hex, or the file `traceless keys export` "
                                         "wrote). Default: this machine's signing key. No secret is needed."),
@@ -182,12 +182,12 @@ def verify(
     typer.echo(f"{receipt}: signature OK (signer {r.signer}, mode {r.mode}, passed={r.verification.passed})")
     if res.store_checked:
         if not res.same_store:
-            raise ReceiptError(f"{db} is not the store this receipt was made on (its store id differs)")
+            raise ReceiptError(f"{redact_url(db)} is not the store this receipt was made on (its store id differs)")
         if not res.removed_still_absent:
-            raise ReceiptError(f"artifact(s) the receipt removed exist again in {db}")
-        typer.echo(f"{db}: same store; every artifact the receipt removed is still absent")
+            raise ReceiptError(f"artifact(s) the receipt removed exist again in {redact_url(db)}")
+        typer.echo(f"{redact_url(db)}: same store; every artifact the receipt removed is still absent")
         if res.pending_erasure:
-            raise ReceiptError(f"{db}: the physical erasure of {res.pending_erasure} is still pending (a reader "
+            raise ReceiptError(f"{redact_url(db)}: the physical erasure of {res.pending_erasure} is still pending (a reader "
                                "holds an old snapshot); close other connections and run this again")
     if res.certified and not res.certificate_failures:
         c = r.certificate
@@ -204,9 +204,9 @@ def verify(
 
 
 @forget_app.command("receipts")
-def receipts(db: Path = typer.Option(..., "--db", help="Memory file.")) -> None:
+def receipts(db: str = typer.Option(..., "--db", help="Memory file or postgresql:// URL.")) -> None:
     """List the receipts stored in a memory file (id, time, mode, target, passed)."""
-    if not db.exists():
+    if not store_exists(db):
         raise ConfigError(f"{db} does not exist")
     with MemoryStore(db) as store:
         rows = store.receipts()
@@ -220,11 +220,11 @@ def receipts(db: Path = typer.Option(..., "--db", help="Memory file.")) -> None:
 @forget_app.command("receipt")
 def export_receipt(
     receipt_id: str = typer.Argument(..., help="Receipt id (see `traceless forget receipts`)."),
-    db: Path = typer.Option(..., "--db", help="Memory file."),
+    db: str = typer.Option(..., "--db", help="Memory file or postgresql:// URL."),
     out: Path = typer.Option(..., "--out", help="File to write the signed receipt to."),
 ) -> None:
     """Export one stored receipt to a file."""
-    if not db.exists():
+    if not store_exists(db):
         raise ConfigError(f"{db} does not exist")
     path = check_receipt_path(out)
     with MemoryStore(db) as store:

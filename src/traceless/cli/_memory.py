@@ -21,13 +21,14 @@ from traceless.memory import (
     Tier,
     WriteConfig,
     read_sessions,
+    store_exists,
 )
 
 __all__ = ["memory_app"]
 
 memory_app = typer.Typer(help="Inspect and fill a memory file.", no_args_is_help=True)
 
-DB = typer.Option(..., "--db", help="Memory file (SQLite). Created by `add` if missing.")
+DB = typer.Option(..., "--db", help="Memory file (SQLite; created by `add` if missing) or a postgresql:// URL.")
 
 
 def _preview(text: str | None, width: int = 70) -> Text:
@@ -44,7 +45,7 @@ def _cell(text: str | None) -> Text:
 def add(
     sessions: Path = typer.Argument(..., help="Sessions as JSON Lines, one session per line: "
                                     '{"user_id","session_id","date","turns":[{"role","content","has_answer"}]}'),
-    db: Path = DB,
+    db: str = DB,
     levels: str = typer.Option("", "--levels", help="LLM summary levels to build, e.g. '1,2' (needs --model)."),
     model: str = typer.Option("qwen2.5-coder-0.5b-instruct", "--model", help="Summarizer for --levels."),
     extractive: bool = typer.Option(True, "--extractive/--no-extractive",
@@ -54,9 +55,10 @@ def add(
     raw_unit: str = typer.Option("user_turn", "--raw-unit", help="user_turn, turn or session."),
     on_duplicate: str = typer.Option("error", "--on-duplicate",
                                      help="A session id the user already has: error (default), skip or replace."),
-    encrypt: bool = typer.Option(False, "--encrypt",
-                                 help="Create the store encrypted at rest (per-user data keys; forgetting destroys "
-                                      "keys, so copies taken before a forget cannot be read). Only for a new store."),
+    encrypt: bool | None = typer.Option(
+        None, "--encrypt/--no-encrypt",
+        help="Create the store encrypted at rest (per-user data keys; forgetting destroys keys, so copies taken "
+             "before a forget cannot be read). Only for a new store. Default: on for postgresql://, off for a file."),
     gate: bool = typer.Option(True, "--gate/--no-gate",
                               help="Refuse values the user asked to forget (default). --no-gate writes them anyway "
                                    "and records that choice in the store's event log."),
@@ -87,7 +89,7 @@ def add(
 @memory_app.command("search")
 def search(
     query: str = typer.Argument(..., help="Query text."),
-    db: Path = DB,
+    db: str = DB,
     user: str = typer.Option(..., "--user", help="Owner to search (retrieval never crosses owners)."),
     k: int = typer.Option(5, "--k", min=1),
     tiers: str = typer.Option("raw,summary", "--tiers", help="Comma list of tiers."),
@@ -125,7 +127,7 @@ def search(
 
 @memory_app.command("show")
 def show(
-    db: Path = DB,
+    db: str = DB,
     user: str = typer.Option(None, "--user", help="Only this owner."),
     tier: str = typer.Option(None, "--tier", help="Only this tier."),
     full: bool = typer.Option(False, "--full", help="Print whole texts."),
@@ -145,7 +147,7 @@ def show(
 @memory_app.command("lineage")
 def lineage(
     artifact_id: str = typer.Argument(..., help="Artifact id (e.g. s-00000003 or r-00000001)."),
-    db: Path = DB,
+    db: str = DB,
 ) -> None:
     """Where an artifact came from (ancestors) and everything derived from it (descendants)."""
     _require_db(db)
@@ -178,7 +180,7 @@ def lineage(
         console.print(Text(f"ancestor closure: {', '.join(anc) or '(none: a source record)'}"))
 
 
-def _require_db(db: Path) -> None:
+def _require_db(db: str) -> None:
     """Reading commands never create a memory file."""
-    if not db.exists():
+    if not store_exists(db):
         raise ConfigError(f"{db} does not exist; create it with `traceless memory add --db {db} SESSIONS.jsonl`")

@@ -454,10 +454,11 @@ def forget(
         receipt = Receipt(
             receipt_id=f"rcpt-{uuid.uuid4().hex[:16]}", created_at=time.time(), mode=mode, store_id=store.store_id,
             target=_target_ref(target, owner, pep), matched=matched, tiers=tiers, verification=verification,
-            gate_descriptors_added=n_gate, seconds=0.0, code_version=code_version(), notes=op.notes,
+            gate_descriptors_added=n_gate, seconds=0.0, code_version=code_version(),
+            notes=op.notes + ([] if store.scannable else [_server_note(store.encrypted)]),
             warnings=warnings, keys=keys,
-            guarantee=(["plaintext_scan"] if literal is not None and spec.erases_everywhere else [])
-            + (["key_destroyed"] if keys is not None else []),
+            guarantee=(["plaintext_scan"] if literal is not None and spec.erases_everywhere and store.scannable
+                       else []) + (["key_destroyed"] if keys is not None else []),
         )
         # the stored copy is signed too; it lacks only the post-commit disk scan
         store.add_receipt(receipt.receipt_id, sign(receipt).model_dump_json())
@@ -466,6 +467,17 @@ def forget(
     if strict and not matched:
         raise NothingMatchedError(f"the target matched nothing for owner {owner!r}; receipt {receipt.receipt_id}")
     return receipt
+
+
+def _server_note(encrypted: bool) -> str:
+    """Why a database server's store gives no plaintext-scan guarantee."""
+    base = ("no byte scan of the live files: they belong to the database server (heap, WAL, replicas, "
+            "backups), out of this process's reach")
+    if encrypted:
+        return base + "; the guarantee is key_destroyed (when the forget changed something): every copy of " \
+                      "the old rows is ciphertext under keys it destroyed"
+    return base + "; this store is not encrypted, so old row versions may survive there in plaintext " \
+                  "(open it with encryption on, the PostgreSQL default)"
 
 
 def _tier_reports(op: ForgetOp, before: dict[Tier, str], v: Verification, pep: bytes) -> dict[str, TierReport]:
@@ -511,7 +523,7 @@ def _erase_and_scan(store: MemoryStore, receipt: Receipt, literal: str | None, s
     checks = dict(v.checks)
     if receipt.keys is not None:
         checks["old_keys_destroyed"] = store.master_key_gone(receipt.keys.old_master_key)
-    if literal is not None:
+    if literal is not None and store.scannable:
         scan = scan_files(store.files(), literal)
         if spec.erases_everywhere and receipt.matched:
             checks["disk_clean"] = not any(scan.values())

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from traceless.errors import ConfigError
 from traceless.forget._receipt import Receipt, VerifyResult, pseudonym, receipt_key, verify_signature
-from traceless.memory import MemoryStore
+from traceless.memory import MemoryStore, store_exists
 
 __all__ = ["verify_receipt"]
 
@@ -27,9 +27,9 @@ def verify_receipt(receipt: Receipt, *, public_key: bytes | None = None, db: str
     )
     finished: list[str] = []
     if db is not None and res.signature_ok:
-        if not Path(db).exists():
+        if not store_exists(db):
             raise ConfigError(f"{db} does not exist")
-        with MemoryStore(db) as store:
+        with MemoryStore(str(db)) as store:
             finished = list(store.finished_erasures)
             same = not receipt.store_id or receipt.store_id == store.store_id
             back = _back(receipt, store) if same else []

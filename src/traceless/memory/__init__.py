@@ -1,11 +1,12 @@
 """Tiered, provenance-tracked agent memory.
 
-A ``MemoryStore`` (one SQLite file) holds artifacts in tiers (raw, summary, embedding,
+A ``MemoryStore`` (one SQLite file or a PostgreSQL database) holds artifacts in tiers (raw, summary, embedding,
 cache) with lineage edges; a ``MemoryWriter`` turns sessions into raw records, S=1/S=2
 summaries, paper 001's extractive consolidation and embeddings; renderers show memory
 to a model. Deletion lives in ``traceless.forget``.
 """
 
+from traceless.memory._backend import is_url, redact_url, store_exists
 from traceless.memory._gate import WriteGate, load_key
 from traceless.memory._io import parse_session_lines, read_sessions, write_sessions_jsonl
 from traceless.memory._pipeline import (
@@ -51,6 +52,9 @@ __all__ = [
     "WriteConfig",
     "WriteGate",
     "WriteReport",
+    "is_url",
+    "redact_url",
+    "store_exists",
     "digest_text",
     "extractive_text",
     "load_key",

@@ -1,14 +1,19 @@
 """Forward-only named migrations (simonw/llm style). ``PRAGMA user_version`` holds the
-number of applied migrations; a file from a newer traceless is refused, never touched."""
+number of applied migrations; a file from a newer traceless is refused, never touched.
+
+PostgreSQL runs the same migrations, rewritten for its types (``pg_sql``); there the
+number of rows in ``_migrations`` is the version, read and written under an advisory lock."""
 
 from __future__ import annotations
 
+import re
 import sqlite3
 import time
+from typing import Any
 
 from traceless.errors import SchemaVersionError
 
-__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "check_version", "migrate"]
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "check_version", "check_version_pg", "migrate", "migrate_pg", "pg_sql"]
 
 MIGRATIONS: list[tuple[str, str]] = [
     (
@@ -142,4 +147,61 @@ def migrate(conn: sqlite3.Connection, path: str) -> None:
         except BaseException:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
+            raise
+
+
+_PG_REWRITES = [
+    # byte-wise comparison and ordering (ids, owners) as in SQLite, whatever the server's locale
+    (r"\bTEXT\b", 'TEXT COLLATE "C"'),
+    (r"\bBLOB\b", "BYTEA"),
+    (r"\bREAL\b", "DOUBLE PRECISION"),
+    (r"INTEGER PRIMARY KEY AUTOINCREMENT", "BIGSERIAL PRIMARY KEY"),
+    (r"INSERT OR IGNORE INTO meta\(key, value\) VALUES \('store_id', lower\(hex\(randomblob\(16\)\)\)\)",
+     "INSERT INTO meta(key, value) VALUES ('store_id', replace(gen_random_uuid()::text, '-', '')) "
+     "ON CONFLICT DO NOTHING"),
+]
+_PG_MIGRATION_LOCK = 7_031_978
+
+
+def pg_sql(sql: str) -> str:
+    """A migration's SQLite DDL rewritten for PostgreSQL."""
+    for pat, rep in _PG_REWRITES:
+        sql = re.sub(pat, rep, sql)
+    return sql
+
+
+def check_version_pg(conn: Any, where: str) -> int:
+    """``check_version`` for a PostgreSQL database (``conn``: a psycopg connection)."""
+    if conn.execute("SELECT to_regclass('_migrations')").fetchone()[0] is None:
+        return 0
+    version = int(conn.execute("SELECT count(*) FROM _migrations").fetchone()[0])
+    if version > SCHEMA_VERSION:
+        raise SchemaVersionError(
+            f"{where} has schema version {version} but this traceless knows only up to {SCHEMA_VERSION}: it was "
+            "written by a newer traceless. Upgrade traceless (pip install -U traceless); nothing was modified."
+        )
+    return version
+
+
+def migrate_pg(conn: Any, where: str) -> None:
+    """Apply pending migrations on PostgreSQL, each in its own transaction (DDL is
+    transactional there), serialised across processes by an advisory lock."""
+    if check_version_pg(conn, where) == SCHEMA_VERSION:
+        return
+    while True:
+        conn.execute("BEGIN")
+        try:
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_PG_MIGRATION_LOCK,))
+            version = check_version_pg(conn, where)
+            if version >= SCHEMA_VERSION:
+                conn.execute("COMMIT")
+                return
+            name, sql = MIGRATIONS[version]
+            for stmt in pg_sql(sql).split(";"):
+                if stmt.strip():
+                    conn.execute(stmt)
+            conn.execute("INSERT INTO _migrations(name, applied_at) VALUES (%s, %s)", (name, time.time()))
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
             raise

@@ -1,5 +1,6 @@
-"""The embedded memory store: one SQLite file (WAL, ``secure_delete``), artifacts in
-tiers, lineage edges, closure queries as recursive CTEs over indexed columns.
+"""The memory store: one SQLite file (WAL, ``secure_delete``) or a PostgreSQL database
+(``postgresql://`` URL, see ``_backend``), artifacts in tiers, lineage edges, closure
+queries as recursive CTEs over indexed columns.
 
 Every mutating method must run inside ``transaction()``; nested calls join the outer
 transaction, so a whole forget is one atomic unit.
@@ -23,10 +24,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from traceless.errors import ConfigError, GateBlockedError, GateKeyError, MemoryStoreError, StoreLockedError
+from traceless.errors import ConfigError, GateBlockedError, GateKeyError, MemoryStoreError
 from traceless.memory import _crypto
+from traceless.memory._backend import Backend, Cursor, SQLiteBackend, open_backend
 from traceless.memory._gate import GateEntry, WriteGate, gate_key_id, load_key
-from traceless.memory._schema import check_version, migrate
+from traceless.memory._schema import check_version, migrate, migrate_pg
 from traceless.memory._types import Artifact, Hit, LineageEdge, Tier, digest_text
 
 __all__ = ["MemoryStore"]
@@ -61,9 +63,12 @@ def _row_to_artifact(row: sqlite3.Row | tuple[Any, ...]) -> Artifact:
 
 
 class MemoryStore:
-    """Tiered, provenance-tracked memory in one SQLite file.
+    """Tiered, provenance-tracked memory in one SQLite file or a PostgreSQL database.
 
-    ``path=":memory:"`` gives a private in-memory store (tests).
+    ``path=":memory:"`` gives a private in-memory store (tests); a ``postgresql://`` URL
+    opens (and migrates) that database. ``encrypt``: seal every artifact under per-owner
+    data keys (``_crypto``); chosen when a store is created, on by default for PostgreSQL
+    (whose WAL, replicas and backups this process cannot scan or erase), off for SQLite.
 
     The store enforces the exact-literal write gate on every write (``add``,
     ``update_text``, ``update_vector``): no caller can forget to pass it. Writing without it
@@ -73,9 +78,11 @@ class MemoryStore:
 
     def __init__(
         self, path: str | os.PathLike[str] = ":memory:", *, timeout: float = 5.0, gate_key: bytes | None = None,
-        encrypt: bool = False,
+        encrypt: bool | None = None,
     ) -> None:
-        self.path = str(path)
+        self._b: Backend = open_backend(str(path), timeout)
+        self.path = self._b.where
+        """The file path, or the URL without its password."""
         self._lock = threading.RLock()
         self._depth = 0
         self._gate_key = gate_key
@@ -87,48 +94,45 @@ class MemoryStore:
         self._dks: dict[str, bytes] = {}
         self._created_keys: list[Path] = []  # master key files made in this transaction
         self._shred_after_commit: list[Path] = []
-        if self.path != ":memory:":
-            p = Path(self.path)
-            # os.access alone says "writable" to root even for a 0444 file; a file nobody
-            # may write is treated as read-only for everyone
-            if p.exists() and (not os.access(p, os.W_OK) or not p.stat().st_mode & 0o222):
-                raise StoreLockedError(
-                    f"{p} is read-only; traceless needs write access to it (and to its folder, "
-                    f"for the WAL). Fix the permissions (chmod u+w {p}) or copy it somewhere writable. "
-                    "Nothing was changed."
-                )
-            if not p.parent.exists():
-                raise MemoryStoreError(f"folder {p.parent} does not exist; create it first")
-            if not os.access(p.parent, os.W_OK):
-                raise StoreLockedError(f"folder {p.parent} is not writable; SQLite needs it for the WAL")
-            if p.is_dir():
-                raise MemoryStoreError(f"{p} is a folder; give a file path for the memory (e.g. {p}/memory.db)")
-            if not p.exists():
-                # private from the first byte: SQLite gives the WAL and shm files the same mode
-                with contextlib.suppress(FileExistsError):
-                    os.close(os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
         try:
-            self._conn = sqlite3.connect(
-                self.path, timeout=timeout, isolation_level=None, check_same_thread=False
-            )
-        except sqlite3.Error as e:
-            raise self._translate(e) from e
-        try:
-            self._conn.execute("PRAGMA secure_delete = ON")
-            # refuse a newer file BEFORE anything may write to it (switching the journal
-            # mode to WAL rewrites the file header)
-            check_version(self._conn, self.path)
-            if self.path != ":memory:":
-                self._conn.execute("PRAGMA journal_mode = WAL")
-            self._conn.execute("PRAGMA synchronous = FULL")
-            migrate(self._conn, self.path)
+            self._prepare()
         except BaseException as e:
-            self._conn.close()
-            if isinstance(e, sqlite3.Error):
+            self._b.close()
+            if isinstance(e, self._b.errors):
                 raise self._translate(e) from e
             raise
-        self._open_encryption(encrypt)
+        self._open_encryption(self._b.dialect == "postgres" if encrypt is None else encrypt)
         self._finish_pending_erasure()
+
+    def _prepare(self) -> None:
+        if not isinstance(self._b, SQLiteBackend):
+            migrate_pg(self._conn, self.path)
+            return
+        conn = self._b.conn
+        conn.execute("PRAGMA secure_delete = ON")
+        # refuse a newer file BEFORE anything may write to it (switching the journal
+        # mode to WAL rewrites the file header)
+        check_version(conn, self.path)
+        if self.path != ":memory:":
+            conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = FULL")
+        migrate(conn, self.path)
+
+    @property
+    def _conn(self) -> Any:
+        """The engine's connection (sqlite3 or psycopg); tests poke at it."""
+        return self._b.conn  # type: ignore[attr-defined]
+
+    @property
+    def backend(self) -> str:
+        """``sqlite`` or ``postgres``."""
+        return self._b.dialect
+
+    @property
+    def scannable(self) -> bool:
+        """True when every byte the store wrote lives in files this process can scan
+        (SQLite); False for a server's files (PostgreSQL)."""
+        return self._b.scannable
 
     # ----------------------------------------------------------------- encryption at rest
     @property
@@ -139,7 +143,7 @@ class MemoryStore:
         mode = self.get_meta("encryption")
         if mode is None and encrypt:
             if self._exec("SELECT 1 FROM artifacts LIMIT 1").fetchone() is not None:
-                self._conn.close()
+                self._b.close()
                 raise ConfigError(f"{self.path} already holds plaintext artifacts; encryption is chosen when a "
                                   "store is created: write into a new store with encryption on")
             with self.transaction():
@@ -152,7 +156,7 @@ class MemoryStore:
             try:
                 self._load_master()
             except BaseException:
-                self._conn.close()
+                self._b.close()
                 raise
 
     def _load_master(self) -> None:
@@ -184,7 +188,7 @@ class MemoryStore:
                   meta: dict[str, Any]) -> tuple[bytes, str]:
         return _crypto.seal(self._dk(owner, create=True), art_id, _crypto.Sealed(text, vec, meta))
 
-    def _art(self, row: sqlite3.Row | tuple[Any, ...]) -> Artifact:
+    def _art(self, row: Any) -> Artifact:
         if row[11] is None:
             return _row_to_artifact(row)
         try:
@@ -243,7 +247,7 @@ class MemoryStore:
         pending = self.get_meta("pending_erasure")
         if not pending:
             return
-        with contextlib.suppress(MemoryStoreError, sqlite3.Error):
+        with contextlib.suppress(MemoryStoreError, *self._b.errors):
             if self.vacuum():
                 with self.transaction():
                     self._exec("DELETE FROM meta WHERE key = 'pending_erasure'")
@@ -252,18 +256,8 @@ class MemoryStore:
                 self.finished_erasures.append(pending)
 
     # ----------------------------------------------------------------- plumbing
-    def _translate(self, e: sqlite3.Error) -> MemoryStoreError:
-        msg = str(e)
-        if "locked" in msg or "busy" in msg:
-            return StoreLockedError(
-                f"{self.path} is locked by another process ({msg}); wait for it to finish or close it. "
-                "Nothing was changed."
-            )
-        if "readonly" in msg or "read-only" in msg:
-            return StoreLockedError(f"{self.path} is read-only ({msg}); fix its permissions. Nothing was changed.")
-        if "not a database" in msg:
-            return MemoryStoreError(f"{self.path} is not a traceless memory file (not SQLite): {msg}")
-        return MemoryStoreError(f"{self.path}: {msg}")
+    def _translate(self, e: BaseException) -> MemoryStoreError:
+        return self._b.translate(e)
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[MemoryStore]:
@@ -271,8 +265,8 @@ class MemoryStore:
         with self._lock:
             if self._depth == 0:
                 try:
-                    self._conn.execute("BEGIN IMMEDIATE")
-                except sqlite3.Error as e:
+                    self._b.begin()
+                except self._b.errors as e:
                     raise self._translate(e) from e
                 self._gate_cache = {}  # descriptors are re-read under the write lock
             self._depth += 1
@@ -281,17 +275,21 @@ class MemoryStore:
             except BaseException:
                 self._depth -= 1
                 if self._depth == 0:
-                    self._conn.execute("ROLLBACK")
+                    with contextlib.suppress(*self._b.errors):  # a dropped connection has nothing to roll back
+                        self._b.rollback()
                     self._after_rollback()
                 raise
             self._depth -= 1
             if self._depth == 0:
+                failed: tuple[type[BaseException], ...] = (*self._b.errors, MemoryStoreError)
                 try:
-                    self._conn.execute("COMMIT")
-                except sqlite3.Error as e:
-                    with contextlib.suppress(sqlite3.Error):
-                        self._conn.execute("ROLLBACK")
+                    self._b.commit()
+                except failed as e:
+                    with contextlib.suppress(*self._b.errors):
+                        self._b.rollback()
                     self._after_rollback()
+                    if isinstance(e, MemoryStoreError):
+                        raise
                     raise self._translate(e) from e
                 for p in self._shred_after_commit:
                     _crypto.shred_file(p)
@@ -312,10 +310,10 @@ class MemoryStore:
         if self._depth == 0:
             raise MemoryStoreError("internal: writes must run inside MemoryStore.transaction()")
 
-    def _exec(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
+    def _exec(self, sql: str, params: Sequence[Any] = ()) -> Cursor:
         try:
-            return self._conn.execute(sql, params)
-        except sqlite3.Error as e:
+            return self._b.execute(sql, params)
+        except self._b.errors as e:
             raise self._translate(e) from e
 
     def checkpoint(self) -> bool:
@@ -325,8 +323,8 @@ class MemoryStore:
         Returns False when it could not complete within the timeout: another connection
         still reads an older snapshot, whose pages stay on disk until a later checkpoint.
         """
-        if self.path == ":memory:":
-            return True
+        if self.path == ":memory:" or not self.scannable:
+            return True  # PostgreSQL: the server owns its WAL (see docs/scale.md)
         row = self._exec("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
         return row is None or int(row[0]) == 0
 
@@ -341,17 +339,22 @@ class MemoryStore:
         if self._depth:
             raise MemoryStoreError("internal: vacuum() cannot run inside a transaction")
         with self._lock:
-            self._exec("VACUUM")
+            # PostgreSQL: VACUUM marks dead tuples' space reusable (it does not overwrite them;
+            # an encrypted store's guarantee does not rest on it)
+            self._exec("VACUUM" if self.scannable else "VACUUM artifacts")
         return self.checkpoint()
 
     def integrity_check(self) -> list[str]:
         """``PRAGMA integrity_check``: ``["ok"]`` for a sound file, else SQLite's findings."""
+        if not self.scannable:
+            self._exec("SELECT count(*) FROM artifacts")  # the server checks its own pages
+            return ["ok"]
         return [str(r[0]) for r in self._exec("PRAGMA integrity_check").fetchall()]
 
     def close(self) -> None:
-        with contextlib.suppress(sqlite3.Error):
+        with contextlib.suppress(*self._b.errors):
             self.checkpoint()
-        self._conn.close()
+        self._b.close()
 
     def __enter__(self) -> MemoryStore:
         return self
@@ -364,7 +367,7 @@ class MemoryStore:
         key = f"seq:{tier.value}"
         row = self._exec("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         n = int(row[0]) + 1 if row else 1
-        self._exec("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, str(n)))
+        self._exec(self._b.upsert("meta", ("key", "value"), ("key",), replace=True), (key, str(n)))
         return f"{_PREFIX[tier]}-{n:08d}"
 
     @property
@@ -386,7 +389,7 @@ class MemoryStore:
 
     def set_meta(self, key: str, value: str) -> None:
         self._require_tx()
-        self._exec("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
+        self._exec(self._b.upsert("meta", ("key", "value"), ("key",), replace=True), (key, value))
 
     # ----------------------------------------------------------------- writes
     def add(
@@ -433,7 +436,7 @@ class MemoryStore:
     def add_edge(self, child: str, parent: str, op: str, params: dict[str, Any]) -> None:
         self._require_tx()
         self._exec(
-            "INSERT OR REPLACE INTO lineage(child, parent, op, params) VALUES (?,?,?,?)",
+            self._b.upsert("lineage", ("child", "parent", "op", "params"), ("child", "parent"), replace=True),
             (child, parent, op, _dumps(params)),
         )
 
@@ -610,7 +613,7 @@ class MemoryStore:
         """
         tier_vals = [Tier(t).value for t in tiers]
         sql = (
-            f"SELECT {', '.join('s.' + c.strip() for c in _COLS.split(','))}, e.vector, e.id FROM artifacts s "
+            f"SELECT {', '.join('s.' + c.strip() for c in _COLS.split(','))}, e.vector, e.id, e.sealed FROM artifacts s "
             "JOIN lineage l ON l.parent = s.id AND l.op = 'embed' "
             "JOIN artifacts e ON e.id = l.child "
             f"WHERE s.owner = ? AND e.owner = ? AND s.tier IN ({','.join('?' * len(tier_vals))})"
@@ -624,8 +627,8 @@ class MemoryStore:
         if not rows or k <= 0:
             return []
         vecs = [r[_NCOLS] for r in rows]
-        if self.encrypted:
-            vecs = [self.get(r[_NCOLS + 1]).vector for r in rows]
+        if self.encrypted:  # the vectors are sealed: decrypt this owner's only, rank here
+            vecs = [self._art((r[_NCOLS + 1], owner, *r[2:11], r[_NCOLS + 2])).vector for r in rows]
         mat = np.stack([np.frombuffer(v or b"", dtype=np.float32) for v in vecs])
         q = np.asarray(query_vector, dtype=np.float32).reshape(-1)
         if q.shape[0] != mat.shape[1]:
@@ -727,8 +730,8 @@ class MemoryStore:
         if self.get_meta("gate_key_id") is None:
             self.set_meta("gate_key_id", g.key_id)
         self._exec(
-            "INSERT OR IGNORE INTO gate_entries(owner_ref, kind, mac, attribute, sealed, key_id, created_at) "
-            "VALUES (?,?,?,?,?,?,?)",
+            self._b.upsert("gate_entries", ("owner_ref", "kind", "mac", "attribute", "sealed", "key_id", "created_at"),
+                           ("owner_ref", "kind", "mac"), replace=False),
             (g.owner_ref(owner), entry.kind, entry.mac, entry.attribute, entry.sealed, g.key_id, time.time()),
         )
         self._gate_cache.pop(g.owner_ref(owner), None)
@@ -781,8 +784,9 @@ class MemoryStore:
         return h.hexdigest()
 
     def files(self) -> list[Path]:
-        """Every file SQLite may have written for this store (main, WAL, shm, journal)."""
-        if self.path == ":memory:":
+        """Every file SQLite may have written for this store (main, WAL, shm, journal); none
+        for PostgreSQL (the server's files are out of this process's reach)."""
+        if self.path == ":memory:" or not self.scannable:
             return []
         base = Path(self.path)
         return [p for p in (base, Path(f"{base}-wal"), Path(f"{base}-shm"), Path(f"{base}-journal")) if p.exists()]
