@@ -86,3 +86,52 @@ def _network_guard(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setattr(socket.socket, "connect_ex", connect_ex)
     monkeypatch.setattr(socket, "create_connection", create_connection)
     yield
+
+
+# ---------------------------------------------------------------- storage backends
+# A real PostgreSQL server for the store suite: start one with `eval "$(.ci/start-postgres)"`.
+# Without it the postgres cases skip, unless TRACELESS_REQUIRE_PG is set (CI): then they fail.
+_PG_HINT = 'start one with: eval "$(.ci/start-postgres)" (needs apt-get install -y postgresql)'
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> str:
+    """The superuser URL of the test server (``TRACELESS_TEST_PG_URL``)."""
+    url = os.environ.get("TRACELESS_TEST_PG_URL")
+    if not url:
+        if os.environ.get("TRACELESS_REQUIRE_PG"):
+            pytest.fail(f"TRACELESS_REQUIRE_PG is set but TRACELESS_TEST_PG_URL is not; {_PG_HINT}")
+        pytest.skip(f"no PostgreSQL server (TRACELESS_TEST_PG_URL unset); {_PG_HINT}")
+    return url
+
+
+def pg_database_url(server: str, name: str) -> str:
+    """``server``'s URL pointing at database ``name``."""
+    from urllib.parse import urlsplit
+
+    return urlsplit(server)._replace(path=f"/{name}").geturl()
+
+
+@pytest.fixture
+def pg_url(pg_server: str) -> Iterator[str]:
+    """A fresh, empty database on the test server for one test (dropped after it)."""
+    import uuid
+
+    import psycopg
+
+    name = f"traceless_t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(pg_server, autocommit=True) as c:
+        c.execute(f"CREATE DATABASE {name}")
+    yield pg_database_url(pg_server, name)
+    with psycopg.connect(pg_server, autocommit=True) as c:
+        c.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def store_url(request: pytest.FixtureRequest, tmp_path: Any) -> str:
+    """Where a test's store lives, once per backend: a SQLite file, then a fresh
+    PostgreSQL database. Tests of SQLite files' bytes (VACUUM, WAL, byte scans, loop
+    mounts) do not take this fixture: they stay SQLite-only."""
+    if request.param == "sqlite":
+        return str(tmp_path / "memory.db")
+    return str(request.getfixturevalue("pg_url"))

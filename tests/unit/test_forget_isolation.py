@@ -107,8 +107,8 @@ def test_forget_never_crosses_owners(
         assert store.search(victim, EMB.embed([queries[0]])[0], k=10) == []
 
 
-def test_wrong_owner_record_target_matches_nothing() -> None:
-    store = MemoryStore()
+def test_wrong_owner_record_target_matches_nothing(store_url: str) -> None:
+    store = MemoryStore(store_url)
     writer = MemoryWriter(store, embedder=EMB, config=WriteConfig(levels=()))
     writer.write_sessions(_sessions({"ann": [["dog tea"]], "ben": [["dog tea"]]}))
     (ben_raw,) = store.artifacts(owner="ben", tier=Tier.RAW)
@@ -119,10 +119,10 @@ def test_wrong_owner_record_target_matches_nothing() -> None:
     assert {a.id: a.digest for a in store.artifacts()} == before
 
 
-def test_user_target_with_foreign_owner_refused() -> None:
+def test_user_target_with_foreign_owner_refused(store_url: str) -> None:
     from traceless.errors import ConfigError
 
-    store = MemoryStore()
+    store = MemoryStore(store_url)
     with pytest.raises(ConfigError, match="owner must be that user"):
         forget(store, ForgetTarget(kind="user", value="ann", owner="ben"), "full_purge")
     with pytest.raises(ConfigError, match="needs an owner"):

@@ -60,8 +60,8 @@ EXPECTED_UP = {
 }
 
 
-def test_closure_multi_level() -> None:
-    store = MemoryStore()
+def test_closure_multi_level(store_url: str) -> None:
+    store = MemoryStore(store_url)
     n = _graph(store)
     inv = {v: k for k, v in n.items()}
     for src, want in EXPECTED_DOWN.items():
@@ -86,10 +86,10 @@ def _up(parents_of: dict[str, list[str]], x: str) -> set[str]:
     return ps.union(*(_up(parents_of, p) for p in ps)) if ps else set()
 
 
-def test_closure_matches_reference_on_random_dags() -> None:
+def test_closure_matches_reference_on_random_dags(store_url: str) -> None:
     rng = random.Random(7)
+    store = MemoryStore(store_url)  # one store: each graph's ids are new, edges never join two graphs
     for _ in range(20):
-        store = MemoryStore()
         ids: list[str] = []
         parents_of: dict[str, list[str]] = {}
         with store.transaction():
@@ -105,8 +105,8 @@ def test_closure_matches_reference_on_random_dags() -> None:
             assert set(store.ancestors([x])) == _up(parents_of, x)
 
 
-def test_edges_survive_deletion_for_closure_checks() -> None:
-    store = MemoryStore()
+def test_edges_survive_deletion_for_closure_checks(store_url: str) -> None:
+    store = MemoryStore(store_url)
     n = _graph(store)
     with store.transaction():
         store.delete([n["s1"]])
@@ -116,8 +116,8 @@ def test_edges_survive_deletion_for_closure_checks() -> None:
     assert n["r1"] in store.ancestors([n["c2"]])
 
 
-def test_cycle_terminates() -> None:
-    store = MemoryStore()
+def test_cycle_terminates(store_url: str) -> None:
+    store = MemoryStore(store_url)
     with store.transaction():
         a = store.add(owner="o", tier=Tier.RAW, kind="k", text="a").id
         b = store.add(owner="o", tier=Tier.SUMMARY, kind="k", text="b", parents=[a], op="x").id
@@ -126,8 +126,8 @@ def test_cycle_terminates() -> None:
     assert set(store.ancestors([a])) == {a, b}
 
 
-def test_writer_lineage(tmp_path: Path) -> None:
-    store = MemoryStore(tmp_path / "m.db")
+def test_writer_lineage(store_url: str) -> None:
+    store = MemoryStore(store_url)
     writer = make_writer(store, 1, extractive=True)
     writer.write_sessions(alice_sessions())
     for s in store.artifacts(owner="alice", tier=Tier.SUMMARY):

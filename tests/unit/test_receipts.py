@@ -34,8 +34,8 @@ def _home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.fixture
-def built(tmp_path: Path) -> tuple[MemoryStore, MemoryWriter]:
-    store = MemoryStore(tmp_path / "m.db")
+def built(store_url: str) -> tuple[MemoryStore, MemoryWriter]:
+    store = MemoryStore(store_url)
     writer = make_writer(store, 1, keep=True, extractive=True)
     writer.write_sessions(alice_sessions())
     return store, writer
