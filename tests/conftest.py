@@ -113,18 +113,32 @@ def pg_database_url(server: str, name: str) -> str:
 
 
 @pytest.fixture
-def pg_url(pg_server: str) -> Iterator[str]:
-    """A fresh, empty database on the test server for one test (dropped after it)."""
+def pg_new_db(pg_server: str) -> Iterator[Any]:
+    """Make fresh, empty databases on the test server (``pg_new_db()`` returns a URL);
+    every one is dropped after the test."""
     import uuid
 
     import psycopg
 
-    name = f"traceless_t_{uuid.uuid4().hex[:12]}"
+    made: list[str] = []
+
+    def make() -> str:
+        name = f"traceless_t_{uuid.uuid4().hex[:12]}"
+        with psycopg.connect(pg_server, autocommit=True) as c:
+            c.execute(f"CREATE DATABASE {name}")
+        made.append(name)
+        return pg_database_url(pg_server, name)
+
+    yield make
     with psycopg.connect(pg_server, autocommit=True) as c:
-        c.execute(f"CREATE DATABASE {name}")
-    yield pg_database_url(pg_server, name)
-    with psycopg.connect(pg_server, autocommit=True) as c:
-        c.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        for name in made:
+            c.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+@pytest.fixture
+def pg_url(pg_new_db: Any) -> str:
+    """A fresh, empty database on the test server for one test."""
+    return str(pg_new_db())
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
