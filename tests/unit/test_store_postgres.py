@@ -148,6 +148,9 @@ def test_a_plaintext_postgres_store_gives_no_guarantee(pg_url: str) -> None:
     r = forget(store, ForgetTarget.literal(CANARY, "alice"), "full_purge", writer=w)
     assert r.verification.passed and r.guarantee == []
     assert any("not encrypted" in n for n in r.notes)
+    store.close()
+    with MemoryStore(pg_url) as again:  # the default (encrypted) is for new stores: this one reopens as it is
+        assert not again.encrypted and again.artifacts(owner="alice")
 
 
 def test_a_forget_that_cannot_destroy_a_key_rolls_back(pg_url: str, _home: Path) -> None:
@@ -211,7 +214,12 @@ def test_cli_memory_and_forget_on_a_postgres_url(pg_url: str, tmp_path: Path,
     sessions = tmp_path / "s.jsonl"
     sessions.write_text(json.dumps({"user_id": "ann", "session_id": "a1", "date": "2024-01-01", "turns": [
         {"role": "user", "content": "my locker code is 5821-QX", "has_answer": False}]}) + "\n")
-    assert cli("memory", "add", "--db", pg_url, str(sessions), "--embedder", "hashing", "--no-extractive") == 0
+    # a password in the URL (unused over the trusted socket) is never printed
+    parts = urlsplit(pg_url)
+    url = parts._replace(netloc=f"{parts.username}:hunter2-secret@{parts.netloc.split('@', 1)[1]}").geturl()
+    assert cli("memory", "add", "--db", url, str(sessions), "--embedder", "hashing", "--no-extractive") == 0
+    out = capsys.readouterr()
+    assert "hunter2-secret" not in out.out + out.err and "***" in out.out
     assert cli("forget", "--db", pg_url, "--mode", "full_purge", "--literal", "5821-QX", "--owner", "ann",
                "--receipt", str(tmp_path / "r.json")) == 0
     r = json.loads((tmp_path / "r.json").read_text())

@@ -83,7 +83,7 @@ def add(
         with ctx:
             rep = writer.write_sessions(parsed, on_duplicate=on_duplicate)  # type: ignore[arg-type]
     typer.echo(f"wrote {len(parsed)} sessions: {len(rep.raw)} raw, {len(rep.summary)} summary, "
-               f"{len(rep.embedding)} embedding artifacts to {db}")
+               f"{len(rep.embedding)} embedding artifacts to {store.path}")
 
 
 @memory_app.command("search")

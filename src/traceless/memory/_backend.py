@@ -75,6 +75,7 @@ class Backend(Protocol):
     """True when every byte the engine wrote lives in files this process can scan."""
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Cursor: ...
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None: ...
     def begin(self) -> None: ...
     def commit(self) -> None: ...
     def rollback(self) -> None: ...
@@ -106,6 +107,9 @@ class SQLiteBackend:
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Cursor:
         return self.conn.execute(sql, params)
+
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        self.conn.executemany(sql, rows)
 
     def begin(self) -> None:
         self.conn.execute("BEGIN IMMEDIATE")
@@ -204,6 +208,11 @@ class PostgresBackend:
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Cursor:
         sql = sql.replace("instr(", "strpos(").replace("?", "%s")
         return self.conn.execute(sql, list(params) if params else None)
+
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        # pipelined by psycopg: one round trip for the batch, not one per row
+        with self.conn.cursor() as cur:
+            cur.executemany(sql.replace("?", "%s"), rows)
 
     def begin(self) -> None:
         self.conn.execute("BEGIN")

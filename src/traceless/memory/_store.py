@@ -101,7 +101,7 @@ class MemoryStore:
             if isinstance(e, self._b.errors):
                 raise self._translate(e) from e
             raise
-        self._open_encryption(self._b.dialect == "postgres" if encrypt is None else encrypt)
+        self._open_encryption(encrypt)
         self._finish_pending_erasure()
 
     def _prepare(self) -> None:
@@ -139,8 +139,10 @@ class MemoryStore:
     def encrypted(self) -> bool:
         return self._master is not None
 
-    def _open_encryption(self, encrypt: bool) -> None:
+    def _open_encryption(self, encrypt: bool | None) -> None:
         mode = self.get_meta("encryption")
+        if encrypt is None:  # the backend's default, for a store still empty (PostgreSQL: on)
+            encrypt = self._b.dialect == "postgres" and self._exec("SELECT 1 FROM artifacts LIMIT 1").fetchone() is None
         if mode is None and encrypt:
             if self._exec("SELECT 1 FROM artifacts LIMIT 1").fetchone() is not None:
                 self._b.close()
@@ -231,8 +233,11 @@ class MemoryStore:
                    for o, w in self._exec("SELECT owner, wrapped FROM data_keys").fetchall()}
         kid, key = _crypto.new_master(self.store_id)
         self._created_keys.append(_crypto.master_dir(self.store_id) / f"{kid}.key")
-        for o, dk in wrapped.items():
-            self._exec("UPDATE data_keys SET wrapped = ? WHERE owner = ?", (_crypto.wrap(key, dk, o), o))
+        try:  # one batch: a forget's cost should not grow with round trips per owner
+            self._b.executemany("UPDATE data_keys SET wrapped = ? WHERE owner = ?",
+                                [(_crypto.wrap(key, dk, o), o) for o, dk in wrapped.items()])
+        except self._b.errors as e:
+            raise self._translate(e) from e
         self.set_meta("master_key_id", kid)
         self._master = (kid, key)
         d = _crypto.master_dir(self.store_id)
