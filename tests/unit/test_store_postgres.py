@@ -13,8 +13,11 @@ from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlsplit
 
-import psycopg
 import pytest
+
+if not os.environ.get("TRACELESS_REQUIRE_PG"):
+    pytest.importorskip("psycopg", reason="pip install 'traceless[postgres]' for the PostgreSQL tests")
+import psycopg
 from _cli import cli
 from _forget_helpers import CANARY, alice_sessions, bob_sessions, make_writer
 
