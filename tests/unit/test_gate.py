@@ -22,8 +22,8 @@ def _home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return home
 
 
-def _gated(tmp_path: Path, *, enabled: bool = True, level: int = 1) -> tuple[MemoryStore, MemoryWriter]:
-    store = MemoryStore(tmp_path / "m.db")
+def _gated(where: str, *, enabled: bool = True, level: int = 1) -> tuple[MemoryStore, MemoryWriter]:
+    store = MemoryStore(where)
     writer = make_writer(store, level, keep=True)
     writer.gate = WriteGate(enabled=enabled)
     writer.write_sessions(alice_sessions())
@@ -52,8 +52,8 @@ def test_key_created_on_first_use_0600(_home: Path) -> None:
     assert [e.mac for e in WriteGate(b"z" * 32).descriptors("a", "b")] != macs
 
 
-def test_descriptors_never_hold_the_value(tmp_path: Path) -> None:
-    store, _ = _gated(tmp_path)
+def test_descriptors_never_hold_the_value(store_url: str) -> None:
+    store, _ = _gated(store_url)
     stored = store.gate_descriptors("alice")
     assert len(stored) == 2
     blob = repr(sorted(stored))
@@ -65,8 +65,8 @@ def test_descriptors_never_hold_the_value(tmp_path: Path) -> None:
     CANARY,
     f"prefix{CANARY}suffix",
 ])
-def test_exact_literal_write_blocked_nothing_written(tmp_path: Path, text: str) -> None:
-    store, writer = _gated(tmp_path)
+def test_exact_literal_write_blocked_nothing_written(store_url: str, text: str) -> None:
+    store, writer = _gated(store_url)
     before = _count(store)
     digests = {a.id: a.digest for a in store.artifacts()}
     sessions = [session("alice", "s9", ["harmless turn about the dog"]),
@@ -86,8 +86,8 @@ def test_exact_literal_write_blocked_nothing_written(tmp_path: Path, text: str) 
     CANARY.replace("-", "\u2011"),                    # non-breaking hyphen
     "XQ7-VIOLET-382",                                 # prefix only
 ])
-def test_variants_not_blocked(tmp_path: Path, variant: str) -> None:
-    store, writer = _gated(tmp_path)
+def test_variants_not_blocked(store_url: str, variant: str) -> None:
+    store, writer = _gated(store_url)
     assert variant != CANARY
     if "\uff38" in variant:
         assert unicodedata.normalize("NFKC", variant) == CANARY
@@ -97,14 +97,14 @@ def test_variants_not_blocked(tmp_path: Path, variant: str) -> None:
     assert store.containing(variant)
 
 
-def test_gate_is_per_owner(tmp_path: Path) -> None:
-    store, writer = _gated(tmp_path)
+def test_gate_is_per_owner(store_url: str) -> None:
+    store, writer = _gated(store_url)
     rep = writer.write_sessions([session("bob", "b1", [f"bob's token {CANARY}"])])
     assert rep.raw
 
 
-def test_gate_off_allows(tmp_path: Path) -> None:
-    store, writer = _gated(tmp_path, enabled=False)
+def test_gate_off_allows(store_url: str) -> None:
+    store, writer = _gated(store_url, enabled=False)
     assert store.gate_descriptors("alice")  # descriptors were stored anyway
     rep = writer.write_sessions([session("alice", "s9", [f"token {CANARY}"])])
     assert rep.raw and store.containing(CANARY, owner="alice")
@@ -114,10 +114,10 @@ def test_gate_off_allows(tmp_path: Path) -> None:
     assert r.verification.passed and not store.containing(CANARY)
 
 
-def test_summary_chunk_carrying_literal_blocked(tmp_path: Path) -> None:
+def test_summary_chunk_carrying_literal_blocked(store_url: str) -> None:
     """The raw turns are clean, but the summarizer composes the literal: still refused,
     and nothing of the session is written."""
-    store, writer = _gated(tmp_path)
+    store, writer = _gated(store_url)
     from traceless.models import ScriptedBackend
 
     writer.summarizer = ScriptedBackend(default=f"- token {CANARY}")
@@ -127,8 +127,8 @@ def test_summary_chunk_carrying_literal_blocked(tmp_path: Path) -> None:
     assert _count(store) == before
 
 
-def test_consolidation_gated(tmp_path: Path) -> None:
-    store = MemoryStore(tmp_path / "m.db")
+def test_consolidation_gated(store_url: Path) -> None:
+    store = MemoryStore(store_url)
     writer = make_writer(store, 0, extractive=True)
     writer.write_sessions(alice_sessions())
     forget(store, ForgetTarget.literal(CANARY, "alice"), "full_purge", writer=writer, gate=WriteGate())
@@ -141,10 +141,10 @@ def test_consolidation_gated(tmp_path: Path) -> None:
     assert len(store.artifacts()) == n
 
 
-def test_consolidation_blocked_before_sessions_are_written(tmp_path: Path) -> None:
+def test_consolidation_blocked_before_sessions_are_written(store_url: str) -> None:
     """With extractive consolidation on, a gated literal still in older raw records blocks
     the new consolidation: the new (clean) session must not be half-written first."""
-    store = MemoryStore(tmp_path / "m.db")
+    store = MemoryStore(store_url)
     writer = make_writer(store, 1, extractive=True)
     writer.write_sessions(alice_sessions())
     forget(store, ForgetTarget.literal(CANARY, "alice"), "full_purge", writer=writer, gate=WriteGate())

@@ -21,7 +21,7 @@ import psycopg
 from _cli import cli
 from _forget_helpers import CANARY, alice_sessions, bob_sessions, make_writer
 
-from traceless.errors import MemoryStoreError, SchemaVersionError, StoreConnectionError
+from traceless.errors import MemoryStoreError, SchemaVersionError, StoreConnectionError, StoreLockedError
 from traceless.forget import ForgetTarget, forget
 from traceless.memory import SCHEMA_VERSION, MemoryStore, Tier, _crypto
 from traceless.models import HashingEmbedder
@@ -231,3 +231,19 @@ def test_cli_memory_and_forget_on_a_postgres_url(pg_url: str, tmp_path: Path,
     with MemoryStore(pg_url) as s:
         assert s.encrypted and not s.containing("5821-QX")
     capsys.readouterr()
+
+
+def test_writers_are_serialised_like_sqlite(pg_url: str) -> None:
+    """A second writer waits for the first (advisory lock, as SQLite's BEGIN IMMEDIATE) and
+    gives up after its timeout with a StoreLockedError; nothing of it is written."""
+    a = _built(pg_url)
+    b = MemoryStore(pg_url, timeout=0.3)
+    n = len(b.artifacts())
+    with a.transaction():
+        a.add(owner="carol", tier=Tier.RAW, kind="turn", text="first writer")
+        with pytest.raises(StoreLockedError, match="locked by another writer"), b.transaction():
+            b.add(owner="dave", tier=Tier.RAW, kind="turn", text="second writer")
+    assert len(b.artifacts()) == n + 1 and not b.artifacts(owner="dave")
+    with b.transaction():  # the lock is free again
+        b.add(owner="dave", tier=Tier.RAW, kind="turn", text="second writer")
+    assert [x.text for x in a.artifacts(owner="dave")] == ["second writer"]

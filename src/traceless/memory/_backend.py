@@ -216,7 +216,13 @@ class PostgresBackend:
 
     def begin(self) -> None:
         self.conn.execute("BEGIN")
-        self.conn.execute("SELECT pg_advisory_xact_lock(%s)", (_WRITER_LOCK,))
+        try:
+            self.conn.execute("SELECT pg_advisory_xact_lock(%s)", (_WRITER_LOCK,))
+        except BaseException:
+            # no lock (timeout): leave no aborted transaction behind on this connection
+            with contextlib.suppress(*self.errors):
+                self.conn.execute("ROLLBACK")
+            raise
 
     def commit(self) -> None:
         # COMMIT of a failed transaction silently rolls back on PostgreSQL: refuse instead
