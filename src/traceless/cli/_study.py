@@ -184,8 +184,22 @@ def purge_cmd(results_dir: Path = typer.Argument(..., help="A study results dir 
                f"({s.seconds:.1f}s)")
 
 
-def report_cmd(
+@study_app.command("export")
+def export_cmd(
     results_dir: Path = typer.Argument(..., help="A study results dir."),
+    out: Path = typer.Option(..., "--out", "-o", help="The bundle folder to write (new or empty)."),
+) -> None:
+    """Write a shareable bundle of DIR: metrics-level rows (Parquet) plus the manifest, without
+    prompts, replies, canaries or expected answers; `traceless report BUNDLE` renders the same tables."""
+    from traceless.studies import export_bundle
+
+    s = export_bundle(results_dir, out)
+    typer.echo(f"exported {results_dir} to {s.bundle}: {s.rows} rows, {s.bytes / 1024:.1f} KiB (extra kept: "
+               f"{', '.join(s.extra_kept) or 'none'}); report: traceless report {s.bundle}")
+
+
+def report_cmd(
+    results_dir: Path = typer.Argument(..., help="A study results dir or an export bundle."),
     out: Path | None = typer.Option(None, "--out", "-o", help="Where to write (default DIR/report)."),
     html: bool = typer.Option(False, "--html", help="Also write report.html: one self-contained page that opens "
                               "offline (tables, embedded figures, findings, run metadata)."),

@@ -3,9 +3,11 @@ resumable runner into a results dir (see docs/study-runner.md).
 
 Public surface: the ``STUDIES`` registry, the ``Study`` base class with ``Cell`` /
 ``CellResult`` / ``RunContext``, ``run_study``, config helpers, and the read-only results
-API (``read_manifest``, ``read_rows``) that reports use.
+API (``read_manifest``, ``read_rows``) that reports use; ``read_rows`` also reads an export
+bundle (``export_bundle``: metrics-level Parquet rows plus the manifest, no conversation text).
 """
 
+from traceless.studies._bundle import BundleSummary, export_bundle, is_bundle
 from traceless.studies._merge import MergeSummary, merge_results
 from traceless.studies._purge import PurgeSummary, purge_results
 from traceless.studies._results import (
@@ -36,6 +38,9 @@ from traceless.studies._runner import (
 )
 
 __all__ = [
+    "BundleSummary",
+    "export_bundle",
+    "is_bundle",
     "PurgeSummary",
     "purge_results",
     "GENERATIONS_DB",

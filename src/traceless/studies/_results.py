@@ -260,8 +260,12 @@ class ResultsStore:
 
 
 def read_rows(out_dir: str | Path, model_tag: str | None = None) -> list[ResultRow]:
-    """Every row of a results dir (read-only)."""
+    """Every row of a results dir or of an export bundle (read-only), ordered by (model tag, key)."""
     read_manifest(out_dir)
+    from traceless.studies._bundle import is_bundle, read_bundle_rows
+
+    if is_bundle(out_dir):
+        return read_bundle_rows(out_dir, model_tag)
     with ResultsStore(Path(out_dir) / RESULTS_DB, readonly=True) as rs:
         return list(rs.rows(model_tag))
 

@@ -143,6 +143,9 @@ class Study(abc.ABC, Generic[C]):
     default_model: ClassVar[str] = "qwen2.5-coder-0.5b-instruct"
     """Model spec used when none is given."""
     resume_may_change: ClassVar[frozenset[str]] = frozenset()
+    bundle_extra: ClassVar[tuple[str, ...]] = ()
+    """Dotted paths of a row's ``extra`` that an export bundle keeps (ids, labels and flags the
+    report reads); every other key of ``extra`` (canaries, expected answers, replies) is dropped."""
     """Config fields that may differ on resume (e.g. ``n``: grow the instance set). Any
     other difference is refused, because stored cells would not match the new config."""
 

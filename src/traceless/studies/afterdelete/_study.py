@@ -186,6 +186,8 @@ class AfterDelete(Study[AfterDeleteConfig]):
 
     name: ClassVar[str] = "afterdelete"
     version: ClassVar[str] = "2"  # 2: new module A/B panels, uncached per-branch module B, Table 10, calibration
+    bundle_extra: ClassVar[tuple[str, ...]] = ("queries", "statuses", "near_miss_kind", "calibration_dev_R")
+    """Query kinds and parser statuses (labels); the query texts, replies and predictions are dropped."""
     config_cls: ClassVar[type[BaseModel]] = AfterDeleteConfig
     resume_may_change: ClassVar[frozenset[str]] = frozenset(
         {"n", "n_transformed", "n_modules", "blocks", "batch", "block_n", "writediag_auditor"})

@@ -136,6 +136,10 @@ class FrontierStudy(Study[FrontierConfig]):
 
     name: ClassVar[str] = "frontier"
     version: ClassVar[str] = "2"  # 2: primary FRS cells (agent S view over the k grid), carrier tiers
+    bundle_extra: ClassVar[tuple[str, ...]] = ("instance", "question_type", "n_questions", "receipt.verified",
+                                               "receipt.matched")
+    """Ids and receipt flags; the canary, probe and expected answer are dropped (the report then
+    scores PR by the run-time rule stored in ``metrics.correct``)."""
     config_cls: ClassVar[type[BaseModel]] = FrontierConfig
     resume_may_change: ClassVar[frozenset[str]] = frozenset({"n", "data", "max_batch", "bootstrap", "keep_memory"})
 

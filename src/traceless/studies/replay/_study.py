@@ -144,6 +144,8 @@ class ReplayStudy(Study[ReplayConfig]):
 
     name: ClassVar[str] = "replay"
     version: ClassVar[str] = "1"
+    bundle_extra: ClassVar[tuple[str, ...]] = ("episode", "suite", "operator", "tau")
+    """Episode id, suite, operator and injection step: what the report groups by."""
     config_cls: ClassVar[type[BaseModel]] = ReplayConfig
 
     # ------------------------------------------------------------------ grid
