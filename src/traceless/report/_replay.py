@@ -6,16 +6,21 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from pydantic import BaseModel
 
+from traceless.audit._metrics import CI, ClaimVerdict, bootstrap_ci, claim_verdict, combine_verdicts
 from traceless.report import REPORTS
 from traceless.studies import ResultRow, read_manifest, read_rows
 
-__all__ = ["replay_report", "render_replay"]
+__all__ = ["replay_report", "render_replay", "replay_claims", "ReplayClaim"]
+
+REPLAY_BOOTSTRAP = 1000
+"""Bootstrap resamples of a claim's interval (percentile, 95%), as the frontier report."""
 
 PROBES = ("direct", "paraphrase", "jailbreak", "introspection", "completion", "task")
 LABELS = {"B0": "B0 No-Forget", "B1": "B1 Memory-Delete", "B2": "B2 Forget-Instruction", "B3": "B3 Source-Redaction",
@@ -114,7 +119,7 @@ def replay_report(results_dir: Path, out_dir: Path) -> Path:
     lines = [f"# Execution-state unlearning (paper 002) — `{results_dir}`", ""]
     for tag, run in man.runs.items():
         rows = read_rows(results_dir, tag)
-        lines += _one_model(tag, run.identity, rows, out_dir)
+        lines += _one_model(tag, run.identity, rows, out_dir, int(man.config.get("seed", 0)))
     path = out_dir / "replay.md"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
@@ -128,7 +133,7 @@ def render_replay(results_dir: str | Path) -> Path:
     return replay_report(d, out)
 
 
-def _one_model(tag: str, identity: dict[str, Any], rows: list[ResultRow], out_dir: Path) -> list[str]:
+def _one_model(tag: str, identity: dict[str, Any], rows: list[ResultRow], out_dir: Path, seed: int) -> list[str]:
     L: list[str] = [f"## Model `{tag}`", "", f"identity: `{identity}`; rows: {len(rows)}; "
                     f"code: {sorted({r.code_version for r in rows})}", ""]
     main = [r for r in rows if r.key.startswith("main/")]
@@ -277,38 +282,119 @@ def _one_model(tag: str, identity: dict[str, Any], rows: list[ResultRow], out_di
     L += _long_section(rows, out_dir)
 
     # ---- findings
-    L += ["### Findings (paper claim → our numbers)", ""]
-
-    def rate_of(o: str, fn: Any) -> float | None:
-        return _mean(fn(m, su) for su in suites for m in by.get((su, o), []))
-
-    al = lambda m, s: any_leak(m, s)  # noqa: E731
-    b0, b1, b2, b3 = (rate_of(o, al) for o in ("B0", "B1", "B2", "B3"))
-    b7, b5 = rate_of("B7", al), rate_of("B5", al)
-    intro = rate_of("B2", lambda m, s: m.get("leak_introspection"))
-    b7m = [m for s in suites for m in by.get((s, "B7"), [])]
-    L.append(f"1. Memory deletion does not change leakage (B1 = B0): any-leak B0 {_f(b0)} vs B1 {_f(b1)} → "
-             f"{'holds' if b0 == b1 else 'differs'}.")
-    L.append(f"2. Forget-instructions collapse under elicitation: B2 any-leak {_f(b2)}, introspection {_f(intro)}.")
-    L.append(f"3. Source redaction leaks through derived artifacts: B3 any-leak {_f(b3)}.")
-    beh = {o: rate_of(o, lambda m, s: m.get("behav_revoked")) for o in ("B0", "B3", "B6", "B6b", "B7", "B5")}
-    L.append("4. Behavioural leakage without strings (acts on revoked preference): "
-             + ", ".join(f"{o} {_f(v)}" for o, v in beh.items()) + ".")
-    if b7m:
-        L.append(f"5. B7 matches B5: any-leak B7 {_f(b7)} vs B5 {_f(b5)}; CAD {_f(_mean(m['cad'] for m in b7m))}; "
-                 f"agreement {_f(_mean(m['agreement'] for m in b7m))}; identical final tokens "
-                 f"{sum(bool(m['equal_ref_tokens']) for m in b7m)}/{len(b7m)}; T−τ+1 bound met "
-                 f"{sum(bool(m['bound_met']) for m in b7m)}/{len(b7m)}.")
-    for s in suites:
-        t5 = _mean(m["recomputed_tokens"] for m in by.get((s, "B5"), []))
-        t7 = _mean(m["recomputed_tokens"] for m in by.get((s, "B7"), []))
-        t5p = _mean(m["recomputed_tokens"] for m in by.get((s, "B5p"), []))
-        if t5 and t7:
-            L.append(f"6. [{s}] B7 recomputes {t5 / t7:.1f}× fewer tokens than B5 and "
-                     f"{(t5p or 0) / t7:.1f}× fewer than B5′ ({t7:.0f} vs {t5:.0f} / {t5p or 0:.0f}).")
-    if r2:
-        L.append("7. Later injection lowers B7 recomputation linearly: " + ", ".join(f"{s} R²={v:.3f}" for s, v in r2.items()) + ".")
+    L += _findings(main, suites, any_leak, sweep, seed)
     return L
+
+
+def _findings(main: list[ResultRow], suites: list[str], any_leak: Callable[[dict[str, Any], str], bool],
+              sweep: dict[str, list[dict[str, Any]]], seed: int) -> list[str]:
+    """Paper 002's claims, one verdict each (``claim_verdict`` on a bootstrap interval over the
+    (suite, episode) units), then our numbers."""
+    L = ["### Findings (paper claim → verdict → our numbers)", "",
+         "REPRODUCED: the 95% bootstrap interval over (suite, episode) units lies in the paper's region; "
+         "CONTRADICTED: it excludes the paper's direction; INCONCLUSIVE: it admits both (with the n that would "
+         "decide); NOT TESTABLE: no data, one unit, or the claim's precondition failed. Paired claims compare "
+         "operators on the same episode.", ""]
+    for i, c in enumerate(replay_claims(main, suites, any_leak, sweep, seed), start=1):
+        L.append(f"{i}. {c.claim} — **{c.verdict.fmt()}**. {c.numbers}")
+    return L + [""]
+
+
+class ReplayClaim(BaseModel):
+    """One paper claim judged on a run."""
+
+    claim: str
+    """The paper's claim, in its words where short."""
+    verdict: ClaimVerdict
+    """REPRODUCED / CONTRADICTED / INCONCLUSIVE / NOT TESTABLE, from ``claim_verdict``."""
+    numbers: str
+    """Our statistic with its interval and the supporting counts."""
+
+
+def _units(main: list[ResultRow], op: str, value: Callable[[dict[str, Any], str], float | None]
+           ) -> dict[tuple[str, str], float]:
+    """value(metrics, suite) of operator ``op`` per (suite, episode) unit (units where it is None left out)."""
+    out: dict[tuple[str, str], float] = {}
+    for r in main:
+        if r.extra["operator"] == op:
+            v = value(r.metrics, r.extra["suite"])
+            if v is not None:
+                out[(r.extra["suite"], str(r.extra.get("episode")))] = float(v)
+    return out
+
+
+def _paired(main: list[ResultRow], a: str, b: str | None, value: Callable[[dict[str, Any], str], float | None],
+            combine: Callable[[float, float], float] = lambda x, y: x - y) -> list[float]:
+    """Per (suite, episode) unit both operators ran: combine(value(a), value(b)); value(a) when b is None."""
+    ua = _units(main, a, value)
+    if b is None:
+        return [ua[k] for k in sorted(ua)]
+    ub = _units(main, b, value)
+    return [combine(ua[k], ub[k]) for k in sorted(ua) if k in ub]
+
+
+def _ci(xs: list[float], rng: np.random.Generator) -> CI | None:
+    return bootstrap_ci(np.array(xs, dtype=float), lambda a: float(np.mean(a)), rng, n_resamples=REPLAY_BOOTSTRAP) if xs else None
+
+
+def _show(ci: CI | None) -> str:
+    return "no data" if ci is None else f"{ci.fmt()} (n={ci.n})"
+
+
+def replay_claims(main: list[ResultRow], suites: list[str], any_leak: Callable[[dict[str, Any], str], bool],
+                  sweep: dict[str, list[dict[str, Any]]], seed: int = 0) -> list[ReplayClaim]:
+    """The claims of paper 002 (Tables 1–4, §Exactness) that a replay run can judge."""
+    rng = np.random.default_rng(seed)
+
+    def al(m: dict[str, Any], s: str) -> float:
+        return float(any_leak(m, s))
+
+    def beh(m: dict[str, Any], s: str) -> float | None:
+        return None if m.get("behav_revoked") is None else float(m["behav_revoked"])
+
+    def tok(m: dict[str, Any], s: str) -> float:
+        return float(m["recomputed_tokens"])
+
+    out: list[ReplayClaim] = []
+    d10 = _ci(_paired(main, "B1", "B0", al), rng)
+    out.append(ReplayClaim(claim="Memory deletion leaves leakage unchanged (B1 = B0 in every cell)",
+                           verdict=claim_verdict(d10, ge=0, le=0),
+                           numbers=f"any-leak B1 − B0 = {_show(d10)}."))
+    for op, claim in (("B2", "Forget-instructions collapse under elicitation (B2 leaks above the reference)"),
+                      ("B3", "Source redaction leaks through derived artifacts (B3 leaks above the reference)"),
+                      ("B8", "IFC-only leaks (B8 above the reference)")):
+        d = _ci(_paired(main, op, "B5", al), rng)
+        out.append(ReplayClaim(claim=claim, verdict=claim_verdict(d, gt=0),
+                               numbers=f"any-leak {op} − B5 = {_show(d)}."))
+    for op in ("B3", "B0"):
+        d = _ci(_paired(main, op, "B5", beh), rng)
+        out.append(ReplayClaim(
+            claim=f"{op} still acts on a revoked preference without its string (residue above the reference)",
+            verdict=claim_verdict(d, gt=0, testable=d is not None, why_not="no preference episodes"),
+            numbers=f"acts-on-revoked {op} − B5 = {_show(d)}."))
+    d7 = _ci(_paired(main, "B7", "B5", al), rng)
+    cad7 = _ci(_paired(main, "B7", None, lambda m, s: float(m["cad"])), rng)
+    out.append(ReplayClaim(claim="Selective replay matches the full reset (B7: any-leak and CAD as B5's)",
+                           verdict=combine_verdicts(claim_verdict(d7, ge=0, le=0), claim_verdict(cad7, ge=0, le=0)),
+                           numbers=f"any-leak B7 − B5 = {_show(d7)}; CAD(B7, B5) = {_show(cad7)}."))
+    cad4 = _ci(_paired(main, "B4", None, lambda m, s: float(m["cad"])), rng)
+    out.append(ReplayClaim(claim="Sanitize-no-replay over-deletes (B4 CAD > 0)", verdict=claim_verdict(cad4, gt=0),
+                           numbers=f"CAD(B4, B5) = {_show(cad4)}."))
+    r = _ci([x for x in _paired(main, "B5", "B7", tok, lambda a, b: a / b if b > 0 else math.nan)
+             if not math.isnan(x)], rng)
+    out.append(ReplayClaim(claim=f"B7 recomputes fewer tokens than B5 (paper: up to {PAPER_LONG_RATIO}× on long "
+                                 "trajectories)", verdict=claim_verdict(r, gt=1),
+                           numbers=f"B5/B7 recomputed tokens per episode = {_show(r)}."))
+    slopes = []
+    for s in sorted(sweep):
+        pts = sorted(sweep[s], key=lambda m: m["tau"])
+        if len({m["tau"] for m in pts}) >= 2:
+            slopes.append(float(np.polyfit([m["tau"] for m in pts], [m["B7_tokens"] for m in pts], 1)[0]))
+    sl = _ci(slopes, rng)
+    out.append(ReplayClaim(claim="Later injection lowers B7 recomputation (slope of B7 tokens in τ < 0)",
+                           verdict=claim_verdict(sl, lt=0, testable=bool(slopes), why_not="no injection sweep"),
+                           numbers=f"slope per suite (tokens per step) = {_show(sl)}; units are suites."))
+    return out
 
 
 def _exactness_long_only(rows: list[ResultRow]) -> list[str]:
