@@ -20,9 +20,10 @@ What a bundle keeps and drops (a results dir holds user text in several places):
   extra that holds text (whitespace, or longer than ``MAX_LABEL`` characters) stops the export,
   because it would carry what the bundle promises to drop.
 
-The Parquet file is written uncompressed, so a byte scan of the bundle sees every value it holds
-(compression would hide a leaked string from a scan, not from a reader). Dict-valued fields are
-stored as JSON text columns, so floats round-trip exactly and reports compute the same numbers.
+The Parquet file is zstd-compressed (a bundle is committed next to the docs); what it holds is
+checked on the decoded values and on the file's bytes (its footer keeps column statistics in
+clear). Dict-valued fields are stored as JSON text columns, so floats round-trip exactly and
+reports compute the same numbers.
 """
 
 from __future__ import annotations
@@ -47,7 +48,9 @@ BUNDLE_ROWS = "results.parquet"
 MAX_LABEL = 80
 """Longest string a kept metric or extra may hold: labels, ids and hex digests fit; sentences do not."""
 
-_JSON_COLS = ("config", "model", "timing", "metrics", "extra")
+_JSON_COLS = ("study_config", "config", "model", "timing", "metrics", "extra")
+"""JSON text columns. The study config, the same in every row of a run, has its own column so
+Parquet's dictionary encoding stores it once (``config`` holds the rest: the cell parameters)."""
 
 
 class BundleSummary(BaseModel):
@@ -107,7 +110,8 @@ def _bundle_row(r: ResultRow, keep: tuple[str, ...]) -> dict[str, Any]:
     _check_labels(extra, f"row {r.key!r}: extra")
     return {
         "model_tag": r.model_tag, "key": r.key, "group": r.group, "seed": r.seed, "code_version": r.code_version,
-        "created": r.created, "config": json.dumps(r.config, sort_keys=True, default=str),
+        "created": r.created, "study_config": json.dumps(r.config.get("study"), sort_keys=True, default=str),
+        "config": json.dumps({k: v for k, v in r.config.items() if k != "study"}, sort_keys=True, default=str),
         "model": json.dumps(r.model, sort_keys=True, default=str), "timing": json.dumps(r.timing, sort_keys=True),
         "metrics": json.dumps(r.metrics, sort_keys=True, default=str),
         "extra": json.dumps(extra, sort_keys=True, default=str),
@@ -140,7 +144,7 @@ def export_bundle(results_dir: str | Path, out: str | Path) -> BundleSummary:
     dst.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{dst.name}.", dir=dst.parent))
     try:
-        pq.write_table(table, tmp / BUNDLE_ROWS, compression="none")
+        pq.write_table(table, tmp / BUNDLE_ROWS, compression="zstd")
         shutil.copyfile(src / MANIFEST, tmp / MANIFEST)
         if dst.exists():
             dst.rmdir()
@@ -161,6 +165,11 @@ def read_bundle_rows(bundle: str | Path, model_tag: str | None = None) -> list[R
         recs = pq.read_table(p).to_pylist()
     except (OSError, ValueError) as e:
         raise StudyError(f"{p} is not a readable bundle ({e}); export it again with `traceless study export`") from None
-    out = [ResultRow(prompt=None, reply=None, **{**rec, **{c: json.loads(rec[c]) for c in _JSON_COLS}})
-           for rec in recs if model_tag is None or rec["model_tag"] == model_tag]
+    out = []
+    for rec in recs:
+        if model_tag is None or rec["model_tag"] == model_tag:
+            d = {**rec, **{c: json.loads(rec[c]) for c in _JSON_COLS}}
+            study = d.pop("study_config")
+            d["config"] = d["config"] if study is None else {"study": study, **d["config"]}
+            out.append(ResultRow(prompt=None, reply=None, **d))
     return sorted(out, key=lambda r: (r.model_tag, r.key))

@@ -1,0 +1,157 @@
+"""Docs tables generated from committed export bundles, so published numbers cannot drift.
+
+A markdown file marks a generated block like this (the bundle path is relative to the file)::
+
+    <!-- traceless:table results/frontier-qwen "Table 2 (ours)" -->
+    | metric | … |
+    <!-- /traceless:table -->
+
+Between the markers goes block 1 (or the given ``#N``, e.g. ``"Table 4 — ablations" 2``) of the
+report that ``traceless report BUNDLE`` writes: the N-th table or list (a run of non-blank lines
+starting with ``|``, ``- `` or ``1. ``) under the report heading with exactly that text. The block is
+copied, never recomputed, so the docs show what the report shows.
+
+``python -m traceless.report.docs docs README.md`` rewrites every marked block;
+``--check`` rewrites nothing and exits 1 naming each block that differs (the unit test runs it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shlex
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from traceless.errors import ConfigError
+
+__all__ = ["Marker", "find_markers", "report_block", "regenerate", "main"]
+
+_OPEN = re.compile(r"^<!-- traceless:table (?P<args>.+?) -->$")
+_CLOSE = "<!-- /traceless:table -->"
+_BLOCK_START = re.compile(r"^(\||- |\d+\. )")
+
+
+@dataclass(frozen=True)
+class Marker:
+    """One generated block of a markdown file."""
+
+    file: Path
+    """The markdown file."""
+    bundle: Path
+    """The export bundle (resolved against the file's folder)."""
+    section: str
+    """Report heading text (without the ``#`` marks)."""
+    index: int
+    """Which block under the heading (1-based)."""
+    start: int
+    """Line index of the opening marker."""
+    end: int
+    """Line index of the closing marker."""
+
+
+def find_markers(path: Path) -> list[Marker]:
+    """The marked blocks of ``path``; ``ConfigError`` for a malformed or unclosed marker."""
+    lines = path.read_text(encoding="utf-8").split("\n")
+    out: list[Marker] = []
+    i = 0
+    while i < len(lines):
+        m = _OPEN.match(lines[i].strip())
+        if m:
+            where = f"{path}:{i + 1}"
+            args = shlex.split(m.group("args"))
+            if len(args) not in (2, 3) or (len(args) == 3 and not args[2].isdigit()):
+                raise ConfigError(f'{where}: write <!-- traceless:table BUNDLE "Report heading" [N] -->')
+            end = next((j for j in range(i + 1, len(lines)) if lines[j].strip() == _CLOSE), None)
+            if end is None:
+                raise ConfigError(f"{where}: no closing {_CLOSE} for this marker; add one after the table")
+            out.append(Marker(path, (path.parent / args[0]).resolve(), args[1], int(args[2]) if len(args) == 3 else 1,
+                              i, end))
+            i = end
+        i += 1
+    return out
+
+
+def report_block(report_md: str, section: str, index: int = 1) -> list[str]:
+    """The ``index``-th table or list under the heading ``section`` of a rendered report."""
+    lines = report_md.split("\n")
+    head = next((i for i, ln in enumerate(lines) if ln.startswith("#") and ln.lstrip("#").strip() == section), None)
+    if head is None:
+        raise ConfigError(f"the report has no heading {section!r}; headings: "
+                          + ", ".join(repr(ln.lstrip('#').strip()) for ln in lines if ln.startswith("#")))
+    blocks: list[list[str]] = []
+    cur: list[str] = []
+    for ln in lines[head + 1:]:
+        if ln.startswith("#"):
+            break
+        if cur and ln.strip():
+            cur.append(ln)
+            continue
+        if cur:
+            blocks.append(cur)
+            cur = []
+        if _BLOCK_START.match(ln):
+            cur = [ln]
+    if cur:
+        blocks.append(cur)
+    if not 1 <= index <= len(blocks):
+        raise ConfigError(f"the report's section {section!r} has {len(blocks)} table/list block(s), not #{index}")
+    return blocks[index - 1]
+
+
+def _render(bundle: Path, cache: dict[Path, str]) -> str:
+    if bundle not in cache:
+        from traceless.report import render_report
+
+        with tempfile.TemporaryDirectory(prefix="traceless-docs-") as tmp:
+            cache[bundle] = render_report(bundle, tmp).read_text(encoding="utf-8")
+    return cache[bundle]
+
+
+def regenerate(paths: list[Path], *, write: bool) -> list[str]:
+    """Regenerate every marked block of the markdown files under ``paths``; return one line per
+    block that differed (rewritten when ``write``)."""
+    files = sorted({f for p in paths for f in ([p] if p.is_file() else sorted(p.glob("*.md")))})
+    cache: dict[Path, str] = {}
+    drift: list[str] = []
+    for f in files:
+        lines = f.read_text(encoding="utf-8").split("\n")
+        changed = False
+        for mk in reversed(find_markers(f)):  # bottom-up: earlier line numbers stay valid
+            if not mk.bundle.exists():
+                raise ConfigError(f"{f}:{mk.start + 1}: bundle {mk.bundle} does not exist; export it with "
+                                  "`traceless study export DIR --out BUNDLE`")
+            block = report_block(_render(mk.bundle, cache), mk.section, mk.index)
+            if lines[mk.start + 1:mk.end] != block:
+                drift.append(f"{f}:{mk.start + 1}: {mk.bundle.name} / {mk.section!r} #{mk.index} differs")
+                lines[mk.start + 1:mk.end] = block
+                changed = True
+        if changed and write:
+            f.write_text("\n".join(lines), encoding="utf-8")
+    return drift
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m traceless.report.docs",
+                                 description="Regenerate the docs' marked tables from their export bundles.")
+    ap.add_argument("paths", nargs="+", type=Path, help="markdown files or folders (their *.md)")
+    ap.add_argument("--check", action="store_true", help="rewrite nothing; exit 1 if any block differs")
+    a = ap.parse_args(argv)
+    try:
+        drift = regenerate(a.paths, write=not a.check)
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    for d in drift:
+        print(d)
+    if a.check and drift:
+        print("docs differ from their bundles; run: python -m traceless.report.docs " + " ".join(map(str, a.paths)),
+              file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
