@@ -1,0 +1,63 @@
+"""Docs cannot drift: every marked table in docs/*.md and the README is regenerated from its committed
+export bundle (docs/results/<name>/) through `traceless report`, and must equal what the file says."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from traceless.errors import ConfigError
+from traceless.report.docs import find_markers, main, regenerate, report_block
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = [ROOT / "docs", ROOT / "README.md"]
+
+
+def test_published_tables_equal_their_bundles() -> None:
+    drift = regenerate(DOCS, write=False)
+    assert drift == [], "\n".join(drift) + "\nrun: python -m traceless.report.docs docs README.md"
+
+
+def test_each_results_doc_publishes_bundle_tables() -> None:
+    for f in ("docs/frontier.md", "docs/afterdelete.md", "docs/replay.md", "README.md"):
+        marks = find_markers(ROOT / f)
+        assert marks, f
+        for m in marks:
+            assert m.bundle.parent == ROOT / "docs" / "results", m
+            assert sorted(p.name for p in m.bundle.iterdir() if p.is_file()) == ["manifest.json", "results.parquet"]
+
+
+def test_check_fails_on_an_edited_number_and_rewrite_restores_it(tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "results").symlink_to(ROOT / "docs" / "results")
+    f = docs / "frontier.md"
+    shutil.copyfile(ROOT / "docs" / "frontier.md", f)
+    original = f.read_text()
+    m = find_markers(f)[0]
+    lines = original.split("\n")
+    row = next(i for i in range(m.start + 3, m.end) if any(c.isdigit() for c in lines[i]))
+    j = next(k for k, c in enumerate(lines[row]) if c.isdigit())
+    lines[row] = lines[row][:j] + str((int(lines[row][j]) + 1) % 10) + lines[row][j + 1:]
+    f.write_text("\n".join(lines))
+    assert main(["--check", str(f)]) == 1
+    assert main([str(f)]) == 0
+    assert f.read_text() == original and main(["--check", str(f)]) == 0
+
+
+def test_marker_errors_say_how_to_fix(tmp_path: Path) -> None:
+    f = tmp_path / "x.md"
+    f.write_text('<!-- traceless:table results/none "Table 2 (ours)" -->\n| a |\n')
+    with pytest.raises(ConfigError, match="no closing"):
+        find_markers(f)
+    f.write_text('<!-- traceless:table results/none "Table 2 (ours)" -->\n<!-- /traceless:table -->\n')
+    with pytest.raises(ConfigError, match="does not exist; export it"):
+        regenerate([f], write=False)
+    assert main([str(f)]) == 2
+    md = "# R\n\n## T\n\ntext\n\n| a |\n|---|\n| 1 |\n\n1. first\n2. second\n\n## U\n"
+    assert report_block(md, "T") == ["| a |", "|---|", "| 1 |"]
+    assert report_block(md, "T", 2) == ["1. first", "2. second"]
+    with pytest.raises(ConfigError, match="no heading"):
+        report_block(md, "V")
