@@ -46,6 +46,11 @@ def test_b1_claim_takes_each_verdict() -> None:
     assert mixed.verdict is Verdict.INCONCLUSIVE and mixed.n == 6 and "n=6" in mixed.fmt()
     one = verdicts(b1_world([True]))[B1_CLAIM]
     assert one.verdict is Verdict.NOT_TESTABLE and "one unit" in one.fmt()
+    # an agent that never leaks, even without forgetting: B1 = B0 = 0 holds trivially, so it is no test
+    mute = [r.model_copy(update={"metrics": {**r.metrics, "any_leak": False}}) for r in b1_world([False] * 6)]
+    v = verdicts(mute)
+    assert v[B1_CLAIM].verdict is Verdict.NOT_TESTABLE and "nothing to forget" in v[B1_CLAIM].fmt()
+    assert v["Forget-instructions collapse under elicitation"].verdict is Verdict.NOT_TESTABLE
 
 
 def test_other_claims_pair_by_episode_and_say_when_untestable() -> None:
