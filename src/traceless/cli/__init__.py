@@ -7,6 +7,7 @@ with the error class's code; nothing is half-written.
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from typing import Any
 
@@ -94,6 +95,12 @@ def _command_of(argv: list[str]) -> str | None:
 def main(argv: list[str] | None = None) -> None:
     """Console entry point."""
     args = sys.argv[1:] if argv is None else argv
+    # No third-party pydantic plugin (an observability hook such as logfire's can see every value
+    # validated: memory text, canaries) runs in the CLI, and none is searched for: the search
+    # is an entry-point scan of every installed distribution at the first model class, which
+    # a command that loads no model would pay for at start-up (issue #13.4). Set the variable
+    # yourself to choose otherwise.
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     first = _command_of(args)
     only = first if first in COMMANDS else ""  # no command: every entry a help-only stub
     try:

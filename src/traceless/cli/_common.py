@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
-from traceless.models import Embedder, HashingEmbedder, ModelBackend
+if TYPE_CHECKING:  # traceless.models pulls in numpy and the catalog: imported when a command builds one
+    from traceless.models import Embedder, ModelBackend
 
 __all__ = ["backend", "embedder", "split_list", "safe", "parse_levels"]
 
@@ -39,6 +41,8 @@ def backend(spec: str) -> ModelBackend:
 
 
 def embedder(name: str) -> Embedder:
+    from traceless.models import HashingEmbedder
+
     if name.startswith("hashing"):
         dim = name.split("-", 1)[1] if "-" in name else "256"
         if dim and not dim.isdigit():

@@ -4,24 +4,21 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
-from pydantic import ValidationError
 
-from traceless._api import forget
 from traceless.cli._common import backend, embedder, safe
 from traceless.errors import ConfigError, ReceiptError
-from traceless.forget import (
-    FORGET_MODES,
-    ForgetTarget,
-    Receipt,
-    check_receipt_path,
-    load_receipt,
-    verify_receipt,
-    write_receipt,
-)
-from traceless.keys import load_public_key
-from traceless.memory import MemoryStore, MemoryWriter, WriteConfig, redact_url, store_exists
+from traceless.memory import redact_url, store_exists  # the light part (traceless.memory._backend)
+
+if TYPE_CHECKING:
+    from traceless.forget import ForgetTarget
+    from traceless.memory import MemoryStore, MemoryWriter
+
+# Each command imports what it uses (traceless.forget and traceless.memory re-export lazily):
+# `forget modes` needs only the mode registry and `forget verify` only the receipt and the
+# key, not the store, numpy or the models, which a forget itself needs (issue #13.4).
 
 __all__ = ["forget_app"]
 
@@ -35,6 +32,10 @@ VERIFICATION_FAILED_EXIT = 11
 
 
 def _target(kind: str, value: str, owner: str | None, attribute: str, match: str) -> ForgetTarget:
+    from pydantic import ValidationError
+
+    from traceless.forget import ForgetTarget
+
     try:
         return ForgetTarget(kind=kind, value=value, owner=owner if kind != "user" else value,
                             attribute=attribute, match=match)
@@ -81,6 +82,10 @@ def run_forget(
     if db is None or mode is None:
         typer.echo(ctx.get_help())
         raise typer.Exit(2)
+    from traceless._api import forget
+    from traceless.forget import FORGET_MODES, check_receipt_path, write_receipt
+    from traceless.memory import MemoryStore
+
     spec = FORGET_MODES.get(mode)
     given = [(k, v) for k, v in (("record", record), ("literal", literal), ("session", session),
                                  ("user", user)) if v is not None]
@@ -124,6 +129,8 @@ def run_forget(
 def _writer_for(store: MemoryStore, needs_llm: bool, needs_embed: bool, mode: str, model: str | None,
                 embedder_name: str | None) -> MemoryWriter:
     """The models a mode declares it needs (and only when the store holds what they rebuild)."""
+    from traceless.memory import MemoryWriter, WriteConfig
+
     vectors = store.artifacts(tier="embedding")
     use_embed = needs_embed and bool(vectors)
     emb_name = embedder_name or (str(vectors[0].meta.get("embedder", "all-MiniLM-L6-v2")) if vectors else "")
@@ -152,6 +159,8 @@ def _llm_model(store: MemoryStore) -> str | None:
 @forget_app.command("modes")
 def modes() -> None:
     """List the forget modes, one line each."""
+    from traceless.forget import FORGET_MODES
+
     for e in FORGET_MODES.entries():
         claims = ",".join(t.value for t in e.obj.claims) or "-"
         typer.echo(f"{e.name:<22} clears: {claims:<30} {e.help}")
@@ -168,6 +177,9 @@ def verify(
 ) -> None:
     """Check a receipt's signature (and, with --db, that it belongs to that store and what it
     removed is still gone). Exits non-zero if anything does not hold. Never creates keys."""
+    from traceless.forget import load_receipt, verify_receipt
+    from traceless.keys import load_public_key
+
     r = load_receipt(receipt)
     pub = load_public_key(public_key) if public_key is not None else None
     res, finished = verify_receipt(r, public_key=pub, db=db)
@@ -206,6 +218,9 @@ def verify(
 @forget_app.command("receipts")
 def receipts(db: str = typer.Option(..., "--db", help="Memory file or postgresql:// URL.")) -> None:
     """List the receipts stored in a memory file (id, time, mode, target, passed)."""
+    from traceless.forget import Receipt
+    from traceless.memory import MemoryStore
+
     if not store_exists(db):
         raise ConfigError(f"{db} does not exist")
     with MemoryStore(db) as store:
@@ -224,6 +239,9 @@ def export_receipt(
     out: Path = typer.Option(..., "--out", help="File to write the signed receipt to."),
 ) -> None:
     """Export one stored receipt to a file."""
+    from traceless.forget import Receipt, check_receipt_path, write_receipt
+    from traceless.memory import MemoryStore
+
     if not store_exists(db):
         raise ConfigError(f"{db} does not exist")
     path = check_receipt_path(out)

@@ -13,16 +13,10 @@ from rich.tree import Tree
 
 from traceless.cli._common import backend, embedder, parse_levels, safe, split_list
 from traceless.errors import ConfigError
-from traceless.memory import (
-    MemoryStore,
-    MemoryWriter,
-    SearchHit,
-    SearchResult,
-    Tier,
-    WriteConfig,
-    read_sessions,
-    store_exists,
-)
+from traceless.memory import store_exists  # the light part (traceless.memory._backend)
+
+# Each command imports the part of traceless.memory it uses (the package re-exports lazily):
+# reading a store (show, lineage) does not import the writer and its models (issue #13.4).
 
 __all__ = ["memory_app"]
 
@@ -67,6 +61,8 @@ def add(
 
     One `add` is one transaction: every session with its summaries and embeddings is
     written, or nothing is."""
+    from traceless.memory import MemoryStore, MemoryWriter, WriteConfig, read_sessions
+
     parsed = read_sessions(sessions)  # validates every line before anything is written
     lv = parse_levels(levels)
     if raw_unit not in ("user_turn", "turn", "session"):
@@ -97,6 +93,8 @@ def search(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON document (docs/schemas/search-result.json)."),
 ) -> None:
     """Cosine top-k over a user's memory."""
+    from traceless.memory import MemoryStore, SearchHit, SearchResult, Tier
+
     _require_db(db)
     with MemoryStore(db) as store:
         vectors = store.artifacts(owner=user, tier="embedding")
@@ -133,6 +131,8 @@ def show(
     full: bool = typer.Option(False, "--full", help="Print whole texts."),
 ) -> None:
     """List artifacts (id, owner, tier/kind, session, text)."""
+    from traceless.memory import MemoryStore
+
     _require_db(db)
     with MemoryStore(db) as store:
         arts = store.artifacts(owner=user, tier=tier)
@@ -150,6 +150,8 @@ def lineage(
     db: str = DB,
 ) -> None:
     """Where an artifact came from (ancestors) and everything derived from it (descendants)."""
+    from traceless.memory import MemoryStore
+
     _require_db(db)
     with MemoryStore(db) as store:
         root = store.get(artifact_id)

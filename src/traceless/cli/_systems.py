@@ -13,16 +13,21 @@ from rich.table import Table
 
 from traceless.cli._common import backend, embedder, split_list
 from traceless.errors import ConfigError
-from traceless.systems import SystemRuntime, load_system_config, system_class, system_status
 
 if TYPE_CHECKING:  # the audit engine pulls in the studies (torch): imported when an audit runs
     from traceless.audit import SystemAuditResult
+
+# traceless.systems (the native system imports forget, the store and numpy; plug-ins are
+# found by an entry-point scan) is imported by the commands that list or run a system, so
+# mounting `memory systems` under `traceless memory` costs nothing (issue #13.4).
 
 __all__ = ["systems_cmd", "system_audit"]
 
 
 def systems_cmd() -> None:
     """List the memory systems `traceless audit --memory` can measure, and what a missing one needs."""
+    from traceless.systems import system_status
+
     table = Table(title="Memory systems (traceless audit --memory NAME)")
     for col in ("name", "installed", "native deletions", "about"):
         table.add_column(col)
@@ -33,6 +38,8 @@ def systems_cmd() -> None:
 
 
 def _system_config(memory: str, memory_config: Path | None, S: int, k: int, modes: str) -> dict[str, Any]:
+    from traceless.systems import load_system_config
+
     cfg = load_system_config(memory, memory_config).model_dump(mode="json", exclude_unset=True)
     if memory == "traceless":  # the native store: --S, --k, and --modes name forget modes
         if modes not in ("all", "none"):
@@ -66,6 +73,7 @@ def system_audit(*, memory: str, memory_config: Path | None, data: Path | None, 
     """Run the engine on one memory system and print its table (or its JSON document)."""
     from traceless.audit import SystemAuditConfig, run_system_audit
     from traceless.models import CachingBackend, load_backend
+    from traceless.systems import SystemRuntime, load_system_config, system_class
 
     cls = system_class(memory)  # unknown name: lists the installed ones before any model loads
     sys_cfg = _system_config(memory, memory_config, S, k, modes)

@@ -3,37 +3,39 @@ receipts and physical-erasure scans.
 
 Modes (``traceless forget modes``): noop, raw_only, raw_plus_resummarize, full_purge,
 tombstone (paper 000's ladder); exact, lineage_closure, exposure_group (paper 001).
+
+Every name below is imported from its submodule on first use (``traceless._lazy``): listing
+the modes or checking a receipt's signature does not import the store, numpy or the models.
 """
 
-from traceless.forget import _modes as _modes  # noqa: F401  (registers the modes)
-from traceless.forget._erasure import encodings_of, scan_files
-from traceless.forget._forget import (
-    FORGET_MODES,
-    TIERS,
-    ForgetMode,
-    ForgetOp,
-    ForgetTarget,
-    forget,
-    forget_mode,
-)
-from traceless.forget._receipt import (
-    Certificate,
-    CertificateProbe,
-    Receipt,
-    TargetRef,
-    TierReport,
-    Verification,
-    VerifyResult,
-    attach_certificate,
-    check_receipt_path,
-    load_receipt,
-    pseudonym,
-    receipt_key,
-    sign,
-    verify_signature,
-    write_receipt,
-)
-from traceless.forget._verify import verify_receipt
+import sys as _sys
+from typing import TYPE_CHECKING
+
+from traceless._callable import make_callable as _make_callable
+from traceless._lazy import lazy_exports as _lazy_exports
+
+if TYPE_CHECKING:
+    from traceless.forget._erasure import encodings_of, scan_files
+    from traceless.forget._forget import TIERS, ForgetOp, ForgetTarget, forget
+    from traceless.forget._receipt import (
+        Certificate,
+        CertificateProbe,
+        Receipt,
+        TargetRef,
+        TierReport,
+        Verification,
+        VerifyResult,
+        attach_certificate,
+        check_receipt_path,
+        load_receipt,
+        pseudonym,
+        receipt_key,
+        sign,
+        verify_signature,
+        write_receipt,
+    )
+    from traceless.forget._registry import FORGET_MODES, ForgetMode, forget_mode
+    from traceless.forget._verify import verify_receipt
 
 __all__ = [
     "Certificate",
@@ -63,9 +65,18 @@ __all__ = [
     "write_receipt",
 ]
 
-import sys as _sys  # noqa: E402
+EXPORTS: dict[str, tuple[str, ...]] = {
+    "._erasure": ("encodings_of", "scan_files"),
+    "._forget": ("TIERS", "ForgetOp", "ForgetTarget", "forget"),
+    "._receipt": ("Certificate", "CertificateProbe", "Receipt", "TargetRef", "TierReport", "Verification",
+                  "VerifyResult", "attach_certificate", "check_receipt_path", "load_receipt", "pseudonym",
+                  "receipt_key", "sign", "verify_signature", "write_receipt"),
+    "._registry": ("FORGET_MODES", "ForgetMode", "forget_mode"),
+    "._verify": ("verify_receipt",),
+}
+"""Which submodule defines each public name (a test checks it covers ``__all__`` exactly)."""
 
-from traceless._callable import make_callable as _make_callable  # noqa: E402
+__getattr__, __dir__ = _lazy_exports(__name__, EXPORTS)
 
 
 def _call_api(*args: object, **kwargs: object) -> object:

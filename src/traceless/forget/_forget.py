@@ -16,7 +16,7 @@ import re
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -36,6 +36,7 @@ from traceless.forget._receipt import (
     receipt_key,
     sign,
 )
+from traceless.forget._registry import FORGET_MODES, ForgetMode, forget_mode
 from traceless.memory import (
     EXTRACTIVE,
     Artifact,
@@ -46,7 +47,6 @@ from traceless.memory import (
     extractive_text,
 )
 from traceless.memory._gate import enumerable_bits
-from traceless.registry import Registry
 
 __all__ = ["ForgetTarget", "ForgetMode", "ForgetOp", "FORGET_MODES", "forget_mode", "forget", "TIERS"]
 
@@ -100,47 +100,6 @@ class ForgetTarget(BaseModel):
     @classmethod
     def user(cls, user_id: str) -> ForgetTarget:
         return cls(kind="user", value=user_id, owner=user_id)
-
-
-@dataclass(frozen=True)
-class ForgetMode:
-    """A registered mode: its function, the tiers it claims to clear, and what it needs."""
-
-    name: str
-    fn: Callable[[ForgetOp], None]
-    claims: tuple[Tier, ...]
-    help: str
-    needs_summarizer: bool = False
-    closure: bool = False  # claims: no descendant of a removed source survives
-    gates: bool = True  # stores write-gate descriptors for a literal (the noop control does not)
-
-    @property
-    def needs_embedder(self) -> bool:
-        """Re-embeds what it rewrites (every mode that rewrites text except raw_only)."""
-        return self.name not in ("noop", "raw_only")
-
-    @property
-    def erases_everywhere(self) -> bool:
-        """Claims every text tier: the literal must be gone from the live files too."""
-        return Tier.SUMMARY in self.claims and Tier.RAW in self.claims
-
-
-FORGET_MODES: Registry[ForgetMode] = Registry("forget mode", hint="list them with `traceless forget modes`")
-
-
-def forget_mode(
-    name: str, *, claims: Iterable[Tier] = (), help: str, needs_summarizer: bool = False, closure: bool = False,
-    gates: bool = True,
-) -> Callable[[Callable[[ForgetOp], None]], Callable[[ForgetOp], None]]:
-    """Register a forget mode: ``@forget_mode("x", claims=(Tier.RAW,), help="...")``."""
-
-    def deco(fn: Callable[[ForgetOp], None]) -> Callable[[ForgetOp], None]:
-        FORGET_MODES.register(name, help=help)(
-            ForgetMode(name, fn, tuple(claims), help, needs_summarizer, closure, gates)
-        )
-        return fn
-
-    return deco
 
 
 def _scrub(text: str, literal: str, replacement: str) -> str:

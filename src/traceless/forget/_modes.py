@@ -8,13 +8,15 @@ resolve to raw records that are removed (or, for ``tombstone``, redacted) whole.
 from __future__ import annotations
 
 from collections import defaultdict
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from traceless.errors import ConfigError
-from traceless.forget._forget import ForgetOp, forget_mode
-from traceless.memory import EXTRACTIVE, KIND_BY_LEVEL, Artifact, Tier
+from traceless.forget._registry import forget_mode
+from traceless.memory._types import EXTRACTIVE, KIND_BY_LEVEL, Artifact, Tier
 from traceless.prompts import REDACTED
+
+if TYPE_CHECKING:  # this module is imported to list the modes: it must stay light (issue #13.4)
+    from traceless.forget._forget import ForgetOp
 
 __all__: list[str] = []
 
@@ -112,6 +114,8 @@ def _superseded(op: ForgetOp, existing: list[Artifact], chunks: list[str]) -> li
     if op.writer is None or op.writer.embedder is None:
         raise ConfigError("raw_plus_resummarize matches regenerated summaries to old ones by embedding; "
                           "pass a writer with an embedder to forget()")
+    import numpy as np  # only a re-summarizing forget needs it, not the mode listing
+
     vecs = op.writer.embedder.embed([s.text or "" for s in existing] + chunks)
     old, new = vecs[: len(existing)], vecs[len(existing):]
     norms_o = np.linalg.norm(old, axis=1)

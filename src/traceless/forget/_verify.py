@@ -5,10 +5,14 @@ it carries one. Never creates a key."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from traceless.errors import ConfigError
 from traceless.forget._receipt import Receipt, VerifyResult, pseudonym, receipt_key, verify_signature
-from traceless.memory import MemoryStore, store_exists
+from traceless.memory._backend import store_exists
+
+if TYPE_CHECKING:  # a signature-only check (a third party's) never opens a store
+    from traceless.memory._store import MemoryStore
 
 __all__ = ["verify_receipt"]
 
@@ -29,6 +33,8 @@ def verify_receipt(receipt: Receipt, *, public_key: bytes | None = None, db: str
     if db is not None and res.signature_ok:
         if not store_exists(db):
             raise ConfigError(f"{db} does not exist")
+        from traceless.memory._store import MemoryStore
+
         with MemoryStore(str(db)) as store:
             finished = list(store.finished_erasures)
             same = not receipt.store_id or receipt.store_id == store.store_id

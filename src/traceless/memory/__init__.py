@@ -4,35 +4,45 @@ A ``MemoryStore`` (one SQLite file or a PostgreSQL database) holds artifacts in 
 cache) with lineage edges; a ``MemoryWriter`` turns sessions into raw records, S=1/S=2
 summaries, paper 001's extractive consolidation and embeddings; renderers show memory
 to a model. Deletion lives in ``traceless.forget``.
+
+Every name below is imported from its submodule on first use (``traceless._lazy``): reading
+a store does not import the writer's models.
 """
 
-from traceless.memory._backend import is_url, redact_url, store_exists
-from traceless.memory._gate import WriteGate, load_key
-from traceless.memory._io import parse_session_lines, read_sessions, write_sessions_jsonl
-from traceless.memory._pipeline import (
-    EXTRACTIVE,
-    KIND_BY_LEVEL,
-    MemoryWriter,
-    WriteConfig,
-    WriteReport,
-    extractive_text,
-    parse_facts,
-)
-from traceless.memory._render import memory_entries, render_ledger, render_lines
-from traceless.memory._schema import SCHEMA_VERSION
-from traceless.memory._store import MemoryStore
-from traceless.memory._types import (
-    QA,
-    Artifact,
-    Hit,
-    LineageEdge,
-    SearchHit,
-    SearchResult,
-    Session,
-    Tier,
-    Turn,
-    digest_text,
-)
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from traceless._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from traceless.memory._backend import is_url, redact_url, store_exists
+    from traceless.memory._gate import WriteGate, load_key
+    from traceless.memory._io import parse_session_lines, read_sessions, write_sessions_jsonl
+    from traceless.memory._pipeline import (
+        MemoryWriter,
+        WriteConfig,
+        WriteReport,
+        extractive_text,
+        parse_facts,
+    )
+    from traceless.memory._render import memory_entries, render_ledger, render_lines
+    from traceless.memory._schema import SCHEMA_VERSION
+    from traceless.memory._store import MemoryStore
+    from traceless.memory._types import (
+        EXTRACTIVE,
+        KIND_BY_LEVEL,
+        QA,
+        Artifact,
+        Hit,
+        LineageEdge,
+        SearchHit,
+        SearchResult,
+        Session,
+        Tier,
+        Turn,
+        digest_text,
+    )
 
 __all__ = [
     "Artifact",
@@ -66,3 +76,18 @@ __all__ = [
     "render_lines",
     "write_sessions_jsonl",
 ]
+
+EXPORTS: dict[str, tuple[str, ...]] = {
+    "._backend": ("is_url", "redact_url", "store_exists"),
+    "._gate": ("WriteGate", "load_key"),
+    "._io": ("parse_session_lines", "read_sessions", "write_sessions_jsonl"),
+    "._pipeline": ("MemoryWriter", "WriteConfig", "WriteReport", "extractive_text", "parse_facts"),
+    "._render": ("memory_entries", "render_ledger", "render_lines"),
+    "._schema": ("SCHEMA_VERSION",),
+    "._store": ("MemoryStore",),
+    "._types": ("EXTRACTIVE", "KIND_BY_LEVEL", "QA", "Artifact", "Hit", "LineageEdge", "SearchHit", "SearchResult",
+                "Session", "Tier", "Turn", "digest_text"),
+}
+"""Which submodule defines each public name (a test checks it covers ``__all__`` exactly)."""
+
+__getattr__, __dir__ = lazy_exports(__name__, EXPORTS)

@@ -23,7 +23,7 @@ from traceless import _hooks, prompts
 from traceless.errors import ConfigError, DuplicateSessionError
 from traceless.memory._gate import WriteGate
 from traceless.memory._store import MemoryStore
-from traceless.memory._types import Artifact, Session, Tier
+from traceless.memory._types import EXTRACTIVE, KIND_BY_LEVEL, Artifact, Session, Tier
 from traceless.models import ChatMessage, Embedder, GenerationConfig, ModelBackend
 
 __all__ = [
@@ -40,8 +40,6 @@ __all__ = [
 
 SummaryLevel = Literal[1, 2]
 OnDuplicate = Literal["error", "skip", "replace"]
-KIND_BY_LEVEL: dict[int, str] = {0: "turn", 1: "key_facts", 2: "session_summary"}
-EXTRACTIVE = "extractive"
 
 
 class WriteConfig(BaseModel):

@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationInfo, field_validator
 
-__all__ = ["Tier", "Turn", "QA", "Session", "Artifact", "LineageEdge", "Hit", "digest_text", "SearchHit",
+__all__ = ["EXTRACTIVE", "KIND_BY_LEVEL", "Tier", "Turn", "QA", "Session", "Artifact", "LineageEdge", "Hit", "digest_text", "SearchHit",
            "SearchResult"]
 
 
@@ -19,6 +19,12 @@ class Tier(StrEnum):
     SUMMARY = "summary"
     EMBEDDING = "embedding"
     CACHE = "cache"
+
+
+KIND_BY_LEVEL: dict[int, str] = {0: "turn", 1: "key_facts", 2: "session_summary"}
+"""Artifact kind of each summary level (0: the raw records themselves)."""
+EXTRACTIVE = "extractive"
+"""Kind of paper 001's cross-session extractive consolidation (a summary-tier artifact)."""
 
 
 def digest_text(text: str | None, vector: bytes | None = None) -> str:

@@ -1,0 +1,65 @@
+"""The registry of forget modes: ``@forget_mode(...)`` and ``FORGET_MODES``.
+
+Kept apart from ``forget()`` and the store so that listing the modes (``traceless forget
+modes``, ``--help``) imports neither numpy nor the memory store (issue #13.4). The built-in
+modes register themselves when this module is imported (see the end of the file), so
+``FORGET_MODES`` is never seen half-filled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from traceless.memory._types import Tier
+from traceless.registry import Registry
+
+if TYPE_CHECKING:
+    from traceless.forget._forget import ForgetOp
+
+__all__ = ["ForgetMode", "FORGET_MODES", "forget_mode"]
+
+
+@dataclass(frozen=True)
+class ForgetMode:
+    """A registered mode: its function, the tiers it claims to clear, and what it needs."""
+
+    name: str
+    fn: Callable[[ForgetOp], None]
+    claims: tuple[Tier, ...]
+    help: str
+    needs_summarizer: bool = False
+    closure: bool = False  # claims: no descendant of a removed source survives
+    gates: bool = True  # stores write-gate descriptors for a literal (the noop control does not)
+
+    @property
+    def needs_embedder(self) -> bool:
+        """Re-embeds what it rewrites (every mode that rewrites text except raw_only)."""
+        return self.name not in ("noop", "raw_only")
+
+    @property
+    def erases_everywhere(self) -> bool:
+        """Claims every text tier: the literal must be gone from the live files too."""
+        return Tier.SUMMARY in self.claims and Tier.RAW in self.claims
+
+
+FORGET_MODES: Registry[ForgetMode] = Registry("forget mode", hint="list them with `traceless forget modes`")
+
+
+def forget_mode(
+    name: str, *, claims: Iterable[Tier] = (), help: str, needs_summarizer: bool = False, closure: bool = False,
+    gates: bool = True,
+) -> Callable[[Callable[[ForgetOp], None]], Callable[[ForgetOp], None]]:
+    """Register a forget mode: ``@forget_mode("x", claims=(Tier.RAW,), help="...")``."""
+
+    def deco(fn: Callable[[ForgetOp], None]) -> Callable[[ForgetOp], None]:
+        FORGET_MODES.register(name, help=help)(
+            ForgetMode(name, fn, tuple(claims), help, needs_summarizer, closure, gates)
+        )
+        return fn
+
+    return deco
+
+
+from traceless.forget import _modes as _modes  # noqa: E402,F401  (registers the built-in modes)
