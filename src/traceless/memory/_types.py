@@ -1,4 +1,8 @@
-"""Data types of the memory layer: sessions in, artifacts and lineage stored."""
+"""Data types of the memory layer: sessions in, artifacts and lineage stored.
+
+Every model is ``defer_build``: pydantic builds its validator at its first use, so a command
+that imports this module only for ``Tier`` (``forget modes``) or reads artifacts (``memory
+show``) does not pay for the models it never validates (issue #13.4)."""
 
 from __future__ import annotations
 
@@ -41,7 +45,7 @@ def digest_text(text: str | None, vector: bytes | None = None) -> str:
 class Turn(BaseModel):
     """One turn of a conversation."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     role: Literal["user", "assistant", "system", "tool"]
     """Speaker."""
@@ -54,7 +58,7 @@ class Turn(BaseModel):
 class QA(BaseModel):
     """A question whose answer needs remembered context (for Personalization Recall)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     question: str
     """The question asked in a later session."""
@@ -69,7 +73,7 @@ class QA(BaseModel):
 class Session(BaseModel):
     """One conversation session of one user; the unit the write pipeline consumes."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     user_id: str = Field(min_length=1)
     """Owner of everything derived from this session (the tenant)."""
@@ -113,6 +117,8 @@ class Session(BaseModel):
 class Artifact(BaseModel):
     """A persisted object in one tier."""
 
+    model_config = ConfigDict(defer_build=True)
+
     id: str
     """Stable id, lexicographically ordered by creation (``r-00000001``)."""
     owner: str
@@ -140,6 +146,8 @@ class Artifact(BaseModel):
 class LineageEdge(BaseModel):
     """Derived artifact ``child`` was made from ``parent`` by ``op`` with ``params``."""
 
+    model_config = ConfigDict(defer_build=True)
+
     child: str
     """Derived artifact id."""
     parent: str
@@ -153,6 +161,8 @@ class LineageEdge(BaseModel):
 class Hit(BaseModel):
     """One retrieval result."""
 
+    model_config = ConfigDict(defer_build=True)
+
     artifact: Artifact
     """The text artifact retrieved (not the vector)."""
     score: float
@@ -161,6 +171,8 @@ class Hit(BaseModel):
 
 class SearchHit(BaseModel):
     """One search result as printed by ``memory search --json``."""
+
+    model_config = ConfigDict(defer_build=True)
 
     score: float
     """Cosine similarity to the query."""
@@ -178,6 +190,8 @@ class SearchHit(BaseModel):
 
 class SearchResult(BaseModel):
     """The JSON document of ``traceless memory search --json``."""
+
+    model_config = ConfigDict(defer_build=True)
 
     owner: str
     """Owner searched (retrieval never crosses owners)."""
