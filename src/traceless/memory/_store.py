@@ -19,10 +19,7 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING, Any
 
 from traceless.errors import ConfigError, GateBlockedError, GateKeyError, MemoryStoreError
 from traceless.memory import _crypto
@@ -30,6 +27,10 @@ from traceless.memory._backend import Backend, Cursor, SQLiteBackend, open_backe
 from traceless.memory._gate import GateEntry, WriteGate, gate_key_id, load_key
 from traceless.memory._schema import check_version, migrate, migrate_pg
 from traceless.memory._types import Artifact, Hit, LineageEdge, Tier, digest_text
+
+if TYPE_CHECKING:  # numpy is imported where vectors are handled: `memory show` starts without it
+    import numpy as np
+    import numpy.typing as npt
 
 __all__ = ["MemoryStore"]
 
@@ -424,7 +425,12 @@ class MemoryStore:
         self._require_tx()
         check_owner(owner)
         self.gate_check(owner, text)
-        vec = None if vector is None else np.asarray(vector, dtype=np.float32).tobytes()
+        if vector is not None:
+            import numpy as np
+
+            vec: bytes | None = np.asarray(vector, dtype=np.float32).tobytes()
+        else:
+            vec = None
         art_id, meta = self._next_id(tier), meta or {}
         if self.encrypted:
             sealed, digest = self._seal_row(art_id, owner, text, vec, meta)
@@ -471,6 +477,8 @@ class MemoryStore:
         self._require_tx()
         a = self.get(artifact_id)
         self.gate_check(a.owner, text, old=a.text)
+        import numpy as np
+
         vec = np.asarray(vector, dtype=np.float32).tobytes()
         if self.encrypted:
             sealed, digest = self._seal_row(a.id, a.owner, text, vec, a.meta)
@@ -636,6 +644,8 @@ class MemoryStore:
         rows = self._exec(sql + " ORDER BY s.id", params).fetchall()
         if not rows or k <= 0:
             return []
+        import numpy as np
+
         vecs = [r[_NCOLS] for r in rows]
         if self.encrypted:  # the vectors are sealed: decrypt this owner's only, rank here
             vecs = [self._art((r[_NCOLS + 1], owner, *r[2:11], r[_NCOLS + 2])).vector for r in rows]
