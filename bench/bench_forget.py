@@ -26,7 +26,9 @@ from traceless.memory import MemoryStore, MemoryWriter, Session, WriteConfig
 from traceless.models import HashingEmbedder
 
 
-def _build(db: Path, n: int, reps: int, encrypt: bool) -> MemoryStore:
+def _build(db: Path | str, n: int, reps: int, encrypt: bool) -> MemoryStore:
+    """A store of ``n`` sessions (``n/20`` users of 20 sessions; user u0's sessions hold the
+    literals the forgets target); ``db`` is a path or a ``postgresql://`` URL."""
     users = max(n // 20, 1)
     sessions = [Session.model_validate({"user_id": f"u{i % users}", "session_id": f"s{i}", "turns": [
         {"role": "user", "content": f"session {i}: my code is ZQ{i // users:07d}-LIME" if i % users == 0
@@ -44,7 +46,7 @@ def _p50(store: MemoryStore, reps: int) -> float:
         rc = forget(store, ForgetTarget.literal(f"ZQ{r:07d}-LIME", "u0"), "full_purge", writer=w)
         times.append(time.perf_counter() - t0)
         if not (rc.matched and rc.verification.passed):
-            sys.exit(f"forget {r} did not verify: {rc.verification.checks}")
+            sys.exit(f"forget {r} on {store.backend} did not verify: {rc.verification.checks}")
     return statistics.median(times)
 
 

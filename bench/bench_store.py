@@ -32,10 +32,9 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import numpy as np
+from bench_forget import _build, _p50  # same store and forget loop as bench_forget.py (run from bench/)
 
-from traceless.forget import ForgetTarget, forget
-from traceless.memory import MemoryStore, MemoryWriter, Session, Tier, WriteConfig
-from traceless.models import HashingEmbedder
+from traceless.memory import MemoryStore, Tier
 
 PER_OWNER = 100  # artifacts per owner in the search stores (10^6 artifacts / 10^4 owners)
 DIM = 384
@@ -56,25 +55,7 @@ def _pg_database(server: str) -> Iterator[str]:
 
 
 def _forget_store(where: str, n: int) -> MemoryStore:
-    users = max(n // 20, 1)
-    sessions = [Session.model_validate({"user_id": f"u{i % users}", "session_id": f"s{i}", "turns": [
-        {"role": "user", "content": f"session {i}: my code is ZQ{i // users:07d}-LIME" if i % users == 0
-         else f"session {i}: I moved to city {i % 97} and adopted pet {i % 31}"}]}) for i in range(n)]
-    store = MemoryStore(where, encrypt=True)
-    MemoryWriter(store, embedder=HashingEmbedder(64), config=WriteConfig(levels=())).write_sessions(sessions)
-    return store
-
-
-def _forget_p50(store: MemoryStore, reps: int) -> float:
-    w = MemoryWriter(store, embedder=HashingEmbedder(64), config=WriteConfig(levels=()))
-    times = []
-    for r in range(reps):
-        t0 = time.perf_counter()
-        rc = forget(store, ForgetTarget.literal(f"ZQ{r:07d}-LIME", "u0"), "full_purge", writer=w)
-        times.append(time.perf_counter() - t0)
-        if not (rc.matched and rc.verification.passed):
-            sys.exit(f"forget {r} on {store.backend} did not verify: {rc.verification.checks}")
-    return statistics.median(times)
+    return _build(where, n, 0, encrypt=True)
 
 
 def _search_store(where: str, n: int) -> MemoryStore:
@@ -135,7 +116,7 @@ def main() -> None:
         store = _forget_store(where, n)
         built = time.perf_counter() - t0
         try:
-            return _forget_p50(store, args.reps), built
+            return _p50(store, args.reps), built
         finally:
             store.close()
 
