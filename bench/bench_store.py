@@ -10,7 +10,8 @@ PostgreSQL default; on SQLite the option that makes the same key_destroyed guara
   must pass its own verification or the bench exits 1.
 * search: a store of N artifacts over N/100 owners (50 records + 50 embeddings of 384
   dimensions each, seeded); `reps` searches (k=5) for random owners, p50. The owner's
-  vectors are decrypted and ranked in numpy on both backends.
+  vectors are decrypted and ranked in numpy on both backends. PostgreSQL's planner
+  statistics are collected (ANALYZE) after the build, as autovacuum would on a live database.
 
 PostgreSQL databases are made on the server of ``--pg`` (default
 ``$TRACELESS_TEST_PG_URL``) and dropped afterwards.
@@ -67,7 +68,19 @@ def _search_store(where: str, n: int) -> MemoryStore:
                 rec = store.add(owner=f"o{o}", tier=Tier.RAW, kind="turn", text=f"owner {o} memory {j}")
                 store.add(owner=f"o{o}", tier=Tier.EMBEDDING, kind="embedding", parents=[rec.id], op="embed",
                           vector=rng.standard_normal(DIM).astype(np.float32))
+    _analyze(where)
     return store
+
+
+def _analyze(where: str) -> None:
+    """Planner statistics, as autovacuum would have them on a live database: measured right
+    after a bulk build without them, PostgreSQL picked plans whose search time grew with the
+    store (3.9 → 4.8 ms from 3·10^4 to 10^5 artifacts; 1.4 ms at both after ANALYZE)."""
+    if where.startswith("postgresql://"):
+        import psycopg
+
+        with psycopg.connect(where, autocommit=True) as c:
+            c.execute("ANALYZE")
 
 
 def _search_p50(store: MemoryStore, n: int, reps: int) -> float:
