@@ -76,6 +76,7 @@ class Backend(Protocol):
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Cursor: ...
     def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None: ...
+    def insert_many(self, table: str, cols: Sequence[str], rows: Sequence[Sequence[Any]]) -> None: ...
     def begin(self) -> None: ...
     def commit(self) -> None: ...
     def rollback(self) -> None: ...
@@ -110,6 +111,9 @@ class SQLiteBackend:
 
     def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         self.conn.executemany(sql, rows)
+
+    def insert_many(self, table: str, cols: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+        self.conn.executemany(f"INSERT INTO {table}({', '.join(cols)}) VALUES ({','.join('?' * len(cols))})", rows)
 
     def begin(self) -> None:
         self.conn.execute("BEGIN IMMEDIATE")
@@ -213,6 +217,12 @@ class PostgresBackend:
         # pipelined by psycopg: one round trip for the batch, not one per row
         with self.conn.cursor() as cur:
             cur.executemany(sql.replace("?", "%s"), rows)
+
+    def insert_many(self, table: str, cols: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+        # COPY: the server parses one stream instead of one statement per row
+        with self.conn.cursor() as cur, cur.copy(f"COPY {table} ({', '.join(cols)}) FROM STDIN") as cp:
+            for r in rows:
+                cp.write_row(r)
 
     def begin(self) -> None:
         self.conn.execute("BEGIN")

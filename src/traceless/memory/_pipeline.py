@@ -215,7 +215,8 @@ class MemoryWriter:
             self.check_gate(s.user_id, (c for _, j in mine for c in chunks[j]))
         vectors = self._vectors([u.text for us in units for u in us] + [c for cs in chunks for c in cs])
         report = WriteReport()
-        with self._gated():
+        # bulk(): the rows of many sessions travel in batches (COPY on PostgreSQL)
+        with self._gated(), self.store.bulk():
             keep = self._resolve_duplicates(sessions, on_duplicate)
             self._check_owner_ids({s.user_id for s in sessions})
             for s, us, mine in zip(sessions, units, job_index, strict=True):

@@ -37,6 +37,7 @@ __all__ = ["MemoryStore"]
 _PREFIX = {Tier.RAW: "r", Tier.SUMMARY: "s", Tier.EMBEDDING: "e", Tier.CACHE: "c"}
 _COLS = "id, owner, tier, kind, session_id, seq, text, vector, digest, created_at, meta, sealed"
 _NCOLS = 12
+_BATCH_ROWS = 20_000  # bulk(): rows held before a batch is sent (bounds the memory a large load takes)
 
 
 def _dumps(obj: Any) -> str:
@@ -54,6 +55,16 @@ def check_owner(owner: str) -> None:
         raise ConfigError(
             f"owner {owner!r} has surrounding whitespace or control characters; use the id without them"
         )
+
+
+class _Batch:
+    """Rows of a ``bulk()`` block not yet sent: artifacts, lineage edges (by key: a later
+    edge replaces an earlier one, as the upsert does) and the id counters handed out."""
+
+    def __init__(self) -> None:
+        self.artifacts: list[tuple[Any, ...]] = []
+        self.lineage: dict[tuple[str, str], tuple[str, str, str, str]] = {}
+        self.seq: dict[str, int] = {}
 
 
 def _row_to_artifact(row: sqlite3.Row | tuple[Any, ...]) -> Artifact:
@@ -95,6 +106,7 @@ class MemoryStore:
         self._dks: dict[str, bytes] = {}
         self._created_keys: list[Path] = []  # master key files made in this transaction
         self._shred_after_commit: list[Path] = []
+        self._batch: _Batch | None = None  # inside bulk(): rows waiting to be sent
         try:
             self._prepare()
         except BaseException as e:
@@ -317,10 +329,49 @@ class MemoryStore:
             raise MemoryStoreError("internal: writes must run inside MemoryStore.transaction()")
 
     def _exec(self, sql: str, params: Sequence[Any] = ()) -> Cursor:
+        if self._batch is not None and ("artifacts" in sql or "lineage" in sql):
+            self._send_batch()  # a statement on those tables must see every earlier add
         try:
             return self._b.execute(sql, params)
         except self._b.errors as e:
             raise self._translate(e) from e
+
+    # ----------------------------------------------------------------- bulk loading
+    @contextlib.contextmanager
+    def bulk(self) -> Iterator[MemoryStore]:
+        """A transaction whose inserts travel in batches: ``add``/``add_edge`` rows are kept
+        here and sent when the block ends (PostgreSQL: one COPY of the artifacts and one
+        pipelined batch of lineage upserts; SQLite: ``executemany``), ids come from counters
+        read once. The stored rows are those the same calls write without it (the batch
+        is sent before any other statement on artifacts or lineage, so reads in the block
+        see every earlier write). Nested uses join the outer batch."""
+        with self.transaction():
+            if self._batch is not None:
+                yield self
+                return
+            self._batch = _Batch()
+            try:
+                yield self
+                self._send_batch()
+            finally:
+                self._batch = None
+
+    def _send_batch(self) -> None:
+        b = self._batch
+        assert b is not None
+        self._batch = None  # the statements below run unbatched
+        try:
+            if b.artifacts:
+                self._b.insert_many("artifacts", [c.strip() for c in _COLS.split(",")], b.artifacts)
+            if b.lineage:
+                self._b.executemany(self._b.upsert("lineage", ("child", "parent", "op", "params"),
+                                                   ("child", "parent"), replace=True), list(b.lineage.values()))
+        except self._b.errors as e:
+            raise self._translate(e) from e
+        for key, n in b.seq.items():
+            self.set_meta(key, str(n))
+        b.artifacts, b.lineage = [], {}
+        self._batch = b
 
     def checkpoint(self) -> bool:
         """Flush the WAL into the main file and truncate it to zero bytes, so no old page
@@ -371,6 +422,12 @@ class MemoryStore:
     # ----------------------------------------------------------------- ids / meta
     def _next_id(self, tier: Tier) -> str:
         key = f"seq:{tier.value}"
+        if self._batch is not None:  # bulk(): the counter is read once, written with the batch
+            n = self._batch.seq.get(key)
+            if n is None:
+                n = int(self.get_meta(key) or 0)
+            self._batch.seq[key] = n + 1
+            return f"{_PREFIX[tier]}-{n + 1:08d}"
         if self._b.dialect == "postgres":  # one round trip to the server instead of two
             (n,) = self._exec(
                 "INSERT INTO meta(key, value) VALUES (?, '1') ON CONFLICT (key) DO UPDATE "
@@ -440,17 +497,23 @@ class MemoryStore:
             row = (text, vec, _dumps(meta), None)
         art = Artifact(id=art_id, owner=owner, tier=tier, kind=kind, session_id=session_id, seq=seq, text=text,
                        vector=vec, digest=digest, created_at=time.time(), meta=meta)
-        self._exec(
-            f"INSERT INTO artifacts({_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-            (art.id, art.owner, art.tier.value, art.kind, art.session_id, art.seq, row[0], row[1],
-             art.digest, art.created_at, row[2], row[3]),
-        )
+        values = (art.id, art.owner, art.tier.value, art.kind, art.session_id, art.seq, row[0], row[1],
+                  art.digest, art.created_at, row[2], row[3])
+        if self._batch is not None:
+            self._batch.artifacts.append(values)
+            if len(self._batch.artifacts) >= _BATCH_ROWS:
+                self._send_batch()
+        else:
+            self._exec(f"INSERT INTO artifacts({_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", values)
         for p in parents:
             self.add_edge(art.id, p, op, params or {})
         return art
 
     def add_edge(self, child: str, parent: str, op: str, params: dict[str, Any]) -> None:
         self._require_tx()
+        if self._batch is not None:
+            self._batch.lineage[(child, parent)] = (child, parent, op, _dumps(params))
+            return
         self._exec(
             self._b.upsert("lineage", ("child", "parent", "op", "params"), ("child", "parent"), replace=True),
             (child, parent, op, _dumps(params)),
