@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -61,21 +62,50 @@ def _check_search(store: MemoryStore, owners: list[str], queries: list[str]) -> 
             assert [h.artifact.id for h in small] == [h.artifact.id for h in hits[:2]]
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    data=world,
-    mode=st.sampled_from(sorted(FORGET_MODES.names())),
-    kind=st.sampled_from(["literal", "session", "user", "record", "word"]),
-    levels=st.sampled_from([(), (1,), (1, 2)]),
-    extractive=st.booleans(),
-    pick=st.integers(min_value=0, max_value=10_000),
-    queries=st.lists(turn, min_size=1, max_size=3),
-)
-def test_forget_never_crosses_owners(
-    data: dict[str, list[list[str]]], mode: str, kind: str, levels: tuple[int, ...], extractive: bool,
-    pick: int, queries: list[str],
+def _fresh(store_url: str) -> str:
+    """A new, empty store per example: SQLite in memory; on PostgreSQL a new schema of the
+    test's database (creating a database per example would cost more than the example)."""
+    if not store_url.startswith("postgresql://"):
+        return ":memory:"
+    import psycopg
+
+    schema = f"ex_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(store_url, autocommit=True) as c:
+        c.execute(f"CREATE SCHEMA {schema}")
+    return f"{store_url}&options=-csearch_path%3D{schema}"
+
+
+def test_forget_never_crosses_owners(store_url: str) -> None:
+    # PostgreSQL examples cost a server round trip per statement: fewer of them
+    examples = 25 if store_url.startswith("postgresql://") else 100
+
+    @settings(max_examples=examples, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(
+        data=world,
+        mode=st.sampled_from(sorted(FORGET_MODES.names())),
+        kind=st.sampled_from(["literal", "session", "user", "record", "word"]),
+        levels=st.sampled_from([(), (1,), (1, 2)]),
+        extractive=st.booleans(),
+        pick=st.integers(min_value=0, max_value=10_000),
+        queries=st.lists(turn, min_size=1, max_size=3),
+    )
+    def example(
+        data: dict[str, list[list[str]]], mode: str, kind: str, levels: tuple[int, ...], extractive: bool,
+        pick: int, queries: list[str],
+    ) -> None:
+        store = MemoryStore(_fresh(store_url))
+        try:
+            _one_example(store, data, mode, kind, levels, extractive, pick, queries)
+        finally:
+            store.close()
+
+    example()
+
+
+def _one_example(
+    store: MemoryStore, data: dict[str, list[list[str]]], mode: str, kind: str, levels: tuple[int, ...],
+    extractive: bool, pick: int, queries: list[str],
 ) -> None:
-    store = MemoryStore()
     writer = MemoryWriter(store, summarizer=make_summarizer(keep=True, canary=SECRET), embedder=EMB,
                           config=WriteConfig(levels=levels, extractive=extractive))
     writer.write_sessions(_sessions(data))
