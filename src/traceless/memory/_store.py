@@ -67,6 +67,14 @@ class _Batch:
         self.seq: dict[str, int] = {}
 
 
+def _resourced(meta: dict[str, Any], old: dict[str, str], new: dict[str, str]) -> dict[str, Any]:
+    """``meta`` with each recorded source digest that named a source's old digest naming its new one."""
+    src = meta.get("sources")
+    if not isinstance(src, dict):
+        return meta
+    return {**meta, "sources": {i: new[i] if i in new and d == old.get(i) else d for i, d in src.items()}}
+
+
 def _row_to_artifact(row: sqlite3.Row | tuple[Any, ...]) -> Artifact:
     return Artifact(
         id=row[0], owner=row[1], tier=Tier(row[2]), kind=row[3], session_id=row[4], seq=row[5],
@@ -237,9 +245,14 @@ class MemoryStore:
             arts = [self._art(r) for r in rows]
             self._exec("DELETE FROM data_keys WHERE owner = ?", (owner,))
             self._dks.pop(owner, None)
-            for a in arts:
-                sealed, digest = self._seal_row(a.id, owner, a.text, a.vector, a.meta)
-                self._exec("UPDATE artifacts SET sealed = ?, digest = ? WHERE id = ?", (sealed, digest, a.id))
+            old = {a.id: a.digest for a in arts}
+            new: dict[str, str] = {}
+            # sources first: a consolidation records its sources' digests (keyed, so they
+            # change with the key) and must name the new ones, as it did the old
+            for a in sorted(arts, key=lambda a: isinstance(a.meta.get("sources"), dict)):
+                meta = _resourced(a.meta, old, new)
+                sealed, new[a.id] = self._seal_row(a.id, owner, a.text, a.vector, meta)
+                self._exec("UPDATE artifacts SET sealed = ?, digest = ? WHERE id = ?", (sealed, new[a.id], a.id))
                 resealed += 1
         self._dks.pop(owner, None)
         wrapped = {o: _crypto.unwrap(self._master[1], w, o, self.path)
