@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,11 +25,37 @@ def _snapshot(db: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(db.parent.glob(db.name + "*"))}
 
 
-def _populated(tmp_path: Path) -> Path:
+def _populated(tmp_path: Path, where: str | None = None) -> Path:
     db = tmp_path / "m.db"
-    with MemoryStore(db) as store:
+    with MemoryStore(where or db) as store:
         make_writer(store, 1).write_sessions(alice_sessions())
     return db
+
+
+@contextlib.contextmanager
+def _other_writer(where: str) -> Iterator[None]:
+    """Another process's open write transaction: SQLite's EXCLUSIVE lock on the file, or on
+    PostgreSQL another connection holding the writers' advisory lock."""
+    if where.startswith("postgresql://"):
+        import psycopg
+
+        from traceless.memory._backend import _WRITER_LOCK
+
+        with psycopg.connect(where, autocommit=True) as c:
+            c.execute("BEGIN")
+            c.execute("SELECT pg_advisory_xact_lock(%s)", (_WRITER_LOCK,))
+            try:
+                yield
+            finally:
+                c.execute("ROLLBACK")
+        return
+    other = sqlite3.connect(where, isolation_level=None)
+    other.execute("BEGIN EXCLUSIVE")
+    try:
+        yield
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
 
 
 # ---------------------------------------------------------------- schema version
@@ -60,23 +88,18 @@ def test_read_only_file(tmp_path: Path) -> None:
         db.chmod(0o644)
 
 
-def test_locked_by_exclusive_transaction(tmp_path: Path) -> None:
-    db = _populated(tmp_path)
-    store = MemoryStore(db, timeout=0.2)
+def test_locked_by_exclusive_transaction(store_url: str) -> None:
+    _populated(Path(), store_url)
+    store = MemoryStore(store_url, timeout=0.2)
     writer = make_writer(store, 1)
     digests = {a.id: a.digest for a in store.artifacts()}
-    other = sqlite3.connect(db, isolation_level=None)
-    other.execute("BEGIN EXCLUSIVE")
-    try:
+    with _other_writer(store_url):
         with pytest.raises(StoreLockedError, match="locked"):
             forget(store, ForgetTarget.literal(CANARY, "alice"), "full_purge", writer=writer)
         with pytest.raises(StoreLockedError):
             writer.write_sessions(alice_sessions("OTHER"))
         with pytest.raises(StoreLockedError), store.transaction():
             pass
-    finally:
-        other.execute("ROLLBACK")
-        other.close()
     assert {a.id: a.digest for a in store.artifacts()} == digests
     assert store.receipts() == []
     # the lock gone, the same store works again
@@ -135,11 +158,12 @@ def _line(**over: object) -> str:
     (_line(neighbors={"7": [0]}), ["line 2", "'neighbors'", "not a turn index"]),
     (_line(neighbors={"0": [5]}), ["line 2", "'neighbors'", "outside"]),
 ])
-def test_malformed_jsonl_names_line_and_field_writes_nothing(tmp_path: Path, bad: str, needles: list[str]) -> None:
-    db = _populated(tmp_path)
+def test_malformed_jsonl_names_line_and_field_writes_nothing(tmp_path: Path, store_url: str, bad: str,
+                                                             needles: list[str]) -> None:
+    _populated(tmp_path, store_url)
     p = tmp_path / "in.jsonl"
     p.write_text("\n".join([_line(session_id="s0"), bad, _line(session_id="s3")]) + "\n", encoding="utf-8")
-    store = MemoryStore(db)
+    store = MemoryStore(store_url)
     writer = make_writer(store, 1)
     before = {a.id: a.digest for a in store.artifacts()}
     with pytest.raises(InputFormatError) as ei:
