@@ -149,3 +149,14 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Any) -> str:
     if request.param == "sqlite":
         return str(tmp_path / "memory.db")
     return str(request.getfixturevalue("pg_url"))
+
+
+@pytest.fixture
+def more_stores(request: pytest.FixtureRequest, store_url: str, tmp_path: Any) -> Any:
+    """Further fresh stores on ``store_url``'s backend (``more_stores()`` returns a new
+    file path or a new database's URL), for tests that compare or copy between stores."""
+    made = iter(range(1, 1_000))
+    if store_url.startswith("postgresql://"):
+        make_db = request.getfixturevalue("pg_new_db")
+        return lambda: str(make_db())
+    return lambda: str(tmp_path / f"memory-{next(made)}.db")

@@ -19,10 +19,6 @@ def _home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TRACELESS_HOME", str(tmp_path / "home"))
 
 
-def _second(store_url: str, tmp_path: Path, pg_new_db: Any) -> str:
-    return str(tmp_path / "other.db") if not store_url.startswith("postgresql://") else str(pg_new_db())
-
-
 def _meta(store: MemoryStore, meta: dict[str, Any]) -> dict[str, Any]:
     # an extractive summary records its sources' digests (keyed on an encrypted store):
     # compare whether each still names its source's current digest
@@ -50,10 +46,9 @@ def _write(store: MemoryStore, *, batched: bool) -> None:
 
 
 @pytest.mark.parametrize("encrypt", [True, False])
-def test_bulk_and_row_by_row_store_identical_rows(store_url: str, tmp_path: Path, pg_new_db: Any,
-                                                  encrypt: bool) -> None:
+def test_bulk_and_row_by_row_store_identical_rows(store_url: str, more_stores: Any, encrypt: bool) -> None:
     rows = MemoryStore(store_url, encrypt=encrypt)
-    bulk = MemoryStore(_second(store_url, tmp_path, pg_new_db), encrypt=encrypt)
+    bulk = MemoryStore(more_stores(), encrypt=encrypt)
     _write(rows, batched=False)
     _write(bulk, batched=True)
     a, b = _snapshot(rows), _snapshot(bulk)
