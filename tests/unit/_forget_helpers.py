@@ -7,10 +7,11 @@ memory file for state comparisons.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -165,3 +166,29 @@ def canonical_dump(path: str | Path) -> dict[str, Any]:
         return {"artifacts": arts, "lineage": lineage, "gate": gate, "meta": meta, "receipts": receipts}
     finally:
         conn.close()
+
+
+@contextlib.contextmanager
+def other_writer(where: str) -> Iterator[None]:
+    """Another process's open write transaction: SQLite's EXCLUSIVE lock on the file, or on
+    PostgreSQL another connection holding the writers' advisory lock."""
+    if where.startswith("postgresql://"):
+        import psycopg
+
+        from traceless.memory._backend import _WRITER_LOCK
+
+        with psycopg.connect(where, autocommit=True) as c:
+            c.execute("BEGIN")
+            c.execute("SELECT pg_advisory_xact_lock(%s)", (_WRITER_LOCK,))
+            try:
+                yield
+            finally:
+                c.execute("ROLLBACK")
+        return
+    other = sqlite3.connect(where, isolation_level=None)
+    other.execute("BEGIN EXCLUSIVE")
+    try:
+        yield
+    finally:
+        other.execute("ROLLBACK")
+        other.close()

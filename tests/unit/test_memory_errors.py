@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import sqlite3
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from _forget_helpers import CANARY, alice_sessions, make_writer
+from _forget_helpers import CANARY, alice_sessions, make_writer, other_writer
 
 from traceless.errors import InputFormatError, MemoryStoreError, SchemaVersionError, StoreLockedError
 from traceless.forget import ForgetTarget, forget
@@ -30,32 +28,6 @@ def _populated(tmp_path: Path, where: str | None = None) -> Path:
     with MemoryStore(where or db) as store:
         make_writer(store, 1).write_sessions(alice_sessions())
     return db
-
-
-@contextlib.contextmanager
-def _other_writer(where: str) -> Iterator[None]:
-    """Another process's open write transaction: SQLite's EXCLUSIVE lock on the file, or on
-    PostgreSQL another connection holding the writers' advisory lock."""
-    if where.startswith("postgresql://"):
-        import psycopg
-
-        from traceless.memory._backend import _WRITER_LOCK
-
-        with psycopg.connect(where, autocommit=True) as c:
-            c.execute("BEGIN")
-            c.execute("SELECT pg_advisory_xact_lock(%s)", (_WRITER_LOCK,))
-            try:
-                yield
-            finally:
-                c.execute("ROLLBACK")
-        return
-    other = sqlite3.connect(where, isolation_level=None)
-    other.execute("BEGIN EXCLUSIVE")
-    try:
-        yield
-    finally:
-        other.execute("ROLLBACK")
-        other.close()
 
 
 # ---------------------------------------------------------------- schema version
@@ -93,7 +65,7 @@ def test_locked_by_exclusive_transaction(store_url: str) -> None:
     store = MemoryStore(store_url, timeout=0.2)
     writer = make_writer(store, 1)
     digests = {a.id: a.digest for a in store.artifacts()}
-    with _other_writer(store_url):
+    with other_writer(store_url):
         with pytest.raises(StoreLockedError, match="locked"):
             forget(store, ForgetTarget.literal(CANARY, "alice"), "full_purge", writer=writer)
         with pytest.raises(StoreLockedError):

@@ -10,10 +10,11 @@ import os
 import sqlite3
 import stat
 from pathlib import Path
+from typing import Any
 
 import pytest
 from _cli import cli
-from _forget_helpers import CANARY, alice_sessions, make_writer, session
+from _forget_helpers import CANARY, alice_sessions, make_writer, other_writer, session
 
 from traceless import _hooks
 from traceless.errors import (
@@ -57,43 +58,70 @@ def _sess(user: str, sid: str, *texts: str, date: str = "2024/01/01") -> dict[st
             "turns": [{"role": "user", "content": t} for t in texts]}
 
 
-def _files_hold(db: Path, literal: str) -> int:
+def _pg(db: Path | str) -> bool:
+    return str(db).startswith("postgresql://")
+
+
+def _files_hold(db: Path | str, literal: str) -> int:
+    """Copies of ``literal`` in a SQLite store's files (main, WAL, shm, journal); a
+    PostgreSQL store's files are the server's (test_store_postgres scans a pg_dump)."""
+    assert not _pg(db), "no files of a PostgreSQL store to scan here"
+    db = Path(db)
     return sum(scan_files([p for p in db.parent.glob(db.name + "*")], literal).values())
 
 
-def _state(db: Path) -> list[tuple[object, ...]]:
+def _disk_clean(db: Path | str, literal: str) -> bool:
+    return _pg(db) or _files_hold(db, literal) == 0
+
+
+def _rows(db: Path | str, sql: str) -> list[tuple[object, ...]]:
+    """Rows read past the store, with the engine's own client."""
+    if _pg(db):
+        import psycopg
+
+        with psycopg.connect(str(db)) as c:
+            return [tuple(r) for r in c.execute(sql).fetchall()]
     conn = sqlite3.connect(db)
     try:
-        return [tuple(r) for r in conn.execute("SELECT id, owner, text, digest FROM artifacts ORDER BY id")]
+        return [tuple(r) for r in conn.execute(sql)]
     finally:
         conn.close()
 
 
+def _state(db: Path | str) -> list[tuple[object, ...]] | None:
+    """Every artifact row; None while there is no store (no file, or no tables yet)."""
+    if not _pg(db) and not Path(db).exists():
+        return None
+    if _pg(db) and not _rows(db, "SELECT 1 FROM pg_tables WHERE tablename = 'artifacts'"):
+        return None
+    return _rows(db, "SELECT id, owner, text, digest, sealed FROM artifacts ORDER BY id")
+
+
 # ------------------------------------------------------------------ 1. gate on every write path
-def test_cli_memory_add_refuses_a_forgotten_literal(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    db = tmp_path / "m.db"
+def test_cli_memory_add_refuses_a_forgotten_literal(tmp_path: Path, store_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    db = store_url
     first = _jsonl(tmp_path / "a.jsonl", [_sess("u1", "s1", "hello there", f"my token is {CANARY}")])
-    assert cli("memory", "add", str(first), "--db", str(db), "--embedder", "hashing") == 0
-    rc = cli("forget", "--db", str(db), "--mode", "full_purge", "--literal", CANARY, "--owner", "u1",
+    assert cli("memory", "add", str(first), "--db", db, "--embedder", "hashing") == 0
+    rc = cli("forget", "--db", db, "--mode", "full_purge", "--literal", CANARY, "--owner", "u1",
              "--receipt", str(tmp_path / "r.json"))
-    assert rc == 0 and _files_hold(db, CANARY) == 0
+    assert rc == 0 and _disk_clean(db, CANARY)
     before = _state(db)
     again = _jsonl(tmp_path / "b.jsonl", [_sess("u1", "s2", "harmless"), _sess("u1", "s3", CANARY)])
     capsys.readouterr()
-    rc = cli("memory", "add", str(again), "--db", str(db), "--embedder", "hashing")
+    rc = cli("memory", "add", str(again), "--db", db, "--embedder", "hashing")
     err = capsys.readouterr().err
     assert rc == GateBlockedError.exit_code
     assert "'u1'" in err and "'secret'" in err and CANARY not in err  # names owner + attribute, never the value
-    assert _state(db) == before and _files_hold(db, CANARY) == 0  # nothing written, no bytes on disk
+    assert _state(db) == before and _disk_clean(db, CANARY)  # nothing written, no bytes on disk
     # writing without the gate is an explicit choice, and it is recorded
-    assert cli("memory", "add", str(again), "--db", str(db), "--embedder", "hashing", "--no-gate") == 0
+    assert cli("memory", "add", str(again), "--db", db, "--embedder", "hashing", "--no-gate") == 0
     with MemoryStore(db) as store:
         assert store.containing(CANARY, owner="u1")
         assert [k for _, k, _ in store.events()] == ["ungated_write"]
 
 
-def test_store_enforces_the_gate_without_any_writer(tmp_path: Path) -> None:
-    store = MemoryStore(tmp_path / "m.db")
+def test_store_enforces_the_gate_without_any_writer(tmp_path: Path, store_url: str) -> None:
+    store = MemoryStore(store_url)
     make_writer(store, 0).write_sessions(alice_sessions())
     forget(store, ForgetTarget.literal(CANARY, "alice"), "full_purge", writer=make_writer(store, 0), gate=True)
     from traceless.memory import Tier
@@ -108,8 +136,8 @@ def test_store_enforces_the_gate_without_any_writer(tmp_path: Path) -> None:
 
 # ------------------------------------------------------------------ 2. fail closed on another key
 @pytest.mark.parametrize("change", ["deleted", "other_key"])
-def test_gate_fails_closed_when_the_key_changes(tmp_path: Path, _home: Path, change: str) -> None:
-    db = tmp_path / "m.db"
+def test_gate_fails_closed_when_the_key_changes(tmp_path: Path, store_url: str, _home: Path, change: str) -> None:
+    db = store_url
     with MemoryStore(db) as store:
         make_writer(store, 0).write_sessions(alice_sessions())
         forget(store, ForgetTarget.literal(CANARY, "alice"), "full_purge", writer=make_writer(store, 0), gate=True)
@@ -128,18 +156,19 @@ def test_gate_fails_closed_when_the_key_changes(tmp_path: Path, _home: Path, cha
 
 
 # ------------------------------------------------------------------ 3. passed = every check
-def test_secret_in_session_id_and_date_is_erased_or_fails(tmp_path: Path) -> None:
+def test_secret_in_session_id_and_date_is_erased_or_fails(tmp_path: Path, store_url: str) -> None:
     secret = "café-ZK9-ëlan"  # non-ASCII: JSON would have stored it as \u00e9 escapes
-    db = tmp_path / "m.db"
+    db = store_url
     store = MemoryStore(db)
     w = make_writer(store, 0)
     w.write_sessions([session("alice", f"trip-{secret}", [f"note {secret} here", "other"], date=f"met {secret}")])
     r = forget(store, ForgetTarget.literal(secret, "alice"), "full_purge", writer=w)
     store.close()
     assert r.verification.metadata_scan == {} and r.verification.passed
-    assert _files_hold(db, secret) == 0
-    raw = b"".join(p.read_bytes() for p in tmp_path.glob("m.db*"))
-    assert secret.encode("unicode_escape").replace(b"\\x", b"\\u00") not in raw
+    if not _pg(db):
+        assert _files_hold(db, secret) == 0
+        raw = b"".join(p.read_bytes() for p in Path(db).parent.glob(Path(db).name + "*"))
+        assert secret.encode("unicode_escape").replace(b"\\x", b"\\u00") not in raw
 
 
 def test_byte_scan_sees_json_escapes(tmp_path: Path) -> None:
@@ -180,26 +209,22 @@ def _failing_embedder(fail_on: str) -> HashingEmbedder:
     return Failing(32)
 
 
-def test_add_is_one_transaction(tmp_path: Path) -> None:
-    store = MemoryStore(tmp_path / "m.db")
+def test_add_is_one_transaction(tmp_path: Path, store_url: str) -> None:
+    store = MemoryStore(store_url)
     w = MemoryWriter(store, embedder=_failing_embedder("BOOM"), config=WriteConfig(levels=(), extractive=True))
     sessions = [session("alice", f"s{i}", [f"turn {i}"]) for i in range(5)] + [session("alice", "s9", ["BOOM"])]
     with pytest.raises(RuntimeError):
         w.write_sessions(sessions)
     assert store.artifacts() == []
     # a summary is never committed without its session, nor a session without its summary
-    lock = sqlite3.connect(tmp_path / "m.db", isolation_level=None, timeout=0)
-    lock.execute("BEGIN IMMEDIATE")
-    slow = MemoryStore(tmp_path / "m.db", timeout=0.1)
-    with pytest.raises(StoreLockedError, match="Nothing was changed"):
+    slow = MemoryStore(store_url, timeout=0.1)
+    with other_writer(store_url), pytest.raises(StoreLockedError, match="Nothing was changed"):
         make_writer(slow, 1).write_sessions(alice_sessions())
-    lock.execute("ROLLBACK")
-    lock.close()
     assert slow.artifacts() == []
 
 
-def test_readding_a_session_is_an_explicit_choice(tmp_path: Path) -> None:
-    store = MemoryStore(tmp_path / "m.db")
+def test_readding_a_session_is_an_explicit_choice(tmp_path: Path, store_url: str) -> None:
+    store = MemoryStore(store_url)
     w = make_writer(store, 1, extractive=True)
     w.write_sessions(alice_sessions())
     n = len(store.artifacts())
@@ -221,7 +246,7 @@ def test_lone_surrogate_refused_before_anything_is_written(tmp_path: Path) -> No
         read_sessions(p)
 
 
-def test_sigkill_during_add_leaves_nothing_or_everything(tmp_path: Path, _home: Path) -> None:
+def test_sigkill_during_add_leaves_nothing_or_everything(tmp_path: Path, more_stores: Any, _home: Path) -> None:
     """Kills spread over a real `memory add` (calibrated on an uninterrupted run) leave
     either no session or all of them: never sessions without their summaries."""
     import subprocess
@@ -232,28 +257,29 @@ def test_sigkill_during_add_leaves_nothing_or_everything(tmp_path: Path, _home: 
     env = {**os.environ, "TRACELESS_HOME": str(_home)}
     code = "from traceless.cli import main; import sys; main(sys.argv[1:])"
 
-    def run(db: Path, kill_after: float | None) -> int:
-        p = subprocess.Popen([sys.executable, "-c", code, "memory", "add", str(src), "--db", str(db),
+    def run(db: str, kill_after: float | None) -> int:
+        p = subprocess.Popen([sys.executable, "-c", code, "memory", "add", str(src), "--db", db,
                               "--embedder", "hashing"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         if kill_after is not None:
             time.sleep(kill_after)
             p.kill()
         p.wait()
-        return len(MemoryStore(db).artifacts()) if db.exists() else 0
+        state = _state(db)
+        return len(state) if state is not None else 0
 
     t0 = time.monotonic()
-    full = run(tmp_path / "full.db", None)
+    full = run(more_stores(), None)
     took = time.monotonic() - t0
     assert full == 1201  # 300 sessions × (2 raw + 2 vectors) + the consolidation
     for trial, frac in enumerate((0.6, 0.75, 0.88, 0.96)):
-        n = run(tmp_path / f"t{trial}.db", took * frac)
+        n = run(more_stores(), took * frac)
         assert n in (0, full), f"kill at {frac:.0%} of {took:.1f}s left {n} artifacts (neither 0 nor {full})"
 
 
 # ------------------------------------------------------------------ 5. third-party verification
-def test_receipts_verify_with_the_public_key_alone(tmp_path: Path, _home: Path,
+def test_receipts_verify_with_the_public_key_alone(tmp_path: Path, store_url: str, _home: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    store = MemoryStore(tmp_path / "m.db")
+    store = MemoryStore(store_url)
     w = make_writer(store, 0)
     w.write_sessions([session("alice", "s1", ["my pin is 4821"])])
     r = forget(store, ForgetTarget.literal("4821", "alice", "pin"), "full_purge", writer=w, gate=True)
@@ -276,14 +302,14 @@ def test_receipts_verify_with_the_public_key_alone(tmp_path: Path, _home: Path,
                for k in (pub, r.signature.encode())}
     assert r.target.ref.removeprefix("hmac:") not in guesses
     # the gate stores no byte length in the clear
-    rows = sqlite3.connect(tmp_path / "m.db").execute("SELECT kind, mac FROM gate_entries").fetchall()
+    rows = _rows(store_url, "SELECT kind, mac FROM gate_entries")
     assert all(":" not in mac for _, mac in rows)
     tampered = r.model_copy(update={"mode": "noop"})
     assert not verify_signature(tampered, pub)
 
 
-def test_unsigned_extra_fields_refused(tmp_path: Path) -> None:
-    store = MemoryStore(tmp_path / "m.db")
+def test_unsigned_extra_fields_refused(tmp_path: Path, store_url: str) -> None:
+    store = MemoryStore(store_url)
     w = make_writer(store, 0)
     w.write_sessions(alice_sessions())
     r = forget(store, ForgetTarget.literal(CANARY, "alice"), "full_purge", writer=w)
@@ -295,13 +321,13 @@ def test_unsigned_extra_fields_refused(tmp_path: Path) -> None:
 
 
 # ------------------------------------------------------------------ 6. stored text is data
-def test_markup_and_escapes_are_printed_as_data(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
-    db = tmp_path / "m.db"
+def test_markup_and_escapes_are_printed_as_data(tmp_path: Path, store_url: str, capfd: pytest.CaptureFixture[str]) -> None:
+    db = store_url
     evil = "[/bold] [conceal]hidden[/conceal] \x1b]0;pwned\x07 \x1b[31mred"
-    assert cli("memory", "add", str(_jsonl(tmp_path / "a.jsonl", [_sess("u1", "s1", evil)])), "--db", str(db),
+    assert cli("memory", "add", str(_jsonl(tmp_path / "a.jsonl", [_sess("u1", "s1", evil)])), "--db", db,
                "--embedder", "hashing") == 0
-    for args in (["memory", "show", "--db", str(db), "--full"], ["memory", "search", "red", "--db", str(db),
-                 "--user", "u1"], ["memory", "lineage", "r-00000001", "--db", str(db)]):
+    for args in (["memory", "show", "--db", db, "--full"], ["memory", "search", "red", "--db", db,
+                 "--user", "u1"], ["memory", "lineage", "r-00000001", "--db", db]):
         capfd.readouterr()
         assert cli(*args) == 0, args
         out = capfd.readouterr().out
@@ -309,25 +335,25 @@ def test_markup_and_escapes_are_printed_as_data(tmp_path: Path, capfd: pytest.Ca
 
 
 # ------------------------------------------------------------------ 7. outputs validated first; receipts in the db
-def test_bad_receipt_path_refused_before_the_forget(tmp_path: Path) -> None:
-    db = tmp_path / "m.db"
+def test_bad_receipt_path_refused_before_the_forget(tmp_path: Path, store_url: str) -> None:
+    db = store_url
     assert cli("memory", "add", str(_jsonl(tmp_path / "a.jsonl", [_sess("u1", "s1", f"t {CANARY}")])),
-               "--db", str(db), "--embedder", "hashing") == 0
+               "--db", db, "--embedder", "hashing") == 0
     before = _state(db)
-    rc = cli("forget", "--db", str(db), "--mode", "full_purge", "--literal", CANARY, "--owner", "u1",
+    rc = cli("forget", "--db", db, "--mode", "full_purge", "--literal", CANARY, "--owner", "u1",
              "--receipt", str(tmp_path / "missing" / "r.json"))
     assert rc == ConfigError.exit_code and _state(db) == before
-    assert cli("forget", "--db", str(db), "--mode", "full_purge", "--literal", CANARY, "--owner", "u1",
+    assert cli("forget", "--db", db, "--mode", "full_purge", "--literal", CANARY, "--owner", "u1",
                "--receipt", str(tmp_path / "r.json")) == 0
     rid = load_receipt(tmp_path / "r.json").receipt_id
-    assert cli("forget", "receipts", "--db", str(db)) == 0
-    assert cli("forget", "receipt", rid, "--db", str(db), "--out", str(tmp_path / "copy.json")) == 0
+    assert cli("forget", "receipts", "--db", db) == 0
+    assert cli("forget", "receipt", rid, "--db", db, "--out", str(tmp_path / "copy.json")) == 0
     assert load_receipt(tmp_path / "copy.json") == load_receipt(tmp_path / "r.json")
 
 
 # ------------------------------------------------------------------ 8. a concurrent forget is never undone
-def test_consolidation_cannot_undo_a_concurrent_forget(tmp_path: Path) -> None:
-    db = tmp_path / "m.db"
+def test_consolidation_cannot_undo_a_concurrent_forget(tmp_path: Path, store_url: str) -> None:
+    db = store_url
     with MemoryStore(db) as s:
         MemoryWriter(s, config=WriteConfig(levels=(), embed=False)).write_sessions(alice_sessions())
     a = MemoryStore(db, timeout=0.2)
@@ -351,8 +377,8 @@ def test_consolidation_cannot_undo_a_concurrent_forget(tmp_path: Path) -> None:
 
 
 # ------------------------------------------------------------------ 9. user erasure leaves no name behind
-def test_user_erasure_removes_every_row_naming_them(tmp_path: Path) -> None:
-    db = tmp_path / "m.db"
+def test_user_erasure_removes_every_row_naming_them(tmp_path: Path, store_url: str) -> None:
+    db = store_url
     uid = "user-zq81-ingrid"
     store = MemoryStore(db)
     w = make_writer(store, 1, extractive=True)
@@ -364,17 +390,15 @@ def test_user_erasure_removes_every_row_naming_them(tmp_path: Path) -> None:
     store.close()
     assert r.target.ref == pseudonym(uid) and uid not in r.model_dump_json()
     assert all(i.startswith("p:") for t in r.tiers.values() for i in t.removed)
-    conn = sqlite3.connect(db)
-    n_edges = conn.execute("SELECT count(*) FROM lineage").fetchone()[0]
-    bob_edges = conn.execute("SELECT count(*) FROM lineage l JOIN artifacts a ON a.id = l.child").fetchone()[0]
-    conn.close()
+    ((n_edges,),) = _rows(db, "SELECT count(*) FROM lineage")
+    ((bob_edges,),) = _rows(db, "SELECT count(*) FROM lineage l JOIN artifacts a ON a.id = l.child")
     assert n_edges == bob_edges and ids == []
-    assert _files_hold(db, uid) == 0
+    assert _disk_clean(db, uid)
 
 
 # ------------------------------------------------------------------ 10. near variants
-def test_near_variants_reported_and_forgotten_with_normalized(tmp_path: Path) -> None:
-    store = MemoryStore(tmp_path / "m.db")
+def test_near_variants_reported_and_forgotten_with_normalized(tmp_path: Path, store_url: str) -> None:
+    store = MemoryStore(store_url)
     w = make_writer(store, 0)
     nfd = "cafe\u0301-key-9"
     variants = [CANARY.lower(), CANARY.replace("X", "\uff38"), f"{CANARY[:3]}  {CANARY[3:]}", "CAFÉ-KEY-9"]
@@ -392,8 +416,8 @@ def test_near_variants_reported_and_forgotten_with_normalized(tmp_path: Path) ->
 
 
 # ------------------------------------------------------------------ 11. smaller defects
-def test_noop_stores_no_gate_descriptor(tmp_path: Path) -> None:
-    store = MemoryStore(tmp_path / "m.db")
+def test_noop_stores_no_gate_descriptor(tmp_path: Path, store_url: str) -> None:
+    store = MemoryStore(store_url)
     w = make_writer(store, 0, extractive=True)
     w.write_sessions(alice_sessions())
     r = forget(store, ForgetTarget.literal(CANARY, "alice"), "noop", writer=w, gate=True)
@@ -401,29 +425,29 @@ def test_noop_stores_no_gate_descriptor(tmp_path: Path) -> None:
     w.write_sessions([session("alice", "s9", ["later and harmless"])])  # not blocked by the control
 
 
-def test_one_character_and_undecodable_literals_refused(tmp_path: Path) -> None:
+def test_one_character_and_undecodable_literals_refused(tmp_path: Path, store_url: str) -> None:
     with pytest.raises(ConfigError, match="fewer than 2"):
         ForgetTarget.literal("7", "alice")
-    db = tmp_path / "m.db"
-    assert cli("memory", "add", str(_jsonl(tmp_path / "a.jsonl", [_sess("u1", "s1", "x")])), "--db", str(db),
+    db = store_url
+    assert cli("memory", "add", str(_jsonl(tmp_path / "a.jsonl", [_sess("u1", "s1", "x")])), "--db", db,
                "--embedder", "hashing") == 0
-    assert cli("forget", "--db", str(db), "--mode", "full_purge", "--literal", "bad\udcff", "--owner",
+    assert cli("forget", "--db", db, "--mode", "full_purge", "--literal", "bad\udcff", "--owner",
                "u1") == ConfigError.exit_code
 
 
-def test_full_purge_on_a_store_without_embeddings(tmp_path: Path) -> None:
-    db = tmp_path / "m.db"
+def test_full_purge_on_a_store_without_embeddings(tmp_path: Path, store_url: str) -> None:
+    db = store_url
     assert cli("memory", "add", str(_jsonl(tmp_path / "a.jsonl", [_sess("u1", "s1", f"t {CANARY}")])),
-               "--db", str(db), "--no-embed") == 0
-    assert cli("forget", "--db", str(db), "--mode", "full_purge", "--literal", CANARY, "--owner", "u1",
+               "--db", db, "--no-embed") == 0
+    assert cli("forget", "--db", db, "--mode", "full_purge", "--literal", CANARY, "--owner", "u1",
                "--receipt", str(tmp_path / "r.json")) == 0
 
 
 @pytest.mark.parametrize("case", ["nested", "directory", "levels", "has_answer", "blank_user", "dup_key", "case"])
-def test_bad_input_is_a_clear_error(tmp_path: Path, case: str, capsys: pytest.CaptureFixture[str]) -> None:
-    db = tmp_path / "m.db"
+def test_bad_input_is_a_clear_error(tmp_path: Path, store_url: str, case: str, capsys: pytest.CaptureFixture[str]) -> None:
+    db = store_url
     good = _jsonl(tmp_path / "ok.jsonl", [_sess("alice", "s1", "x")])
-    args = ["memory", "add", str(good), "--db", str(db), "--embedder", "hashing"]
+    args = ["memory", "add", str(good), "--db", db, "--embedder", "hashing"]
     if case == "nested":
         (tmp_path / "n.jsonl").write_text("[" * 100000 + "]" * 100000 + "\n")
         args[2] = str(tmp_path / "n.jsonl")
@@ -443,32 +467,32 @@ def test_bad_input_is_a_clear_error(tmp_path: Path, case: str, capsys: pytest.Ca
     elif case == "case":
         assert cli(*args) == 0
         args[2] = str(_jsonl(tmp_path / "c.jsonl", [_sess("Alice", "s2", "x")]))
-    before = _state(db) if db.exists() else None
+    before = _state(db)
     rc = cli(*args)
     err = capsys.readouterr().err
     assert rc != 0 and "error:" in err and "Traceback" not in err
-    assert (_state(db) if db.exists() else None) == before
+    assert _state(db) == before
 
 
-def test_unknown_embedder_leaves_no_db(tmp_path: Path) -> None:
-    db = tmp_path / "m.db"
-    rc = cli("memory", "add", str(_jsonl(tmp_path / "a.jsonl", [_sess("u1", "s1", "x")])), "--db", str(db),
+def test_unknown_embedder_leaves_no_db(tmp_path: Path, store_url: str) -> None:
+    db = store_url
+    rc = cli("memory", "add", str(_jsonl(tmp_path / "a.jsonl", [_sess("u1", "s1", "x")])), "--db", db,
              "--embedder", "nosuch")
-    assert rc != 0 and not db.exists()
+    assert rc != 0 and _state(db) is None  # no file; on a server, no tables
 
 
-def test_mixed_embedder_dimensions_in_search(tmp_path: Path) -> None:
-    db = tmp_path / "m.db"
-    assert cli("memory", "add", str(_jsonl(tmp_path / "a.jsonl", [_sess("u1", "s1", "x")])), "--db", str(db),
+def test_mixed_embedder_dimensions_in_search(tmp_path: Path, store_url: str) -> None:
+    db = store_url
+    assert cli("memory", "add", str(_jsonl(tmp_path / "a.jsonl", [_sess("u1", "s1", "x")])), "--db", db,
                "--embedder", "hashing-32") == 0
-    assert cli("memory", "add", str(_jsonl(tmp_path / "b.jsonl", [_sess("u1", "s2", "y")])), "--db", str(db),
+    assert cli("memory", "add", str(_jsonl(tmp_path / "b.jsonl", [_sess("u1", "s2", "y")])), "--db", db,
                "--embedder", "hashing-64") == 0
-    assert cli("memory", "search", "x", "--db", str(db), "--user", "u1") == ConfigError.exit_code
+    assert cli("memory", "search", "x", "--db", db, "--user", "u1") == ConfigError.exit_code
 
 
-def test_key_that_is_a_directory(tmp_path: Path, _home: Path) -> None:
+def test_key_that_is_a_directory(tmp_path: Path, store_url: str, _home: Path) -> None:
     (_home / "receipt.key").mkdir(parents=True)
-    store = MemoryStore(tmp_path / "m.db")
+    store = MemoryStore(store_url)
     w = make_writer(store, 0)
     w.write_sessions(alice_sessions())
     with pytest.raises(ConfigError, match="not a regular file"):
@@ -492,12 +516,12 @@ def test_files_are_private(tmp_path: Path, _home: Path, capsys: pytest.CaptureFi
     assert "chmod 700" in capsys.readouterr().err
 
 
-def test_verify_is_bound_to_its_store_and_creates_no_key(tmp_path: Path, _home: Path,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    one, other = tmp_path / "one.db", tmp_path / "other.db"
+def test_verify_is_bound_to_its_store_and_creates_no_key(tmp_path: Path, store_url: str, more_stores: Any,
+                                                        _home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    one, other = store_url, more_stores()
     src = _jsonl(tmp_path / "a.jsonl", [_sess("u1", "s1", f"t {CANARY}")])
     for db in (one, other):
-        assert cli("memory", "add", str(src), "--db", str(db), "--embedder", "hashing") == 0
+        assert cli("memory", "add", str(src), "--db", db, "--embedder", "hashing") == 0
     assert cli("forget", "--db", str(one), "--mode", "full_purge", "--literal", CANARY, "--owner", "u1",
                "--receipt", str(tmp_path / "r.json")) == 0
     assert cli("forget", "verify", str(tmp_path / "r.json"), "--db", str(one)) == 0
@@ -510,7 +534,7 @@ def test_verify_is_bound_to_its_store_and_creates_no_key(tmp_path: Path, _home: 
 
 
 # ------------------------------------------------------------------ machine-readable output (#15.5)
-def test_json_output_follows_the_published_schemas(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_json_output_follows_the_published_schemas(tmp_path: Path, store_url: str, capsys: pytest.CaptureFixture[str]) -> None:
     from traceless.forget import VerifyResult
     from traceless.memory import SearchResult
     from traceless.schemas import SCHEMAS, schema_text
@@ -518,16 +542,16 @@ def test_json_output_follows_the_published_schemas(tmp_path: Path, capsys: pytes
     docs = Path(__file__).resolve().parents[2] / "docs" / "schemas"
     for name in SCHEMAS:  # generated from the models: the published files cannot drift
         assert (docs / f"{name}.json").read_text(encoding="utf-8") == schema_text(name), name
-    db = tmp_path / "m.db"
+    db = store_url
     assert cli("memory", "add", str(_jsonl(tmp_path / "a.jsonl", [_sess("u1", "s1", f"t {CANARY}", "dog")])),
-               "--db", str(db), "--embedder", "hashing") == 0
+               "--db", db, "--embedder", "hashing") == 0
     capsys.readouterr()
-    assert cli("memory", "search", "dog", "--db", str(db), "--user", "u1", "--json") == 0
+    assert cli("memory", "search", "dog", "--db", db, "--user", "u1", "--json") == 0
     assert SearchResult.model_validate_json(capsys.readouterr().out).hits
-    assert cli("forget", "--db", str(db), "--mode", "full_purge", "--literal", CANARY, "--owner", "u1",
+    assert cli("forget", "--db", db, "--mode", "full_purge", "--literal", CANARY, "--owner", "u1",
                "--receipt", str(tmp_path / "r.json"), "--json") == 0
     r = Receipt.model_validate_json(capsys.readouterr().out)
     assert r == load_receipt(tmp_path / "r.json")
-    assert cli("forget", "verify", str(tmp_path / "r.json"), "--db", str(db), "--json") == 0
+    assert cli("forget", "verify", str(tmp_path / "r.json"), "--db", db, "--json") == 0
     v = VerifyResult.model_validate_json(capsys.readouterr().out)
     assert v.ok and v.same_store and v.removed_still_absent
