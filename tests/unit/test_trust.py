@@ -271,7 +271,7 @@ def test_sigkill_during_add_leaves_nothing_or_everything(tmp_path: Path, more_st
     full = run(more_stores(), None)
     took = time.monotonic() - t0
     assert full == 1201  # 300 sessions × (2 raw + 2 vectors) + the consolidation
-    for trial, frac in enumerate((0.6, 0.75, 0.88, 0.96)):
+    for frac in (0.6, 0.75, 0.88, 0.96):
         n = run(more_stores(), took * frac)
         assert n in (0, full), f"kill at {frac:.0%} of {took:.1f}s left {n} artifacts (neither 0 nor {full})"
 
