@@ -37,21 +37,32 @@ def _snapshot(store: MemoryStore) -> dict[str, Any]:
     return {"artifacts": arts, "lineage": lineage, "seq": seq}
 
 
-def _write(store: MemoryStore, *, batched: bool) -> None:
+def _write(store: MemoryStore, *, batched: bool) -> int:
+    """Write the same sessions; returns how many rows went through the engine's batch insert."""
     writer = make_writer(store, 1, extractive=True)
     if not batched:  # the row-by-row path: every add a statement of its own
         store.bulk = store.transaction  # type: ignore[method-assign]
+    sent: list[int] = []
+    real = store._b.insert_many
+
+    def spy(table: str, cols: Any, rows: Any) -> None:
+        sent.append(len(rows))
+        real(table, cols, rows)
+
+    store._b.insert_many = spy  # type: ignore[method-assign]
     writer.write_sessions(alice_sessions())
     writer.write_sessions(bob_sessions(with_canary=False))  # a second batch continues the id counters
+    return sum(sent)
 
 
 @pytest.mark.parametrize("encrypt", [True, False])
 def test_bulk_and_row_by_row_store_identical_rows(store_url: str, more_stores: Any, encrypt: bool) -> None:
     rows = MemoryStore(store_url, encrypt=encrypt)
     bulk = MemoryStore(more_stores(), encrypt=encrypt)
-    _write(rows, batched=False)
-    _write(bulk, batched=True)
+    assert _write(rows, batched=False) == 0
+    a_batched = _write(bulk, batched=True)
     a, b = _snapshot(rows), _snapshot(bulk)
+    assert a_batched == len(b["artifacts"])  # every artifact went through COPY / executemany
     assert len(a["artifacts"]) > 20 and len(a["lineage"]) > 10  # summaries, embeddings, extractive
     assert a == b
     # the bulk-loaded store then behaves as the other: search and a forget that verifies
