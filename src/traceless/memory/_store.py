@@ -353,9 +353,9 @@ class MemoryStore:
     @contextlib.contextmanager
     def bulk(self) -> Iterator[MemoryStore]:
         """A transaction whose inserts travel in batches: ``add``/``add_edge`` rows are kept
-        here and sent when the block ends (PostgreSQL: one COPY of the artifacts and one
-        pipelined batch of lineage upserts; SQLite: ``executemany``), ids come from counters
-        read once. The stored rows are those the same calls write without it (the batch
+        here and sent when the block ends or ``_BATCH_ROWS`` artifacts are waiting
+        (PostgreSQL: one COPY of the artifacts and one pipelined batch of lineage upserts;
+        SQLite: ``executemany``); ids come from counters read once. The stored rows are those the same calls write without it (the batch
         is sent before any other statement on artifacts or lineage, so reads in the block
         see every earlier write). Nested uses join the outer batch."""
         with self.transaction():
