@@ -11,7 +11,7 @@ import pytest
 from _forget_helpers import CANARY, alice_sessions, bob_sessions, make_writer
 
 from traceless.forget import ForgetTarget, forget
-from traceless.memory import MemoryStore, Tier
+from traceless.memory import MemoryStore, Tier, _store
 
 
 @pytest.fixture(autouse=True)
@@ -37,8 +37,8 @@ def _snapshot(store: MemoryStore) -> dict[str, Any]:
     return {"artifacts": arts, "lineage": lineage, "seq": seq}
 
 
-def _write(store: MemoryStore, *, batched: bool) -> int:
-    """Write the same sessions; returns how many rows went through the engine's batch insert."""
+def _write(store: MemoryStore, *, batched: bool) -> list[int]:
+    """Write the same sessions; returns the sizes of the engine's batch inserts."""
     writer = make_writer(store, 1, extractive=True)
     if not batched:  # the row-by-row path: every add a statement of its own
         store.bulk = store.transaction  # type: ignore[method-assign]
@@ -52,17 +52,20 @@ def _write(store: MemoryStore, *, batched: bool) -> int:
     store._b.insert_many = spy  # type: ignore[method-assign]
     writer.write_sessions(alice_sessions())
     writer.write_sessions(bob_sessions(with_canary=False))  # a second batch continues the id counters
-    return sum(sent)
+    return sent
 
 
 @pytest.mark.parametrize("encrypt", [True, False])
-def test_bulk_and_row_by_row_store_identical_rows(store_url: str, more_stores: Any, encrypt: bool) -> None:
+def test_bulk_and_row_by_row_store_identical_rows(store_url: str, more_stores: Any, encrypt: bool,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    # small batches: sends in the middle of a block (every 7 artifacts) and at its end
+    monkeypatch.setattr(_store, "_BATCH_ROWS", 7)
     rows = MemoryStore(store_url, encrypt=encrypt)
     bulk = MemoryStore(more_stores(), encrypt=encrypt)
-    assert _write(rows, batched=False) == 0
-    a_batched = _write(bulk, batched=True)
+    assert _write(rows, batched=False) == []
+    batches = _write(bulk, batched=True)
     a, b = _snapshot(rows), _snapshot(bulk)
-    assert a_batched == len(b["artifacts"])  # every artifact went through COPY / executemany
+    assert sum(batches) == len(b["artifacts"]) and len(batches) > 4  # all through COPY / executemany
     assert len(a["artifacts"]) > 20 and len(a["lineage"]) > 10  # summaries, embeddings, extractive
     assert a == b
     # the bulk-loaded store then behaves as the other: search and a forget that verifies
