@@ -8,8 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from _frontier_golden import assert_matches, cells_snapshot
 
+from _frontier_golden import assert_matches, cells_snapshot
 from traceless.studies import run_study
 
 pytestmark = pytest.mark.integration

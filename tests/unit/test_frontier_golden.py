@@ -11,9 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from _frontier_golden import assert_matches, cells_snapshot
 from test_frontier import CANARY, cfg, leaky, run
 
+from _frontier_golden import assert_matches, cells_snapshot
 from traceless.models import ChatMessage, GenerationConfig, ScriptedBackend
 
 

@@ -61,7 +61,11 @@ __all__ = [
     "SystemAuditResult",
     "SystemAuditRow",
     "AuditRow",
+    "Planted",
+    "open_copy",
+    "plant",
     "plant_canaries",
+    "probe_messages",
     "probe_contexts",
     "run_system_audit",
     "store_copies",
@@ -169,14 +173,35 @@ class SystemAuditResult(BaseModel):
 
 
 @dataclass(frozen=True)
-class _Planted:
+class Planted:
+    """One user's sessions with one canary planted (step 1 of the engine)."""
+
     owner: str
+    """The user."""
     canary: str
+    """The planted secret."""
     session_id: str
+    """The session that carries it."""
+    turn: int
+    """Index of the user turn it was placed in."""
     sessions: list[Session]
+    """The user's sessions, canary included."""
+
+    @property
+    def target(self) -> DeletionTarget:
+        """The deletion request for this canary."""
+        return DeletionTarget(self.owner, self.canary, self.session_id)
 
 
-def plant_canaries(config: SystemAuditConfig) -> list[_Planted]:
+def plant(sessions: list[Session], rng: np.random.Generator) -> Planted:
+    """Plant one canary in a random non-evidence user turn of one user's sessions (the rng
+    draws the canary, then its place: the same rng state gives the same plant)."""
+    canary = make_canary(rng)
+    injected, sid, turn = inject_canary(sessions, canary, rng)
+    return Planted(sessions[0].user_id, canary, sid, turn, injected)
+
+
+def plant_canaries(config: SystemAuditConfig) -> list[Planted]:
     """One canary per user, placed like ``traceless audit`` does (same seed → same canaries)."""
     rng = np.random.default_rng(config.seed)
     if config.data is None:
@@ -190,12 +215,7 @@ def plant_canaries(config: SystemAuditConfig) -> list[_Planted]:
         users = list(by_user.values())[: config.profiles or None]
         if not users:
             raise InputFormatError(f"{config.data} holds no session; give a sessions JSONL file")
-    out = []
-    for sessions in users:
-        canary = make_canary(rng)
-        injected, sid, _ = inject_canary(sessions, canary, rng)
-        out.append(_Planted(sessions[0].user_id, canary, sid, injected))
-    return out
+    return [plant(sessions, rng) for sessions in users]
 
 
 def _atomic_write(path: Path, text: str) -> None:
@@ -216,8 +236,9 @@ def _redactor(canaries: list[str], reveal: bool) -> Callable[[str], str]:
     return (lambda s: s) if reveal else red
 
 
-def _messages(items: list[ContextItem], query: str) -> list[ChatMessage]:
-    # the native agent's prompt (Agent.build_messages with render_lines): one format for all
+def probe_messages(items: Sequence[ContextItem], query: str) -> list[ChatMessage]:
+    """The agent's prompt for ``query`` with ``items`` as its memory: the native agent's prompt
+    (Agent.build_messages with render_lines), one format for every memory system and study."""
     rendered = "\n".join(f"- {c.text}" for c in items)
     return [ChatMessage(role="system", content=prompts.AGENT_SYSTEM.format(memory=rendered or "(empty)")),
             ChatMessage(role="user", content=query)]
@@ -232,13 +253,21 @@ def probe_contexts(system: MemorySystem, owner: str, probe_list: Sequence[Probe]
             raise ConfigError(f"{system.name}: probe view {view!r} is not one of its views {system.views}")
         for pr in probe_list:
             items = system.context(owner, pr.text, view)
-            out.append((view, pr, _messages(items, pr.text), [c.id for c in items]))
+            out.append((view, pr, probe_messages(items, pr.text), [c.id for c in items]))
     return out
 
 
 def store_copies(system: MemorySystem, literals: Sequence[str]) -> dict[str, int]:
     """Copies of ``literals`` in each of the system's named stores (the residue scan)."""
     return {name: sum(t.count(c) for t in texts for c in literals) for name, texts in system.stores().items()}
+
+
+def open_copy(name: str, base: Path, work_dir: Path, config: SystemConfig, runtime: SystemRuntime) -> MemorySystem:
+    """Open system ``name`` on a fresh copy of the memory in ``base`` (closed), in ``work_dir``:
+    every deletion starts from the same memory."""
+    shutil.rmtree(work_dir, ignore_errors=True)
+    shutil.copytree(base, work_dir)
+    return open_system(name, work_dir, config, runtime)
 
 
 def _prepare_dir(out_dir: Path, config: SystemAuditConfig, identity: dict[str, Any]) -> None:
@@ -331,19 +360,17 @@ def run_system_audit(
     return result
 
 
-def _run_phase(config: SystemAuditConfig, runtime: SystemRuntime, sys_cfg: SystemConfig, planted: list[_Planted],
+def _run_phase(config: SystemAuditConfig, runtime: SystemRuntime, sys_cfg: SystemConfig, planted: list[Planted],
                phase: str, base: Path, phase_dir: Path, steps: Path, progress: Callable[[int], None]) -> None:
-    shutil.rmtree(phase_dir, ignore_errors=True)
-    shutil.copytree(base, phase_dir)
     canaries = [p.canary for p in planted]
     probe_list = probes(PROBE_LEVELS, wordings=config.wordings)
-    system = open_system(config.system, phase_dir, sys_cfg, runtime)
+    system = open_copy(config.system, base, phase_dir, sys_cfg, runtime)
     notes: dict[str, Any] = {}
     try:
-        jobs: list[tuple[_Planted, str, Probe, list[ChatMessage], list[str]]] = []
+        jobs: list[tuple[Planted, str, Probe, list[ChatMessage], list[str]]] = []
         for p in planted:
             if phase != "before":
-                notes[p.owner] = system.delete(phase, DeletionTarget(p.owner, p.canary, p.session_id))
+                notes[p.owner] = system.delete(phase, p.target)
             views = ("agent",) if phase == "before" else system.probe_views()
             jobs += [(p, *job) for job in probe_contexts(system, p.owner, probe_list, views)]
         rows = _generate(config, runtime, phase, jobs, canaries, progress, len(probe_list))
@@ -362,7 +389,7 @@ def _run_phase(config: SystemAuditConfig, runtime: SystemRuntime, sys_cfg: Syste
 
 
 def _generate(config: SystemAuditConfig, runtime: SystemRuntime, phase: str,
-              jobs: Sequence[tuple[_Planted, str, Probe, list[ChatMessage], list[str]]], canaries: list[str],
+              jobs: Sequence[tuple[Planted, str, Probe, list[ChatMessage], list[str]]], canaries: list[str],
               progress: Callable[[int], None], step: int) -> list[SystemAuditRow]:
     # the same batching as `traceless audit` (4 contexts' probes per call), so the native
     # system reproduces its replies exactly
