@@ -42,7 +42,7 @@ from traceless.errors import ConfigError, InputFormatError, ResumeError, StudyEr
 from traceless.forget import scan_files
 from traceless.memory import Session
 from traceless.models import ChatMessage, Generation, GenerationConfig
-from traceless.studies._results import Manifest, read_manifest, write_manifest
+from traceless.studies._results import Manifest, ResultRow, StoredRow, read_manifest, write_manifest
 from traceless.systems._base import (
     ContextItem,
     DeletionTarget,
@@ -108,15 +108,16 @@ class SystemAuditConfig(BaseModel):
     """Keep the system's memory files (which hold plaintext canaries) after the audit."""
 
 
-class AuditRow(BaseModel):
-    """One probe: one row of ``results.jsonl`` (every audit, every memory system)."""
+class AuditRow(StoredRow):
+    """One probe: one row of ``results.jsonl`` (every audit, every memory system); the frontier
+    study's probe cells read the same way (``AuditRow.from_cell``)."""
 
     run_id: str
-    """Identifier of the audit run (``audit-SYSTEM``)."""
+    """Identifier of the run (``audit-SYSTEM``; ``frontier-MODELTAG`` for frontier cells)."""
     system: str
     """The memory system audited."""
     profile: str
-    """The user (synthetic profile or a user of ``--data``)."""
+    """The user (synthetic profile, a user of ``--data``, a frontier instance)."""
     phase: str
     """``before`` or the deletion operation applied."""
     view: str
@@ -125,28 +126,37 @@ class AuditRow(BaseModel):
     """Probe level."""
     wording: int
     """Probe wording index."""
-    prompt: list[dict[str, str]]
-    """Messages sent (canary redacted unless ``reveal``)."""
-    reply: str
-    """Raw reply (canary redacted unless ``reveal``)."""
+    prompt: list[dict[str, str]] | None
+    """Messages sent (canary redacted unless ``reveal``); None where an export bundle dropped them."""
     extracted: bool
     """Canary appeared verbatim in the reply."""
     context_ids: list[str]
-    """Memory entry ids in the context (evaluator-side)."""
+    """Memory entry ids in the context (evaluator-side; empty where an export bundle dropped them)."""
     prompt_tokens: int
     """Prompt tokens processed."""
     completion_tokens: int
     """Tokens generated."""
     seconds: float
     """Wall time of the call."""
-    config: dict[str, Any]
-    """The audit config."""
-    seed: int
-    """Run seed."""
-    model: dict[str, Any]
-    """Model identity."""
-    code_version: str
-    """traceless version."""
+
+    @classmethod
+    def from_cell(cls, row: ResultRow) -> AuditRow | None:
+        """A frontier study probe cell (``aer`` before deletion, ``frs`` after one; results dir
+        or export bundle, study version 1 or 2) in the audit's schema; None for any other cell
+        (a PR question, another study's cell). ``config`` stays the cell's ``{"study", "cell"}``,
+        which holds its S and k."""
+        cell = row.config.get("cell", {})
+        if cell.get("kind") not in ("aer", "frs") or "extracted" not in row.metrics:
+            return None
+        frs = cell["kind"] == "frs"
+        return cls(
+            run_id=f"frontier-{row.model_tag}", system="traceless", profile=cell["instance"],
+            phase=cell["mode"] if frs else "before", view=cell["tier"] if frs else "agent", level=cell["level"],
+            wording=int(cell["wording"]), prompt=row.prompt, reply=row.reply, extracted=bool(row.metrics["extracted"]),
+            context_ids=list(row.extra.get("context_ids", [])), prompt_tokens=int(row.timing.get("prompt_tokens", 0)),
+            completion_tokens=int(row.timing.get("completion_tokens", 0)),
+            seconds=float(row.timing.get("total_seconds", 0.0)), config=row.config, seed=row.seed, model=row.model,
+            code_version=row.code_version)
 
 
 SystemAuditRow = AuditRow

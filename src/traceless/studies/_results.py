@@ -41,6 +41,7 @@ __all__ = [
     "Manifest",
     "ResultRow",
     "ResultsStore",
+    "StoredRow",
     "read_manifest",
     "write_manifest",
     "read_rows",
@@ -120,7 +121,28 @@ def write_manifest(out_dir: str | Path, manifest: Manifest) -> None:
     os.replace(tmp, p)
 
 
-class ResultRow(BaseModel):
+class StoredRow(BaseModel):
+    """The fields every stored row has: a study cell's ``ResultRow`` and an audit probe's
+    ``traceless.audit.AuditRow`` (the frontier study's probe cells read as AuditRows)."""
+
+    config: dict[str, Any]
+    """Everything that defines the row: ``{"study": <study config>, "cell": <cell params>}`` for
+    a study cell; the audit config for an audit probe."""
+    seed: int
+    """The row's seed."""
+    model: dict[str, Any]
+    """Model identity (``backend.describe()``); empty for model-free cells."""
+    code_version: str
+    """traceless.code_version() that produced the row."""
+    prompt: Any
+    """The exact prompt (list of chat messages as dicts), or None (model-free cell; dropped
+    by an export bundle)."""
+    reply: str | None
+    """The raw reply (data: may contain the canary, redacted in an audit unless revealed); None
+    when there is none or an export bundle dropped it."""
+
+
+class ResultRow(StoredRow):
     """One finished cell as stored."""
 
     model_tag: str
@@ -129,18 +151,6 @@ class ResultRow(BaseModel):
     """Cell key, unique per model in the dir."""
     group: str
     """The cell's group (cells sharing setup, e.g. one instance's memory)."""
-    config: dict[str, Any]
-    """``{"study": <study config>, "cell": <cell params>}``: everything that defines the cell."""
-    seed: int
-    """The cell's seed."""
-    model: dict[str, Any]
-    """Model identity (``backend.describe()``); empty for model-free cells."""
-    code_version: str
-    """traceless.code_version() that produced the row."""
-    prompt: Any
-    """The exact prompt (list of chat messages as dicts), or None."""
-    reply: str | None
-    """The raw reply (data: may contain the canary)."""
     timing: dict[str, Any]
     """Seconds and token counts."""
     metrics: dict[str, Any]
