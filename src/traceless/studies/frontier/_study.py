@@ -1,15 +1,18 @@
 """The frontier study: paper 000's privacy–utility frontier and forgetting residue.
 
-Per instance (one group of cells):
+Per instance (one group of cells), the audit engine's steps on the native ``traceless``
+memory system (``traceless.systems.NativeSystem``; the engine: ``traceless.audit``):
 
-1. inject one canary (``make_canary`` + ``inject_canary``, rng seeded from the study seed
-   and the instance id) into a random non-evidence user turn;
-2. write the memory once: raw user-turn records, S=1 key facts and S=2 one-sentence
+1. plant one canary (``plant``: ``make_canary`` + ``inject_canary``, rng seeded from the
+   study seed and the instance id) into a random non-evidence user turn;
+2. write through the system once: raw user-turn records, S=1 key facts and S=2 one-sentence
    summaries (summaries are shared by every S and k), embeddings (all-MiniLM-L6-v2);
 3. frontier cells at every (S, k): the PR question and every probe (level × wording), with
-   the agent reading the S view (S=0 raw turns, S=1 key facts, S=2 session summaries);
-4. for every deletion mode: ``forget(ForgetTarget.literal(canary, owner), mode)`` on a copy
-   of the pre-deletion memory file, then the probes again
+   the agent reading the S view (S=0 raw turns, S=1 key facts, S=2 session summaries)
+   through the system's retrieval (``NativeSystem.search``) and the engine's prompt;
+4. for every deletion mode: the system's native deletion (``forget(literal, mode)``) on a
+   fresh copy of the pre-deletion memory (``open_copy``), the residue scan of every store
+   (``store_copies``), then the probes again
    * with the agent's S view at every k of ``frs_agent_k`` (default: the frontier k grid) —
      the paper's FRS (eq. 3): each probe row records the origin tiers of the context chunks
      that carried the canary (``carrier_tiers``), so the report attributes leakage to the
