@@ -20,12 +20,13 @@ or failed in the middle of a step resumes at that step.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import time
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -61,7 +62,9 @@ __all__ = [
     "SystemAuditResult",
     "SystemAuditRow",
     "AuditRow",
+    "DeletionPhase",
     "Planted",
+    "deletion_phase",
     "open_copy",
     "plant",
     "plant_canaries",
@@ -280,6 +283,45 @@ def open_copy(name: str, base: Path, work_dir: Path, config: SystemConfig, runti
     return open_system(name, work_dir, config, runtime)
 
 
+class DeletionPhase:
+    """One phase of the engine (``before`` or a native deletion) on its own copy of the memory."""
+
+    def __init__(self, system: MemorySystem, operation: str) -> None:
+        self.system, self.operation = system, operation
+        self.notes: dict[str, Any] = {}
+        """Per user: what the deletion did (the system's notes, e.g. the forget receipt)."""
+        self.copies: dict[str, int] = {}
+        """Per named store: copies of the canaries it holds (filled when the phase closes)."""
+        self.files: dict[str, int] = {}
+        """Per file the system wrote (relative to the phase's dir): canary occurrences, files
+        with any only (filled when the phase closes)."""
+
+    def forget(self, planted: Planted) -> None:
+        """The native deletion of this phase for one user's canary (nothing before deletion)."""
+        if self.operation != "before":
+            self.notes[planted.owner] = self.system.delete(self.operation, planted.target)
+
+
+@contextlib.contextmanager
+def deletion_phase(name: str, base: Path, work_dir: Path, config: SystemConfig, runtime: SystemRuntime,
+                   operation: str, canaries: Sequence[str]) -> Iterator[DeletionPhase]:
+    """Engine steps 4–5 for one phase, shared by ``traceless audit`` and the frontier study:
+    open the system on a fresh copy of the written memory; inside the block the caller
+    deletes (``phase.forget``) and probes (``phase.system``); on leaving it, the residue scan
+    counts the canaries in every named store, and, after the system is closed (connections
+    flushed as the system leaves them), in every file it wrote."""
+    system = open_copy(name, base, work_dir, config, runtime)
+    phase = DeletionPhase(system, operation)
+    try:
+        yield phase
+        phase.copies = store_copies(system, canaries)
+        files = system.files()
+    finally:
+        system.close()
+    phase.files = {str(f.relative_to(work_dir)) if f.is_relative_to(work_dir) else str(f): n
+                   for f in files for n in [sum(scan_files([f], c).get(str(f), 0) for c in canaries)] if n}
+
+
 def _prepare_dir(out_dir: Path, config: SystemAuditConfig, identity: dict[str, Any]) -> None:
     """Create the out dir, or check that an existing one is this audit's (then resume)."""
     if (out_dir / "manifest.json").exists():
@@ -374,27 +416,17 @@ def _run_phase(config: SystemAuditConfig, runtime: SystemRuntime, sys_cfg: Syste
                phase: str, base: Path, phase_dir: Path, steps: Path, progress: Callable[[int], None]) -> None:
     canaries = [p.canary for p in planted]
     probe_list = probes(PROBE_LEVELS, wordings=config.wordings)
-    system = open_copy(config.system, base, phase_dir, sys_cfg, runtime)
-    notes: dict[str, Any] = {}
-    try:
+    with deletion_phase(config.system, base, phase_dir, sys_cfg, runtime, phase, canaries) as ph:
         jobs: list[tuple[Planted, str, Probe, list[ChatMessage], list[str]]] = []
         for p in planted:
-            if phase != "before":
-                notes[p.owner] = system.delete(phase, p.target)
-            views = ("agent",) if phase == "before" else system.probe_views()
-            jobs += [(p, *job) for job in probe_contexts(system, p.owner, probe_list, views)]
+            ph.forget(p)
+            views = ("agent",) if phase == "before" else ph.system.probe_views()
+            jobs += [(p, *job) for job in probe_contexts(ph.system, p.owner, probe_list, views)]
         rows = _generate(config, runtime, phase, jobs, canaries, progress, len(probe_list))
-        copies = store_copies(system, canaries)
-        files = system.files()
-    finally:
-        system.close()
-    # after close: connections are flushed/checkpointed as the system leaves them
-    hits = {str(f.relative_to(phase_dir)) if f.is_relative_to(phase_dir) else str(f): n
-            for f in files for n in [sum(scan_files([f], c).get(str(f), 0) for c in canaries)] if n}
     red = _redactor(canaries, config.reveal)
     _atomic_write(steps / f"{phase}.jsonl", "".join(r.model_dump_json() + "\n" for r in rows))
-    summary = {"phase": phase, "copies": copies, "files": hits,
-               "notes": json.loads(red(json.dumps(notes, default=str)))}
+    summary = {"phase": phase, "copies": ph.copies, "files": ph.files,
+               "notes": json.loads(red(json.dumps(ph.notes, default=str)))}
     _atomic_write(steps / f"{phase}.json", json.dumps(summary, indent=2))
 
 

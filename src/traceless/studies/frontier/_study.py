@@ -10,9 +10,10 @@ memory system (``traceless.systems.NativeSystem``; the engine: ``traceless.audit
 3. frontier cells at every (S, k): the PR question and every probe (level × wording), with
    the agent reading the S view (S=0 raw turns, S=1 key facts, S=2 session summaries)
    through the system's retrieval (``NativeSystem.search``) and the engine's prompt;
-4. for every deletion mode: the system's native deletion (``forget(literal, mode)``) on a
-   fresh copy of the pre-deletion memory (``open_copy``), the residue scan of every store
-   (``store_copies``), then the probes again
+4. for every deletion mode, in the engine's ``deletion_phase`` (a fresh copy of the
+   pre-deletion memory; on leaving it, the residue scan of every store and file, kept in the
+   row's ``receipt``): the system's native deletion (``forget(literal, mode)``), then the
+   probes again
    * with the agent's S view at every k of ``frs_agent_k`` (default: the frontier k grid) —
      the paper's FRS (eq. 3): each probe row records the origin tiers of the context chunks
      that carried the canary (``carrier_tiers``), so the report attributes leakage to the
@@ -47,7 +48,7 @@ from traceless.audit._data import load_instances
 from traceless.audit._longmemeval import Instance
 from traceless.audit._metrics import pr_judge_many
 from traceless.audit._probes import Probe, extracted, probes
-from traceless.audit._system_audit import Planted, open_copy, plant, probe_messages, store_copies
+from traceless.audit._system_audit import Planted, deletion_phase, plant, probe_messages
 from traceless.datasets import resolve_data
 from traceless.errors import ConfigError
 from traceless.models import ChatMessage, Generation, GenerationConfig, ModelBackend
@@ -304,27 +305,22 @@ class FrontierStudy(Study[FrontierConfig]):
         for c in all_cells:
             by_kind[c.params["kind"]].append(c)
         native, runtime = self.native_config(cfg), self._runtime(ctx)
-        pre = open_copy(SYSTEM, base, work / "before", native, runtime)
-        try:
-            assert isinstance(pre, NativeSystem)
-            counts = pre.memory_counts(owner)
+        with deletion_phase(SYSTEM, base, work / "before", native, runtime, "before", [canary]) as ph:
+            assert isinstance(ph.system, NativeSystem)
+            counts = ph.system.memory_counts(owner)
             for c in by_kind["pr"] + by_kind["aer"]:
-                plan(c, pre, "agent", c.params["S"])
-        finally:
-            pre.close()
+                plan(c, ph.system, "agent", c.params["S"])
         for mode in cfg.modes:
             mcells = [c for c in by_kind["frs"] if c.params["mode"] == mode]
             if not mcells:
                 continue
-            # engine step 4: the native deletion (= the forget mode) on a fresh copy
-            system = open_copy(SYSTEM, base, work / mode, native, runtime)
-            try:
-                receipts[mode] = _receipt(system.delete(mode, planted.target))
-                receipts[mode]["copies"] = store_copies(system, [canary])  # the residue scan
+            # engine steps 4–5: the native deletion (= the forget mode) on a fresh copy, the
+            # contexts of the probes, then the residue scan of every store and file
+            with deletion_phase(SYSTEM, base, work / mode, native, runtime, mode, [canary]) as ph:
+                ph.forget(planted)
                 for c in mcells:
-                    plan(c, system, c.params["tier"], c.params["S"])
-            finally:
-                system.close()
+                    plan(c, ph.system, c.params["tier"], c.params["S"])
+            receipts[mode] = {**_receipt(ph.notes[owner]), "copies": ph.copies, "files": ph.files}
 
         # batches: contexts shared by ≥2 prompts go together; singletons batched by length
         needed = {plans[k].job for k in pending}
