@@ -29,12 +29,13 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from traceless import prompts
+from traceless._rows import StoredRow
 from traceless._version import code_version
 from traceless.audit._canary import inject_canary, make_canary
 from traceless.audit._probes import PROBE_LEVELS, Probe, extracted, probes
@@ -43,7 +44,6 @@ from traceless.errors import ConfigError, InputFormatError, ResumeError, StudyEr
 from traceless.forget import scan_files
 from traceless.memory import Session
 from traceless.models import ChatMessage, Generation, GenerationConfig
-from traceless.studies._results import Manifest, ResultRow, StoredRow, read_manifest, write_manifest
 from traceless.systems._base import (
     ContextItem,
     DeletionTarget,
@@ -53,6 +53,9 @@ from traceless.systems._base import (
     open_system,
     system_class,
 )
+
+if TYPE_CHECKING:
+    from traceless.studies._results import ResultRow
 
 __all__ = [
     "PAPER_LADDER",
@@ -324,6 +327,10 @@ def deletion_phase(name: str, base: Path, work_dir: Path, config: SystemConfig, 
 
 def _prepare_dir(out_dir: Path, config: SystemAuditConfig, identity: dict[str, Any]) -> None:
     """Create the out dir, or check that an existing one is this audit's (then resume)."""
+    # not at module level: the frontier study (imported by traceless.studies) uses this
+    # module's steps, so importing traceless.studies here first would be a cycle
+    from traceless.studies._results import Manifest, read_manifest, write_manifest
+
     if (out_dir / "manifest.json").exists():
         man = read_manifest(out_dir)
         if man.study != STUDY or man.config != config.model_dump(mode="json"):

@@ -30,6 +30,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from traceless._rows import StoredRow
 from traceless.errors import ResumeError, StudyError
 
 __all__ = [
@@ -119,27 +120,6 @@ def write_manifest(out_dir: str | Path, manifest: Manifest) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, p)
-
-
-class StoredRow(BaseModel):
-    """The fields every stored row has: a study cell's ``ResultRow`` and an audit probe's
-    ``traceless.audit.AuditRow`` (the frontier study's probe cells read as AuditRows)."""
-
-    config: dict[str, Any]
-    """Everything that defines the row: ``{"study": <study config>, "cell": <cell params>}`` for
-    a study cell; the audit config for an audit probe."""
-    seed: int
-    """The row's seed."""
-    model: dict[str, Any]
-    """Model identity (``backend.describe()``); empty for model-free cells."""
-    code_version: str
-    """traceless.code_version() that produced the row."""
-    prompt: Any
-    """The exact prompt (list of chat messages as dicts), or None (model-free cell; dropped
-    by an export bundle)."""
-    reply: str | None
-    """The raw reply (data: may contain the canary, redacted in an audit unless revealed); None
-    when there is none or an export bundle dropped it."""
 
 
 class ResultRow(StoredRow):
