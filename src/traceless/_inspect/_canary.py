@@ -4,7 +4,7 @@ One sample per user: the solver plants the user's canary (``plant_canaries``, th
 canaries ``traceless audit`` plants for a seed), writes the sessions through the memory
 system (``open_system``), probes the agent at every probe level, applies one native
 deletion on a copy of that memory and probes again. Contexts come from the system's own
-retrieval and the prompt is the audit engine's (``_messages``); every generation is a call
+retrieval and the prompt is the audit engine's (``probe_messages``); every generation is a call
 to inspect's ``--model`` (``InspectBackend``). The scorer marks verbatim extraction per
 level and phase; the ``aer_table`` metric is ``aer``/``aer_max`` of ``audit/_metrics.py``.
 """
@@ -28,10 +28,10 @@ from traceless._inspect._bridge import InspectBackend
 from traceless._inspect._params import CanaryAuditParams, TaskParamError, parse_params
 from traceless.audit._metrics import aer, aer_max
 from traceless.audit._probes import PROBE_LEVELS, extracted, probes
-from traceless.audit._system_audit import (  # _messages: the audit engine's prompt, one format for all systems
+from traceless.audit._system_audit import (  # probe_messages: the audit engine's prompt, one format for all systems
     SystemAuditConfig,
-    _messages,
     plant_canaries,
+    probe_messages,
 )
 from traceless.errors import ConfigError, TracelessError
 from traceless.models import GenerationConfig
@@ -135,7 +135,7 @@ def _probe(p: CanaryAuditParams, cfg: SystemConfig, runtime: SystemRuntime, user
         rows = []
         for pr in probes(PROBE_LEVELS, wordings=p.wordings):
             items = system.context(user.owner, pr.text, "agent")
-            reply = runtime.model.generate(_messages(items, pr.text), gen)
+            reply = runtime.model.generate(probe_messages(items, pr.text), gen)
             rows.append({"phase": "before" if mode is None else "after", "level": pr.level, "wording": pr.wording,
                          "extracted": extracted(user.canary, reply.text), "context_items": len(items)})
         return rows

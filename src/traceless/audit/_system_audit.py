@@ -20,20 +20,22 @@ or failed in the middle of a step resumes at that step.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import time
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from traceless import prompts
+from traceless._rows import StoredRow
 from traceless._version import code_version
 from traceless.audit._canary import inject_canary, make_canary
 from traceless.audit._probes import PROBE_LEVELS, Probe, extracted, probes
@@ -42,7 +44,6 @@ from traceless.errors import ConfigError, InputFormatError, ResumeError, StudyEr
 from traceless.forget import scan_files
 from traceless.memory import Session
 from traceless.models import ChatMessage, Generation, GenerationConfig
-from traceless.studies._results import Manifest, read_manifest, write_manifest
 from traceless.systems._base import (
     ContextItem,
     DeletionTarget,
@@ -53,6 +54,9 @@ from traceless.systems._base import (
     system_class,
 )
 
+if TYPE_CHECKING:
+    from traceless.studies._results import ResultRow
+
 __all__ = [
     "PAPER_LADDER",
     "STUDY",
@@ -61,7 +65,13 @@ __all__ = [
     "SystemAuditResult",
     "SystemAuditRow",
     "AuditRow",
+    "DeletionPhase",
+    "Planted",
+    "deletion_phase",
+    "open_copy",
+    "plant",
     "plant_canaries",
+    "probe_messages",
     "probe_contexts",
     "run_system_audit",
     "store_copies",
@@ -104,15 +114,16 @@ class SystemAuditConfig(BaseModel):
     """Keep the system's memory files (which hold plaintext canaries) after the audit."""
 
 
-class AuditRow(BaseModel):
-    """One probe: one row of ``results.jsonl`` (every audit, every memory system)."""
+class AuditRow(StoredRow):
+    """One probe: one row of ``results.jsonl`` (every audit, every memory system); the frontier
+    study's probe cells read the same way (``AuditRow.from_cell``)."""
 
     run_id: str
-    """Identifier of the audit run (``audit-SYSTEM``)."""
+    """Identifier of the run (``audit-SYSTEM``; ``frontier-MODELTAG`` for frontier cells)."""
     system: str
     """The memory system audited."""
     profile: str
-    """The user (synthetic profile or a user of ``--data``)."""
+    """The user (synthetic profile, a user of ``--data``, a frontier instance)."""
     phase: str
     """``before`` or the deletion operation applied."""
     view: str
@@ -121,28 +132,37 @@ class AuditRow(BaseModel):
     """Probe level."""
     wording: int
     """Probe wording index."""
-    prompt: list[dict[str, str]]
-    """Messages sent (canary redacted unless ``reveal``)."""
-    reply: str
-    """Raw reply (canary redacted unless ``reveal``)."""
+    prompt: list[dict[str, str]] | None
+    """Messages sent (canary redacted unless ``reveal``); None where an export bundle dropped them."""
     extracted: bool
     """Canary appeared verbatim in the reply."""
     context_ids: list[str]
-    """Memory entry ids in the context (evaluator-side)."""
+    """Memory entry ids in the context (evaluator-side; empty where an export bundle dropped them)."""
     prompt_tokens: int
     """Prompt tokens processed."""
     completion_tokens: int
     """Tokens generated."""
     seconds: float
     """Wall time of the call."""
-    config: dict[str, Any]
-    """The audit config."""
-    seed: int
-    """Run seed."""
-    model: dict[str, Any]
-    """Model identity."""
-    code_version: str
-    """traceless version."""
+
+    @classmethod
+    def from_cell(cls, row: ResultRow) -> AuditRow | None:
+        """A frontier study probe cell (``aer`` before deletion, ``frs`` after one; results dir
+        or export bundle, study version 1 or 2) in the audit's schema; None for any other cell
+        (a PR question, another study's cell). ``config`` stays the cell's ``{"study", "cell"}``,
+        which holds its S and k."""
+        cell = row.config.get("cell", {})
+        if cell.get("kind") not in ("aer", "frs") or "extracted" not in row.metrics:
+            return None
+        frs = cell["kind"] == "frs"
+        return cls(
+            run_id=f"frontier-{row.model_tag}", system="traceless", profile=cell["instance"],
+            phase=cell["mode"] if frs else "before", view=cell["tier"] if frs else "agent", level=cell["level"],
+            wording=int(cell["wording"]), prompt=row.prompt, reply=row.reply, extracted=bool(row.metrics["extracted"]),
+            context_ids=list(row.extra.get("context_ids", [])), prompt_tokens=int(row.timing.get("prompt_tokens", 0)),
+            completion_tokens=int(row.timing.get("completion_tokens", 0)),
+            seconds=float(row.timing.get("total_seconds", 0.0)), config=row.config, seed=row.seed, model=row.model,
+            code_version=row.code_version)
 
 
 SystemAuditRow = AuditRow
@@ -169,14 +189,35 @@ class SystemAuditResult(BaseModel):
 
 
 @dataclass(frozen=True)
-class _Planted:
+class Planted:
+    """One user's sessions with one canary planted (step 1 of the engine)."""
+
     owner: str
+    """The user."""
     canary: str
+    """The planted secret."""
     session_id: str
+    """The session that carries it."""
+    turn: int
+    """Index of the user turn it was placed in."""
     sessions: list[Session]
+    """The user's sessions, canary included."""
+
+    @property
+    def target(self) -> DeletionTarget:
+        """The deletion request for this canary."""
+        return DeletionTarget(self.owner, self.canary, self.session_id)
 
 
-def plant_canaries(config: SystemAuditConfig) -> list[_Planted]:
+def plant(sessions: list[Session], rng: np.random.Generator) -> Planted:
+    """Plant one canary in a random non-evidence user turn of one user's sessions (the rng
+    draws the canary, then its place: the same rng state gives the same plant)."""
+    canary = make_canary(rng)
+    injected, sid, turn = inject_canary(sessions, canary, rng)
+    return Planted(sessions[0].user_id, canary, sid, turn, injected)
+
+
+def plant_canaries(config: SystemAuditConfig) -> list[Planted]:
     """One canary per user, placed like ``traceless audit`` does (same seed → same canaries)."""
     rng = np.random.default_rng(config.seed)
     if config.data is None:
@@ -190,12 +231,7 @@ def plant_canaries(config: SystemAuditConfig) -> list[_Planted]:
         users = list(by_user.values())[: config.profiles or None]
         if not users:
             raise InputFormatError(f"{config.data} holds no session; give a sessions JSONL file")
-    out = []
-    for sessions in users:
-        canary = make_canary(rng)
-        injected, sid, _ = inject_canary(sessions, canary, rng)
-        out.append(_Planted(sessions[0].user_id, canary, sid, injected))
-    return out
+    return [plant(sessions, rng) for sessions in users]
 
 
 def _atomic_write(path: Path, text: str) -> None:
@@ -216,8 +252,9 @@ def _redactor(canaries: list[str], reveal: bool) -> Callable[[str], str]:
     return (lambda s: s) if reveal else red
 
 
-def _messages(items: list[ContextItem], query: str) -> list[ChatMessage]:
-    # the native agent's prompt (Agent.build_messages with render_lines): one format for all
+def probe_messages(items: Sequence[ContextItem], query: str) -> list[ChatMessage]:
+    """The agent's prompt for ``query`` with ``items`` as its memory: the native agent's prompt
+    (Agent.build_messages with render_lines), one format for every memory system and study."""
     rendered = "\n".join(f"- {c.text}" for c in items)
     return [ChatMessage(role="system", content=prompts.AGENT_SYSTEM.format(memory=rendered or "(empty)")),
             ChatMessage(role="user", content=query)]
@@ -232,7 +269,7 @@ def probe_contexts(system: MemorySystem, owner: str, probe_list: Sequence[Probe]
             raise ConfigError(f"{system.name}: probe view {view!r} is not one of its views {system.views}")
         for pr in probe_list:
             items = system.context(owner, pr.text, view)
-            out.append((view, pr, _messages(items, pr.text), [c.id for c in items]))
+            out.append((view, pr, probe_messages(items, pr.text), [c.id for c in items]))
     return out
 
 
@@ -241,8 +278,59 @@ def store_copies(system: MemorySystem, literals: Sequence[str]) -> dict[str, int
     return {name: sum(t.count(c) for t in texts for c in literals) for name, texts in system.stores().items()}
 
 
+def open_copy(name: str, base: Path, work_dir: Path, config: SystemConfig, runtime: SystemRuntime) -> MemorySystem:
+    """Open system ``name`` on a fresh copy of the memory in ``base`` (closed), in ``work_dir``:
+    every deletion starts from the same memory."""
+    shutil.rmtree(work_dir, ignore_errors=True)
+    shutil.copytree(base, work_dir)
+    return open_system(name, work_dir, config, runtime)
+
+
+class DeletionPhase:
+    """One phase of the engine (``before`` or a native deletion) on its own copy of the memory."""
+
+    def __init__(self, system: MemorySystem, operation: str) -> None:
+        self.system, self.operation = system, operation
+        self.notes: dict[str, Any] = {}
+        """Per user: what the deletion did (the system's notes, e.g. the forget receipt)."""
+        self.copies: dict[str, int] = {}
+        """Per named store: copies of the canaries it holds (filled when the phase closes)."""
+        self.files: dict[str, int] = {}
+        """Per file the system wrote (relative to the phase's dir): canary occurrences, files
+        with any only (filled when the phase closes)."""
+
+    def forget(self, planted: Planted) -> None:
+        """The native deletion of this phase for one user's canary (nothing before deletion)."""
+        if self.operation != "before":
+            self.notes[planted.owner] = self.system.delete(self.operation, planted.target)
+
+
+@contextlib.contextmanager
+def deletion_phase(name: str, base: Path, work_dir: Path, config: SystemConfig, runtime: SystemRuntime,
+                   operation: str, canaries: Sequence[str]) -> Iterator[DeletionPhase]:
+    """Engine steps 4–5 for one phase, shared by ``traceless audit`` and the frontier study:
+    open the system on a fresh copy of the written memory; inside the block the caller
+    deletes (``phase.forget``) and probes (``phase.system``); on leaving it, the residue scan
+    counts the canaries in every named store, and, after the system is closed (connections
+    flushed as the system leaves them), in every file it wrote."""
+    system = open_copy(name, base, work_dir, config, runtime)
+    phase = DeletionPhase(system, operation)
+    try:
+        yield phase
+        phase.copies = store_copies(system, canaries)
+        files = system.files()
+    finally:
+        system.close()
+    phase.files = {str(f.relative_to(work_dir)) if f.is_relative_to(work_dir) else str(f): n
+                   for f in files for n in [sum(scan_files([f], c).get(str(f), 0) for c in canaries)] if n}
+
+
 def _prepare_dir(out_dir: Path, config: SystemAuditConfig, identity: dict[str, Any]) -> None:
     """Create the out dir, or check that an existing one is this audit's (then resume)."""
+    # not at module level: the frontier study (imported by traceless.studies) uses this
+    # module's steps, so importing traceless.studies here first would be a cycle
+    from traceless.studies._results import Manifest, read_manifest, write_manifest
+
     if (out_dir / "manifest.json").exists():
         man = read_manifest(out_dir)
         if man.study != STUDY or man.config != config.model_dump(mode="json"):
@@ -331,38 +419,26 @@ def run_system_audit(
     return result
 
 
-def _run_phase(config: SystemAuditConfig, runtime: SystemRuntime, sys_cfg: SystemConfig, planted: list[_Planted],
+def _run_phase(config: SystemAuditConfig, runtime: SystemRuntime, sys_cfg: SystemConfig, planted: list[Planted],
                phase: str, base: Path, phase_dir: Path, steps: Path, progress: Callable[[int], None]) -> None:
-    shutil.rmtree(phase_dir, ignore_errors=True)
-    shutil.copytree(base, phase_dir)
     canaries = [p.canary for p in planted]
     probe_list = probes(PROBE_LEVELS, wordings=config.wordings)
-    system = open_system(config.system, phase_dir, sys_cfg, runtime)
-    notes: dict[str, Any] = {}
-    try:
-        jobs: list[tuple[_Planted, str, Probe, list[ChatMessage], list[str]]] = []
+    with deletion_phase(config.system, base, phase_dir, sys_cfg, runtime, phase, canaries) as ph:
+        jobs: list[tuple[Planted, str, Probe, list[ChatMessage], list[str]]] = []
         for p in planted:
-            if phase != "before":
-                notes[p.owner] = system.delete(phase, DeletionTarget(p.owner, p.canary, p.session_id))
-            views = ("agent",) if phase == "before" else system.probe_views()
-            jobs += [(p, *job) for job in probe_contexts(system, p.owner, probe_list, views)]
+            ph.forget(p)
+            views = ("agent",) if phase == "before" else ph.system.probe_views()
+            jobs += [(p, *job) for job in probe_contexts(ph.system, p.owner, probe_list, views)]
         rows = _generate(config, runtime, phase, jobs, canaries, progress, len(probe_list))
-        copies = store_copies(system, canaries)
-        files = system.files()
-    finally:
-        system.close()
-    # after close: connections are flushed/checkpointed as the system leaves them
-    hits = {str(f.relative_to(phase_dir)) if f.is_relative_to(phase_dir) else str(f): n
-            for f in files for n in [sum(scan_files([f], c).get(str(f), 0) for c in canaries)] if n}
     red = _redactor(canaries, config.reveal)
     _atomic_write(steps / f"{phase}.jsonl", "".join(r.model_dump_json() + "\n" for r in rows))
-    summary = {"phase": phase, "copies": copies, "files": hits,
-               "notes": json.loads(red(json.dumps(notes, default=str)))}
+    summary = {"phase": phase, "copies": ph.copies, "files": ph.files,
+               "notes": json.loads(red(json.dumps(ph.notes, default=str)))}
     _atomic_write(steps / f"{phase}.json", json.dumps(summary, indent=2))
 
 
 def _generate(config: SystemAuditConfig, runtime: SystemRuntime, phase: str,
-              jobs: Sequence[tuple[_Planted, str, Probe, list[ChatMessage], list[str]]], canaries: list[str],
+              jobs: Sequence[tuple[Planted, str, Probe, list[ChatMessage], list[str]]], canaries: list[str],
               progress: Callable[[int], None], step: int) -> list[SystemAuditRow]:
     # the same batching as `traceless audit` (4 contexts' probes per call), so the native
     # system reproduces its replies exactly

@@ -19,6 +19,7 @@ from traceless.studies._results import (
     ResultRow,
     ResultsStore,
     RunRecord,
+    StoredRow,
     read_manifest,
     read_rows,
 )
@@ -54,6 +55,7 @@ __all__ = [
     "ManifestSummary",
     "MergeSummary",
     "ResultRow",
+    "StoredRow",
     "ResultsStore",
     "RunContext",
     "RunRecord",

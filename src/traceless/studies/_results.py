@@ -30,6 +30,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from traceless._rows import StoredRow
 from traceless.errors import ResumeError, StudyError
 
 __all__ = [
@@ -41,6 +42,7 @@ __all__ = [
     "Manifest",
     "ResultRow",
     "ResultsStore",
+    "StoredRow",
     "read_manifest",
     "write_manifest",
     "read_rows",
@@ -120,7 +122,7 @@ def write_manifest(out_dir: str | Path, manifest: Manifest) -> None:
     os.replace(tmp, p)
 
 
-class ResultRow(BaseModel):
+class ResultRow(StoredRow):
     """One finished cell as stored."""
 
     model_tag: str
@@ -129,18 +131,6 @@ class ResultRow(BaseModel):
     """Cell key, unique per model in the dir."""
     group: str
     """The cell's group (cells sharing setup, e.g. one instance's memory)."""
-    config: dict[str, Any]
-    """``{"study": <study config>, "cell": <cell params>}``: everything that defines the cell."""
-    seed: int
-    """The cell's seed."""
-    model: dict[str, Any]
-    """Model identity (``backend.describe()``); empty for model-free cells."""
-    code_version: str
-    """traceless.code_version() that produced the row."""
-    prompt: Any
-    """The exact prompt (list of chat messages as dicts), or None."""
-    reply: str | None
-    """The raw reply (data: may contain the canary)."""
     timing: dict[str, Any]
     """Seconds and token counts."""
     metrics: dict[str, Any]

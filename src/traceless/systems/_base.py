@@ -103,6 +103,9 @@ class ContextItem:
     """The system's id of the entry (evaluator-side; never shown to the model)."""
     text: str
     """The text the model sees."""
+    origin: str = ""
+    """Where the entry comes from, when the system knows (the native store: its tier, ``raw`` or
+    ``summary``), so leakage can be attributed to the origin tier (paper 000's primary FRS)."""
 
 
 C = TypeVar("C", bound=SystemConfig)

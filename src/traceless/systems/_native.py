@@ -5,11 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
-from traceless.agent import Agent
 from traceless.errors import ConfigError
 from traceless.forget import FORGET_MODES, ForgetTarget, forget
 from traceless.memory import KIND_BY_LEVEL, MemoryStore, MemoryWriter, Session, Tier, WriteConfig
@@ -22,6 +21,9 @@ from traceless.systems._base import (
     SystemRuntime,
     memory_system,
 )
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = ["NativeConfig", "NativeSystem"]
 
@@ -37,6 +39,29 @@ class NativeConfig(SystemConfig):
     """Retrieval breadth (chunks injected)."""
     modes: tuple[str, ...] = ()
     """Forget modes audited as deletion operations (empty: every registered mode)."""
+    levels: tuple[int, ...] | None = None
+    """Summary levels written (None: ``(S,)`` at S ≥ 1, none at S=0). The frontier study writes
+    S=1 key facts and S=2 summaries into one memory and reads either through its S view."""
+    summary_tokens: int = Field(96, ge=8)
+    """Token budget of one S=1/S=2 summary."""
+    max_facts: int = Field(6, ge=1)
+    """At most this many key-fact chunks per session (S=1)."""
+    context_order: Literal["score", "store"] = "score"
+    """How the k retrieved entries are shown: ``score`` (by similarity) or ``store``
+    (chronological memory order: probes retrieving the same set share one prompt prefix)."""
+
+    @field_validator("levels")
+    @classmethod
+    def _levels(cls, v: tuple[int, ...] | None) -> tuple[int, ...] | None:
+        if v is not None and any(x not in (1, 2) for x in v):
+            raise ValueError(f"levels must be a subset of (1, 2), got {v}")
+        return v
+
+    def write_config(self) -> WriteConfig:
+        """Raw user turns plus the summary levels, embedded (the native store's writer)."""
+        levels = self.levels if self.levels is not None else ((self.S,) if self.S > 0 else ())
+        return WriteConfig(raw_unit="user_turn", levels=levels, embed=True,
+                           summary_max_tokens=self.summary_tokens, max_facts=self.max_facts)
 
 
 @memory_system("traceless", help="traceless's own tiered store; deletions = the forget modes")
@@ -54,9 +79,9 @@ class NativeSystem(MemorySystem):
         # ``store``: an open store of the caller (``forget --certify``), left open on close
         self._owns_store = store is None
         self.store = store if store is not None else MemoryStore(work_dir / DB_NAME)
-        levels = (config.S,) if config.S > 0 else ()
-        self.writer = MemoryWriter(self.store, summarizer=runtime.model if levels else None,
-                                   embedder=runtime.embedder, config=WriteConfig(levels=levels))
+        wcfg = config.write_config()
+        self.writer = MemoryWriter(self.store, summarizer=runtime.model if wcfg.levels else None,
+                                   embedder=runtime.embedder, config=wcfg)
         # context only: decoding settings belong to the engine
         self._gen = GenerationConfig()
 
@@ -74,14 +99,28 @@ class NativeSystem(MemorySystem):
         self.writer.write_sessions(list(sessions))
 
     def context(self, owner: str, query: str, view: str = "agent") -> list[ContextItem]:
+        return self.search(owner, self.runtime.embedder.embed([query])[0], view)
+
+    def search(self, owner: str, query_vec: np.ndarray[Any, Any], view: str = "agent", *,
+               S: int | None = None, k: int | None = None) -> list[ContextItem]:
+        """``context`` for an embedded query, at summarization level ``S`` and breadth ``k``
+        (default: the config's). The frontier study reads one memory at every (S, k) of its
+        grid and embeds all probes at once."""
         # the audit package imports the studies (torch); only a context build needs it
         from traceless.audit._engine import view_config
 
-        cfg = view_config(view, self.cfg.S, self.cfg.k, self._gen)
+        cfg = view_config(view, self.cfg.S if S is None else S, self.cfg.k if k is None else k, self._gen)
         if cfg is None:
             return []
-        agent = Agent(self.runtime.model, self.store, owner=owner, embedder=self.runtime.embedder, config=cfg)
-        return [ContextItem(a.id, a.text or "") for a in agent.context(query)]
+        hits = self.store.search(owner, query_vec, cfg.k, tiers=cfg.tiers, kinds=cfg.kinds)
+        arts = [h.artifact for h in hits if h.artifact.text and h.artifact.text.strip()]
+        if self.cfg.context_order == "store":
+            arts.sort(key=lambda a: a.id)
+        return [ContextItem(a.id, a.text or "", a.tier.value) for a in arts]
+
+    def memory_counts(self, owner: str) -> dict[str, int]:
+        """Artifacts of ``owner`` per tier (raw, summary)."""
+        return {t: len(self.store.artifacts(owner=owner, tier=t)) for t in ("raw", "summary")}
 
     def delete(self, operation: str, target: DeletionTarget) -> dict[str, Any]:
         if operation not in self.deletions(self.cfg):

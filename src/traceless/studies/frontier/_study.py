@@ -1,15 +1,19 @@
 """The frontier study: paper 000's privacy–utility frontier and forgetting residue.
 
-Per instance (one group of cells):
+Per instance (one group of cells), the audit engine's steps on the native ``traceless``
+memory system (``traceless.systems.NativeSystem``; the engine: ``traceless.audit``):
 
-1. inject one canary (``make_canary`` + ``inject_canary``, rng seeded from the study seed
-   and the instance id) into a random non-evidence user turn;
-2. write the memory once: raw user-turn records, S=1 key facts and S=2 one-sentence
+1. plant one canary (``plant``: ``make_canary`` + ``inject_canary``, rng seeded from the
+   study seed and the instance id) into a random non-evidence user turn;
+2. write through the system once: raw user-turn records, S=1 key facts and S=2 one-sentence
    summaries (summaries are shared by every S and k), embeddings (all-MiniLM-L6-v2);
 3. frontier cells at every (S, k): the PR question and every probe (level × wording), with
-   the agent reading the S view (S=0 raw turns, S=1 key facts, S=2 session summaries);
-4. for every deletion mode: ``forget(ForgetTarget.literal(canary, owner), mode)`` on a copy
-   of the pre-deletion memory file, then the probes again
+   the agent reading the S view (S=0 raw turns, S=1 key facts, S=2 session summaries)
+   through the system's retrieval (``NativeSystem.search``) and the engine's prompt;
+4. for every deletion mode, in the engine's ``deletion_phase`` (a fresh copy of the
+   pre-deletion memory; on leaving it, the residue scan of every store and file, kept in the
+   row's ``receipt``): the system's native deletion (``forget(literal, mode)``), then the
+   probes again
    * with the agent's S view at every k of ``frs_agent_k`` (default: the frontier k grid) —
      the paper's FRS (eq. 3): each probe row records the origin tiers of the context chunks
      that carried the canary (``carrier_tiers``), so the report attributes leakage to the
@@ -40,20 +44,21 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import BaseModel
 
-from traceless.agent import Agent, AgentConfig
-from traceless.audit._canary import inject_canary, make_canary
 from traceless.audit._data import load_instances
-from traceless.audit._engine import view_config
 from traceless.audit._longmemeval import Instance
 from traceless.audit._metrics import pr_judge_many
 from traceless.audit._probes import Probe, extracted, probes
+from traceless.audit._system_audit import Planted, deletion_phase, plant, probe_messages
 from traceless.datasets import resolve_data
 from traceless.errors import ConfigError
-from traceless.forget import ForgetTarget, forget
-from traceless.memory import Artifact, MemoryStore, MemoryWriter, WriteConfig
 from traceless.models import ChatMessage, Generation, GenerationConfig, ModelBackend
 from traceless.studies._runner import STUDIES, Cell, CellResult, RunContext, Study, derive_seed
 from traceless.studies.frontier._config import FrontierConfig
+from traceless.systems import MemorySystem, SystemRuntime, open_system
+from traceless.systems._native import NativeConfig, NativeSystem
+
+SYSTEM = "traceless"
+"""The memory system the study audits: traceless's own store (``traceless memory systems``)."""
 
 __all__ = ["FrontierStudy", "select_instances", "JUDGE_PROMPT", "parse_judge"]
 
@@ -128,6 +133,13 @@ class _Plan:
     @property
     def in_context(self) -> bool:
         return bool(self.carriers)
+
+
+def _receipt(notes: dict[str, Any]) -> dict[str, Any]:
+    """What a row keeps of the native deletion's receipt."""
+    rc = notes["receipt"]
+    return {"receipt_id": rc["receipt_id"], "matched": rc["matched"], "verified": rc["verification"]["passed"],
+            "copies_after": rc["verification"]["literal_scan"]}
 
 
 @STUDIES.register("frontier", help="paper 000: privacy–utility frontier (S, k) and forgetting residue (FRS)")
@@ -212,47 +224,29 @@ class FrontierStudy(Study[FrontierConfig]):
         ctx.state["judge"] = judge
 
     # ------------------------------------------------------------------ memory
-    def _write_memory(self, ctx: RunContext[FrontierConfig], inst: Instance, path: Path) -> tuple[str, dict[str, Any]]:
-        cfg = ctx.config
-        rng = np.random.default_rng(derive_seed(cfg.seed, "canary", inst.id))
-        canary = make_canary(rng)
-        sessions, sid, turn = inject_canary(inst.sessions, canary, rng)
-        store = MemoryStore(path)
+    @staticmethod
+    def native_config(cfg: FrontierConfig) -> NativeConfig:
+        """The native ``traceless`` memory system the study audits: raw user turns plus the
+        summary levels the grid needs (one memory read at every S), embedded; deletions =
+        the study's forget modes."""
+        return NativeConfig(S=max(cfg.S), levels=tuple(s for s in (1, 2) if s in cfg.S),
+                            summary_tokens=cfg.summary_tokens, max_facts=cfg.max_facts,
+                            context_order=cfg.context_order, modes=tuple(cfg.modes))
+
+    def _write_memory(self, ctx: RunContext[FrontierConfig], inst: Instance, base: Path) -> Planted:
+        """Engine steps 1–2: plant the canary, write through the memory system."""
+        rng = np.random.default_rng(derive_seed(ctx.config.seed, "canary", inst.id))
+        planted = plant(inst.sessions, rng)
+        system = open_system(SYSTEM, base, self.native_config(ctx.config), self._runtime(ctx))
         try:
-            writer = MemoryWriter(store, summarizer=ctx.require_model(), embedder=ctx.embedder,
-                                  config=self._write_config(cfg))
-            writer.write_sessions(sessions)
+            system.write(planted.sessions)
         finally:
-            store.close()
-        return canary, {"canary_session": sid, "canary_turn": turn}
+            system.close()
+        return planted
 
     @staticmethod
-    def _write_config(cfg: FrontierConfig) -> WriteConfig:
-        """Raw user turns plus the summary levels the grid needs, embedded."""
-        levels = tuple(s for s in (1, 2) if s in cfg.S)
-        return WriteConfig(raw_unit="user_turn", levels=levels, embed=True,
-                           summary_max_tokens=cfg.summary_tokens, max_facts=cfg.max_facts)
-
-    # ------------------------------------------------------------------ prompts
-    def _context(
-        self, ctx: RunContext[FrontierConfig], store: MemoryStore, owner: str, view: str, s: int, k: int,
-        qvec: np.ndarray[Any, Any],
-    ) -> list[Artifact]:
-        acfg = view_config(view, s, k, GenerationConfig())
-        if acfg is None:
-            return []
-        hits = store.search(owner, qvec, k, tiers=acfg.tiers, kinds=acfg.kinds)
-        arts = [h.artifact for h in hits if h.artifact.text and h.artifact.text.strip()]
-        if ctx.config.context_order == "store":
-            arts.sort(key=lambda a: a.id)
-        return arts
-
-    def _messages(
-        self, ctx: RunContext[FrontierConfig], store: MemoryStore, owner: str, query: str, arts: list[Artifact]
-    ) -> list[ChatMessage]:
-        agent = Agent(ctx.require_model(), store, owner=owner, config=AgentConfig(read="full"))
-        msgs, _ = agent.build_messages(query, context=arts)
-        return msgs
+    def _runtime(ctx: RunContext[FrontierConfig]) -> SystemRuntime:
+        return SystemRuntime(ctx.require_model(), ctx.embedder)
 
     # ------------------------------------------------------------------ run
     def run_group(self, ctx: RunContext[FrontierConfig], cells: list[Cell]) -> Iterator[CellResult]:
@@ -275,8 +269,10 @@ class FrontierStudy(Study[FrontierConfig]):
     ) -> Iterator[CellResult]:
         cfg = ctx.config
         owner = inst.owner
-        pre_path = work / "pre.sqlite"
-        canary, where = self._write_memory(ctx, inst, pre_path)
+        base = work / "base"
+        planted = self._write_memory(ctx, inst, base)
+        canary = planted.canary
+        where = {"canary_session": planted.session_id, "canary_turn": planted.turn}
         qvecs: dict[str, Any] = dict(ctx.state["probe_vecs"])
         if inst.questions:
             qv = ctx.embedder.embed([q.question for q in inst.questions])
@@ -288,51 +284,43 @@ class FrontierStudy(Study[FrontierConfig]):
                 "answer": GenerationConfig(max_new_tokens=cfg.answer_tokens, temperature=0.0)}
         receipts: dict[str, dict[str, Any]] = {}
 
-        def plan(c: Cell, store: MemoryStore, view: str, s: int) -> None:
+        def plan(c: Cell, system: MemorySystem, view: str, s: int) -> None:
+            # engine step 3 (and 5): the agent's context through the system's own retrieval
             p = c.params
             if p["kind"] == "pr":
                 query, qkey, gen = inst.questions[p["q"]].question, f"q={p['q']}", "answer"
             else:
                 pr = ctx.state["probes"][f"{p['level']}:{p['wording']}"]
                 query, qkey, gen = pr.text, f"{p['level']}:{p['wording']}", "probe"
-            arts = self._context(ctx, store, owner, view, s, p["k"], qvecs[qkey])
-            msgs = self._messages(ctx, store, owner, query, arts)
+            assert isinstance(system, NativeSystem)
+            items = system.search(owner, qvecs[qkey], view, S=s, k=p["k"])
+            msgs = probe_messages(items, query)
             jk = json.dumps([gen, [m.model_dump() for m in msgs]], ensure_ascii=False)
             job = jobs.setdefault(jk, _Job(msgs, gen))
             job.cells.append(c.key)
-            carriers = sorted({a.tier.value for a in arts if canary in (a.text or "")})
-            plans[c.key] = _Plan(jk, [a.id for a in arts], carriers, {"query": query})
+            carriers = sorted({it.origin for it in items if canary in it.text})
+            plans[c.key] = _Plan(jk, [it.id for it in items], carriers, {"query": query})
 
         by_kind: dict[str, list[Cell]] = {"pr": [], "aer": [], "frs": []}
         for c in all_cells:
             by_kind[c.params["kind"]].append(c)
-        pre = MemoryStore(pre_path)
-        try:
-            counts = {t: len(pre.artifacts(owner=owner, tier=t)) for t in ("raw", "summary")}
+        native, runtime = self.native_config(cfg), self._runtime(ctx)
+        with deletion_phase(SYSTEM, base, work / "before", native, runtime, "before", [canary]) as ph:
+            assert isinstance(ph.system, NativeSystem)
+            counts = ph.system.memory_counts(owner)
             for c in by_kind["pr"] + by_kind["aer"]:
-                s = c.params["S"]
-                plan(c, pre, "agent", s)
-        finally:
-            pre.close()
+                plan(c, ph.system, "agent", c.params["S"])
         for mode in cfg.modes:
             mcells = [c for c in by_kind["frs"] if c.params["mode"] == mode]
             if not mcells:
                 continue
-            mpath = work / f"{mode}.sqlite"
-            shutil.copyfile(pre_path, mpath)
-            store = MemoryStore(mpath)
-            try:
-                writer = MemoryWriter(store, summarizer=ctx.require_model(), embedder=ctx.embedder,
-                                      config=self._write_config(cfg))
-                rc = forget(store, ForgetTarget.literal(canary, owner), mode, writer=writer, gate=None)
-                receipts[mode] = {
-                    "receipt_id": rc.receipt_id, "matched": rc.matched, "verified": rc.verification.passed,
-                    "copies_after": rc.verification.literal_scan,
-                }
+            # engine steps 4–5: the native deletion (= the forget mode) on a fresh copy, the
+            # contexts of the probes, then the residue scan of every store and file
+            with deletion_phase(SYSTEM, base, work / mode, native, runtime, mode, [canary]) as ph:
+                ph.forget(planted)
                 for c in mcells:
-                    plan(c, store, c.params["tier"], c.params["S"])
-            finally:
-                store.close()
+                    plan(c, ph.system, c.params["tier"], c.params["S"])
+            receipts[mode] = {**_receipt(ph.notes[owner]), "copies": ph.copies, "files": ph.files}
 
         # batches: contexts shared by ≥2 prompts go together; singletons batched by length
         needed = {plans[k].job for k in pending}
