@@ -459,16 +459,19 @@ def _tier_reports(op: ForgetOp, before: dict[Tier, str], v: Verification, pep: b
 
 def _erase_and_scan(store: MemoryStore, receipt: Receipt, literal: str | None, spec: ForgetMode,
                     t0: float) -> Receipt:
-    """After the commit: rebuild the file (page rebalancing can leave old cell bytes in a
-    page's unallocated gap that secure_delete does not zero), truncate the WAL, scan the
-    bytes, then complete the stored receipt and clear the pending-erasure marker."""
+    """After the commit: erase the old bytes physically (page rebalancing can leave old cell
+    bytes in a page's unallocated gap that secure_delete does not zero: a store that keeps
+    its free space zeroed scrubs the pages the forget touched, an older one is rebuilt by
+    VACUUM), truncate the WAL, scan the bytes, then complete the stored receipt and clear the
+    pending-erasure marker."""
     notes, warnings = list(receipt.notes), list(receipt.warnings)
     changed = any(r.digest_before != r.digest_after for r in receipt.tiers.values())
     complete = True
     try:
-        # an encrypted store's old pages hold ciphertext under keys this forget destroyed:
-        # truncating the WAL is enough, no rewrite of the whole file (flat in store size)
-        complete = store.vacuum() if changed and not store.encrypted else store.checkpoint()
+        # an encrypted store's old pages hold ciphertext under keys this forget destroyed, and
+        # a scrubbing store's checkpoint zeroes the free space of every page the forget
+        # touched: neither rewrites the whole file (flat in store size)
+        complete = store.vacuum() if changed and store.needs_vacuum else store.checkpoint()
     except MemoryStoreError as e:  # committed already: report it, do not hide it
         complete = False
         notes.append(f"post-commit VACUUM/checkpoint failed ({e})")

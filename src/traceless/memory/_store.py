@@ -26,6 +26,7 @@ from traceless.memory import _crypto
 from traceless.memory._backend import Backend, Cursor, SQLiteBackend, open_backend
 from traceless.memory._gate import GateEntry, WriteGate, gate_key_id, load_key
 from traceless.memory._schema import check_version, migrate, migrate_pg
+from traceless.memory._scrub import ScrubLock, read_wal, scrub_pages
 from traceless.memory._types import Artifact, Hit, LineageEdge, Tier, digest_text
 
 if TYPE_CHECKING:  # numpy is imported where vectors are handled: `memory show` starts without it
@@ -38,6 +39,8 @@ _PREFIX = {Tier.RAW: "r", Tier.SUMMARY: "s", Tier.EMBEDDING: "e", Tier.CACHE: "c
 _COLS = "id, owner, tier, kind, session_id, seq, text, vector, digest, created_at, meta, sealed"
 _NCOLS = 12
 _BATCH_ROWS = 20_000  # bulk(): rows held before a batch is sent (bounds the memory a large load takes)
+_FREE_SPACE = "free_space"  # meta key; "zeroed": the store keeps the scrub invariant (``_scrub``)
+_SCRUB_FRAMES = 1000  # scrub once the WAL holds this many frames (SQLite's own autocheckpoint default)
 
 
 def _dumps(obj: Any) -> str:
@@ -94,11 +97,16 @@ class MemoryStore:
     ``update_text``, ``update_vector``): no caller can forget to pass it. Writing without it
     is an explicit, recorded choice (``with store.ungated(reason): ...``). ``gate_key``
     overrides ``$TRACELESS_HOME/gate.key`` (the studies keep one per run).
+
+    ``scrub`` (plaintext SQLite files): keep every b-tree page's free space zeroed, so a
+    forget erases physically by rewriting only the pages it touched (``_scrub``).
+    ``scrub=False`` is the older behaviour, kept for comparison: each forget rebuilds the
+    whole file (VACUUM); opening a file with it switches the file's invariant off.
     """
 
     def __init__(
         self, path: str | os.PathLike[str] = ":memory:", *, timeout: float = 5.0, gate_key: bytes | None = None,
-        encrypt: bool | None = None,
+        encrypt: bool | None = None, scrub: bool = True,
     ) -> None:
         self._b: Backend = open_backend(str(path), timeout)
         self.path = self._b.where
@@ -115,21 +123,31 @@ class MemoryStore:
         self._created_keys: list[Path] = []  # master key files made in this transaction
         self._shred_after_commit: list[Path] = []
         self._batch: _Batch | None = None  # inside bulk(): rows waiting to be sent
+        self._timeout = timeout
+        self._scrub_lock: ScrubLock | None = None  # plaintext files only (``_writer``)
+        self._writer_depth = 0
+        self._scrub_wanted, self._in_scrub = scrub, False
+        self.scrubs = False
+        """True while the store keeps every b-tree page's free space zeroed, so a forget
+        rewrites only the pages it touched (``checkpoint``) instead of the whole file."""
         try:
-            self._prepare()
+            new = self._prepare()
         except BaseException as e:
             self._b.close()
             if isinstance(e, self._b.errors):
                 raise self._translate(e) from e
             raise
         self._open_encryption(encrypt)
+        self._init_scrub(new)
         self._finish_pending_erasure()
 
-    def _prepare(self) -> None:
+    def _prepare(self) -> bool:
+        """Open and migrate; True when this open created the file's database."""
         if not isinstance(self._b, SQLiteBackend):
             migrate_pg(self._conn, self.path)
-            return
+            return False
         conn = self._b.conn
+        new = int(conn.execute("PRAGMA page_count").fetchone()[0]) == 0
         conn.execute("PRAGMA secure_delete = ON")
         # refuse a newer file BEFORE anything may write to it (switching the journal
         # mode to WAL rewrites the file header)
@@ -138,6 +156,7 @@ class MemoryStore:
             conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = FULL")
         migrate(conn, self.path)
+        return new
 
     @property
     def _conn(self) -> Any:
@@ -293,8 +312,9 @@ class MemoryStore:
     @contextlib.contextmanager
     def transaction(self) -> Iterator[MemoryStore]:
         """One atomic unit. Nested uses join the outermost transaction."""
-        with self._lock:
+        with self._lock, contextlib.ExitStack() as outer:
             if self._depth == 0:
+                outer.enter_context(self._writer())
                 try:
                     self._b.begin()
                 except self._b.errors as e:
@@ -302,6 +322,8 @@ class MemoryStore:
                 self._gate_cache = {}  # descriptors are re-read under the write lock
             self._depth += 1
             try:
+                if self._depth == 1:
+                    self._refresh_scrub_mode()  # the flag is read under the write lock too
                 yield self
             except BaseException:
                 self._depth -= 1
@@ -325,6 +347,11 @@ class MemoryStore:
                 for p in self._shred_after_commit:
                     _crypto.shred_file(p)
                 self._shred_after_commit, self._created_keys = [], []
+                if self.scrubs and not self._in_scrub and self._wal_frames() >= _SCRUB_FRAMES:
+                    # still under the writer lock: no frame can slip in unscrubbed. The commit
+                    # stands; a scrub that fails leaves the frames in the WAL for the next one
+                    with contextlib.suppress(MemoryStoreError):
+                        self._scrub()
 
     def _after_rollback(self) -> None:
         """Keys made for a transaction that did not commit are removed; caches reloaded."""
@@ -388,15 +415,127 @@ class MemoryStore:
 
     def checkpoint(self) -> bool:
         """Flush the WAL into the main file and truncate it to zero bytes, so no old page
-        images (which may hold forgotten text) stay in the WAL or the main file.
+        images (which may hold forgotten text) stay in the WAL or the main file. A store that
+        keeps its free space zeroed (``scrubs``) also scrubs every page the WAL held.
 
         Returns False when it could not complete within the timeout: another connection
         still reads an older snapshot, whose pages stay on disk until a later checkpoint.
         """
         if self.path == ":memory:" or not self.scannable:
             return True  # PostgreSQL: the server owns its WAL (see docs/scale.md)
+        with self._lock, self._writer():
+            if self.scrubs:
+                return self._scrub()
+            row = self._exec("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        return row is None or int(row[0]) == 0
+
+    # ----------------------------------------------------------------- free-space scrub
+    def _init_scrub(self, new: bool) -> None:
+        """A plaintext file takes part in the writer lock; a store this open created keeps
+        the scrub invariant from its first page (an older one gets it after its first VACUUM)."""
+        if self.path == ":memory:" or not self.scannable or self.encrypted:
+            return
+        self._scrub_lock = ScrubLock.acquire_for(self.path)
+        self._page_size = int(self._exec("PRAGMA page_size").fetchone()[0])
+        flag = self.get_meta(_FREE_SPACE) == "zeroed"
+        if (new and self._scrub_wanted) or (flag and not self._scrub_wanted):
+            with self.transaction():  # BEGIN drops the flag of a scrub=False open
+                if new:
+                    self.set_meta(_FREE_SPACE, "zeroed")
+        with self._lock, self._writer():
+            self._refresh_scrub_mode()
+        if self.scrubs and self._wal_frames():
+            with contextlib.suppress(MemoryStoreError, *self._b.errors):
+                self.checkpoint()  # frames a crashed process left are scrubbed before anything else
+
+    @contextlib.contextmanager
+    def _writer(self) -> Iterator[None]:
+        """The traceless writer lock of a plaintext file (``_scrub.ScrubLock``), held from
+        ``BEGIN`` until the frames are scrubbed; reentrant within this store."""
+        if self._scrub_lock is None or self._writer_depth:
+            self._writer_depth += 1
+            try:
+                yield
+            finally:
+                self._writer_depth -= 1
+            return
+        with self._scrub_lock.held(self._timeout, self.path):
+            self._writer_depth += 1
+            try:
+                yield
+            finally:
+                self._writer_depth -= 1
+
+    def _refresh_scrub_mode(self) -> None:
+        """Follow the file's meta flag (another connection may have set it by its VACUUM).
+        While scrubbing, SQLite must never checkpoint on its own: a frame it copied into the
+        main file unscrubbed would break the invariant silently."""
+        if self._scrub_lock is None:
+            return
+        flag = self.get_meta(_FREE_SPACE) == "zeroed"
+        if flag and not self._scrub_wanted and self._depth:
+            # this connection does not scrub: its frames would reach the main file unscrubbed
+            self._exec("DELETE FROM meta WHERE key = ?", (_FREE_SPACE,))
+            self.log_event("free_space_scrub_off", "opened with scrub=False; the next forget rebuilds the file")
+        self._set_scrubs(flag and self._scrub_wanted)
+
+    def _set_scrubs(self, on: bool) -> None:
+        if on != self.scrubs:
+            self._exec(f"PRAGMA wal_autocheckpoint = {0 if on else 1000}")
+            self.scrubs = on
+
+    def _wal_frames(self) -> int:
+        try:
+            size = os.stat(f"{self.path}-wal").st_size
+        except FileNotFoundError:
+            return 0
+        return max(size - 32, 0) // (self._page_size + 24)
+
+    def _scrub(self) -> bool:
+        """Checkpoint, then zero the free space of every page the WAL held (writer lock held,
+        no transaction open). Order matters for a crash: PASSIVE copies the frames into the
+        main file but leaves the WAL intact, the pages are scrubbed and synced, and only then
+        is the WAL truncated; a crash in between leaves the frames for the next open to scrub.
+        Returns ``checkpoint()``'s verdict."""
+        assert self._scrub_lock is not None
+        self._in_scrub = True
+        try:
+            return self._scrub_frames(self._scrub_lock.fd)
+        finally:
+            self._in_scrub = False
+
+    def _scrub_frames(self, fd: int) -> bool:
+        try:
+            wal = read_wal(f"{self.path}-wal")
+        except ValueError:
+            wal = None
+            self._drop_scrub("the WAL file could not be read")
+        _busy, log, done = self._exec("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        try:
+            _, unparsed = scrub_pages(fd, wal.pages if wal else ())
+        except OSError as e:
+            raise MemoryStoreError(f"{self.path}: scrubbing free space failed ({e}); the WAL keeps its frames, "
+                                   "so reopening the store retries it") from e
+        if unparsed:
+            self._drop_scrub(f"{unparsed} b-tree page(s) did not parse")
+        if int(done) < int(log):
+            return False  # a reader holds frames back; they stay in the WAL for a later scrub
         row = self._exec("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
         return row is None or int(row[0]) == 0
+
+    def _drop_scrub(self, why: str) -> None:
+        """The invariant cannot be proven: the next forget rebuilds the file (VACUUM)."""
+        with self.transaction():
+            self._exec("DELETE FROM meta WHERE key = ?", (_FREE_SPACE,))
+            self.log_event("free_space_scrub_off", f"{why}; the next forget rebuilds the file (VACUUM)")
+        self._set_scrubs(False)
+
+    @property
+    def needs_vacuum(self) -> bool:
+        """True when erasing a forget's old bytes needs a rebuild (VACUUM): a plaintext store
+        that does not keep its free space zeroed (an older SQLite file until its first VACUUM,
+        a plaintext PostgreSQL database). An encrypted store never does."""
+        return not self.encrypted and not self.scrubs
 
     def vacuum(self) -> bool:
         """Rebuild the file from its live content, then checkpoint (see ``checkpoint``).
@@ -408,11 +547,18 @@ class MemoryStore:
         """
         if self._depth:
             raise MemoryStoreError("internal: vacuum() cannot run inside a transaction")
-        with self._lock:
+        with self._lock, self._writer():
             # PostgreSQL: VACUUM marks dead tuples' space reusable (it does not overwrite them;
             # an encrypted store's guarantee does not rest on it)
             self._exec("VACUUM" if self.scannable else "VACUUM artifacts")
-        return self.checkpoint()
+            done = self.checkpoint()
+            if done and self._scrub_lock is not None and self._scrub_wanted and not self.scrubs:
+                # every page is fresh: from here on, scrubbing the touched pages keeps it so
+                with self.transaction():
+                    self.set_meta(_FREE_SPACE, "zeroed")
+                self._refresh_scrub_mode()
+                done = self.checkpoint()
+        return done
 
     def integrity_check(self) -> list[str]:
         """``PRAGMA integrity_check``: ``["ok"]`` for a sound file, else SQLite's findings."""
@@ -422,9 +568,19 @@ class MemoryStore:
         return [str(r[0]) for r in self._exec("PRAGMA integrity_check").fetchall()]
 
     def close(self) -> None:
-        with contextlib.suppress(*self._b.errors):
+        with contextlib.suppress(MemoryStoreError, *self._b.errors):
             self.checkpoint()
         self._b.close()
+        lock, self._scrub_lock = self._scrub_lock, None
+        if lock is not None:
+            lock.release_ref()
+
+    def __del__(self) -> None:
+        # a store dropped without close(): SQLite's own close-time checkpoint would copy
+        # the WAL into the main file unscrubbed, so scrub first
+        with contextlib.suppress(Exception):
+            if self._scrub_lock is not None:
+                self.close()
 
     def __enter__(self) -> MemoryStore:
         return self
