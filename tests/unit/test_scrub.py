@@ -184,3 +184,16 @@ def test_a_page_that_does_not_parse_is_never_written() -> None:
     overflow = bytearray(PAGE)
     overflow[4:14] = b"STALECOPY!"  # next-page pointer 0, then payload: not a b-tree page
     assert scrub_page(overflow, 2, PAGE) is None
+
+
+@pytest.mark.parametrize("chunk", [5, 7, 64, 1 << 24])
+def test_the_byte_scan_finds_copies_across_its_read_chunks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                           chunk: int) -> None:
+    from traceless.forget import _erasure
+
+    monkeypatch.setattr(_erasure, "_CHUNK", chunk)
+    f = tmp_path / "blob"
+    data = b"".join(b"x" * (k % 13) + "ZQ-LIME".encode(enc) for k in range(40) for enc in ("utf-8", "utf-16-le"))
+    f.write_bytes(data)
+    forms = _erasure.encodings_of("ZQ-LIME")
+    assert _erasure.scan_files([f], "ZQ-LIME") == {str(f): sum(data.count(x) for x in forms)} != {str(f): 0}

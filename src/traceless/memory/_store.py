@@ -292,13 +292,16 @@ class MemoryStore:
                 "old_master_key": old_kid, "new_master_key": kid}
 
     def _finish_pending_erasure(self) -> None:
-        """A forget commits, then erases old bytes physically (VACUUM + WAL truncation). If the
-        process died in between, the commit left a marker: finish the erasure now."""
+        """A forget commits, then erases old bytes physically (scrub or VACUUM, then WAL
+        truncation). If the process died in between, the commit left a marker: finish the
+        erasure now."""
         pending = self.get_meta("pending_erasure")
         if not pending:
             return
         with contextlib.suppress(MemoryStoreError, *self._b.errors):
-            if self.vacuum():
+            # a scrubbing store's frames are still in the WAL (it is truncated only after
+            # they are scrubbed): a checkpoint finishes the erasure, no rebuild
+            if self.checkpoint() if self.scrubs else self.vacuum():
                 with self.transaction():
                     self._exec("DELETE FROM meta WHERE key = 'pending_erasure'")
                     self.log_event("erasure_finished", f"receipt {pending}: physical erasure completed on reopen")
