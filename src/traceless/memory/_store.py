@@ -138,7 +138,14 @@ class MemoryStore:
                 raise self._translate(e) from e
             raise
         self._open_encryption(encrypt)
-        self._init_scrub(new)
+        try:
+            self._init_scrub(new)
+        except BaseException:
+            self._b.close()
+            lock, self._scrub_lock = self._scrub_lock, None
+            if lock is not None:
+                lock.release_ref()
+            raise
         self._finish_pending_erasure()
 
     def _prepare(self) -> bool:
@@ -513,7 +520,7 @@ class MemoryStore:
         except ValueError:
             wal = None
             self._drop_scrub("the WAL file could not be read")
-        _busy, log, done = self._exec("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        busy, log, done = self._exec("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
         try:
             _, unparsed = scrub_pages(fd, wal.pages if wal else ())
         except OSError as e:
@@ -521,8 +528,10 @@ class MemoryStore:
                                    "so reopening the store retries it") from e
         if unparsed:
             self._drop_scrub(f"{unparsed} b-tree page(s) did not parse")
-        if int(done) < int(log):
-            return False  # a reader holds frames back; they stay in the WAL for a later scrub
+        if int(busy) or int(done) < int(log):
+            # a reader holds frames back (or another checkpointer runs): they stay in the WAL,
+            # which is not truncated, for a later scrub
+            return False
         row = self._exec("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
         return row is None or int(row[0]) == 0
 
