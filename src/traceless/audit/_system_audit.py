@@ -27,7 +27,7 @@ import shutil
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -43,7 +43,8 @@ from traceless.audit._synthetic import synthetic_users
 from traceless.errors import ConfigError, InputFormatError, ResumeError, StudyError
 from traceless.forget import scan_files
 from traceless.memory import Session
-from traceless.models import ChatMessage, Generation, GenerationConfig, ModelBackend
+from traceless.models import ChatMessage, Embedder, Generation, GenerationConfig, ModelBackend
+from traceless.models._embedder import FloatArray
 from traceless.systems._base import (
     ContextItem,
     DeletionTarget,
@@ -235,6 +236,27 @@ def plant_canaries(config: SystemAuditConfig) -> list[Planted]:
     return [plant(sessions, rng) for sessions in users]
 
 
+class _QueryMemo(Embedder):
+    """The runtime's embedder, with single-text calls remembered: the same few probe queries
+    are embedded for every user, view and deletion (225 context builds, 3 distinct queries in
+    the default audit). A remembered vector is the result of the identical call, so retrieval
+    is unchanged; identity (name, dim, describe) is the wrapped embedder's."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner, self.name, self.dim = inner, inner.name, inner.dim
+        self._seen: dict[str, FloatArray] = {}
+
+    def embed(self, texts: list[str]) -> FloatArray:
+        if len(texts) != 1:
+            return self.inner.embed(texts)
+        if texts[0] not in self._seen:
+            self._seen[texts[0]] = self.inner.embed(texts)
+        return self._seen[texts[0]].copy()
+
+    def describe(self) -> dict[str, object]:
+        return self.inner.describe()
+
+
 def _atomic_write(path: Path, text: str) -> None:
     tmp = path.with_name(path.name + ".tmp")
     with tmp.open("w", encoding="utf-8") as f:
@@ -388,6 +410,7 @@ def run_system_audit(
         if op not in known:
             raise ConfigError(f"{config.system} has no deletion {op!r}; its deletions: {', '.join(known)}")
     planted = plant_canaries(config)
+    runtime = replace(runtime, embedder=_QueryMemo(runtime.embedder))
     identity = {"system": config.system, "config": sys_cfg.model_dump(mode="json"), "model": runtime.model.describe()}
     _prepare_dir(out_dir, config, identity)
     steps, work = out_dir / "steps", out_dir / "work"
