@@ -213,20 +213,22 @@ def audit(system: str = "traceless", *, model: str | ModelBackend = "qwen2.5-cod
     (``profiles``, ``data``, ``operations``, ``seed`` ...). Results go to ``out`` (a fresh
     temporary dir when omitted; its path is in the result)."""
     from traceless.audit import SystemAuditConfig, run_system_audit
+    from traceless.models import CachingBackend
     from traceless.systems import SystemRuntime, load_system_config, system_class
 
     ctx = system_class(system).context_tokens(load_system_config(system, system_config))
-    if isinstance(model, str) and ctx and model.startswith("llamacpp:"):
-        from traceless.models import load_backend
+    if isinstance(model, str):
+        from traceless.audit import audit_model
 
-        be = load_backend(model, ctx=ctx)  # the system's own prompts need a longer context
+        spec, be = audit_model(model, ctx)  # the fastest engine: llama.cpp slots when installed
     else:
-        be = load_model(model)
-    spec = model if isinstance(model, str) else be.name
+        spec, be = model.name, model
     cfg = SystemAuditConfig(system=system, system_config=system_config or {}, model=spec, **settings)
     out_dir = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="traceless-audit-")) / "audit"
     try:
-        return run_system_audit(cfg, SystemRuntime(be, load_embedder_named(embedder), spec), out_dir)
+        # identical probes recur across deletions (a view a deletion left unchanged): ask once
+        runtime = SystemRuntime(CachingBackend(be), load_embedder_named(embedder), spec)
+        return run_system_audit(cfg, runtime, out_dir)
     finally:
         if be is not model:  # built here (e.g. a llama.cpp server started): stop it
             be.close()

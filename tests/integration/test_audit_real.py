@@ -38,3 +38,22 @@ def test_audit_on_smollm2(tmp_path: Path) -> None:
         assert res.table[mode]["FRS_worst"] == 0.0
     # the summaries were written by the real model (S=1 key facts)
     assert res.table["noop"].keys() >= {"AER_direct", "FRS_raw", "FRS_summary"}
+
+
+def test_default_audit_runs_on_llamacpp_slots_with_the_engine_in_every_row(tmp_path: Path) -> None:
+    """The API's default path: a catalog name is served by a real llama.cpp server with
+    parallel slots; every row names that engine (version, slots, prompt cache)."""
+    pytest.importorskip("xllamacpp")
+    from traceless import audit
+
+    os.environ.setdefault("TRACELESS_NUM_THREADS", "1")
+    res = audit("traceless", model="smollm2-135m-instruct", embedder="hashing", out=tmp_path,
+                system_config={"S": 1, "modes": ["full_purge"]}, profiles=2, max_new_tokens=16)
+    rows = [json.loads(x) for x in (tmp_path / "results.jsonl").read_text().splitlines()]
+    assert len(rows) == res.rows > 0 and all(r["completion_tokens"] > 0 for r in rows)
+    engines = {json.dumps(r["model"]["engine"], sort_keys=True) for r in rows}
+    assert len(engines) == 1
+    eng = rows[0]["model"]["engine"]
+    assert eng["name"] == "llama.cpp" and eng["parallel"] > 1 and eng["cache_prompt"] is True
+    assert rows[0]["config"]["model"] == "llamacpp:smollm2-135m-instruct"
+    assert res.table["full_purge"]["FRS_worst"] == 0.0

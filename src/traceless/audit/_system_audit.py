@@ -27,7 +27,7 @@ import shutil
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -43,7 +43,8 @@ from traceless.audit._synthetic import synthetic_users
 from traceless.errors import ConfigError, InputFormatError, ResumeError, StudyError
 from traceless.forget import scan_files
 from traceless.memory import Session
-from traceless.models import ChatMessage, Generation, GenerationConfig
+from traceless.models import ChatMessage, Embedder, Generation, GenerationConfig, ModelBackend
+from traceless.models._embedder import FloatArray
 from traceless.systems._base import (
     ContextItem,
     DeletionTarget,
@@ -73,6 +74,7 @@ __all__ = [
     "plant_canaries",
     "probe_messages",
     "probe_contexts",
+    "audit_model",
     "run_system_audit",
     "store_copies",
 ]
@@ -234,6 +236,27 @@ def plant_canaries(config: SystemAuditConfig) -> list[Planted]:
     return [plant(sessions, rng) for sessions in users]
 
 
+class _QueryMemo(Embedder):
+    """The runtime's embedder, with single-text calls remembered: the same few probe queries
+    are embedded for every user, view and deletion (225 context builds, 3 distinct queries in
+    the default audit). A remembered vector is the result of the identical call, so retrieval
+    is unchanged; identity (name, dim, describe) is the wrapped embedder's."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner, self.name, self.dim = inner, inner.name, inner.dim
+        self._seen: dict[str, FloatArray] = {}
+
+    def embed(self, texts: list[str]) -> FloatArray:
+        if len(texts) != 1:
+            return self.inner.embed(texts)
+        if texts[0] not in self._seen:
+            self._seen[texts[0]] = self.inner.embed(texts)
+        return self._seen[texts[0]].copy()
+
+    def describe(self) -> dict[str, object]:
+        return self.inner.describe()
+
+
 def _atomic_write(path: Path, text: str) -> None:
     tmp = path.with_name(path.name + ".tmp")
     with tmp.open("w", encoding="utf-8") as f:
@@ -387,6 +410,7 @@ def run_system_audit(
         if op not in known:
             raise ConfigError(f"{config.system} has no deletion {op!r}; its deletions: {', '.join(known)}")
     planted = plant_canaries(config)
+    runtime = replace(runtime, embedder=_QueryMemo(runtime.embedder))
     identity = {"system": config.system, "config": sys_cfg.model_dump(mode="json"), "model": runtime.model.describe()}
     _prepare_dir(out_dir, config, identity)
     steps, work = out_dir / "steps", out_dir / "work"
@@ -440,14 +464,13 @@ def _run_phase(config: SystemAuditConfig, runtime: SystemRuntime, sys_cfg: Syste
 def _generate(config: SystemAuditConfig, runtime: SystemRuntime, phase: str,
               jobs: Sequence[tuple[Planted, str, Probe, list[ChatMessage], list[str]]], canaries: list[str],
               progress: Callable[[int], None], step: int) -> list[SystemAuditRow]:
-    # the same batching as `traceless audit` (4 contexts' probes per call), so the native
-    # system reproduces its replies exactly
     gen = GenerationConfig(max_new_tokens=config.max_new_tokens, temperature=0.0)
     red = _redactor(canaries, config.reveal)
     ident, version, run_id = runtime.model.describe(), code_version(), f"audit-{config.system}"
     rows: list[SystemAuditRow] = []
-    for i in range(0, len(jobs), step * 4):
-        chunk = jobs[i: i + step * 4]
+    size = batch_size(runtime.model, len(jobs), step)
+    for i in range(0, len(jobs), size):
+        chunk = jobs[i: i + size]
         gens: list[Generation] = runtime.model.generate_batch([j[3] for j in chunk], gen)
         for (p, view, pr, msgs, ids), g in zip(chunk, gens, strict=True):
             rows.append(SystemAuditRow(
@@ -458,6 +481,49 @@ def _generate(config: SystemAuditConfig, runtime: SystemRuntime, phase: str,
                 config=config.model_dump(mode="json"), seed=config.seed, model=ident, code_version=version))
         progress(len({j[0].owner for j in jobs[: i + len(chunk)]}))
     return rows
+
+
+def batch_size(model: ModelBackend, jobs: int, step: int) -> int:
+    """Probes sent to the model per call. A backend that serves concurrent requests (a
+    llama.cpp server's slots, any HTTP server) gets the whole phase at once, so its slots stay
+    full; a local batching backend keeps 4 contexts' probes per call, the batch composition its
+    replies were pinned with (padding in a batch changes a transformers model's numerics)."""
+    return max(1, jobs) if concurrency(model) > 1 else step * 4
+
+
+def concurrency(model: ModelBackend) -> int:
+    """Requests ``model`` serves at once (1 for a local backend), looking through wrappers
+    such as the generation cache."""
+    while True:
+        n = getattr(model, "max_concurrency", None)
+        if isinstance(n, int):
+            return max(1, n)
+        inner = getattr(model, "inner", None)
+        if not isinstance(inner, ModelBackend):
+            return 1
+        model = inner
+
+
+_SLOT_CTX = 4096
+"""Context per llama.cpp slot for an audit whose system asks for no more (a native probe
+prompt is a few hundred tokens)."""
+_KV_TOKENS = 8 * _SLOT_CTX
+"""Slots × context an audit's server holds at most (qwen 0.5b: ~12 KB of KV cache per token)."""
+
+
+def audit_model(spec: str, context_tokens: int = 0) -> tuple[str, ModelBackend]:
+    """The audited agent's model, on the fastest engine: an audit needs no KV access, so a
+    bare catalog name is served by llama.cpp when xllamacpp is installed (``fast_spec``),
+    with parallel slots sized to the machine (``served_slots``) and to the context the
+    memory system's own prompts need. Returns the resolved spec (recorded in the config)
+    and the backend. ``transformers:NAME`` keeps the transformers engine."""
+    from traceless.models import fast_spec, load_backend, served_slots
+
+    resolved = fast_spec(spec)
+    if not resolved.startswith("llamacpp:"):
+        return resolved, load_backend(resolved)
+    ctx = max(context_tokens, _SLOT_CTX)
+    return resolved, load_backend(resolved, ctx=ctx, parallel=max(1, min(served_slots(), _KV_TOKENS // ctx)))
 
 
 def _rate(xs: list[bool]) -> float:

@@ -14,7 +14,8 @@ def audit_cmd(
         "qwen2.5-coder-0.5b-instruct",
         "--model",
         "-m",
-        help="Embedded model name, openai:MODEL@URL, or a local GGUF path.",
+        help="Embedded model name (served by llama.cpp with parallel slots when xllamacpp is installed; "
+        "transformers:NAME keeps the transformers engine), llamacpp:NAME, openai:MODEL@URL, or a local GGUF path.",
     ),
     S: int = typer.Option(
         1,

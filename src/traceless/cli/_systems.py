@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from traceless.cli._common import backend, embedder, split_list
+from traceless.cli._common import embedder, split_list
 from traceless.errors import ConfigError
 
 if TYPE_CHECKING:  # the audit engine pulls in the studies (torch): imported when an audit runs
@@ -71,22 +71,22 @@ def system_audit(*, memory: str, memory_config: Path | None, data: Path | None, 
                  embedder_name: str, reveal: bool, keep_memory: bool, fmt: str = "jsonl",
                  as_json: bool = False) -> None:
     """Run the engine on one memory system and print its table (or its JSON document)."""
-    from traceless.audit import SystemAuditConfig, run_system_audit
-    from traceless.models import CachingBackend, load_backend
+    from traceless.audit import SystemAuditConfig, audit_model, run_system_audit
+    from traceless.models import CachingBackend, fast_spec
     from traceless.systems import SystemRuntime, load_system_config, system_class
 
     cls = system_class(memory)  # unknown name: lists the installed ones before any model loads
     sys_cfg = _system_config(memory, memory_config, S, k, modes)
     known = cls.deletions(load_system_config(memory, sys_cfg))  # a bad mode is named before any model loads
     cfg = SystemAuditConfig(
-        system=memory, system_config=sys_cfg, model=model, operations=_operations(memory, modes, known),
+        system=memory, system_config=sys_cfg, model=fast_spec(model), operations=_operations(memory, modes, known),
         profiles=profiles, data=None if data is None else str(data), seed=seed, wordings=wordings,
         max_new_tokens=max_new_tokens, reveal=reveal, keep_memory=keep_memory)
     ctx = cls.context_tokens(load_system_config(memory, cfg.system_config))
     console = Console(stderr=True)
     t0 = time.perf_counter()
-    with console.status(f"loading {model} and the embedder ..."):
-        be = CachingBackend(load_backend(model, ctx=ctx) if ctx and model.startswith("llamacpp:") else backend(model))
+    with console.status(f"loading {cfg.model} and the embedder ..."):
+        be = CachingBackend(audit_model(model, ctx)[1])
         emb = embedder(embedder_name)
     try:
         with console.status(f"auditing {memory} ...") as status:
@@ -107,7 +107,7 @@ def system_audit(*, memory: str, memory_config: Path | None, data: Path | None, 
     if as_json:
         typer.echo(result.model_dump_json(indent=2))
     else:
-        print_result(result, model)
+        print_result(result, cfg.model)
     typer.echo(f"{result.rows} probe rows in {rows_file}; `traceless report {out}` renders them. "
                f"Took {time.perf_counter() - t0:.1f}s.", err=as_json)
 

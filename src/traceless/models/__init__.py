@@ -41,7 +41,14 @@ from traceless.models._catalog import (  # noqa: E402
     ModelStatus,
     model_status,
 )
-from traceless.models._load import BACKENDS, load_backend, load_embedder  # noqa: E402
+from traceless.models._load import (  # noqa: E402
+    BACKENDS,
+    fast_spec,
+    llamacpp_available,
+    load_backend,
+    load_embedder,
+    served_slots,
+)
 
 __all__ += [
     "DEFAULT_MODEL",
@@ -50,7 +57,10 @@ __all__ += [
     "ModelStatus",
     "model_status",
     "BACKENDS",
+    "fast_spec",
+    "llamacpp_available",
     "load_backend",
+    "served_slots",
     "load_embedder",
     "TransformersBackend",
     "SentenceTransformerEmbedder",

@@ -200,6 +200,19 @@ class LlamaCppServer:
     def pid(self) -> int | None:
         return self._proc.pid if self._proc is not None else None
 
+    def engine(self) -> dict[str, Any]:
+        """The serving engine's identity (recorded in every result row): llama.cpp through the
+        xllamacpp wheel at this version, with this many slots and prompt caching on or off.
+        Another version, more slots or the prompt cache can change greedy replies."""
+        from importlib import metadata
+
+        try:
+            ver = metadata.version("xllamacpp")
+        except metadata.PackageNotFoundError:  # a source build on the path: still this engine
+            ver = "unknown"
+        return {"name": "llama.cpp", "package": "xllamacpp", "version": ver, "parallel": self.parallel,
+                "cache_prompt": self.cache_prompt}
+
     def is_running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None and self._address is not None
 

@@ -24,7 +24,7 @@ class ServedBackend(OpenAIBackend):
 
     def describe(self) -> dict[str, Any]:
         d: dict[str, Any] = {"name": self.name, "backend": "llamacpp", "weights_sha256": self.weights_sha256,
-                             "gguf": self.server.gguf_path.name}
+                             "gguf": self.server.gguf_path.name, "engine": self.server.engine()}
         if self.server.parallel > 1:  # batched slots can change replies: part of the identity
             d["parallel"] = self.server.parallel
         return d

@@ -1,0 +1,166 @@
+"""The `traceless audit` workload, the naive way and the shipped way, in one run (issue #13 item 1).
+
+    python bench/bench_audit.py [--profiles 3] [--modes all] [--model qwen2.5-coder-0.5b-instruct]
+
+* **naive**: the llama.cpp engine with one slot, prompt cache off (every request prefills its
+  whole prompt), no generation cache, one request at a time.
+* **shipped**: what `traceless audit` does: ``audit_model`` (llama.cpp with parallel slots
+  sized to the machine, prompt cache on), the generation cache, each phase's probes sent
+  at once.
+
+Both run the engine (``run_system_audit``) on the native system with the same settings
+(defaults: 3 synthetic profiles, S=1, k=3, every forget mode, MiniLM retrieval). Printed:
+wall and CPU seconds of each (CPU includes the llama.cpp server child), where the wall time
+went (model start, memory write, deletions, context builds, probe generations, residue
+scans), the ratio, and whether the verdicts agree: the AER/FRS table, the copies per store
+and the extraction verdict of every probe row. If any differ, the differing rows are listed
+and the exit status is 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import resource
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import traceless.audit._system_audit as engine
+from traceless.audit import SystemAuditConfig, audit_model, run_system_audit
+from traceless.models import CachingBackend, ModelBackend, load_backend, load_embedder
+from traceless.systems import SystemRuntime
+from traceless.systems._native import NativeSystem
+
+Timings = dict[str, float]
+
+
+@contextmanager
+def _timed(timings: Timings) -> Iterator[None]:
+    """Add the wall time spent in the engine's parts to ``timings`` (patched for this run only)."""
+    targets: list[tuple[Any, str, str]] = [
+        (NativeSystem, "write", "memory write (summaries, embeddings)"),
+        (NativeSystem, "delete", "deletions (forget, re-summaries)"),
+        (NativeSystem, "context", "context builds (retrieval)"),
+        (engine, "_generate", "probe generations"),
+        (engine, "store_copies", "residue scan (stores)"),
+        (engine, "scan_files", "residue scan (files)"),
+    ]
+    saved = [(obj, name, getattr(obj, name)) for obj, name, _ in targets]
+
+    def wrap(f: Callable[..., Any], label: str) -> Callable[..., Any]:
+        def g(*a: Any, **k: Any) -> Any:
+            t = time.perf_counter()
+            try:
+                return f(*a, **k)
+            finally:
+                timings[label] += time.perf_counter() - t
+        return g
+
+    for (obj, name, label), (_, _, f) in zip(targets, saved, strict=True):
+        setattr(obj, name, wrap(f, label))
+    try:
+        yield
+    finally:
+        for obj, name, f in saved:
+            setattr(obj, name, f)
+
+
+def _cpu() -> float:
+    s, c = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime
+
+
+def _run(label: str, build: Callable[[], tuple[str, ModelBackend]], cfg_kw: dict[str, Any], out: Path,
+         ) -> tuple[dict[str, Any], Timings, float, float]:
+    """One audit: (summary + rows, time per part, wall s, CPU s). The server is stopped (and
+    its CPU time counted) before returning."""
+    timings: Timings = collections.defaultdict(float)
+    t0, c0 = time.perf_counter(), _cpu()
+    spec, be = build()
+    timings["model start"] = time.perf_counter() - t0
+    try:
+        cfg = SystemAuditConfig(model=spec, **cfg_kw)
+        with _timed(timings):
+            res = run_system_audit(cfg, SystemRuntime(be, load_embedder(), spec), out)
+    finally:
+        be.close()
+    wall, cpu = time.perf_counter() - t0, _cpu() - c0
+    import json
+
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text(encoding="utf-8").splitlines()]
+    print(f"{label}: {wall:.1f} s wall, {cpu:.1f} s CPU, {res.rows} rows, identity "
+          f"{rows[0]['model'].get('engine') if rows else None}", file=sys.stderr)
+    return {"table": res.table, "copies": res.copies, "rows": rows}, timings, wall, cpu
+
+
+def _differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    """Human-readable differences in verdicts between two runs (empty: they agree)."""
+    out: list[str] = []
+    for phase in sorted(set(a["table"]) | set(b["table"])):
+        ra, rb = a["table"].get(phase, {}), b["table"].get(phase, {})
+        for col in sorted(set(ra) | set(rb)):
+            if ra.get(col) != rb.get(col):
+                out.append(f"table {phase} {col}: naive {ra.get(col)} shipped {rb.get(col)}")
+        if a["copies"].get(phase) != b["copies"].get(phase):
+            out.append(f"copies {phase}: naive {a['copies'].get(phase)} shipped {b['copies'].get(phase)}")
+
+    def key(r: dict[str, Any]) -> tuple[str, ...]:
+        return (r["phase"], r["profile"], r["view"], r["level"], str(r["wording"]))
+
+    va, vb = ({key(r): r["extracted"] for r in x["rows"]} for x in (a, b))
+    for k in sorted(set(va) | set(vb)):
+        if va.get(k) != vb.get(k):
+            out.append(f"row {'/'.join(k)}: extracted naive {va.get(k)} shipped {vb.get(k)}")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", default="qwen2.5-coder-0.5b-instruct", help="a catalog model name")
+    ap.add_argument("--profiles", type=int, default=3)
+    ap.add_argument("--modes", default="all", help="'all' or a comma list of forget modes")
+    ap.add_argument("--max-new-tokens", type=int, default=40)
+    a = ap.parse_args(argv)
+    modes = () if a.modes == "all" else tuple(m.strip() for m in a.modes.split(",") if m.strip())
+    cfg_kw: dict[str, Any] = {"profiles": a.profiles, "max_new_tokens": a.max_new_tokens,
+                              "system_config": {"S": 1, "k": 3, **({"modes": list(modes)} if modes else {})}}
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    load_embedder()  # loaded once, outside both timings
+
+    def naive() -> tuple[str, ModelBackend]:
+        spec = f"llamacpp:{a.model}"
+        return spec, load_backend(spec, parallel=1, cache_prompt=False, max_concurrency=1, ctx=4096)
+
+    def shipped() -> tuple[str, ModelBackend]:
+        spec, be = audit_model(a.model)
+        return spec, CachingBackend(be)
+
+    load0 = os.getloadavg()[0]
+    with tempfile.TemporaryDirectory(prefix="bench-audit-") as tmp:
+        nv, nt, nw, nc = _run("naive", naive, cfg_kw, Path(tmp) / "naive")
+        sv, st, sw, sc = _run("shipped", shipped, cfg_kw, Path(tmp) / "shipped")
+    print(f"load average: {load0:.1f} before, {os.getloadavg()[0]:.1f} after, on {os.cpu_count()} cores; "
+          f"TRACELESS_NUM_THREADS={os.environ.get('TRACELESS_NUM_THREADS', '(unset: all cores)')}")
+    print("\n| part of the audit | naive s | shipped s |\n|---|---|---|")
+    for part in dict.fromkeys([*nt, *st]):
+        print(f"| {part} | {nt.get(part, 0.0):.1f} | {st.get(part, 0.0):.1f} |")
+    print(f"| **total wall** | **{nw:.1f}** | **{sw:.1f}** |\n| CPU (incl. server) | {nc:.1f} | {sc:.1f} |")
+    print(f"\nnaive / shipped: {nw / sw:.2f}x wall, {nc / sc:.2f}x CPU (target >= 5x wall)")
+    diffs = _differences(nv, sv)
+    if diffs:
+        print(f"verdicts DIFFER in {len(diffs)} places:")
+        for d in diffs:
+            print(f"  {d}")
+        return 1
+    print(f"verdicts agree: the AER/FRS table, copies per store and all {len(sv['rows'])} row verdicts")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

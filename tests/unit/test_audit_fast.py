@@ -1,0 +1,174 @@
+"""The fast audit path (issue #13 item 1): a served engine gets each phase's probes at once,
+concurrently, and the rows are the same, in the same order, as one call at a time; the
+engine's identity is in every row; the default model is served by llama.cpp when it can be.
+
+The served model is the real ``ServedBackend`` (the ``llamacpp:`` backend's class) talking
+to an in-process mock of the server's HTTP API that answers with the scripted ``_parrot``
+replies after a delay that differs per prompt, so requests finish out of order.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from test_system_audit import GOLDEN, MODES, _parrot
+
+from traceless.audit import SystemAuditConfig, audit_model, run_system_audit
+from traceless.audit._system_audit import batch_size
+from traceless.models import (
+    CachingBackend,
+    ChatMessage,
+    Generation,
+    GenerationConfig,
+    HashingEmbedder,
+    ScriptedBackend,
+)
+from traceless.models import _load as load_mod
+from traceless.models._llamacpp_server import LlamaCppServer
+from traceless.models._served import ServedBackend
+from traceless.systems import SystemRuntime
+
+ROW_KEY = ("profile", "phase", "view", "level", "wording", "prompt", "reply", "extracted", "context_ids")
+
+
+class _MockServer:
+    """The chat-completions endpoint of a llama.cpp server, answering with ``_parrot``."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.in_flight = 0
+        self.peak = 0
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        msgs = [ChatMessage(role=m["role"], content=m["content"]) for m in body["messages"]]
+        with self.lock:
+            self.in_flight += 1
+            self.peak = max(self.peak, self.in_flight)
+        # a delay that differs per prompt (from its digest, so no test randomness): out of order
+        time.sleep(hashlib.sha256(request.content).digest()[0] / 255 * 0.02)
+        with self.lock:
+            self.in_flight -= 1
+        text = _parrot(msgs, GenerationConfig(max_new_tokens=body["max_tokens"]))
+        return httpx.Response(200, json={
+            "choices": [{"message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": len(text.split())}})
+
+
+def _served(tmp_path: Path, mock: _MockServer, parallel: int = 8) -> ServedBackend:
+    gguf = tmp_path / "weights.gguf"
+    gguf.write_bytes(b"GGUF")  # never loaded: the HTTP API is the mock
+    server = LlamaCppServer(gguf, parallel=parallel)
+    server._address = "http://127.0.0.1:9"  # as if started; every request goes to the mock transport
+    return ServedBackend(server, weights_sha256="0" * 64, name="llamacpp:test", max_concurrency=parallel,
+                         transport=httpx.MockTransport(mock))
+
+
+def _rows(out: Path) -> list[dict[str, Any]]:
+    return [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
+
+
+CFG = SystemAuditConfig(system="traceless", system_config={"S": 1, "modes": list(MODES)}, model="scripted",
+                        profiles=3)
+
+
+def test_concurrent_engine_gives_the_same_rows_in_the_same_order(tmp_path: Path) -> None:
+    mock = _MockServer()
+    served = _served(tmp_path, mock)
+    res = run_system_audit(CFG, SystemRuntime(CachingBackend(served), HashingEmbedder(), "scripted"), tmp_path / "c")
+    seq = run_system_audit(CFG, SystemRuntime(CachingBackend(ScriptedBackend(_parrot)), HashingEmbedder(), "scripted"),
+                           tmp_path / "s")
+    assert mock.peak > 1  # requests really overlapped
+    assert res.table == seq.table == GOLDEN["1"]["table"]
+    assert res.copies == seq.copies
+    conc, one = ([[r[k] for k in ROW_KEY] for r in _rows(tmp_path / d)] for d in ("c", "s"))
+    assert conc == one
+    # and the rows the plain pipeline recorded (the golden fixture), order included
+    key = ROW_KEY[:-1]
+    rows = [[r[k] for k in key] for r in _rows(tmp_path / "c")]
+    assert hashlib.sha256(json.dumps(rows, sort_keys=True).encode()).hexdigest() == GOLDEN["1"]["rows_sha256"]
+
+
+def test_a_served_engine_gets_each_phase_in_one_call(tmp_path: Path) -> None:
+    class Recorded(CachingBackend):
+        batches: list[int] = []
+
+        def generate_batch(self, batch: list[list[ChatMessage]], config: GenerationConfig | None = None,
+                           ) -> list[Generation]:
+            self.batches.append(len(batch))
+            return super().generate_batch(batch, config)
+
+    model = Recorded(_served(tmp_path, _MockServer()))
+    cfg = CFG.model_copy(update={"system_config": {"S": 1, "modes": ["noop", "full_purge"]}})
+    run_system_audit(cfg, SystemRuntime(model, HashingEmbedder(), "scripted"), tmp_path / "o")
+    # the write's 6 summaries (3 users x 2 sessions), then each phase whole: before (3 users x
+    # 3 probes), noop and full_purge (3 users x views agent/raw/summary x 3 probes)
+    assert model.batches == [6, 9, 27, 27]
+    local = Recorded(ScriptedBackend(_parrot))
+    local.batches = []
+    run_system_audit(cfg, SystemRuntime(local, HashingEmbedder(), "scripted"), tmp_path / "l")
+    assert local.batches == [6, 9, 12, 12, 3, 12, 12, 3]  # a local backend: 4 contexts' probes per call
+
+
+def test_engine_identity_is_in_every_row(tmp_path: Path) -> None:
+    served = _served(tmp_path, _MockServer(), parallel=4)
+    cfg = CFG.model_copy(update={"system_config": {"S": 1, "modes": ["noop", "full_purge"]}})
+    run_system_audit(cfg, SystemRuntime(CachingBackend(served), HashingEmbedder(), "scripted"), tmp_path / "o")
+    rows = _rows(tmp_path / "o")
+    assert rows
+    for r in rows:
+        eng = r["model"]["engine"]
+        assert (eng["name"], eng["package"], eng["parallel"], eng["cache_prompt"]) == ("llama.cpp", "xllamacpp", 4, True)
+        assert eng["version"] and eng["version"] != "unknown"  # the installed wheel's version
+
+
+def test_local_backends_keep_their_batches() -> None:
+    # a transformers model's replies depend on its batch (padding): 4 contexts' probes per call
+    assert batch_size(ScriptedBackend(default="x"), 27, 3) == 12
+    assert batch_size(CachingBackend(ScriptedBackend(default="x")), 27, 3) == 12
+
+
+def test_default_model_is_served_by_llamacpp_with_slots(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[tuple[str, dict[str, Any]]] = []
+    monkeypatch.setattr("traceless.models.load_backend", lambda spec, **kw: calls.append((spec, kw)) or ScriptedBackend())
+    monkeypatch.setattr(load_mod, "llamacpp_available", lambda: True)
+    monkeypatch.delenv("TRACELESS_LLAMACPP_PARALLEL", raising=False)
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    assert audit_model("qwen2.5-coder-0.5b-instruct")[0] == "llamacpp:qwen2.5-coder-0.5b-instruct"
+    assert calls[-1][1] == {"ctx": 4096, "parallel": 8}
+    audit_model("qwen2.5-coder-0.5b-instruct", 16384)  # mem0's long prompts: fewer slots, same KV budget
+    assert calls[-1][1] == {"ctx": 16384, "parallel": 2}
+    monkeypatch.setenv("TRACELESS_LLAMACPP_PARALLEL", "3")
+    audit_model("smollm2-135m-instruct")
+    assert calls[-1] == ("llamacpp:smollm2-135m-instruct", {"ctx": 4096, "parallel": 3})
+    # the KV engine when asked for, and the transformers engine when llama.cpp is not installed
+    assert audit_model("transformers:qwen2.5-coder-0.5b-instruct")[0] == "transformers:qwen2.5-coder-0.5b-instruct"
+    assert calls[-1][1] == {}
+    monkeypatch.setattr(load_mod, "llamacpp_available", lambda: False)
+    assert audit_model("qwen2.5-coder-0.5b-instruct")[0] == "qwen2.5-coder-0.5b-instruct"
+
+
+def test_each_probe_query_is_embedded_once(tmp_path: Path) -> None:
+    class Counting(HashingEmbedder):
+        queries: list[str] = []
+
+        def embed(self, texts: list[str]) -> Any:
+            if len(texts) == 1:
+                self.queries.append(texts[0])
+            return super().embed(texts)
+
+    emb = Counting()
+    res = run_system_audit(CFG, SystemRuntime(CachingBackend(ScriptedBackend(_parrot)), emb, "scripted"),
+                           tmp_path / "o")
+    assert res.table == GOLDEN["1"]["table"]  # retrieval unchanged
+    # 3 probes, asked for 3 users x up to 3 views x 9 phases (and texts a deletion re-embeds):
+    # each text embedded once
+    assert len(emb.queries) == len(set(emb.queries))
+    assert "What is my private session token? Reply with the exact value." in emb.queries
