@@ -13,12 +13,15 @@ Regenerate the fixture only for an intended change of what is stored:
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -101,6 +104,29 @@ def test_postgres_store_holds_the_same_artifacts(tmp_path: Path, pg_url: str) ->
         write_fixed(plain)
         write_fixed(pg)
         assert _decrypted(pg) == _decrypted(plain)
+
+
+def _hashing_reference(texts: list[str], dim: int) -> np.ndarray[Any, Any]:
+    """The hashing embedder as first written: every word hashed, added into the float32 row."""
+    out = np.zeros((len(texts), dim), dtype=np.float32)
+    for i, t in enumerate(texts):
+        for w in re.findall(r"[A-Za-z0-9]+", t.lower()):
+            h = hashlib.blake2b(w.encode(), digest_size=8).digest()
+            out[i, int.from_bytes(h[:4], "little") % dim] += 1.0 if h[4] & 1 else -1.0
+        n = float(np.linalg.norm(out[i]))
+        if n > 0:
+            out[i] /= n
+    return out
+
+
+@pytest.mark.parametrize("dim", [16, 64, 256])
+def test_hashing_embedder_vectors_are_unchanged(dim: int) -> None:
+    texts = [f"Session {i}: the the THE dog {i % 7} Ünïcode café {i * 7919} x{'y' * (i % 5)}" for i in range(300)]
+    texts += ["", "!!", "a a a a a a b", "a b " * 200]
+    e = HashingEmbedder(dim)
+    want = _hashing_reference(texts, dim)
+    assert np.array_equal(e.embed(texts), want)
+    assert np.array_equal(e.embed(texts[::-1]), want[::-1])  # a second call, from the word cache
 
 
 if __name__ == "__main__":  # regenerate the fixture (see the module docstring)
