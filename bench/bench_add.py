@@ -10,10 +10,12 @@ consolidation) into a fresh store, through the public API, timed in a fresh chil
 (the embedder is loaded before the clock starts). Hashing embedder: plaintext and
 encrypted; MiniLM: plaintext (its cost is the embedding). Prints seconds, µs per session,
 the per-session cost relative to the smallest size (a linear pipeline stays near 1.0) and
-encrypted/plaintext; ``--plot`` draws both curves into a PNG.
+encrypted/plaintext, and the child's CPU time (user+sys: less sensitive to machine load
+than wall time); ``--plot`` draws both curves into a PNG.
 
 ``--before REF`` also runs the hashing sizes on an older commit (checked out in a temporary
-``git worktree``, same interpreter, runs interleaved) and prints the before/after ratio; the
+``git worktree``, same interpreter, runs interleaved) and prints the before/after ratios of
+wall time and CPU time (plaintext) and of wall time (encrypted); the
 two trees must store the same artifacts and lineage (compared row by row; ``created_at``
 and the random keyed digests of an encrypted store excluded), else the differing rows are
 printed and the comparison is void.
@@ -125,15 +127,16 @@ def _differing(a: Path, b: Path, limit: int = 10) -> list[str]:
 def _hashing(sizes: list[int], folder: Path, before: Path | None) -> tuple[list[dict[str, Any]], bool]:
     """The hashing curve, plaintext and encrypted (and on the older tree, interleaved)."""
     rows, ok, base = [], True, None
-    print(f"{'sessions':>9} {'plain s':>8} {'µs/sess':>8} {'growth':>7} {'enc s':>8} {'enc/plain':>9} {'MB':>6}"
-          + (f" {'before s':>9} {'before/after':>12} {'enc before/after':>16}" if before else ""))
+    print(f"{'sessions':>9} {'plain s':>8} {'CPU s':>6} {'µs/sess':>8} {'growth':>7} {'enc s':>8} {'enc/plain':>9} "
+          f"{'MB':>6}" + (f" {'before s':>9} {'CPU s':>6} {'before/after':>12} {'CPU':>6} {'enc':>6}" if before else ""))
     for n in sizes:
         r: dict[str, Any] = {"n": n}
         for enc in (False, True):
             kind = "enc" if enc else "plain"
             files = {t: folder / f"rows-{t}-{kind}-{n}.tsv" for t in ("before", "after")} if before else {}
             if before:
-                r[f"before_{kind}"] = _run(before, n, enc, "hashing", folder, files["before"])["seconds"]
+                res = _run(before, n, enc, "hashing", folder, files["before"])
+                r[f"before_{kind}"], r[f"before_{kind}_cpu"] = res["seconds"], res["cpu"]
             res = _run(ROOT, n, enc, "hashing", folder, files.get("after"))
             r[kind], r[f"{kind}_cpu"], r["mb"] = res["seconds"], res["cpu"], res["mb"]
             if before:
@@ -144,11 +147,11 @@ def _hashing(sizes: list[int], folder: Path, before: Path | None) -> tuple[list[
         per = r["plain"] / n * 1e6
         base = base or per
         r["growth"], r["ratio"] = per / base, r["enc"] / r["plain"]
-        line = (f"{n:9d} {r['plain']:8.2f} {per:8.0f} {r['growth']:7.2f} {r['enc']:8.2f} {r['ratio']:9.2f} "
-                f"{r['mb']:6.1f}")
+        line = (f"{n:9d} {r['plain']:8.2f} {r['plain_cpu']:6.2f} {per:8.0f} {r['growth']:7.2f} {r['enc']:8.2f} "
+                f"{r['ratio']:9.2f} {r['mb']:6.1f}")
         if before:
-            line += f" {r['before_plain']:9.2f} {r['before_plain'] / r['plain']:11.2f}x " \
-                    f"{r['before_enc'] / r['enc']:15.2f}x"
+            line += (f" {r['before_plain']:9.2f} {r['before_plain_cpu']:6.2f} {r['before_plain'] / r['plain']:11.2f}x"
+                     f" {r['before_plain_cpu'] / r['plain_cpu']:5.2f}x {r['before_enc'] / r['enc']:5.2f}x")
         print(line, flush=True)
         rows.append(r)
         if n >= 100_000 and r["plain"] * 100_000 / n > FLOOR_S:

@@ -14,8 +14,10 @@ Regenerate the fixture only for an intended change of what is stored:
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import re
+import struct
 import sys
 import tempfile
 from pathlib import Path
@@ -27,7 +29,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from _forget_helpers import alice_sessions, bob_sessions, canonical_dump, make_summarizer, session  # noqa: E402
 
-from traceless.memory import MemoryStore, MemoryWriter, Session, WriteConfig  # noqa: E402
+from traceless.memory import MemoryStore, MemoryWriter, Session, WriteConfig, _crypto  # noqa: E402
 from traceless.models import HashingEmbedder  # noqa: E402
 
 GOLDEN = Path(__file__).parents[1] / "fixtures" / "write_golden.json"
@@ -127,6 +129,17 @@ def test_hashing_embedder_vectors_are_unchanged(dim: int) -> None:
     want = _hashing_reference(texts, dim)
     assert np.array_equal(e.embed(texts), want)
     assert np.array_equal(e.embed(texts[::-1]), want[::-1])  # a second call, from the word cache
+
+
+def test_sealed_payload_bytes_are_unchanged() -> None:
+    """An encrypted store's keyed digest is an HMAC of the payload: same payload bytes as
+    ``json.dumps(..., ensure_ascii=False)`` wrote them."""
+    key, p = bytes(range(32)), _crypto.Sealed("café ü\nline", b"\x00\x01\x02\x03", {"z": 1, "a": ["ü", None]})
+    head = json.dumps({"t": p.text, "m": p.meta}, ensure_ascii=False).encode("utf-8")
+    raw = struct.pack(">I", len(head)) + head + (p.vector or b"")
+    sealed, digest = _crypto.seal(key, "r-00000001", p)
+    assert digest == hmac.new(key, raw, hashlib.sha256).hexdigest()
+    assert _crypto.unseal(key, "r-00000001", sealed) == p
 
 
 if __name__ == "__main__":  # regenerate the fixture (see the module docstring)
