@@ -39,8 +39,8 @@ __all__ = [
 ]
 
 SummaryLevel = Literal[1, 2]
-_BATCH = 2048  # sessions per insert batch: bounds the rows held in memory at once
 OnDuplicate = Literal["error", "skip", "replace"]
+_BATCH = 2048  # sessions per insert batch: bounds the rows held in memory at once
 
 
 class WriteConfig(BaseModel):
