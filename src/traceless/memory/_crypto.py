@@ -141,8 +141,11 @@ def unwrap(master: bytes, wrapped: bytes, owner: str, path: str) -> bytes:
                                "store); restore the TRACELESS_HOME this store was used with") from None
 
 
+_HEAD = json.JSONEncoder(ensure_ascii=False)  # json.dumps(..., ensure_ascii=False), built once
+
+
 def _payload(p: Sealed) -> bytes:
-    head = json.dumps({"t": p.text, "m": p.meta}, ensure_ascii=False).encode("utf-8")
+    head = _HEAD.encode({"t": p.text, "m": p.meta}).encode("utf-8")
     return struct.pack(">I", len(head)) + head + (p.vector or b"")
 
 

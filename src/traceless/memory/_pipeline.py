@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from traceless import _hooks, prompts
 from traceless.errors import ConfigError, DuplicateSessionError
 from traceless.memory._gate import WriteGate
-from traceless.memory._store import MemoryStore
+from traceless.memory._store import MemoryStore, NewArtifact
 from traceless.memory._types import EXTRACTIVE, KIND_BY_LEVEL, Artifact, Session, Tier
 from traceless.models import ChatMessage, Embedder, GenerationConfig, ModelBackend
 
@@ -40,6 +40,7 @@ __all__ = [
 
 SummaryLevel = Literal[1, 2]
 OnDuplicate = Literal["error", "skip", "replace"]
+_BATCH = 2048  # sessions per insert batch: bounds the rows held in memory at once
 
 
 class WriteConfig(BaseModel):
@@ -80,6 +81,15 @@ def parse_facts(text: str, max_facts: int) -> list[str]:
 def extractive_text(records: Sequence[Artifact]) -> str:
     """Paper 001: active raw records sorted by id, text joined verbatim with '\\n'."""
     return "\n".join((r.text or "") for r in sorted(records, key=lambda r: r.id))
+
+
+def _split(items: Sequence[Artifact], sizes: Sequence[int]) -> list[Sequence[Artifact]]:
+    """``items`` cut into consecutive runs of ``sizes``."""
+    out, k = [], 0
+    for n in sizes:
+        out.append(items[k:k + n])
+        k += n
+    return out
 
 
 @dataclass
@@ -219,9 +229,9 @@ class MemoryWriter:
         with self._gated(), self.store.bulk():
             keep = self._resolve_duplicates(sessions, on_duplicate)
             self._check_owner_ids({s.user_id for s in sessions})
-            for s, us, mine in zip(sessions, units, job_index, strict=True):
-                if (s.user_id, s.session_id) in keep:
-                    self._insert_session(s, us, [(lv, chunks[j]) for lv, j in mine], vectors, report)
+            self._insert_sessions([(s, us, [(lv, chunks[j]) for lv, j in mine])
+                                   for s, us, mine in zip(sessions, units, job_index, strict=True)
+                                   if (s.user_id, s.session_id) in keep], vectors, report)
             if self.config.extractive:
                 for owner in dict.fromkeys(s.user_id for s in sessions):
                     ext = self.consolidate(owner)
@@ -239,7 +249,11 @@ class MemoryWriter:
     def _resolve_duplicates(self, sessions: Sequence[Session], on_duplicate: OnDuplicate) -> set[tuple[str, str]]:
         """Inside the transaction: which sessions to insert (re-adding is an explicit choice)."""
         keep: set[tuple[str, str]] = set()
+        present = self.store.present_sessions((s.user_id, s.session_id) for s in sessions)
         for s in sessions:
+            if (s.user_id, s.session_id) not in present:
+                keep.add((s.user_id, s.session_id))
+                continue
             old = self.store.artifacts(owner=s.user_id, tier=Tier.RAW, session_id=s.session_id)
             if old and on_duplicate == "error":
                 raise DuplicateSessionError(
@@ -264,39 +278,48 @@ class MemoryWriter:
                     f"exactly, so use {twin!r} (or a clearly different id). Nothing was written."
                 )
 
-    def _insert_session(
-        self, s: Session, us: list[_PendingRaw], levels: list[tuple[int, list[str]]],
+    def _insert_sessions(
+        self, todo: Sequence[tuple[Session, list[_PendingRaw], list[tuple[int, list[str]]]]],
         vectors: dict[str, npt.NDArray[np.float32]], report: WriteReport,
     ) -> None:
-        raws = [
-            self.store.add(
-                owner=s.user_id, tier=Tier.RAW, kind="turn", text=u.text, session_id=s.session_id, seq=u.seq,
-                meta={"role": u.role, "has_answer": u.has_answer, "turns": u.turn_indices, "date": s.date,
-                      "level": 0,
-                      "neighbors": sorted({n for i in u.turn_indices for n in s.neighbors.get(str(i), [])})},
-            )
-            for u in us
-        ]
-        report.raw += [r.id for r in raws]
-        summaries: list[Artifact] = []
-        for lv, cs in levels:
-            summaries += self._insert_summary(s.user_id, s.session_id, lv, cs, raws, s.date)
-        report.summary += [a.id for a in summaries]
-        if self.config.embed:
-            report.embedding += [e.id for e in self.embed([*raws, *summaries], vectors)]
+        """Insert sessions (raw records, their summaries, then the embeddings of both) with
+        one batch per tier: ids come out as session by session, in order."""
+        for i in range(0, len(todo), _BATCH):
+            part = todo[i:i + _BATCH]
+            raws = self.store.add_many([self._raw_draft(s, u) for s, us, _ in part for u in us])
+            raw_of = _split(raws, [len(us) for _, us, _ in part])
+            summaries = self.store.add_many([
+                self._summary_draft(s.user_id, s.session_id, lv, j, c, [r.id for r in rs], s.date)
+                for (s, _, levels), rs in zip(part, raw_of, strict=True) for lv, cs in levels
+                for j, c in enumerate(cs)])
+            summary_of = _split(summaries, [sum(len(cs) for _, cs in levels) for _, _, levels in part])
+            report.raw += [r.id for r in raws]
+            report.summary += [a.id for a in summaries]
+            if self.config.embed:
+                ordered = [a for rs, ss in zip(raw_of, summary_of, strict=True) for a in (*rs, *ss)]
+                report.embedding += [e.id for e in self.embed(ordered, vectors)]
+
+    def _raw_draft(self, s: Session, u: _PendingRaw) -> NewArtifact:
+        return NewArtifact(
+            owner=s.user_id, tier=Tier.RAW, kind="turn", text=u.text, session_id=s.session_id, seq=u.seq,
+            meta={"role": u.role, "has_answer": u.has_answer, "turns": u.turn_indices, "date": s.date, "level": 0,
+                  "neighbors": sorted({n for i in u.turn_indices for n in s.neighbors.get(str(i), [])})},
+        )
+
+    def _summary_draft(self, owner: str, session_id: str, level: int, seq: int, chunk: str,
+                       parents: list[str], date: str | None) -> NewArtifact:
+        return NewArtifact(
+            owner=owner, tier=Tier.SUMMARY, kind=KIND_BY_LEVEL[level], text=chunk, session_id=session_id, seq=seq,
+            meta={"level": level, "date": date}, parents=tuple(parents), op="summarize", params=self._params(level),
+        )
 
     def _insert_summary(
         self, owner: str, session_id: str, level: int, chunks: Sequence[str], sources: Sequence[Artifact],
         date: str | None, start_seq: int = 0,
     ) -> list[Artifact]:
-        return [
-            self.store.add(
-                owner=owner, tier=Tier.SUMMARY, kind=KIND_BY_LEVEL[level], text=c, session_id=session_id,
-                seq=start_seq + i, meta={"level": level, "date": date},
-                parents=[r.id for r in sources], op="summarize", params=self._params(level),
-            )
-            for i, c in enumerate(chunks)
-        ]
+        parents = [r.id for r in sources]
+        return self.store.add_many([self._summary_draft(owner, session_id, level, start_seq + i, c, parents, date)
+                                    for i, c in enumerate(chunks)])
 
     def summarize_sources(self, level: int, sources: Sequence[Artifact]) -> list[str]:
         """Run the level-``level`` summarizer on the current text of ``sources`` (for rebuilds)."""
@@ -362,15 +385,14 @@ class MemoryWriter:
         if missing:
             have = {**have, **self._vectors_now(missing)}
         vecs = [have[a.text or ""] for a in todo]
+        params = {"model": self.embedder.name}
         with self.store.transaction():
-            return [
-                self.store.add(
-                    owner=a.owner, tier=Tier.EMBEDDING, kind="vector", text=a.text, vector=v,
-                    session_id=a.session_id, seq=a.seq, meta={"embedder": self.embedder.name},
-                    parents=[a.id], op="embed", params={"model": self.embedder.name},
-                )
+            return self.store.add_many([
+                NewArtifact(owner=a.owner, tier=Tier.EMBEDDING, kind="vector", text=a.text, vector=v,
+                            session_id=a.session_id, seq=a.seq, meta={"embedder": self.embedder.name},
+                            parents=(a.id,), op="embed", params=params)
                 for a, v in zip(todo, vecs, strict=True)
-            ]
+            ])
 
     def _vectors_now(self, texts: list[str]) -> dict[str, npt.NDArray[np.float32]]:
         assert self.embedder is not None

@@ -17,7 +17,9 @@ import secrets
 import sqlite3
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,7 +35,7 @@ if TYPE_CHECKING:  # numpy is imported where vectors are handled: `memory show` 
     import numpy as np
     import numpy.typing as npt
 
-__all__ = ["MemoryStore"]
+__all__ = ["MemoryStore", "NewArtifact"]
 
 _PREFIX = {Tier.RAW: "r", Tier.SUMMARY: "s", Tier.EMBEDDING: "e", Tier.CACHE: "c"}
 _COLS = "id, owner, tier, kind, session_id, seq, text, vector, digest, created_at, meta, sealed"
@@ -41,12 +43,44 @@ _NCOLS = 12
 _BATCH_ROWS = 20_000  # bulk(): rows held before a batch is sent (bounds the memory a large load takes)
 _FREE_SPACE = "free_space"  # meta key; "zeroed": the store keeps the scrub invariant (``_scrub``)
 _SCRUB_FRAMES = 1000  # scrub once the WAL holds this many frames (SQLite's own autocheckpoint default)
+_IN_CHUNK = 500  # ids per IN (...) list: well under every engine's bound-parameter limit
+
+
+@dataclass(frozen=True)
+class NewArtifact:
+    """An artifact to insert (``MemoryStore.add_many``); the store gives it id, digest and time."""
+
+    owner: str
+    """User/tenant that owns it."""
+    tier: Tier
+    """Storage tier (it picks the id prefix and counter)."""
+    kind: str
+    """What it is inside the tier (turn, key_facts, vector …)."""
+    text: str | None = None
+    """Text payload (checked against the write gate)."""
+    vector: npt.NDArray[np.float32] | None = None
+    """Embedding, stored as float32 bytes."""
+    session_id: str | None = None
+    """Session it came from."""
+    seq: int = 0
+    """Order inside its session."""
+    meta: dict[str, Any] = field(default_factory=dict)
+    """Free-form metadata."""
+    parents: tuple[str, ...] = ()
+    """Ids it was derived from: one lineage edge child → parent each, made by ``op``."""
+    op: str = ""
+    """Operation of those edges (summarize, embed, extract …)."""
+    params: dict[str, Any] = field(default_factory=dict)
+    """Parameters of those edges."""
+
+
+# UTF-8, not \uXXXX escapes: a byte scan for a non-ASCII literal must see the same bytes the
+# text columns hold. One encoder for every call (json.dumps with options builds one per call).
+_ENCODER = json.JSONEncoder(sort_keys=True, ensure_ascii=False)
 
 
 def _dumps(obj: Any) -> str:
-    # UTF-8, not \uXXXX escapes: a byte scan for a non-ASCII literal must see the same
-    # bytes the text columns hold
-    return json.dumps(obj, sort_keys=True, ensure_ascii=False)
+    return _ENCODER.encode(obj)
 
 
 def check_owner(owner: str) -> None:
@@ -601,23 +635,30 @@ class MemoryStore:
         self.close()
 
     # ----------------------------------------------------------------- ids / meta
-    def _next_id(self, tier: Tier) -> str:
-        key = f"seq:{tier.value}"
-        if self._batch is not None:  # bulk(): the counter is read once, written with the batch
-            n = self._batch.seq.get(key)
-            if n is None:
-                n = int(self.get_meta(key) or 0)
-            self._batch.seq[key] = n + 1
-            return f"{_PREFIX[tier]}-{n + 1:08d}"
-        if self._b.dialect == "postgres":  # one round trip to the server instead of two
-            (n,) = self._exec(
-                "INSERT INTO meta(key, value) VALUES (?, '1') ON CONFLICT (key) DO UPDATE "
-                "SET value = (CAST(meta.value AS BIGINT) + 1)::text RETURNING value", (key,)).fetchone()
-            return f"{_PREFIX[tier]}-{int(n):08d}"
-        row = self._exec("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-        n = int(row[0]) + 1 if row else 1
-        self._exec(self._b.upsert("meta", ("key", "value"), ("key",), replace=True), (key, str(n)))
-        return f"{_PREFIX[tier]}-{n:08d}"
+    def _next_ids(self, tiers: Sequence[Tier]) -> list[str]:
+        """Ids for new artifacts of ``tiers`` (in order), each tier's counter advanced once."""
+        last: dict[Tier, int] = {}
+        for tier, n in Counter(tiers).items():
+            key = f"seq:{tier.value}"
+            if self._batch is not None:  # bulk(): the counter is read once, written with the batch
+                start = self._batch.seq.get(key)
+                last[tier] = int(self.get_meta(key) or 0) if start is None else start
+                self._batch.seq[key] = last[tier] + n
+                continue
+            if self._b.dialect == "postgres":  # one round trip to the server instead of two
+                (top,) = self._exec(
+                    "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE "
+                    "SET value = (CAST(meta.value AS BIGINT) + ?)::text RETURNING value", (key, str(n), n)).fetchone()
+                last[tier] = int(top) - n
+                continue
+            row = self._exec("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+            last[tier] = int(row[0]) if row else 0
+            self._exec(self._b.upsert("meta", ("key", "value"), ("key",), replace=True), (key, str(last[tier] + n)))
+        out = []
+        for tier in tiers:
+            last[tier] += 1
+            out.append(f"{_PREFIX[tier]}-{last[tier]:08d}")
+        return out
 
     @property
     def store_id(self) -> str:
@@ -660,35 +701,61 @@ class MemoryStore:
 
         Raises ``GateBlockedError`` (nothing inserted) when ``text`` carries a value the
         owner asked to forget."""
-        self._require_tx()
-        check_owner(owner)
-        self.gate_check(owner, text)
-        if vector is not None:
-            import numpy as np
+        return self.add_many([NewArtifact(owner=owner, tier=tier, kind=kind, text=text, vector=vector,
+                                          session_id=session_id, seq=seq, meta=meta or {}, parents=tuple(parents),
+                                          op=op, params=params or {})])[0]
 
-            vec: bytes | None = np.asarray(vector, dtype=np.float32).tobytes()
-        else:
-            vec = None
-        art_id, meta = self._next_id(tier), meta or {}
-        if self.encrypted:
-            sealed, digest = self._seal_row(art_id, owner, text, vec, meta)
-            row: tuple[Any, ...] = (None, None, "{}", sealed)
-        else:
-            digest = digest_text(text, vec)
-            row = (text, vec, _dumps(meta), None)
-        art = Artifact(id=art_id, owner=owner, tier=tier, kind=kind, session_id=session_id, seq=seq, text=text,
-                       vector=vec, digest=digest, created_at=time.time(), meta=meta)
-        values = (art.id, art.owner, art.tier.value, art.kind, art.session_id, art.seq, row[0], row[1],
-                  art.digest, art.created_at, row[2], row[3])
-        if self._batch is not None:
-            self._batch.artifacts.append(values)
+    def add_many(self, new: Sequence[NewArtifact]) -> list[Artifact]:
+        """Insert artifacts in order, as ``add`` one by one would (same ids, rows and edges),
+        with one statement per table instead of a few per artifact.
+
+        Every owner and text is checked before anything is inserted: a ``GateBlockedError``
+        or a bad owner leaves the batch out entirely."""
+        self._require_tx()
+        for owner in dict.fromkeys(n.owner for n in new):
+            check_owner(owner)
+        for n in new:
+            self.gate_check(n.owner, n.text)
+        ids = self._next_ids([n.tier for n in new])
+        made = [self._artifact(art_id, n) for art_id, n in zip(ids, new, strict=True)]
+        arts, rows = [a for a, _ in made], [r for _, r in made]
+        dumped: dict[int, str] = {}  # one dump per params object: a batch often shares one
+        edges = [(a.id, p, n.op, dumped.get(id(n.params)) or dumped.setdefault(id(n.params), _dumps(n.params)))
+                 for a, n in zip(arts, new, strict=True) for p in n.parents]
+        if self._batch is not None:  # bulk(): the rows wait for the batch to be sent
+            self._batch.artifacts += rows
+            self._batch.lineage.update(((e[0], e[1]), e) for e in edges)
             if len(self._batch.artifacts) >= _BATCH_ROWS:
                 self._send_batch()
+            return arts
+        try:
+            self._b.executemany(f"INSERT INTO artifacts({_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+            if edges:
+                self._b.executemany(self._b.upsert("lineage", ("child", "parent", "op", "params"),
+                                                   ("child", "parent"), replace=True), edges)
+        except self._b.errors as e:
+            raise self._translate(e) from e
+        return arts
+
+    def _artifact(self, art_id: str, n: NewArtifact) -> tuple[Artifact, tuple[Any, ...]]:
+        """The artifact ``n`` becomes under ``art_id``, and its row: plaintext columns, or
+        only the sealed payload (then the digest is keyed)."""
+        if n.vector is not None:
+            import numpy as np
+
+            vec: bytes | None = np.asarray(n.vector, dtype=np.float32).tobytes()
         else:
-            self._exec(f"INSERT INTO artifacts({_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", values)
-        for p in parents:
-            self.add_edge(art.id, p, op, params or {})
-        return art
+            vec = None
+        if self.encrypted:
+            sealed, digest = self._seal_row(art_id, n.owner, n.text, vec, n.meta)
+            payload: tuple[Any, ...] = (None, None, "{}", sealed)
+        else:
+            digest = digest_text(n.text, vec)
+            payload = (n.text, vec, _dumps(n.meta), None)
+        a = Artifact(id=art_id, owner=n.owner, tier=n.tier, kind=n.kind, session_id=n.session_id, seq=n.seq,
+                     text=n.text, vector=vec, digest=digest, created_at=time.time(), meta=n.meta)
+        return a, (a.id, a.owner, a.tier.value, a.kind, a.session_id, a.seq, payload[0], payload[1], a.digest,
+                   a.created_at, payload[2], payload[3])
 
     def add_edge(self, child: str, parent: str, op: str, params: dict[str, Any]) -> None:
         self._require_tx()
@@ -758,6 +825,25 @@ class MemoryStore:
         return int(self._exec("UPDATE artifacts SET session_id = ? WHERE owner = ? AND session_id = ?",
                               (new, owner, old)).rowcount)
 
+    def present_sessions(self, pairs: Iterable[tuple[str, str]], *, tier: Tier = Tier.RAW) -> set[tuple[str, str]]:
+        """The (owner, session id) pairs among ``pairs`` that hold an artifact of ``tier``:
+        one indexed lookup per owner and chunk of ids, not one query per session."""
+        by_owner: dict[str, dict[str, None]] = {}
+        for owner, sid in pairs:
+            by_owner.setdefault(owner, {})[sid] = None
+        found: set[tuple[str, str]] = set()
+        for owner, sids in by_owner.items():
+            uniq = list(sids)
+            for i in range(0, len(uniq), _IN_CHUNK):
+                chunk = uniq[i:i + _IN_CHUNK]
+                # neither a tier term nor DISTINCT: with either, SQLite's planner may walk all the
+                # owner's rows through (owner, tier, kind) instead of seeking (owner, session_id)
+                rows = self._exec(
+                    f"SELECT session_id, tier FROM artifacts WHERE owner = ? AND session_id IN "
+                    f"({','.join('?' * len(chunk))})", (owner, *chunk))
+                found |= {(owner, r[0]) for r in rows if r[1] == tier.value}
+        return found
+
     def session_ids(self, owner: str) -> list[str]:
         return [r[0] for r in self._exec(
             "SELECT DISTINCT session_id FROM artifacts WHERE owner = ? AND session_id IS NOT NULL ORDER BY 1",
@@ -801,7 +887,13 @@ class MemoryStore:
         return [self._art(r) for r in self._exec(sql + " ORDER BY id", params).fetchall()]
 
     def owners(self) -> list[str]:
-        return [r[0] for r in self._exec("SELECT DISTINCT owner FROM artifacts ORDER BY owner")]
+        """Every owner, sorted. One index seek per owner (a loose index scan), not a walk over
+        every artifact: a write checks its owners against these, and must not cost more as
+        the store grows."""
+        return [r[0] for r in self._exec(
+            "WITH RECURSIVE o(x) AS (SELECT min(owner) FROM artifacts UNION ALL "
+            "SELECT (SELECT min(owner) FROM artifacts WHERE owner > o.x) FROM o WHERE o.x IS NOT NULL) "
+            "SELECT x FROM o WHERE x IS NOT NULL")]
 
     def containing(self, literal: str, *, owner: str | None = None) -> list[Artifact]:
         """Artifacts whose text contains ``literal`` exactly (case-sensitive byte match)."""

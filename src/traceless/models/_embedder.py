@@ -30,6 +30,7 @@ class Embedder(abc.ABC):
 
 
 _WORD = re.compile(r"[A-Za-z0-9]+")
+_MAX_WORDS = 1 << 20  # bound on the hashing embedder's word cache
 
 
 class HashingEmbedder(Embedder):
@@ -42,15 +43,27 @@ class HashingEmbedder(Embedder):
     def __init__(self, dim: int = 256) -> None:
         self.dim = dim
         self.name = f"hashing-{dim}"
+        self._buckets: dict[str, tuple[int, float]] = {}  # word → (bucket, sign): a word is hashed once
+
+    def _bucket(self, w: str) -> tuple[int, float]:
+        hit = self._buckets.get(w)
+        if hit is None:
+            h = hashlib.blake2b(w.encode(), digest_size=8).digest()
+            hit = (int.from_bytes(h[:4], "little") % self.dim, 1.0 if h[4] & 1 else -1.0)
+            if len(self._buckets) >= _MAX_WORDS:
+                self._buckets.clear()
+            self._buckets[w] = hit
+        return hit
 
     def embed(self, texts: list[str]) -> FloatArray:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         for i, t in enumerate(texts):
+            acc: dict[int, float] = {}  # sums of ±1 are exact: the same as adding into the float32 row
             for w in _WORD.findall(t.lower()):
-                h = hashlib.blake2b(w.encode(), digest_size=8).digest()
-                idx = int.from_bytes(h[:4], "little") % self.dim
-                sign = 1.0 if h[4] & 1 else -1.0
-                out[i, idx] += sign
+                idx, sign = self._bucket(w)
+                acc[idx] = acc.get(idx, 0.0) + sign
+            if acc:
+                out[i, list(acc)] = list(acc.values())
             n = float(np.linalg.norm(out[i]))
             if n > 0:
                 out[i] /= n
