@@ -66,7 +66,8 @@ def write_fixed(store: MemoryStore) -> None:
 
 def _stored(dump: dict[str, Any]) -> dict[str, Any]:
     """The canonical dump without the store's random id, as JSON would hold it."""
-    dump["meta"] = [kv for kv in dump["meta"] if kv[0] != "store_id"]
+    # store_id is random; free_space is the scrub's own marker (docs/erasure.md), not written content
+    dump["meta"] = [kv for kv in dump["meta"] if kv[0] not in ("store_id", "free_space")]
     out: dict[str, Any] = json.loads(json.dumps(dump))
     return out
 
