@@ -94,6 +94,9 @@ def _state(db: Path | str) -> list[tuple[object, ...]] | None:
         return None
     if _pg(db) and not _rows(db, "SELECT 1 FROM pg_tables WHERE tablename = 'artifacts'"):
         return None
+    # a kill during the store's creation leaves a file without tables: nothing was written
+    if not _pg(db) and not _rows(db, "SELECT 1 FROM sqlite_master WHERE name = 'artifacts'"):
+        return None
     return _rows(db, "SELECT id, owner, text, digest, sealed FROM artifacts ORDER BY id")
 
 
