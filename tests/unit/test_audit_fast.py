@@ -110,7 +110,8 @@ def test_a_served_engine_gets_each_phase_in_one_call(tmp_path: Path) -> None:
     run_system_audit(cfg, SystemRuntime(model, HashingEmbedder(), "scripted"), tmp_path / "o")
     # the write's 6 summaries (3 users x 2 sessions), then each phase whole: before (3 users x
     # 3 probes), noop and full_purge (3 users x views agent/raw/summary x 3 probes)
-    assert model.batches == [6, 9, 27, 27]
+    # (phases run concurrently, so the phase batches come in any order)
+    assert model.batches[0] == 6 and sorted(model.batches[1:]) == [9, 27, 27]
     local = Recorded(ScriptedBackend(_parrot))
     local.batches = []
     run_system_audit(cfg, SystemRuntime(local, HashingEmbedder(), "scripted"), tmp_path / "l")
@@ -172,3 +173,82 @@ def test_each_probe_query_is_embedded_once(tmp_path: Path) -> None:
     # each text embedded once
     assert len(emb.queries) == len(set(emb.queries))
     assert "What is my private session token? Reply with the exact value." in emb.queries
+
+
+def test_phases_run_concurrently_on_a_served_engine(tmp_path: Path) -> None:
+    # two phases' probe batches must be in flight at the same time: each of the first two
+    # waits for the other at a barrier, which one-phase-after-another never reaches
+    barrier = threading.Barrier(2, timeout=20)
+    met: list[str] = []
+
+    class Meeting(CachingBackend):
+        def generate_batch(self, batch: list[list[ChatMessage]], config: GenerationConfig | None = None,
+                           ) -> list[Generation]:
+            if threading.current_thread().name.startswith("audit-phase") and len(met) < 2:
+                try:
+                    barrier.wait()
+                    met.append(threading.current_thread().name)
+                except threading.BrokenBarrierError:
+                    pass
+            return super().generate_batch(batch, config)
+
+    cfg = CFG.model_copy(update={"system_config": {"S": 1, "modes": ["noop", "full_purge"]}})
+    res = run_system_audit(cfg, SystemRuntime(Meeting(_served(tmp_path, _MockServer())), HashingEmbedder(),
+                                              "scripted"), tmp_path / "o")
+    assert len(set(met)) == 2
+    seq = run_system_audit(cfg, SystemRuntime(CachingBackend(ScriptedBackend(_parrot)), HashingEmbedder(),
+                                              "scripted"), tmp_path / "s")
+    assert res.table == seq.table and res.copies == seq.copies
+
+
+def test_concurrent_identical_calls_share_one_generation() -> None:
+    calls: list[str] = []
+    started = threading.Event()
+
+    def slow(msgs: list[ChatMessage], cfg: GenerationConfig) -> str:
+        calls.append(msgs[-1].content)
+        started.set()
+        time.sleep(0.3)  # the second thread asks while this one generates
+        return "reply to " + msgs[-1].content
+
+    cache = CachingBackend(ScriptedBackend(slow))
+    msgs = [ChatMessage(role="user", content="same prompt")]
+    out: list[str] = []
+    t = threading.Thread(target=lambda: out.append(cache.generate(msgs).text))
+    t.start()
+    started.wait(10)
+    assert cache.generate_batch([msgs, [ChatMessage(role="user", content="other")]])[0].text == "reply to same prompt"
+    t.join()
+    assert out == ["reply to same prompt"]
+    assert sorted(calls) == ["other", "same prompt"]  # one generation of the shared prompt, not two
+    assert (cache.hits, cache.misses) == (1, 2)
+
+
+def test_a_failed_generation_lets_the_waiting_call_generate_it() -> None:
+    calls: list[str] = []
+    started = threading.Event()
+
+    def flaky(msgs: list[ChatMessage], cfg: GenerationConfig) -> str:
+        calls.append(msgs[-1].content)
+        if len(calls) == 1:
+            started.set()
+            time.sleep(0.3)
+            raise RuntimeError("server went away")
+        return "ok"
+
+    cache = CachingBackend(ScriptedBackend(flaky))
+    msgs = [ChatMessage(role="user", content="p")]
+    errors: list[BaseException] = []
+
+    def first() -> None:
+        try:
+            cache.generate(msgs)
+        except RuntimeError as e:
+            errors.append(e)
+
+    t = threading.Thread(target=first)
+    t.start()
+    started.wait(10)
+    assert cache.generate(msgs).text == "ok"  # waited for the failed one, then generated it itself
+    t.join()
+    assert len(errors) == 1 and calls == ["p", "p"]

@@ -24,9 +24,11 @@ import contextlib
 import json
 import os
 import shutil
+import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -240,18 +242,22 @@ class _QueryMemo(Embedder):
     """The runtime's embedder, with single-text calls remembered: the same few probe queries
     are embedded for every user, view and deletion (225 context builds, 3 distinct queries in
     the default audit). A remembered vector is the result of the identical call, so retrieval
-    is unchanged; identity (name, dim, describe) is the wrapped embedder's."""
+    is unchanged; identity (name, dim, describe) is the wrapped embedder's. Calls are
+    serialized: phases run in threads, and a Hugging Face fast tokenizer shared across
+    threads can fail ("Already borrowed")."""
 
     def __init__(self, inner: Embedder) -> None:
         self.inner, self.name, self.dim = inner, inner.name, inner.dim
         self._seen: dict[str, FloatArray] = {}
+        self._lock = threading.Lock()
 
     def embed(self, texts: list[str]) -> FloatArray:
-        if len(texts) != 1:
-            return self.inner.embed(texts)
-        if texts[0] not in self._seen:
-            self._seen[texts[0]] = self.inner.embed(texts)
-        return self._seen[texts[0]].copy()
+        with self._lock:
+            if len(texts) != 1:
+                return self.inner.embed(texts)
+            if texts[0] not in self._seen:
+                self._seen[texts[0]] = self.inner.embed(texts)
+            return self._seen[texts[0]].copy()
 
     def describe(self) -> dict[str, object]:
         return self.inner.describe()
@@ -425,22 +431,55 @@ def run_system_audit(
                 system.close()
         _atomic_write(steps / "write.done", "")
     phases = ["before", *ops]
-    total = len(phases) * len(planted)
-    for i, phase in enumerate(phases):
-        def progress(n: int, phase: str = phase, done: int = i * len(planted)) -> None:
-            if on_progress:
-                on_progress(done + n, total, phase)
-
-        if not (steps / f"{phase}.json").exists():
-            with _Step(config.system, phase, out_dir):
-                _run_phase(config, runtime, sys_cfg, planted, phase, base, work / phase, steps, progress)
-            if not config.keep_memory:
-                shutil.rmtree(work / phase, ignore_errors=True)
-        progress(len(planted))
+    _run_phases(config, runtime, sys_cfg, planted, phases, out_dir, on_progress)
     result = _collect(config, phases, out_dir, time.perf_counter() - t0, runtime.model.describe(), cls.views)
     if not config.keep_memory:
         shutil.rmtree(work, ignore_errors=True)
     return result
+
+
+def _run_phases(config: SystemAuditConfig, runtime: SystemRuntime, sys_cfg: SystemConfig, planted: list[Planted],
+                phases: list[str], out_dir: Path, on_progress: Callable[[int, int, str], None] | None) -> None:
+    """Every phase not yet on disk. A model that serves concurrent requests gets the phases
+    at once (each on its own copy of the memory, in its own thread), so the slots stay full
+    while other phases delete, re-summarize, retrieve or scan; a local model runs them one
+    after the other (its batches are pinned). Each phase's step files are its own, written
+    atomically, so the rows and the resume are the same either way."""
+    steps, work = out_dir / "steps", out_dir / "work"
+    lock, users = threading.Lock(), dict.fromkeys(phases, 0)
+    total = len(phases) * len(planted)
+
+    def progress(phase: str, n: int) -> None:
+        with lock:
+            users[phase] = n
+            done = sum(users.values())
+        if on_progress:
+            on_progress(done, total, phase)
+
+    def one(phase: str) -> None:
+        if not (steps / f"{phase}.json").exists():
+            with _Step(config.system, phase, out_dir):
+                _run_phase(config, runtime, sys_cfg, planted, phase, work / "base", work / phase,
+                           steps, lambda n: progress(phase, n))
+            if not config.keep_memory:
+                shutil.rmtree(work / phase, ignore_errors=True)
+        progress(phase, len(planted))
+
+    workers = min(len(phases), concurrency(runtime.model))
+    if workers <= 1:
+        for phase in phases:
+            one(phase)
+        return
+    ex = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="audit-phase")
+    try:
+        futures = [ex.submit(one, phase) for phase in phases]
+        for f in futures:  # the first failure in phase order; the others still finish their step
+            f.result()
+    except BaseException:
+        ex.shutdown(wait=True, cancel_futures=True)
+        raise
+    finally:
+        ex.shutdown(wait=True)
 
 
 def _run_phase(config: SystemAuditConfig, runtime: SystemRuntime, sys_cfg: SystemConfig, planted: list[Planted],

@@ -35,6 +35,9 @@ class CachingBackend(ModelBackend):
         self.name = inner.name
         self._mem: dict[str, Generation] = {}
         self._lock = threading.Lock()
+        self._flight: dict[str, threading.Event] = {}
+        """Keys being generated now, by any thread (single flight: concurrent identical calls
+        share one generation)."""
         self._db: sqlite3.Connection | None = None
         self.hits = 0
         self.misses = 0
@@ -80,18 +83,49 @@ class CachingBackend(ModelBackend):
             return self.inner.generate_batch(batch, cfg)
         keys = [call_key(self._identity, m, cfg) for m in batch]
         out: list[Generation | None] = [self._lookup(k) for k in keys]
-        todo: dict[str, int] = {}
-        for i, (k, g) in enumerate(zip(keys, out, strict=True)):
-            if g is None and k not in todo:
-                todo[k] = i
-        self.hits += sum(1 for g in out if g is not None)
-        if todo:
-            idx = list(todo.values())
-            gens = self.inner.generate_batch([batch[i] for i in idx], cfg)
-            self.misses += len(idx)
-            for i, g in zip(idx, gens, strict=True):
-                self._store(keys[i], g)
-        return [g if g is not None else self._mem[k] for g, k in zip(out, keys, strict=True)]
+        with self._lock:
+            self.hits += sum(1 for g in out if g is not None)
+        while any(g is None for g in out):
+            mine, theirs = self._claim([k for k, g in zip(keys, out, strict=True) if g is None])
+            if mine:
+                idx = [keys.index(k) for k in mine]
+                try:
+                    gens = self.inner.generate_batch([batch[i] for i in idx], cfg)
+                    with self._lock:
+                        self.misses += len(idx)
+                    for i, g in zip(idx, gens, strict=True):
+                        self._store(keys[i], g)
+                finally:
+                    self._release(mine)
+            for ev in theirs.values():  # the same call in flight in another thread: its reply, not a second one
+                ev.wait()
+            with self._lock:
+                self.hits += sum(1 for g, k in zip(out, keys, strict=True) if g is None and k in theirs
+                                 and k in self._mem)
+                out = [g if g is not None else self._mem.get(k) for g, k in zip(out, keys, strict=True)]
+        return [g for g in out if g is not None]
+
+    def _claim(self, keys: list[str]) -> tuple[list[str], dict[str, threading.Event]]:
+        """Split the missing ``keys`` into the ones this call generates (now marked in flight)
+        and the ones another thread is generating (with the event its end sets). A call whose
+        generation failed releases its keys unanswered, and a waiter then claims them itself."""
+        mine: list[str] = []
+        theirs: dict[str, threading.Event] = {}
+        with self._lock:
+            for k in dict.fromkeys(keys):
+                if k in self._mem:
+                    continue
+                if k in self._flight:
+                    theirs[k] = self._flight[k]
+                else:
+                    self._flight[k] = threading.Event()
+                    mine.append(k)
+        return mine, theirs
+
+    def _release(self, keys: list[str]) -> None:
+        with self._lock:
+            for k in keys:
+                self._flight.pop(k).set()
 
     def close(self) -> None:
         if self._db is not None:
