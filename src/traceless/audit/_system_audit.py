@@ -40,6 +40,7 @@ from traceless import prompts
 from traceless._rows import StoredRow
 from traceless._version import code_version
 from traceless.audit._canary import inject_canary, make_canary
+from traceless.audit._metrics import aer, aer_max, frs_worst
 from traceless.audit._probes import PROBE_LEVELS, Probe, extracted, probes
 from traceless.audit._synthetic import synthetic_users
 from traceless.errors import ConfigError, InputFormatError, ResumeError, StudyError
@@ -572,10 +573,6 @@ def audit_model(spec: str, context_tokens: int = 0) -> tuple[str, ModelBackend]:
     return resolved, load_backend(resolved, ctx=ctx, parallel=parallel)
 
 
-def _rate(xs: list[bool]) -> float:
-    return float(np.mean(xs)) if xs else 0.0
-
-
 def _collect(config: SystemAuditConfig, phases: list[str], out_dir: Path, seconds: float,
              model: dict[str, Any], tier_views_declared: Sequence[str]) -> SystemAuditResult:
     """Build results.jsonl and summary.json from the finished steps."""
@@ -597,16 +594,17 @@ def _collect(config: SystemAuditConfig, phases: list[str], out_dir: Path, second
     copies: dict[str, dict[str, int]] = {}
     files: dict[str, dict[str, int]] = {}
     for phase in phases:
-        row = {f"AER_{lv}": _rate(hits[(phase, "agent", lv)]) for lv in PROBE_LEVELS}
-        row["AER_max"] = max(row.values())
+        # the paper's metric functions, the same ones the frontier report resamples
+        row = {f"AER_{lv}": aer(hits[(phase, "agent", lv)]) for lv in PROBE_LEVELS}
+        row["AER_max"] = aer_max(row)
         # after a deletion, every tier view the system declares gets an FRS column; a view it
         # left unprobed is empty by construction (native S=0 has no summary tier: FRS_summary=0)
         tier_views = [] if phase == "before" else list(dict.fromkeys(
             [*(v for v in tier_views_declared if v != "agent"), *(v for v in views[phase] if v != "agent")]))
         for v in tier_views:
-            row[f"FRS_{v}"] = max(_rate(hits[(phase, v, lv)]) for lv in PROBE_LEVELS)
+            row[f"FRS_{v}"] = aer_max({lv: aer(hits[(phase, v, lv)]) for lv in PROBE_LEVELS})
         if tier_views:
-            row["FRS_worst"] = max(row[f"FRS_{v}"] for v in tier_views)
+            row["FRS_worst"] = frs_worst({v: row[f"FRS_{v}"] for v in tier_views})
         table[phase] = row
         s = json.loads((steps / f"{phase}.json").read_text(encoding="utf-8"))
         copies[phase], files[phase] = s["copies"], s["files"]
