@@ -1,12 +1,18 @@
 """The `traceless audit` workload, the naive way and the shipped way, in one run (issue #13 item 1).
 
-    python bench/bench_audit.py [--profiles 3] [--modes all] [--model qwen2.5-coder-0.5b-instruct]
+    python bench/bench_audit.py [--profiles 3] [--modes all] [--model qwen2.5-coder-0.5b-instruct] [--skip-naive]
 
 * **naive**: the llama.cpp engine with one slot, prompt cache off (every request prefills its
   whole prompt), no generation cache, one request at a time.
+* **phases one at a time**: the shipped engine, but its phases (``before`` and each
+  deletion) run one after the other, as before they ran concurrently.
 * **shipped**: what `traceless audit` does: ``audit_model`` (llama.cpp with parallel slots
-  sized to the machine, prompt cache on), the generation cache, each phase's probes sent
-  at once.
+  sized to the machine, prompt cache on), the generation cache (one generation for
+  concurrent identical calls), every phase at once, each phase's probes sent at once.
+
+Also printed: the requests, prefilled and decoded tokens of each run, and the decode floor of
+the shipped run: its decoded tokens divided by the most this machine decodes (16 requests at
+once on a fresh server, measured in the same run).
 
 Both run the engine (``run_system_audit``) on the native system with the same settings
 (defaults: 3 synthetic profiles, S=1, k=3, every forget mode, MiniLM retrieval). Printed:
@@ -71,13 +77,45 @@ def _timed(timings: Timings) -> Iterator[None]:
             setattr(obj, name, f)
 
 
+@contextmanager
+def _tokens(counts: collections.Counter[str]) -> Iterator[None]:
+    """Count what the model was asked to do: requests, prompt tokens it prefilled (after its
+    prompt cache) and tokens it decoded, over every request of the run (summaries included)."""
+    from traceless.models._openai import OpenAIBackend
+
+    orig = OpenAIBackend.generate
+
+    def gen(self: OpenAIBackend, messages: Any, config: Any = None) -> Any:
+        g = orig(self, messages, config)
+        counts.update({"requests": 1, "prefilled": g.prompt_tokens, "decoded": g.completion_tokens})
+        return g
+
+    OpenAIBackend.generate = gen  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        OpenAIBackend.generate = orig  # type: ignore[method-assign]
+
+
+def _saturated_rate(be: ModelBackend, n: int = 16, tokens: int = 48) -> float:
+    """Decoded tokens per second of ``be`` with ``n`` requests at once (all its slots busy):
+    the most this machine decodes, prefill of the short prompts included."""
+    from traceless.models import ChatMessage, GenerationConfig
+
+    prompts = [[ChatMessage(role="user", content=f"Count from {i} to {i + 200}, separated by commas.")]
+               for i in range(n)]
+    t0 = time.perf_counter()
+    gens = be.generate_batch(prompts, GenerationConfig(max_new_tokens=tokens, temperature=0.0))
+    return sum(g.completion_tokens for g in gens) / (time.perf_counter() - t0)
+
+
 def _cpu() -> float:
     s, c = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime
 
 
 def _run(label: str, build: Callable[[], tuple[str, ModelBackend]], cfg_kw: dict[str, Any], out: Path,
-         ) -> tuple[dict[str, Any], Timings, float, float]:
+         counts: collections.Counter[str] | None = None) -> tuple[dict[str, Any], Timings, float, float]:
     """One audit: (summary + rows, time per part, wall s, CPU s). The server is stopped (and
     its CPU time counted) before returning."""
     timings: Timings = collections.defaultdict(float)
@@ -86,7 +124,7 @@ def _run(label: str, build: Callable[[], tuple[str, ModelBackend]], cfg_kw: dict
     timings["model start"] = time.perf_counter() - t0
     try:
         cfg = SystemAuditConfig(model=spec, **cfg_kw)
-        with _timed(timings):
+        with _timed(timings), _tokens(counts if counts is not None else collections.Counter()):
             res = run_system_audit(cfg, SystemRuntime(be, load_embedder(), spec), out)
     finally:
         be.close()
@@ -126,6 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profiles", type=int, default=3)
     ap.add_argument("--modes", default="all", help="'all' or a comma list of forget modes")
     ap.add_argument("--max-new-tokens", type=int, default=40)
+    ap.add_argument("--skip-naive", action="store_true", help="only the shipped engine, phases one at a time and at once")
     a = ap.parse_args(argv)
     modes = () if a.modes == "all" else tuple(m.strip() for m in a.modes.split(",") if m.strip())
     cfg_kw: dict[str, Any] = {"profiles": a.profiles, "max_new_tokens": a.max_new_tokens,
@@ -141,25 +180,66 @@ def main(argv: list[str] | None = None) -> int:
         spec, be = audit_model(a.model)
         return spec, CachingBackend(be)
 
+    runs: dict[str, Callable[[], tuple[str, ModelBackend]]] = {"naive": naive, "phases one at a time": shipped,
+                                                                 "shipped": shipped}
+    if a.skip_naive:
+        del runs["naive"]
     load0 = os.getloadavg()[0]
+    res: dict[str, tuple[dict[str, Any], Timings, float, float]] = {}
+    counts: dict[str, collections.Counter[str]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-audit-") as tmp:
-        nv, nt, nw, nc = _run("naive", naive, cfg_kw, Path(tmp) / "naive")
-        sv, st, sw, sc = _run("shipped", shipped, cfg_kw, Path(tmp) / "shipped")
+        for i, (label, build) in enumerate(runs.items()):
+            counts[label] = collections.Counter()
+            with _phases_one_at_a_time(label == "phases one at a time"):
+                res[label] = _run(label, build, cfg_kw, Path(tmp) / str(i), counts[label])
+    spec, be = audit_model(a.model)  # a fresh server: the most this machine decodes
+    try:
+        rate = _saturated_rate(be)
+    finally:
+        be.close()
     print(f"load average: {load0:.1f} before, {os.getloadavg()[0]:.1f} after, on {os.cpu_count()} cores; "
           f"TRACELESS_NUM_THREADS={os.environ.get('TRACELESS_NUM_THREADS', '(unset: all cores)')}")
-    print("\n| part of the audit | naive s | shipped s |\n|---|---|---|")
-    for part in dict.fromkeys([*nt, *st]):
-        print(f"| {part} | {nt.get(part, 0.0):.1f} | {st.get(part, 0.0):.1f} |")
-    print(f"| **total wall** | **{nw:.1f}** | **{sw:.1f}** |\n| CPU (incl. server) | {nc:.1f} | {sc:.1f} |")
-    print(f"\nnaive / shipped: {nw / sw:.2f}x wall, {nc / sc:.2f}x CPU (target >= 5x wall)")
-    diffs = _differences(nv, sv)
-    if diffs:
-        print(f"verdicts DIFFER in {len(diffs)} places:")
-        for d in diffs:
-            print(f"  {d}")
-        return 1
-    print(f"verdicts agree: the AER/FRS table, copies per store and all {len(sv['rows'])} row verdicts")
-    return 0
+    labels = list(res)
+    print("\n| part of the audit (seconds; concurrent phases' parts overlap) | " + " | ".join(labels) + " |")
+    print("|---|" + "---|" * len(labels))
+    for part in dict.fromkeys(p for lb in labels for p in res[lb][1]):
+        print(f"| {part} | " + " | ".join(f"{res[lb][1].get(part, 0.0):.1f}" for lb in labels) + " |")
+    print("| **total wall** | " + " | ".join(f"**{res[lb][2]:.1f}**" for lb in labels) + " |")
+    print("| CPU (incl. server) | " + " | ".join(f"{res[lb][3]:.1f}" for lb in labels) + " |")
+    for what in ("requests", "prefilled", "decoded"):
+        print(f"| model {what} | " + " | ".join(str(counts[lb][what]) for lb in labels) + " |")
+    sw = res["shipped"][2]
+    for lb in labels[:-1]:
+        print(f"\n{lb} / shipped: {res[lb][2] / sw:.2f}x wall, {res[lb][3] / res['shipped'][3]:.2f}x CPU")
+    dec = counts["shipped"]["decoded"]
+    print(f"\ndecode floor of the shipped run: {dec} decoded tokens / {rate:.1f} tok/s (16 requests at once on "
+          f"this machine) = {dec / rate:.1f} s, prefill ({counts['shipped']['prefilled']} tokens) not counted; "
+          f"30 s would need {dec / 30:.1f} tok/s")
+    failed = 0
+    for lb in labels[:-1]:
+        diffs = _differences(res[lb][0], res["shipped"][0])
+        if diffs:
+            failed = 1
+            print(f"verdicts DIFFER between {lb} and shipped in {len(diffs)} places:")
+            for d in diffs:
+                print(f"  {d}")
+        else:
+            print(f"verdicts agree ({lb} vs shipped): the AER/FRS table, copies per store and all "
+                  f"{len(res['shipped'][0]['rows'])} row verdicts")
+    return failed
+
+
+@contextmanager
+def _phases_one_at_a_time(on: bool) -> Iterator[None]:
+    """The shipped engine with its phases run one after the other (the engine before they ran
+    concurrently)."""
+    saved = engine.phase_workers
+    if on:
+        engine.phase_workers = lambda model, phases: 1
+    try:
+        yield
+    finally:
+        engine.phase_workers = saved
 
 
 if __name__ == "__main__":

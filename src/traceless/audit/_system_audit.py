@@ -466,7 +466,7 @@ def _run_phases(config: SystemAuditConfig, runtime: SystemRuntime, sys_cfg: Syst
                 shutil.rmtree(work / phase, ignore_errors=True)
         progress(phase, len(planted))
 
-    workers = min(len(phases), concurrency(runtime.model))
+    workers = phase_workers(runtime.model, len(phases))
     if workers <= 1:
         for phase in phases:
             one(phase)
@@ -481,6 +481,11 @@ def _run_phases(config: SystemAuditConfig, runtime: SystemRuntime, sys_cfg: Syst
         raise
     finally:
         ex.shutdown(wait=True)
+
+
+def phase_workers(model: ModelBackend, phases: int) -> int:
+    """Phases run at once: as many as the model serves requests at once (1 for a local model)."""
+    return min(phases, concurrency(model))
 
 
 def _run_phase(config: SystemAuditConfig, runtime: SystemRuntime, sys_cfg: SystemConfig, planted: list[Planted],
