@@ -128,3 +128,25 @@ def test_reader_pinning_old_snapshot_is_reported(tmp_path: Path) -> None:
     assert again.finished_erasures == [r.receipt_id] and again.get_meta("pending_erasure") is None
     assert not any(scan_files(_files(db), CANARY).values())
     again.close()
+
+
+@pytest.mark.parametrize("chunk", [7, 16, 64, 1 << 24])
+def test_chunked_scan_counts_every_copy_once_across_chunk_boundaries(
+        tmp_path: Path, chunk: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    import numpy as np
+
+    from traceless.forget import _erasure
+
+    monkeypatch.setattr(_erasure, "_CHUNK", chunk)
+    rng = np.random.default_rng(7)
+    lit = "ZQ-4821-K"
+    forms = encodings_of(lit)
+    parts: list[bytes] = []
+    for _ in range(60):  # random filler and a random form, so copies land on every offset of a chunk
+        parts.append(bytes(rng.integers(0, 256, int(rng.integers(0, 40)), dtype=np.uint8)))
+        parts.append(forms[int(rng.integers(0, len(forms)))])
+    data = b"".join(parts) + lit.encode()[:5]  # a truncated copy at the end is not one
+    f = tmp_path / "blob"
+    f.write_bytes(data)
+    assert scan_files([f], lit) == {str(f): sum(data.count(x) for x in forms)}
+    assert scan_files([f], lit)[str(f)] >= 60

@@ -51,11 +51,16 @@ def _count(fh: BinaryIO, forms: list[bytes]) -> int:
     """Occurrences of ``forms`` in a file read in chunks (a store of 10^6 sessions is a
     1 GB file; not mapped: another connection may truncate the WAL meanwhile). Each chunk is
     searched with the previous one's last bytes in front, so a copy across the boundary is
-    found once."""
+    found once. One buffer is reused (read into, tail moved to its front): no chunk is copied."""
     keep = max(len(f) for f in forms) - 1
-    n, tail = 0, b""
-    while chunk := fh.read(_CHUNK):
-        buf = tail + chunk
-        n += sum(buf.count(f) - tail.count(f) for f in forms)
-        tail = buf[-keep:] if keep else b""
+    buf = bytearray(keep + _CHUNK)
+    view = memoryview(buf)
+    n, have = 0, 0  # ``have``: bytes of the previous chunk's tail at the front of ``buf``
+    while got := fh.readinto(view[have:]):
+        end = have + got
+        # a form inside the tail alone was counted with the previous chunk
+        n += sum(buf.count(f, 0, end) - buf.count(f, 0, have) for f in forms)
+        tail = min(keep, end)
+        buf[:tail] = buf[end - tail:end]
+        have = tail
     return n
