@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from io import BufferedReader
 from pathlib import Path
-from typing import BinaryIO
 
 __all__ = ["encodings_of", "scan_files"]
 
@@ -47,7 +47,7 @@ def scan_files(files: Iterable[Path], literal: str) -> dict[str, int]:
     return out
 
 
-def _count(fh: BinaryIO, forms: list[bytes]) -> int:
+def _count(fh: BufferedReader, forms: list[bytes]) -> int:
     """Occurrences of ``forms`` in a file read in chunks (a store of 10^6 sessions is a
     1 GB file; not mapped: another connection may truncate the WAL meanwhile). Each chunk is
     searched with the previous one's last bytes in front, so a copy across the boundary is
