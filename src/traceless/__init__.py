@@ -7,7 +7,8 @@ The public API (imported on first use, so ``import traceless`` stays light)::
 ``forget`` and ``audit`` are the ``traceless.forget`` / ``traceless.audit`` packages made
 callable (a subpackage import rebinds the package attribute, so the name cannot hold a
 plain function): ``forget(store, target, mode, certify=...)`` calls
-``traceless._api.forget`` and ``audit(system, ...)`` calls ``traceless._api.audit``.
+``traceless._api.forget`` and ``audit(system, ...)`` calls ``traceless._api.audit``. Type
+checkers see those two functions (declared below), so typed code calls them as documented.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from traceless._version import __version__, code_version
 
 if TYPE_CHECKING:
-    from traceless._api import Memory, verify
+    from traceless._api import Memory, audit, forget, verify
     from traceless.audit import SystemAuditResult
     from traceless.forget import FORGET_MODES, ForgetTarget, Receipt
     from traceless.systems import MEMORY_SYSTEMS, MemorySystem, memory_system

@@ -42,3 +42,23 @@ def test_memory_forget_and_lineage(tmp_path: Path) -> None:
         tampered = r.model_copy(update={"mode": "noop"})
         with pytest.raises(ReceiptError, match="signature"):
             verify(tampered)
+
+
+def test_the_api_type_checks_as_documented(tmp_path: Path) -> None:
+    # ``forget`` and ``audit`` are subpackages made callable at run time; a typed user must
+    # see the functions (mypy said "Module not callable" for both before the fix)
+    from mypy import api
+
+    user = tmp_path / "user.py"
+    user.write_text(_example() + (
+        "from traceless import forget\n"
+        "from traceless.forget import ForgetTarget\n"
+        "r = forget(mem.store, ForgetTarget.literal('Lisbon', 'alice'), 'full_purge')\n"
+        "reveal_type(r)\n"
+        "reveal_type(result)\n"), encoding="utf-8")
+    root = Path(__file__).resolve().parents[2]
+    out, err, status = api.run(["--strict", "--no-error-summary", "--cache-dir", str(root / ".mypy_cache"),
+                                str(user)])
+    assert status == 0, out + err
+    assert 'Revealed type is "traceless.forget._receipt.Receipt"' in out
+    assert 'Revealed type is "traceless.audit._system_audit.SystemAuditResult"' in out
