@@ -108,14 +108,15 @@ def test_a_served_engine_gets_each_phase_in_one_call(tmp_path: Path) -> None:
     model = Recorded(_served(tmp_path, _MockServer()))
     cfg = CFG.model_copy(update={"system_config": {"S": 1, "modes": ["noop", "full_purge"]}})
     run_system_audit(cfg, SystemRuntime(model, HashingEmbedder(), "scripted"), tmp_path / "o")
-    # the write's 6 summaries (3 users x 2 sessions), then each phase whole: before (3 users x
-    # 3 probes), noop and full_purge (3 users x views agent/raw/summary x 3 probes)
-    # (phases run concurrently, so the phase batches come in any order)
-    assert model.batches[0] == 6 and sorted(model.batches[1:]) == [9, 27, 27]
+    # the write's 6 summaries (3 users x 2 sessions), then each phase whole in one call:
+    # before, noop and full_purge (what the engine's generation cache has not answered yet;
+    # phases run concurrently, so in any order)
+    assert model.batches[0] == 6 and len(model.batches) == 4
     local = Recorded(ScriptedBackend(_parrot))
     local.batches = []
     run_system_audit(cfg, SystemRuntime(local, HashingEmbedder(), "scripted"), tmp_path / "l")
-    assert local.batches == [6, 9, 12, 12, 3, 12, 12, 3]  # a local backend: 4 contexts' probes per call
+    # a local backend: 4 contexts' probes (12) per call at most, so more calls
+    assert local.batches[0] == 6 and max(local.batches[1:]) <= 12 and len(local.batches) > 4
 
 
 def test_engine_identity_is_in_every_row(tmp_path: Path) -> None:

@@ -100,8 +100,9 @@ def test_failure_mid_audit_names_the_step_and_resumes(tmp_path: Path) -> None:
     assert (out / "steps" / "before.json").exists() and not (out / "steps" / "noop.json").exists()
     calls.update(n=0, fail=0)
     again = run_system_audit(cfg, SystemRuntime(ScriptedBackend(flaky), HashingEmbedder()), out)
-    # the write and "before" are not redone: 2 phases x 2 users x 3 views x 3 probes
-    assert calls["n"] == 2 * 2 * 3 * 3
+    # the write and "before" are not redone, and the generation cache in work/ answers what
+    # they asked again: at most 2 phases x 2 users x 3 views x 3 probes, fewer by the repeats
+    assert 0 < calls["n"] < 2 * 2 * 3 * 3
     assert again.table == first.table
     with pytest.raises(ResumeError, match="another audit"):
         run_system_audit(cfg.model_copy(update={"seed": 1}), _runtime(), out)
@@ -270,3 +271,29 @@ def test_cli_modes_pick_another_systems_deletions(tmp_path: Path, capsys: pytest
         assert not (tmp_path / "b").exists()
     finally:
         MEMORY_SYSTEMS._entries.pop("other-store")
+
+
+def test_a_rerun_pays_for_no_generation_twice(tmp_path: Path) -> None:
+    asked: list[list[str]] = [[]]
+    fail = {"after": 10**9}
+
+    def model(messages: list[ChatMessage], config: GenerationConfig) -> str:
+        if sum(map(len, asked)) >= fail["after"]:
+            raise RuntimeError("model server went away")
+        asked[-1].append(json.dumps([m.model_dump() for m in messages]))
+        return _parrot(messages, config)
+
+    cfg = SystemAuditConfig(system_config={"S": 1, "modes": ["noop", "raw_only"]}, profiles=2)
+    ref = run_system_audit(cfg, SystemRuntime(ScriptedBackend(model), HashingEmbedder()), tmp_path / "ref")
+    asked[:] = [[]]
+    fail["after"] = 10  # the write (4 summaries) and "before" (6 probes) are answered, then it stops
+    with pytest.raises(StudyError, match="failed at step 'noop'"):
+        run_system_audit(cfg, SystemRuntime(ScriptedBackend(model), HashingEmbedder()), tmp_path / "o")
+    fail["after"], asked[:] = 10**9, [*asked, []]
+    again = run_system_audit(cfg, SystemRuntime(ScriptedBackend(model), HashingEmbedder()), tmp_path / "o")
+    assert again.table == ref.table
+    first, rerun = asked
+    assert len(first) == 10 and rerun
+    assert not set(first) & set(rerun)  # "noop" asks what "before" asked: answered from the cache
+    assert len(rerun) == len(set(rerun))
+    assert not (tmp_path / "o" / "work").exists()  # the cache (plaintext replies) went with the memory

@@ -12,7 +12,9 @@ Out dir (resumable; a step that finished is never redone)::
     DIR/steps/OP.jsonl       probe rows of phase OP (``before`` or a deletion), one per probe
     DIR/steps/OP.json        phase summary: AER per level, copies per store, files with the canary
     DIR/results.jsonl        every probe row; DIR/summary.json the table (written at the end)
-    DIR/work/                the system's memory (deleted at the end unless keep_memory)
+    DIR/work/                the system's memory, and generations.sqlite, the generation cache a
+                             rerun reads (both hold canaries in plaintext: deleted at the end
+                             unless keep_memory)
 
 A step's files appear atomically (written to a temp name, then renamed), so a run stopped
 or failed in the middle of a step resumes at that step.
@@ -46,7 +48,7 @@ from traceless.audit._synthetic import synthetic_users
 from traceless.errors import ConfigError, InputFormatError, ResumeError, StudyError
 from traceless.forget import scan_files
 from traceless.memory import Session
-from traceless.models import ChatMessage, Embedder, Generation, GenerationConfig, ModelBackend
+from traceless.models import CachingBackend, ChatMessage, Embedder, Generation, GenerationConfig, ModelBackend
 from traceless.models._embedder import FloatArray
 from traceless.systems._base import (
     ContextItem,
@@ -417,26 +419,41 @@ def run_system_audit(
         if op not in known:
             raise ConfigError(f"{config.system} has no deletion {op!r}; its deletions: {', '.join(known)}")
     planted = plant_canaries(config)
-    runtime = replace(runtime, embedder=_QueryMemo(runtime.embedder))
     identity = {"system": config.system, "config": sys_cfg.model_dump(mode="json"), "model": runtime.model.describe()}
     _prepare_dir(out_dir, config, identity)
-    steps, work = out_dir / "steps", out_dir / "work"
-    base = work / "base"
-    if not (steps / "write.done").exists():
-        shutil.rmtree(base, ignore_errors=True)
-        with _Step(config.system, "write", out_dir):
-            system = open_system(config.system, base, sys_cfg, runtime)
-            try:
-                system.write([s for p in planted for s in p.sessions])
-            finally:
-                system.close()
-        _atomic_write(steps / "write.done", "")
+    work = out_dir / "work"
+    work.mkdir(exist_ok=True)
+    # a rerun after a stop pays for no generation twice (the phase it stopped in is redone,
+    # its replies come from here); in work/, so it goes with the memory at the end
+    cache = CachingBackend(runtime.model, work / "generations.sqlite")
+    runtime = replace(runtime, model=cache, embedder=_QueryMemo(runtime.embedder))
     phases = ["before", *ops]
-    _run_phases(config, runtime, sys_cfg, planted, phases, out_dir, on_progress)
+    try:
+        _write_step(config, runtime, sys_cfg, planted, out_dir)
+        _run_phases(config, runtime, sys_cfg, planted, phases, out_dir, on_progress)
+    finally:
+        cache.close_cache()
     result = _collect(config, phases, out_dir, time.perf_counter() - t0, runtime.model.describe(), cls.views)
     if not config.keep_memory:
         shutil.rmtree(work, ignore_errors=True)
     return result
+
+
+def _write_step(config: SystemAuditConfig, runtime: SystemRuntime, sys_cfg: SystemConfig, planted: list[Planted],
+                out_dir: Path) -> None:
+    """Engine step 2, once: every user's sessions (canaries planted) written through the
+    system into ``work/base``, the memory every phase copies."""
+    steps, base = out_dir / "steps", out_dir / "work" / "base"
+    if (steps / "write.done").exists():
+        return
+    shutil.rmtree(base, ignore_errors=True)
+    with _Step(config.system, "write", out_dir):
+        system = open_system(config.system, base, sys_cfg, runtime)
+        try:
+            system.write([s for p in planted for s in p.sessions])
+        finally:
+            system.close()
+    _atomic_write(steps / "write.done", "")
 
 
 def _run_phases(config: SystemAuditConfig, runtime: SystemRuntime, sys_cfg: SystemConfig, planted: list[Planted],

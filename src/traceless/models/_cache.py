@@ -127,7 +127,13 @@ class CachingBackend(ModelBackend):
             for k in keys:
                 self._flight.pop(k).set()
 
+    def close_cache(self) -> None:
+        """Close the cache file only (the wrapped backend stays open: it is the caller's)."""
+        with self._lock:
+            if self._db is not None:
+                self._db.close()
+                self._db = None
+
     def close(self) -> None:
-        if self._db is not None:
-            self._db.close()
+        self.close_cache()
         self.inner.close()
