@@ -40,20 +40,28 @@ def test_audit_on_smollm2(tmp_path: Path) -> None:
     assert res.table["noop"].keys() >= {"AER_direct", "FRS_raw", "FRS_summary"}
 
 
-def test_default_audit_runs_on_llamacpp_slots_with_the_engine_in_every_row(tmp_path: Path) -> None:
-    """The API's default path: a catalog name is served by a real llama.cpp server with
-    parallel slots; every row names that engine (version, slots, prompt cache)."""
+def test_default_audit_runs_on_llamacpp_reproducibly_with_the_engine_in_every_row(tmp_path: Path) -> None:
+    """The API's default path: a catalog name is served by a real llama.cpp server; every row
+    names that engine; and a second run gives the same rows, reply for reply (with slots or
+    the prompt cache on, llama.cpp's greedy replies depend on batch and cache state)."""
     pytest.importorskip("xllamacpp")
     from traceless import audit
 
     os.environ.setdefault("TRACELESS_NUM_THREADS", "1")
-    res = audit("traceless", model="smollm2-135m-instruct", embedder="hashing", out=tmp_path,
-                system_config={"S": 1, "modes": ["full_purge"]}, profiles=2, max_new_tokens=16)
-    rows = [json.loads(x) for x in (tmp_path / "results.jsonl").read_text().splitlines()]
-    assert len(rows) == res.rows > 0 and all(r["completion_tokens"] > 0 for r in rows)
+    runs = []
+    for out in (tmp_path / "a", tmp_path / "b"):
+        res = audit("traceless", model="smollm2-135m-instruct", embedder="hashing", out=out,
+                    system_config={"S": 1, "modes": ["noop", "full_purge"]}, profiles=2, max_new_tokens=16)
+        rows = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
+        assert len(rows) == res.rows > 0 and all(r["completion_tokens"] > 0 for r in rows)
+        runs.append((res, rows))
+    (res, rows), (res2, rows2) = runs
     engines = {json.dumps(r["model"]["engine"], sort_keys=True) for r in rows}
     assert len(engines) == 1
     eng = rows[0]["model"]["engine"]
-    assert eng["name"] == "llama.cpp" and eng["parallel"] > 1 and eng["cache_prompt"] is True
+    assert eng["name"] == "llama.cpp" and eng["parallel"] == 1 and eng["cache_prompt"] is False
     assert rows[0]["config"]["model"] == "llamacpp:smollm2-135m-instruct"
     assert res.table["full_purge"]["FRS_worst"] == 0.0
+    assert [(r["phase"], r["profile"], r["view"], r["level"], r["reply"]) for r in rows] == \
+        [(r["phase"], r["profile"], r["view"], r["level"], r["reply"]) for r in rows2]
+    assert res.table == res2.table and res.copies == res2.copies

@@ -137,19 +137,25 @@ def test_local_backends_keep_their_batches() -> None:
     assert batch_size(CachingBackend(ScriptedBackend(default="x")), 27, 3) == 12
 
 
-def test_default_model_is_served_by_llamacpp_with_slots(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_default_model_is_served_by_llamacpp_reproducibly(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[tuple[str, dict[str, Any]]] = []
     monkeypatch.setattr("traceless.models.load_backend", lambda spec, **kw: calls.append((spec, kw)) or ScriptedBackend())
     monkeypatch.setattr(load_mod, "llamacpp_available", lambda: True)
     monkeypatch.delenv("TRACELESS_LLAMACPP_PARALLEL", raising=False)
     monkeypatch.setattr("os.cpu_count", lambda: 2)
+    # one slot, no prompt cache: each request computed alone, so reruns give the same rows
     assert audit_model("qwen2.5-coder-0.5b-instruct")[0] == "llamacpp:qwen2.5-coder-0.5b-instruct"
-    assert calls[-1][1] == {"ctx": 4096, "parallel": 8}
-    audit_model("qwen2.5-coder-0.5b-instruct", 16384)  # mem0's long shared prompt: one slot keeps it cached
-    assert calls[-1][1] == {"ctx": 16384, "parallel": 1}
+    assert calls[-1][1] == {"ctx": 4096, "parallel": 1, "cache_prompt": False}
+    # mem0's long shared prompt: the cache stays on, requests one at a time in a fixed order
+    audit_model("qwen2.5-coder-0.5b-instruct", 16384)
+    assert calls[-1][1] == {"ctx": 16384, "parallel": 1, "cache_prompt": True, "max_concurrency": 1}
+    # slots only when asked for (faster, not reproducible run to run)
     monkeypatch.setenv("TRACELESS_LLAMACPP_PARALLEL", "3")
     audit_model("smollm2-135m-instruct")
     assert calls[-1] == ("llamacpp:smollm2-135m-instruct", {"ctx": 4096, "parallel": 3})
+    monkeypatch.setenv("TRACELESS_LLAMACPP_PARALLEL", "8")
+    audit_model("qwen2.5-coder-0.5b-instruct", 16384)
+    assert calls[-1][1] == {"ctx": 16384, "parallel": 2}
     # the KV engine when asked for, and the transformers engine when llama.cpp is not installed
     assert audit_model("transformers:qwen2.5-coder-0.5b-instruct")[0] == "transformers:qwen2.5-coder-0.5b-instruct"
     assert calls[-1][1] == {}

@@ -574,25 +574,38 @@ _KV_TOKENS = 8 * _SLOT_CTX
 
 
 def audit_model(spec: str, context_tokens: int = 0) -> tuple[str, ModelBackend]:
-    """The audited agent's model, on the fastest engine: an audit needs no KV access, so a
-    bare catalog name is served by llama.cpp when xllamacpp is installed (``fast_spec``),
-    with parallel slots sized to the machine (``served_slots``) and to the context the
-    memory system's own prompts need. Returns the resolved spec (recorded in the config)
-    and the backend. ``transformers:NAME`` keeps the transformers engine."""
+    """The audited agent's model, on the fastest engine that keeps the audit reproducible: an
+    audit needs no KV access, so a bare catalog name is served by llama.cpp when xllamacpp is
+    installed (``fast_spec``). Returns the resolved spec (recorded in the config) and the
+    backend. ``transformers:NAME`` keeps the transformers engine.
+
+    llama.cpp's speed-ups change greedy replies: with several slots a reply depends on which
+    other requests share its batch, and with the prompt cache on the KV the previous request
+    left (measured: 7 of 42 audit replies and one verdict differ). So by default one slot
+    serves the audit:
+
+    * with the prompt cache off: every request is computed alone, whatever the order, so the
+      same audit gives the same rows every time (and phases may overlap their other work);
+    * for a memory system whose own prompts need a long context (mem0's ~8.7k-token shared
+      extraction prompt, re-prefilled on every call without the cache) the cache stays on and
+      the requests go one at a time in the engine's fixed order, which repeats the cache's
+      states and so the replies.
+
+    ``TRACELESS_LLAMACPP_PARALLEL=N`` (N > 1) opts into N slots with the prompt cache: faster
+    (``served_slots``; bench/bench_audit.py measures both), not reproducible run to run; every
+    row records the engine's slots and cache."""
     from traceless.models import fast_spec, load_backend, served_slots
 
     resolved = fast_spec(spec)
     if not resolved.startswith("llamacpp:"):
         return resolved, load_backend(resolved)
     ctx = max(context_tokens, _SLOT_CTX)
-    parallel = max(1, min(served_slots(), _KV_TOKENS // ctx))
-    if ctx > _SLOT_CTX and not os.environ.get("TRACELESS_LLAMACPP_PARALLEL"):
-        # A system that needs a long context sends one long shared prompt over and over
-        # (mem0's ~8.7k-token extraction prompt, one write at a time): one slot keeps it in its
-        # prompt cache, two slots re-prefill it. Measured on the 1-user mem0 infer=true audit:
-        # 5.5 min with 2 slots, 2.7 min with 1.
-        parallel = 1
-    return resolved, load_backend(resolved, ctx=ctx, parallel=parallel)
+    if os.environ.get("TRACELESS_LLAMACPP_PARALLEL"):
+        parallel = max(1, min(served_slots(), _KV_TOKENS // ctx))
+        return resolved, load_backend(resolved, ctx=ctx, parallel=parallel)
+    if ctx > _SLOT_CTX:
+        return resolved, load_backend(resolved, ctx=ctx, parallel=1, cache_prompt=True, max_concurrency=1)
+    return resolved, load_backend(resolved, ctx=ctx, parallel=1, cache_prompt=False)
 
 
 def _collect(config: SystemAuditConfig, phases: list[str], out_dir: Path, seconds: float,
