@@ -142,16 +142,16 @@ def _run(label: str, build: Callable[[], tuple[str, ModelBackend]], cfg_kw: dict
     return {"table": res.table, "copies": res.copies, "rows": rows}, timings, wall, cpu
 
 
-def _differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+def _differences(a: dict[str, Any], b: dict[str, Any], na: str = "naive", nb: str = "shipped") -> list[str]:
     """Human-readable differences in verdicts between two runs (empty: they agree)."""
     out: list[str] = []
     for phase in sorted(set(a["table"]) | set(b["table"])):
         ra, rb = a["table"].get(phase, {}), b["table"].get(phase, {})
         for col in sorted(set(ra) | set(rb)):
             if ra.get(col) != rb.get(col):
-                out.append(f"table {phase} {col}: naive {ra.get(col)} shipped {rb.get(col)}")
+                out.append(f"table {phase} {col}: {na} {ra.get(col)}, {nb} {rb.get(col)}")
         if a["copies"].get(phase) != b["copies"].get(phase):
-            out.append(f"copies {phase}: naive {a['copies'].get(phase)} shipped {b['copies'].get(phase)}")
+            out.append(f"copies {phase}: {na} {a['copies'].get(phase)}, {nb} {b['copies'].get(phase)}")
 
     def key(r: dict[str, Any]) -> tuple[str, ...]:
         return (r["phase"], r["profile"], r["view"], r["level"], str(r["wording"]))
@@ -159,7 +159,7 @@ def _differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     va, vb = ({key(r): r["extracted"] for r in x["rows"]} for x in (a, b))
     for k in sorted(set(va) | set(vb)):
         if va.get(k) != vb.get(k):
-            out.append(f"row {'/'.join(k)}: extracted naive {va.get(k)} shipped {vb.get(k)}")
+            out.append(f"row {'/'.join(k)}: extracted {na} {va.get(k)}, {nb} {vb.get(k)}")
     return out
 
 
@@ -232,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
           f"30 s would need {dec / 30:.1f} tok/s")
     failed = 0
     for lb in labels[:-1]:
-        diffs = _differences(res[lb][0], res["shipped"][0])
+        diffs = _differences(res[lb][0], res["shipped"][0], lb, "shipped")
         # the shipped engine must give exactly the verdicts of the naive one (and of itself
         # with phases one at a time); the opt-in slots change greedy replies, so their
         # differences are listed, not failed on
