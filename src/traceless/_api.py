@@ -220,7 +220,7 @@ def audit(system: str = "traceless", *, model: str | ModelBackend = "qwen2.5-cod
     if isinstance(model, str):
         from traceless.audit import audit_model
 
-        spec, be = audit_model(model, ctx)  # the fastest engine: llama.cpp slots when installed
+        spec, be = audit_model(model, ctx)  # llama.cpp when installed, configured to be reproducible
     else:
         spec, be = model.name, model
     cfg = SystemAuditConfig(system=system, system_config=system_config or {}, model=spec, **settings)

@@ -14,7 +14,7 @@ def audit_cmd(
         "qwen2.5-coder-0.5b-instruct",
         "--model",
         "-m",
-        help="Embedded model name (served by llama.cpp with parallel slots when xllamacpp is installed; "
+        help="Embedded model name (served by llama.cpp, one slot without the prompt cache so reruns repeat, when xllamacpp is installed; "
         "transformers:NAME keeps the transformers engine), llamacpp:NAME, openai:MODEL@URL, or a local GGUF path.",
     ),
     S: int = typer.Option(
