@@ -170,6 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--modes", default="all", help="'all' or a comma list of forget modes")
     ap.add_argument("--max-new-tokens", type=int, default=40)
     ap.add_argument("--skip-naive", action="store_true", help="without the naive run")
+    ap.add_argument("--only", help="a comma list of the runs to make: naive, slots, phases, shipped (default: all)")
     ap.add_argument("--slots", type=int, default=8, help="slots of the opt-in fast engine compared")
     a = ap.parse_args(argv)
     modes = () if a.modes == "all" else tuple(m.strip() for m in a.modes.split(",") if m.strip())
@@ -199,6 +200,11 @@ def main(argv: list[str] | None = None) -> int:
         "phases one at a time": shipped, "shipped": shipped}
     if a.skip_naive:
         del runs["naive"]
+    if a.only:
+        keep = {x.strip() for x in a.only.split(",")}
+        runs = {k: v for k, v in runs.items() if any(w in k for w in keep)}
+    if "shipped" not in runs:
+        ap.error("--only must include shipped (the run every other is compared with)")
     load0 = os.getloadavg()[0]
     res: dict[str, tuple[dict[str, Any], Timings, float, float]] = {}
     counts: dict[str, collections.Counter[str]] = {}
