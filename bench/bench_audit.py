@@ -211,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="bench-audit-") as tmp:
         for i, (label, build) in enumerate(runs.items()):
             counts[label] = collections.Counter()
-            with _phases_one_at_a_time(label == "phases one at a time"):
+            with _phases_one_at_a_time(label == "phases one at a time"), _no_generation_cache(label == "naive"):
                 res[label] = _run(label, build, cfg_kw, Path(tmp) / str(i), counts[label])
     spec, be = audit_model(a.model)  # a fresh server: the most this machine decodes
     try:
@@ -253,6 +253,27 @@ def main(argv: list[str] | None = None) -> int:
             print(f"verdicts agree ({lb} vs shipped): the AER/FRS table, copies per store and all "
                   f"{len(res['shipped'][0]['rows'])} row verdicts")
     return failed
+
+
+class _Uncached(CachingBackend):
+    """The engine's generation cache, switched off: every call goes to the model."""
+
+    def generate_batch(self, batch: Any, config: Any = None) -> Any:
+        return self.inner.generate_batch(batch, config)
+
+
+@contextmanager
+def _no_generation_cache(on: bool) -> Iterator[None]:
+    """The engine without its generation cache (the naive run asks the model for every
+    probe, repeats included)."""
+    names = vars(engine)
+    saved = names["CachingBackend"]
+    if on:
+        names["CachingBackend"] = _Uncached
+    try:
+        yield
+    finally:
+        names["CachingBackend"] = saved
 
 
 @contextmanager
