@@ -14,7 +14,15 @@ which the script reports cell by cell). Prints both wall times and the speed rat
     HF_HUB_OFFLINE=1 .venv/bin/python bench/bench_frontier.py --model qwen2.5-coder-0.5b-instruct --threads 1
     HF_HUB_OFFLINE=1 .venv/bin/python bench/bench_frontier.py --model smollm2-135m-instruct --n 1
 
-Exit status 1 when any reply differs.
+With a ``llamacpp:`` model the runner gets the study's slots (``served_options``: 4 per core,
+at most 8, groups in flight to match) and the naive path a second server with one slot and
+the prompt cache off, one request at a time. llama.cpp does not promise batch-invariant
+greedy decoding, so differing replies are possible there and are reported like any other.
+
+    HF_HUB_OFFLINE=1 .venv/bin/python bench/bench_frontier.py --model llamacpp:qwen2.5-coder-0.5b-instruct
+
+Exit status 1 when any reply differs: every differing cell's key is listed, and the first
+ten replies side by side (the cell's canary masked: replies can quote it).
 """
 
 from __future__ import annotations
@@ -25,11 +33,13 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from traceless.models import ChatMessage, GenerationConfig, load_backend  # noqa: E402
-from traceless.studies import read_rows, run_study  # noqa: E402
+from traceless.studies import ResultRow, read_rows, run_study  # noqa: E402
+from traceless.studies._runner import served_options  # noqa: E402
 
 SLICE = {
     "S": [0, 1],
@@ -50,10 +60,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=None, help="keep the runner's results dir here")
     args = ap.parse_args(argv)
 
-    opts = {"num_threads": args.threads} if args.threads else {}
+    opts: dict[str, Any] = {"num_threads": args.threads} if args.threads else {}
     cfg = {**SLICE, "n": args.n, "data": args.data}
     work = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="bench-frontier-"))
-    backend = load_backend(args.model, **opts)
+    backend = load_backend(args.model, **served_options(args.model, opts))
     ident = backend.describe()
     print(f"model {ident.get('name')} ({ident.get('backend')}), threads {args.threads or 'default'}", flush=True)
 
@@ -72,26 +82,49 @@ def main(argv: list[str] | None = None) -> int:
     gen_answer = GenerationConfig(max_new_tokens=fc.answer_tokens, temperature=0.0)
     gen_summary = GenerationConfig(max_new_tokens=fc.summary_tokens, temperature=0.0)
     summary_prompts = _summary_prompts(work / "runner")
+    served = args.model.strip().startswith("llamacpp:")
+    if served:  # the naive engine: one slot, every prompt prefilled in full
+        backend.close()
+        backend = load_backend(args.model, **opts, parallel=1, cache_prompt=False)
+    once: dict[str, Any] = {} if served else {"use_prefix_cache": False}
     t0 = time.perf_counter()
     for msgs in summary_prompts:
-        backend.generate(msgs, gen_summary, use_prefix_cache=False)  # type: ignore[call-arg]
-    diffs = []
+        backend.generate(msgs, gen_summary, **once)
+    naive: dict[str, str] = {}
     for r in rows:
         msgs = [ChatMessage(**m) for m in r.prompt]
         gen = gen_answer if "/pr/" in r.key else gen_probe
-        g = backend.generate(msgs, gen, use_prefix_cache=False)  # type: ignore[call-arg]
-        if g.text != r.reply:
-            diffs.append((r.key, r.reply, g.text))
+        naive[r.key] = backend.generate(msgs, gen, **once).text
     t_naive = time.perf_counter() - t0
-    print(f"naive:  {len(rows)} cells + {len(summary_prompts)} summaries in {t_naive:.1f}s", flush=True)
+    backend.close()
+    print(f"{'':8}{'cells':>6} {'summaries':>10} {'seconds':>9}")
+    print(f"{'naive':8}{len(rows):>6} {len(summary_prompts):>10} {t_naive:>9.1f}")
+    print(f"{'runner':8}{len(rows):>6} {'(inside)':>10} {t_runner:>9.1f}")
     print(f"speed ratio naive/runner: {t_naive / t_runner:.2f}x", flush=True)
+    diffs = differing(rows, naive)
     if diffs:
-        print(f"{len(diffs)} of {len(rows)} replies differ (batched vs unbatched kernels):")
+        print(f"{len(diffs)} of {len(rows)} replies differ: " + " ".join(k for k, _, _ in diffs))
         for key, a, b in diffs[:10]:
             print(f"  {key}\n    runner: {a!r}\n    naive:  {b!r}")
         return 1
     print(f"all {len(rows)} replies identical")
     return 0
+
+
+def differing(rows: list[ResultRow], naive: dict[str, str]) -> list[tuple[str, str, str]]:
+    """(key, runner reply, naive reply) of every cell whose replies differ, the cell's canary
+    masked in both (replies can quote it; the terminal is no place for it)."""
+    out = []
+    for r in rows:
+        got = naive[r.key]
+        if got != r.reply:
+            canary = str(r.extra.get("canary") or "")
+            out.append((r.key, *(_mask(t or "", canary) for t in (r.reply, got))))
+    return out
+
+
+def _mask(text: str, canary: str) -> str:
+    return text.replace(canary, "[canary]") if canary else text
 
 
 def _summary_prompts(out: Path) -> list[list[ChatMessage]]:

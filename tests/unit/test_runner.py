@@ -399,3 +399,34 @@ def test_sigterm_stops_a_cli_run_like_ctrl_c() -> None:
         os.kill(os.getpid(), signal.SIGTERM)
         time.sleep(5)  # the handler interrupts this
     assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_a_served_llamacpp_model_gets_slots_and_as_many_groups_in_flight(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ``llamacpp:`` spec is started with parallel slots sized to the machine (one slot
+    decoded one stream at a time: the frontier study ran ~2x slower on llama.cpp than on
+    transformers), an explicit ``parallel`` is kept, other specs get no slot option, and the
+    runner keeps as many groups in flight as the server has slots."""
+    import traceless.models
+    from traceless.studies._runner import _default_workers, _load_backend
+
+    seen: list[dict[str, Any]] = []
+
+    def fake_load(spec: str, **kw: Any) -> ScriptedBackend:
+        seen.append(kw)
+        be = ScriptedBackend(default="x")
+        be.max_concurrency = max(4, int(kw.get("parallel", 1)))  # type: ignore[attr-defined]
+        be.server = type("Srv", (), {"parallel": kw.get("parallel", 1)})()  # type: ignore[attr-defined]
+        return be
+
+    monkeypatch.setattr(traceless.models, "load_backend", fake_load)
+    monkeypatch.setenv("TRACELESS_LLAMACPP_PARALLEL", "6")
+    be = _load_backend("llamacpp:qwen2.5-coder-0.5b-instruct", {"num_threads": 1})
+    assert seen[-1] == {"num_threads": 1, "parallel": 6}
+    assert _default_workers(be) == 6
+    _load_backend("llamacpp:m.gguf", {"parallel": 2})
+    assert seen[-1] == {"parallel": 2}
+    _load_backend("qwen2.5-coder-0.5b-instruct", {"num_threads": 1})
+    assert seen[-1] == {"num_threads": 1}
+    monkeypatch.delenv("TRACELESS_LLAMACPP_PARALLEL")
+    _load_backend("llamacpp:qwen2.5-coder-0.5b-instruct", None)
+    assert seen[-1]["parallel"] == traceless.models.served_slots() >= 2

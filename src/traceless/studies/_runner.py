@@ -359,11 +359,29 @@ def _load_backend(spec: str, options: dict[str, Any] | None = None) -> ModelBack
             "pass a backend object to run_study(backend=...)"
         ) from None
     try:
-        backend = load_backend(spec, **(options or {}))
+        backend = load_backend(spec, **served_options(spec, options))
     except TypeError as e:
         raise ConfigError(f"backend {spec!r} does not take the options {sorted(options or {})}: {e}") from None
     assert isinstance(backend, ModelBackend)
     return backend
+
+
+def served_options(spec: str, options: dict[str, Any] | None) -> dict[str, Any]:
+    """``options`` for ``load_backend``, plus slots for a llama.cpp server the study starts.
+
+    A study's groups are independent, so a ``llamacpp:`` model gets parallel slots sized to the
+    machine (``served_slots``: ``TRACELESS_LLAMACPP_PARALLEL``, else 4 per core up to 8) unless
+    ``parallel`` is given, and the runner then keeps that many groups in flight
+    (``_default_workers``). One slot decodes one stream at a time, which on a CPU uses a
+    fraction of what the cores can do in a batch (qwen 0.5b on 2 cores: 7.3 decoded tokens per
+    CPU-second with one slot, 16.5 with 8; docs/performance.md). The slots are recorded in the
+    model identity (batched decoding can change greedy replies)."""
+    opts = dict(options or {})
+    if spec.strip().startswith("llamacpp:") and "parallel" not in opts:
+        from traceless.models import served_slots
+
+        opts["parallel"] = served_slots()
+    return opts
 
 
 def _default_embedder() -> Embedder:
