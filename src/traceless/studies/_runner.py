@@ -23,6 +23,7 @@ import abc
 import contextlib
 import hashlib
 import json
+import os
 import shutil
 import sys
 import threading
@@ -367,17 +368,18 @@ def _load_backend(spec: str, options: dict[str, Any] | None = None) -> ModelBack
 
 
 def served_options(spec: str, options: dict[str, Any] | None) -> dict[str, Any]:
-    """``options`` for ``load_backend``, plus slots for a llama.cpp server the study starts.
+    """``options`` for ``load_backend``, plus opt-in slots for a llama.cpp server the study starts.
 
-    A study's groups are independent, so a ``llamacpp:`` model gets parallel slots sized to the
-    machine (``served_slots``: ``TRACELESS_LLAMACPP_PARALLEL``, else 4 per core up to 8) unless
-    ``parallel`` is given, and the runner then keeps that many groups in flight
-    (``_default_workers``). One slot decodes one stream at a time, which on a CPU uses a
-    fraction of what the cores can do in a batch (qwen 0.5b on 2 cores: 7.3 decoded tokens per
-    CPU-second with one slot, 16.5 with 8; docs/performance.md). The slots are recorded in the
-    model identity (batched decoding can change greedy replies)."""
+    With ``TRACELESS_LLAMACPP_PARALLEL`` set, a ``llamacpp:`` model gets that many parallel
+    slots (``served_slots``) unless ``parallel`` is given, and the runner keeps that many
+    groups in flight (``_default_workers``): faster (qwen 0.5b on 2 cores: 7.3 decoded tokens
+    per CPU-second with one slot, 16.5 with 8; docs/performance.md) but not reproducible run
+    to run, since batched decoding changes greedy replies (measured on the audit: 11 of 42
+    verdicts). Unset, the server has one slot, as everywhere reruns must repeat. The slots are
+    recorded in the model identity."""
     opts = dict(options or {})
-    if spec.strip().startswith("llamacpp:") and "parallel" not in opts:
+    if (spec.strip().startswith("llamacpp:") and "parallel" not in opts
+            and os.environ.get("TRACELESS_LLAMACPP_PARALLEL")):
         from traceless.models import served_slots
 
         opts["parallel"] = served_slots()
