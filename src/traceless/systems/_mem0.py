@@ -73,7 +73,9 @@ def _import_mem0(home: Path) -> Any:
 
 
 def _openai_endpoint(model: ModelBackend) -> tuple[str, str]:
-    inner = model.inner if isinstance(model, CachingBackend) else model
+    inner = model
+    while isinstance(inner, CachingBackend):  # the audit engine wraps the runtime's cache in its own
+        inner = inner.inner
     base, name = getattr(inner, "base_url", None), getattr(inner, "model", None)
     if not isinstance(base, str) or not isinstance(name, str):
         raise ConfigError(
