@@ -315,7 +315,14 @@ def open_copy(name: str, base: Path, work_dir: Path, config: SystemConfig, runti
     every deletion starts from the same memory."""
     shutil.rmtree(work_dir, ignore_errors=True)
     shutil.copytree(base, work_dir)
-    return open_system(name, work_dir, config, runtime)
+    with _OPEN_LOCK:
+        return open_system(name, work_dir, config, runtime)
+
+
+_OPEN_LOCK = threading.Lock()
+"""Systems are opened one at a time: opening one can load models (mem0 builds its embedder),
+and torch's device context that model loading enters is not safe across threads (two mem0
+phases opened at once left later transformers loads with meta tensors)."""
 
 
 class DeletionPhase:
@@ -501,8 +508,17 @@ def _run_phases(config: SystemAuditConfig, runtime: SystemRuntime, sys_cfg: Syst
 
 
 def phase_workers(model: ModelBackend, phases: int) -> int:
-    """Phases run at once: as many as the model serves requests at once (1 for a local model)."""
-    return min(phases, concurrency(model))
+    """Phases run at once: as many as the model's server has slots (the opt-in
+    ``TRACELESS_LLAMACPP_PARALLEL``); one slot or a local model runs them one after the other
+    (nothing to gain: the requests queue for the one slot)."""
+    while True:
+        slots = getattr(getattr(model, "server", None), "parallel", None)
+        if isinstance(slots, int):
+            return max(1, min(phases, slots, concurrency(model)))
+        inner = getattr(model, "inner", None)
+        if not isinstance(inner, ModelBackend):
+            return 1
+        model = inner
 
 
 def _run_phase(config: SystemAuditConfig, runtime: SystemRuntime, sys_cfg: SystemConfig, planted: list[Planted],
