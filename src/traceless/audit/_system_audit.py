@@ -511,14 +511,11 @@ def phase_workers(model: ModelBackend, phases: int) -> int:
     """Phases run at once: as many as the model's server has slots (the opt-in
     ``TRACELESS_LLAMACPP_PARALLEL``); one slot or a local model runs them one after the other
     (nothing to gain: the requests queue for the one slot)."""
-    while True:
-        slots = getattr(getattr(model, "server", None), "parallel", None)
+    for layer in _layers(model):
+        slots = getattr(getattr(layer, "server", None), "parallel", None)
         if isinstance(slots, int):
             return max(1, min(phases, slots, concurrency(model)))
-        inner = getattr(model, "inner", None)
-        if not isinstance(inner, ModelBackend):
-            return 1
-        model = inner
+    return 1
 
 
 def _run_phase(config: SystemAuditConfig, runtime: SystemRuntime, sys_cfg: SystemConfig, planted: list[Planted],
@@ -572,14 +569,18 @@ def batch_size(model: ModelBackend, jobs: int, step: int) -> int:
 def concurrency(model: ModelBackend) -> int:
     """Requests ``model`` serves at once (1 for a local backend), looking through wrappers
     such as the generation cache."""
-    while True:
-        n = getattr(model, "max_concurrency", None)
+    for layer in _layers(model):
+        n = getattr(layer, "max_concurrency", None)
         if isinstance(n, int):
             return max(1, n)
-        inner = getattr(model, "inner", None)
-        if not isinstance(inner, ModelBackend):
-            return 1
-        model = inner
+    return 1
+
+
+def _layers(model: ModelBackend) -> Iterator[ModelBackend]:
+    """``model``, then each backend it wraps (``.inner``: the generation caches)."""
+    while isinstance(model, ModelBackend):
+        yield model
+        model = getattr(model, "inner", None)  # type: ignore[assignment]
 
 
 _SLOT_CTX = 4096
