@@ -48,7 +48,15 @@ from traceless.audit._synthetic import synthetic_users
 from traceless.errors import ConfigError, InputFormatError, ResumeError, StudyError
 from traceless.forget import scan_files
 from traceless.memory import Session
-from traceless.models import CachingBackend, ChatMessage, Embedder, Generation, GenerationConfig, ModelBackend
+from traceless.models import (
+    CachingBackend,
+    ChatMessage,
+    Embedder,
+    Generation,
+    GenerationConfig,
+    ModelBackend,
+    layers,
+)
 from traceless.models._embedder import FloatArray
 from traceless.systems._base import (
     ContextItem,
@@ -511,7 +519,7 @@ def phase_workers(model: ModelBackend, phases: int) -> int:
     """Phases run at once: as many as the model's server has slots (the opt-in
     ``TRACELESS_LLAMACPP_PARALLEL``); one slot or a local model runs them one after the other
     (nothing to gain: the requests queue for the one slot)."""
-    for layer in _layers(model):
+    for layer in layers(model):
         slots = getattr(getattr(layer, "server", None), "parallel", None)
         if isinstance(slots, int):
             return max(1, min(phases, slots, concurrency(model)))
@@ -569,18 +577,11 @@ def batch_size(model: ModelBackend, jobs: int, step: int) -> int:
 def concurrency(model: ModelBackend) -> int:
     """Requests ``model`` serves at once (1 for a local backend), looking through wrappers
     such as the generation cache."""
-    for layer in _layers(model):
+    for layer in layers(model):
         n = getattr(layer, "max_concurrency", None)
         if isinstance(n, int):
             return max(1, n)
     return 1
-
-
-def _layers(model: ModelBackend) -> Iterator[ModelBackend]:
-    """``model``, then each backend it wraps (``.inner``: the generation caches)."""
-    while isinstance(model, ModelBackend):
-        yield model
-        model = getattr(model, "inner", None)  # type: ignore[assignment]
 
 
 _SLOT_CTX = 4096

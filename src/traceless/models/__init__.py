@@ -14,13 +14,15 @@ from traceless.models._base import (
     ModelBackend,
     messages,
 )
-from traceless.models._cache import CachingBackend, call_key
+from traceless.models._cache import CachingBackend, call_key, layers, uncached
 from traceless.models._embedder import Embedder, HashingEmbedder
 from traceless.models._scripted import ScriptedBackend
 
 __all__ = [
     "CachingBackend",
     "call_key",
+    "layers",
+    "uncached",
     "ChatMessage",
     "Generation",
     "GenerationConfig",

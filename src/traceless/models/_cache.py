@@ -11,12 +11,13 @@ import hashlib
 import json
 import sqlite3
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from traceless.models._base import ChatMessage, Generation, GenerationConfig, ModelBackend
 
-__all__ = ["CachingBackend", "call_key"]
+__all__ = ["CachingBackend", "call_key", "layers", "uncached"]
 
 
 def call_key(identity: dict[str, Any], messages: list[ChatMessage], config: GenerationConfig) -> str:
@@ -137,3 +138,19 @@ class CachingBackend(ModelBackend):
     def close(self) -> None:
         self.close_cache()
         self.inner.close()
+
+
+def layers(model: ModelBackend) -> Iterator[ModelBackend]:
+    """``model``, then each backend it wraps: a run can hold several generation caches (the
+    audit engine wraps the caller's in its own), and what sits behind them (slots, endpoint,
+    KV access) is only on the innermost."""
+    yield model
+    while isinstance(model, CachingBackend):
+        model = model.inner
+        yield model
+
+
+def uncached(model: ModelBackend) -> ModelBackend:
+    """The backend behind every generation cache wrapped around ``model``."""
+    *_, inner = layers(model)
+    return inner

@@ -26,7 +26,7 @@ from pydantic import Field
 
 from traceless.errors import ConfigError
 from traceless.memory import Session
-from traceless.models import CachingBackend, ModelBackend
+from traceless.models import ModelBackend, uncached
 from traceless.systems._base import (
     ContextItem,
     DeletionTarget,
@@ -58,6 +58,11 @@ class Mem0Config(SystemConfig):
     """A sentence-transformers model folder (default: the bundled all-MiniLM-L6-v2)."""
     embedding_dims: int = Field(384, ge=1)
     """Dimension of that model's vectors."""
+    llm_max_tokens: int = Field(512, ge=16)
+    """Reply budget of each of mem0's LLM calls (``infer=True``). mem0's own default is 2,000:
+    a small local model that loops on an extraction decodes all of it (tens of minutes on two
+    cores) before mem0 rejects the unparsable JSON. A loop cut at this cap is rejected the same
+    way, so what mem0 stores changes only for replies longer than the cap."""
 
 
 def _import_mem0(home: Path) -> Any:
@@ -73,9 +78,7 @@ def _import_mem0(home: Path) -> Any:
 
 
 def _openai_endpoint(model: ModelBackend) -> tuple[str, str]:
-    inner = model
-    while isinstance(inner, CachingBackend):  # the audit engine wraps the runtime's cache in its own
-        inner = inner.inner
+    inner = uncached(model)  # the audit engine wraps the runtime's cache in its own
     base, name = getattr(inner, "base_url", None), getattr(inner, "model", None)
     if not isinstance(base, str) or not isinstance(name, str):
         raise ConfigError(
@@ -103,7 +106,8 @@ class Mem0System(MemorySystem):
         llm: dict[str, Any] = {"model": "unused", "api_key": "unused", "openai_base_url": "http://127.0.0.1:9/v1"}
         if config.infer:
             base, name = _openai_endpoint(runtime.model)
-            llm = {"model": name, "api_key": "local", "openai_base_url": base, "temperature": 0.0}
+            llm = {"model": name, "api_key": "local", "openai_base_url": base, "temperature": 0.0,
+                   "max_tokens": config.llm_max_tokens}
         cfg = {
             "vector_store": {"provider": "qdrant", "config": {
                 "path": str(work_dir / "qdrant"), "collection_name": _COLLECTION,
