@@ -12,6 +12,7 @@ import pytest
 from traceless.audit import PAPER_LADDER, SystemAuditConfig, make_canary, run_system_audit
 from traceless.cli import main
 from traceless.models import CachingBackend, ChatMessage, GenerationConfig, HashingEmbedder, ScriptedBackend
+from traceless.studies import read_rows
 from traceless.systems import SystemRuntime
 
 CANARY = re.compile(r"[A-Z]{2}\d-[A-Z]+-\d{4}")
@@ -47,9 +48,10 @@ def test_audit_table_follows_the_papers(tmp_path: Path) -> None:
     rows = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
     assert {r["phase"] for r in rows} == {"before", *PAPER_LADDER, "exact", "lineage_closure"}
     assert all(r["code_version"] and r["model"]["name"] == "scripted" for r in rows)
-    # every forget's signed receipt is in the phase's step notes (redacted like the rows)
+    # every forget's signed receipt is in the phase's residue cell (redacted like the rows)
+    residue = {r.group: r for r in read_rows(out) if r.key.startswith("residue/")}
     for mode in (*PAPER_LADDER, "exact", "lineage_closure"):
-        notes = json.loads((out / "steps" / f"{mode}.json").read_text())["notes"]
+        notes = residue[mode].extra["notes"]
         assert len(notes) == 3 and all(n["receipt"]["mode"] == mode and n["receipt"]["signature"]
                                        for n in notes.values())
 

@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from traceless.audit import PAPER_LADDER, SystemAuditConfig, run_system_audit
+from traceless.audit import PAPER_LADDER, AuditRow, SystemAuditConfig, run_system_audit
 from traceless.errors import ConfigError, ResumeError, StudyError
 from traceless.models import CachingBackend, ChatMessage, GenerationConfig, HashingEmbedder, ScriptedBackend
+from traceless.studies import read_manifest, read_rows
+from traceless.studies._results import write_manifest
 from traceless.systems import SystemRuntime
 
 CANARY = re.compile(r"[A-Z]{2}\d-[A-Z]+-\d{4}")
@@ -63,8 +65,9 @@ def test_residue_per_store_and_files(tmp_path: Path) -> None:
     assert res.files["noop"] == {"memory.db": res.files["noop"]["memory.db"]} and res.files["noop"]["memory.db"] > 0
     assert res.files["full_purge"] == {}  # forget VACUUMs: no byte of the canary is left
     assert not (tmp_path / "a" / "work").exists()  # memory (plaintext canaries) deleted by default
-    text = "".join(p.read_text() for p in (tmp_path / "a").rglob("*") if p.is_file())
-    assert not CANARY.search(text)  # redacted everywhere in the results
+    # redacted everywhere in the results, the SQLite store's bytes (free pages, WAL) included
+    data = b"".join(p.read_bytes() for p in (tmp_path / "a").rglob("*") if p.is_file())
+    assert b"[CANARY]" in data and not re.search(CANARY.pattern.encode(), data)
 
 
 def test_keep_memory_keeps_the_work_dir(tmp_path: Path) -> None:
@@ -97,7 +100,9 @@ def test_failure_mid_audit_names_the_step_and_resumes(tmp_path: Path) -> None:
     calls.update(n=0, fail=10)  # the write (4 summaries) and 'before' (6 probes) succeed, then it fails
     with pytest.raises(StudyError, match="failed at step 'noop'.*rerun the same command to resume"):
         run_system_audit(cfg, SystemRuntime(ScriptedBackend(flaky), HashingEmbedder()), out)
-    assert (out / "steps" / "before.json").exists() and not (out / "steps" / "noop.json").exists()
+    # 'before' is in the store, rows and residue; of the failed phase, nothing (one transaction)
+    keys = {r.key for r in read_rows(out)}
+    assert "residue/before" in keys and not any("noop" in k for k in keys)
     calls.update(n=0, fail=0)
     again = run_system_audit(cfg, SystemRuntime(ScriptedBackend(flaky), HashingEmbedder()), out)
     # the write and "before" are not redone, and the generation cache in work/ answers what
@@ -297,3 +302,38 @@ def test_a_rerun_pays_for_no_generation_twice(tmp_path: Path) -> None:
     assert not set(first) & set(rerun)  # "noop" asks what "before" asked: answered from the cache
     assert len(rerun) == len(set(rerun))
     assert not (tmp_path / "o" / "work").exists()  # the cache (plaintext replies) went with the memory
+
+
+def test_audit_rows_are_runner_cells_in_the_frontier_schema(tmp_path: Path) -> None:
+    """One row schema and one store: the audit's rows are the study runner's ``ResultRow``s in
+    ``results.sqlite`` (what ``read_rows`` reads for the frontier), its probe cells map to
+    ``AuditRow``s like the frontier's do, and results.jsonl is exactly that mapping."""
+    cfg = SystemAuditConfig(system_config={"S": 1, "modes": ["noop", "full_purge"]}, profiles=2)
+    out = tmp_path / "a"
+    res = run_system_audit(cfg, _runtime(), out)
+    cells = read_rows(out)
+    probes = [a for a in map(AuditRow.from_cell, cells) if a is not None]
+    residue = {r.group: r for r in cells if r.config["cell"]["kind"] == "residue"}
+    assert len(probes) == res.rows == len(cells) - len(residue) and set(residue) == {"before", "noop", "full_purge"}
+    assert {(a.run_id, a.system) for a in probes} == {("audit-traceless", "traceless")}
+    assert all(r.model_tag == cfg.model and r.config["study"] == cfg.model_dump(mode="json") for r in cells)
+    # before deletion: aer cells on the agent view; after: frs cells per view, as in the frontier
+    kinds = {(r.config["cell"]["kind"], r.group) for r in cells if r.key not in {f"residue/{p}" for p in residue}}
+    assert kinds == {("aer", "before"), ("frs", "noop"), ("frs", "full_purge")}
+    assert {a.view for a in probes if a.phase == "noop"} == {"agent", "raw", "summary"}
+    exported = [AuditRow.model_validate_json(x) for x in (out / "results.jsonl").read_text().splitlines()]
+    assert sorted(exported, key=lambda a: a.model_dump_json()) == sorted(probes, key=lambda a: a.model_dump_json())
+    assert res.copies == {p: r.metrics["copies"] for p, r in residue.items()}
+    assert res.copies["noop"]["summary"] == 2 and not any(res.copies["full_purge"].values())
+    run = read_manifest(out).runs[cfg.model]
+    assert run.finished and run.cells_done == len(cells) and run.identity["name"] == "scripted"
+
+
+def test_a_dir_of_an_older_audit_layout_is_not_resumed(tmp_path: Path) -> None:
+    cfg = SystemAuditConfig(system_config={"S": 1, "modes": ["noop"]}, profiles=1)
+    out = tmp_path / "a"
+    run_system_audit(cfg, _runtime(), out)
+    man = read_manifest(out)
+    write_manifest(out, man.model_copy(update={"study_version": "2"}))
+    with pytest.raises(ResumeError, match="another version of the audit.*fresh --out"):
+        run_system_audit(cfg, _runtime(), out)

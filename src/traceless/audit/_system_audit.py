@@ -7,17 +7,23 @@ system, whose deletions are the forget modes. ``forget --certify`` reuses its pr
 
 Out dir (resumable; a step that finished is never redone)::
 
-    DIR/manifest.json        study "memory-audit", the config, the system's identity
+    DIR/manifest.json        study "memory-audit", the config, the model's run record
+    DIR/system.json          the system's identity
     DIR/steps/write.done     memory written (DIR/work/base holds it)
-    DIR/steps/OP.jsonl       probe rows of phase OP (``before`` or a deletion), one per probe
-    DIR/steps/OP.json        phase summary: AER per level, copies per store, files with the canary
-    DIR/results.jsonl        every probe row; DIR/summary.json the table (written at the end)
+    DIR/results.sqlite       the rows, in the study runner's store and row schema (``ResultRow``,
+                             the frontier study's too): per phase OP (``before`` or a deletion)
+                             one cell per probe (``aer/...`` before, ``frs/OP/VIEW/...`` after;
+                             ``AuditRow.from_cell`` reads either study's) and one ``residue/OP``
+                             cell (copies per store, files with the canary, what the deletion did)
+    DIR/results.jsonl        every probe row as an ``AuditRow`` (an export, written at the end)
+    DIR/summary.json         the table (written at the end)
     DIR/work/                the system's memory, and generations.sqlite, the generation cache a
                              rerun reads (both hold canaries in plaintext: deleted at the end
                              unless keep_memory)
 
-A step's files appear atomically (written to a temp name, then renamed), so a run stopped
-or failed in the middle of a step resumes at that step.
+A phase's rows are committed in one transaction, its residue cell with them, so a run
+stopped or failed in the middle of a phase resumes at that phase; ``write.done`` appears
+atomically (written to a temp name, then renamed).
 """
 
 from __future__ import annotations
@@ -69,7 +75,7 @@ from traceless.systems._base import (
 )
 
 if TYPE_CHECKING:
-    from traceless.studies._results import ResultRow
+    from traceless.studies._results import ResultRow, ResultsStore
 
 __all__ = [
     "PAPER_LADDER",
@@ -93,8 +99,9 @@ __all__ = [
 ]
 
 STUDY = "memory-audit"
-STUDY_VERSION = "2"
-"""2: one engine for ``traceless audit`` with and without ``--memory``; ``operations`` None = all."""
+STUDY_VERSION = "3"
+"""2: one engine for ``traceless audit`` with and without ``--memory``; ``operations`` None = all.
+3: rows are cells of the study runner's results store (one row schema with the frontier)."""
 
 PAPER_LADDER = ("noop", "raw_only", "raw_plus_resummarize", "full_purge", "tombstone")
 """Paper 000's five forget modes, in ladder order (``traceless audit --modes ladder``)."""
@@ -162,16 +169,18 @@ class AuditRow(StoredRow):
 
     @classmethod
     def from_cell(cls, row: ResultRow) -> AuditRow | None:
-        """A frontier study probe cell (``aer`` before deletion, ``frs`` after one; results dir
-        or export bundle, study version 1 or 2) in the audit's schema; None for any other cell
-        (a PR question, another study's cell). ``config`` stays the cell's ``{"study", "cell"}``,
-        which holds its S and k."""
+        """A probe cell (``aer`` before deletion, ``frs`` after one) of an audit or of the
+        frontier study (results dir or export bundle, any study version) as an ``AuditRow``;
+        None for any other cell (a residue cell, a PR question, another study's cell).
+        ``config`` stays the cell's ``{"study", "cell"}`` (a frontier cell's holds its S and k)."""
         cell = row.config.get("cell", {})
         if cell.get("kind") not in ("aer", "frs") or "extracted" not in row.metrics:
             return None
         frs = cell["kind"] == "frs"
+        system = cell.get("system", "traceless")  # only an audit's cells name their system
         return cls(
-            run_id=f"frontier-{row.model_tag}", system="traceless", profile=cell["instance"],
+            run_id=f"audit-{system}" if "system" in cell else f"frontier-{row.model_tag}", system=system,
+            profile=cell["instance"],
             phase=cell["mode"] if frs else "before", view=cell["tier"] if frs else "agent", level=cell["level"],
             wording=int(cell["wording"]), prompt=row.prompt, reply=row.reply, extracted=bool(row.metrics["extracted"]),
             context_ids=list(row.extra.get("context_ids", [])), prompt_tokens=int(row.timing.get("prompt_tokens", 0)),
@@ -376,7 +385,7 @@ def _prepare_dir(out_dir: Path, config: SystemAuditConfig, identity: dict[str, A
     """Create the out dir, or check that an existing one is this audit's (then resume)."""
     # not at module level: the frontier study (imported by traceless.studies) uses this
     # module's steps, so importing traceless.studies here first would be a cycle
-    from traceless.studies._results import Manifest, read_manifest, write_manifest
+    from traceless.studies._results import Manifest, RunRecord, read_manifest, write_manifest
 
     if (out_dir / "manifest.json").exists():
         man = read_manifest(out_dir)
@@ -385,14 +394,39 @@ def _prepare_dir(out_dir: Path, config: SystemAuditConfig, identity: dict[str, A
                 f"{out_dir} holds another audit ({man.study}, other settings); use a fresh --out dir "
                 "or rerun with the settings it was started with"
             )
+        if man.study_version != STUDY_VERSION:
+            raise ResumeError(
+                f"{out_dir} was written by another version of the audit (layout {man.study_version}, this "
+                f"traceless writes {STUDY_VERSION}); use a fresh --out dir"
+            )
         return
     if out_dir.exists() and any(out_dir.iterdir()):
         raise ConfigError(f"{out_dir} exists and is not an audit results dir; use a fresh --out dir")
     (out_dir / "steps").mkdir(parents=True, exist_ok=True)
+    now = time.time()
+    run = RunRecord(model_tag=config.model, identity=identity["model"], code_version=code_version(), started=now,
+                    updated=now)
     write_manifest(out_dir, Manifest(study=STUDY, study_version=STUDY_VERSION, config=config.model_dump(mode="json"),
-                                     created=time.time(), code_version=code_version(),
-                                     runs={}))
+                                     created=now, code_version=code_version(), runs={config.model: run}))
     _atomic_write(out_dir / "system.json", json.dumps(identity, indent=2, default=str))
+
+
+def _finish_manifest(out_dir: Path, config: SystemAuditConfig, cells: int, seconds: float) -> None:
+    """The run record once every phase is in: cells, finished, time of this (re)start added."""
+    from traceless.studies._results import read_manifest, write_manifest
+
+    man = read_manifest(out_dir)
+    run = man.runs[config.model]
+    man.runs[config.model] = run.model_copy(update={
+        "code_version": code_version(), "updated": time.time(), "cells_total": cells, "cells_done": cells,
+        "finished": True, "seconds": run.seconds + seconds})
+    write_manifest(out_dir, man)
+
+
+def _open_store(out_dir: Path) -> ResultsStore:
+    from traceless.studies._results import RESULTS_DB, ResultsStore
+
+    return ResultsStore(out_dir / RESULTS_DB)
 
 
 class _Step:
@@ -443,12 +477,15 @@ def run_system_audit(
     cache = CachingBackend(runtime.model, work / "generations.sqlite")
     runtime = replace(runtime, model=cache, embedder=_QueryMemo(runtime.embedder))
     phases = ["before", *ops]
+    store = _open_store(out_dir)
     try:
         _write_step(config, runtime, sys_cfg, planted, out_dir)
-        _run_phases(config, runtime, sys_cfg, planted, phases, out_dir, on_progress)
+        _run_phases(config, runtime, sys_cfg, planted, phases, out_dir, store, on_progress)
+        result = _collect(config, phases, out_dir, store, time.perf_counter() - t0, runtime.model.describe(),
+                          cls.views)
     finally:
         cache.close_cache()
-    result = _collect(config, phases, out_dir, time.perf_counter() - t0, runtime.model.describe(), cls.views)
+        store.close()
     if not config.keep_memory:
         shutil.rmtree(work, ignore_errors=True)
     return result
@@ -472,13 +509,15 @@ def _write_step(config: SystemAuditConfig, runtime: SystemRuntime, sys_cfg: Syst
 
 
 def _run_phases(config: SystemAuditConfig, runtime: SystemRuntime, sys_cfg: SystemConfig, planted: list[Planted],
-                phases: list[str], out_dir: Path, on_progress: Callable[[int, int, str], None] | None) -> None:
-    """Every phase not yet on disk. A model that serves concurrent requests gets the phases
-    at once (each on its own copy of the memory, in its own thread), so the slots stay full
-    while other phases delete, re-summarize, retrieve or scan; a local model runs them one
-    after the other (its batches are pinned). Each phase's step files are its own, written
-    atomically, so the rows and the resume are the same either way."""
-    steps, work = out_dir / "steps", out_dir / "work"
+                phases: list[str], out_dir: Path, store: ResultsStore,
+                on_progress: Callable[[int, int, str], None] | None) -> None:
+    """Every phase not yet in the store. A model that serves concurrent requests gets the
+    phases at once (each on its own copy of the memory, in its own thread), so the slots stay
+    full while other phases delete, re-summarize, retrieve or scan; a local model runs them one
+    after the other (its batches are pinned). Each phase's rows are its own, committed
+    together, so the rows and the resume are the same either way."""
+    work = out_dir / "work"
+    done = store.done_keys(config.model)
     lock, users = threading.Lock(), dict.fromkeys(phases, 0)
     total = len(phases) * len(planted)
 
@@ -490,10 +529,10 @@ def _run_phases(config: SystemAuditConfig, runtime: SystemRuntime, sys_cfg: Syst
             on_progress(done, total, phase)
 
     def one(phase: str) -> None:
-        if not (steps / f"{phase}.json").exists():
+        if _residue_key(phase) not in done:
             with _Step(config.system, phase, out_dir):
                 _run_phase(config, runtime, sys_cfg, planted, phase, work / "base", work / phase,
-                           steps, lambda n: progress(phase, n))
+                           store, lambda n: progress(phase, n))
             if not config.keep_memory:
                 shutil.rmtree(work / phase, ignore_errors=True)
         progress(phase, len(planted))
@@ -527,7 +566,7 @@ def phase_workers(model: ModelBackend, phases: int) -> int:
 
 
 def _run_phase(config: SystemAuditConfig, runtime: SystemRuntime, sys_cfg: SystemConfig, planted: list[Planted],
-               phase: str, base: Path, phase_dir: Path, steps: Path, progress: Callable[[int], None]) -> None:
+               phase: str, base: Path, phase_dir: Path, store: ResultsStore, progress: Callable[[int], None]) -> None:
     canaries = [p.canary for p in planted]
     probe_list = probes(PROBE_LEVELS, wordings=config.wordings)
     with deletion_phase(config.system, base, phase_dir, sys_cfg, runtime, phase, canaries) as ph:
@@ -538,30 +577,57 @@ def _run_phase(config: SystemAuditConfig, runtime: SystemRuntime, sys_cfg: Syste
             jobs += [(p, *job) for job in probe_contexts(ph.system, p.owner, probe_list, views)]
         rows = _generate(config, runtime, phase, jobs, canaries, progress, len(probe_list))
     red = _redactor(canaries, config.reveal)
-    _atomic_write(steps / f"{phase}.jsonl", "".join(r.model_dump_json() + "\n" for r in rows))
-    summary = {"phase": phase, "copies": ph.copies, "files": ph.files,
-               "notes": json.loads(red(json.dumps(ph.notes, default=str)))}
-    _atomic_write(steps / f"{phase}.json", json.dumps(summary, indent=2))
+    residue = _cell(config, runtime.model.describe(), _residue_key(phase), phase, {"kind": "residue", "mode": phase},
+                    metrics={"copies": ph.copies, "files": ph.files},
+                    extra={"notes": json.loads(red(json.dumps(ph.notes, default=str)))})
+    store.add_many([*rows, residue])
+
+
+def _residue_key(phase: str) -> str:
+    return f"residue/{phase}"
+
+
+def _probe_key(phase: str, view: str, pr: Probe, profile: str) -> str:
+    # the user last: every segment before it is a name without "/", so keys cannot collide
+    head = "aer" if phase == "before" else f"frs/{phase}/{view}"
+    return f"{head}/{pr.level}:{pr.wording}/user={profile}"
+
+
+def _cell(config: SystemAuditConfig, model: dict[str, Any], key: str, phase: str, params: dict[str, Any],
+          **fields: Any) -> ResultRow:
+    """One row in the study runner's schema: config ``{"study", "cell"}``, keyed per model tag."""
+    from traceless.studies._results import ResultRow
+
+    fields.setdefault("timing", {})
+    fields.setdefault("extra", {})
+    return ResultRow(model_tag=config.model, key=key, group=phase, created=time.time(),
+                     config={"study": config.model_dump(mode="json"), "cell": {**params, "system": config.system}},
+                     seed=config.seed, model=model, code_version=code_version(),
+                     prompt=fields.pop("prompt", None), reply=fields.pop("reply", None), **fields)
 
 
 def _generate(config: SystemAuditConfig, runtime: SystemRuntime, phase: str,
               jobs: Sequence[tuple[Planted, str, Probe, list[ChatMessage], list[str]]], canaries: list[str],
-              progress: Callable[[int], None], step: int) -> list[SystemAuditRow]:
+              progress: Callable[[int], None], step: int) -> list[ResultRow]:
+    from traceless.studies._runner import CellResult
+
     gen = GenerationConfig(max_new_tokens=config.max_new_tokens, temperature=0.0)
     red = _redactor(canaries, config.reveal)
-    ident, version, run_id = runtime.model.describe(), code_version(), f"audit-{config.system}"
-    rows: list[SystemAuditRow] = []
+    ident = runtime.model.describe()
+    rows: list[ResultRow] = []
     size = batch_size(runtime.model, len(jobs), step)
     for i in range(0, len(jobs), size):
         chunk = jobs[i: i + size]
         gens: list[Generation] = runtime.model.generate_batch([j[3] for j in chunk], gen)
-        for (p, view, pr, msgs, ids), g in zip(chunk, gens, strict=True):
-            rows.append(SystemAuditRow(
-                run_id=run_id, system=config.system, profile=p.owner, phase=phase, view=view, level=pr.level,
-                wording=pr.wording, prompt=[{"role": m.role, "content": red(m.content)} for m in msgs],
-                reply=red(g.text), extracted=extracted(p.canary, g.text), context_ids=ids,
-                prompt_tokens=g.prompt_tokens, completion_tokens=g.completion_tokens, seconds=g.total_seconds,
-                config=config.model_dump(mode="json"), seed=config.seed, model=ident, code_version=version))
+        for n, ((p, view, pr, msgs, ids), g) in enumerate(zip(chunk, gens, strict=True), start=i):
+            params = {"kind": "aer", "instance": p.owner, "level": pr.level, "wording": pr.wording}
+            if phase != "before":
+                params |= {"kind": "frs", "mode": phase, "tier": view}
+            rows.append(_cell(
+                config, ident, _probe_key(phase, view, pr, p.owner), phase, params,
+                prompt=[{"role": m.role, "content": red(m.content)} for m in msgs], reply=red(g.text),
+                metrics={"extracted": extracted(p.canary, g.text)}, timing=CellResult.timing_of(g),
+                extra={"context_ids": ids, "order": n}))  # the phase's request order
         progress(len({j[0].owner for j in jobs[: i + len(chunk)]}))
     return rows
 
@@ -626,26 +692,24 @@ def audit_model(spec: str, context_tokens: int = 0) -> tuple[str, ModelBackend]:
     return resolved, load_backend(resolved, ctx=ctx, parallel=1, cache_prompt=False)
 
 
-def _collect(config: SystemAuditConfig, phases: list[str], out_dir: Path, seconds: float,
+def _collect(config: SystemAuditConfig, phases: list[str], out_dir: Path, store: ResultsStore, seconds: float,
              model: dict[str, Any], tier_views_declared: Sequence[str]) -> SystemAuditResult:
-    """Build results.jsonl and summary.json from the finished steps."""
-    steps = out_dir / "steps"
+    """The table from the store's rows; results.jsonl (the probe rows as ``AuditRow``s, in
+    phase order) and summary.json written from it."""
+    cells = list(store.rows(config.model))
+    residue = {r.group: r for r in cells if r.config["cell"]["kind"] == "residue"}
+    order = {p: i for i, p in enumerate(phases)}
+    probe_cells = sorted((r for r in cells if r.group in order and r.key not in {_residue_key(p) for p in phases}),
+                         key=lambda r: (order[r.group], r.extra["order"]))  # the engine's request order
+    probe_rows = [a for a in map(AuditRow.from_cell, probe_cells) if a is not None]
     hits: dict[tuple[str, str, str], list[bool]] = defaultdict(list)
     views: dict[str, list[str]] = defaultdict(list)
-    n = 0
-    with (out_dir / "results.jsonl.tmp").open("w", encoding="utf-8") as f:
-        for phase in phases:
-            for line in (steps / f"{phase}.jsonl").read_text(encoding="utf-8").splitlines():
-                r = json.loads(line)
-                hits[(phase, r["view"], r["level"])].append(bool(r["extracted"]))
-                if r["view"] not in views[phase]:
-                    views[phase].append(r["view"])
-                f.write(line + "\n")
-                n += 1
-    os.replace(out_dir / "results.jsonl.tmp", out_dir / "results.jsonl")
+    for a in probe_rows:
+        hits[(a.phase, a.view, a.level)].append(a.extracted)
+        if a.view not in views[a.phase]:
+            views[a.phase].append(a.view)
+    _atomic_write(out_dir / "results.jsonl", "".join(a.model_dump_json() + "\n" for a in probe_rows))
     table: dict[str, dict[str, float]] = {}
-    copies: dict[str, dict[str, int]] = {}
-    files: dict[str, dict[str, int]] = {}
     for phase in phases:
         # the paper's metric functions, the same ones the frontier report resamples
         row = {f"AER_{lv}": aer(hits[(phase, "agent", lv)]) for lv in PROBE_LEVELS}
@@ -659,11 +723,12 @@ def _collect(config: SystemAuditConfig, phases: list[str], out_dir: Path, second
         if tier_views:
             row["FRS_worst"] = frs_worst({v: row[f"FRS_{v}"] for v in tier_views})
         table[phase] = row
-        s = json.loads((steps / f"{phase}.json").read_text(encoding="utf-8"))
-        copies[phase], files[phase] = s["copies"], s["files"]
-    result = SystemAuditResult(system=config.system, table=table, copies=copies, files=files, rows=n,
-                               seconds=seconds, out_dir=str(out_dir))
+    result = SystemAuditResult(
+        system=config.system, table=table, copies={p: residue[p].metrics["copies"] for p in phases},
+        files={p: residue[p].metrics["files"] for p in phases}, rows=len(probe_rows), seconds=seconds,
+        out_dir=str(out_dir))
     _atomic_write(out_dir / "summary.json", json.dumps(
         {"config": config.model_dump(mode="json"), "model": model, "code_version": code_version(),
          **result.model_dump(exclude={"seconds", "out_dir"})}, indent=2))
+    _finish_manifest(out_dir, config, len(cells), seconds)
     return result

@@ -24,7 +24,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -164,6 +164,19 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 _COLS = "model_tag, key, grp, config, seed, model, code_version, prompt, reply, timing, metrics, extra, created"
 
 
+_INSERT = f"INSERT OR IGNORE INTO cells({_COLS}) VALUES ({','.join('?' * 13)})"
+
+
+def _values(row: ResultRow) -> tuple[Any, ...]:
+    return (
+        row.model_tag, row.key, row.group, json.dumps(row.config, sort_keys=True, default=str), row.seed,
+        json.dumps(row.model, sort_keys=True, default=str), row.code_version,
+        None if row.prompt is None else json.dumps(row.prompt, ensure_ascii=False, default=str),
+        row.reply, json.dumps(row.timing, sort_keys=True), json.dumps(row.metrics, sort_keys=True, default=str),
+        json.dumps(row.extra, sort_keys=True, ensure_ascii=False, default=str), row.created,
+    )
+
+
 def _row(r: tuple[Any, ...]) -> ResultRow:
     return ResultRow(
         model_tag=r[0], key=r[1], group=r[2], config=json.loads(r[3]), seed=r[4], model=json.loads(r[5]),
@@ -221,16 +234,23 @@ class ResultsStore:
 
     def add(self, row: ResultRow) -> bool:
         """Insert one row (committed at once). False when the key was already present."""
-        vals = (
-            row.model_tag, row.key, row.group, json.dumps(row.config, sort_keys=True, default=str), row.seed,
-            json.dumps(row.model, sort_keys=True, default=str), row.code_version,
-            None if row.prompt is None else json.dumps(row.prompt, ensure_ascii=False, default=str),
-            row.reply, json.dumps(row.timing, sort_keys=True), json.dumps(row.metrics, sort_keys=True, default=str),
-            json.dumps(row.extra, sort_keys=True, ensure_ascii=False, default=str), row.created,
-        )
         with self._lock:
-            cur = self._conn.execute(f"INSERT OR IGNORE INTO cells({_COLS}) VALUES ({','.join('?' * 13)})", vals)
+            cur = self._conn.execute(_INSERT, _values(row))
             return cur.rowcount == 1
+
+    def add_many(self, rows: Iterable[ResultRow]) -> int:
+        """Insert rows in one transaction: all of them or, if the process dies first, none (a
+        step whose rows must appear together). Returns how many keys were new."""
+        vals = [_values(r) for r in rows]
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                added = sum(self._conn.execute(_INSERT, v).rowcount for v in vals)
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+            return added
 
     def rows(self, model_tag: str | None = None) -> Iterator[ResultRow]:
         """Rows ordered by (model tag, key)."""
