@@ -337,3 +337,29 @@ def test_a_dir_of_an_older_audit_layout_is_not_resumed(tmp_path: Path) -> None:
     write_manifest(out, man.model_copy(update={"study_version": "2"}))
     with pytest.raises(ResumeError, match="another version of the audit.*fresh --out"):
         run_system_audit(cfg, _runtime(), out)
+
+
+def test_report_renders_the_dir_and_its_export_bundle_alike(tmp_path: Path) -> None:
+    """`traceless report` computes the table from the rows (``audit_table``), so an export
+    bundle (no conversation text) renders the same report as the results dir, with the
+    numbers the audit returned; an unfinished audit is refused."""
+    from traceless.report import render_report
+    from traceless.studies import export_bundle
+
+    cfg = SystemAuditConfig(system_config={"S": 1, "modes": ["noop", "raw_only"]}, profiles=2)
+    res = run_system_audit(cfg, _runtime(), tmp_path / "a")
+    md = render_report(tmp_path / "a").read_text()
+    export_bundle(tmp_path / "a", tmp_path / "b")
+    assert render_report(tmp_path / "b").read_text() == md
+    raw = res.table["raw_only"]
+    cells = next(x for x in md.splitlines() if x.startswith("| raw_only |")).strip("| ").split(" | ")
+    rates = ("AER_direct", "AER_indirect", "AER_jailbreak", "AER_max", "FRS_raw", "FRS_summary", "FRS_worst")
+    stores = list(res.copies["raw_only"])
+    assert cells == ["raw_only", *(f"{raw[c]:.2f}" for c in rates), *(str(res.copies["raw_only"][s]) for s in stores)]
+    assert raw["FRS_worst"] > 0 and raw["FRS_raw"] == 0.0  # the summary keeps what raw_only removed
+    assert not re.search(CANARY.pattern.encode(), (tmp_path / "b" / "results.parquet").read_bytes())
+    man = read_manifest(tmp_path / "a")
+    man.runs[cfg.model] = man.runs[cfg.model].model_copy(update={"finished": False})
+    write_manifest(tmp_path / "a", man)
+    with pytest.raises(StudyError, match="did not finish.*rerun the same command"):
+        render_report(tmp_path / "a")

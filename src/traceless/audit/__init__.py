@@ -18,7 +18,6 @@ from traceless.audit._probes import PROBE_LEVELS, Probe, extracted, probes
 from traceless.audit._synthetic import synthetic_users
 from traceless.audit._system_audit import (
     PAPER_LADDER,
-    AuditRow,
     SystemAuditConfig,
     SystemAuditResult,
     SystemAuditRow,
@@ -28,9 +27,11 @@ from traceless.audit._system_audit import (
     run_system_audit,
     store_copies,
 )
+from traceless.audit._table import AuditRow, AuditTable, audit_table
 
 __all__ = [
     "AuditRow",
+    "AuditTable",
     "CANARY_SPACE",
     "CANARY_WORDS",
     "PAPER_LADDER",
@@ -41,6 +42,7 @@ __all__ = [
     "SystemAuditRow",
     "VIEWS",
     "audit_model",
+    "audit_table",
     "canary_sentence",
     "certify",
     "extracted",

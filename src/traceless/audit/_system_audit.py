@@ -45,12 +45,11 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from traceless import prompts
-from traceless._rows import StoredRow
 from traceless._version import code_version
 from traceless.audit._canary import inject_canary, make_canary
-from traceless.audit._metrics import aer, aer_max, frs_worst
 from traceless.audit._probes import PROBE_LEVELS, Probe, extracted, probes
 from traceless.audit._synthetic import synthetic_users
+from traceless.audit._table import AuditRow, audit_table, residue_key
 from traceless.errors import ConfigError, InputFormatError, ResumeError, StudyError
 from traceless.forget import scan_files
 from traceless.memory import Session
@@ -134,59 +133,6 @@ class SystemAuditConfig(BaseModel):
     """Keep canary values in rows and summaries (off: redacted)."""
     keep_memory: bool = False
     """Keep the system's memory files (which hold plaintext canaries) after the audit."""
-
-
-class AuditRow(StoredRow):
-    """One probe: one row of ``results.jsonl`` (every audit, every memory system); the frontier
-    study's probe cells read the same way (``AuditRow.from_cell``)."""
-
-    run_id: str
-    """Identifier of the run (``audit-SYSTEM``; ``frontier-MODELTAG`` for frontier cells)."""
-    system: str
-    """The memory system audited."""
-    profile: str
-    """The user (synthetic profile, a user of ``--data``, a frontier instance)."""
-    phase: str
-    """``before`` or the deletion operation applied."""
-    view: str
-    """Memory view probed: ``agent`` or a tier-restricted view such as ``raw``/``summary`` (FRS_t)."""
-    level: str
-    """Probe level."""
-    wording: int
-    """Probe wording index."""
-    prompt: list[dict[str, str]] | None
-    """Messages sent (canary redacted unless ``reveal``); None where an export bundle dropped them."""
-    extracted: bool
-    """Canary appeared verbatim in the reply."""
-    context_ids: list[str]
-    """Memory entry ids in the context (evaluator-side; empty where an export bundle dropped them)."""
-    prompt_tokens: int
-    """Prompt tokens processed."""
-    completion_tokens: int
-    """Tokens generated."""
-    seconds: float
-    """Wall time of the call."""
-
-    @classmethod
-    def from_cell(cls, row: ResultRow) -> AuditRow | None:
-        """A probe cell (``aer`` before deletion, ``frs`` after one) of an audit or of the
-        frontier study (results dir or export bundle, any study version) as an ``AuditRow``;
-        None for any other cell (a residue cell, a PR question, another study's cell).
-        ``config`` stays the cell's ``{"study", "cell"}`` (a frontier cell's holds its S and k)."""
-        cell = row.config.get("cell", {})
-        if cell.get("kind") not in ("aer", "frs") or "extracted" not in row.metrics:
-            return None
-        frs = cell["kind"] == "frs"
-        system = cell.get("system", "traceless")  # only an audit's cells name their system
-        return cls(
-            run_id=f"audit-{system}" if "system" in cell else f"frontier-{row.model_tag}", system=system,
-            profile=cell["instance"],
-            phase=cell["mode"] if frs else "before", view=cell["tier"] if frs else "agent", level=cell["level"],
-            wording=int(cell["wording"]), prompt=row.prompt, reply=row.reply, extracted=bool(row.metrics["extracted"]),
-            context_ids=list(row.extra.get("context_ids", [])), prompt_tokens=int(row.timing.get("prompt_tokens", 0)),
-            completion_tokens=int(row.timing.get("completion_tokens", 0)),
-            seconds=float(row.timing.get("total_seconds", 0.0)), config=row.config, seed=row.seed, model=row.model,
-            code_version=row.code_version)
 
 
 SystemAuditRow = AuditRow
@@ -481,8 +427,7 @@ def run_system_audit(
     try:
         _write_step(config, runtime, sys_cfg, planted, out_dir)
         _run_phases(config, runtime, sys_cfg, planted, phases, out_dir, store, on_progress)
-        result = _collect(config, phases, out_dir, store, time.perf_counter() - t0, runtime.model.describe(),
-                          cls.views)
+        result = _collect(config, phases, out_dir, store, time.perf_counter() - t0, runtime.model.describe())
     finally:
         cache.close_cache()
         store.close()
@@ -529,10 +474,10 @@ def _run_phases(config: SystemAuditConfig, runtime: SystemRuntime, sys_cfg: Syst
             on_progress(done, total, phase)
 
     def one(phase: str) -> None:
-        if _residue_key(phase) not in done:
+        if residue_key(phase) not in done:
             with _Step(config.system, phase, out_dir):
-                _run_phase(config, runtime, sys_cfg, planted, phase, work / "base", work / phase,
-                           store, lambda n: progress(phase, n))
+                _run_phase(config, runtime, sys_cfg, planted, (phases.index(phase), phase), work / "base",
+                           work / phase, store, lambda n: progress(phase, n))
             if not config.keep_memory:
                 shutil.rmtree(work / phase, ignore_errors=True)
         progress(phase, len(planted))
@@ -566,7 +511,9 @@ def phase_workers(model: ModelBackend, phases: int) -> int:
 
 
 def _run_phase(config: SystemAuditConfig, runtime: SystemRuntime, sys_cfg: SystemConfig, planted: list[Planted],
-               phase: str, base: Path, phase_dir: Path, store: ResultsStore, progress: Callable[[int], None]) -> None:
+               step: tuple[int, str], base: Path, phase_dir: Path, store: ResultsStore,
+               progress: Callable[[int], None]) -> None:
+    index, phase = step
     canaries = [p.canary for p in planted]
     probe_list = probes(PROBE_LEVELS, wordings=config.wordings)
     with deletion_phase(config.system, base, phase_dir, sys_cfg, runtime, phase, canaries) as ph:
@@ -577,14 +524,11 @@ def _run_phase(config: SystemAuditConfig, runtime: SystemRuntime, sys_cfg: Syste
             jobs += [(p, *job) for job in probe_contexts(ph.system, p.owner, probe_list, views)]
         rows = _generate(config, runtime, phase, jobs, canaries, progress, len(probe_list))
     red = _redactor(canaries, config.reveal)
-    residue = _cell(config, runtime.model.describe(), _residue_key(phase), phase, {"kind": "residue", "mode": phase},
-                    metrics={"copies": ph.copies, "files": ph.files},
+    residue = _cell(config, runtime.model.describe(), residue_key(phase), phase, {"kind": "residue", "mode": phase},
+                    metrics={"copies": ph.copies, "files": ph.files, "phase_index": index,
+                             "views": list(ph.system.views)},
                     extra={"notes": json.loads(red(json.dumps(ph.notes, default=str)))})
     store.add_many([*rows, residue])
-
-
-def _residue_key(phase: str) -> str:
-    return f"residue/{phase}"
 
 
 def _probe_key(phase: str, view: str, pr: Probe, profile: str) -> str:
@@ -693,40 +637,16 @@ def audit_model(spec: str, context_tokens: int = 0) -> tuple[str, ModelBackend]:
 
 
 def _collect(config: SystemAuditConfig, phases: list[str], out_dir: Path, store: ResultsStore, seconds: float,
-             model: dict[str, Any], tier_views_declared: Sequence[str]) -> SystemAuditResult:
-    """The table from the store's rows; results.jsonl (the probe rows as ``AuditRow``s, in
-    phase order) and summary.json written from it."""
+             model: dict[str, Any]) -> SystemAuditResult:
+    """The table of the store's rows (``audit_table``, what ``traceless report`` renders);
+    results.jsonl (the probe rows as ``AuditRow``s) and summary.json written from it."""
     cells = list(store.rows(config.model))
-    residue = {r.group: r for r in cells if r.config["cell"]["kind"] == "residue"}
-    order = {p: i for i, p in enumerate(phases)}
-    probe_cells = sorted((r for r in cells if r.group in order and r.key not in {_residue_key(p) for p in phases}),
-                         key=lambda r: (order[r.group], r.extra["order"]))  # the engine's request order
-    probe_rows = [a for a in map(AuditRow.from_cell, probe_cells) if a is not None]
-    hits: dict[tuple[str, str, str], list[bool]] = defaultdict(list)
-    views: dict[str, list[str]] = defaultdict(list)
-    for a in probe_rows:
-        hits[(a.phase, a.view, a.level)].append(a.extracted)
-        if a.view not in views[a.phase]:
-            views[a.phase].append(a.view)
-    _atomic_write(out_dir / "results.jsonl", "".join(a.model_dump_json() + "\n" for a in probe_rows))
-    table: dict[str, dict[str, float]] = {}
-    for phase in phases:
-        # the paper's metric functions, the same ones the frontier report resamples
-        row = {f"AER_{lv}": aer(hits[(phase, "agent", lv)]) for lv in PROBE_LEVELS}
-        row["AER_max"] = aer_max(row)
-        # after a deletion, every tier view the system declares gets an FRS column; a view it
-        # left unprobed is empty by construction (native S=0 has no summary tier: FRS_summary=0)
-        tier_views = [] if phase == "before" else list(dict.fromkeys(
-            [*(v for v in tier_views_declared if v != "agent"), *(v for v in views[phase] if v != "agent")]))
-        for v in tier_views:
-            row[f"FRS_{v}"] = aer_max({lv: aer(hits[(phase, v, lv)]) for lv in PROBE_LEVELS})
-        if tier_views:
-            row["FRS_worst"] = frs_worst({v: row[f"FRS_{v}"] for v in tier_views})
-        table[phase] = row
-    result = SystemAuditResult(
-        system=config.system, table=table, copies={p: residue[p].metrics["copies"] for p in phases},
-        files={p: residue[p].metrics["files"] for p in phases}, rows=len(probe_rows), seconds=seconds,
-        out_dir=str(out_dir))
+    t = audit_table(cells)
+    if list(t.table) != phases:  # every phase ran before this is called: a mismatch is a bug
+        raise StudyError(f"{out_dir}: the store holds phases {list(t.table)}, the audit ran {phases}")
+    _atomic_write(out_dir / "results.jsonl", "".join(a.model_dump_json() + "\n" for a in t.probes))
+    result = SystemAuditResult(system=config.system, table=t.table, copies=t.copies, files=t.files,
+                               rows=len(t.probes), seconds=seconds, out_dir=str(out_dir))
     _atomic_write(out_dir / "summary.json", json.dumps(
         {"config": config.model_dump(mode="json"), "model": model, "code_version": code_version(),
          **result.model_dump(exclude={"seconds", "out_dir"})}, indent=2))

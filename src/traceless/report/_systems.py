@@ -1,6 +1,8 @@
-"""Report of a memory-system audit (``traceless audit --memory NAME``): one table of
+"""Report of a memory-system audit (``traceless audit [--memory NAME]``): one table of
 extraction and per-store copies per deletion operation, the files that still hold a
-canary, and a heat map store × operation. Reads ``summary.json`` only."""
+canary, and a heat map store × operation. Reads the rows of a results dir or of its export
+bundle (``traceless study export``) and computes the table with ``traceless.audit.audit_table``,
+the function the audit wrote its summary with."""
 
 from __future__ import annotations
 
@@ -15,11 +17,16 @@ __all__ = ["render_system_audit"]
 
 
 def _load(results_dir: Path) -> dict[str, Any]:
-    p = results_dir / "summary.json"
-    if not p.exists():
-        raise StudyError(f"{results_dir} has no summary.json yet: the audit did not finish; rerun it to resume")
-    data: dict[str, Any] = json.loads(p.read_text(encoding="utf-8"))
-    return data
+    from traceless.audit import audit_table
+    from traceless.studies import read_manifest, read_rows
+
+    man = read_manifest(results_dir)
+    if not all(run.finished for run in man.runs.values()) or not man.runs:
+        raise StudyError(f"{results_dir}: the audit did not finish; rerun the same command to resume it")
+    cells = read_rows(results_dir)
+    t = audit_table(cells)
+    return {"system": man.config["system"], "config": man.config, "model": cells[0].model,
+            "code_version": cells[0].code_version, **t.model_dump(include={"table", "copies", "files"})}
 
 
 def _markdown(s: dict[str, Any]) -> str:

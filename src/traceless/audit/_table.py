@@ -1,0 +1,129 @@
+"""The audit's rows and its table, read from the study runner's store: ``AuditRow`` (one
+probe, from an audit's or the frontier study's probe cell) and ``audit_table`` (AER per level,
+FRS per view, copies per store and files per phase, from an audit's cells). The engine
+writes its summary with it and ``traceless report`` renders a results dir or an export
+bundle with it, so the two cannot differ."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel
+
+from traceless._rows import StoredRow
+from traceless.audit._metrics import aer, aer_max, frs_worst
+from traceless.audit._probes import PROBE_LEVELS
+
+if TYPE_CHECKING:
+    from traceless.studies._results import ResultRow
+
+__all__ = ["AuditRow", "AuditTable", "audit_table", "residue_key"]
+
+
+class AuditRow(StoredRow):
+    """One probe: one row of ``results.jsonl`` (every audit, every memory system); the frontier
+    study's probe cells read the same way (``AuditRow.from_cell``)."""
+
+    run_id: str
+    """Identifier of the run (``audit-SYSTEM``; ``frontier-MODELTAG`` for frontier cells)."""
+    system: str
+    """The memory system audited."""
+    profile: str
+    """The user (synthetic profile, a user of ``--data``, a frontier instance)."""
+    phase: str
+    """``before`` or the deletion operation applied."""
+    view: str
+    """Memory view probed: ``agent`` or a tier-restricted view such as ``raw``/``summary`` (FRS_t)."""
+    level: str
+    """Probe level."""
+    wording: int
+    """Probe wording index."""
+    prompt: list[dict[str, str]] | None
+    """Messages sent (canary redacted unless ``reveal``); None where an export bundle dropped them."""
+    extracted: bool
+    """Canary appeared verbatim in the reply."""
+    context_ids: list[str]
+    """Memory entry ids in the context (evaluator-side; empty where an export bundle dropped them)."""
+    prompt_tokens: int
+    """Prompt tokens processed."""
+    completion_tokens: int
+    """Tokens generated."""
+    seconds: float
+    """Wall time of the call."""
+
+    @classmethod
+    def from_cell(cls, row: ResultRow) -> AuditRow | None:
+        """A probe cell (``aer`` before deletion, ``frs`` after one) of an audit or of the
+        frontier study (results dir or export bundle, any study version) as an ``AuditRow``;
+        None for any other cell (a residue cell, a PR question, another study's cell).
+        ``config`` stays the cell's ``{"study", "cell"}`` (a frontier cell's holds its S and k)."""
+        cell = row.config.get("cell", {})
+        if cell.get("kind") not in ("aer", "frs") or "extracted" not in row.metrics:
+            return None
+        frs = cell["kind"] == "frs"
+        system = cell.get("system", "traceless")  # only an audit's cells name their system
+        return cls(
+            run_id=f"audit-{system}" if "system" in cell else f"frontier-{row.model_tag}", system=system,
+            profile=cell["instance"],
+            phase=cell["mode"] if frs else "before", view=cell["tier"] if frs else "agent", level=cell["level"],
+            wording=int(cell["wording"]), prompt=row.prompt, reply=row.reply, extracted=bool(row.metrics["extracted"]),
+            context_ids=list(row.extra.get("context_ids", [])), prompt_tokens=int(row.timing.get("prompt_tokens", 0)),
+            completion_tokens=int(row.timing.get("completion_tokens", 0)),
+            seconds=float(row.timing.get("total_seconds", 0.0)), config=row.config, seed=row.seed, model=row.model,
+            code_version=row.code_version)
+
+
+def residue_key(phase: str) -> str:
+    """Key of a phase's residue cell (copies per store, files, what the deletion did)."""
+    return f"residue/{phase}"
+
+
+class AuditTable(BaseModel):
+    """An audit's results per phase, in phase order (``before``, then each deletion)."""
+
+    table: dict[str, dict[str, float]]
+    """phase → {AER_direct, AER_indirect, AER_jailbreak, AER_max[, FRS_view ..., FRS_worst]}."""
+    copies: dict[str, dict[str, int]]
+    """phase → store → copies of the canaries it holds (summed over users)."""
+    files: dict[str, dict[str, int]]
+    """phase → file (relative to the phase's work dir) → canary occurrences, files with any only."""
+    probes: list[AuditRow]
+    """The probe rows, in phase order, each phase's in the engine's request order."""
+
+
+def audit_table(cells: Sequence[ResultRow]) -> AuditTable:
+    """The table of one audit's cells (a results dir's or an export bundle's rows of one model).
+
+    Phases are the residue cells', in the engine's order. After a deletion every tier view
+    the system declares gets an FRS column: a view it left unprobed is empty by construction
+    (native S=0 has no summary tier: FRS_summary 0)."""
+    residue = sorted((r for r in cells if r.config.get("cell", {}).get("kind") == "residue"),
+                     key=lambda r: int(r.metrics["phase_index"]))
+    phases = [r.group for r in residue]
+    order = {p: i for i, p in enumerate(phases)}
+    probe_cells = sorted((r for r in cells if r.group in order and r.key != residue_key(r.group)),
+                         key=lambda r: (order[r.group], r.extra.get("order", 0), r.key))
+    probe_rows = [a for a in map(AuditRow.from_cell, probe_cells) if a is not None]
+    hits: dict[tuple[str, str, str], list[bool]] = defaultdict(list)
+    views: dict[str, list[str]] = defaultdict(list)
+    for a in probe_rows:
+        hits[(a.phase, a.view, a.level)].append(a.extracted)
+        if a.view not in views[a.phase]:
+            views[a.phase].append(a.view)
+    table: dict[str, dict[str, float]] = {}
+    for r in residue:
+        phase = r.group
+        # the paper's metric functions, the same ones the frontier report resamples
+        row = {f"AER_{lv}": aer(hits[(phase, "agent", lv)]) for lv in PROBE_LEVELS}
+        row["AER_max"] = aer_max(row)
+        tier_views = [] if phase == "before" else list(dict.fromkeys(
+            [*(v for v in r.metrics["views"] if v != "agent"), *(v for v in views[phase] if v != "agent")]))
+        for v in tier_views:
+            row[f"FRS_{v}"] = aer_max({lv: aer(hits[(phase, v, lv)]) for lv in PROBE_LEVELS})
+        if tier_views:
+            row["FRS_worst"] = frs_worst({v: row[f"FRS_{v}"] for v in tier_views})
+        table[phase] = row
+    return AuditTable(table=table, copies={r.group: r.metrics["copies"] for r in residue},
+                      files={r.group: r.metrics["files"] for r in residue}, probes=probe_rows)
