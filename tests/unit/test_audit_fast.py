@@ -22,6 +22,7 @@ from test_system_audit import GOLDEN, MODES, _parrot
 
 from traceless.audit import SystemAuditConfig, audit_model, run_system_audit
 from traceless.audit._system_audit import batch_size
+from traceless.errors import ConfigError
 from traceless.models import (
     CachingBackend,
     ChatMessage,
@@ -146,9 +147,10 @@ def test_default_model_is_served_by_llamacpp_reproducibly(monkeypatch: pytest.Mo
     # one slot, no prompt cache: each request computed alone, so reruns give the same rows
     assert audit_model("qwen2.5-coder-0.5b-instruct")[0] == "llamacpp:qwen2.5-coder-0.5b-instruct"
     assert calls[-1][1] == {"ctx": 4096, "parallel": 1, "cache_prompt": False}
-    # mem0's long shared prompt: the cache stays on, requests one at a time in a fixed order
+    # mem0's long shared prompt: the server caches it for mem0's own calls; the probes opt out
     audit_model("qwen2.5-coder-0.5b-instruct", 16384)
-    assert calls[-1][1] == {"ctx": 16384, "parallel": 1, "cache_prompt": True, "max_concurrency": 1}
+    assert calls[-1][1] == {"ctx": 16384, "parallel": 1, "cache_prompt": True, "request_cache_prompt": False,
+                            "max_concurrency": 1}
     # slots only when asked for (faster, not reproducible run to run)
     monkeypatch.setenv("TRACELESS_LLAMACPP_PARALLEL", "3")
     audit_model("smollm2-135m-instruct")
@@ -259,3 +261,41 @@ def test_a_failed_generation_lets_the_waiting_call_generate_it() -> None:
     assert cache.generate(msgs).text == "ok"  # waited for the failed one, then generated it itself
     t.join()
     assert len(errors) == 1 and calls == ["p", "p"]
+
+
+def test_the_prompt_cache_is_off_unless_asked_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A llama.cpp server reuses cached prefixes only when asked: with the cache a reply
+    depends on the request served before it, so a resumed run would differ."""
+    monkeypatch.delenv("TRACELESS_LLAMACPP_PROMPT_CACHE", raising=False)
+    assert load_mod._prompt_cache(None, 1) is False
+    assert load_mod._prompt_cache(True, 1) is True and load_mod._prompt_cache(False, 8) is False
+    assert load_mod._prompt_cache(None, 8) is True  # the opt-in slots: not reproducible anyway
+    monkeypatch.setenv("TRACELESS_LLAMACPP_PROMPT_CACHE", "1")
+    assert load_mod._prompt_cache(None, 1) is True
+    monkeypatch.setenv("TRACELESS_LLAMACPP_PROMPT_CACHE", "maybe")
+    with pytest.raises(ConfigError, match="TRACELESS_LLAMACPP_PROMPT_CACHE='maybe': use 1"):
+        load_mod._prompt_cache(None, 1)
+
+
+def test_every_request_says_whether_it_may_use_the_prompt_cache(tmp_path: Path) -> None:
+    """The backend's own setting goes with each request, whatever the server's default: a
+    server started with the cache for mem0's calls still computes the audit's probes alone."""
+    seen: list[object] = []
+    mock = _MockServer()
+
+    def record(request: httpx.Request) -> httpx.Response:
+        seen.append(json.loads(request.content).get("cache_prompt"))
+        return mock(request)
+
+    gguf = tmp_path / "weights.gguf"
+    gguf.write_bytes(b"GGUF")
+    server = LlamaCppServer(gguf, parallel=1, cache_prompt=True)
+    server._address = "http://127.0.0.1:9"
+    be = ServedBackend(server, weights_sha256="0" * 64, name="llamacpp:test", cache_prompt=False,
+                       transport=httpx.MockTransport(record))
+    be.generate([ChatMessage(role="user", content="hi")])
+    eng = be.describe()["engine"]
+    assert seen == [False] and eng["cache_prompt"] is False and eng["server_cache_prompt"] is True
+    plain = ServedBackend(server, weights_sha256="0" * 64, name="llamacpp:test", transport=httpx.MockTransport(record))
+    plain.generate([ChatMessage(role="user", content="hi")])
+    assert seen == [False, True] and "server_cache_prompt" not in plain.describe()["engine"]

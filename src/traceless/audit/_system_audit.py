@@ -615,9 +615,10 @@ def audit_model(spec: str, context_tokens: int = 0) -> tuple[str, ModelBackend]:
     * with the prompt cache off: every request is computed alone, whatever the order, so the
       same audit gives the same rows every time (and phases may overlap their other work);
     * for a memory system whose own prompts need a long context (mem0's ~8.7k-token shared
-      extraction prompt, re-prefilled on every call without the cache) the cache stays on and
-      the requests go one at a time in the engine's fixed order, which repeats the cache's
-      states and so the replies.
+      extraction prompt, re-prefilled on every call without the cache) the server keeps the
+      cache for the system's own calls (made in the write step, one at a time from a fresh
+      server, in the same order every run) and the audit's probes are sent with the cache
+      off, so they too are computed alone, and a resumed audit repeats them.
 
     ``TRACELESS_LLAMACPP_PARALLEL=N`` (N > 1) opts into N slots with the prompt cache: faster
     (``served_slots``; bench/bench_audit.py measures both), not reproducible run to run; every
@@ -632,7 +633,8 @@ def audit_model(spec: str, context_tokens: int = 0) -> tuple[str, ModelBackend]:
         parallel = max(1, min(served_slots(), _KV_TOKENS // ctx))
         return resolved, load_backend(resolved, ctx=ctx, parallel=parallel)
     if ctx > _SLOT_CTX:
-        return resolved, load_backend(resolved, ctx=ctx, parallel=1, cache_prompt=True, max_concurrency=1)
+        return resolved, load_backend(resolved, ctx=ctx, parallel=1, cache_prompt=True, request_cache_prompt=False,
+                                      max_concurrency=1)
     return resolved, load_backend(resolved, ctx=ctx, parallel=1, cache_prompt=False)
 
 

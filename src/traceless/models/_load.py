@@ -132,12 +132,29 @@ def _llamacpp(arg: str, **kw: Any) -> ModelBackend:
         kw.setdefault("timeout", float(timeout))
     except ValueError:
         raise ConfigError(f"TRACELESS_LLAMACPP_TIMEOUT={timeout!r}: use seconds, e.g. 900") from None
-    # cache_prompt=False: every request prefills its whole prompt (the naive baseline of bench_audit)
     server = LlamaCppServer(gguf, ctx=int(kw.pop("ctx", 8192)), threads=threads, parallel=parallel,
-                            cache_prompt=bool(kw.pop("cache_prompt", True)), alias=gguf.stem)
+                            cache_prompt=_prompt_cache(kw.pop("cache_prompt", None), parallel), alias=gguf.stem)
     server.start()
     kw.setdefault("max_concurrency", max(parallel, 4))
-    return ServedBackend(server, weights_sha256=sha, name=f"llamacpp:{name}", **kw)
+    return ServedBackend(server, weights_sha256=sha, name=f"llamacpp:{name}",
+                         cache_prompt=kw.pop("request_cache_prompt", None), **kw)
+
+
+def _prompt_cache(asked: bool | None, parallel: int) -> bool:
+    """Whether a llama.cpp server reuses cached prompt prefixes. Off unless asked for: with the
+    cache, a greedy reply depends on the request the slot served before it (the prefix it
+    reuses changes the numerics), so a run resumed after a stop, or sent in another order,
+    gives other replies (measured: a frontier slice stopped after 9 of 34 cells and resumed
+    differed from an uninterrupted run in 9 replies; two uninterrupted runs agreed). Without
+    it every request is computed alone and replies depend on the prompt only. On with
+    ``cache_prompt=True``, ``TRACELESS_LLAMACPP_PROMPT_CACHE=1``, or the opt-in slots
+    (``parallel`` > 1: already not reproducible, and faster with it)."""
+    if asked is not None:
+        return bool(asked)
+    env = os.environ.get("TRACELESS_LLAMACPP_PROMPT_CACHE", "").strip().lower()
+    if env not in ("", "0", "1", "true", "false", "yes", "no"):
+        raise ConfigError(f"TRACELESS_LLAMACPP_PROMPT_CACHE={env!r}: use 1 (prompt cache on) or 0 (off, the default)")
+    return env in ("1", "true", "yes") or parallel > 1
 
 
 def llamacpp_available() -> bool:

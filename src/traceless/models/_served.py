@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from traceless.models._base import ChatMessage, GenerationConfig
 from traceless.models._llamacpp_server import LlamaCppServer
 from traceless.models._openai import OpenAIBackend
 
@@ -17,14 +18,26 @@ class ServedBackend(OpenAIBackend):
     generation cache stay valid across runs.
     """
 
-    def __init__(self, server: LlamaCppServer, *, weights_sha256: str = "", **kw: Any) -> None:
+    def __init__(self, server: LlamaCppServer, *, weights_sha256: str = "", cache_prompt: bool | None = None,
+                 **kw: Any) -> None:
         super().__init__(model=server.model, base_url=server.base_url, **kw)
         self.server = server
         self.weights_sha256 = weights_sha256
+        self.cache_prompt = server.cache_prompt if cache_prompt is None else cache_prompt
+        """Whether this backend's requests reuse the slot's cached prompt prefix (sent with
+        every request, so it holds whatever the server's default: a server started with the
+        cache for another client, e.g. mem0's extraction calls, still computes these requests
+        alone when False)."""
+
+    def _payload(self, messages: list[ChatMessage], cfg: GenerationConfig) -> dict[str, Any]:
+        return {**super()._payload(messages, cfg), "cache_prompt": self.cache_prompt}
 
     def describe(self) -> dict[str, Any]:
+        engine = {**self.server.engine(), "cache_prompt": self.cache_prompt}
+        if self.server.cache_prompt != self.cache_prompt:
+            engine["server_cache_prompt"] = self.server.cache_prompt
         d: dict[str, Any] = {"name": self.name, "backend": "llamacpp", "weights_sha256": self.weights_sha256,
-                             "gguf": self.server.gguf_path.name, "engine": self.server.engine()}
+                             "gguf": self.server.gguf_path.name, "engine": engine}
         if self.server.parallel > 1:  # batched slots can change replies: part of the identity
             d["parallel"] = self.server.parallel
         return d
