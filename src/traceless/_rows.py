@@ -17,8 +17,8 @@ class StoredRow(BaseModel):
     ``traceless.audit.AuditRow`` (the frontier study's probe cells read as AuditRows)."""
 
     config: dict[str, Any]
-    """Everything that defines the row: ``{"study": <study config>, "cell": <cell params>}`` for
-    a study cell; the audit config for an audit probe."""
+    """Everything that defines the row: ``{"study": <study or audit config>, "cell": <cell
+    params>}`` (an audit's cells are study cells too)."""
     seed: int
     """The row's seed."""
     model: dict[str, Any]

@@ -60,7 +60,7 @@ def test_default_audit_runs_on_llamacpp_reproducibly_with_the_engine_in_every_ro
     assert len(engines) == 1
     eng = rows[0]["model"]["engine"]
     assert eng["name"] == "llama.cpp" and eng["parallel"] == 1 and eng["cache_prompt"] is False
-    assert rows[0]["config"]["model"] == "llamacpp:smollm2-135m-instruct"
+    assert rows[0]["config"]["study"]["model"] == "llamacpp:smollm2-135m-instruct"
     assert res.table["full_purge"]["FRS_worst"] == 0.0
     assert [(r["phase"], r["profile"], r["view"], r["level"], r["reply"]) for r in rows] == \
         [(r["phase"], r["profile"], r["view"], r["level"], r["reply"]) for r in rows2]
