@@ -469,9 +469,9 @@ def _run_phases(config: SystemAuditConfig, runtime: SystemRuntime, sys_cfg: Syst
     def progress(phase: str, n: int) -> None:
         with lock:
             users[phase] = n
-            done = sum(users.values())
+            finished = sum(users.values())
         if on_progress:
-            on_progress(done, total, phase)
+            on_progress(finished, total, phase)
 
     def one(phase: str) -> None:
         if residue_key(phase) not in done:
