@@ -14,9 +14,9 @@ which the script reports cell by cell). Prints both wall times and the speed rat
     HF_HUB_OFFLINE=1 .venv/bin/python bench/bench_frontier.py --model qwen2.5-coder-0.5b-instruct --threads 1
     HF_HUB_OFFLINE=1 .venv/bin/python bench/bench_frontier.py --model smollm2-135m-instruct --n 1
 
-With a ``llamacpp:`` model the runner gets the study's slots (``served_options``: 4 per core,
-at most 8, groups in flight to match) and the naive path a second server with one slot and
-the prompt cache off, one request at a time. llama.cpp does not promise batch-invariant
+With a ``llamacpp:`` model the runner gets one slot, or the opt-in slots of
+``TRACELESS_LLAMACPP_PARALLEL`` (``served_options``; groups in flight to match), and the
+naive path a second server with one slot and the prompt cache off, one request at a time. llama.cpp does not promise batch-invariant
 greedy decoding, so differing replies are possible there and are reported like any other.
 
     HF_HUB_OFFLINE=1 .venv/bin/python bench/bench_frontier.py --model llamacpp:qwen2.5-coder-0.5b-instruct

@@ -476,7 +476,7 @@ def _run_phases(config: SystemAuditConfig, runtime: SystemRuntime, sys_cfg: Syst
     def one(phase: str) -> None:
         if residue_key(phase) not in done:
             with _Step(config.system, phase, out_dir):
-                _run_phase(config, runtime, sys_cfg, planted, (phases.index(phase), phase), work / "base",
+                _run_phase(config, runtime, sys_cfg, planted, phase, phases.index(phase), work / "base",
                            work / phase, store, lambda n: progress(phase, n))
             if not config.keep_memory:
                 shutil.rmtree(work / phase, ignore_errors=True)
@@ -511,9 +511,8 @@ def phase_workers(model: ModelBackend, phases: int) -> int:
 
 
 def _run_phase(config: SystemAuditConfig, runtime: SystemRuntime, sys_cfg: SystemConfig, planted: list[Planted],
-               step: tuple[int, str], base: Path, phase_dir: Path, store: ResultsStore,
+               phase: str, index: int, base: Path, phase_dir: Path, store: ResultsStore,
                progress: Callable[[int], None]) -> None:
-    index, phase = step
     canaries = [p.canary for p in planted]
     probe_list = probes(PROBE_LEVELS, wordings=config.wordings)
     with deletion_phase(config.system, base, phase_dir, sys_cfg, runtime, phase, canaries) as ph:
@@ -524,10 +523,10 @@ def _run_phase(config: SystemAuditConfig, runtime: SystemRuntime, sys_cfg: Syste
             jobs += [(p, *job) for job in probe_contexts(ph.system, p.owner, probe_list, views)]
         rows = _generate(config, runtime, phase, jobs, canaries, progress, len(probe_list))
     red = _redactor(canaries, config.reveal)
-    residue = _cell(config, runtime.model.describe(), residue_key(phase), phase, {"kind": "residue", "mode": phase},
-                    metrics={"copies": ph.copies, "files": ph.files, "phase_index": index,
-                             "views": list(ph.system.views)},
-                    extra={"notes": json.loads(red(json.dumps(ph.notes, default=str)))})
+    residue = _cells(config, runtime.model.describe())(
+        residue_key(phase), phase, {"kind": "residue", "mode": phase},
+        metrics={"copies": ph.copies, "files": ph.files, "phase_index": index, "views": list(ph.system.views)},
+        extra={"notes": json.loads(red(json.dumps(ph.notes, default=str)))})
     store.add_many([*rows, residue])
 
 
@@ -537,17 +536,22 @@ def _probe_key(phase: str, view: str, pr: Probe, profile: str) -> str:
     return f"{head}/{pr.level}:{pr.wording}/user={profile}"
 
 
-def _cell(config: SystemAuditConfig, model: dict[str, Any], key: str, phase: str, params: dict[str, Any],
-          **fields: Any) -> ResultRow:
-    """One row in the study runner's schema: config ``{"study", "cell"}``, keyed per model tag."""
+def _cells(config: SystemAuditConfig, model: dict[str, Any]) -> Callable[..., ResultRow]:
+    """A maker of this audit's rows in the study runner's schema (config ``{"study", "cell"}``,
+    keyed per model tag); what every row shares is computed once."""
     from traceless.studies._results import ResultRow
 
-    fields.setdefault("timing", {})
-    fields.setdefault("extra", {})
-    return ResultRow(model_tag=config.model, key=key, group=phase, created=time.time(),
-                     config={"study": config.model_dump(mode="json"), "cell": {**params, "system": config.system}},
-                     seed=config.seed, model=model, code_version=code_version(),
-                     prompt=fields.pop("prompt", None), reply=fields.pop("reply", None), **fields)
+    study, version = config.model_dump(mode="json"), code_version()
+
+    def cell(key: str, phase: str, params: dict[str, Any], *, metrics: dict[str, Any],
+             prompt: list[dict[str, str]] | None = None, reply: str | None = None,
+             timing: dict[str, Any] | None = None, extra: dict[str, Any] | None = None) -> ResultRow:
+        return ResultRow(model_tag=config.model, key=key, group=phase, created=time.time(),
+                         config={"study": study, "cell": {**params, "system": config.system}}, seed=config.seed,
+                         model=model, code_version=version, prompt=prompt, reply=reply, timing=timing or {},
+                         metrics=metrics, extra=extra or {})
+
+    return cell
 
 
 def _generate(config: SystemAuditConfig, runtime: SystemRuntime, phase: str,
@@ -557,7 +561,7 @@ def _generate(config: SystemAuditConfig, runtime: SystemRuntime, phase: str,
 
     gen = GenerationConfig(max_new_tokens=config.max_new_tokens, temperature=0.0)
     red = _redactor(canaries, config.reveal)
-    ident = runtime.model.describe()
+    cell = _cells(config, runtime.model.describe())
     rows: list[ResultRow] = []
     size = batch_size(runtime.model, len(jobs), step)
     for i in range(0, len(jobs), size):
@@ -567,8 +571,8 @@ def _generate(config: SystemAuditConfig, runtime: SystemRuntime, phase: str,
             params = {"kind": "aer", "instance": p.owner, "level": pr.level, "wording": pr.wording}
             if phase != "before":
                 params |= {"kind": "frs", "mode": phase, "tier": view}
-            rows.append(_cell(
-                config, ident, _probe_key(phase, view, pr, p.owner), phase, params,
+            rows.append(cell(
+                _probe_key(phase, view, pr, p.owner), phase, params,
                 prompt=[{"role": m.role, "content": red(m.content)} for m in msgs], reply=red(g.text),
                 metrics={"extracted": extracted(p.canary, g.text)}, timing=CellResult.timing_of(g),
                 extra={"context_ids": ids, "order": n}))  # the phase's request order

@@ -103,9 +103,9 @@ def audit_table(cells: Sequence[ResultRow]) -> AuditTable:
                      key=lambda r: int(r.metrics["phase_index"]))
     phases = [r.group for r in residue]
     order = {p: i for i, p in enumerate(phases)}
-    probe_cells = sorted((r for r in cells if r.group in order and r.key != residue_key(r.group)),
-                         key=lambda r: (order[r.group], r.extra.get("order", 0), r.key))
-    probe_rows = [a for a in map(AuditRow.from_cell, probe_cells) if a is not None]
+    in_order = sorted((r for r in cells if r.group in order),  # from_cell drops the residue cells
+                      key=lambda r: (order[r.group], r.extra.get("order", 0), r.key))
+    probe_rows = [a for a in map(AuditRow.from_cell, in_order) if a is not None]
     hits: dict[tuple[str, str, str], list[bool]] = defaultdict(list)
     views: dict[str, list[str]] = defaultdict(list)
     for a in probe_rows:
