@@ -9,6 +9,7 @@ __all__ = [
     "TracelessError",
     "ConfigError",
     "UnknownNameError",
+    "UnsupportedError",
     "ModelError",
     "ModelNotAvailableError",
     "ModelIntegrityError",
@@ -21,6 +22,7 @@ __all__ = [
     "DuplicateSessionError",
     "ForgetError",
     "NothingMatchedError",
+    "NothingToEraseError",
     "GateBlockedError",
     "GateKeyError",
     "ReceiptError",
@@ -51,6 +53,11 @@ class UnknownNameError(ConfigError):
         if hint:
             msg += f". {hint}"
         super().__init__(msg)
+
+
+class UnsupportedError(ConfigError):
+    """The named component does not offer what was asked of it (e.g. a memory system whose
+    adapter implements no scan or erasure)."""
 
 
 class ModelError(TracelessError):
@@ -109,6 +116,11 @@ class NothingMatchedError(ForgetError):
     """The forget target matched no artifact (a receipt is still written)."""
 
     exit_code = 7
+
+
+class NothingToEraseError(NothingMatchedError):
+    """A scan or erasure found nothing of the user or the literals: no receipt is signed,
+    because a proof of nothing is not an erasure (exit 7)."""
 
 
 class GateBlockedError(TracelessError):

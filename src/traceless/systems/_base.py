@@ -35,10 +35,11 @@ from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from traceless.errors import ConfigError, InputFormatError, TracelessError, UnknownNameError
+from traceless.errors import ConfigError, InputFormatError, TracelessError, UnknownNameError, UnsupportedError
 from traceless.memory import Session
 from traceless.models import Embedder, ModelBackend
 from traceless.registry import Registry
+from traceless.systems._erase import ErasurePlan, ScanReport, StoreOutcome
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -171,6 +172,44 @@ class MemorySystem(abc.ABC):
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release files and connections (the engine copies ``work_dir`` after this)."""
+
+    # ------------------------------------------------- live instances: scan and erase
+    @classmethod
+    def attach(cls, config: SystemConfig, runtime: SystemRuntime | None = None, *,
+               read_only: bool) -> MemorySystem:
+        """Open the user's **live** instance that ``config`` describes (no work dir, no copy).
+        ``read_only=True`` must guarantee that not one byte of the instance changes (SQLite
+        ``mode=ro`` URIs, no migrations, no collection creation); a store that cannot be
+        opened read-only is refused, never opened read-write. Paths that do not exist are
+        refused before anything is opened."""
+        raise UnsupportedError(f"memory system {cls.name!r} cannot attach to a live instance "
+                               "(its adapter implements no scan/erase)")
+
+    def scan(self, user: str | None, literals: Sequence[str], *, reveal: bool = False) -> ScanReport:
+        """Every record of ``user`` and every record or file holding a literal (read-only)."""
+        raise UnsupportedError(f"memory system {self.name!r} implements no scan")
+
+    def plan_erasure(self, user: str | None, literals: Sequence[str]) -> ErasurePlan:
+        """What a complete erasure of ``user`` (and of records holding a literal) will change."""
+        raise UnsupportedError(f"memory system {self.name!r} implements no erasure")
+
+    def execute_erasure(self, plan: ErasurePlan, literals: Sequence[str]) -> list[StoreOutcome]:
+        """Carry out ``plan`` (native deletions + the residue they leave + compaction);
+        idempotent. The claim levels are set by the caller from the re-scan."""
+        raise UnsupportedError(f"memory system {self.name!r} implements no erasure")
+
+    def bystander_digests(self, user: str | None) -> dict[str, tuple[int, str]]:
+        """Per store: (count, sha256) of every record that does not belong to ``user``."""
+        raise UnsupportedError(f"memory system {self.name!r} implements no erasure")
+
+    def instance_files(self) -> list[Path]:
+        """Every file under the instance's configured paths (what the byte scan reads)."""
+        return self.files()
+
+    def out_of_scope(self) -> list[str]:
+        """What an erasure on this system cannot reach (backups, the server's WAL, …)."""
+        return ["backups and snapshots", "freed filesystem blocks", "the model server's caches",
+                "anything outside the instance's configured paths"]
 
     def describe(self) -> dict[str, Any]:
         """Identity recorded in the results (name, config, package versions)."""
