@@ -27,6 +27,7 @@ import importlib.util
 import json
 import os
 import tomllib
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from importlib import metadata
@@ -48,6 +49,7 @@ __all__ = [
     "DeletionTarget",
     "MemorySystem",
     "MissingPackageError",
+    "PluginWarning",
     "SystemConfig",
     "SystemRuntime",
     "SystemStatus",
@@ -265,21 +267,27 @@ def load_entry_points(*, force: bool = False) -> list[str]:
     for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
         if ep.name in MEMORY_SYSTEMS:
             continue
+        dist = ep.dist.name if ep.dist is not None else "an unknown package"
         try:
             obj = ep.load()
-        except Exception as e:  # a broken plug-in must not break `traceless`
-            raise ConfigError(
-                f"memory system plug-in {ep.name!r} ({ep.value}) failed to import: {type(e).__name__}: {e}; "
-                f"fix or uninstall the package that declares it"
-            ) from e
+        except Exception as e:  # a broken plug-in must not break `traceless`: it is a warning
+            warnings.warn(f"memory system plug-in {ep.name!r} ({ep.value}) of {dist} failed to import "
+                          f"({type(e).__name__}: {e}); skipped: fix or uninstall {dist}", PluginWarning,
+                          stacklevel=2)
+            continue
         if ep.name not in MEMORY_SYSTEMS:
             if not (isinstance(obj, type) and issubclass(obj, MemorySystem)):
-                raise ConfigError(
-                    f"entry point {ep.name!r} = {ep.value} is not a traceless MemorySystem subclass"
-                )
+                warnings.warn(f"entry point {ep.name!r} = {ep.value} of {dist} is not a traceless "
+                              f"MemorySystem subclass; skipped: fix or uninstall {dist}", PluginWarning,
+                              stacklevel=2)
+                continue
             memory_system(ep.name)(obj)
         added.append(ep.name)
     return added
+
+
+class PluginWarning(UserWarning):
+    """A third-party plug-in could not be loaded; it is skipped, nothing else is affected."""
 
 
 def system_class(name: str) -> type[MemorySystem]:
