@@ -131,7 +131,7 @@ def _writer_for(store: MemoryStore, needs_llm: bool, needs_embed: bool, mode: st
     """The models a mode declares it needs (and only when the store holds what they rebuild)."""
     from traceless.memory import MemoryWriter, WriteConfig
 
-    vectors = store.artifacts(tier="embedding")
+    vectors = store.artifacts(tier="embedding", limit=1)  # whether any exists: never the whole store
     use_embed = needs_embed and bool(vectors)
     emb_name = embedder_name or (str(vectors[0].meta.get("embedder", "all-MiniLM-L6-v2")) if vectors else "")
     use_llm = needs_llm or (mode == "lineage_closure" and _llm_model(store) is not None)
@@ -148,8 +148,8 @@ def _say_finished(store: MemoryStore) -> None:
 
 def _llm_model(store: MemoryStore) -> str | None:
     """The summarizer recorded in the lineage of the store's LLM summaries, if any."""
-    for a in store.artifacts(tier="summary"):
-        if a.kind in ("key_facts", "session_summary"):
+    for kind in ("key_facts", "session_summary"):
+        for a in store.artifacts(tier="summary", kind=kind, limit=1):
             for e in store.parents(a.id):
                 if e.op == "summarize" and e.params.get("model"):
                     return str(e.params["model"])

@@ -869,8 +869,10 @@ class MemoryStore:
         kind: str | None = None,
         session_id: str | None = None,
         ids: Iterable[str] | None = None,
+        limit: int | None = None,
     ) -> list[Artifact]:
-        """Artifacts matching every given filter, ordered by id (creation order)."""
+        """Artifacts matching every given filter, ordered by id (creation order); at most
+        ``limit`` of them (``limit=1`` asks whether any exists without reading the rest)."""
         where, params = [], []
         for col, val in (("owner", owner), ("tier", None if tier is None else Tier(tier).value),
                          ("kind", kind), ("session_id", session_id)):
@@ -884,7 +886,8 @@ class MemoryStore:
             where.append(f"id IN ({','.join('?' * len(id_list))})")
             params.extend(id_list)
         sql = f"SELECT {_COLS} FROM artifacts" + (f" WHERE {' AND '.join(where)}" if where else "")
-        return [self._art(r) for r in self._exec(sql + " ORDER BY id", params).fetchall()]
+        sql += " ORDER BY id" + (f" LIMIT {int(limit)}" if limit is not None else "")
+        return [self._art(r) for r in self._exec(sql, params).fetchall()]
 
     def owners(self) -> list[str]:
         """Every owner, sorted. One index seek per owner (a loose index scan), not a walk over
