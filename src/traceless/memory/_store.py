@@ -166,6 +166,7 @@ class MemoryStore:
         rewrites only the pages it touched (``checkpoint``) instead of the whole file."""
         try:
             new = self._prepare()
+            _ = self.store_id  # an altered id is refused before anything uses it
         except BaseException as e:
             self._b.close()
             if isinstance(e, self._b.errors):
@@ -662,8 +663,13 @@ class MemoryStore:
 
     @property
     def store_id(self) -> str:
-        """A random id made when the file was created; receipts are bound to it."""
-        return self.get_meta("store_id") or ("memory" if self.path == ":memory:" else "")
+        """A random id made when the file was created; receipts are bound to it. Checked
+        against the format traceless makes (``_crypto.check_store_id``): an altered value is
+        an error, never a path."""
+        sid = self.get_meta("store_id")
+        if sid is None:
+            return "memory" if self.path == ":memory:" else ""
+        return _crypto.check_store_id(sid, self.path)
 
     def log_event(self, kind: str, detail: str = "") -> None:
         """Append to the store's event log (ungated writes, finished erasures)."""
@@ -1020,6 +1026,8 @@ class MemoryStore:
         if "gate" in self._gate_cache and (self._gate_cache["gate"] is not None or not create):
             return self._gate_cache["gate"]  # type: ignore[no-any-return]
         recorded = self.get_meta("gate_key_id")
+        if recorded is None:
+            self._check_keyless_entries()
         if recorded is None and not create:
             if self._depth:  # no descriptor can appear while this transaction holds the lock
                 self._gate_cache["gate"] = None
@@ -1043,6 +1051,17 @@ class MemoryStore:
         if self._depth:
             self._gate_cache["gate"] = g
         return g
+
+    def _check_keyless_entries(self) -> None:
+        """Descriptors without the key id they were made under: the gate cannot be checked,
+        so every write is refused (an unset id must never read as "no gate")."""
+        row = self._exec("SELECT key_id FROM gate_entries LIMIT 1").fetchone()
+        if row is not None:
+            raise GateKeyError(
+                f"{self.path} holds write-gate descriptors (made with gate key id {str(row[0])[:16]}) but its meta "
+                "table no longer records the gate key id: the store was altered. Writes are refused (fail closed) "
+                "so that no forgotten value is accepted again; restore the store from a backup."
+            )
 
     def gate_descriptors(self, owner: str) -> frozenset[GateEntry]:
         """The owner's stored gate entries (looked up under the owner's keyed pseudonym)."""
