@@ -7,16 +7,23 @@ Each test failed on the code before the fix.
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import json
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _cli import cli
 from _forget_helpers import CANARY, alice_sessions, make_writer, session
 
-from traceless.errors import GateKeyError, MemoryStoreError
-from traceless.forget import ForgetTarget, forget
+from traceless import Memory
+from traceless.errors import GateKeyError, MemoryStoreError, NotAStoreError
+from traceless.forget import ForgetTarget, forget, load_receipt, verify_receipt
 from traceless.memory import MemoryStore
+from traceless.memory._schema import MIGRATIONS
 
 
 @pytest.fixture(autouse=True)
@@ -88,3 +95,188 @@ def test_gate_without_its_key_id_fails_closed(store_url: str) -> None:
             store.gate_forget("bob", "secret", "ANOTHER-SECRET-77")
         assert len(store.artifacts()) == n and not store.containing(CANARY)
     assert _sql(store_url, "SELECT value FROM meta WHERE key = 'gate_key_id'") == []
+
+
+# ------------------------------------------------------------------ 1. a foreign database is never modified
+SECRET = "PIN-4312-ALPHA"
+
+# the tables as mem0 (mem0/memory/storage.py) and LangGraph (langgraph-checkpoint-sqlite,
+# langgraph.store.sqlite) create them
+_FOREIGN: dict[str, tuple[str, list[str], str | None]] = {
+    "mem0": ("delete", [
+        "CREATE TABLE history (id TEXT PRIMARY KEY, memory_id TEXT, old_memory TEXT, new_memory TEXT, event TEXT, "
+        "created_at DATETIME, updated_at DATETIME, is_deleted INTEGER, actor_id TEXT, role TEXT)",
+        "CREATE TABLE messages (id TEXT PRIMARY KEY, session_scope TEXT, role TEXT, content TEXT, name TEXT, "
+        "created_at DATETIME)",
+        f"INSERT INTO history VALUES ('h1', 'm1', NULL, 'my pin is {SECRET}', 'ADD', '2024', NULL, 0, 'cust-4411', "
+        "'user')",
+    ], "mem0's history database"),
+    "langgraph_checkpoints": ("wal", [
+        "CREATE TABLE checkpoints (thread_id TEXT NOT NULL, checkpoint_ns TEXT NOT NULL DEFAULT '', checkpoint_id "
+        "TEXT NOT NULL, parent_checkpoint_id TEXT, type TEXT, checkpoint BLOB, metadata BLOB, "
+        "PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id))",
+        "CREATE TABLE writes (thread_id TEXT NOT NULL, checkpoint_ns TEXT NOT NULL DEFAULT '', checkpoint_id TEXT "
+        "NOT NULL, task_id TEXT NOT NULL, idx INTEGER NOT NULL, channel TEXT NOT NULL, type TEXT, value BLOB, "
+        "PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, task_id, idx))",
+        f"INSERT INTO checkpoints VALUES ('cust-4411', '', 'c1', NULL, 'json', '{SECRET}', '{{}}')",
+    ], "LangGraph's checkpoint database"),
+    "langgraph_store": ("delete", [
+        "CREATE TABLE store (prefix text NOT NULL, key text NOT NULL, value text NOT NULL, created_at TIMESTAMP "
+        "DEFAULT CURRENT_TIMESTAMP, updated_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP, expires_at TIMESTAMP, "
+        "ttl_minutes REAL, PRIMARY KEY (prefix, key))",
+        "CREATE TABLE store_migrations (v INTEGER PRIMARY KEY)",
+        f"INSERT INTO store(prefix, key, value) VALUES ('memories.cust-4411', 'k1', '{{\"text\": \"{SECRET}\"}}')",
+    ], "LangGraph's store database"),
+    "any_app": ("wal", [
+        "CREATE TABLE orders (id INTEGER PRIMARY KEY, customer TEXT, note TEXT)",
+        f"INSERT INTO orders(customer, note) VALUES ('cust-4411', '{SECRET}')",
+    ], None),
+}
+
+
+def _sums(db: Path) -> dict[str, str]:
+    """SHA-256 of the file and of every -wal/-shm/-journal beside it (their presence too)."""
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(db.parent.glob(db.name + "*"))}
+
+
+@contextlib.contextmanager
+def _foreign(tmp_path: Path, kind: str) -> Iterator[Path]:
+    """Another application's database; a WAL one stays open in that application (its -wal
+    and -shm exist while traceless runs), as a live LangGraph agent keeps it."""
+    journal, stmts, _ = _FOREIGN[kind]
+    db = tmp_path / f"{kind}.db"
+    app = sqlite3.connect(db, isolation_level=None)
+    app.execute(f"PRAGMA journal_mode = {journal}")
+    for stmt in stmts:
+        app.execute(stmt)
+    try:
+        if journal != "wal":
+            app.close()
+        yield db
+    finally:
+        app.close()
+
+
+def _real_receipt(tmp_path: Path) -> Path:
+    """A receipt of a real store (to try `forget verify` on the foreign file)."""
+    store_db = tmp_path / "real.db"
+    with MemoryStore(store_db) as store:
+        make_writer(store, 0).write_sessions(alice_sessions())
+        r = forget(store, ForgetTarget.literal(CANARY, "alice"), "full_purge", writer=make_writer(store, 0))
+    out = tmp_path / "real-receipt.json"
+    out.write_text(r.model_dump_json(), encoding="utf-8")
+    return out
+
+
+def _commands(db: Path, tmp_path: Path) -> list[list[str]]:
+    sessions = tmp_path / "s.jsonl"
+    sessions.write_text(json.dumps({"user_id": "cust-4411", "session_id": "s1", "turns": [
+        {"role": "user", "content": "hello"}]}) + "\n", encoding="utf-8")
+    d, receipt = str(db), str(_real_receipt(tmp_path))
+    return [
+        ["memory", "show", "--db", d], ["memory", "show", "--db", d, "--user", "cust-4411", "--full"],
+        ["memory", "search", "pin", "--db", d, "--user", "cust-4411", "--embedder", "hashing"],
+        ["memory", "lineage", "r-00000001", "--db", d], ["memory", "migrate", "--db", d],
+        ["memory", "add", str(sessions), "--db", d, "--embedder", "hashing", "--no-extractive"],
+        ["forget", "--db", d, "--mode", "full_purge", "--user", "cust-4411", "--receipt", str(tmp_path / "u.json")],
+        ["forget", "--db", d, "--mode", "full_purge", "--literal", SECRET, "--owner", "cust-4411",
+         "--receipt", str(tmp_path / "l.json")],
+        ["forget", "verify", receipt, "--db", d], ["forget", "verify", receipt, "--db", d, "--json"],
+        ["forget", "receipts", "--db", d], ["forget", "receipt", "rcpt-0", "--db", d, "--out", str(tmp_path / "o.json")],
+    ]
+
+
+@pytest.mark.parametrize("kind", sorted(_FOREIGN))
+def test_no_command_modifies_a_foreign_database(tmp_path: Path, kind: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with _foreign(tmp_path, kind) as db:
+        commands = _commands(db, tmp_path)
+        capsys.readouterr()
+        before = _sums(db)
+        assert (f"{db.name}-wal" in before) == (_FOREIGN[kind][0] == "wal")  # the application holds it open
+        for args in commands:
+            code = cli(*args)
+            err = capsys.readouterr().err
+            assert code == NotAStoreError.exit_code, (args, code, err)
+            assert "is not a traceless store" in err and "Nothing was changed" in err, (args, err)
+            assert len(err.strip().splitlines()) == 1, err  # one line, no traceback
+            if _FOREIGN[kind][2] is not None:
+                assert f"this looks like {_FOREIGN[kind][2]}" in err and "traceless audit --memory" in err
+            assert _sums(db) == before, args
+        for call in (lambda: MemoryStore(db), lambda: MemoryStore(db, access="read"),
+                     lambda: MemoryStore(db, access="write"), lambda: Memory(db, embedder="hashing"),
+                     lambda: verify_receipt(load_receipt(tmp_path / "real-receipt.json"), db=db)):
+            with pytest.raises(NotAStoreError):
+                call()
+            assert _sums(db) == before
+        assert not list(tmp_path.glob("*.json")) or not (tmp_path / "u.json").exists()
+
+
+def test_a_store_is_created_only_in_a_new_or_empty_file(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.db"
+    empty.touch()
+    sessions = tmp_path / "s.jsonl"
+    sessions.write_text(json.dumps({"user_id": "u", "session_id": "s1", "turns": [
+        {"role": "user", "content": "hello"}]}) + "\n", encoding="utf-8")
+    missing = tmp_path / "missing.db"
+    for db in (empty, missing):  # no command but `memory add` makes a store
+        for args in (["memory", "migrate", "--db", str(db)],
+                     ["forget", "--db", str(db), "--mode", "full_purge", "--user", "u"]):
+            assert cli(*args) != 0
+        assert not missing.exists() and empty.stat().st_size == 0
+        with pytest.raises(NotAStoreError, match="Only `traceless memory add"):
+            MemoryStore(db, access="write")
+    assert not missing.exists() and empty.stat().st_size == 0
+    assert cli("memory", "add", str(sessions), "--db", str(empty), "--embedder", "hashing") == 0
+    with MemoryStore(empty, access="read") as store:
+        assert [a.text for a in store.artifacts(tier="raw")] == ["hello"]
+
+
+def _read_only(db: Path, before: dict[str, str]) -> bool:
+    """The store's file is unchanged (a read-only SQLite connection of the store's own may
+    leave an empty -wal and its -shm beside it; the -wal holds no frame)."""
+    now = _sums(db)
+    return now[db.name] == before[db.name] and now.get(f"{db.name}-wal", _EMPTY) == _EMPTY
+
+
+_EMPTY = hashlib.sha256(b"").hexdigest()
+
+
+def test_read_commands_never_write_and_never_migrate(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / "m.db"
+    with MemoryStore(db) as store:
+        make_writer(store, 0).write_sessions(alice_sessions())
+    before = _sums(db)
+    for args in (["memory", "show", "--db", str(db)], ["memory", "lineage", "r-00000001", "--db", str(db)],
+                 ["memory", "search", "dog", "--db", str(db), "--user", "alice"],
+                 ["forget", "receipts", "--db", str(db)]):
+        assert cli(*args) == 0, capsys.readouterr().err
+        assert _read_only(db, before)
+    # a store of an older schema (made as traceless 4 did): read commands refuse it, unchanged;
+    # a write command migrates it, saying so first
+    old_db = tmp_path / "v4.db"
+    conn = sqlite3.connect(old_db, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    for name, sql in MIGRATIONS[:4]:
+        conn.executescript(sql)
+        conn.execute("INSERT INTO _migrations(name, applied_at) VALUES (?, 0)", (name,))
+    conn.execute("PRAGMA user_version = 4")
+    conn.execute("INSERT INTO artifacts(id, owner, tier, kind, seq, text, digest, created_at) "
+                 "VALUES ('r-00000001', 'alice', 'raw', 'turn', 0, 'hello', 'd', 0)")
+    conn.close()
+    old = _sums(old_db)
+    capsys.readouterr()
+    for args in (["memory", "show", "--db", str(old_db)], ["forget", "receipts", "--db", str(old_db)]):
+        assert cli(*args) == MemoryStoreError.exit_code
+        err = capsys.readouterr().err
+        assert "schema version 4" in err and "never migrates" in err and "memory migrate" in err
+        assert _read_only(old_db, old)
+    with pytest.raises(MemoryStoreError, match="never migrates"):
+        MemoryStore(old_db, access="read")
+    assert _read_only(old_db, old)
+    assert cli("memory", "migrate", "--db", str(old_db)) == 0
+    assert f"migrating {old_db} from schema version 4 to {len(MIGRATIONS)}" in capsys.readouterr().err
+    with MemoryStore(old_db, access="read") as store:
+        assert [a.text for a in store.artifacts()] == ["hello"]
+    seen: list[tuple[int, int]] = []
+    MemoryStore(old_db, access="write", on_migrate=lambda a, b: seen.append((a, b))).close()
+    assert seen == []  # up to date now: nothing to say

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from traceless.cli._common import backend, embedder, safe
+from traceless.cli._common import backend, embedder, safe, say_migrating
 from traceless.errors import ConfigError, ReceiptError
 from traceless.memory import redact_url, store_exists  # the light part (traceless.memory._backend)
 
@@ -103,7 +103,7 @@ def run_forget(
         raise ConfigError(f"{db} does not exist; create it with `traceless memory add --db {db} SESSIONS.jsonl`")
     # every output is validated before anything is forgotten
     path = check_receipt_path(receipt_out) if receipt_out is not None else None
-    with MemoryStore(db) as store:
+    with MemoryStore(db, access="write", on_migrate=say_migrating(db)) as store:
         _say_finished(store)
         writer = _writer_for(store, spec.needs_summarizer, spec.needs_embedder, mode, model, embedder_name)
         receipt = forget(store, target, mode, writer=writer, gate=gate, certify=certify, model=model,
@@ -223,7 +223,7 @@ def receipts(db: str = typer.Option(..., "--db", help="Memory file or postgresql
 
     if not store_exists(db):
         raise ConfigError(f"{db} does not exist")
-    with MemoryStore(db) as store:
+    with MemoryStore(db, access="read") as store:
         rows = store.receipts()
     for rid, body in rows:
         r = Receipt.model_validate_json(body)
@@ -245,7 +245,7 @@ def export_receipt(
     if not store_exists(db):
         raise ConfigError(f"{db} does not exist")
     path = check_receipt_path(out)
-    with MemoryStore(db) as store:
+    with MemoryStore(db, access="read") as store:
         body = store.receipt(receipt_id)
     write_receipt(Receipt.model_validate_json(body), path)
     typer.echo(f"receipt {receipt_id} written to {path}")

@@ -404,6 +404,9 @@ def forget(
                 f"mode {mode!r} could not verify its claims ({_failed(verification, spec)}); "
                 "the transaction was rolled back and nothing changed"
             )
+        if not matched:  # "nothing to erase" proves no erasure: such a receipt never reads passed=True
+            verification = verification.model_copy(update={
+                "checks": {**verification.checks, "target_matched": False}, "passed": False})
         tiers = _tier_reports(op, before, verification, pep)
         if verification.near_variants or verification.split_copies:
             warnings.append(
