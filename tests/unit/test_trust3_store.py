@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import shutil
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,8 +21,9 @@ from _cli import cli
 from _forget_helpers import CANARY, alice_sessions, make_writer, session
 
 from traceless import Memory
-from traceless.errors import GateKeyError, MemoryStoreError, NotAStoreError
-from traceless.forget import ForgetTarget, forget, load_receipt, verify_receipt
+from traceless import verify as api_verify
+from traceless.errors import GateKeyError, MemoryStoreError, NotAStoreError, ReceiptError
+from traceless.forget import ForgetTarget, check_store, forget, load_receipt, verify_receipt
 from traceless.memory import MemoryStore
 from traceless.memory._schema import MIGRATIONS
 
@@ -280,3 +282,110 @@ def test_read_commands_never_write_and_never_migrate(tmp_path: Path, capsys: pyt
     seen: list[tuple[int, int]] = []
     MemoryStore(old_db, access="write", on_migrate=lambda a, b: seen.append((a, b))).close()
     assert seen == []  # up to date now: nothing to say
+
+
+def test_a_forget_that_matched_nothing_never_reads_passed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / "m.db"
+    with MemoryStore(db) as store:
+        make_writer(store, 0).write_sessions(alice_sessions())
+    rpath = tmp_path / "r.json"
+    assert cli("forget", "--db", str(db), "--mode", "full_purge", "--user", "cust-4411", "--receipt", str(rpath)) == 7
+    r = load_receipt(rpath)
+    assert not r.matched and r.verification.passed is False and r.verification.checks["target_matched"] is False
+    capsys.readouterr()
+    for args in (["forget", "verify", str(rpath)], ["forget", "verify", str(rpath), "--db", str(db)]):
+        assert cli(*args) == 7
+        assert "matched nothing: it proves no erasure" in capsys.readouterr().err
+    assert cli("forget", "verify", str(rpath), "--db", str(db), "--json") == 7
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["nothing_matched"] is True and doc["ok"] is False
+    with MemoryStore(db, access="read") as store, pytest.raises(ReceiptError, match="matched nothing"):
+        api_verify(r, store)
+
+
+# ------------------------------------------------------------------ 6. verify re-scans what it is given
+def _forgotten(tmp_path: Path, mode: str = "full_purge", target: ForgetTarget | None = None) -> tuple[Path, Path, Path]:
+    """A store, its backup taken before a forget, and the forget's receipt file."""
+    db, backup = tmp_path / "m.db", tmp_path / "backup.db"
+    with MemoryStore(db) as store:
+        make_writer(store, 0).write_sessions(alice_sessions())
+    shutil.copyfile(db, backup)  # closed: the whole store is in the main file
+    with MemoryStore(db) as store:
+        r = forget(store, target or ForgetTarget.literal(CANARY, "alice"), mode, writer=make_writer(store, 0))
+    assert r.matched and r.verification.passed, r.verification.checks
+    rpath = tmp_path / "r.json"
+    rpath.write_text(r.model_dump_json(), encoding="utf-8")
+    return db, backup, rpath
+
+
+@pytest.mark.parametrize(("mode", "kind"), [("full_purge", "literal"), ("raw_only", "literal"),
+                                            ("exact", "record"), ("tombstone", "record"),
+                                            ("full_purge", "session")])
+def test_verify_fails_on_a_backup_taken_before_the_forget(tmp_path: Path, mode: str, kind: str,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    target = None
+    if kind != "literal":
+        with MemoryStore(":memory:") as probe:
+            make_writer(probe, 0).write_sessions(alice_sessions())
+            rec = next(a for a in probe.artifacts(tier="raw") if CANARY in (a.text or ""))
+        target = (ForgetTarget.record(rec.id) if kind == "record"
+                  else ForgetTarget.session(rec.session_id or "", "alice"))
+    db, backup, rpath = _forgotten(tmp_path, mode, target)
+    text = rpath.read_text(encoding="utf-8")
+    assert CANARY not in text and CANARY.encode().hex() not in text  # the material is sealed, not stored
+    assert cli("forget", "verify", str(rpath), "--db", str(backup)) == ReceiptError.exit_code
+    err = capsys.readouterr().err  # removed records are back, or (rewritten in place) their old text is
+    assert "still holds what the receipt erased" in err or "removed exist again" in err
+    assert cli("forget", "verify", str(rpath), "--db", str(db)) == 0, capsys.readouterr().err
+    assert "none of what it erased is there" in capsys.readouterr().out
+    assert cli("forget", "verify", str(rpath), "--db", str(backup), "--json") == 11
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["same_store"] is True and doc["material_absent"] is False and doc["material_copies"]["rows"] > 0
+    with MemoryStore(backup, access="read") as store, pytest.raises(ReceiptError, match="still holds|exist again"):
+        api_verify(load_receipt(rpath), store)
+    with MemoryStore(db, access="read") as store:
+        api_verify(load_receipt(rpath), store)
+
+
+def test_verify_rescans_the_file_bytes_not_only_the_rows(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A clone whose rows were cleaned by hand, without secure_delete: the rows hold nothing, the
+    freed pages still hold the literal. The receipt's mode erases everywhere, so verify scans bytes."""
+    db, backup, rpath = _forgotten(tmp_path)
+    conn = sqlite3.connect(backup, isolation_level=None)
+    conn.execute("PRAGMA secure_delete = OFF")
+    conn.execute("PRAGMA journal_mode = DELETE")
+    conn.execute("DELETE FROM artifacts WHERE instr(text, ?) > 0 OR instr(meta, ?) > 0", (CANARY, CANARY))
+    conn.close()
+    assert CANARY.encode() in backup.read_bytes()
+    conn = sqlite3.connect(backup)
+    assert conn.execute("SELECT count(*) FROM artifacts WHERE instr(text, ?) > 0", (CANARY,)).fetchone() == (0,)
+    conn.close()
+    assert cli("forget", "verify", str(rpath), "--db", str(backup), "--json") == 11
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["material_absent"] is False and doc["material_copies"].get(str(backup), 0) > 0, doc
+
+
+def test_another_owners_copy_is_not_the_receipts_material(tmp_path: Path) -> None:
+    """Only bytes beyond what other owners' live rows hold count against alice's receipt."""
+    db = tmp_path / "m.db"
+    with MemoryStore(db) as store:
+        make_writer(store, 0).write_sessions([*alice_sessions(), session("bob", "b1", [f"bob keeps {CANARY}"])])
+        r = forget(store, ForgetTarget.literal(CANARY, "alice"), "full_purge", writer=make_writer(store, 0))
+    with MemoryStore(db, access="read") as store:
+        assert store.containing(CANARY, owner="bob")
+        got = check_store(r, store)
+    assert got["material_absent"] is True and got["material_copies"] == {}, got
+
+
+def test_api_verify_checks_the_store_id(tmp_path: Path) -> None:
+    a, b = tmp_path / "a.db", tmp_path / "b.db"
+    for db in (a, b):  # the same content, two stores
+        with MemoryStore(db) as store:
+            make_writer(store, 0).write_sessions(alice_sessions())
+    with MemoryStore(a) as store:
+        r = forget(store, ForgetTarget.literal(CANARY, "alice"), "full_purge", writer=make_writer(store, 0))
+        api_verify(r, store)
+    with MemoryStore(b) as store:
+        forget(store, ForgetTarget.literal(CANARY, "alice"), "full_purge", writer=make_writer(store, 0))
+        with pytest.raises(ReceiptError, match="not the store this receipt was made on"):
+            api_verify(r, store)
