@@ -389,3 +389,84 @@ def test_api_verify_checks_the_store_id(tmp_path: Path) -> None:
         forget(store, ForgetTarget.literal(CANARY, "alice"), "full_purge", writer=make_writer(store, 0))
         with pytest.raises(ReceiptError, match="not the store this receipt was made on"):
             api_verify(r, store)
+
+
+# ------------------------------------------------------------------ PostgreSQL
+def _pg_state(url: str) -> list[tuple[Any, ...]]:
+    """Every table of the database's current schema, with its columns and rows."""
+    tables = [r[0] for r in _sql(url, "SELECT table_name FROM information_schema.tables "
+                                      "WHERE table_schema = current_schema() ORDER BY 1")]
+    out: list[tuple[Any, ...]] = []
+    for t in tables:
+        cols = _sql(url, "SELECT column_name, data_type FROM information_schema.columns WHERE table_name = ? "
+                         "ORDER BY ordinal_position", (t,))
+        out.append((t, cols, sorted(map(str, _sql(url, f'SELECT * FROM "{t}"')))))
+    return out
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("kind", ["mem0", "any_app"])
+def test_a_foreign_postgres_database_is_refused(pg_url: str, tmp_path: Path, kind: str,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    if kind == "mem0":  # mem0's history table, as its PostgreSQL history store makes it
+        _sql(pg_url, "CREATE TABLE history (id TEXT PRIMARY KEY, memory_id TEXT, old_memory TEXT, new_memory TEXT, "
+                     "event TEXT, created_at TIMESTAMP, updated_at TIMESTAMP, is_deleted INTEGER, actor_id TEXT, "
+                     "role TEXT)")
+        _sql(pg_url, f"INSERT INTO history(id, memory_id, new_memory, actor_id) VALUES ('h1', 'm1', '{SECRET}', "
+                     "'cust-4411')")
+    else:
+        _sql(pg_url, "CREATE TABLE orders (id SERIAL PRIMARY KEY, customer TEXT, note TEXT)")
+        _sql(pg_url, f"INSERT INTO orders(customer, note) VALUES ('cust-4411', '{SECRET}')")
+    before = _pg_state(pg_url)
+    capsys.readouterr()
+    for args in (["memory", "show", "--db", pg_url],
+                 ["forget", "--db", pg_url, "--mode", "full_purge", "--user", "cust-4411",
+                  "--receipt", str(tmp_path / "r.json")]):
+        assert cli(*args) == NotAStoreError.exit_code
+        assert _pg_state(pg_url) == before
+        err = capsys.readouterr().err
+        assert "is not a traceless store" in err and (kind != "mem0" or "mem0's history database" in err)
+    for access in ("create", "write", "read"):
+        with pytest.raises(NotAStoreError, match="is not a traceless store"):
+            MemoryStore(pg_url, access=access)  # type: ignore[arg-type]
+        assert _pg_state(pg_url) == before
+
+
+@pytest.mark.postgres
+def test_an_empty_postgres_database_becomes_a_store_only_by_create(pg_url: str) -> None:
+    for access in ("write", "read"):
+        with pytest.raises(NotAStoreError, match="no traceless tables"):
+            MemoryStore(pg_url, access=access)  # type: ignore[arg-type]
+    assert _pg_state(pg_url) == []
+    MemoryStore(pg_url).close()
+    MemoryStore(pg_url, access="read").close()
+
+
+@pytest.mark.postgres
+def test_verify_fails_on_a_postgres_clone_taken_before_the_forget(pg_server: str, pg_new_db: Any,
+                                                                  tmp_path: Path) -> None:
+    import uuid
+    from urllib.parse import urlsplit
+
+    import psycopg
+
+    url = pg_new_db()
+    with MemoryStore(url, encrypt=False) as store:  # plaintext: the clone's rows are readable
+        make_writer(store, 0).write_sessions(alice_sessions())
+    name, parts = f"traceless_t_{uuid.uuid4().hex[:12]}", urlsplit(url)
+    with psycopg.connect(pg_server, autocommit=True) as c:  # a clone: same store id, same rows
+        c.execute(f"CREATE DATABASE {name} TEMPLATE {parts.path.lstrip('/')}")
+    clone = parts._replace(path=f"/{name}").geturl()
+    try:
+        with MemoryStore(url) as store:
+            r = forget(store, ForgetTarget.literal(CANARY, "alice"), "full_purge", writer=make_writer(store, 0))
+        assert r.verification.passed
+        rpath = tmp_path / "r.json"
+        rpath.write_text(r.model_dump_json(), encoding="utf-8")
+        assert cli("forget", "verify", str(rpath), "--db", url) == 0
+        assert cli("forget", "verify", str(rpath), "--db", clone) == ReceiptError.exit_code
+        res, _ = verify_receipt(r, db=clone)
+        assert res.same_store and res.material_absent is False and not res.ok
+    finally:
+        with psycopg.connect(pg_server, autocommit=True) as c:
+            c.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
