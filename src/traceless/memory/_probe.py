@@ -25,7 +25,6 @@ from traceless.errors import MemoryStoreError, NotAStoreError
 __all__ = ["StoreProbe", "check_database_pg", "check_file", "describe_foreign", "probe_file", "probe_tables",
            "refuse_foreign"]
 
-_MAGIC = b"SQLite format 3\x00"
 _FIRST_MIGRATION = "001_artifacts_lineage"
 _CORE = frozenset({"_migrations", "meta", "artifacts", "lineage"})
 
@@ -85,23 +84,18 @@ def refuse_foreign(where: str, probe: StoreProbe) -> NotAStoreError:
 
 
 def probe_file(path: str) -> StoreProbe:
-    """Inspect a SQLite file without writing anything (see the module docstring)."""
+    """Inspect a SQLite file without writing anything (see the module docstring). Only
+    SQLite opens the file: a descriptor of this process closed by Python would drop the
+    POSIX locks other connections of this process hold on it."""
     p = Path(path)
     if not p.exists():
         return StoreProbe("missing")
-    wal = Path(f"{path}-wal")
-    wal_bytes = wal.stat().st_size if wal.exists() else 0
     if p.is_dir():
         raise MemoryStoreError(f"{p} is a folder; give a file path for the memory (e.g. {p}/memory.db)")
-    try:
-        with open(p, "rb") as fh:
-            head = fh.read(len(_MAGIC))
-    except OSError as e:
-        raise MemoryStoreError(f"{p} cannot be read ({e.strerror}); fix its permissions") from None
-    if not head and not wal_bytes:
+    wal = Path(f"{path}-wal")
+    wal_bytes = wal.stat().st_size if wal.exists() else 0
+    if p.stat().st_size == 0 and not wal_bytes:
         return StoreProbe("empty")
-    if head != _MAGIC:
-        raise MemoryStoreError(f"{p} is not a traceless memory file (not SQLite): file is not a database")
     probe = _read_immutable(p)
     if probe is not None and (probe.kind != "empty" or not wal_bytes):
         return probe
@@ -119,7 +113,11 @@ def _read_immutable(p: Path) -> StoreProbe | None:
                 return _probe_conn(conn)
             finally:
                 conn.close()
-        except sqlite3.Error:
+        except sqlite3.DatabaseError as e:
+            if "not a database" in str(e):
+                raise MemoryStoreError(f"{p} is not a traceless memory file (not SQLite): {e}") from None
+            if "unable to open" in str(e):
+                raise MemoryStoreError(f"{p} cannot be read ({e}); fix its permissions") from None
             time.sleep(0.01 * (attempt + 1))  # a checkpoint of another process rewrote pages meanwhile
     return None
 
