@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
 import shutil
 import sqlite3
 from collections.abc import Iterator
@@ -470,3 +471,31 @@ def test_verify_fails_on_a_postgres_clone_taken_before_the_forget(pg_server: str
     finally:
         with psycopg.connect(pg_server, autocommit=True) as c:
             c.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+@pytest.mark.parametrize("literal", [CANARY, "naïve-Ω-4312"])
+def test_keyed_rescan_counts_what_the_plain_scan_counts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        literal: str) -> None:
+    """The keyed re-scan finds every byte form the plaintext scan finds, across chunk
+    boundaries too, and nothing else."""
+    import random
+
+    from traceless.forget import _material, encodings_of, scan_files
+
+    monkeypatch.setattr(_material, "_CHUNK", 61)  # many boundaries, some inside a copy
+    rng = random.Random(7)
+    parts = []
+    for _ in range(40):
+        parts.append(bytes(rng.randrange(256) for _ in range(rng.randrange(0, 90))))
+        parts.append(rng.choice(encodings_of(literal)))
+    f = tmp_path / "blob.bin"
+    f.write_bytes(b"".join(parts))
+    pep = os.urandom(32)
+    m = _material.Material.of(pep, literal)
+    assert _material.scan_files_for(pep, m, [f]) == scan_files([f], literal) == {str(f): 40}
+    other = _material.Material.of(pep, literal[:-1] + "#")
+    assert _material.scan_files_for(pep, other, [f]) == {str(f): 0}
+    sealed = _material.seal_material(pep, m)
+    assert literal.encode() not in bytes.fromhex(sealed) and _material.unseal_material(pep, sealed).forms == m.forms
+    with pytest.raises(ReceiptError, match="pepper"):
+        _material.unseal_material(os.urandom(32), sealed)

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from traceless.errors import ConfigError
-from traceless.forget._material import Material, count_in, scan_files_for, unseal_material
+from traceless.forget._material import Material, count_each, scan_files_for, unseal_material
 from traceless.forget._receipt import Receipt, VerifyResult, pseudonym, receipt_key, verify_signature
 from traceless.memory._backend import store_exists
 
@@ -108,25 +108,28 @@ def _rows_holding(store: MemoryStore, owner: str, pep: bytes, m: Material, claim
                   everywhere: bool) -> int:
     """The owner's artifacts in ``claims`` tiers that hold the literal (also in their
     metadata, for a mode that erases everywhere) or a source record's pre-forget text."""
+    arts = [a for a in store.artifacts(owner=owner) if a.tier.value in claims]
+    per = 3 if everywhere else 1
+    fields: list[bytes] = []
+    for a in arts:
+        fields.append((a.text or "").encode("utf-8"))
+        if everywhere:
+            fields += [json.dumps(a.meta, ensure_ascii=False).encode("utf-8"), (a.session_id or "").encode("utf-8")]
+    hits = count_each(pep, m, fields)
     n = 0
-    for a in store.artifacts(owner=owner):
-        if a.tier.value not in claims:
-            continue
-        text = (a.text or "").encode("utf-8")
-        fields = [text] + ([json.dumps(a.meta, ensure_ascii=False).encode("utf-8"),
-                            (a.session_id or "").encode("utf-8")] if everywhere else [])
-        old = a.id in m.texts and Material.mac(pep, text) == m.texts[a.id]
-        n += old or any(count_in(pep, m, f) for f in fields if f)
+    for k, a in enumerate(arts):
+        old = a.id in m.texts and Material.mac(pep, fields[k * per]) == m.texts[a.id]
+        n += old or any(hits[k * per:(k + 1) * per])
     return n
 
 
 def _live_copies(store: MemoryStore, pep: bytes, m: Material) -> int:
     """Copies of the literal the live rows of every owner keep in the file in clear (another
     owner's copy is theirs to keep: only bytes beyond these count against the receipt)."""
-    n = 0
+    fields: list[bytes] = []
     for a in store.artifacts():
-        fields = [a.id, a.owner, a.kind, a.session_id or ""]
+        clear = [a.id, a.owner, a.kind, a.session_id or ""]
         if not store.encrypted:
-            fields += [a.text or "", json.dumps(a.meta, ensure_ascii=False, sort_keys=True)]
-        n += sum(count_in(pep, m, f.encode("utf-8")) for f in fields if f)
-    return n
+            clear += [a.text or "", json.dumps(a.meta, ensure_ascii=False, sort_keys=True)]
+        fields += [f.encode("utf-8") for f in clear]
+    return sum(count_each(pep, m, fields))
