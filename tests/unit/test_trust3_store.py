@@ -499,3 +499,36 @@ def test_keyed_rescan_counts_what_the_plain_scan_counts(tmp_path: Path, monkeypa
     assert literal.encode() not in bytes.fromhex(sealed) and _material.unseal_material(pep, sealed).forms == m.forms
     with pytest.raises(ReceiptError, match="pepper"):
         _material.unseal_material(os.urandom(32), sealed)
+
+
+@pytest.mark.parametrize("system", ["mem0", "langgraph_checkpoints", "langgraph_store"])
+def test_files_the_real_libraries_write_are_recognised(tmp_path: Path, system: str,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / f"{system}.db"
+    if system == "mem0":
+        storage = pytest.importorskip("mem0.memory.storage")
+        mgr = storage.SQLiteManager(str(db))
+        mgr.add_history("m1", None, f"my pin is {SECRET}", "ADD", actor_id="cust-4411")
+        mgr.connection.close()
+        name = "mem0's history database"
+    elif system == "langgraph_checkpoints":
+        saver = pytest.importorskip("langgraph.checkpoint.sqlite")
+        conn = sqlite3.connect(db, check_same_thread=False)
+        saver.SqliteSaver(conn).setup()
+        conn.close()
+        name = "LangGraph's checkpoint database"
+    else:
+        lg_store = pytest.importorskip("langgraph.store.sqlite")
+        conn = sqlite3.connect(db, check_same_thread=False, isolation_level=None)
+        st = lg_store.SqliteStore(conn)
+        st.setup()
+        st.put(("memories", "cust-4411"), "k1", {"text": SECRET})
+        conn.close()
+        name = "LangGraph's store database"
+    before = _sums(db)
+    capsys.readouterr()
+    for args in (["memory", "show", "--db", str(db)], ["forget", "--db", str(db), "--mode", "full_purge",
+                                                       "--user", "cust-4411", "--receipt", str(tmp_path / "r.json")]):
+        assert cli(*args) == NotAStoreError.exit_code
+        assert f"this looks like {name}" in capsys.readouterr().err
+        assert _sums(db) == before
