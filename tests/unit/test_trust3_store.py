@@ -223,7 +223,8 @@ def test_a_store_is_created_only_in_a_new_or_empty_file(tmp_path: Path) -> None:
     missing = tmp_path / "missing.db"
     for db in (empty, missing):  # no command but `memory add` makes a store
         for args in (["memory", "migrate", "--db", str(db)],
-                     ["forget", "--db", str(db), "--mode", "full_purge", "--user", "u"]):
+                     ["forget", "--db", str(db), "--mode", "full_purge", "--user", "u",
+                      "--receipt", str(tmp_path / "r.json")]):
             assert cli(*args) != 0
         assert not missing.exists() and empty.stat().st_size == 0
         with pytest.raises(NotAStoreError, match="Only `traceless memory add"):
