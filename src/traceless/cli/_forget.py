@@ -199,6 +199,9 @@ def verify(
             raise ReceiptError(f"{redact_url(db)} is not the store this receipt was made on (its store id differs)")
         if not res.removed_still_absent:
             raise ReceiptError(f"artifact(s) the receipt removed exist again in {redact_url(db)}")
+        if res.pending_erasure:
+            raise ReceiptError(f"{redact_url(db)}: the physical erasure of {res.pending_erasure} is still pending (a reader "
+                               "holds an old snapshot); close other connections and run this again")
         if res.material_absent is False:
             where = ", ".join(f"{Path(k).name}: {n}" for k, n in res.material_copies.items())
             raise ReceiptError(f"{redact_url(db)} still holds what the receipt erased ({where}): a backup or clone "
@@ -206,9 +209,6 @@ def verify(
         scanned = ("re-scanned: none of what it erased is there" if res.material_absent
                    else "not re-scanned (the receipt predates erased-material digests)")
         typer.echo(f"{redact_url(db)}: same store; every artifact the receipt removed is still absent; {scanned}")
-        if res.pending_erasure:
-            raise ReceiptError(f"{redact_url(db)}: the physical erasure of {res.pending_erasure} is still pending (a reader "
-                               "holds an old snapshot); close other connections and run this again")
     if res.certified and not res.certificate_failures:
         c = r.certificate
         assert c is not None
