@@ -18,7 +18,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from traceless.errors import ConfigError, ReceiptError
-from traceless.forget import ForgetTarget, Receipt, attach_certificate, load_receipt, verify_signature
+from traceless.forget import (
+    ForgetTarget,
+    Receipt,
+    attach_certificate,
+    check_store,
+    load_receipt,
+    verify_signature,
+)
 from traceless.forget import forget as _forget
 from traceless.memory import (
     Hit,
@@ -188,7 +195,10 @@ def _store_embedder(store: MemoryStore) -> str:
 
 
 def verify(receipt: Receipt | str | Path, memory: Memory | MemoryStore | None = None) -> Receipt:
-    """Check a receipt's signature and, given the memory, that what it removed is still absent.
+    """Check a receipt's signature and, given the memory, that it is the receipt's store (same
+    store id), that what it removed is still absent and that none of what it erased is there
+    (re-scanned by the keyed digests the receipt records: a pre-forget backup fails). A receipt
+    whose target matched nothing proves no erasure and fails.
 
     Returns the receipt; raises ``ReceiptError`` saying what failed (a certificate that
     records extraction or a store copy fails too)."""
@@ -197,11 +207,18 @@ def verify(receipt: Receipt | str | Path, memory: Memory | MemoryStore | None = 
         raise ReceiptError("the receipt's signature does not verify: it was altered or signed with another key")
     if r.certificate is not None and r.certificate.failures():
         raise ReceiptError("the receipt's behavioural certificate fails: " + "; ".join(r.certificate.failures()))
+    if not r.matched:
+        raise ReceiptError("the receipt records that its target matched nothing: it proves no erasure")
     store = memory.store if isinstance(memory, Memory) else memory
     if store is not None:
-        back = [i for t in r.tiers.values() for i in t.removed if store.exists(i)]
-        if back:
-            raise ReceiptError(f"{len(back)} artifact(s) the receipt removed exist again: {', '.join(back[:5])}")
+        got = check_store(r, store)
+        if not got["same_store"]:
+            raise ReceiptError(f"{store.path} is not the store this receipt was made on (its store id differs)")
+        if not got["removed_still_absent"]:
+            raise ReceiptError(f"artifact(s) the receipt removed exist again in {store.path}")
+        if got.get("material_absent") is False:
+            raise ReceiptError(f"{store.path} still holds what the receipt erased ({got['material_copies']}): a "
+                               "backup or clone taken before the forget, or the erasure did not hold")
     return r
 
 

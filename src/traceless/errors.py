@@ -18,6 +18,7 @@ __all__ = [
     "SchemaVersionError",
     "StoreLockedError",
     "StoreConnectionError",
+    "NotAStoreError",
     "InputFormatError",
     "DuplicateSessionError",
     "ForgetError",
@@ -94,6 +95,11 @@ class StoreLockedError(MemoryStoreError):
 
 class StoreConnectionError(MemoryStoreError):
     """A database server (a ``postgresql://`` store) cannot be reached or refused the login."""
+
+
+class NotAStoreError(MemoryStoreError):
+    """The file or database is not a traceless store (another application's, or none yet):
+    traceless never modifies it."""
 
 
 class InputFormatError(TracelessError):

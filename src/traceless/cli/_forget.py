@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from traceless.cli._common import backend, embedder, safe
+from traceless.cli._common import backend, embedder, safe, say_migrating
 from traceless.errors import ConfigError, ReceiptError
 from traceless.memory import redact_url, store_exists  # the light part (traceless.memory._backend)
 
@@ -103,7 +103,7 @@ def run_forget(
         raise ConfigError(f"{db} does not exist; create it with `traceless memory add --db {db} SESSIONS.jsonl`")
     # every output is validated before anything is forgotten
     path = check_receipt_path(receipt_out) if receipt_out is not None else None
-    with MemoryStore(db) as store:
+    with MemoryStore(db, access="write", on_migrate=say_migrating(db)) as store:
         _say_finished(store)
         writer = _writer_for(store, spec.needs_summarizer, spec.needs_embedder, mode, model, embedder_name)
         receipt = forget(store, target, mode, writer=writer, gate=gate, certify=certify, model=model,
@@ -169,7 +169,8 @@ def modes() -> None:
 @forget_app.command("verify")
 def verify(
     receipt: Path = typer.Argument(..., help="Receipt JSON file."),
-    db: str = typer.Option(None, "--db", help="Also check the memory file (or postgresql:// URL): same store, removed ids still absent."),
+    db: str = typer.Option(None, "--db", help="Also check the memory file (or postgresql:// URL): same store, removed "
+                           "ids still absent, and none of what the receipt erased in its rows or bytes."),
     public_key: str = typer.Option(None, "--public-key",
                                    help="The signer's Ed25519 public key (hex, or the file `traceless keys export` "
                                         "wrote). Default: this machine's signing key. No secret is needed."),
@@ -187,7 +188,8 @@ def verify(
         typer.secho(f"finished the physical erasure of {rid}, interrupted earlier", fg=typer.colors.YELLOW, err=True)
     if as_json:
         typer.echo(res.model_dump_json(indent=2))
-        sys.exit(0 if res.ok else VERIFICATION_FAILED_EXIT if res.signature_ok else ReceiptError.exit_code)
+        failed_exit = NOTHING_MATCHED_EXIT if res.nothing_matched else VERIFICATION_FAILED_EXIT
+        sys.exit(0 if res.ok else failed_exit if res.signature_ok else ReceiptError.exit_code)
     if not res.signature_ok:
         raise ReceiptError(f"{receipt}: signature does not verify: the receipt was altered or signed by another "
                            "key (pass the signer's key with --public-key)")
@@ -197,10 +199,16 @@ def verify(
             raise ReceiptError(f"{redact_url(db)} is not the store this receipt was made on (its store id differs)")
         if not res.removed_still_absent:
             raise ReceiptError(f"artifact(s) the receipt removed exist again in {redact_url(db)}")
-        typer.echo(f"{redact_url(db)}: same store; every artifact the receipt removed is still absent")
         if res.pending_erasure:
             raise ReceiptError(f"{redact_url(db)}: the physical erasure of {res.pending_erasure} is still pending (a reader "
                                "holds an old snapshot); close other connections and run this again")
+        if res.material_absent is False:
+            where = ", ".join(f"{Path(k).name}: {n}" for k, n in res.material_copies.items())
+            raise ReceiptError(f"{redact_url(db)} still holds what the receipt erased ({where}): a backup or clone "
+                               "taken before the forget, or the erasure did not hold")
+        scanned = ("re-scanned: none of what it erased is there" if res.material_absent
+                   else "not re-scanned (the receipt predates erased-material digests)")
+        typer.echo(f"{redact_url(db)}: same store; every artifact the receipt removed is still absent; {scanned}")
     if res.certified and not res.certificate_failures:
         c = r.certificate
         assert c is not None
@@ -208,6 +216,10 @@ def verify(
                    f"literal; no store holds it ({', '.join(c.store_copies)})")
     for reason in res.certificate_failures:
         typer.secho(f"certificate FAILED: {reason}", fg=typer.colors.RED, err=True)
+    if res.nothing_matched:
+        typer.secho("the receipt records that its target matched nothing: it proves no erasure (nothing to erase)",
+                    fg=typer.colors.YELLOW, err=True)
+        sys.exit(NOTHING_MATCHED_EXIT)
     if not res.receipt_passed:
         typer.secho(f"the receipt records a FAILED verification: {', '.join(res.failed_checks)}",
                     fg=typer.colors.RED, err=True)
@@ -223,7 +235,7 @@ def receipts(db: str = typer.Option(..., "--db", help="Memory file or postgresql
 
     if not store_exists(db):
         raise ConfigError(f"{db} does not exist")
-    with MemoryStore(db) as store:
+    with MemoryStore(db, access="read") as store:
         rows = store.receipts()
     for rid, body in rows:
         r = Receipt.model_validate_json(body)
@@ -245,7 +257,7 @@ def export_receipt(
     if not store_exists(db):
         raise ConfigError(f"{db} does not exist")
     path = check_receipt_path(out)
-    with MemoryStore(db) as store:
+    with MemoryStore(db, access="read") as store:
         body = store.receipt(receipt_id)
     write_receipt(Receipt.model_validate_json(body), path)
     typer.echo(f"receipt {receipt_id} written to {path}")

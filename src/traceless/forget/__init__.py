@@ -35,7 +35,7 @@ if TYPE_CHECKING:
         write_receipt,
     )
     from traceless.forget._registry import FORGET_MODES, ForgetMode, forget_mode
-    from traceless.forget._verify import verify_receipt
+    from traceless.forget._verify import check_store, verify_receipt
 
 __all__ = [
     "Certificate",
@@ -61,6 +61,7 @@ __all__ = [
     "check_receipt_path",
     "VerifyResult",
     "verify_receipt",
+    "check_store",
     "pseudonym",
     "write_receipt",
 ]
@@ -72,7 +73,7 @@ EXPORTS: dict[str, tuple[str, ...]] = {
                   "VerifyResult", "attach_certificate", "check_receipt_path", "load_receipt", "pseudonym",
                   "receipt_key", "sign", "verify_signature", "write_receipt"),
     "._registry": ("FORGET_MODES", "ForgetMode", "forget_mode"),
-    "._verify": ("verify_receipt",),
+    "._verify": ("check_store", "verify_receipt"),
 }
 """Which submodule defines each public name (a test checks it covers ``__all__`` exactly)."""
 

@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, model_validator
 from traceless._version import code_version
 from traceless.errors import ConfigError, ForgetError, MemoryStoreError, NothingMatchedError
 from traceless.forget._erasure import scan_files
+from traceless.forget._material import Material, seal_material
 from traceless.forget._normalize import find_variants, normalize, scrub_variants
 from traceless.forget._receipt import (
     KeyReport,
@@ -404,6 +405,9 @@ def forget(
                 f"mode {mode!r} could not verify its claims ({_failed(verification, spec)}); "
                 "the transaction was rolled back and nothing changed"
             )
+        if not matched:  # "nothing to erase" proves no erasure: such a receipt never reads passed=True
+            verification = verification.model_copy(update={
+                "checks": {**verification.checks, "target_matched": False}, "passed": False})
         tiers = _tier_reports(op, before, verification, pep)
         if verification.near_variants or verification.split_copies:
             warnings.append(
@@ -415,7 +419,7 @@ def forget(
             target=_target_ref(target, owner, pep), matched=matched, tiers=tiers, verification=verification,
             gate_descriptors_added=n_gate, seconds=0.0, code_version=code_version(),
             notes=op.notes + ([] if store.scannable else [_server_note(store.encrypted)]),
-            warnings=warnings, keys=keys,
+            warnings=warnings, keys=keys, erased_material=_material(pep, target, literal, sources),
             guarantee=(["plaintext_scan"] if literal is not None and spec.erases_everywhere and store.scannable
                        else []) + (["key_destroyed"] if keys is not None else []),
         )
@@ -426,6 +430,13 @@ def forget(
     if strict and not matched:
         raise NothingMatchedError(f"the target matched nothing for owner {owner!r}; receipt {receipt.receipt_id}")
     return receipt
+
+
+def _material(pep: bytes, target: ForgetTarget, literal: str | None, sources: list[Artifact]) -> str:
+    """What ``forget verify --db`` re-scans a store for: the literal's byte forms, or the
+    source records' texts (a user target: the owner's presence, nothing to record)."""
+    texts = [(a.id, a.text) for a in sources] if target.kind in ("record", "session") else []
+    return seal_material(pep, Material.of(pep, literal, texts))
 
 
 def _server_note(encrypted: bool) -> str:

@@ -223,6 +223,10 @@ class Receipt(BaseModel):
     copies taken before the forget cannot be decrypted)."""
     keys: KeyReport | None = None
     """Key destruction in an encrypted store (None for a plaintext store)."""
+    erased_material: str = ""
+    """What the forget erased, as keyed digests sealed under the receipt pepper (hex; see
+    ``traceless.forget._material``): ``forget verify --db`` re-scans the store it is given for
+    it. Opaque without the pepper; empty for a user target (the owner's presence is checked)."""
     gate_descriptors_added: int = 0
     """Keyed descriptors stored for the write gate."""
     seconds: float
@@ -248,6 +252,8 @@ class Receipt(BaseModel):
         d.pop("signature", None)
         if d.get("certificate") is None:  # receipts signed before certificates existed verify unchanged
             d.pop("certificate", None)
+        if not d.get("erased_material"):  # likewise receipts signed before the material was recorded
+            d.pop("erased_material", None)
         return json.dumps(d, sort_keys=True, separators=(",", ":")).encode()
 
     def summary_lines(self) -> list[str]:
@@ -306,6 +312,16 @@ class VerifyResult(BaseModel):
     """Every artifact the receipt removed is still absent (None: not checked)."""
     pending_erasure: str | None = None
     """A receipt id whose physical erasure is still pending in that db."""
+    material_absent: bool | None = None
+    """The db holds none of what the receipt erased, re-scanned by the keyed digests it records:
+    the in-scope owner's rows in the tiers the mode claims (an erased user: no row of theirs at
+    all) and, for a mode that erases everywhere, the SQLite files' bytes beyond the copies other
+    owners' live rows hold. False on a backup or clone taken before the forget. None: not checked
+    (no db, or a receipt made before the digests were recorded)."""
+    material_copies: dict[str, int] = Field(default_factory=dict)
+    """Where the re-scan found erased material: ``rows`` (in-scope artifacts) and each file."""
+    nothing_matched: bool = False
+    """The receipt records that its target matched nothing: it proves no erasure (exit 7)."""
     certified: bool = False
     """The receipt carries a behavioural certificate (``forget --certify``)."""
     certificate_failures: list[str] = Field(default_factory=list)

@@ -18,16 +18,17 @@ import sqlite3
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from traceless.errors import ConfigError, GateBlockedError, GateKeyError, MemoryStoreError
 from traceless.memory import _crypto
-from traceless.memory._backend import Backend, Cursor, SQLiteBackend, open_backend
+from traceless.memory._backend import Backend, Cursor, SQLiteBackend, is_url, open_backend
 from traceless.memory._gate import GateEntry, WriteGate, gate_key_id, load_key
-from traceless.memory._schema import check_version, migrate, migrate_pg
+from traceless.memory._probe import check_database_pg, check_file
+from traceless.memory._schema import SCHEMA_VERSION, check_version, check_version_pg, migrate, migrate_pg
 from traceless.memory._scrub import ScrubLock, read_wal, scrub_pages
 from traceless.memory._types import Artifact, Hit, LineageEdge, Tier, digest_text
 
@@ -44,6 +45,7 @@ _BATCH_ROWS = 20_000  # bulk(): rows held before a batch is sent (bounds the mem
 _FREE_SPACE = "free_space"  # meta key; "zeroed": the store keeps the scrub invariant (``_scrub``)
 _SCRUB_FRAMES = 1000  # scrub once the WAL holds this many frames (SQLite's own autocheckpoint default)
 _IN_CHUNK = 500  # ids per IN (...) list: well under every engine's bound-parameter limit
+Access = Literal["create", "write", "read"]
 
 
 @dataclass(frozen=True)
@@ -136,13 +138,26 @@ class MemoryStore:
     forget erases physically by rewriting only the pages it touched (``_scrub``).
     ``scrub=False`` is the older behaviour, kept for comparison: each forget rebuilds the
     whole file (VACUUM); opening a file with it switches the file's invariant off.
+
+    ``access``: ``create`` makes a store in a new or empty file (or database) and opens an
+    existing store; ``write`` opens an existing store only; ``read`` opens an existing store
+    of the current schema read-only (nothing is migrated, checkpointed or finished). Every
+    access refuses a database that is not a traceless store (``NotAStoreError``): traceless
+    never modifies another application's database. ``on_migrate(old, new)`` is called before
+    a write access migrates a store of an older schema.
     """
 
     def __init__(
         self, path: str | os.PathLike[str] = ":memory:", *, timeout: float = 5.0, gate_key: bytes | None = None,
-        encrypt: bool | None = None, scrub: bool = True,
+        encrypt: bool | None = None, scrub: bool = True, access: Access = "create",
+        on_migrate: Callable[[int, int], None] | None = None,
     ) -> None:
-        self._b: Backend = open_backend(str(path), timeout)
+        if access not in ("create", "write", "read"):
+            raise ConfigError(f"access must be create, write or read, not {access!r}")
+        self.access, self.read_only, self._on_migrate = access, access == "read", on_migrate
+        if str(path) != ":memory:" and not is_url(str(path)):
+            check_file(str(path), access)
+        self._b: Backend = open_backend(str(path), timeout, read_only=self.read_only)
         self.path = self._b.where
         """The file path, or the URL without its password."""
         self._lock = threading.RLock()
@@ -166,6 +181,7 @@ class MemoryStore:
         rewrites only the pages it touched (``checkpoint``) instead of the whole file."""
         try:
             new = self._prepare()
+            _ = self.store_id  # an altered id is refused before anything uses it
         except BaseException as e:
             self._b.close()
             if isinstance(e, self._b.errors):
@@ -185,6 +201,8 @@ class MemoryStore:
     def _prepare(self) -> bool:
         """Open and migrate; True when this open created the file's database."""
         if not isinstance(self._b, SQLiteBackend):
+            check_database_pg(self._conn, self.path, self.access)
+            self._before_migrate(check_version_pg(self._conn, self.path))
             migrate_pg(self._conn, self.path)
             return False
         conn = self._b.conn
@@ -192,12 +210,28 @@ class MemoryStore:
         conn.execute("PRAGMA secure_delete = ON")
         # refuse a newer file BEFORE anything may write to it (switching the journal
         # mode to WAL rewrites the file header)
-        check_version(conn, self.path)
+        self._before_migrate(check_version(conn, self.path))
+        if self.read_only:
+            return False
         if self.path != ":memory:":
             conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = FULL")
         migrate(conn, self.path)
         return new
+
+    def _before_migrate(self, version: int) -> None:
+        """A read access refuses a store of an older schema (reading never migrates); a
+        write access says it is about to migrate one."""
+        if version >= SCHEMA_VERSION or version == 0:
+            return
+        if self.read_only:
+            raise MemoryStoreError(
+                f"{self.path} has schema version {version}; this traceless reads version {SCHEMA_VERSION}. Reading "
+                "never migrates a store: migrate it once with a write command (e.g. `traceless memory migrate "
+                f"--db {self.path}`), then read it. Nothing was changed."
+            )
+        if self._on_migrate is not None:
+            self._on_migrate(version, SCHEMA_VERSION)
 
     @property
     def _conn(self) -> Any:
@@ -222,6 +256,8 @@ class MemoryStore:
 
     def _open_encryption(self, encrypt: bool | None) -> None:
         mode = self.get_meta("encryption")
+        if self.read_only:
+            encrypt = False  # a reader never switches encryption on
         if encrypt is None:  # the backend's default, for a store still empty (PostgreSQL: on)
             encrypt = self._b.dialect == "postgres" and self._exec("SELECT 1 FROM artifacts LIMIT 1").fetchone() is None
         if mode is None and encrypt:
@@ -337,7 +373,7 @@ class MemoryStore:
         truncation). If the process died in between, the commit left a marker: finish the
         erasure now."""
         pending = self.get_meta("pending_erasure")
-        if not pending:
+        if not pending or self.read_only:  # a reader leaves it to a write access (``forget verify``)
             return
         with contextlib.suppress(MemoryStoreError, *self._b.errors):
             # a scrubbing store's frames are still in the WAL (it is truncated only after
@@ -356,6 +392,9 @@ class MemoryStore:
     @contextlib.contextmanager
     def transaction(self) -> Iterator[MemoryStore]:
         """One atomic unit. Nested uses join the outermost transaction."""
+        if self.read_only:
+            raise MemoryStoreError(f"internal: {self.path} was opened read-only (access='read'); open it with "
+                                   "access='write' to change it")
         with self._lock, contextlib.ExitStack() as outer:
             if self._depth == 0:
                 outer.enter_context(self._writer())
@@ -465,8 +504,8 @@ class MemoryStore:
         Returns False when it could not complete within the timeout: another connection
         still reads an older snapshot, whose pages stay on disk until a later checkpoint.
         """
-        if self.path == ":memory:" or not self.scannable:
-            return True  # PostgreSQL: the server owns its WAL (see docs/scale.md)
+        if self.path == ":memory:" or not self.scannable or self.read_only:
+            return True  # PostgreSQL: the server owns its WAL (see docs/scale.md); a reader writes nothing
         with self._lock, self._writer():
             if self.scrubs:
                 return self._scrub()
@@ -477,7 +516,7 @@ class MemoryStore:
     def _init_scrub(self, new: bool) -> None:
         """A plaintext file takes part in the writer lock; a store this open created keeps
         the scrub invariant from its first page (an older one gets it after its first VACUUM)."""
-        if self.path == ":memory:" or not self.scannable or self.encrypted:
+        if self.path == ":memory:" or not self.scannable or self.encrypted or self.read_only:
             return
         self._scrub_lock = ScrubLock.acquire_for(self.path)
         self._page_size = int(self._exec("PRAGMA page_size").fetchone()[0])
@@ -662,8 +701,13 @@ class MemoryStore:
 
     @property
     def store_id(self) -> str:
-        """A random id made when the file was created; receipts are bound to it."""
-        return self.get_meta("store_id") or ("memory" if self.path == ":memory:" else "")
+        """A random id made when the file was created; receipts are bound to it. Checked
+        against the format traceless makes (``_crypto.check_store_id``): an altered value is
+        an error, never a path."""
+        sid = self.get_meta("store_id")
+        if sid is None:
+            return "memory" if self.path == ":memory:" else ""
+        return _crypto.check_store_id(sid, self.path)
 
     def log_event(self, kind: str, detail: str = "") -> None:
         """Append to the store's event log (ungated writes, finished erasures)."""
@@ -1023,6 +1067,8 @@ class MemoryStore:
         if "gate" in self._gate_cache and (self._gate_cache["gate"] is not None or not create):
             return self._gate_cache["gate"]  # type: ignore[no-any-return]
         recorded = self.get_meta("gate_key_id")
+        if recorded is None:
+            self._check_keyless_entries()
         if recorded is None and not create:
             if self._depth:  # no descriptor can appear while this transaction holds the lock
                 self._gate_cache["gate"] = None
@@ -1046,6 +1092,17 @@ class MemoryStore:
         if self._depth:
             self._gate_cache["gate"] = g
         return g
+
+    def _check_keyless_entries(self) -> None:
+        """Descriptors without the key id they were made under: the gate cannot be checked,
+        so every write is refused (an unset id must never read as "no gate")."""
+        row = self._exec("SELECT key_id FROM gate_entries LIMIT 1").fetchone()
+        if row is not None:
+            raise GateKeyError(
+                f"{self.path} holds write-gate descriptors (made with gate key id {str(row[0])[:16]}) but its meta "
+                "table no longer records the gate key id: the store was altered. Writes are refused (fail closed) "
+                "so that no forgotten value is accepted again; restore the store from a backup."
+            )
 
     def gate_descriptors(self, owner: str) -> frozenset[GateEntry]:
         """The owner's stored gate entries (looked up under the owner's keyed pseudonym)."""
