@@ -12,6 +12,7 @@ from typing import Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from traceless.errors import ConfigError
 from traceless.studies import (
@@ -37,7 +38,7 @@ def list_cmd() -> None:
     console = Console()
     for e in STUDIES.entries():
         cls = e.obj
-        console.print(f"[bold]{e.name}[/bold] (version {cls.version}) — {e.help}")
+        console.print(f"[bold]{escape(e.name)}[/bold] (version {cls.version}) — {escape(e.help)}")
         for name, f in cls.config_cls.model_fields.items():
             default = f.default if f.default_factory is None else f.default_factory()  # type: ignore[call-arg]
             doc = " ".join((f.description or "").split()).split(". ")[0]
