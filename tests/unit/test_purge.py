@@ -121,6 +121,24 @@ def test_purge_clears_an_audit_dir(tmp_path: Path, capsys: pytest.CaptureFixture
     assert purge_results(d).rows_cleared == 0
 
 
+def test_purge_clears_an_audit_dir_written_as_parquet(tmp_path: Path) -> None:
+    """`traceless audit --format parquet` keeps the probe rows in results.parquet instead."""
+    import pyarrow.json as pj
+    import pyarrow.parquet as pq
+
+    d = _audit(tmp_path / "a", reveal=True)
+    replies = {json.loads(x)["reply"] for x in (d / "results.jsonl").read_text().splitlines()}
+    pq.write_table(pj.read_json(d / "results.jsonl"), d / "results.parquet")  # what the CLI does
+    (d / "results.jsonl").unlink()
+    assert set(pq.read_table(d / "results.parquet").column("reply").to_pylist()) == replies
+    n = len(replies and pq.read_table(d / "results.parquet"))
+    s = purge_results(d)
+    t = pq.read_table(d / "results.parquet")
+    assert t.num_rows == n and t.column("reply").null_count == n and t.column("prompt").null_count == n
+    assert t.column("extracted").to_pylist().count(True) > 0  # the metrics stay
+    assert s.rows_cleared == 2 * n and not CANARY_RE.search(_all_bytes(d))
+
+
 def test_purge_of_a_bundle_changes_nothing(run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bundle = tmp_path / "b"
     export_bundle(run_dir, bundle)

@@ -5,11 +5,12 @@ Every layout the project writes is covered:
 * a study dir (``traceless study run``): ``results.sqlite`` (columns ``prompt``/``reply``
   and each row's ``extra``), the generation caches and ``work/`` (the sessions' text);
 * an audit dir (``traceless audit --out DIR``, study ``memory-audit``): the same, plus
-  ``results.jsonl`` (every probe row again, prompt and reply included);
+  ``results.jsonl`` or, with ``--format parquet``, ``results.parquet`` (every probe row
+  again, prompt and reply included);
 * an export bundle (``traceless study export``): holds no conversation text; nothing to do.
 
 After a purge: prompts and replies are NULL in every row of ``results.sqlite`` and of
-``results.jsonl``; each row's ``extra`` keeps only what the study's export keeps
+``results.jsonl``/``results.parquet``; each row's ``extra`` keeps only what the study's export keeps
 (``Study.bundle_extra``: labels, ids and flags; the canary, probe and expected answer
 go; an audit keeps its context ids, request order and the deletion notes, which were
 redacted when written, dropped when the audit ran with ``--reveal``); every
@@ -17,7 +18,8 @@ redacted when written, dropped when the audit ran with ``--reveal``); every
 (``VACUUM``, WAL truncated) so the old pages do not linger in the file. Then every file
 left in the dir is scanned for the prompts and replies that were there (up to
 ``CHECKED_TEXTS`` of them, 24 characters or longer; ``report/`` excepted); one still found stops with a
-``StudyError`` naming the file. Metrics, timings, configs and the manifest stay, so
+``StudyError`` naming the file (a byte scan: it does not see into compressed files such
+as Parquet, whose text columns the purge nulls itself). Metrics, timings, configs and the manifest stay, so
 ``traceless report`` renders the same numbers. Freed filesystem blocks and backups are
 out of reach of any file-level purge.
 
@@ -49,6 +51,8 @@ PURGED_MARKER = "purged.json"
 """Written into the dir after a purge (when, and what was removed)."""
 AUDIT_ROWS = "results.jsonl"
 """An audit dir's export of its probe rows (prompt and reply included)."""
+AUDIT_PARQUET = "results.parquet"
+"""The same export written by ``traceless audit --format parquet`` (in a dir that has ``results.sqlite``)."""
 AUDIT_EXTRA = ("context_ids", "order", "notes")
 """What an audit's rows keep in ``extra`` after a purge (``notes`` only when not ``--reveal``)."""
 CHECKED_TEXTS = 500
@@ -150,6 +154,30 @@ def _clear_jsonl(path: Path, seen: set[str]) -> int:
     return cleared
 
 
+def _clear_parquet(path: Path, seen: set[str]) -> int:
+    """An audit's ``results.parquet`` rewritten with prompt and reply null (atomically)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.read_table(path)
+    except (OSError, ValueError) as e:
+        raise StudyError(f"{path} is not readable Parquet ({e}); delete it (the rows are in {RESULTS_DB}) "
+                         "and purge again") from None
+    cleared = 0
+    for row in table.select([c for c in ("prompt", "reply") if c in table.column_names]).to_pylist():
+        seen.update(_texts(row.get("prompt"), row.get("reply")))
+        cleared += row.get("prompt") is not None or row.get("reply") is not None
+    for col in ("prompt", "reply"):
+        if col in table.column_names:
+            i = table.column_names.index(col)
+            table = table.set_column(i, col, pa.nulls(len(table), type=table.schema.field(col).type))
+    tmp = path.with_name(path.name + ".tmp")
+    pq.write_table(table, tmp)
+    os.replace(tmp, path)
+    return cleared
+
+
 def _remove_caches(d: Path) -> list[str]:
     removed = []
     for p in sorted(d.glob(f"*{GENERATIONS_DB}*")):
@@ -190,7 +218,7 @@ def purge_results(results_dir: str | Path) -> PurgeSummary:
     man = read_manifest(d)  # a results dir, or a StudyError saying what it is not
     if is_bundle(d):
         return PurgeSummary(layout="bundle", rows_cleared=0, removed=[], seconds=time.perf_counter() - t0)
-    layout = "audit" if (d / AUDIT_ROWS).exists() or man.study not in _study_names() else "study"
+    layout = "audit" if man.study not in _study_names() else "study"
     seen: set[str] = set()
     removed = _remove_caches(d)
     cleared = trimmed = 0
@@ -198,6 +226,8 @@ def purge_results(results_dir: str | Path) -> PurgeSummary:
         cleared, trimmed = _clear_rows(d / RESULTS_DB, _keep_paths(man), seen)
     if (d / AUDIT_ROWS).exists():
         cleared += _clear_jsonl(d / AUDIT_ROWS, seen)
+    if (d / AUDIT_PARQUET).exists():
+        cleared += _clear_parquet(d / AUDIT_PARQUET, seen)
     needles = _sample(seen)
     left = _leftovers(d, needles)
     if left:
