@@ -9,6 +9,7 @@ import time
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from traceless.models._catalog import (
     KNOWN_MODELS,
@@ -75,13 +76,14 @@ def list_cmd(
     colors = {"ready": "green", "installed": "yellow", "missing": "red"}
     for spec, st in rows:
         state = f"[{colors[st.state]}]{st.state}[/]" + (" (converted)" if st.converted else "")
-        table.add_row(spec.name + (" *" if spec.default else ""), _size(spec.size_bytes), state, spec.description)
+        table.add_row(Text(spec.name + (" *" if spec.default else "")), _size(spec.size_bytes), state,
+                      Text(spec.description))
     console = Console()
     console.print(table)
     console.print("* default model. Install one with `traceless models pull NAME`.")
     for spec, st in rows:
         if st.state != "ready":
-            console.print(f"  {spec.name}: {st.message}", soft_wrap=True)
+            console.print(f"  {spec.name}: {st.message}", soft_wrap=True, markup=False)
 
 
 @models_app.command("pull")

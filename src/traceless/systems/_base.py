@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import abc
 import importlib.util
-import json
 import os
 import tomllib
 import warnings
@@ -36,6 +35,7 @@ from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from traceless._jsonin import check_value, decode_utf8, loads
 from traceless.errors import ConfigError, InputFormatError, TracelessError, UnknownNameError, UnsupportedError
 from traceless.memory import Session
 from traceless.models import Embedder, ModelBackend
@@ -352,13 +352,10 @@ def load_system_config(name: str, source: str | os.PathLike[str] | dict[str, Any
         p = Path(source)
         where = str(p)
         try:
-            text = p.read_text(encoding="utf-8")
+            data = p.read_bytes()
         except OSError as e:
             raise ConfigError(f"cannot read memory config {p} ({e.strerror}); give an existing JSON or TOML file") from None
-        try:
-            raw = tomllib.loads(text) if p.suffix == ".toml" else json.loads(text)
-        except (ValueError, tomllib.TOMLDecodeError) as e:
-            raise InputFormatError(f"{p}: not valid {'TOML' if p.suffix == '.toml' else 'JSON'} ({e})") from None
+        raw = _parse_config(p, decode_utf8(data, f"memory config {p}"))
         if not isinstance(raw, dict):
             raise InputFormatError(f"{p}: the memory config must be one object of settings")
     try:
@@ -375,6 +372,21 @@ def load_system_config(name: str, source: str | os.PathLike[str] | dict[str, Any
         raise ConfigError(
             f"{where} for memory system {name!r}: {'; '.join(bad)}. Keys it accepts: {known}"
         ) from None
+
+
+def _parse_config(p: Path, text: str) -> Any:
+    """A memory config's JSON or TOML text (by suffix), every unreadable form an InputFormatError."""
+    fix = "give a JSON or TOML file of the system's settings (see docs/memory-systems.md)"
+    if p.suffix != ".toml":
+        return loads(text, f"memory config {p}", fix)
+    try:
+        raw = tomllib.loads(text)
+    except RecursionError:
+        raise InputFormatError(f"memory config {p}: TOML nested too deeply; {fix}") from None
+    except ValueError as e:  # TOMLDecodeError, or an integer longer than int() converts
+        raise InputFormatError(f"memory config {p}: not valid TOML ({str(e).splitlines()[0][:200]}); {fix}") from None
+    check_value(raw, f"memory config {p}")
+    return raw
 
 
 def open_system(name: str, work_dir: Path, config: SystemConfig | None, runtime: SystemRuntime) -> MemorySystem:
