@@ -197,9 +197,10 @@ class ForgetOp:
             raise ForgetError("internal: scrub text artifacts; embeddings are updated by reembed()")
         new = art.text or ""
         text0, cuts = self.split_cuts.get(art.id, ("", []))
-        if new == text0:  # the split half first: its spans index the text as resolved
+        if cuts and new == text0:  # the split half first: its spans index the text as resolved
             for a, b in sorted(cuts, reverse=True):
                 new = new[:a] + replacement + new[b:]
+            new = new if replacement else new.strip()
         new = _scrub(new, self.literal, replacement) if self.literal else replacement
         if self.literal and self.target.match == "normalized":
             new = scrub_variants(new, self.literal, replacement)
