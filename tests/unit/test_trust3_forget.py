@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from _cli import cli
-from _forget_helpers import CANARY, CANARY_TURN, alice_sessions, bob_sessions, make_writer, session
+from _forget_helpers import CANARY, CANARY_TURN, alice_sessions, bob_sessions, make_writer
 
 from traceless import Memory
 from traceless.errors import ConfigError, GateBlockedError
