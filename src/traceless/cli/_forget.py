@@ -204,7 +204,8 @@ def verify(
     if not res.signature_ok:
         raise ReceiptError(f"{receipt}: signature does not verify: the receipt was altered or signed by another "
                            "key (pass the signer's key with --public-key)")
-    typer.echo(f"{receipt}: signature OK (signer {r.signer}, mode {r.mode}, passed={r.verification.passed})")
+    typer.echo(f"{receipt}: signature OK (signer {r.signer}, mode {r.mode}, passed={r.verification.passed}, "
+               f"erased={'-' if r.erased is None else r.erased})")
     if res.store_checked:
         if not res.same_store:
             raise ReceiptError(f"{redact_url(db)} is not the store this receipt was made on (its store id differs)")
@@ -241,7 +242,7 @@ def receipts(db: str = typer.Option(..., "--db", help="Memory file or postgresql
     for rid, body in rows:
         r = Receipt.model_validate_json(body)
         typer.echo(safe(f"{rid}  {r.created_at:.0f}  {r.mode:<22} {r.target.kind}:{r.target.ref}  "
-                        f"passed={r.verification.passed}"))
+                        f"passed={r.verification.passed}  erased={'-' if r.erased is None else r.erased}"))
     typer.echo(f"{len(rows)} receipts")
 
 
