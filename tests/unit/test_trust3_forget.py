@@ -16,8 +16,16 @@ from _forget_helpers import CANARY, CANARY_TURN, alice_sessions, bob_sessions, m
 
 from traceless import Memory
 from traceless.errors import ConfigError, GateBlockedError
-from traceless.forget import ForgetTarget, Receipt, forget, load_receipt, pseudonym, scan_files, sign
-from traceless.forget._forget import MIN_LITERAL_CHARS
+from traceless.forget import (
+    MIN_LITERAL_CHARS,
+    ForgetTarget,
+    Receipt,
+    forget,
+    load_receipt,
+    pseudonym,
+    scan_files,
+    sign,
+)
 from traceless.memory import MemoryStore, MemoryWriter, Session, Tier, WriteConfig, compact
 from traceless.models import HashingEmbedder
 

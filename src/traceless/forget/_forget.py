@@ -402,7 +402,6 @@ def forget(
     t0 = time.perf_counter()
     literal = target.value if target.kind == "literal" else None
     pep = receipt_key()
-    want_gate = bool(gate) and (not isinstance(gate, WriteGate) or gate.enabled) and spec.gates
     warnings = literal_warnings(literal) if literal is not None else []
     with store.transaction():
         # resolve inside the transaction: a concurrent writer cannot slip a new copy in
@@ -427,11 +426,7 @@ def forget(
         # something (the noop control changes nothing, keys included)
         touched = any(r.removed or r.rewritten or r.rebuilt for r in op.report.values())
         keys = KeyReport(**store.crypto_shred(owner, erase=erased)) if store.encrypted and touched else None
-        n_gate = store.gate_forget(owner, target.attribute, literal, normalized=target.match == "normalized") \
-            if want_gate and literal is not None else 0
-        if literal is not None and spec.gates and (gate is False or isinstance(gate, WriteGate) and not gate.enabled):
-            store.log_event("gate_opt_out", f"forget of a literal of {pseudonym(owner, 'u', pep)} with the write "
-                                            "gate explicitly off: later writes of the value are not refused")
+        n_gate = _arm_gate(store, owner, target, spec, gate, pep)
         verification = _verify(op, spec)
         if matched and not verification.passed:
             raise ForgetError(
@@ -440,9 +435,7 @@ def forget(
             )
         tiers = _tier_reports(op, before, verification, pep)
         if target.kind == "user":  # an erased user's record ids are personal data: keyed pseudonyms only
-            verification = verification.model_copy(update={
-                name: [pseudonym(i, "p", pep) for i in getattr(verification, name)]
-                for name in ("sources_removed", "surviving_descendants")})
+            verification = _pseudonymised(verification, pep)
         if verification.near_variants or verification.split_copies:
             warnings.append(
                 "near variants of the literal remain (case, spacing, Unicode form or split across records); "
@@ -465,6 +458,25 @@ def forget(
     if strict and not matched:
         raise NothingMatchedError(f"the target matched nothing for owner {owner!r}; receipt {receipt.receipt_id}")
     return receipt
+
+
+def _arm_gate(store: MemoryStore, owner: str, target: ForgetTarget, spec: ForgetMode,
+              gate: WriteGate | bool | None, pep: bytes) -> int:
+    """Store the gate descriptors of a literal target when the gate is on (also the ``norm``
+    one under ``match="normalized"``); record an explicit opt-out in the event log."""
+    if target.kind != "literal" or not spec.gates:
+        return 0
+    if bool(gate) and (not isinstance(gate, WriteGate) or gate.enabled):
+        return store.gate_forget(owner, target.attribute, target.value, normalized=target.match == "normalized")
+    if gate is False or isinstance(gate, WriteGate):
+        store.log_event("gate_opt_out", f"forget of a literal of {pseudonym(owner, 'u', pep)} with the write "
+                                        "gate explicitly off: later writes of the value are not refused")
+    return 0
+
+
+def _pseudonymised(v: Verification, pep: bytes) -> Verification:
+    return v.model_copy(update={name: [pseudonym(i, "p", pep) for i in getattr(v, name)]
+                                for name in ("sources_removed", "surviving_descendants")})
 
 
 def _server_note(encrypted: bool) -> str:
