@@ -275,10 +275,10 @@ def test_normalized_forget_erases_near_variants(tmp_path: Path, name: str) -> No
     store.close()
 
 
-def test_normalized_forget_erases_a_copy_split_across_two_records(tmp_path: Path) -> None:
+def test_normalized_forget_erases_a_copy_split_across_two_records(store_url: str) -> None:
     """22.15: the two-record split check: a literal split across consecutive turns is cut from
     both (before: left, only counted in ``split_copies``)."""
-    store = MemoryStore(tmp_path / "m.db")
+    store = MemoryStore(store_url)
     w = MemoryWriter(store, embedder=HashingEmbedder(64), config=WriteConfig(levels=()))
     w.write_sessions([_turns("alice", "a1", "hello there", "my token is XQ7-VIO", "LET-3829 and that is all")])
     t = ForgetTarget(kind="literal", value=CANARY, owner="alice", match="normalized")
@@ -291,8 +291,8 @@ def test_normalized_forget_erases_a_copy_split_across_two_records(tmp_path: Path
     store.close()
 
 
-def _gated_store(tmp_path: Path, match: str) -> tuple[MemoryStore, MemoryWriter]:
-    store = MemoryStore(tmp_path / "m.db")
+def _gated_store(url: str, match: str) -> tuple[MemoryStore, MemoryWriter]:
+    store = MemoryStore(url)
     w = MemoryWriter(store, embedder=HashingEmbedder(64), config=WriteConfig(levels=()))
     w.write_sessions([_turns("alice", "a1", CANARY_TURN)])
     t = ForgetTarget(kind="literal", value=CANARY, owner="alice", match=match)  # type: ignore[arg-type]
@@ -301,10 +301,10 @@ def _gated_store(tmp_path: Path, match: str) -> tuple[MemoryStore, MemoryWriter]
 
 
 @pytest.mark.parametrize("name", sorted(VARIANTS))
-def test_normalized_gate_refuses_near_variants(tmp_path: Path, name: str) -> None:
+def test_normalized_gate_refuses_near_variants(store_url: str, name: str) -> None:
     """22.15: a value forgotten with ``match="normalized"`` is refused by the gate in any of
     these variants (before: the gate accepted 8 of 8 near variants)."""
-    store, w = _gated_store(tmp_path, "normalized")
+    store, w = _gated_store(store_url, "normalized")
     n = len(store.artifacts())
     with pytest.raises(GateBlockedError):
         w.write_sessions([_turns("alice", "a2", f"note {VARIANTS[name]}")])
@@ -313,8 +313,8 @@ def test_normalized_gate_refuses_near_variants(tmp_path: Path, name: str) -> Non
     store.close()
 
 
-def test_normalized_gate_refuses_a_copy_split_across_turns(tmp_path: Path) -> None:
-    store, w = _gated_store(tmp_path, "normalized")
+def test_normalized_gate_refuses_a_copy_split_across_turns(store_url: str) -> None:
+    store, w = _gated_store(store_url, "normalized")
     n = len(store.artifacts())
     with pytest.raises(GateBlockedError, match="split"):
         w.write_sessions([_turns("alice", "a2", "token part one: XQ7-VIO", "LET-3829 was part two")])
@@ -325,9 +325,9 @@ def test_normalized_gate_refuses_a_copy_split_across_turns(tmp_path: Path) -> No
     store.close()
 
 
-def test_exact_gate_keeps_exact_semantics(tmp_path: Path) -> None:
+def test_exact_gate_keeps_exact_semantics(store_url: str) -> None:
     """Documented: under exact matching (the default, paper 001) variants are accepted."""
-    store, w = _gated_store(tmp_path, "exact")
+    store, w = _gated_store(store_url, "exact")
     w.write_sessions([_turns("alice", "a2", f"note {VARIANTS['hyphen-to-space']}")])
     with pytest.raises(GateBlockedError):
         w.write_sessions([_turns("alice", "a4", f"note {CANARY}")])
@@ -336,10 +336,10 @@ def test_exact_gate_keeps_exact_semantics(tmp_path: Path) -> None:
 
 # ------------------------------------------------------------ item 16: erased, apart from passed
 @pytest.mark.parametrize("mode", ["noop", "raw_only", "exact", "raw_plus_resummarize"])
-def test_non_erasing_modes_say_erased_false(tmp_path: Path, mode: str) -> None:
+def test_non_erasing_modes_say_erased_false(store_url: str, mode: str) -> None:
     """22.16: a mode that leaves the literal in a tier it does not claim passes (it did what it
     promises) but says ``erased: false`` (before: only passed=True, reading as a proof)."""
-    store = MemoryStore(tmp_path / "m.db")
+    store = MemoryStore(store_url)
     w = make_writer(store, 1, keep=True)
     w.write_sessions(alice_sessions())
     r = forget(store, ForgetTarget.literal(CANARY, "alice"), mode, writer=w)
@@ -350,13 +350,14 @@ def test_non_erasing_modes_say_erased_false(tmp_path: Path, mode: str) -> None:
 
 
 @pytest.mark.parametrize("mode", ["full_purge", "tombstone", "lineage_closure"])
-def test_erasing_modes_say_erased_true(tmp_path: Path, mode: str) -> None:
-    store = MemoryStore(tmp_path / "m.db")
+def test_erasing_modes_say_erased_true(store_url: str, mode: str) -> None:
+    store = MemoryStore(store_url)
     w = make_writer(store, 1, keep=True)
     w.write_sessions(alice_sessions())
     r = forget(store, ForgetTarget.literal(CANARY, "alice"), mode, writer=w)
     assert r.verification.passed and r.erased is True and not store.containing(CANARY)
-    assert not any(scan_files(store.files(), CANARY).values())
+    if store.scannable:  # PostgreSQL: the server's files (the receipt says key_destroyed)
+        assert not any(scan_files(store.files(), CANARY).values())
     store.close()
 
 
@@ -397,3 +398,21 @@ def test_receipts_without_the_new_fields_still_verify(tmp_path: Path) -> None:
     assert verify_signature(Receipt.model_validate(wire))
     tampered = Receipt.model_validate({**wire, "erased": True})
     assert not verify_signature(tampered)  # and the new field, once set, is signed
+
+
+def test_normalized_forget_and_gate_cover_nfd(store_url: str) -> None:
+    """22.15: a literal with accents, stored decomposed (NFD), is erased and then refused."""
+    import unicodedata
+
+    lit = "Zürich-Café-4417"
+    nfd = unicodedata.normalize("NFD", lit)
+    assert nfd != lit and nfd.encode() not in lit.encode()
+    store = MemoryStore(store_url)
+    w = MemoryWriter(store, embedder=HashingEmbedder(64), config=WriteConfig(levels=()))
+    w.write_sessions([_turns("alice", "a1", f"my code is {nfd} ok")])
+    t = ForgetTarget(kind="literal", value=lit, owner="alice", match="normalized")
+    r = forget(store, t, "full_purge", writer=w, gate=True)
+    assert r.erased is True and not any(compact(lit) in compact(a.text or "") for a in store.artifacts())
+    with pytest.raises(GateBlockedError):
+        w.write_sessions([_turns("alice", "a2", f"again {nfd}")])
+    store.close()

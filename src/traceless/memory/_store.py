@@ -1074,8 +1074,9 @@ class MemoryStore:
         if hit is None or (old is not None and g.match(old, stored) is not None):
             return
         raise GateBlockedError(
-            f"write refused by the exact-literal gate: owner {owner!r} asked that a value of attribute "
-            f"{hit.attribute!r} be forgotten, and this write carries it. Nothing was written. Remove that "
+            f"write refused by the {'normalised' if hit.kind == 'norm' else 'exact-literal'} gate: owner {owner!r} "
+            f"asked that a value of attribute {hit.attribute!r} be forgotten, and this write carries it"
+            f"{' (a near variant)' if hit.kind == 'norm' else ''}. Nothing was written. Remove that "
             "value from the input; write without the gate (--no-gate) only if the user re-consented."
         )
 
