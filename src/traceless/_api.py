@@ -186,10 +186,21 @@ def certify_receipt(store: MemoryStore, receipt: Receipt, target: ForgetTarget, 
         system.close()  # leaves the caller's store open
         if be is not model:
             be.close()
+    # copies other owners hold are out of scope: counting them would tell the requester
+    # whether another owner holds the value (issue 22.5)
+    cert = cert.model_copy(update={"store_copies": _owner_copies(store, target.owner, target.value)})
     final = attach_certificate(receipt, cert)
     with store.transaction():
         store.update_receipt(final.receipt_id, final.model_dump_json())
     return final
+
+
+def _owner_copies(store: MemoryStore, owner: str, literal: str) -> dict[str, int]:
+    """Per tier, copies of ``literal`` in ``owner``'s artifacts; and in the stored receipts."""
+    out = {t: sum((a.text or "").count(literal) for a in store.artifacts(owner=owner, tier=t))
+           for t in ("raw", "summary", "embedding", "cache")}
+    out["receipts"] = sum(body.count(literal) for _, body in store.receipts())
+    return out
 
 
 def _store_embedder(store: MemoryStore) -> str:

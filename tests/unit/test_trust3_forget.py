@@ -416,3 +416,22 @@ def test_normalized_forget_and_gate_cover_nfd(store_url: str) -> None:
     with pytest.raises(GateBlockedError):
         w.write_sessions([_turns("alice", "a2", f"again {nfd}")])
     store.close()
+
+
+def test_certificate_counts_only_the_requesters_copies(tmp_path: Path) -> None:
+    """22.5/22.9: the behavioural certificate's store copies are about the requester's data:
+    bob's copy of a shared literal neither fails alice's certificate nor shows in it (before:
+    ``store_copies["raw"] == 1`` from bob, certificate failed)."""
+    from traceless.models import ScriptedBackend
+
+    def quiet(messages: Any, config: Any) -> str:
+        return "- likes tea" if "Messages:" in messages[-1].content else "I do not know."
+
+    with Memory(tmp_path / "m.db", embedder="hashing") as mem:
+        mem.add(f"my token is {CANARY}", user="alice")
+        mem.add(f"bob's token is {CANARY}", user="bob")
+        r = mem.forget(CANARY, user="alice", certify=True, model=ScriptedBackend(quiet))
+        c = r.certificate
+        assert c is not None and c.store_copies and not any(c.store_copies.values())
+        assert c.failures() == [] and r.verification.passed and r.erased is True
+        assert mem.store.containing(CANARY)  # bob's copy, out of alice's scope

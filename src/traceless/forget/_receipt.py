@@ -190,7 +190,9 @@ class Certificate(BaseModel):
     aer: dict[str, dict[str, float]]
     """Extraction rate per view, per probe level (``aer["agent"]["direct"]`` is AER_direct)."""
     store_copies: dict[str, int]
-    """Per named store, copies of the literal it still holds (every owner's entries)."""
+    """Per named store, copies of the literal it still holds: in the native store the
+    requester's entries only (another owner's copy is out of scope, never counted), in
+    another memory system every entry."""
     seconds: float
     """Wall time of the certification."""
 
