@@ -60,8 +60,9 @@ def run_forget(
     owner: str = typer.Option(None, "--owner", help="Owner in scope for --literal/--session/--record."),
     attribute: str = typer.Option("secret", "--attribute", help="Attribute name for the gate descriptor."),
     match: str = typer.Option("exact", "--match",
-                              help="exact (byte for byte, paper 001) or normalized (also case, spacing and "
-                                   "Unicode variants)."),
+                              help="exact (byte for byte, paper 001) or normalized (also case, spacing, dash, "
+                                   "zero-width and Unicode variants, and a copy split across two records; the "
+                                   "gate then refuses them too)."),
     gate: bool = typer.Option(True, "--gate/--no-gate", help="Store a keyed gate descriptor for a literal."),
     model: str = typer.Option(None, "--model",
                               help="Summarizer for modes that re-summarize (default: the one that wrote the summaries); "

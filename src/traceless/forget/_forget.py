@@ -78,7 +78,9 @@ class ForgetTarget(BaseModel):
     """Attribute name for the write-gate descriptor of a literal (paper 001's attribute–value pair)."""
     match: Literal["exact", "normalized"] = "exact"
     """``exact`` (paper 001's byte semantics, the default) or ``normalized``: also forget near
-    variants (NFKC, casefold, whitespace), e.g. 'xq7-violet-3829' or a full-width copy."""
+    variants (compact form: NFKC, casefold, whitespace, dashes and zero-width characters
+    dropped; and a copy split across two consecutive raw records), e.g. 'xq7 violet 3829',
+    'XQ7\u2011VIOLET\u20113829' or a full-width copy; the write gate then refuses them too."""
 
     @model_validator(mode="after")
     def _literal_is_text(self) -> ForgetTarget:

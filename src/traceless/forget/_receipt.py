@@ -80,8 +80,9 @@ class TierReport(BaseModel):
     target_copies_after: int = 0
     """Artifacts in this tier still containing the target (literal or a removed record's text verbatim)."""
     near_variants_after: int = 0
-    """Artifacts in this tier whose normalised text (NFKC, casefold, whitespace collapsed)
-    still contains the normalised literal although the exact bytes are gone."""
+    """Artifacts in this tier whose compact form (``traceless.memory.compact``: NFKC, casefold,
+    whitespace, dashes and zero-width characters dropped) still contains the literal's
+    although the exact bytes are gone."""
 
 
 class Verification(BaseModel):
