@@ -36,6 +36,7 @@ NOT_ERASED_EXIT = 12
 def _home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     home = tmp_path / "home"
     monkeypatch.setenv("TRACELESS_HOME", str(home))
+    monkeypatch.chdir(tmp_path)  # a forget that names no --receipt writes it here, not in the checkout
     return home
 
 
