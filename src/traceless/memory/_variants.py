@@ -16,9 +16,14 @@ copy split across more than two records.
 
 from __future__ import annotations
 
+import re
 import unicodedata
 
 __all__ = ["compact", "compact_spans"]
+
+_ASCII_SEP = re.compile(r"[\s\-]+")
+"""The separators among ASCII characters: whitespace and the hyphen-minus (ASCII has no
+other Pd or Cf character, and NFKC and casefold are ``lower()`` on it)."""
 
 
 def _separator(c: str) -> bool:
@@ -38,9 +43,16 @@ def _clusters(text: str) -> list[tuple[int, int]]:
 def compact_spans(text: str) -> tuple[str, list[tuple[int, int]]]:
     """The compact form of ``text`` and, per compact character, the span of ``text`` it came
     from (so a match found in compact form can be cut out of the original)."""
+    if text.isascii():
+        return _ascii_spans(text)
     out: list[str] = []
     where: list[tuple[int, int]] = []
     for a, b in _clusters(text):
+        if b - a == 1 and text[a].isascii():  # NFKC is the identity, casefold is lower()
+            if not _ASCII_SEP.match(text[a]):
+                out.append(text[a].lower())
+                where.append((a, b))
+            continue
         for ch in unicodedata.normalize("NFKC", text[a:b]).casefold():
             if not _separator(ch):
                 out.append(ch)
@@ -48,6 +60,17 @@ def compact_spans(text: str) -> tuple[str, list[tuple[int, int]]]:
     return "".join(out), where
 
 
+def _ascii_spans(text: str) -> tuple[str, list[tuple[int, int]]]:
+    runs = list(_ASCII_WORD.finditer(text))
+    where = [(i, i + 1) for m in runs for i in range(m.start(), m.end())]
+    return "".join(m.group().lower() for m in runs), where
+
+
+_ASCII_WORD = re.compile(r"[^\s\-]+")
+
+
 def compact(text: str) -> str:
     """NFKC + casefold, separators (whitespace, dashes, zero-width/format characters) dropped."""
+    if text.isascii():
+        return _ASCII_SEP.sub("", text.lower())
     return compact_spans(text)[0]
