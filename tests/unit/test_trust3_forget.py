@@ -436,3 +436,27 @@ def test_certificate_counts_only_the_requesters_copies(tmp_path: Path) -> None:
         assert c is not None and c.store_copies and not any(c.store_copies.values())
         assert c.failures() == [] and r.verification.passed and r.erased is True
         assert mem.store.containing(CANARY)  # bob's copy, out of alice's scope
+
+
+def test_compact_ascii_fast_path_equals_the_unicode_definition() -> None:
+    """The ASCII fast path of ``compact``/``compact_spans`` gives what the per-cluster NFKC +
+    casefold + separator removal gives (seeded random printable ASCII, separators included)."""
+    import random
+    import string
+    import unicodedata
+
+    from traceless.memory import compact_spans
+
+    def slow(x: str) -> tuple[str, list[tuple[int, int]]]:
+        out, where = [], []
+        for i, c in enumerate(x):
+            for ch in unicodedata.normalize("NFKC", c).casefold():
+                if not (ch.isspace() or unicodedata.category(ch) in ("Pd", "Cf")):
+                    out.append(ch)
+                    where.append((i, i + 1))
+        return "".join(out), where
+
+    rng = random.Random(22)
+    for _ in range(500):
+        x = "".join(rng.choice(string.printable + "\x1c\x1f") for _ in range(rng.randint(0, 40)))
+        assert compact(x) == slow(x)[0] and compact_spans(x) == slow(x), repr(x)
