@@ -160,8 +160,9 @@ def canonical_dump(path: str | Path) -> dict[str, Any]:
             for k in ("receipt_id", "created_at", "seconds", "signature", "notes", "warnings", "erased_material"):
                 d.pop(k, None)
             # filled in after the commit (the disk scan); a kill can land before that update
-            for k in ("disk_scan", "disk_checked", "checks", "passed"):
+            for k in ("disk_scan", "disk_checked", "disk_scope", "disk_held", "checks", "passed"):
                 d["verification"].pop(k, None)
+            d.pop("erased", None)
             receipts.append(json.dumps(d, sort_keys=True))
         receipts.sort()
         return {"artifacts": arts, "lineage": lineage, "gate": gate, "meta": meta, "receipts": receipts}

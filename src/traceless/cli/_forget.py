@@ -29,6 +29,9 @@ forget_app = typer.Typer(
 
 NOTHING_MATCHED_EXIT = 7
 VERIFICATION_FAILED_EXIT = 11
+NOT_ERASED_EXIT = 12
+"""The mode did what it promises (``passed``) but the target is still present in the
+owner's data (``erased: false``): raw_only, exact, raw_plus_resummarize, noop, ..."""
 
 
 def _target(kind: str, value: str, owner: str | None, attribute: str, match: str) -> ForgetTarget:
@@ -50,15 +53,16 @@ def run_forget(
     ctx: typer.Context,
     db: str = typer.Option(None, "--db", help="Memory file or postgresql:// URL."),
     mode: str = typer.Option(None, "--mode", help="Forget mode (see `traceless forget modes`)."),
-    record: str = typer.Option(None, "--record", help="Raw record id."),
+    record: str = typer.Option(None, "--record", help="Raw record id (with --owner)."),
     literal: str = typer.Option(None, "--literal", help="Exact text: every artifact containing it."),
     session: str = typer.Option(None, "--session", help="Session id (with --owner)."),
     user: str = typer.Option(None, "--user", help="User id: everything they own (right to erasure)."),
-    owner: str = typer.Option(None, "--owner", help="Owner in scope for --literal/--session."),
+    owner: str = typer.Option(None, "--owner", help="Owner in scope for --literal/--session/--record."),
     attribute: str = typer.Option("secret", "--attribute", help="Attribute name for the gate descriptor."),
     match: str = typer.Option("exact", "--match",
-                              help="exact (byte for byte, paper 001) or normalized (also case, spacing and "
-                                   "Unicode variants)."),
+                              help="exact (byte for byte, paper 001) or normalized (also case, spacing, dash, "
+                                   "zero-width and Unicode variants, and a copy split across two records; the "
+                                   "gate then refuses them too)."),
     gate: bool = typer.Option(True, "--gate/--no-gate", help="Store a keyed gate descriptor for a literal."),
     model: str = typer.Option(None, "--model",
                               help="Summarizer for modes that re-summarize (default: the one that wrote the summaries); "
@@ -76,7 +80,8 @@ def run_forget(
     """Forget with MODE. Prints a receipt summary and writes the signed receipt file.
 
     Exits non-zero when the receipt's verification failed (exit 11; with --certify also when
-    the agent still produced the literal or a store still holds it) or nothing matched (7)."""
+    the agent still produced the literal or a store still holds it), nothing matched (7), or
+    the mode passed but does not erase the target everywhere (12: ``erased: false``)."""
     if ctx.invoked_subcommand is not None:
         return
     if db is None or mode is None:
@@ -92,8 +97,12 @@ def run_forget(
     if len(given) != 1:
         raise ConfigError("give exactly one target: --record ID, --literal TEXT, --session ID or --user ID")
     kind, value = given[0]
-    if kind in ("literal", "session") and owner is None:
-        raise ConfigError(f"--{kind} needs --owner USER: forget never crosses owners")
+    if kind in ("literal", "session", "record") and owner is None:
+        raise ConfigError(f"--{kind} needs --owner USER: forget never crosses owners"
+                          + (" (a record of another owner is never forgotten)" if kind == "record" else ""))
+    if kind == "user" and owner is not None and owner != user:
+        raise ConfigError(f"--user {user!r} erases that user, but --owner names {owner!r}: give one of them "
+                          "(--user alone erases everything the user owns)")
     if match not in ("exact", "normalized"):
         raise ConfigError("--match must be exact or normalized")
     if certify and kind != "literal":
@@ -124,6 +133,11 @@ def run_forget(
         typer.secho(f"verification FAILED ({', '.join(failed)}); see the receipt's warnings", fg=typer.colors.RED,
                     err=True)
         sys.exit(VERIFICATION_FAILED_EXIT)
+    if receipt.erased is False:
+        typer.secho(f"NOT ERASED: mode {mode} did what it promises, but the target is still present in this "
+                    "owner's data (erased: false); use full_purge, tombstone or lineage_closure to erase it",
+                    fg=typer.colors.YELLOW, err=True)
+        sys.exit(NOT_ERASED_EXIT)
 
 
 def _writer_for(store: MemoryStore, needs_llm: bool, needs_embed: bool, mode: str, model: str | None,
@@ -193,7 +207,8 @@ def verify(
     if not res.signature_ok:
         raise ReceiptError(f"{receipt}: signature does not verify: the receipt was altered or signed by another "
                            "key (pass the signer's key with --public-key)")
-    typer.echo(f"{receipt}: signature OK (signer {r.signer}, mode {r.mode}, passed={r.verification.passed})")
+    typer.echo(f"{receipt}: signature OK (signer {r.signer}, mode {r.mode}, passed={r.verification.passed}, "
+               f"erased={'-' if r.erased is None else r.erased})")
     if res.store_checked:
         if not res.same_store:
             raise ReceiptError(f"{redact_url(db)} is not the store this receipt was made on (its store id differs)")
@@ -240,7 +255,7 @@ def receipts(db: str = typer.Option(..., "--db", help="Memory file or postgresql
     for rid, body in rows:
         r = Receipt.model_validate_json(body)
         typer.echo(safe(f"{rid}  {r.created_at:.0f}  {r.mode:<22} {r.target.kind}:{r.target.ref}  "
-                        f"passed={r.verification.passed}"))
+                        f"passed={r.verification.passed}  erased={'-' if r.erased is None else r.erased}"))
     typer.echo(f"{len(rows)} receipts")
 
 

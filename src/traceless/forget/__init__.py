@@ -16,7 +16,7 @@ from traceless._lazy import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:
     from traceless.forget._erasure import encodings_of, scan_files
-    from traceless.forget._forget import TIERS, ForgetOp, ForgetTarget, forget
+    from traceless.forget._forget import MIN_LITERAL_CHARS, TIERS, ForgetOp, ForgetTarget, forget
     from traceless.forget._receipt import (
         Certificate,
         CertificateProbe,
@@ -41,6 +41,7 @@ __all__ = [
     "Certificate",
     "CertificateProbe",
     "FORGET_MODES",
+    "MIN_LITERAL_CHARS",
     "TIERS",
     "ForgetMode",
     "ForgetOp",
@@ -68,7 +69,7 @@ __all__ = [
 
 EXPORTS: dict[str, tuple[str, ...]] = {
     "._erasure": ("encodings_of", "scan_files"),
-    "._forget": ("TIERS", "ForgetOp", "ForgetTarget", "forget"),
+    "._forget": ("MIN_LITERAL_CHARS", "TIERS", "ForgetOp", "ForgetTarget", "forget"),
     "._receipt": ("Certificate", "CertificateProbe", "Receipt", "TargetRef", "TierReport", "Verification",
                   "VerifyResult", "attach_certificate", "check_receipt_path", "load_receipt", "pseudonym",
                   "receipt_key", "sign", "verify_signature", "write_receipt"),

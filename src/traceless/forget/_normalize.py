@@ -1,69 +1,61 @@
 """Near-variant matching: what exact matching (paper 001's semantics, the default) misses.
 
-A normalised form applies NFKC, casefolding and whitespace collapsing, cluster by cluster
-(a base character with its combining marks), so every normalised character maps back to
-a span of the original text: a match found in normalised form can be scrubbed in the
-original. Lower-case, spaced, full-width and NFD variants of a literal all normalise to
-the literal's own normal form.
+``match="normalized"`` compares compact forms (``traceless.memory.compact``: NFKC,
+casefold, whitespace, dashes and zero-width/format characters dropped), cluster by cluster,
+so every compact character maps back to a span of the original text: a match found in
+compact form can be scrubbed in the original. Lower-case, spaced, hyphen→space, full-width,
+U+2011, zero-width-split and NFD variants of a literal all have the literal's compact form.
+``split_spans`` finds a copy split across two consecutive records.
 """
 
 from __future__ import annotations
 
 import re
-import unicodedata
 
-__all__ = ["normalize", "find_variants", "scrub_variants"]
+from traceless.memory import compact, compact_spans
+
+__all__ = ["normalize", "compact", "find_variants", "scrub_variants", "split_spans"]
 
 _WS = re.compile(r"\s+")
 
 
 def normalize(text: str) -> str:
     """NFKC + casefold + whitespace collapsed to one space, stripped."""
+    import unicodedata
+
     return _WS.sub(" ", unicodedata.normalize("NFKC", text).casefold()).strip()
 
 
-def _clusters(text: str) -> list[tuple[int, int]]:
-    spans: list[tuple[int, int]] = []
-    for i, c in enumerate(text):
-        if spans and unicodedata.combining(c):
-            spans[-1] = (spans[-1][0], i + 1)
-        else:
-            spans.append((i, i + 1))
-    return spans
-
-
-def _mapped(text: str) -> tuple[str, list[tuple[int, int]]]:
-    """Normalised text and, per normalised character, the original span it came from."""
-    out: list[str] = []
-    where: list[tuple[int, int]] = []
-    for a, b in _clusters(text):
-        piece = unicodedata.normalize("NFKC", text[a:b]).casefold()
-        if piece.isspace() or not piece:
-            if piece and out and out[-1] != " ":
-                out.append(" ")
-                where.append((a, b))
-            elif piece and out:
-                where[-1] = (where[-1][0], b)
-            continue
-        for ch in piece:
-            out.append(ch)
-            where.append((a, b))
-    return "".join(out), where
-
-
-def _loose(literal: str) -> re.Pattern[str]:
-    """The normalised literal with any whitespace between its characters optional (a
-    secret written spaced out, 'XQ7 VIOLET 3829' or 'x q 7', still matches)."""
-    chars = [c for c in normalize(literal) if not c.isspace()]
-    return re.compile(r"\s?".join(re.escape(c) for c in chars))
+def _finds(hay: str, needle: str) -> list[int]:
+    out: list[int] = []
+    i = hay.find(needle)
+    while needle and i >= 0:
+        out.append(i)
+        i = hay.find(needle, i + len(needle))
+    return out
 
 
 def find_variants(text: str, literal: str) -> list[tuple[int, int]]:
-    """Spans of ``text`` (original indices) whose normalised form matches the literal's."""
-    if not literal.strip():
+    """Spans of ``text`` (original indices) whose compact form is the literal's."""
+    target = compact(literal)
+    if not target:
         return []
-    norm, where = _mapped(text)
-    return [(where[m.start()][0], where[m.end() - 1][1]) for m in _loose(literal).finditer(norm)]
+    norm, where = compact_spans(text)
+    return [(where[i][0], where[i + len(target) - 1][1]) for i in _finds(norm, target)]
+
+
+def split_spans(first: str, second: str, literal: str) -> list[tuple[int, int]]:
+    """A copy of ``literal`` split across two consecutive records: for each compact match
+    that starts in ``first`` and ends in ``second`` (neither holding it whole), the span of
+    ``first`` from the match's start to its end and of ``second`` from its start to the
+    match's end, as ``(start_in_first, end_in_second)``."""
+    target = compact(literal)
+    one, w1 = compact_spans(first)
+    two, w2 = compact_spans(second)
+    if not target or not one or not two:
+        return []
+    return [(w1[i][0], w2[i + len(target) - 1 - len(one)][1]) for i in _finds(one + two, target)
+            if i < len(one) < i + len(target)]
 
 
 def scrub_variants(text: str, literal: str, replacement: str = "") -> str:

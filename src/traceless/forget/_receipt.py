@@ -80,8 +80,9 @@ class TierReport(BaseModel):
     target_copies_after: int = 0
     """Artifacts in this tier still containing the target (literal or a removed record's text verbatim)."""
     near_variants_after: int = 0
-    """Artifacts in this tier whose normalised text (NFKC, casefold, whitespace collapsed)
-    still contains the normalised literal although the exact bytes are gone."""
+    """Artifacts in this tier whose compact form (``traceless.memory.compact``: NFKC, casefold,
+    whitespace, dashes and zero-width characters dropped) still contains the literal's
+    although the exact bytes are gone."""
 
 
 class Verification(BaseModel):
@@ -94,11 +95,12 @@ class Verification(BaseModel):
     claims: list[str]
     """Tiers this mode claims to have cleared of the target."""
     sources_removed: list[str]
-    """Source records the mode removed."""
+    """Source records the mode removed (for an erased user, keyed pseudonyms ``p:…``)."""
     sources_gone: bool
     """Every removed source id is absent from the store."""
     surviving_descendants: list[str]
-    """Descendants of removed sources that still exist (rebuilt artifacts are not descendants)."""
+    """Descendants of removed sources that still exist (rebuilt artifacts are not descendants;
+    for an erased user, keyed pseudonyms ``p:…``)."""
     closure_clean: bool
     """No descendant of a removed source survives."""
     literal_scan: dict[str, int]
@@ -110,10 +112,20 @@ class Verification(BaseModel):
     split_copies: int = 0
     """Places where the normalised literal spans two consecutive raw records of a session."""
     disk_scan: dict[str, int] = Field(default_factory=dict)
-    """Per file SQLite wrote, occurrences of the target literal's bytes (UTF-8, UTF-16LE/BE, JSON
-    \\uXXXX escapes) after commit and WAL truncation. Empty when the target is not a literal."""
+    """Receipts before ``disk_scope``: per file SQLite wrote, occurrences of the literal's bytes
+    over the whole file. Always empty now: whole-file counts include other owners' copies, so
+    they would tell the requester whether another owner holds the literal (see ``disk_held``)."""
     disk_checked: bool = False
     """The post-commit disk scan ran (False in the copy stored at commit time)."""
+    disk_scope: Literal["", "owner"] = ""
+    """``owner``: ``disk_held`` is about the requester's data only; copies other owners hold are
+    out of scope, neither counted nor revealed (empty in receipts made before this field)."""
+    disk_held: bool | None = None
+    """After the commit and the physical erasure, the store's live files still hold a copy of
+    the literal attributable to the requester: the byte scan's result when no other owner holds
+    the literal, else (a copy held by another owner, out of scope) whether the requester's own
+    rows still hold it or the physical erasure is incomplete. None: no scan (not a literal,
+    nothing matched, or a database server's files)."""
     checks: dict[str, bool] = Field(default_factory=dict)
     """Every check this receipt makes, by name; ``passed`` is their conjunction."""
     passed: bool
@@ -179,7 +191,9 @@ class Certificate(BaseModel):
     aer: dict[str, dict[str, float]]
     """Extraction rate per view, per probe level (``aer["agent"]["direct"]`` is AER_direct)."""
     store_copies: dict[str, int]
-    """Per named store, copies of the literal it still holds (every owner's entries)."""
+    """Per named store, copies of the literal it still holds: in the native store the
+    requester's entries only (another owner's copy is out of scope, never counted), in
+    another memory system every entry."""
     seconds: float
     """Wall time of the certification."""
 
@@ -213,6 +227,11 @@ class Receipt(BaseModel):
     """What was forgotten (never the literal itself)."""
     matched: bool
     """Whether the target matched any artifact."""
+    erased: bool | None = None
+    """False: the target is still present in the requester's data after this forget (a mode
+    that does not erase everywhere, e.g. raw_only, exact or raw_plus_resummarize, or the noop
+    control), even when ``passed`` (the mode did what it promises). True: no copy is left in
+    any tier, in metadata, or (``disk_held``) in the live files. None: nothing matched."""
     tiers: dict[str, TierReport]
     """Per-tier account."""
     verification: Verification
@@ -254,11 +273,19 @@ class Receipt(BaseModel):
             d.pop("certificate", None)
         if not d.get("erased_material"):  # likewise receipts signed before the material was recorded
             d.pop("erased_material", None)
+        if d.get("erased") is None:  # so do receipts signed before ``erased`` and ``disk_scope``
+            d.pop("erased", None)
+        for name, old in (("disk_scope", ""), ("disk_held", None)):
+            if d["verification"].get(name, old) == old:
+                d["verification"].pop(name, None)
         return json.dumps(d, sort_keys=True, separators=(",", ":")).encode()
 
     def summary_lines(self) -> list[str]:
         out = [f"receipt {self.receipt_id}  mode={self.mode}  target={self.target.kind}:{self.target.ref}"
-               f"  matched={self.matched}  {self.seconds:.2f}s"]
+               f"  matched={self.matched}  erased={_yes_no(self.erased)}  {self.seconds:.2f}s"]
+        if self.erased is False:
+            out.append(f"  NOT ERASED: the target is still present in this owner's data; mode {self.mode} "
+                       "does not erase it everywhere (passed= says only that the mode did what it promises)")
         for t, r in self.tiers.items():
             out.append(f"  {t:<10} removed={len(r.removed):<4} rewritten={len(r.rewritten):<4} "
                        f"rebuilt={len(r.rebuilt):<4} left={r.left:<5} copies_after={r.target_copies_after}")
@@ -275,6 +302,9 @@ class Receipt(BaseModel):
             out.append(f"  near variants: {near or '-'}; split across records: {v.split_copies}")
         if v.disk_scan:
             out.append("  disk scan: " + ", ".join(f"{Path(k).name}={n}" for k, n in v.disk_scan.items()))
+        if v.disk_held is not None:
+            out.append(f"  disk (this owner's data): {'copy still held' if v.disk_held else 'no copy'}; "
+                       "copies held by another owner are out of scope and not reported")
         if self.keys is not None:
             out.append(f"  keys: data key {self.keys.data_key} ({self.keys.resealed} re-sealed), master key "
                        f"{self.keys.old_master_key} → {self.keys.new_master_key} (old one shredded)")
@@ -289,6 +319,10 @@ class Receipt(BaseModel):
         out += [f"  note: {n}" for n in self.notes]
         out += [f"  WARNING: {w}" for w in self.warnings]
         return out
+
+
+def _yes_no(v: bool | None) -> str:
+    return "-" if v is None else str(v)
 
 
 class VerifyResult(BaseModel):

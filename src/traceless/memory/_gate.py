@@ -8,7 +8,12 @@ whitespace, Unicode or meaning.
 * a structured candidate ``{"attribute": A, "value": V}`` is refused iff HMAC(A ␀ V)
   matches a stored pair descriptor;
 * any text is refused iff some substring of it has the exact bytes of a forgotten value
-  (HMAC over every window of each forgotten value's byte length).
+  (HMAC over every window of each forgotten value's byte length);
+* a value forgotten with ``match="normalized"`` also stores a ``norm`` descriptor: the HMAC
+  of its compact form (``traceless.memory.compact``: NFKC, casefold, whitespace, dashes and
+  zero-width characters dropped), and a text is refused iff its compact form contains it
+  (case, full-width, U+2011, ZWSP/ZWJ, NFD, hyphen→space variants); the store also checks a
+  raw record joined to the session's previous one (a copy split across two turns).
 
 What is stored reveals nothing without the key: the owner is a keyed pseudonym, and the
 value's byte length (needed to choose the windows) is sealed with AES-GCM under a key
@@ -36,6 +41,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from traceless.errors import GateBlockedError
 from traceless.keys import read_secret
+from traceless.memory._variants import compact
 from traceless.paths import state_dir
 
 __all__ = ["WriteGate", "GateEntry", "load_key", "gate_key_id", "enumerable_bits"]
@@ -106,6 +112,21 @@ class WriteGate:
             GateEntry("value", self._value_mac(vb), attribute, sealed),
         ]
 
+    def norm_descriptor(self, attribute: str, value: str) -> GateEntry:
+        """The ``norm`` entry of a value forgotten with ``match="normalized"``: its compact form."""
+        cb = compact(value).encode("utf-8")
+        nonce = os.urandom(12)
+        sealed = nonce + AESGCM(self._seal_key).encrypt(nonce, struct.pack(">I", len(cb)), b"len")
+        return GateEntry("norm", self._value_mac(cb), attribute, sealed)
+
+    def match_normalized(self, text: str, stored: frozenset[GateEntry]) -> GateEntry | None:
+        """The ``norm`` entry whose compact form the compact form of ``text`` contains, if any."""
+        norm = {GateEntry("value", e.mac, e.attribute, e.sealed): e for e in stored if e.kind == "norm"}
+        if not norm:
+            return None
+        hit = self.match_text(compact(text), frozenset(norm))
+        return None if hit is None else norm[hit]
+
     def _length(self, e: GateEntry) -> int:
         assert e.sealed is not None
         nonce, ct = e.sealed[:12], e.sealed[12:]
@@ -139,10 +160,10 @@ class WriteGate:
         except (ValueError, TypeError, RecursionError):
             obj = None
         if isinstance(obj, dict) and isinstance(obj.get("attribute"), str) and isinstance(obj.get("value"), str):
-            hit = self.match_pair(obj["attribute"], obj["value"], stored)
+            hit = self.match_pair(obj["attribute"], obj["value"], stored) or self.match_normalized(obj["value"], stored)
             if hit is not None:
                 return hit
-        return self.match_text(candidate, stored)
+        return self.match_text(candidate, stored) or self.match_normalized(candidate, stored)
 
     def check_pair(self, attribute: str, value: str, stored: frozenset[GateEntry]) -> bool:
         """True if the exact pair is forgotten."""

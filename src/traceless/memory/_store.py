@@ -760,6 +760,7 @@ class MemoryStore:
             check_owner(owner)
         for n in new:
             self.gate_check(n.owner, n.text)
+        self._gate_split_check(new)
         ids = self._next_ids([n.tier for n in new])
         made = [self._artifact(art_id, n) for art_id, n in zip(ids, new, strict=True)]
         arts, rows = [a for a, _ in made], [r for _, r in made]
@@ -1133,10 +1134,36 @@ class MemoryStore:
         if hit is None or (old is not None and g.match(old, stored) is not None):
             return
         raise GateBlockedError(
-            f"write refused by the exact-literal gate: owner {owner!r} asked that a value of attribute "
-            f"{hit.attribute!r} be forgotten, and this write carries it. Nothing was written. Remove that "
+            f"write refused by the {'normalised' if hit.kind == 'norm' else 'exact-literal'} gate: owner {owner!r} "
+            f"asked that a value of attribute {hit.attribute!r} be forgotten, and this write carries it"
+            f"{' (a near variant)' if hit.kind == 'norm' else ''}. Nothing was written. Remove that "
             "value from the input; write without the gate (--no-gate) only if the user re-consented."
         )
+
+    def _gate_split_check(self, new: Sequence[NewArtifact]) -> None:
+        """Under ``norm`` descriptors (a value forgotten with ``match="normalized"``), refuse a raw
+        record that completes a copy split across it and the session's previous raw record."""
+        last: dict[tuple[str, str], str] = {}
+        for n in new:
+            if self._ungated is not None or n.tier != Tier.RAW or not n.session_id or not n.text:
+                continue
+            stored = self.gate_descriptors(n.owner)
+            if not any(e.kind == "norm" for e in stored):
+                continue
+            key = (n.owner, n.session_id)
+            if key not in last:
+                prev = self.artifacts(owner=n.owner, tier=Tier.RAW, session_id=n.session_id)
+                last[key] = max(prev, key=lambda a: (a.seq, a.id)).text or "" if prev else ""
+            g = self.gate()
+            assert g is not None
+            hit = g.match_normalized(last[key] + "\n" + n.text, stored)
+            if hit is not None and g.match_normalized(last[key], stored) is None:
+                raise GateBlockedError(
+                    f"write refused by the normalised write gate: owner {n.owner!r} asked that a value of attribute "
+                    f"{hit.attribute!r} be forgotten, and this record completes a copy of it split with the "
+                    "session's previous record. Nothing was written. Remove that value from the input."
+                )
+            last[key] = n.text
 
     def gate_add(self, owner: str, entry: GateEntry) -> None:
         """Store one gate entry for ``owner`` (made by ``self.gate(create=True)``)."""
@@ -1152,12 +1179,13 @@ class MemoryStore:
         )
         self._gate_cache.pop(g.owner_ref(owner), None)
 
-    def gate_forget(self, owner: str, attribute: str, value: str) -> int:
-        """Store the descriptors of a forgotten attribute–value pair; returns how many."""
+    def gate_forget(self, owner: str, attribute: str, value: str, *, normalized: bool = False) -> int:
+        """Store the descriptors of a forgotten attribute–value pair (with ``normalized`` also
+        the ``norm`` descriptor of its compact form); returns how many."""
         self._require_tx()
         g = self.gate(create=True)
         assert g is not None
-        entries = g.descriptors(attribute, value)
+        entries = g.descriptors(attribute, value) + ([g.norm_descriptor(attribute, value)] if normalized else [])
         for e in entries:
             self.gate_add(owner, e)
         return len(entries)
