@@ -21,15 +21,16 @@ and ``store.delete+delete_thread`` (both).
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any, Literal, TypedDict
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from traceless import prompts
-from traceless.errors import ConfigError
+from traceless.errors import ConfigError, UnsupportedError
 from traceless.memory import Session
 from traceless.models import ChatMessage, GenerationConfig
 from traceless.systems._base import (
@@ -40,15 +41,89 @@ from traceless.systems._base import (
     SystemRuntime,
     memory_system,
 )
+from traceless.systems._erase import ErasurePlan, ScanReport, StoreOutcome
+from traceless.systems._langgraph_live import LiveLangGraph, NamespaceMap
 
-__all__ = ["LangGraphConfig", "LangGraphSystem"]
+__all__ = ["CheckpointerConfig", "LangGraphConfig", "LangGraphSystem", "StoreConfig", "StoreIndexConfig", "UserMapping"]
 
 _DELETIONS = ("store.delete", "delete_thread", "store.delete+delete_thread")
 _NS = "memories"
 
 
+class _Shaped(SystemConfig):
+    """A nested section: an unknown key is named with the keys the section takes."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_keys(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            unknown = sorted(set(data) - set(cls.model_fields))
+            if unknown:
+                raise ValueError(f"unknown key {unknown[0]!r}; this section takes: {', '.join(cls.model_fields)}")
+        return data
+
+
+class StoreIndexConfig(_Shaped):
+    """The store's vector index (LangGraph's ``index={"dims", "embed", "fields"}``)."""
+
+    dims: int = Field(ge=1)
+    """Embedding dimensions."""
+    embed: str = "traceless"
+    """``traceless`` (the audit's embedder) or ``module:callable`` (texts → vectors)."""
+    fields: list[str] = Field(default_factory=lambda: ["$"])
+    """Value fields to embed (JSON paths, LangGraph's default ``$``: the whole value)."""
+
+
+class CheckpointerConfig(_Shaped):
+    """Where the threads live: ``{"kind": "sqlite", "path": "checkpoints.db"}``,
+    ``{"kind": "postgres", "url": "postgresql://…"}`` or ``{"kind": "memory"}``."""
+
+    kind: Literal["sqlite", "postgres", "memory"] = "sqlite"
+    """The saver: ``SqliteSaver``, ``PostgresSaver`` or ``InMemorySaver``."""
+    path: str | None = None
+    """The SQLite file (``sqlite``; the audit puts its own in the work dir)."""
+    url: str | None = None
+    """The PostgreSQL URL (``postgres``)."""
+
+
+class StoreConfig(CheckpointerConfig):
+    """Where long-term memories live (``SqliteStore``, ``PostgresStore``, ``InMemoryStore``)."""
+
+    index: StoreIndexConfig | None = None
+    """The store's vector index (none: the store is searched without one)."""
+
+
+class UserMapping(_Shaped):
+    """How a user maps to the graph: store namespace, thread ids, ``configurable`` keys."""
+
+    namespace: list[str] = Field(default_factory=lambda: ["{user_id}", "memories"])
+    """The user's store namespace, one template per label (e.g. ``["memories", "{user_id}"]``);
+    items in it and below it are the user's."""
+    thread_id: str = "{user_id}/{session_id}"
+    """A session's thread id; the threads whose id matches it (any session) are the user's."""
+    configurable: dict[str, str] = Field(default_factory=dict)
+    """Extra ``config["configurable"]`` keys the graph reads, e.g. ``{"langgraph_user_id": "{user_id}"}``
+    (LangMem's tools); a checkpoint whose metadata carries one with the user's value is the user's."""
+
+    @model_validator(mode="after")
+    def _templates(self) -> UserMapping:
+        if not any("{user_id}" in label for label in self.namespace):
+            raise ValueError("namespace must hold {user_id} in one label, e.g. [\"memories\", \"{user_id}\"]")
+        if "{user_id}" not in self.thread_id:
+            raise ValueError("thread_id must hold {user_id}, e.g. \"{user_id}/{session_id}\"")
+        for t in (*self.namespace, self.thread_id, *self.configurable.values()):
+            bad = set(re.findall(r"\{([^}]*)\}", t)) - {"user_id", "session_id"}
+            if bad:
+                raise ValueError(f"unknown placeholder {{{sorted(bad)[0]}}} in {t!r}; known: {{user_id}}, {{session_id}}")
+        return self
+
+    def mapping(self) -> NamespaceMap:
+        return NamespaceMap(tuple(self.namespace), self.thread_id, dict(self.configurable))
+
+
 class LangGraphConfig(SystemConfig):
-    """Settings of the LangGraph agent."""
+    """Settings of the LangGraph agent: traceless's two-node graph by default, or the user's
+    own (``graph``) with the user's checkpointer, store and user mapping."""
 
     k: int = Field(3, ge=1)
     """Store memories retrieved per query (``store.search(limit=k)``)."""
@@ -56,6 +131,16 @@ class LangGraphConfig(SystemConfig):
     """Run the summarization node after each session (one model call per session)."""
     summary_max_tokens: int = Field(96, ge=8)
     """Token budget of one thread summary."""
+    graph: str | None = None
+    """The user's graph: ``module:factory``, called as ``factory(checkpointer=…, store=…)`` (and
+    ``model=…``, a LangChain chat model on the audit's model, if it takes one), returning a
+    compiled graph. None: traceless's ``remember → summarize`` graph."""
+    checkpointer: CheckpointerConfig | None = None
+    """The checkpointer (None: SQLite in the audit's work dir). ``scan``/``forget`` read its path."""
+    store: StoreConfig | None = None
+    """The store (None: SQLite in the audit's work dir). ``scan``/``forget`` read its path."""
+    users: UserMapping = Field(default_factory=UserMapping)
+    """How users map to namespaces, threads and ``configurable`` keys."""
 
 
 def _add(left: list[dict[str, str]], right: list[dict[str, str]]) -> list[dict[str, str]]:
@@ -80,6 +165,8 @@ class LangGraphSystem(MemorySystem):
     extra = "langgraph"
     requires = ("langgraph", "langgraph.checkpoint.sqlite", "langgraph.store.sqlite", "sqlite_vec")
     config_class = LangGraphConfig
+    _live: LiveLangGraph | None = None
+    """The attached live instance (``attach``); None for an audit's instance."""
 
     def __init__(self, work_dir: Path, config: SystemConfig, runtime: SystemRuntime) -> None:
         super().__init__(work_dir, config, runtime)
@@ -196,5 +283,55 @@ class LangGraphSystem(MemorySystem):
         }
 
     def close(self) -> None:
+        if self._live is not None:
+            self._live.close()
+            return
         self._store_conn.close()
         self._ckpt_conn.close()
+
+    # ------------------------------------------------- live instances: scan and erase
+    @classmethod
+    def attach(cls, config: SystemConfig, runtime: SystemRuntime | None = None, *,
+               read_only: bool) -> LangGraphSystem:
+        if not isinstance(config, LangGraphConfig):
+            raise ConfigError(f"memory system 'langgraph' takes a LangGraphConfig, not {type(config).__name__}")
+        paths: dict[str, Path | None] = {}
+        for what, c in (("store", config.store), ("checkpointer", config.checkpointer)):
+            if c is not None and c.kind != "sqlite":
+                raise UnsupportedError(f"langgraph: scan/forget on a live instance reads SQLite files; the {what} is "
+                                       f"{c.kind!r} (give {what}.kind \"sqlite\" and {what}.path)")
+            paths[what] = Path(c.path).expanduser() if c is not None and c.path else None
+        live = LiveLangGraph(paths["store"], paths["checkpointer"], config.users.mapping(), read_only=read_only)
+        self = cls.__new__(cls)
+        root = next(p for p in paths.values() if p is not None).parent
+        MemorySystem.__init__(self, root, config, runtime)  # type: ignore[arg-type]
+        self._live = live
+        return self
+
+    def _attached(self) -> LiveLangGraph:
+        if self._live is None:
+            raise UnsupportedError("langgraph: scan/erase need a live instance: open it with LangGraphSystem.attach")
+        return self._live
+
+    def scan(self, user: str | None, literals: Sequence[str], *, reveal: bool = False) -> ScanReport:
+        return self._attached().scan(self.name, user, literals, reveal)
+
+    def plan_erasure(self, user: str | None, literals: Sequence[str]) -> ErasurePlan:
+        live = self._attached()
+        self._literals = tuple(literals)
+        return live.plan(self.name, user, literals)
+
+    def execute_erasure(self, plan: ErasurePlan, literals: Sequence[str]) -> list[StoreOutcome]:
+        return self._attached().execute(plan, literals)
+
+    def bystander_digests(self, user: str | None) -> dict[str, tuple[int, str]]:
+        # records holding a literal are the erasure's targets, not bystanders: the literals
+        # are those of the last plan (the driver plans before it digests)
+        return self._attached().bystanders(user, getattr(self, "_literals", ()))
+
+    def instance_files(self) -> list[Path]:
+        return self._attached().files()
+
+    def out_of_scope(self) -> list[str]:
+        return [*super().out_of_scope(), "VACUUM's temporary files (freed blocks of the temp directory)",
+                "the -shm index of a file a live writer holds open (no data; SQLite rewrites it)"]
