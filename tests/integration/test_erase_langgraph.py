@@ -203,3 +203,74 @@ def test_a_user_with_nothing_is_nothing_to_erase(instance: tuple[Path, dict[str,
     system.close()
     assert not list((tmp_path / "s" / "erasures").iterdir())  # no journal, no receipt
     assert {k: v[0] for k, v in snapshot(root).items()} == {k: v[0] for k, v in before.items()}
+
+
+# ------------------------------------------------------------------ crash safety
+KILLS = 60
+
+
+def _digests(root: Path) -> dict[str, tuple[int, str]]:
+    from _lg_instance import config
+
+    system = _attach(config(root), read_only=True)
+    system.plan_erasure(X, [canary(X)])
+    out = system.bystander_digests(X)
+    system.close()
+    return out
+
+
+@pytest.mark.slow
+def test_sigkill_at_any_moment_then_rerun_completes(template: Path, tmp_path: Path) -> None:
+    """≥ 50 real SIGKILLs of a process running the erasure, at moments spread over its whole
+    run; each followed by the same request, which completes with a passing receipt, a clean
+    scan and intact bystanders."""
+    import subprocess
+
+    from _lg_instance import config
+
+    worker = subprocess.Popen([sys.executable, str(Path(__file__).with_name("_lg_kill_worker.py"))],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert worker.stdin is not None and worker.stdout is not None
+    assert worker.stdout.readline().strip() == "ready"
+
+    def run(delay: float) -> tuple[str, float]:
+        assert worker.stdin is not None and worker.stdout is not None
+        worker.stdin.write(f"run {template} {tmp_path / 'live'} {X} {canary(X)} {delay}\n")
+        worker.stdin.flush()
+        status, dt = worker.stdout.readline().split()
+        return status, float(dt)
+
+    bystanders = _digests(template)
+    try:
+        status, full = run(-1)  # one uninterrupted run: how long an erasure takes here
+        assert status == "exit:0"
+        kills = journalled = done_before = 0
+        for i in range(KILLS):
+            status, _ = run(full * 1.1 * (i + 0.5) / KILLS)
+            root = tmp_path / "live"
+            if status == "exit:0":
+                done_before += 1
+                continue
+            assert status == "killed"
+            kills += 1
+            journal = list((root / "state" / "erasures").glob("*.json")) if (root / "state").exists() else []
+            journalled += bool(journal)
+            system = _attach(config(root), read_only=False)
+            try:
+                receipt = erase_system(system, X, [canary(X)], state_dir=root / "state", key=receipt_key())
+            except NothingToEraseError:
+                # killed after the journal was removed: the erasure had completed (receipt being written)
+                assert not journal
+                receipt = None
+            finally:
+                system.close()
+            if receipt is not None:
+                assert receipt.verification.passed, (i, receipt.verification.checks)
+                assert verify_signature(receipt, public_key=public_key_bytes())
+            assert _scan(config(root), X, [canary(X)]).empty()
+            assert _digests(root) == bystanders
+        print(f"full={full:.3f}s kills={kills} journalled={journalled} done_before={done_before}")
+        assert kills >= 50 and journalled >= 10, (kills, journalled, done_before)
+    finally:
+        worker.stdin.close()
+        worker.wait(timeout=30)
