@@ -23,7 +23,8 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypedDict
 
@@ -32,7 +33,7 @@ from pydantic import Field, model_validator
 from traceless import prompts
 from traceless.errors import ConfigError, UnsupportedError
 from traceless.memory import Session
-from traceless.models import ChatMessage, GenerationConfig
+from traceless.models import ChatMessage, Generation, GenerationConfig
 from traceless.systems._base import (
     ContextItem,
     DeletionTarget,
@@ -158,6 +159,42 @@ def _thread(owner: str, session_id: str) -> str:
     return f"{owner}/{session_id}"
 
 
+def _item_text(value: dict[str, Any]) -> str:
+    """The text of a store item: ``text`` (traceless's graph), ``content`` (LangMem), else the value."""
+    for k in ("text", "content"):
+        if isinstance(value.get(k), str):
+            return str(value[k])
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _audit_factory(config: LangGraphConfig) -> Callable[..., Any] | None:
+    """The user's graph factory (None: traceless's); the audit builds SQLite files in its work
+    dir (the configured paths are replaced: the audit never touches the user's instance)."""
+    for what, c in (("store", config.store), ("checkpointer", config.checkpointer)):
+        if c is not None and c.kind != "sqlite":
+            raise UnsupportedError(f"langgraph: the audit builds its instance as SQLite files in its work dir; "
+                                   f"{what}.kind {c.kind!r} is not supported there yet (give \"sqlite\")")
+    if config.graph is None:
+        return None
+    from traceless.systems._langgraph_byo import load_factory
+
+    return load_factory(config.graph)
+
+
+def _user_index(config: LangGraphConfig, emb: Any) -> dict[str, Any] | None:
+    idx = config.store.index if config.store is not None else None
+    if idx is None:
+        return None
+    if idx.embed != "traceless":
+        from traceless.systems._langgraph_byo import load_factory
+
+        return {"dims": idx.dims, "embed": load_factory(idx.embed), "fields": idx.fields}
+    if idx.dims != emb.dim:
+        raise ConfigError(f"langgraph: store.index.dims is {idx.dims} but the audit's embedder gives {emb.dim}; "
+                          f"give dims {emb.dim} (or your own embed as 'module:callable')")
+    return {"dims": idx.dims, "embed": lambda texts: emb.embed(list(texts)).tolist(), "fields": idx.fields}
+
+
 @memory_system("langgraph", help="LangGraph agent: SqliteStore memories + SqliteSaver thread + summary node")
 class LangGraphSystem(MemorySystem):
     """The agent graph ``remember → summarize`` compiled with a store and a checkpointer."""
@@ -167,6 +204,8 @@ class LangGraphSystem(MemorySystem):
     config_class = LangGraphConfig
     _live: LiveLangGraph | None = None
     """The attached live instance (``attach``); None for an audit's instance."""
+    _factory: Callable[..., Any] | None = None
+    """The user's graph factory (``graph``); None: traceless's graph."""
 
     def __init__(self, work_dir: Path, config: SystemConfig, runtime: SystemRuntime) -> None:
         super().__init__(work_dir, config, runtime)
@@ -177,6 +216,8 @@ class LangGraphSystem(MemorySystem):
         from langgraph.runtime import Runtime
         from langgraph.store.sqlite import SqliteStore
 
+        factory = _audit_factory(config)  # a bad graph or kind is refused before any file is opened
+        self._users = config.users.mapping()
         emb = runtime.embedder
         self._store_conn = sqlite3.connect(str(work_dir / "store.db"), check_same_thread=False,
                                            isolation_level=None)
@@ -184,11 +225,21 @@ class LangGraphSystem(MemorySystem):
         # load extensions gets the same ranking (cosine over the audit's embedder) done here
         self._indexed = hasattr(self._store_conn, "enable_load_extension")
         index: Any = {"dims": emb.dim, "embed": lambda texts: emb.embed(list(texts)).tolist(), "fields": ["text"]}
+        if factory is not None:
+            index = _user_index(config, emb)
+            self._indexed = self._indexed and index is not None
         self.store = SqliteStore(self._store_conn, index=index if self._indexed else None)
         self.store.setup()
         self._ckpt_conn = sqlite3.connect(str(work_dir / "checkpoints.db"), check_same_thread=False)
         self.saver = SqliteSaver(self._ckpt_conn)
         self.saver.setup()
+        self._factory = factory
+        if factory is not None:
+            from traceless.systems._langgraph_byo import audit_chat_model, build_graph
+
+            self._chat = audit_chat_model(runtime.model, self.cfg.summary_max_tokens)
+            self.graph = build_graph(factory, self.saver, self.store, self._chat)
+            return
 
         def remember(state: _State, runtime: Runtime[None]) -> dict[str, Any]:
             assert runtime.store is not None
@@ -221,6 +272,9 @@ class LangGraphSystem(MemorySystem):
         return _DELETIONS
 
     def write(self, sessions: Sequence[Session]) -> None:
+        if self._factory is not None:
+            self._write_user_graph(sessions)
+            return
         for s in sessions:
             msgs = [{"role": t.role, "content": t.content} for t in s.turns if t.role in ("user", "assistant")]
             cfg: Any = {"configurable": {"thread_id": _thread(s.user_id, s.session_id)}}
@@ -230,16 +284,56 @@ class LangGraphSystem(MemorySystem):
         rows = self._ckpt_conn.execute("SELECT DISTINCT thread_id FROM checkpoints ORDER BY thread_id").fetchall()
         return [r[0] for r in rows if r[0].startswith(f"{owner}/")]
 
+    def _namespace(self, owner: str) -> tuple[str, ...]:
+        return tuple(label.format(user_id=owner) for label in self._users.namespace)
+
+    def _tid(self, owner: str, session_id: str) -> str:
+        return self._users.thread_id.format(user_id=owner, session_id=session_id)
+
+    def _write_user_graph(self, sessions: Sequence[Session]) -> None:
+        """One thread per session; each user turn invokes the user's graph (its agent replies)."""
+        for s in sessions:
+            extra = {k: v.format(user_id=s.user_id, session_id=s.session_id) for k, v in self._users.configurable.items()}
+            cfg: Any = {"configurable": {"thread_id": self._tid(s.user_id, s.session_id), **extra}}
+            for t in s.turns:
+                if t.role == "user":
+                    self.graph.invoke({"messages": [{"role": "user", "content": t.content}]}, cfg)
+
+    def agent_reply(self, owner: str, query: str) -> Generation | None:
+        """The user's graph answering ``query`` for ``owner`` in a new thread (None: traceless's
+        graph, whose reply the audit's prompt makes). The probe's thread is kept in memory
+        (``InMemorySaver``), so probing writes nothing to the thread files being measured."""
+        if self._factory is None:
+            return None
+        from langgraph.checkpoint.memory import InMemorySaver
+
+        from traceless.systems._langgraph_byo import build_graph
+
+        if getattr(self, "_probe_graph", None) is None:
+            self._probe_graph = build_graph(self._factory, InMemorySaver(), self.store, self._chat)
+        extra = {k: v.format(user_id=owner, session_id="probe") for k, v in self._users.configurable.items()}
+        self._probes = getattr(self, "_probes", 0) + 1
+        cfg: Any = {"configurable": {"thread_id": f"traceless-probe-{self._probes}", **extra}}
+        t0 = time.monotonic()
+        out = self._probe_graph.invoke({"messages": [{"role": "user", "content": query}]}, cfg)
+        last = out["messages"][-1]
+        text = last.content if isinstance(last.content, str) else json.dumps(last.content, default=str)
+        return Generation(text=text, prompt_tokens=0, completion_tokens=0, total_seconds=time.monotonic() - t0,
+                          model="langgraph:" + (self.cfg.graph or ""))
+
     def context(self, owner: str, query: str, view: str = "agent") -> list[ContextItem]:
+        ns = self._namespace(owner)
         if self._indexed:
-            hits = self.store.search((owner, _NS), query=query, limit=self.cfg.k)
+            hits = self.store.search(ns, query=query, limit=self.cfg.k)
         else:
-            items = self.store.search((owner, _NS), limit=100_000)
-            vecs = self.runtime.embedder.embed([query, *(str(i.value.get("text", "")) for i in items)])
+            items = self.store.search(ns, limit=100_000)
+            vecs = self.runtime.embedder.embed([query, *(_item_text(i.value) for i in items)])
             scores = vecs[1:] @ vecs[0]
             order = sorted(range(len(items)), key=lambda j: (-float(scores[j]), items[j].key))
             hits = [items[j] for j in order[: self.cfg.k]]
-        out = [ContextItem(f"store:{h.key}", str(h.value.get("text", ""))) for h in hits]
+        out = [ContextItem(f"store:{h.key}", _item_text(h.value)) for h in hits]
+        if self._factory is not None:
+            return [c for c in out if c.text.strip()]
         for tid in self._threads(owner):
             cfg: Any = {"configurable": {"thread_id": tid}}
             summary = self.graph.get_state(cfg).values.get("summary", "")
@@ -252,13 +346,14 @@ class LangGraphSystem(MemorySystem):
             raise ConfigError(f"langgraph: unknown deletion {operation!r}; known: {', '.join(_DELETIONS)}")
         notes: dict[str, Any] = {}
         if operation.startswith("store.delete"):
-            items = self.store.search((target.owner, _NS), limit=100_000)
+            ns = self._namespace(target.owner)
+            items = self.store.search(ns, limit=100_000)
             keys = [i.key for i in items if target.literal in json.dumps(i.value, ensure_ascii=False)]
             for key in keys:
-                self.store.delete((target.owner, _NS), key)
+                self.store.delete(ns, key)
             notes["deleted_keys"] = keys
         if operation.endswith("delete_thread"):
-            tid = _thread(target.owner, target.session_id)
+            tid = self._tid(target.owner, target.session_id)
             self.saver.delete_thread(tid)
             notes["deleted_thread"] = tid
         return notes
