@@ -206,7 +206,7 @@ def test_a_user_with_nothing_is_nothing_to_erase(instance: tuple[Path, dict[str,
 
 
 # ------------------------------------------------------------------ crash safety
-KILLS = 60
+KILLS = 64
 
 
 def _digests(root: Path) -> dict[str, tuple[int, str]]:
@@ -246,7 +246,7 @@ def test_sigkill_at_any_moment_then_rerun_completes(template: Path, tmp_path: Pa
         assert status == "exit:0"
         kills = journalled = done_before = 0
         for i in range(KILLS):
-            status, _ = run(full * 1.1 * (i + 0.5) / KILLS)
+            status, _ = run(full * (i + 0.5) / KILLS)
             root = tmp_path / "live"
             if status == "exit:0":
                 done_before += 1

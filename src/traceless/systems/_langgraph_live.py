@@ -26,9 +26,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import pickle
 import re
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -76,16 +77,12 @@ class _Row:
     owned: bool
     hits: int
     value: str | None
-    digest: bytes
-    """SHA-256 of every column of the row (the bystander check compares them)."""
 
 
-def _digest(vals: Sequence[Any]) -> bytes:
-    h = hashlib.sha256()
-    for v in vals:
-        data = v if isinstance(v, bytes) else b"\x00null" if v is None else repr(v).encode("utf-8")
-        h.update(len(data).to_bytes(8, "big") + data)
-    return h.digest()
+def _feed(h: Any, vals: Sequence[Any]) -> None:
+    """Every column of one row into ``h`` (pickle: self-delimiting, deterministic for SQLite's
+    value types: no two rows feed alike)."""
+    h.update(pickle.dumps(tuple(vals), protocol=5))
 
 
 def _ro_uri(path: Path) -> str:
@@ -108,6 +105,13 @@ def _count(blobs: Sequence[Any], forms: Sequence[bytes]) -> int:
 
 def _text(v: Any) -> str:
     return v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
+
+
+def _order(conn: sqlite3.Connection, table: str) -> str:
+    """The table's primary key columns (all columns where it has none)."""
+    info = list(conn.execute(f'PRAGMA table_info("{table}")'))
+    pk = [r[1] for r in sorted(info, key=lambda r: r[5]) if r[5]] or [r[1] for r in info]
+    return ", ".join(f'"{c}"' for c in pk)
 
 
 def _tables(conn: sqlite3.Connection) -> list[str]:
@@ -134,6 +138,7 @@ class LiveLangGraph:
         self.users, self.read_only = users, read_only
         self.store_path, self.checkpoint_path = store_path, checkpoint_path
         self._conns: dict[str, sqlite3.Connection] = {}
+        self._cache: tuple[Any, list[_Row]] | None = None
         for name, p in (("store", store_path), ("checkpoints", checkpoint_path)):
             if p is None:
                 continue
@@ -149,22 +154,38 @@ class LiveLangGraph:
             self._conns[name] = conn
 
     # ------------------------------------------------------------------ records
-    def _store_rows(self, user: str | None, forms: Sequence[bytes], reveal: bool) -> Iterator[_Row]:
-        conn = self._conns.get("store")
-        if conn is None:
-            return
-        tables = _tables(conn)
-        for table in _STORE_TABLES:
-            if table not in tables:
-                continue
-            cols = _columns(conn, table)
-            for rowid, *vals in conn.execute(f"SELECT rowid, * FROM {table}"):
-                rec = dict(zip(cols, vals, strict=True))
-                key = tuple(rec[k] for k in _KEYS[table])
+    def _table_rows(self, db: str, table: str, keycols: Sequence[str], forms: Sequence[bytes],
+                    owned: Callable[[tuple[Any, ...]], bool], reveal: bool) -> Iterator[_Row]:
+        """Every row of ``table``: its key, ownership, and the literals' count. The search for
+        the literals' bytes runs in SQLite (``instr`` over each column as a BLOB); only rows
+        with a match are read whole and counted here."""
+        conn = self._conns[db]
+        cols = _columns(conn, table)
+        cond = " OR ".join(f'instr(CAST("{c}" AS BLOB), ?) > 0' for c in cols for _ in forms) or "0"
+        params = [f for _ in cols for f in forms]
+        keys = ", ".join(f'"{k}"' for k in keycols)
+        for rowid, *rest in conn.execute(f'SELECT rowid, {keys}, ({cond}) FROM "{table}"', params):
+            key, matched = tuple(rest[:-1]), rest[-1]
+            hits, value = 0, None
+            if matched or (reveal and table == "store" and owned(key)):
+                vals = conn.execute(f'SELECT * FROM "{table}" WHERE rowid = ?', (rowid,)).fetchone()
                 hits = _count(vals, forms)
-                value = _text(rec.get("value")) if reveal and table == "store" else None
-                yield _Row(table, key, rowid, self.users.owns_prefix(user, str(rec["prefix"])), hits, value,
-                           _digest(vals))
+                if reveal and table == "store":
+                    value = _text(dict(zip(cols, vals, strict=True))["value"])
+            yield _Row(table, key, rowid, owned(key), hits, value)
+
+    def _store_rows(self, user: str | None, forms: Sequence[bytes], reveal: bool) -> Iterator[_Row]:
+        if "store" not in self._conns:
+            return
+        prefix = self.users.prefix(user) if user is not None else None
+
+        def owned(key: tuple[Any, ...]) -> bool:
+            return prefix is not None and (key[0] == prefix or str(key[0]).startswith(prefix + "."))
+
+        tables = _tables(self._conns["store"])
+        for table in _STORE_TABLES:
+            if table in tables:
+                yield from self._table_rows("store", table, _KEYS[table], forms, owned, reveal)
 
     def _thread_tables(self) -> list[str]:
         conn = self._conns.get("checkpoints")
@@ -177,37 +198,38 @@ class LiveLangGraph:
         if user is None or conn is None or "checkpoints" not in _tables(conn):
             return set()
         rx = self.users.thread_pattern(user)
-        want = {k: v.format(user_id=user) for k, v in self.users.configurable.items()}
-        out: set[str] = set()
-        for tid, meta in conn.execute("SELECT thread_id, metadata FROM checkpoints"):
-            if rx.match(str(tid)):
-                out.add(str(tid))
-            elif want and meta is not None:
-                try:
-                    doc = json.loads(meta)
-                except (ValueError, UnicodeDecodeError):
-                    continue
-                if isinstance(doc, dict) and any(doc.get(k) == v for k, v in want.items()):
-                    out.add(str(tid))
+        out = {str(t) for (t,) in conn.execute("SELECT DISTINCT thread_id FROM checkpoints") if rx.match(str(t))}
+        for k, v in self.users.configurable.items():  # the configurable keys LangGraph copies into metadata
+            sql = ("SELECT DISTINCT thread_id FROM checkpoints WHERE json_valid(CAST(metadata AS TEXT)) "
+                   "AND json_extract(CAST(metadata AS TEXT), ?) = ?")
+            out |= {str(t) for (t,) in conn.execute(sql, ('$."' + k.replace('"', '""') + '"', v.format(user_id=user)))}
         return out
 
     def _thread_rows(self, user: str | None, forms: Sequence[bytes]) -> Iterator[_Row]:
         conn = self._conns.get("checkpoints")
         if conn is None:
             return
-        owned = self._owned_threads(user)
+        mine = self._owned_threads(user)
         for table in self._thread_tables():
             cols = _columns(conn, table)
             keycols = ["thread_id", *(c for c in cols if c in ("checkpoint_ns", "checkpoint_id", "task_id", "idx",
                                                                 "channel", "version"))]
-            for rowid, *vals in conn.execute(f'SELECT rowid, * FROM "{table}"'):
-                rec = dict(zip(cols, vals, strict=True))
-                key = tuple(rec[k] for k in keycols)
-                yield _Row(table, key, rowid, str(rec["thread_id"]) in owned, _count(vals, forms), None, _digest(vals))
+            yield from self._table_rows("checkpoints", table, keycols, forms,
+                                        lambda key: str(key[0]) in mine, False)
 
     def _rows(self, user: str | None, literals: Sequence[str], reveal: bool = False) -> list[_Row]:
+        """Every row (key, ownership, literal count). Kept while no connection commits: the
+        plan and the bystander digests before the erasure read the same state, and so do the
+        re-scan and the digests after it (``PRAGMA data_version`` tells another process's
+        commits; this instance's own writes clear the cache)."""
+        key = (user, tuple(literals), reveal, tuple(c.execute("PRAGMA data_version").fetchone()[0]
+                                                    for c in self._conns.values()))
+        if self._cache is not None and self._cache[0] == key:
+            return self._cache[1]
         forms = [f for lit in literals for f in encodings_of(lit) if f]
-        return [*self._store_rows(user, forms, reveal), *self._thread_rows(user, forms)]
+        rows = [*self._store_rows(user, forms, reveal), *self._thread_rows(user, forms)]
+        self._cache = (key, rows)
+        return rows
 
     def _targets(self, user: str | None, literals: Sequence[str]) -> tuple[list[_Row], list[_Row]]:
         """(the rows the erasure removes, the bystanders' rows). A thread with one target row
@@ -251,14 +273,22 @@ class LiveLangGraph:
         return ErasurePlan(system=system, user=user, actions=actions, compaction=compaction)
 
     def bystanders(self, user: str | None, literals: Sequence[str]) -> dict[str, tuple[int, str]]:
-        _, rest = self._targets(user, literals)
+        """Per table: the count and a SHA-256 over every column of every row that is not a
+        target (rows in key order; rowids left out: VACUUM may renumber them)."""
+        target, _ = self._targets(user, literals)
+        skip: dict[str, set[int]] = {}
+        for r in target:
+            skip.setdefault(r.store, set()).add(r.rowid)
         out: dict[str, tuple[int, str]] = {}
         for name in self._empty_stores():
-            mine = sorted(r.digest for r in rest if r.store == name)
-            h = hashlib.sha256()
-            for d in mine:
-                h.update(d)
-            out[name] = (len(mine), h.hexdigest())
+            conn = self._conns["store" if name in _STORE_TABLES else "checkpoints"]
+            gone = skip.get(name, set())
+            h, n = hashlib.sha256(), 0
+            for rowid, *vals in conn.execute(f'SELECT rowid, * FROM "{name}" ORDER BY {_order(conn, name)}'):
+                if rowid not in gone:
+                    n += 1
+                    _feed(h, vals)
+            out[name] = (n, h.hexdigest())
         return out
 
     # ------------------------------------------------------------------ erasure
@@ -267,8 +297,11 @@ class LiveLangGraph:
             raise UnsupportedError("langgraph: this instance was attached read-only (scan); attach it with "
                                    "read_only=False to erase")
         outcomes = {name: StoreOutcome(store=name) for name in self._empty_stores()}
+        self._cache = None
         self._native_deletes(plan, outcomes)
+        self._cache = None
         self._residue(plan.user, literals, outcomes)
+        self._cache = None
         for name, conn in self._conns.items():
             _compact(conn)
             for o in outcomes.values():
