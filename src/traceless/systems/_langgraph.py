@@ -206,6 +206,12 @@ class LangGraphSystem(MemorySystem):
     """The attached live instance (``attach``); None for an audit's instance."""
     _factory: Callable[..., Any] | None = None
     """The user's graph factory (``graph``); None: traceless's graph."""
+    _probe_graph: Any = None
+    """The user's graph compiled for probing (in-memory threads), built on the first probe."""
+    _probes: int = 0
+    """Probes answered (each in a thread of its own)."""
+    _literals: tuple[str, ...] = ()
+    """The literals of the last plan (records holding one are targets, not bystanders)."""
 
     def __init__(self, work_dir: Path, config: SystemConfig, runtime: SystemRuntime) -> None:
         super().__init__(work_dir, config, runtime)
@@ -309,10 +315,10 @@ class LangGraphSystem(MemorySystem):
 
         from traceless.systems._langgraph_byo import build_graph
 
-        if getattr(self, "_probe_graph", None) is None:
+        if self._probe_graph is None:
             self._probe_graph = build_graph(self._factory, InMemorySaver(), self.store, self._chat)
         extra = {k: v.format(user_id=owner, session_id="probe") for k, v in self._users.configurable.items()}
-        self._probes = getattr(self, "_probes", 0) + 1
+        self._probes += 1
         cfg: Any = {"configurable": {"thread_id": f"traceless-probe-{self._probes}", **extra}}
         t0 = time.monotonic()
         out = self._probe_graph.invoke({"messages": [{"role": "user", "content": query}]}, cfg)
@@ -422,7 +428,7 @@ class LangGraphSystem(MemorySystem):
     def bystander_digests(self, user: str | None) -> dict[str, tuple[int, str]]:
         # records holding a literal are the erasure's targets, not bystanders: the literals
         # are those of the last plan (the driver plans before it digests)
-        return self._attached().bystanders(user, getattr(self, "_literals", ()))
+        return self._attached().bystanders(user, self._literals)
 
     def instance_files(self) -> list[Path]:
         return self._attached().files()
