@@ -519,7 +519,8 @@ def _run_phase(config: SystemAuditConfig, runtime: SystemRuntime, sys_cfg: Syste
             ph.forget(p)
             views = ("agent",) if phase == "before" else ph.system.probe_views()
             jobs += [(p, *job) for job in probe_contexts(ph.system, p.owner, probe_list, views)]
-        rows = _generate(config, runtime, phase, jobs, canaries, progress, len(probe_list))
+        replies = agent_replies(ph.system, [(p.owner, pr.text) for p, _, pr, _, _ in jobs])
+        rows = _generate(config, runtime, phase, jobs, canaries, progress, len(probe_list), replies)
     red = _redactor(canaries, config.reveal)
     residue = _cells(config, runtime.model.describe())(
         residue_key(phase), phase, {"kind": "residue", "mode": phase},
@@ -552,9 +553,23 @@ def _cells(config: SystemAuditConfig, model: dict[str, Any]) -> Callable[..., Re
     return cell
 
 
+def agent_replies(system: MemorySystem, probes: Sequence[tuple[str, str]]) -> list[Generation] | None:
+    """The system's own agent's replies to (owner, query), for a system that answers through
+    its own agent (``agent_reply``: LangGraph with the user's graph); None: the audit's prompt
+    over the system's context is sent to the model."""
+    reply = getattr(system, "agent_reply", None)
+    if reply is None or not probes:
+        return None
+    first = reply(*probes[0])
+    if first is None:
+        return None
+    return [first, *(reply(owner, query) for owner, query in probes[1:])]
+
+
 def _generate(config: SystemAuditConfig, runtime: SystemRuntime, phase: str,
               jobs: Sequence[tuple[Planted, str, Probe, list[ChatMessage], list[str]]], canaries: list[str],
-              progress: Callable[[int], None], step: int) -> list[ResultRow]:
+              progress: Callable[[int], None], step: int, replies: list[Generation] | None = None,
+              ) -> list[ResultRow]:
     from traceless.studies._runner import CellResult
 
     gen = GenerationConfig(max_new_tokens=config.max_new_tokens, temperature=0.0)
@@ -564,7 +579,8 @@ def _generate(config: SystemAuditConfig, runtime: SystemRuntime, phase: str,
     size = batch_size(runtime.model, len(jobs), step)
     for i in range(0, len(jobs), size):
         chunk = jobs[i: i + size]
-        gens: list[Generation] = runtime.model.generate_batch([j[3] for j in chunk], gen)
+        gens: list[Generation] = (runtime.model.generate_batch([j[3] for j in chunk], gen) if replies is None
+                                  else replies[i: i + len(chunk)])
         for n, ((p, view, pr, msgs, ids), g) in enumerate(zip(chunk, gens, strict=True), start=i):
             params = {"kind": "aer", "instance": p.owner, "level": pr.level, "wording": pr.wording}
             if phase != "before":

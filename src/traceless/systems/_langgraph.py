@@ -21,17 +21,19 @@ and ``store.delete+delete_thread`` (both).
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any, Literal, TypedDict
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from traceless import prompts
-from traceless.errors import ConfigError
+from traceless.errors import ConfigError, UnsupportedError
 from traceless.memory import Session
-from traceless.models import ChatMessage, GenerationConfig
+from traceless.models import ChatMessage, Generation, GenerationConfig
 from traceless.systems._base import (
     ContextItem,
     DeletionTarget,
@@ -40,15 +42,89 @@ from traceless.systems._base import (
     SystemRuntime,
     memory_system,
 )
+from traceless.systems._erase import ErasurePlan, ScanReport, StoreOutcome
+from traceless.systems._langgraph_live import LiveLangGraph, NamespaceMap
 
-__all__ = ["LangGraphConfig", "LangGraphSystem"]
+__all__ = ["CheckpointerConfig", "LangGraphConfig", "LangGraphSystem", "StoreConfig", "StoreIndexConfig", "UserMapping"]
 
 _DELETIONS = ("store.delete", "delete_thread", "store.delete+delete_thread")
 _NS = "memories"
 
 
+class _Shaped(SystemConfig):
+    """A nested section: an unknown key is named with the keys the section takes."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_keys(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            unknown = sorted(set(data) - set(cls.model_fields))
+            if unknown:
+                raise ValueError(f"unknown key {unknown[0]!r}; this section takes: {', '.join(cls.model_fields)}")
+        return data
+
+
+class StoreIndexConfig(_Shaped):
+    """The store's vector index (LangGraph's ``index={"dims", "embed", "fields"}``)."""
+
+    dims: int = Field(ge=1)
+    """Embedding dimensions."""
+    embed: str = "traceless"
+    """``traceless`` (the audit's embedder) or ``module:callable`` (texts → vectors)."""
+    fields: list[str] = Field(default_factory=lambda: ["$"])
+    """Value fields to embed (JSON paths, LangGraph's default ``$``: the whole value)."""
+
+
+class CheckpointerConfig(_Shaped):
+    """Where the threads live: ``{"kind": "sqlite", "path": "checkpoints.db"}``,
+    ``{"kind": "postgres", "url": "postgresql://…"}`` or ``{"kind": "memory"}``."""
+
+    kind: Literal["sqlite", "postgres", "memory"] = "sqlite"
+    """The saver: ``SqliteSaver``, ``PostgresSaver`` or ``InMemorySaver``."""
+    path: str | None = None
+    """The SQLite file (``sqlite``; the audit puts its own in the work dir)."""
+    url: str | None = None
+    """The PostgreSQL URL (``postgres``)."""
+
+
+class StoreConfig(CheckpointerConfig):
+    """Where long-term memories live (``SqliteStore``, ``PostgresStore``, ``InMemoryStore``)."""
+
+    index: StoreIndexConfig | None = None
+    """The store's vector index (none: the store is searched without one)."""
+
+
+class UserMapping(_Shaped):
+    """How a user maps to the graph: store namespace, thread ids, ``configurable`` keys."""
+
+    namespace: list[str] = Field(default_factory=lambda: ["{user_id}", "memories"])
+    """The user's store namespace, one template per label (e.g. ``["memories", "{user_id}"]``);
+    items in it and below it are the user's."""
+    thread_id: str = "{user_id}/{session_id}"
+    """A session's thread id; the threads whose id matches it (any session) are the user's."""
+    configurable: dict[str, str] = Field(default_factory=dict)
+    """Extra ``config["configurable"]`` keys the graph reads, e.g. ``{"langgraph_user_id": "{user_id}"}``
+    (LangMem's tools); a checkpoint whose metadata carries one with the user's value is the user's."""
+
+    @model_validator(mode="after")
+    def _templates(self) -> UserMapping:
+        if not any("{user_id}" in label for label in self.namespace):
+            raise ValueError("namespace must hold {user_id} in one label, e.g. [\"memories\", \"{user_id}\"]")
+        if "{user_id}" not in self.thread_id:
+            raise ValueError("thread_id must hold {user_id}, e.g. \"{user_id}/{session_id}\"")
+        for t in (*self.namespace, self.thread_id, *self.configurable.values()):
+            bad = set(re.findall(r"\{([^}]*)\}", t)) - {"user_id", "session_id"}
+            if bad:
+                raise ValueError(f"unknown placeholder {{{sorted(bad)[0]}}} in {t!r}; known: {{user_id}}, {{session_id}}")
+        return self
+
+    def mapping(self) -> NamespaceMap:
+        return NamespaceMap(tuple(self.namespace), self.thread_id, dict(self.configurable))
+
+
 class LangGraphConfig(SystemConfig):
-    """Settings of the LangGraph agent."""
+    """Settings of the LangGraph agent: traceless's two-node graph by default, or the user's
+    own (``graph``) with the user's checkpointer, store and user mapping."""
 
     k: int = Field(3, ge=1)
     """Store memories retrieved per query (``store.search(limit=k)``)."""
@@ -56,6 +132,16 @@ class LangGraphConfig(SystemConfig):
     """Run the summarization node after each session (one model call per session)."""
     summary_max_tokens: int = Field(96, ge=8)
     """Token budget of one thread summary."""
+    graph: str | None = None
+    """The user's graph: ``module:factory``, called as ``factory(checkpointer=…, store=…)`` (and
+    ``model=…``, a LangChain chat model on the audit's model, if it takes one), returning a
+    compiled graph. None: traceless's ``remember → summarize`` graph."""
+    checkpointer: CheckpointerConfig | None = None
+    """The checkpointer (None: SQLite in the audit's work dir). ``scan``/``forget`` read its path."""
+    store: StoreConfig | None = None
+    """The store (None: SQLite in the audit's work dir). ``scan``/``forget`` read its path."""
+    users: UserMapping = Field(default_factory=UserMapping)
+    """How users map to namespaces, threads and ``configurable`` keys."""
 
 
 def _add(left: list[dict[str, str]], right: list[dict[str, str]]) -> list[dict[str, str]]:
@@ -73,6 +159,42 @@ def _thread(owner: str, session_id: str) -> str:
     return f"{owner}/{session_id}"
 
 
+def _item_text(value: dict[str, Any]) -> str:
+    """The text of a store item: ``text`` (traceless's graph), ``content`` (LangMem), else the value."""
+    for k in ("text", "content"):
+        if isinstance(value.get(k), str):
+            return str(value[k])
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _audit_factory(config: LangGraphConfig) -> Callable[..., Any] | None:
+    """The user's graph factory (None: traceless's); the audit builds SQLite files in its work
+    dir (the configured paths are replaced: the audit never touches the user's instance)."""
+    for what, c in (("store", config.store), ("checkpointer", config.checkpointer)):
+        if c is not None and c.kind != "sqlite":
+            raise UnsupportedError(f"langgraph: the audit builds its instance as SQLite files in its work dir; "
+                                   f"{what}.kind {c.kind!r} is not supported there yet (give \"sqlite\")")
+    if config.graph is None:
+        return None
+    from traceless.systems._langgraph_byo import load_factory
+
+    return load_factory(config.graph)
+
+
+def _user_index(config: LangGraphConfig, emb: Any) -> dict[str, Any] | None:
+    idx = config.store.index if config.store is not None else None
+    if idx is None:
+        return None
+    if idx.embed != "traceless":
+        from traceless.systems._langgraph_byo import load_factory
+
+        return {"dims": idx.dims, "embed": load_factory(idx.embed), "fields": idx.fields}
+    if idx.dims != emb.dim:
+        raise ConfigError(f"langgraph: store.index.dims is {idx.dims} but the audit's embedder gives {emb.dim}; "
+                          f"give dims {emb.dim} (or your own embed as 'module:callable')")
+    return {"dims": idx.dims, "embed": lambda texts: emb.embed(list(texts)).tolist(), "fields": idx.fields}
+
+
 @memory_system("langgraph", help="LangGraph agent: SqliteStore memories + SqliteSaver thread + summary node")
 class LangGraphSystem(MemorySystem):
     """The agent graph ``remember → summarize`` compiled with a store and a checkpointer."""
@@ -80,6 +202,16 @@ class LangGraphSystem(MemorySystem):
     extra = "langgraph"
     requires = ("langgraph", "langgraph.checkpoint.sqlite", "langgraph.store.sqlite", "sqlite_vec")
     config_class = LangGraphConfig
+    _live: LiveLangGraph | None = None
+    """The attached live instance (``attach``); None for an audit's instance."""
+    _factory: Callable[..., Any] | None = None
+    """The user's graph factory (``graph``); None: traceless's graph."""
+    _probe_graph: Any = None
+    """The user's graph compiled for probing (in-memory threads), built on the first probe."""
+    _probes: int = 0
+    """Probes answered (each in a thread of its own)."""
+    _literals: tuple[str, ...] = ()
+    """The literals of the last plan (records holding one are targets, not bystanders)."""
 
     def __init__(self, work_dir: Path, config: SystemConfig, runtime: SystemRuntime) -> None:
         super().__init__(work_dir, config, runtime)
@@ -90,6 +222,8 @@ class LangGraphSystem(MemorySystem):
         from langgraph.runtime import Runtime
         from langgraph.store.sqlite import SqliteStore
 
+        factory = _audit_factory(config)  # a bad graph or kind is refused before any file is opened
+        self._users = config.users.mapping()
         emb = runtime.embedder
         self._store_conn = sqlite3.connect(str(work_dir / "store.db"), check_same_thread=False,
                                            isolation_level=None)
@@ -97,11 +231,21 @@ class LangGraphSystem(MemorySystem):
         # load extensions gets the same ranking (cosine over the audit's embedder) done here
         self._indexed = hasattr(self._store_conn, "enable_load_extension")
         index: Any = {"dims": emb.dim, "embed": lambda texts: emb.embed(list(texts)).tolist(), "fields": ["text"]}
+        if factory is not None:
+            index = _user_index(config, emb)
+            self._indexed = self._indexed and index is not None
         self.store = SqliteStore(self._store_conn, index=index if self._indexed else None)
         self.store.setup()
         self._ckpt_conn = sqlite3.connect(str(work_dir / "checkpoints.db"), check_same_thread=False)
         self.saver = SqliteSaver(self._ckpt_conn)
         self.saver.setup()
+        self._factory = factory
+        if factory is not None:
+            from traceless.systems._langgraph_byo import audit_chat_model, build_graph
+
+            self._chat = audit_chat_model(runtime.model, self.cfg.summary_max_tokens)
+            self.graph = build_graph(factory, self.saver, self.store, self._chat)
+            return
 
         def remember(state: _State, runtime: Runtime[None]) -> dict[str, Any]:
             assert runtime.store is not None
@@ -134,6 +278,9 @@ class LangGraphSystem(MemorySystem):
         return _DELETIONS
 
     def write(self, sessions: Sequence[Session]) -> None:
+        if self._factory is not None:
+            self._write_user_graph(sessions)
+            return
         for s in sessions:
             msgs = [{"role": t.role, "content": t.content} for t in s.turns if t.role in ("user", "assistant")]
             cfg: Any = {"configurable": {"thread_id": _thread(s.user_id, s.session_id)}}
@@ -143,16 +290,56 @@ class LangGraphSystem(MemorySystem):
         rows = self._ckpt_conn.execute("SELECT DISTINCT thread_id FROM checkpoints ORDER BY thread_id").fetchall()
         return [r[0] for r in rows if r[0].startswith(f"{owner}/")]
 
+    def _namespace(self, owner: str) -> tuple[str, ...]:
+        return tuple(label.format(user_id=owner) for label in self._users.namespace)
+
+    def _tid(self, owner: str, session_id: str) -> str:
+        return self._users.thread_id.format(user_id=owner, session_id=session_id)
+
+    def _write_user_graph(self, sessions: Sequence[Session]) -> None:
+        """One thread per session; each user turn invokes the user's graph (its agent replies)."""
+        for s in sessions:
+            extra = {k: v.format(user_id=s.user_id, session_id=s.session_id) for k, v in self._users.configurable.items()}
+            cfg: Any = {"configurable": {"thread_id": self._tid(s.user_id, s.session_id), **extra}}
+            for t in s.turns:
+                if t.role == "user":
+                    self.graph.invoke({"messages": [{"role": "user", "content": t.content}]}, cfg)
+
+    def agent_reply(self, owner: str, query: str) -> Generation | None:
+        """The user's graph answering ``query`` for ``owner`` in a new thread (None: traceless's
+        graph, whose reply the audit's prompt makes). The probe's thread is kept in memory
+        (``InMemorySaver``), so probing writes nothing to the thread files being measured."""
+        if self._factory is None:
+            return None
+        from langgraph.checkpoint.memory import InMemorySaver
+
+        from traceless.systems._langgraph_byo import build_graph
+
+        if self._probe_graph is None:
+            self._probe_graph = build_graph(self._factory, InMemorySaver(), self.store, self._chat)
+        extra = {k: v.format(user_id=owner, session_id="probe") for k, v in self._users.configurable.items()}
+        self._probes += 1
+        cfg: Any = {"configurable": {"thread_id": f"traceless-probe-{self._probes}", **extra}}
+        t0 = time.monotonic()
+        out = self._probe_graph.invoke({"messages": [{"role": "user", "content": query}]}, cfg)
+        last = out["messages"][-1]
+        text = last.content if isinstance(last.content, str) else json.dumps(last.content, default=str)
+        return Generation(text=text, prompt_tokens=0, completion_tokens=0, total_seconds=time.monotonic() - t0,
+                          model="langgraph:" + (self.cfg.graph or ""))
+
     def context(self, owner: str, query: str, view: str = "agent") -> list[ContextItem]:
+        ns = self._namespace(owner)
         if self._indexed:
-            hits = self.store.search((owner, _NS), query=query, limit=self.cfg.k)
+            hits = self.store.search(ns, query=query, limit=self.cfg.k)
         else:
-            items = self.store.search((owner, _NS), limit=100_000)
-            vecs = self.runtime.embedder.embed([query, *(str(i.value.get("text", "")) for i in items)])
+            items = self.store.search(ns, limit=100_000)
+            vecs = self.runtime.embedder.embed([query, *(_item_text(i.value) for i in items)])
             scores = vecs[1:] @ vecs[0]
             order = sorted(range(len(items)), key=lambda j: (-float(scores[j]), items[j].key))
             hits = [items[j] for j in order[: self.cfg.k]]
-        out = [ContextItem(f"store:{h.key}", str(h.value.get("text", ""))) for h in hits]
+        out = [ContextItem(f"store:{h.key}", _item_text(h.value)) for h in hits]
+        if self._factory is not None:
+            return [c for c in out if c.text.strip()]
         for tid in self._threads(owner):
             cfg: Any = {"configurable": {"thread_id": tid}}
             summary = self.graph.get_state(cfg).values.get("summary", "")
@@ -165,13 +352,14 @@ class LangGraphSystem(MemorySystem):
             raise ConfigError(f"langgraph: unknown deletion {operation!r}; known: {', '.join(_DELETIONS)}")
         notes: dict[str, Any] = {}
         if operation.startswith("store.delete"):
-            items = self.store.search((target.owner, _NS), limit=100_000)
+            ns = self._namespace(target.owner)
+            items = self.store.search(ns, limit=100_000)
             keys = [i.key for i in items if target.literal in json.dumps(i.value, ensure_ascii=False)]
             for key in keys:
-                self.store.delete((target.owner, _NS), key)
+                self.store.delete(ns, key)
             notes["deleted_keys"] = keys
         if operation.endswith("delete_thread"):
-            tid = _thread(target.owner, target.session_id)
+            tid = self._tid(target.owner, target.session_id)
             self.saver.delete_thread(tid)
             notes["deleted_thread"] = tid
         return notes
@@ -196,5 +384,55 @@ class LangGraphSystem(MemorySystem):
         }
 
     def close(self) -> None:
+        if self._live is not None:
+            self._live.close()
+            return
         self._store_conn.close()
         self._ckpt_conn.close()
+
+    # ------------------------------------------------- live instances: scan and erase
+    @classmethod
+    def attach(cls, config: SystemConfig, runtime: SystemRuntime | None = None, *,
+               read_only: bool) -> LangGraphSystem:
+        if not isinstance(config, LangGraphConfig):
+            raise ConfigError(f"memory system 'langgraph' takes a LangGraphConfig, not {type(config).__name__}")
+        paths: dict[str, Path | None] = {}
+        for what, c in (("store", config.store), ("checkpointer", config.checkpointer)):
+            if c is not None and c.kind != "sqlite":
+                raise UnsupportedError(f"langgraph: scan/forget on a live instance reads SQLite files; the {what} is "
+                                       f"{c.kind!r} (give {what}.kind \"sqlite\" and {what}.path)")
+            paths[what] = Path(c.path).expanduser() if c is not None and c.path else None
+        live = LiveLangGraph(paths["store"], paths["checkpointer"], config.users.mapping(), read_only=read_only)
+        self = cls.__new__(cls)
+        root = next(p for p in paths.values() if p is not None).parent
+        MemorySystem.__init__(self, root, config, runtime)  # type: ignore[arg-type]
+        self._live = live
+        return self
+
+    def _attached(self) -> LiveLangGraph:
+        if self._live is None:
+            raise UnsupportedError("langgraph: scan/erase need a live instance: open it with LangGraphSystem.attach")
+        return self._live
+
+    def scan(self, user: str | None, literals: Sequence[str], *, reveal: bool = False) -> ScanReport:
+        return self._attached().scan(self.name, user, literals, reveal)
+
+    def plan_erasure(self, user: str | None, literals: Sequence[str]) -> ErasurePlan:
+        live = self._attached()
+        self._literals = tuple(literals)
+        return live.plan(self.name, user, literals)
+
+    def execute_erasure(self, plan: ErasurePlan, literals: Sequence[str]) -> list[StoreOutcome]:
+        return self._attached().execute(plan, literals)
+
+    def bystander_digests(self, user: str | None) -> dict[str, tuple[int, str]]:
+        # records holding a literal are the erasure's targets, not bystanders: the literals
+        # are those of the last plan (the driver plans before it digests)
+        return self._attached().bystanders(user, self._literals)
+
+    def instance_files(self) -> list[Path]:
+        return self._attached().files()
+
+    def out_of_scope(self) -> list[str]:
+        return [*super().out_of_scope(), "VACUUM's temporary files (freed blocks of the temp directory)",
+                "the -shm index of a file a live writer holds open (no data; SQLite rewrites it)"]

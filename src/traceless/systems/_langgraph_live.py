@@ -1,0 +1,373 @@
+"""A user's live LangGraph instance (SqliteStore + SqliteSaver files): read-only scan and
+complete per-user erasure (issue #23). ``LangGraphSystem.attach`` opens one.
+
+What belongs to a user: every store item whose namespace is the user's namespace (the
+config's ``users.namespace`` template, e.g. ``["memories", "{user_id}"]``) or below it, its
+vector-index rows (``store_vectors``), and every thread whose id matches the
+``users.thread_id`` template (or whose checkpoint metadata carries a ``users.configurable``
+key with the user's value), with every row of that thread in every checkpointer table
+(``checkpoints``, ``writes``, ``checkpoint_blobs`` where a saver keeps one). Every record
+holding a literal (UTF-8, UTF-16, JSON escapes) is found too; a bystander's thread or item
+that holds one is erased whole (a thread's checkpoints are serialized: LangGraph offers no
+per-message rewrite), and is left out of the bystander digests.
+
+Read-only: each file is opened through a ``file:…?mode=ro`` URI; a WAL-mode file with no
+``-wal`` (no writer has it open) additionally with ``immutable=1``, because SQLite would
+otherwise create the ``-wal``/``-shm`` files. With a live writer (a ``-wal`` present) SQLite
+updates the read marks in ``-shm`` (an index, no data). No ``setup()``, no migration.
+
+Erasure: the store's own ``delete`` per item and the checkpointer's ``delete_thread`` per
+thread, then the rows those leave (the store's ``store_vectors`` rows: its ``ON DELETE
+CASCADE`` needs ``PRAGMA foreign_keys``, which the store does not set), then ``VACUUM`` and a
+truncating WAL checkpoint of each file. Every step is idempotent.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import pickle
+import re
+import sqlite3
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from traceless.errors import ConfigError, UnsupportedError
+from traceless.forget import encodings_of
+from traceless.systems._erase import ErasurePlan, PlannedAction, ScanHit, ScanReport, StoreOutcome
+
+__all__ = ["LiveLangGraph", "NamespaceMap"]
+
+_STORE_TABLES = ("store", "store_vectors")
+_KEYS = {"store": ("prefix", "key"), "store_vectors": ("prefix", "key", "field_name")}
+
+
+@dataclass(frozen=True)
+class NamespaceMap:
+    """How users map to store namespaces and threads (validated templates)."""
+
+    namespace: tuple[str, ...]
+    thread_id: str
+    configurable: dict[str, str] = field(default_factory=dict)
+
+    def prefix(self, user: str) -> str:
+        """The store's text form of the user's namespace (labels joined with ``.``)."""
+        return ".".join(label.format(user_id=user) for label in self.namespace)
+
+    def owns_prefix(self, user: str | None, prefix: str) -> bool:
+        if user is None:
+            return False
+        p = self.prefix(user)
+        return prefix == p or prefix.startswith(p + ".")
+
+    def thread_pattern(self, user: str) -> re.Pattern[str]:
+        parts = re.split(r"(\{user_id\}|\{session_id\})", self.thread_id)
+        rx = "".join(re.escape(user) if p == "{user_id}" else ".+" if p == "{session_id}" else re.escape(p)
+                     for p in parts)
+        return re.compile(rf"\A{rx}\Z", re.S)
+
+
+@dataclass
+class _Row:
+    store: str
+    key: tuple[Any, ...]
+    rowid: int
+    owned: bool
+    hits: int
+    value: str | None
+
+
+def _feed(h: Any, vals: Sequence[Any]) -> None:
+    """Every column of one row into ``h`` (pickle: self-delimiting, deterministic for SQLite's
+    value types: no two rows feed alike)."""
+    h.update(pickle.dumps(tuple(vals), protocol=5))
+
+
+def _ro_uri(path: Path) -> str:
+    wal = path.with_name(path.name + "-wal")
+    with open(path, "rb") as f:
+        header = f.read(20)
+    walmode = len(header) == 20 and header[18] == 2
+    return path.resolve().as_uri() + ("?mode=ro&immutable=1" if walmode and not wal.exists() else "?mode=ro")
+
+
+def _count(blobs: Sequence[Any], forms: Sequence[bytes]) -> int:
+    n = 0
+    for b in blobs:
+        if b is None or isinstance(b, int | float):
+            continue
+        data = b.encode("utf-8") if isinstance(b, str) else bytes(b)
+        n += sum(data.count(f) for f in forms)
+    return n
+
+
+def _text(v: Any) -> str:
+    return v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
+
+
+def _order(conn: sqlite3.Connection, table: str) -> str:
+    """The table's primary key columns (all columns where it has none)."""
+    info = list(conn.execute(f'PRAGMA table_info("{table}")'))
+    pk = [r[1] for r in sorted(info, key=lambda r: r[5]) if r[5]] or [r[1] for r in info]
+    return ", ".join(f'"{c}"' for c in pk)
+
+
+def _tables(conn: sqlite3.Connection) -> list[str]:
+    return [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table' ORDER BY name")]
+
+
+def _columns(conn: sqlite3.Connection, table: str) -> list[str]:
+    return [r[1] for r in conn.execute(f'PRAGMA table_info("{table}")')]
+
+
+class LiveLangGraph:
+    """The store file and the checkpointer file of one live instance."""
+
+    def __init__(self, store_path: Path | None, checkpoint_path: Path | None, users: NamespaceMap, *,
+                 read_only: bool) -> None:
+        for what, p in (("store", store_path), ("checkpointer", checkpoint_path)):
+            if p is not None and not p.is_file():
+                raise ConfigError(f"langgraph: the {what} file {p} does not exist; give the SQLite file your "
+                                  f"application's {'SqliteStore' if what == 'store' else 'SqliteSaver'} uses "
+                                  "(nothing was opened or created)")
+        if store_path is None and checkpoint_path is None:
+            raise ConfigError("langgraph: attaching needs the instance's files: give store.path and/or "
+                              "checkpointer.path (SQLite files)")
+        self.users, self.read_only = users, read_only
+        self.store_path, self.checkpoint_path = store_path, checkpoint_path
+        self._conns: dict[str, sqlite3.Connection] = {}
+        self._cache: tuple[Any, list[_Row]] | None = None
+        for name, p in (("store", store_path), ("checkpoints", checkpoint_path)):
+            if p is None:
+                continue
+            try:
+                if read_only:
+                    conn = sqlite3.connect(_ro_uri(p), uri=True, check_same_thread=False)
+                else:
+                    conn = sqlite3.connect(str(p), check_same_thread=False, isolation_level=None)
+                _tables(conn)
+            except sqlite3.DatabaseError as e:
+                raise ConfigError(f"langgraph: cannot open {p} {'read-only ' if read_only else ''}as SQLite ({e}); "
+                                  "give the file your application's store/checkpointer uses") from None
+            self._conns[name] = conn
+
+    # ------------------------------------------------------------------ records
+    def _table_rows(self, db: str, table: str, keycols: Sequence[str], forms: Sequence[bytes],
+                    owned: Callable[[tuple[Any, ...]], bool], reveal: bool) -> Iterator[_Row]:
+        """Every row of ``table``: its key, ownership, and the literals' count. The search for
+        the literals' bytes runs in SQLite (``instr`` over each column as a BLOB); only rows
+        with a match are read whole and counted here."""
+        conn = self._conns[db]
+        cols = _columns(conn, table)
+        cond = " OR ".join(f'instr(CAST("{c}" AS BLOB), ?) > 0' for c in cols for _ in forms) or "0"
+        params = [f for _ in cols for f in forms]
+        keys = ", ".join(f'"{k}"' for k in keycols)
+        for rowid, *rest in conn.execute(f'SELECT rowid, {keys}, ({cond}) FROM "{table}"', params):
+            key, matched = tuple(rest[:-1]), rest[-1]
+            hits, value = 0, None
+            if matched or (reveal and table == "store" and owned(key)):
+                vals = conn.execute(f'SELECT * FROM "{table}" WHERE rowid = ?', (rowid,)).fetchone()
+                hits = _count(vals, forms)
+                if reveal and table == "store":
+                    value = _text(dict(zip(cols, vals, strict=True))["value"])
+            yield _Row(table, key, rowid, owned(key), hits, value)
+
+    def _store_rows(self, user: str | None, forms: Sequence[bytes], reveal: bool) -> Iterator[_Row]:
+        if "store" not in self._conns:
+            return
+        prefix = self.users.prefix(user) if user is not None else None
+
+        def owned(key: tuple[Any, ...]) -> bool:
+            return prefix is not None and (key[0] == prefix or str(key[0]).startswith(prefix + "."))
+
+        tables = _tables(self._conns["store"])
+        for table in _STORE_TABLES:
+            if table in tables:
+                yield from self._table_rows("store", table, _KEYS[table], forms, owned, reveal)
+
+    def _thread_tables(self) -> list[str]:
+        conn = self._conns.get("checkpoints")
+        if conn is None:
+            return []
+        return [t for t in _tables(conn) if "thread_id" in _columns(conn, t)]
+
+    def _owned_threads(self, user: str | None) -> set[str]:
+        conn = self._conns.get("checkpoints")
+        if user is None or conn is None or "checkpoints" not in _tables(conn):
+            return set()
+        rx = self.users.thread_pattern(user)
+        out = {str(t) for (t,) in conn.execute("SELECT DISTINCT thread_id FROM checkpoints") if rx.match(str(t))}
+        for k, v in self.users.configurable.items():  # the configurable keys LangGraph copies into metadata
+            sql = ("SELECT DISTINCT thread_id FROM checkpoints WHERE json_valid(CAST(metadata AS TEXT)) "
+                   "AND json_extract(CAST(metadata AS TEXT), ?) = ?")
+            out |= {str(t) for (t,) in conn.execute(sql, ('$."' + k.replace('"', '""') + '"', v.format(user_id=user)))}
+        return out
+
+    def _thread_rows(self, user: str | None, forms: Sequence[bytes]) -> Iterator[_Row]:
+        conn = self._conns.get("checkpoints")
+        if conn is None:
+            return
+        mine = self._owned_threads(user)
+        for table in self._thread_tables():
+            cols = _columns(conn, table)
+            keycols = ["thread_id", *(c for c in cols if c in ("checkpoint_ns", "checkpoint_id", "task_id", "idx",
+                                                                "channel", "version"))]
+            yield from self._table_rows("checkpoints", table, keycols, forms,
+                                        lambda key: str(key[0]) in mine, False)
+
+    def _rows(self, user: str | None, literals: Sequence[str], reveal: bool = False) -> list[_Row]:
+        """Every row (key, ownership, literal count). Kept while no connection commits: the
+        plan and the bystander digests before the erasure read the same state, and so do the
+        re-scan and the digests after it (``PRAGMA data_version`` tells another process's
+        commits; this instance's own writes clear the cache)."""
+        key = (user, tuple(literals), reveal, tuple(c.execute("PRAGMA data_version").fetchone()[0]
+                                                    for c in self._conns.values()))
+        if self._cache is not None and self._cache[0] == key:
+            return self._cache[1]
+        forms = [f for lit in literals for f in encodings_of(lit) if f]
+        rows = [*self._store_rows(user, forms, reveal), *self._thread_rows(user, forms)]
+        self._cache = (key, rows)
+        return rows
+
+    def _targets(self, user: str | None, literals: Sequence[str]) -> tuple[list[_Row], list[_Row]]:
+        """(the rows the erasure removes, the bystanders' rows). A thread with one target row
+        is a target whole; so is a store item whose row or vector row is one, and every vector row
+        whose item is gone (an orphan index row keeps the deleted text's embedding)."""
+        rows = self._rows(user, literals)
+        threads = {str(r.key[0]) for r in rows if r.store not in _STORE_TABLES and (r.owned or r.hits)}
+        live = {r.key[:2] for r in rows if r.store == "store"}
+        items = {r.key[:2] for r in rows if r.store in _STORE_TABLES and (r.owned or r.hits or r.key[:2] not in live)}
+        target: list[_Row] = []
+        rest: list[_Row] = []
+        for r in rows:
+            hit = (str(r.key[0]) in threads) if r.store not in _STORE_TABLES else (r.key[:2] in items)
+            (target if hit else rest).append(r)
+        return target, rest
+
+    # ------------------------------------------------------------------ the four methods
+    def scan(self, system: str, user: str | None, literals: Sequence[str], reveal: bool) -> ScanReport:
+        rows = self._rows(user, literals, reveal)
+        stores: dict[str, int] = {}
+        for r in rows:
+            stores[r.store] = stores.get(r.store, 0) + 1
+        for name in self._empty_stores():
+            stores.setdefault(name, 0)
+        hits = [ScanHit(store=r.store, record_id=json.dumps(list(r.key), ensure_ascii=False), field="*",
+                        owner_match=r.owned, literal_count=r.hits, value=r.value)
+                for r in rows if r.owned or r.hits]
+        return ScanReport(system=system, user=user, literals=len(literals), stores=stores, hits=hits)
+
+    def _empty_stores(self) -> list[str]:
+        out = []
+        if "store" in self._conns:
+            out += [t for t in _STORE_TABLES if t in _tables(self._conns["store"])]
+        return out + self._thread_tables()
+
+    def plan(self, system: str, user: str | None, literals: Sequence[str]) -> ErasurePlan:
+        target, _ = self._targets(user, literals)
+        actions = [PlannedAction(store=r.store, record_id=json.dumps(list(r.key), ensure_ascii=False),
+                                 action="remove", reason=_reason(r)) for r in target]
+        compaction = [f"VACUUM {p.name}" for p in (self.store_path, self.checkpoint_path) if p is not None]
+        return ErasurePlan(system=system, user=user, actions=actions, compaction=compaction)
+
+    def bystanders(self, user: str | None, literals: Sequence[str]) -> dict[str, tuple[int, str]]:
+        """Per table: the count and a SHA-256 over every column of every row that is not a
+        target (rows in key order; rowids left out: VACUUM may renumber them)."""
+        target, _ = self._targets(user, literals)
+        skip: dict[str, set[int]] = {}
+        for r in target:
+            skip.setdefault(r.store, set()).add(r.rowid)
+        out: dict[str, tuple[int, str]] = {}
+        for name in self._empty_stores():
+            conn = self._conns["store" if name in _STORE_TABLES else "checkpoints"]
+            gone = skip.get(name, set())
+            h, n = hashlib.sha256(), 0
+            for rowid, *vals in conn.execute(f'SELECT rowid, * FROM "{name}" ORDER BY {_order(conn, name)}'):
+                if rowid not in gone:
+                    n += 1
+                    _feed(h, vals)
+            out[name] = (n, h.hexdigest())
+        return out
+
+    # ------------------------------------------------------------------ erasure
+    def execute(self, plan: ErasurePlan, literals: Sequence[str]) -> list[StoreOutcome]:
+        if self.read_only:
+            raise UnsupportedError("langgraph: this instance was attached read-only (scan); attach it with "
+                                   "read_only=False to erase")
+        outcomes = {name: StoreOutcome(store=name) for name in self._empty_stores()}
+        self._cache = None
+        self._native_deletes(plan, outcomes)
+        self._cache = None
+        self._residue(plan.user, literals, outcomes)
+        self._cache = None
+        for name, conn in self._conns.items():
+            _compact(conn)
+            for o in outcomes.values():
+                if (o.store in _STORE_TABLES) == (name == "store"):
+                    o.compacted = True
+        return list(outcomes.values())
+
+    def _native_deletes(self, plan: ErasurePlan, outcomes: dict[str, StoreOutcome]) -> None:
+        items = sorted({tuple(json.loads(a.record_id)[:2]) for a in plan.actions if a.store == "store"})
+        threads = sorted({str(json.loads(a.record_id)[0]) for a in plan.actions if a.store not in _STORE_TABLES})
+        if items:
+            from langgraph.store.sqlite import SqliteStore
+
+            store = SqliteStore(self._conns["store"])
+            for prefix, key in items:
+                store.delete(tuple(str(prefix).split(".")), str(key))
+        if threads:
+            from langgraph.checkpoint.sqlite import SqliteSaver
+
+            saver = SqliteSaver(self._conns["checkpoints"])
+            for tid in threads:
+                saver.delete_thread(tid)
+        for a in plan.actions:
+            if a.store in outcomes:
+                outcomes[a.store].removed += 1
+
+    def _residue(self, user: str | None, literals: Sequence[str], outcomes: dict[str, StoreOutcome]) -> None:
+        """Delete directly what the native deletions left (found by the same record scan)."""
+        target, _ = self._targets(user, literals)
+        left: dict[str, list[int]] = {}
+        for r in target:
+            left.setdefault(r.store, []).append(r.rowid)
+        for table, rowids in left.items():
+            conn = self._conns["store" if table in _STORE_TABLES else "checkpoints"]
+            conn.execute("BEGIN")
+            for i in range(0, len(rowids), 500):
+                chunk = rowids[i:i + 500]
+                conn.execute(f'DELETE FROM "{table}" WHERE rowid IN ({",".join("?" * len(chunk))})', chunk)
+            conn.execute("COMMIT")
+            outcomes.setdefault(table, StoreOutcome(store=table)).notes.append(
+                f"the native deletions left {len(rowids)} row(s) of the user here; removed directly")
+
+    def files(self) -> list[Path]:
+        out = []
+        for p in (self.store_path, self.checkpoint_path):
+            if p is None:
+                continue
+            out += [q for q in (p, *(p.with_name(p.name + s) for s in ("-wal", "-shm", "-journal"))) if q.is_file()]
+        return out
+
+    def close(self) -> None:
+        for conn in self._conns.values():
+            conn.close()
+        self._conns.clear()
+
+
+def _reason(r: _Row) -> str:
+    if r.owned:
+        return "owned by the user"
+    if r.hits:
+        return "holds a literal"
+    return "of an erased thread" if r.store not in _STORE_TABLES else "index row of an erased item"
+
+
+def _compact(conn: sqlite3.Connection) -> None:
+    """Rebuild the file (no freed page keeps a byte) and truncate its WAL."""
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.execute("VACUUM")
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")

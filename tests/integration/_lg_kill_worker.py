@@ -1,0 +1,79 @@
+"""Subprocess worker for the LangGraph kill-during-erasure test (not a test module).
+
+It imports traceless and LangGraph once, then serves commands on stdin, one per line::
+
+    run SRC DST USER LITERAL DELAY
+
+copies the instance SRC to DST (a fresh copy), forks a child that attaches to DST
+read-write and runs the erasure of USER (journal in DST/state), and — when DELAY >= 0 —
+SIGKILLs the child DELAY seconds after the fork. It answers ``killed SECONDS`` or
+``exit:CODE SECONDS``. Forking from a warm process keeps each trial to milliseconds.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import sys
+import time
+import traceback
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import contextlib
+
+import langgraph.checkpoint.sqlite  # noqa: E402,F401  (imported before the fork, as the adapter's deletions need)
+import langgraph.store.sqlite  # noqa: E402,F401
+from _lg_instance import config  # noqa: E402
+
+from traceless.forget import receipt_key  # noqa: E402
+from traceless.keys import signing_key  # noqa: E402
+from traceless.systems import LangGraphSystem, erase_system, load_system_config  # noqa: E402
+
+
+def erase(root: Path, user: str, literal: str) -> None:
+    system = LangGraphSystem.attach(load_system_config("langgraph", config(root)), read_only=False)
+    receipt = erase_system(system, user, [literal], state_dir=root / "state", key=receipt_key())
+    system.close()
+    (root / "receipt.json").write_text(receipt.model_dump_json())
+
+
+def trial(src: str, dst: str, user: str, literal: str, delay: float) -> str:
+    shutil.rmtree(dst, ignore_errors=True)
+    shutil.copytree(src, dst)
+    t0 = time.monotonic()
+    pid = os.fork()
+    if pid == 0:
+        code = 0
+        try:
+            erase(Path(dst), user, literal)
+        except BaseException:
+            traceback.print_exc()
+            code = 3
+        os._exit(code)
+    if delay >= 0:
+        time.sleep(delay)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    _, status = os.waitpid(pid, 0)
+    dt = time.monotonic() - t0
+    if os.WIFSIGNALED(status):
+        return f"killed {dt:.4f}"
+    return f"exit:{os.WEXITSTATUS(status)} {dt:.4f}"
+
+
+def main() -> None:
+    receipt_key()  # create the pepper and the signing key once, before the children
+    signing_key(create=True)
+    print("ready", flush=True)
+    for line in sys.stdin:
+        cmd, *args = line.split()
+        if cmd == "run":
+            src, dst, user, literal, delay = args
+            print(trial(src, dst, user, literal, float(delay)), flush=True)
+
+
+if __name__ == "__main__":
+    main()
