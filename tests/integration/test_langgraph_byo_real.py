@@ -14,7 +14,7 @@ from traceless.audit import SystemAuditConfig, plant_canaries, run_system_audit
 from traceless.models import CachingBackend, load_backend, load_embedder
 from traceless.systems import SystemRuntime
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 SPEC = "llamacpp:smollm2-135m-instruct"
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "lg_memory_agent.py"
 
