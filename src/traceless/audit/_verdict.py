@@ -130,7 +130,7 @@ def _newcombe(a: int, b: int, c: int, d: int, level: float = LEVEL) -> tuple[flo
     den = (a + b) * (c + d) * (a + c) * (b + d)
     # phi with Newcombe's continuity correction when ad > bc: without it a table with every
     # unit concordant but both kinds present (phi = 1) gives a zero-width interval
-    cross = a * d - b * c
+    cross = float(a * d - b * c)
     cross = max(cross - n / 2, 0.0) if cross > 0 else cross
     phi = cross / math.sqrt(den) if den > 0 else 0.0
     dl = math.sqrt(max(0.0, (p1 - l1) ** 2 - 2 * phi * (p1 - l1) * (u2 - p2) + (u2 - p2) ** 2))
@@ -221,7 +221,7 @@ def _decides(lo: float, hi: float, r: Bounds) -> Verdict | None:
 
 def _unanimous_arm(n: int, level: float = LEVEL) -> float:
     """How far from a bound the exact interval of n units all at that bound reaches."""
-    return 1.0 - ((1 - level) / 2) ** (1.0 / n)
+    return float(1.0 - ((1 - level) / 2) ** (1.0 / n))
 
 
 def _widen(ci: CI) -> tuple[float, float]:
@@ -320,8 +320,7 @@ def n_needed(ci: CI, *, gt: float | None = None, ge: float | None = None, lt: fl
             return approx if approx <= N_CAP else None
         return _search(lambda m: _cp_power(p, m, r) >= power, cap=4 * EXACT_MAX) or approx
     if ci.method == "clopper-pearson":  # p = 0 or 1: every sample at n is the same
-        return _search(lambda m: _decides(*(float(x[0]) for x in _cp_bounds(np.array([round(p * m)]), m)), r)
-                       is not None)
+        return _search(lambda m: _decides(*_cp1(round(p * m), m), r) is not None)
     sd = _unit_sd(ci)
     if sd > 0:
         need = math.ceil((z * sd / d) ** 2)
@@ -343,6 +342,11 @@ def _unanimous_newcombe(value: float, n: int) -> tuple[float, float]:
         cells = (0, 0, 0, n)
     _, lo, hi = _newcombe(*cells)
     return lo, hi
+
+
+def _cp1(k: int, n: int) -> tuple[float, float]:
+    lo, hi = _cp_bounds(np.array([k]), n)
+    return float(lo[0]), float(hi[0])
 
 
 def _unit_sd(ci: CI) -> float:
