@@ -106,7 +106,7 @@ def test_report_renders_tables_figure_findings(run_dir: Path) -> None:
     # the scripted reader cannot answer benign questions: not saturated, but no condition
     # costs anything relative to the baseline
     assert status("Benign-utility sanity check saturates") == "CONTRADICTED"
-    assert agrees("Closure and the gate cost no benign utility")
+    assert status("Closure and the gate cost no benign utility") in ("REPRODUCED", "INCONCLUSIVE")
     assert {f["verdict"] for f in tables["findings"]} <= {"REPRODUCED", "CONTRADICTED", "INCONCLUSIVE",
                                                           "NOT TESTABLE", "BY CONSTRUCTION"}
     # no target value leaks into the report

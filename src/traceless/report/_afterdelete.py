@@ -484,6 +484,11 @@ GUARANTEE_NOTE = (
     "BY CONSTRUCTION: the check holds because of how the deletion mode, the gate or the world is built; it is "
     "a regression guarantee (one violation is CONTRADICTED: a bug), never counted as a reproduction.")
 """The header of the guarantees section."""
+UTILITY_MARGIN = 0.05
+"""'Costs no utility' is non-inferiority: the paired difference is at least −0.05. An interval can
+never show a difference of exactly ≥ 0 when every case agrees (Newcombe's has both arms), and
+0.05 is the resolution of the paper's 100 cases per condition (100/100 vs the baseline's
+100/100 gives a lower bound of −0.037)."""
 FIRST_QUERY_SHARE = 0.9
 """'Most observed recovery appears on the first productive query': at least 90% of the
 events (the paper: 3,081 of 3,088 = 99.8%)."""
@@ -718,9 +723,10 @@ def _findings_auditors(T: dict[str, list[dict[str, Any]]], add: Add) -> None:
         "100/100 baseline, closure, gate-on", ours, _exact(all(r["ok"] == r["n"] for r in ut), sum(r["n"] for r in ut))
         if ut else _not_run())
     cost = T.get("utility_cost", [])
-    add("Closure and the gate cost no benign utility relative to the baseline (paired difference ≥ 0)",
-        "100/100 in every condition", "; ".join(f"{r['condition']} − baseline: {r['ci']}" for r in cost),
-        _all([claim_verdict(_nci(r.get("delta_nc")), ge=0) for r in cost]))
+    add(f"Closure and the gate cost no benign utility relative to the baseline (paired difference ≥ "
+        f"−{UTILITY_MARGIN})", "100/100 in every condition",
+        "; ".join(f"{r['condition']} − baseline: {_ncfmt(r.get('delta_nc'))}" for r in cost),
+        _all([claim_verdict(_nci(r.get("delta_nc")), ge=-UTILITY_MARGIN) for r in cost]))
 
 
 # ----------------------------------------------------------------------------- rendering
