@@ -90,19 +90,25 @@ def test_report_renders_tables_figure_findings(run_dir: Path) -> None:
     def status(prefix: str) -> str:
         return next(str(f["verdict"]) for f in tables["findings"] if f["claim"].startswith(prefix))
 
-    assert status("Clean-world exact recovery") == "REPRODUCED"
-    assert status("Recorded-lineage closure drives") == "REPRODUCED"
-    assert status("The gate leaves R unchanged") == "REPRODUCED"
-    assert status("No-write and gate-blocked are identical") == "REPRODUCED"
-    assert status("C1: exact reconstruction") == "REPRODUCED"
-    assert status("Interface calibration") == "REPRODUCED"
-    assert status("Table 10") == "REPRODUCED"  # the reader's legacy replies are not parsed
+    # guarantees of the construction: their own label, never a reproduction
+    assert status("Clean-world exact recovery") == "BY CONSTRUCTION"
+    assert status("Recorded-lineage closure drives") == "BY CONSTRUCTION"
+    assert status("The gate leaves R unchanged") == "BY CONSTRUCTION"
+    assert status("No-write and gate-blocked are identical") == "BY CONSTRUCTION"
+    def agrees(prefix: str) -> bool:
+        """REPRODUCED, or the direction holds on fewer units than the rule's minimum."""
+        f = next(f for f in tables["findings"] if f["claim"].startswith(prefix))
+        return f["verdict"] == "REPRODUCED" or (f["verdict"] == "INCONCLUSIVE" and "minimum" in f["status"])
+
+    assert agrees("C1: exact reconstruction")
+    assert agrees("Interface calibration")
+    assert agrees("Table 10")  # the reader's legacy replies are not parsed
     # the scripted reader cannot answer benign questions: not saturated, but no condition
     # costs anything relative to the baseline
     assert status("Benign-utility sanity check saturates") == "CONTRADICTED"
-    assert status("Closure and the gate cost no benign utility") == "REPRODUCED"
+    assert status("Closure and the gate cost no benign utility") in ("REPRODUCED", "INCONCLUSIVE")
     assert {f["verdict"] for f in tables["findings"]} <= {"REPRODUCED", "CONTRADICTED", "INCONCLUSIVE",
-                                                          "NOT TESTABLE"}
+                                                          "NOT TESTABLE", "BY CONSTRUCTION"}
     # no target value leaks into the report
     targets = {r.extra.get("submitted_prediction") for r in read_rows(run_dir)} - {None}
     assert targets and not any(t in text for t in targets)

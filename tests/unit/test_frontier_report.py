@@ -14,7 +14,7 @@ from test_frontier import cfg, leaky  # noqa: E402  (same folder)
 from traceless.errors import StudyError, UnknownNameError
 from traceless.models import ChatMessage, GenerationConfig, HashingEmbedder, ScriptedBackend
 from traceless.report import render_report
-from traceless.report._frontier import findings, frontier_numbers
+from traceless.report._frontier import findings, frontier_numbers, guarantees
 from traceless.studies import ResultRow, read_manifest, read_rows, run_study
 
 
@@ -80,16 +80,18 @@ def test_numbers_hand_checked(two_models: Path) -> None:
                      for lv in x.levels}
         assert x.aer_k[0][k] == pytest.approx(max(per_level.values()))
     assert x.delta_s[2].value == pytest.approx(x.aer[0].value - x.aer[2].value)
-    lines = findings(x)
-    assert any("full_purge drives FRS_worst to zero" in ln and ln.startswith("**REPRODUCED**") for ln in lines)
-    assert any("S=1: raw_only is indistinguishable" in ln and ln.startswith("**REPRODUCED**") for ln in lines)
+    lines, built = findings(x), guarantees(x)
+    assert any("full_purge drives FRS_worst to zero" in ln and ln.startswith("**BY CONSTRUCTION") for ln in built)
+    # 3 instances are below the rule's minimum of 6: the direction agrees, the verdict waits
+    assert any("S=1: raw_only is indistinguishable" in ln and ln.startswith("**INCONCLUSIVE (n=3 < 6 minimum")
+               for ln in lines)
     assert any("S=2: raw_only is indistinguishable" in ln and ln.startswith("**NOT TESTABLE") for ln in lines)
     # the mechanical guarantee, instance by instance: leaky's S=1 key facts keep the canary in
     # every instance and raw_only leaves all of them; its S=2 sentences never kept it
     assert x.held["noop"]["summary@S=1"] == 3 and x.kept_raw_only == {1: 3, 2: 0}
     assert x.held["full_purge"] == {"raw": 0, "summary@S=1": 0, "summary@S=2": 0}
-    assert any(ln.startswith("**REPRODUCED** — S=1 (mechanical guarantee") and "in 3 of those 3" in ln
-               for ln in lines)
+    assert any(ln.startswith("**BY CONSTRUCTION") and "S=1 (mechanical guarantee" in ln and "in 3 of those 3" in ln
+               for ln in built)
     assert any(ln.startswith("**NOT TESTABLE (no summary kept the canary)** — S=2 (mechanical guarantee")
                for ln in lines)
 
@@ -183,7 +185,7 @@ def test_issue_example_finding_is_inconclusive() -> None:
     x.pr_k, x.aer_k = {0: {6: 0.5}, 1: {6: 0.5}}, {0: {6: 0.5}, 1: {6: 0.0}}
     x.pua = {0: ci(0.25, 0.0, 0.5), 1: ci(0.5, 0.0, 1.0)}
     (line,) = [ln for ln in findings(x) if "S=1 reduces AER" in ln]
-    assert line.startswith("**INCONCLUSIVE (n=2; n ≈ ") and "Δ_S(S=1) = 0.50 [0.00, 1.00]" in line
+    assert line.startswith("**INCONCLUSIVE (n=2 < 6 minimum; n ≈ ") and "Δ_S(S=1) = 0.50 [0.00, 1.00]" in line
 
 
 def test_version1_dirs_still_report_with_tier_views(two_models: Path) -> None:
@@ -196,9 +198,10 @@ def test_version1_dirs_still_report_with_tier_views(two_models: Path) -> None:
     x = frontier_numbers(rows, cfg, "leaky", {}, 0, 50)
     assert x.n == 3 and not x.has_primary_frs and not x.frs_worst
     assert x.frs("raw_only", 1) is x.frs_worst_view["raw_only"][1]
-    lines = findings(x)
-    assert any("full_purge drives FRS_worst to zero" in ln and ln.startswith("**NOT TESTABLE") and "predates" in ln
-               for ln in lines)
+    assert any("the dir predates the primary FRS" in ln for ln in findings(x))
+    # the purge guarantee is still checked, on the tier views' context counts
+    assert any("full_purge drives FRS_worst to zero" in ln and ln.startswith("**BY CONSTRUCTION")
+               for ln in guarantees(x))
     from traceless.report._frontier import _table2
 
     _, md, _ = _table2([x])

@@ -43,9 +43,9 @@ def test_b1_claim_takes_each_verdict() -> None:
     assert verdicts(b1_world([True] * 6))[B1_CLAIM].verdict is Verdict.REPRODUCED
     assert verdicts(b1_world([False] * 6))[B1_CLAIM].verdict is Verdict.CONTRADICTED  # deletion stopped every leak
     mixed = verdicts(b1_world([True, True, True, True, False, True]))[B1_CLAIM]
-    assert mixed.verdict is Verdict.INCONCLUSIVE and mixed.n == 6 and "n=6" in mixed.fmt()
+    assert mixed.verdict is Verdict.CONTRADICTED and mixed.n == 6  # "in every cell": one counterexample
     one = verdicts(b1_world([True]))[B1_CLAIM]
-    assert one.verdict is Verdict.NOT_TESTABLE and "one unit" in one.fmt()
+    assert one.verdict is Verdict.INCONCLUSIVE and "n=1 < 6 minimum" in one.fmt()
     # an agent that never leaks, even without forgetting: B1 = B0 = 0 holds trivially, so it is no test
     mute = [r.model_copy(update={"metrics": {**r.metrics, "any_leak": False}}) for r in b1_world([False] * 6)]
     v = verdicts(mute)
@@ -55,13 +55,13 @@ def test_b1_claim_takes_each_verdict() -> None:
 
 def test_other_claims_pair_by_episode_and_say_when_untestable() -> None:
     v = verdicts(b1_world([True] * 6))
-    assert v["Selective replay matches the full reset"].verdict is Verdict.REPRODUCED
+    assert v["Selective replay matches the full reset"].verdict is Verdict.BY_CONSTRUCTION  # greedy: B7 ≡ B5
     assert v["B7 recomputes fewer tokens than B5"].verdict is Verdict.REPRODUCED  # ratio 10 in every episode
     assert v["B3 still acts on a revoked preference without its string"].verdict is Verdict.NOT_TESTABLE
     assert v["Later injection lowers B7 recomputation"].verdict is Verdict.NOT_TESTABLE  # no sweep
     leaky_b7 = b1_world([True] * 6)
     leaky_b7[3] = row("s", 0, "B7", any_leak=True, cad=0.5, recomputed_tokens=100.0)
-    assert verdicts(leaky_b7)["Selective replay matches the full reset"].verdict is Verdict.INCONCLUSIVE
+    assert verdicts(leaky_b7)["Selective replay matches the full reset"].verdict is Verdict.CONTRADICTED  # a bug
 
 
 def test_report_prints_a_verdict_for_every_claim(tmp_path: Path) -> None:
@@ -71,8 +71,9 @@ def test_report_prints_a_verdict_for_every_claim(tmp_path: Path) -> None:
     text = render_replay(tmp_path / "r").read_text()
     findings = text.split("### Findings", 1)[1].split("\n### ", 1)[0]
     claims = [ln for ln in findings.splitlines() if re.match(r"\d+\. ", ln)]
-    assert len(claims) == 10
+    assert len(claims) == 9
     for ln in claims:
         assert re.search(r"\*\*(REPRODUCED|CONTRADICTED|INCONCLUSIVE|NOT TESTABLE)", ln), ln
-    # the toy agent leaks whatever it saw: B7 (replayed without the target) matches the reset
-    assert re.search(r"Selective replay matches the full reset .*\*\*REPRODUCED\*\*", findings)
+    # the toy agent leaks whatever it saw: B7 (replayed without the target) matches the reset, by construction
+    guarantees = text.split("### Regression guarantees (hold by construction)", 1)[1]
+    assert re.search(r"Selective replay matches the full reset .*\*\*BY CONSTRUCTION", guarantees)

@@ -13,25 +13,29 @@
 * **FRS_t** — AER re-measured after deletion with the agent's own S view, a verbatim
   extraction attributed to the origin tier t of the context chunk that carried the canary
   (eq. 3), averaged over k; **FRS_worst** = max_t FRS_t.
-* **claim_verdict** — a paper claim "the statistic lies in region R" judged from its CI:
-  REPRODUCED (CI inside R), CONTRADICTED (CI outside R: it excludes the paper's direction),
-  INCONCLUSIVE (CI admits both; with the n that would decide it), NOT TESTABLE (no data,
-  or a precondition of the claim failed).
+* **claim_verdict** and the other verdict names are re-exported from the one verdict rule,
+  ``traceless.audit._verdict`` (public as ``traceless.metrics``).
 * **bootstrap_ci** — percentile CI over instances (rows resampled with replacement) from an
   explicit ``numpy.random.Generator``; any statistic of the resampled rows.
 """
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from enum import StrEnum
 
 import numpy as np
 import numpy.typing as npt
 from pydantic import BaseModel
 
+from traceless.audit._verdict import (
+    CI,
+    ClaimVerdict,
+    Verdict,
+    claim_verdict,
+    combine_verdicts,
+    either_verdict,
+)
 from traceless.models import Embedder
 
 __all__ = [
@@ -183,22 +187,6 @@ def frs_worst(by_tier: Mapping[str, float]) -> float:
     return max(by_tier.values()) if by_tier else 0.0
 
 
-class CI(BaseModel):
-    """A point estimate with a bootstrap confidence interval."""
-
-    value: float
-    """The statistic on the full sample."""
-    low: float
-    """Lower percentile bound."""
-    high: float
-    """Upper percentile bound."""
-    n: int
-    """Number of units (instances) resampled."""
-
-    def fmt(self, digits: int = 2) -> str:
-        return f"{self.value:.{digits}f} [{self.low:.{digits}f}, {self.high:.{digits}f}]"
-
-
 def bootstrap_ci(
     data: npt.ArrayLike,
     statistic: Callable[[npt.NDArray[np.float64]], float],
@@ -235,122 +223,3 @@ def agreement(a: Sequence[bool], b: Sequence[bool]) -> dict[str, float]:
     kappa = (po - pe) / (1 - pe) if pe < 1 else 1.0
     return {"n": float(len(x)), "agreement": po, "kappa": float(kappa),
             "a_only": float(np.sum(x & ~y)), "b_only": float(np.sum(~x & y))}
-
-
-class Verdict(StrEnum):
-    """The four outcomes of checking one paper claim against our interval."""
-
-    REPRODUCED = "REPRODUCED"
-    CONTRADICTED = "CONTRADICTED"
-    INCONCLUSIVE = "INCONCLUSIVE"
-    NOT_TESTABLE = "NOT TESTABLE"
-
-
-class ClaimVerdict(BaseModel):
-    """A verdict with what decides it."""
-
-    verdict: Verdict
-    """REPRODUCED / CONTRADICTED / INCONCLUSIVE / NOT TESTABLE."""
-    n: int = 0
-    """Units (instances) behind the interval."""
-    n_needed: int | None = None
-    """INCONCLUSIVE only: the n at which an interval of the same shape around the same point
-    estimate (width shrinking as 1/√n) would decide the claim; None when no n can (the point
-    estimate sits on the claim's boundary)."""
-    reason: str = ""
-    """Why NOT TESTABLE, or how far the interval is from deciding."""
-
-    def fmt(self) -> str:
-        """``VERDICT`` plus, for INCONCLUSIVE, the n that would decide it."""
-        if self.verdict is Verdict.INCONCLUSIVE:
-            need = f"n ≈ {self.n_needed} would decide it" if self.n_needed else "no n decides it at this estimate"
-            return f"{self.verdict.value} (n={self.n}; {need})"
-        if self.verdict is Verdict.NOT_TESTABLE and self.reason:
-            return f"{self.verdict.value} ({self.reason})"
-        return self.verdict.value
-
-
-def _inside(x: float, gt: float | None, ge: float | None, lt: float | None, le: float | None) -> bool:
-    return ((gt is None or x > gt) and (ge is None or x >= ge) and (lt is None or x < lt)
-            and (le is None or x <= le))
-
-
-def claim_verdict(
-    ci: CI | None, *, gt: float | None = None, ge: float | None = None, lt: float | None = None,
-    le: float | None = None, testable: bool = True, why_not: str = "precondition not met",
-) -> ClaimVerdict:
-    """Judge the claim "statistic ∈ R", R given by bounds like pydantic's (``gt=0``: the paper
-    says the statistic is positive; ``ge=0, le=0``: it is zero; ``le=0.05``: at most 0.05).
-
-    REPRODUCED when the whole interval [low, high] lies in R; CONTRADICTED when no point of
-    it does (it excludes the paper's direction); INCONCLUSIVE otherwise, with ``n_needed``;
-    NOT TESTABLE when ``testable`` is False (``why_not`` says why), or the CI is missing,
-    empty, NaN or over a single unit (its bootstrap interval has zero width). The example of issue #12: Δ_S = 0.50 [0.00, 1.00] at n=2 with ``gt=0``
-    is INCONCLUSIVE, not a contradiction.
-    """
-    if not testable:
-        return ClaimVerdict(verdict=Verdict.NOT_TESTABLE, n=ci.n if ci else 0, reason=why_not)
-    if ci is None or ci.n == 0 or any(math.isnan(v) for v in (ci.value, ci.low, ci.high)):
-        return ClaimVerdict(verdict=Verdict.NOT_TESTABLE, n=ci.n if ci else 0, reason="no data")
-    if ci.n < 2:  # a bootstrap over one unit has zero width whatever the truth
-        return ClaimVerdict(verdict=Verdict.NOT_TESTABLE, n=ci.n, reason="one unit: no interval")
-    lo, hi = min(ci.low, ci.high), max(ci.low, ci.high)
-    if _inside(lo, gt, ge, lt, le) and _inside(hi, gt, ge, lt, le):
-        return ClaimVerdict(verdict=Verdict.REPRODUCED, n=ci.n)
-    lower = max((b for b in (gt, ge) if b is not None), default=None)
-    upper = min((b for b in (lt, le) if b is not None), default=None)
-    if (upper is not None and not _inside(lo, gt, ge, lt, le) and lo >= upper) or (
-        lower is not None and not _inside(hi, gt, ge, lt, le) and hi <= lower
-    ):
-        return ClaimVerdict(verdict=Verdict.CONTRADICTED, n=ci.n)
-    return ClaimVerdict(verdict=Verdict.INCONCLUSIVE, n=ci.n, n_needed=_n_needed(ci, lower, upper),
-                        reason=f"the interval [{lo:.2f}, {hi:.2f}] admits both")
-
-
-def _n_needed(ci: CI, lower: float | None, upper: float | None) -> int | None:
-    """Smallest n at which the interval, shrunk by √(n_now/n) around the same estimate, no
-    longer crosses any boundary of the claim's region that it crosses now."""
-    lo, hi, v = min(ci.low, ci.high), max(ci.low, ci.high), ci.value
-    need = 0
-    for b in {x for x in (lower, upper) if x is not None and lo <= x <= hi}:
-        d = abs(v - b)
-        if d == 0:
-            return None
-        arm = (v - lo) if v > b else (hi - v)  # the arm of the interval facing b
-        need = max(need, math.floor(ci.n * (arm / d) ** 2) + 1)
-    return need or None
-
-
-def combine_verdicts(*parts: ClaimVerdict) -> ClaimVerdict:
-    """A claim made of several parts (all must hold): NOT TESTABLE if any part is,
-    CONTRADICTED if any part is, REPRODUCED if all are, else INCONCLUSIVE (the largest
-    ``n_needed`` of the undecided parts)."""
-    if not parts:
-        return ClaimVerdict(verdict=Verdict.NOT_TESTABLE, reason="no parts")
-    n = min(p.n for p in parts)
-    for v in (Verdict.NOT_TESTABLE, Verdict.CONTRADICTED):
-        hit = [p for p in parts if p.verdict is v]
-        if hit:
-            return ClaimVerdict(verdict=v, n=n, reason="; ".join(p.reason for p in hit if p.reason))
-    if all(p.verdict is Verdict.REPRODUCED for p in parts):
-        return ClaimVerdict(verdict=Verdict.REPRODUCED, n=n)
-    und = [p for p in parts if p.verdict is Verdict.INCONCLUSIVE]
-    needs = [p.n_needed for p in und]
-    return ClaimVerdict(verdict=Verdict.INCONCLUSIVE, n=n,
-                        n_needed=None if any(x is None for x in needs) else max(x for x in needs if x is not None))
-
-
-def either_verdict(*parts: ClaimVerdict) -> ClaimVerdict:
-    """A claim that holds if any part holds: REPRODUCED if any part is, CONTRADICTED if
-    every part is, NOT TESTABLE if every part is, else INCONCLUSIVE (the smallest known
-    ``n_needed``)."""
-    if not parts:
-        return ClaimVerdict(verdict=Verdict.NOT_TESTABLE, reason="no parts")
-    n = max(p.n for p in parts)
-    if any(p.verdict is Verdict.REPRODUCED for p in parts):
-        return ClaimVerdict(verdict=Verdict.REPRODUCED, n=n)
-    for v in (Verdict.NOT_TESTABLE, Verdict.CONTRADICTED):
-        if all(p.verdict is v for p in parts):
-            return ClaimVerdict(verdict=v, n=n, reason="; ".join(p.reason for p in parts if p.reason))
-    needs = [p.n_needed for p in parts if p.verdict is Verdict.INCONCLUSIVE and p.n_needed]
-    return ClaimVerdict(verdict=Verdict.INCONCLUSIVE, n=n, n_needed=min(needs) if needs else None)

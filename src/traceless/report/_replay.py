@@ -13,7 +13,17 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel
 
-from traceless.audit._metrics import CI, ClaimVerdict, bootstrap_ci, claim_verdict, combine_verdicts
+from traceless.metrics import (
+    CI,
+    MIN_UNITS,
+    ClaimVerdict,
+    bootstrap_ci,
+    claim_verdict,
+    construction_verdict,
+    count_verdict,
+    paired_ci,
+    pinned,
+)
 from traceless.report import REPORTS
 from traceless.studies import ResultRow, read_manifest, read_rows
 
@@ -291,12 +301,21 @@ def _findings(main: list[ResultRow], suites: list[str], any_leak: Callable[[dict
     """Paper 002's claims, one verdict each (``claim_verdict`` on a bootstrap interval over the
     (suite, episode) units), then our numbers."""
     L = ["### Findings (paper claim → verdict → our numbers)", "",
-         "REPRODUCED: the 95% bootstrap interval over (suite, episode) units lies in the paper's region; "
-         "CONTRADICTED: it excludes the paper's direction; INCONCLUSIVE: it admits both (with the n that would "
-         "decide); NOT TESTABLE: no data, one unit, or the claim's precondition failed. Paired claims compare "
-         "operators on the same episode.", ""]
-    for i, c in enumerate(replay_claims(main, suites, any_leak, sweep, seed), start=1):
+         "REPRODUCED: the 95% interval over (suite, episode) units lies in the paper's region; CONTRADICTED: it "
+         f"excludes the paper's direction — both only with at least {MIN_UNITS} units (`traceless.metrics."
+         "MIN_UNITS`); INCONCLUSIVE: fewer, or the interval admits both (with the n that decides it with 80% power "
+         "if the true value is the observed one); NOT TESTABLE: no data, or a ceiling/floor or failed precondition "
+         "(named). Paired claims compare operators on the same episode: leak differences by Newcombe's interval "
+         "for paired proportions, continuous ones by the percentile bootstrap; 'in every cell' claims by count.", ""]
+    claims = replay_claims(main, suites, any_leak, sweep, seed)
+    for i, c in enumerate([c for c in claims if not c.guarantee], start=1):
         L.append(f"{i}. {c.claim} — **{c.verdict.fmt()}**. {c.numbers}")
+    L += ["", "### Regression guarantees (hold by construction)", "",
+          "BY CONSTRUCTION: the check holds because of how the operator or the engine is built (greedy seeded "
+          "decoding, what was written where); a regression guarantee (one violation is CONTRADICTED: a bug), "
+          "never counted as a reproduction.", ""]
+    L += [f"- {c.claim} — **{c.verdict.fmt()}**. {c.numbers}" for c in claims if c.guarantee] or [
+        "_(none applies to this run)_"]
     return L + [""]
 
 
@@ -309,6 +328,8 @@ class ReplayClaim(BaseModel):
     """REPRODUCED / CONTRADICTED / INCONCLUSIVE / NOT TESTABLE, from ``claim_verdict``."""
     numbers: str
     """Our statistic with its interval and the supporting counts."""
+    guarantee: bool = False
+    """Holds by construction: a regression guarantee, rendered in its own section."""
 
 
 def _units(main: list[ResultRow], op: str, value: Callable[[dict[str, Any], str], float | None]
@@ -331,6 +352,13 @@ def _paired(main: list[ResultRow], a: str, b: str | None, value: Callable[[dict[
         return [ua[k] for k in sorted(ua)]
     ub = _units(main, b, value)
     return [combine(ua[k], ub[k]) for k in sorted(ua) if k in ub]
+
+
+def _pci(main: list[ResultRow], a: str, b: str, value: Callable[[dict[str, Any], str], float | None]) -> CI | None:
+    """Newcombe's interval of mean(a) − mean(b) over the binary per-unit outcomes."""
+    ua, ub = _units(main, a, value), _units(main, b, value)
+    keys = sorted(k for k in ua if k in ub)
+    return paired_ci([bool(ua[k]) for k in keys], [bool(ub[k]) for k in keys]) if keys else None
 
 
 def _ci(xs: list[float], rng: np.random.Generator) -> CI | None:
@@ -360,32 +388,54 @@ def replay_claims(main: list[ResultRow], suites: list[str], any_leak: Callable[[
     # than the target-excluded reference, else every operator is trivially "as leaky as B0"
     b0 = _paired(main, "B0", "B5", al)
     leaks = bool(b0) and float(np.mean(b0)) > 0
-    no_leak = f"B0 never leaks above the reference (any-leak B0 − B5 = {_f(_mean(b0))}): nothing to forget"
-    d10 = _ci(_paired(main, "B1", "B0", al), rng)
-    out.append(ReplayClaim(claim="Memory deletion leaves leakage unchanged (B1 = B0 in every cell)",
-                           verdict=claim_verdict(d10, ge=0, le=0, testable=leaks, why_not=no_leak),
-                           numbers=f"any-leak B1 − B0 = {_show(d10)}."))
+    no_leak = (f"any-leak B0 − B5 = {_f(_mean(b0))} (floor): nothing leaked under the control B0, so nothing "
+               "to forget")
+    mem = _units(main, "B0", lambda m, s: None if "copies_after" not in m else float(m["copies_after"].get("memory", 0)))
+    d10 = dict(zip(sorted(k for k in _units(main, "B1", al) if k in _units(main, "B0", al)),
+                   _paired(main, "B1", "B0", al), strict=True))
+    unwritten = [k for k in d10 if mem.get(k) == 0]
+    written = [k for k in d10 if k not in unwritten]
+    out.append(ReplayClaim(
+        claim="Memory deletion leaves leakage unchanged (B1 = B0 in every cell)",
+        verdict=count_verdict(sum(d10[k] != 0 for k in written), len(written)) if leaks else claim_verdict(
+            None, testable=False, why_not=no_leak),
+        numbers=f"B1 differs from B0 in {sum(d10[k] != 0 for k in written)} of {len(written)} units whose target was "
+                f"written to memory ({len(unwritten)} units without it are a guarantee below)."))
+    if unwritten:
+        out.append(ReplayClaim(
+            claim="B1 ≡ B0 where the target was never written to memory", guarantee=True,
+            verdict=construction_verdict(sum(d10[k] != 0 for k in unwritten), len(unwritten),
+                                         "B1 deletes memory records only, and none held the target"),
+            numbers=f"any-leak B1 ≠ B0 in {sum(d10[k] != 0 for k in unwritten)} of {len(unwritten)} such units "
+                    f"({', '.join(sorted({k[0] for k in unwritten}))})."))
     for op, claim in (("B2", "Forget-instructions collapse under elicitation (B2 leaks above the reference)"),
                       ("B3", "Source redaction leaks through derived artifacts (B3 leaks above the reference)"),
                       ("B8", "IFC-only leaks (B8 above the reference)")):
-        d = _ci(_paired(main, op, "B5", al), rng)
+        d = _pci(main, op, "B5", al)
         out.append(ReplayClaim(claim=claim, verdict=claim_verdict(d, gt=0, testable=leaks, why_not=no_leak),
                                numbers=f"any-leak {op} − B5 = {_show(d)}."))
     b0b = _paired(main, "B0", "B5", beh)
+    ref = _units(main, "B5", beh)
+    ceiling = pinned("acts-on-revoked B5 (reference)", min(ref.values()) if ref else None, "rise")
     for op in ("B3", "B0"):
         d = _ci(_paired(main, op, "B5", beh), rng)
         acts = op == "B0" or (bool(b0b) and float(np.mean(b0b)) > 0)
         out.append(ReplayClaim(
             claim=f"{op} still acts on a revoked preference without its string (residue above the reference)",
-            verdict=claim_verdict(d, gt=0, testable=d is not None and acts,
-                                  why_not="no preference episodes" if d is None else
-                                  "B0 shows no residue above the reference: nothing to forget"),
+            verdict=claim_verdict(d, gt=0, testable=d is not None and acts and ceiling is None,
+                                  why_not="no preference episodes" if d is None else ceiling or
+                                  "B0 shows no residue above the reference (floor): nothing to forget"),
             numbers=f"acts-on-revoked {op} − B5 = {_show(d)}."))
-    d7 = _ci(_paired(main, "B7", "B5", al), rng)
-    cad7 = _ci(_paired(main, "B7", None, lambda m, s: float(m["cad"])), rng)
-    out.append(ReplayClaim(claim="Selective replay matches the full reset (B7: any-leak and CAD as B5's)",
-                           verdict=combine_verdicts(claim_verdict(d7, ge=0, le=0), claim_verdict(cad7, ge=0, le=0)),
-                           numbers=f"any-leak B7 − B5 = {_show(d7)}; CAD(B7, B5) = {_show(cad7)}."))
+    d7 = _paired(main, "B7", "B5", al)
+    cad7 = _paired(main, "B7", None, lambda m, s: float(m["cad"]))
+    out.append(ReplayClaim(
+        claim="Selective replay matches the full reset (B7: any-leak and CAD as B5's)", guarantee=True,
+        verdict=construction_verdict(sum(x != 0 for x in d7) + sum(x != 0 for x in cad7), len(cad7),
+                                     "the main grid decodes greedily with matched seeds, so B7 replays exactly what "
+                                     "B5 recomputes" + ("; nothing leaked, so the any-leak half is 0 = 0" if not
+                                                        any(_paired(main, "B5", None, al)) else "")),
+        numbers=f"any-leak B7 ≠ B5 in {sum(x != 0 for x in d7)} of {len(d7)} units; CAD(B7, B5) > 0 in "
+                f"{sum(x != 0 for x in cad7)} of {len(cad7)}."))
     cad4 = _ci(_paired(main, "B4", None, lambda m, s: float(m["cad"])), rng)
     out.append(ReplayClaim(claim="Sanitize-no-replay over-deletes (B4 CAD > 0)", verdict=claim_verdict(cad4, gt=0),
                            numbers=f"CAD(B4, B5) = {_show(cad4)}."))
@@ -487,4 +537,44 @@ def _long_section(rows: list[ResultRow], out_dir: Path) -> list[str]:
     L += [f"Long episodes, all suites: B7 recomputes {t5 / t7:.1f}× fewer tokens than B5 (paper: {PAPER_LONG_RATIO}×), "
           f"wall time {float(np.mean([m['B5_seconds'] for m in allm])) / float(np.mean([m['B7_seconds'] for m in allm])):.1f}× "
           f"less; bound met {sum(bool(m['bound_met']) for m in allm)}/{len(allm)}.", ""]
+    v, text = long_ratio_verdict(allm)
+    L += [f"- B7 recomputes {PAPER_LONG_RATIO}× fewer tokens than B5 on long trajectories — **{v.fmt()}**. {text}",
+          f"- B7 runs exactly T−τ+1 replies (counted at the backend) and ends token-identical to B5 — "
+          f"**{_long_guarantee(allm).fmt()}**. bound met {sum(bool(m['bound_met']) for m in allm)}/{len(allm)}, "
+          f"B7 ≡ B5 {sum(bool(m['B7_equal_B5']) for m in allm)}/{len(allm)} (a regression guarantee, not a "
+          "reproduction).", ""]
     return L
+
+
+def structural_max(steps: list[float], taus: list[float]) -> float:
+    """The largest B5/B7 recomputation ratio episodes of these lengths and target steps allow
+    when every step costs the same: B5 recomputes T steps, B7 the T−τ+1 from the target on, so
+    Σ T / Σ (T−τ+1) over the episodes (T/(T−τ+1) for one)."""
+    return sum(steps) / sum(t - tau + 1 for t, tau in zip(steps, taus, strict=True))
+
+
+def long_ratio_verdict(ms: list[dict[str, Any]], seed: int = 0) -> tuple[ClaimVerdict, str]:
+    """The paper's 9.3× against the long episodes: the ratio of mean recomputed tokens with a
+    bootstrap interval over episodes, NOT TESTABLE when the structural maximum
+    (``structural_max``) of these episodes is below it (out of reach by design)."""
+    steps, taus = [float(m["steps"]) for m in ms], [float(m["tau"]) for m in ms]
+    top = structural_max(steps, taus)
+    pairs = np.array([[float(m["B5_tokens"]), float(m["B7_tokens"])] for m in ms])
+    ci = bootstrap_ci(pairs, lambda x: float(x[:, 0].sum() / x[:, 1].sum()), np.random.default_rng(seed),
+                      n_resamples=REPLAY_BOOTSTRAP)
+    reach = top >= PAPER_LONG_RATIO
+    why = (f"{PAPER_LONG_RATIO}× is out of reach by design: these episodes (T={_span(steps)}, τ={_span(taus)}) allow "
+           f"at most Σ T/Σ(T−τ+1) = {top:.1f}×; run T ≥ 32 with late targets (T/(T−τ+1) ≥ 10)")
+    text = (f"B5/B7 = {_show(ci)} over episodes; structural maximum T/(T−τ+1) of these episodes = {top:.1f}× "
+            "(equal cost per step).")
+    return claim_verdict(ci, ge=PAPER_LONG_RATIO, testable=reach, why_not=why), text
+
+
+def _span(xs: list[float]) -> str:
+    lo, hi = min(xs), max(xs)
+    return f"{lo:.0f}" if lo == hi else f"{lo:.0f}–{hi:.0f}"
+
+
+def _long_guarantee(ms: list[dict[str, Any]]) -> ClaimVerdict:
+    bad = sum(not m["bound_met"] for m in ms) + sum(not m["B7_equal_B5"] for m in ms)
+    return construction_verdict(bad, len(ms), "B7 replays from the target's step with greedy seeded decoding")
