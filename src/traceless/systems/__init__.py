@@ -39,6 +39,7 @@ from traceless.systems._erase_run import erase_system, plan_system_erasure, scan
 from traceless.systems._langgraph import LangGraphConfig, LangGraphSystem
 from traceless.systems._mem0 import Mem0Config, Mem0System
 from traceless.systems._native import NativeConfig, NativeSystem
+from traceless.systems._openai_agents import OpenAIAgentsConfig, OpenAIAgentsSystem
 
 __all__ = [
     "AgnoConfig",
@@ -66,6 +67,8 @@ __all__ = [
     "MissingPackageError",
     "NativeConfig",
     "NativeSystem",
+    "OpenAIAgentsConfig",
+    "OpenAIAgentsSystem",
     "SystemConfig",
     "SystemRuntime",
     "SystemStatus",
