@@ -37,6 +37,7 @@ from traceless.systems._erase import (
 )
 from traceless.systems._erase_run import erase_system, plan_system_erasure, scan_system
 from traceless.systems._langgraph import LangGraphConfig, LangGraphSystem
+from traceless.systems._llamaindex import LlamaIndexConfig, LlamaIndexSystem
 from traceless.systems._mem0 import Mem0Config, Mem0System
 from traceless.systems._native import NativeConfig, NativeSystem
 from traceless.systems._openai_agents import OpenAIAgentsConfig, OpenAIAgentsSystem
@@ -61,6 +62,8 @@ __all__ = [
     "DeletionTarget",
     "LangGraphConfig",
     "LangGraphSystem",
+    "LlamaIndexConfig",
+    "LlamaIndexSystem",
     "Mem0Config",
     "Mem0System",
     "MemorySystem",
