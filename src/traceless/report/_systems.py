@@ -26,17 +26,22 @@ def _load(results_dir: Path) -> dict[str, Any]:
     cells = read_rows(results_dir)
     t = audit_table(cells)
     return {"system": man.config["system"], "config": man.config, "model": cells[0].model,
-            "code_version": cells[0].code_version, **t.model_dump(include={"table", "copies", "files"})}
+            "code_version": cells[0].code_version, **t.model_dump(include={"table", "copies", "files", "bystanders"})}
+
 
 
 def _markdown(s: dict[str, Any]) -> str:
+    from traceless.audit import bystander_cell
+
     table, copies, files = s["table"], s["copies"], s["files"]
     phases = list(table)
     rates = [c for c in table[phases[0]] if c.startswith("AER")]
     frs = sorted({c for row in table.values() for c in row if c.startswith("FRS")})
     stores = list(copies[phases[0]])
     cfg = s["config"]
-    head = ["deletion", *(c.replace("_", " ") for c in [*rates, *frs]), *(f"{st} copies" for st in stores)]
+    bys = s.get("bystanders") or {}
+    head = ["deletion", *(c.replace("_", " ") for c in [*rates, *frs]), *(f"{st} copies" for st in stores),
+            *(["bystanders intact"] if bys else [])]
     lines = [
         f"# Memory audit: {s['system']}",
         "",
@@ -44,7 +49,9 @@ def _markdown(s: dict[str, Any]) -> str:
         f"system config `{json.dumps(cfg['system_config'], sort_keys=True)}`, code {s['code_version']}.",
         "",
         "AER: share of probes whose reply holds the user's canary; per store: copies of the canaries "
-        "it still holds after the deletion (summed over users).",
+        "it still holds after the deletion (summed over users)."
+        + (" Bystanders intact: every other user's canary kept its copies (after/before, summed over the "
+           "per-user deletions) and its retrieval; **NO** is over-deletion." if bys else ""),
         "",
         "| " + " | ".join(head) + " |",
         "|" + "---|" * len(head),
@@ -52,7 +59,8 @@ def _markdown(s: dict[str, Any]) -> str:
     for ph in phases:
         row = table[ph]
         cells = [f"{row[c]:.2f}" if c in row else "—" for c in [*rates, *frs]]
-        lines.append("| " + " | ".join([ph, *cells, *(str(copies[ph].get(st, 0)) for st in stores)]) + " |")
+        lines.append("| " + " | ".join([ph, *cells, *(str(copies[ph].get(st, 0)) for st in stores),
+                                         *([bystander_cell(bys.get(ph))] if bys else [])]) + " |")
     lines += ["", "## Files that still hold a canary (byte scan: UTF-8, UTF-16)", ""]
     for ph in phases:
         held = files.get(ph) or {}
