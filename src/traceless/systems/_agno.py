@@ -26,7 +26,6 @@ Agno's own deletions, then the rows they leave and rows quoting a literal, then 
 from __future__ import annotations
 
 import os
-import sqlite3
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -164,7 +163,7 @@ class AgnoSystem(MemorySystem):
         return notes
 
     def _sessions(self, owner: str) -> list[str]:
-        con = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True)
+        con = live.ro_connect(self.path)
         try:
             return [r[0] for r in con.execute("SELECT session_id FROM agno_sessions WHERE user_id = ? "
                                               "ORDER BY session_id", (owner,))]

@@ -26,7 +26,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import sqlite3
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -128,7 +127,7 @@ class OpenAIAgentsSystem(MemorySystem):
     def _user_sessions(self, owner: str) -> list[str]:
         if not self.path.exists():
             return []
-        con = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True)
+        con = live.ro_connect(self.path)
         try:
             sids = [r[0] for r in con.execute("SELECT session_id FROM agent_sessions ORDER BY session_id")]
         finally:

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import sqlite3
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +20,7 @@ from typing import Any
 from traceless.errors import ConfigError
 from traceless.systems._erase import ErasurePlan, PlannedAction, ScanHit, ScanReport, StoreOutcome
 
-__all__ = ["OwnerOf", "Row", "bystander_digests", "erase_residue", "live_db", "plan", "rows", "scan"]
+__all__ = ["OwnerOf", "Row", "bystander_digests", "erase_residue", "live_db", "plan", "ro_connect", "rows", "scan"]
 
 OwnerOf = Callable[[str, dict[str, Any]], str | None]
 """(table, row as column → value) → the user the row belongs to (None: no user)."""
@@ -52,8 +54,35 @@ def live_db(path: str | None, what: str) -> Path:
 
 def _connect(path: Path, read_only: bool) -> sqlite3.Connection:
     if read_only:
-        return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        return ro_connect(path)
     return sqlite3.connect(str(path))
+
+
+def ro_connect(path: Path) -> sqlite3.Connection:
+    """A connection that changes no byte of the instance. Even a ``mode=ro`` reader of a WAL
+    database creates its ``-wal`` and ``-shm`` files (measured on Agno's and the Agents SDK's
+    files), so: no ``-wal`` file (everything is in the main file) → ``immutable=1``; a ``-wal``
+    file (a writer has it open) → the reader opens a private copy of the file and its WAL."""
+    wal = path.with_name(path.name + "-wal")
+    if not wal.exists():
+        return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro&immutable=1", uri=True)
+    tmp = Path(tempfile.mkdtemp(prefix="traceless-ro-"))
+    shutil.copyfile(path, tmp / path.name)
+    shutil.copyfile(wal, tmp / wal.name)
+    con = sqlite3.connect(str(tmp / path.name), factory=_PrivateCopy)
+    con.tmp = tmp
+    return con
+
+
+class _PrivateCopy(sqlite3.Connection):
+    """A connection to a private copy, removed when the connection is closed."""
+
+    tmp: Path | None = None
+
+    def close(self) -> None:
+        super().close()
+        if self.tmp is not None:
+            shutil.rmtree(self.tmp, ignore_errors=True)
 
 
 def _pk(con: sqlite3.Connection, table: str) -> str | None:
