@@ -1,4 +1,5 @@
-"""Bystanders of a native deletion: did every *other* user's planted canary survive it?
+"""Bystanders of a native deletion: did every *other* user's planted canary survive it? And
+what traceless's own erasure reaches after it (``erasure_claims``).
 
 The engine deletes each user's canary in turn; around each of those deletions it counts the
 other users' canaries in every named store (``stores()``) and checks whether the system's own
@@ -9,14 +10,16 @@ phase's residue cell records it and the table shows it as a finding, as residue 
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
 
-from traceless.systems._base import MemorySystem
+from traceless.systems._base import MemorySystem, SystemConfig, SystemRuntime
 
-__all__ = ["BystanderCheck", "bystander_cell", "bystander_check"]
+__all__ = ["BystanderCheck", "bystander_cell", "bystander_check", "erasure_claims"]
 
 
 class BystanderCheck(BaseModel):
@@ -81,3 +84,41 @@ def bystander_cell(b: dict[str, Any] | None) -> str:
     hidden = b["retrieved_before"] - b["retrieved_after"]
     return f"**NO** ({b['copies_after']}/{b['copies_before']}" + (f"; {lost}" if lost else "") + (
         f"; {hidden} no longer retrieved" if hidden > 0 else "") + ")"
+
+
+def erasure_claims(name: str, phase_dir: Path, config: SystemConfig, runtime: SystemRuntime,
+                   targets: Sequence[tuple[str, str]]) -> dict[str, Any] | None:
+    """What traceless's own erasure (``erase_system``: plan, native deletions and their residue,
+    compaction, re-scan, bystander check) reaches on a phase's memory after its native deletion,
+    for every (owner, canary): per store the weakest claim level over the users, and whether
+    every receipt verified. None for a system whose adapter implements no erasure."""
+    from traceless.errors import NothingToEraseError
+    from traceless.systems import CLAIM_LEVELS, erase_system, open_system, scan_system, system_class
+
+    if system_class(name).execute_erasure is MemorySystem.execute_erasure:
+        return None
+    claims: dict[str, str] = {}
+
+    def weakest(store: str, level: str) -> None:
+        claims[store] = min(claims.get(store, level), level, key=CLAIM_LEVELS.index)  # type: ignore[arg-type]
+
+    passed = True
+    system = open_system(name, phase_dir, config, runtime)
+    try:
+        with tempfile.TemporaryDirectory(prefix="traceless-audit-erase-") as state:
+            for owner, canary in targets:
+                try:
+                    receipt = erase_system(system, owner, [canary], state_dir=Path(state), key=b"traceless-audit")
+                except NothingToEraseError:  # the native deletion left no record: the bytes decide
+                    rep = scan_system(system, owner, [canary])
+                    for store in rep.stores:
+                        weakest(store, "logical" if rep.files else "clear")
+                    passed = passed and not rep.files
+                    continue
+                for g in receipt.guarantee:
+                    store, _, level = g.partition("=")
+                    weakest(store, level)
+                passed = passed and receipt.verification.passed
+    finally:
+        system.close()
+    return {"claims": dict(sorted(claims.items())), "passed": passed}

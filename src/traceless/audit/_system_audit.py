@@ -47,7 +47,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from traceless import prompts
 from traceless._version import code_version
-from traceless.audit._bystanders import BystanderCheck, bystander_check
+from traceless.audit._bystanders import BystanderCheck, bystander_check, erasure_claims
 from traceless.audit._canary import inject_canary, make_canary
 from traceless.audit._probes import PROBE_LEVELS, Probe, extracted, probes
 from traceless.audit._synthetic import synthetic_users
@@ -533,11 +533,16 @@ def _run_phase(config: SystemAuditConfig, runtime: SystemRuntime, sys_cfg: Syste
             views = ("agent",) if phase == "before" else ph.system.probe_views()
             jobs += [(p, *job) for job in probe_contexts(ph.system, p.owner, probe_list, views)]
         rows = _generate(config, runtime, phase, jobs, canaries, progress, len(probe_list))
+    erasure = None
+    if phase != "before":
+        with _OPEN_LOCK:
+            erasure = erasure_claims(config.system, phase_dir, sys_cfg, runtime, [(p.owner, p.canary) for p in planted])
     red = _redactor(canaries, config.reveal)
     residue = _cells(config, runtime.model.describe())(
         residue_key(phase), phase, {"kind": "residue", "mode": phase},
         metrics={"copies": ph.copies, "files": ph.files, "phase_index": index, "views": list(ph.system.views),
-                 **({} if phase == "before" else {"bystanders": check.metrics()})},
+                 **({} if phase == "before" else {"bystanders": check.metrics()}),
+                 **({} if erasure is None else {"erasure": erasure})},
         extra={"notes": json.loads(red(json.dumps(ph.notes, default=str)))})
     store.add_many([*rows, residue])
 

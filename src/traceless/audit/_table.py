@@ -92,6 +92,9 @@ class AuditTable(BaseModel):
     bystanders: dict[str, dict[str, Any]] = {}
     """deletion → whether the other users' canaries survived it (the residue cell's
     ``bystanders``; absent in audits made before it was recorded)."""
+    erasure: dict[str, dict[str, Any]] = {}
+    """deletion → what traceless's own erasure reached after it (``claims`` per store, ``passed``);
+    only for systems whose adapter implements the erasure."""
     probes: list[AuditRow]
     """The probe rows, in phase order, each phase's in the engine's request order."""
 
@@ -131,4 +134,5 @@ def audit_table(cells: Sequence[ResultRow]) -> AuditTable:
     return AuditTable(table=table, copies={r.group: r.metrics["copies"] for r in residue},
                       files={r.group: r.metrics["files"] for r in residue},
                       bystanders={r.group: r.metrics["bystanders"] for r in residue if "bystanders" in r.metrics},
+                      erasure={r.group: r.metrics["erasure"] for r in residue if "erasure" in r.metrics},
                       probes=probe_rows)

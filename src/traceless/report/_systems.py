@@ -26,7 +26,8 @@ def _load(results_dir: Path) -> dict[str, Any]:
     cells = read_rows(results_dir)
     t = audit_table(cells)
     return {"system": man.config["system"], "config": man.config, "model": cells[0].model,
-            "code_version": cells[0].code_version, **t.model_dump(include={"table", "copies", "files", "bystanders"})}
+            "code_version": cells[0].code_version, **t.model_dump(include={"table", "copies", "files", "bystanders",
+                                                                             "erasure"})}
 
 
 
@@ -66,7 +67,38 @@ def _markdown(s: dict[str, Any]) -> str:
         held = files.get(ph) or {}
         lines.append(f"- **{ph}**: " + (", ".join(f"`{f}` ({n})" for f, n in held.items()) if held else "none"))
     lines += ["", "![copies per store after each deletion](heatmap.png)", ""]
+    if bys:
+        lines += _scorecard(s)
     return "\n".join(lines)
+
+
+SCORECARD_HEAD = ["system", "native deletion", "AER max after", "copies left per store", "canary bytes in files",
+                  "bystanders intact", "traceless erasure reaches"]
+
+
+def _erasure_cell(e: dict[str, Any] | None) -> str:
+    if e is None:
+        return "— (adapter has no erasure)"
+    from traceless.systems import CLAIM_LEVELS
+
+    level = min(e["claims"].values(), key=CLAIM_LEVELS.index) if e["claims"] else "none"
+    return f"{level} in every store" + ("" if e["passed"] else " (**not verified**)")
+
+
+def _scorecard(s: dict[str, Any]) -> list[str]:
+    """One row per native deletion: the cross-system scorecard's rows (docs/scorecard.md
+    joins every system's)."""
+    from traceless.audit import bystander_cell
+
+    lines = ["## Erasure scorecard", "", "| " + " | ".join(SCORECARD_HEAD) + " |", "|" + "---|" * len(SCORECARD_HEAD)]
+    for ph in list(s["table"])[1:]:
+        left = ", ".join(f"{st} {n}" for st, n in s["copies"][ph].items() if n) or "none"
+        held = s["files"].get(ph) or {}
+        files = (f"{sum(held.values())} (" + ", ".join(f"`{f}`" for f in held) + ")") if held else "0"
+        lines.append("| " + " | ".join([s["system"], f"`{ph}`", f"{s['table'][ph]['AER_max']:.2f}", left, files,
+                                         bystander_cell(s["bystanders"].get(ph)),
+                                         _erasure_cell(s["erasure"].get(ph))]) + " |")
+    return [*lines, ""]
 
 
 def _heatmap(s: dict[str, Any], path: Path) -> None:
