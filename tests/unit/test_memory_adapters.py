@@ -163,3 +163,26 @@ def test_scan_of_an_instance_a_writer_has_open_reads_its_wal_and_changes_nothing
         assert hashlib.sha256(wal.read_bytes()).hexdigest() == log
     finally:
         writer.close()
+
+
+def test_audit_rows_say_what_tracelesss_erasure_reaches_after_each_native_deletion(tmp_path: Path) -> None:
+    """The residue cell of a deletion phase of a system with an erasure records, per store, the
+    claim traceless's own erasure reached on that phase's memory (here every store ``clear``:
+    Agno's deletions, then the runs they leave, then VACUUM); the report's scorecard shows it."""
+    pytest.importorskip("agno")
+    from traceless.audit import run_system_audit
+    from traceless.report import render_report
+
+    cfg = SystemAuditConfig(system="agno", model="scripted", profiles=2, operations=("delete_user_memory", "clear_memory"))
+    res = run_system_audit(cfg, _runtime(), tmp_path / "a")
+    assert res.copies["delete_user_memory"]["agno_runs"] == 2  # what the native deletion left
+    for op in ("delete_user_memory", "clear_memory"):
+        assert res.erasure[op]["passed"] and set(res.erasure[op]["claims"].values()) == {"clear"}
+        assert set(res.erasure[op]["claims"]) == set(res.copies[op])
+    assert res.bystanders["delete_user_memory"]["intact"] and not res.bystanders["clear_memory"]["intact"]
+    md = render_report(tmp_path / "a").read_text()
+    rows = md.split("## Erasure scorecard")[1].strip().splitlines()
+    assert rows[2] == ("| agno | `delete_user_memory` | 0.00 | agno_runs 2 | 2 (`agno.db`) | "
+                       f"yes ({res.bystanders['delete_user_memory']['copies_after']}/"
+                       f"{res.bystanders['delete_user_memory']['copies_before']}) | clear in every store |")
+    assert rows[3].startswith("| agno | `clear_memory` |") and "**NO**" in rows[3]

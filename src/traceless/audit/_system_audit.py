@@ -155,6 +155,9 @@ class SystemAuditResult(BaseModel):
     bystanders: dict[str, dict[str, Any]] = Field(default_factory=dict)
     """deletion → the other users' canaries around each user's deletion (``BystanderCheck``:
     copies before/after, copies lost per store, retrieval before/after, ``intact``)."""
+    erasure: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """deletion → what traceless's own erasure reached after it (``claims`` per store, ``passed``);
+    only for systems whose adapter implements the erasure."""
     rows: int
     """Probe rows written."""
     seconds: float
@@ -669,7 +672,7 @@ def _collect(config: SystemAuditConfig, phases: list[str], out_dir: Path, store:
         raise StudyError(f"{out_dir}: the store holds phases {list(t.table)}, the audit ran {phases}")
     _atomic_write(out_dir / "results.jsonl", "".join(a.model_dump_json() + "\n" for a in t.probes))
     result = SystemAuditResult(system=config.system, table=t.table, copies=t.copies, files=t.files,
-                               bystanders=t.bystanders,
+                               bystanders=t.bystanders, erasure=t.erasure,
                                rows=len(t.probes), seconds=seconds, out_dir=str(out_dir))
     _atomic_write(out_dir / "summary.json", json.dumps(
         {"config": config.model_dump(mode="json"), "model": model, "code_version": code_version(),
