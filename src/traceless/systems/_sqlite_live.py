@@ -109,9 +109,14 @@ def rows(path: Path) -> dict[str, list[Row]]:
         con.close()
 
 
+def _forms(literal: str) -> list[str]:
+    """The literal and, for a non-ASCII one, its JSON-escaped form (Agno and the SDK store JSON)."""
+    escaped = json.dumps(literal)[1:-1]
+    return [literal] if escaped == literal else [literal, escaped]
+
+
 def _count(text: str, literals: Sequence[str]) -> int:
-    return sum(text.count(lit) + text.count(json.dumps(lit)[1:-1]) * (json.dumps(lit)[1:-1] != lit)
-               for lit in literals if lit)
+    return sum(text.count(f) for lit in literals if lit for f in _forms(lit))
 
 
 def scan(system: str, path: Path, owner_of: OwnerOf, user: str | None, literals: Sequence[str],
@@ -141,7 +146,8 @@ def _replace(v: Any, literals: Sequence[str]) -> Any:
     if not isinstance(v, str):
         return v
     for lit in literals:
-        v = v.replace(lit, ERASED).replace(json.dumps(lit)[1:-1], ERASED)
+        for f in _forms(lit) if lit else []:
+            v = v.replace(f, ERASED)
     return v
 
 
