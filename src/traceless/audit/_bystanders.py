@@ -100,7 +100,7 @@ def erasure_claims(name: str, phase_dir: Path, config: SystemConfig, runtime: Sy
     claims: dict[str, str] = {}
 
     def weakest(store: str, level: str) -> None:
-        claims[store] = min(claims.get(store, level), level, key=CLAIM_LEVELS.index)  # type: ignore[arg-type]
+        claims[store] = min(claims.get(store, level), level, key=CLAIM_LEVELS.index)
 
     passed = True
     system = open_system(name, phase_dir, config, runtime)
