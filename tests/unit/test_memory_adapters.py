@@ -173,9 +173,13 @@ def test_audit_rows_say_what_tracelesss_erasure_reaches_after_each_native_deleti
     from traceless.audit import run_system_audit
     from traceless.report import render_report
 
-    cfg = SystemAuditConfig(system="agno", model="scripted", profiles=2, operations=("delete_user_memory", "clear_memory"))
+    cfg = SystemAuditConfig(system="agno", model="scripted", profiles=2, operations=("delete_user_memory", "clear_memory"),
+                            keep_memory=True)
     res = run_system_audit(cfg, _runtime(), tmp_path / "a")
     assert res.copies["delete_user_memory"]["agno_runs"] == 2  # what the native deletion left
+    # the erasure ran on a copy: the kept memory is what the native deletion left
+    kept = (tmp_path / "a" / "work" / "delete_user_memory" / "agno.db").read_bytes()
+    assert kept.count(ME.canary.encode()) == 1
     for op in ("delete_user_memory", "clear_memory"):
         assert res.erasure[op]["passed"] and set(res.erasure[op]["claims"].values()) == {"clear"}
         assert set(res.erasure[op]["claims"]) == set(res.copies[op])

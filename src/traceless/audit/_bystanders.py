@@ -10,6 +10,7 @@ phase's residue cell records it and the table shows it as a finding, as residue 
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -91,34 +92,43 @@ def erasure_claims(name: str, phase_dir: Path, config: SystemConfig, runtime: Sy
     """What traceless's own erasure (``erase_system``: plan, native deletions and their residue,
     compaction, re-scan, bystander check) reaches on a phase's memory after its native deletion,
     for every (owner, canary): per store the weakest claim level over the users, and whether
-    every receipt verified. None for a system whose adapter implements no erasure."""
-    from traceless.errors import NothingToEraseError
-    from traceless.systems import CLAIM_LEVELS, erase_system, open_system, scan_system, system_class
+    every receipt verified. Runs on a copy (the phase's memory stays as the native deletion left
+    it, for ``--keep-memory``). None for a system whose adapter implements no erasure."""
+    from traceless.systems import open_system, system_class
 
     if system_class(name).execute_erasure is MemorySystem.execute_erasure:
         return None
+    with tempfile.TemporaryDirectory(prefix="traceless-audit-erase-") as tmp:
+        shutil.copytree(phase_dir, Path(tmp) / "memory")
+        system = open_system(name, Path(tmp) / "memory", config, runtime)
+        try:
+            claims, passed = _erase_each(system, targets, Path(tmp) / "state")
+        finally:
+            system.close()
+    return {"claims": dict(sorted(claims.items())), "passed": passed}
+
+
+def _erase_each(system: MemorySystem, targets: Sequence[tuple[str, str]], state: Path) -> tuple[dict[str, str], bool]:
+    from traceless.errors import NothingToEraseError
+    from traceless.systems import CLAIM_LEVELS, erase_system, scan_system
+
     claims: dict[str, str] = {}
 
     def weakest(store: str, level: str) -> None:
         claims[store] = min(claims.get(store, level), level, key=CLAIM_LEVELS.index)
 
     passed = True
-    system = open_system(name, phase_dir, config, runtime)
-    try:
-        with tempfile.TemporaryDirectory(prefix="traceless-audit-erase-") as state:
-            for owner, canary in targets:
-                try:
-                    receipt = erase_system(system, owner, [canary], state_dir=Path(state), key=b"traceless-audit")
-                except NothingToEraseError:  # the native deletion left no record: the bytes decide
-                    rep = scan_system(system, owner, [canary])
-                    for store in rep.stores:
-                        weakest(store, "logical" if rep.files else "clear")
-                    passed = passed and not rep.files
-                    continue
-                for g in receipt.guarantee:
-                    store, _, level = g.partition("=")
-                    weakest(store, level)
-                passed = passed and receipt.verification.passed
-    finally:
-        system.close()
-    return {"claims": dict(sorted(claims.items())), "passed": passed}
+    for owner, canary in targets:
+        try:
+            receipt = erase_system(system, owner, [canary], state_dir=state, key=b"traceless-audit")
+        except NothingToEraseError:  # the native deletion left no record: the bytes decide
+            rep = scan_system(system, owner, [canary])
+            for store in rep.stores:
+                weakest(store, "logical" if rep.files else "clear")
+            passed = passed and not rep.files
+            continue
+        for g in receipt.guarantee:
+            store, _, level = g.partition("=")
+            weakest(store, level)
+        passed = passed and receipt.verification.passed
+    return claims, passed
