@@ -113,7 +113,7 @@ def main() -> int:
     ap.add_argument("--memories", type=int, default=10_000)
     ap.add_argument("--canaries", type=int, default=10)
     ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--only", choices=["mem0", "langgraph"])
+    ap.add_argument("--only", choices=["mem0", "langgraph", "agno", "openai-agents"])
     a = ap.parse_args()
     if not 0 < a.canaries <= a.memories // TURNS:
         ap.error(f"--canaries must be between 1 and --memories/{TURNS}")
@@ -128,6 +128,12 @@ def main() -> int:
         sessions = _langgraph_sessions(a.memories, canaries)
         ok &= _bench("langgraph", {"summarize": False}, a.memories, canaries, a.reps,
                      lambda s: s.write(sessions), {"store_items": k, "checkpoints": 3 * k, "writes": k})
+    if a.only in ("agno", "openai-agents"):  # one at a time (not in the default run: building 10^4 is slow)
+        sessions = _langgraph_sessions(a.memories, canaries)
+        # agno: a carrier turn is one memory (text and input: 2 copies) and one run
+        expect = ({"agno_memories": 2 * k, "agno_runs": k, "agno_sessions": 0} if a.only == "agno"
+                  else {"agent_messages": k, "agent_sessions": 0})
+        ok &= _bench(a.only, {}, a.memories, canaries, a.reps, lambda s: s.write(sessions), expect)
     return 0 if ok else 1
 
 

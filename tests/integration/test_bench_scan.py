@@ -42,3 +42,13 @@ def test_the_scan_bench_fails_when_a_canary_is_not_where_it_should_be(capsys: py
                       {"store_items": 2})  # the canary is in one item, not two
     out = capsys.readouterr().out
     assert ok is False and "WRONG (found, expected): {'store_items': (1, 2)}" in out and out.rstrip().endswith("FAIL")
+
+
+@pytest.mark.parametrize("name, module, copies", [
+    ("agno", "agno", "{'agno_memories': 10, 'agno_runs': 5, 'agno_schema_versions': 0, 'agno_sessions': 0}"),
+    ("openai-agents", "agents", "{'agent_messages': 5, 'agent_sessions': 0}")])
+def test_the_scan_bench_finds_every_canary_in_the_sqlite_backed_adapters(name: str, module: str, copies: str) -> None:
+    pytest.importorskip(module)
+    p = _run("--only", name)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert f"{name}: 400 memories" in p.stdout and copies in p.stdout

@@ -61,3 +61,28 @@ def test_marker_errors_say_how_to_fix(tmp_path: Path) -> None:
     assert report_block(md, "T", 2) == ["1. first", "2. second"]
     with pytest.raises(ConfigError, match="no heading"):
         report_block(md, "V")
+
+
+def test_the_scorecard_joins_the_erasure_bundles_and_the_readme_links_it() -> None:
+    from traceless.report.docs import find_scorecards
+
+    cards = find_scorecards(ROOT / "docs" / "scorecard.md")
+    assert len(cards) == 1
+    start, end, bundles = cards[0]
+    assert len(bundles) >= 3 and all(b.parent == ROOT / "docs" / "results" and b.is_dir() for b in bundles)
+    lines = (ROOT / "docs" / "scorecard.md").read_text().split("\n")[start + 1:end]
+    assert lines[0].startswith("| system | native deletion | AER max after |")
+    systems = {ln.split(" | ")[0].strip("| ") for ln in lines[2:]}
+    assert {"agno", "openai-agents", "llamaindex"} <= systems
+    assert "(docs/scorecard.md)" in (ROOT / "README.md").read_text()
+
+
+def test_a_scorecard_edit_is_drift(tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "results").symlink_to(ROOT / "docs" / "results")
+    f = docs / "scorecard.md"
+    original = (ROOT / "docs" / "scorecard.md").read_text()
+    f.write_text(original.replace("| yes (", "| no (", 1))
+    assert main(["--check", str(f)]) == 1
+    assert main([str(f)]) == 0 and f.read_text() == original

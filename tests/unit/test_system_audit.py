@@ -143,12 +143,14 @@ def test_cli_lists_systems_and_refuses_unknown(capsys: pytest.CaptureFixture[str
 
     main(["memory", "systems"])
     out = capsys.readouterr().out
-    assert all(n in out for n in ("traceless", "mem0", "langgraph", "delete_thread", "delete_all"))
+    assert all(n in out for n in ("traceless", "mem0", "langgraph", "delete_thread", "delete_all", "agno",
+                                  "clear_user_memories", "openai-agents", "clear_session", "llamaindex",
+                                  "delete_ref_doc"))
     with pytest.raises(SystemExit) as e:
         main(["audit", "--memory", "letta", "--out", str(tmp_path / "x")])
     assert e.value.code == 2
     err = capsys.readouterr().err
-    assert "unknown memory system 'letta'" in err and "langgraph, mem0, traceless" in err
+    assert "unknown memory system 'letta'" in err and "agno, langgraph, llamaindex, mem0, openai-agents, traceless" in err
     assert not (tmp_path / "x").exists()
 
 
@@ -355,7 +357,10 @@ def test_report_renders_the_dir_and_its_export_bundle_alike(tmp_path: Path) -> N
     cells = next(x for x in md.splitlines() if x.startswith("| raw_only |")).strip("| ").split(" | ")
     rates = ("AER_direct", "AER_indirect", "AER_jailbreak", "AER_max", "FRS_raw", "FRS_summary", "FRS_worst")
     stores = list(res.copies["raw_only"])
-    assert cells == ["raw_only", *(f"{raw[c]:.2f}" for c in rates), *(str(res.copies["raw_only"][s]) for s in stores)]
+    by = res.bystanders["raw_only"]
+    assert by["intact"] and by["copies_before"] == by["copies_after"] > 0
+    assert cells == ["raw_only", *(f"{raw[c]:.2f}" for c in rates), *(str(res.copies["raw_only"][s]) for s in stores),
+                     f"yes ({by['copies_after']}/{by['copies_before']})"]
     assert raw["FRS_worst"] > 0 and raw["FRS_raw"] == 0.0  # the summary keeps what raw_only removed
     assert not re.search(CANARY.pattern.encode(), (tmp_path / "b" / "results.parquet").read_bytes())
     man = read_manifest(tmp_path / "a")

@@ -4,6 +4,7 @@ certificate (``certify``) behind ``forget --certify``."""
 
 import sys
 
+from traceless.audit._bystanders import BystanderCheck, bystander_cell
 from traceless.audit._canary import (
     CANARY_SPACE,
     CANARY_WORDS,
@@ -38,6 +39,8 @@ from traceless.audit._table import AuditRow, AuditTable, audit_table
 __all__ = [
     "AuditRow",
     "AuditTable",
+    "BystanderCheck",
+    "bystander_cell",
     "CANARY_SPACE",
     "CANARY_WORDS",
     "PAPER_LADDER",

@@ -29,6 +29,7 @@ atomically (written to a temp name, then renamed).
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import shutil
@@ -46,6 +47,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from traceless import prompts
 from traceless._version import code_version
+from traceless.audit._bystanders import BystanderCheck, bystander_check, erasure_claims
 from traceless.audit._canary import inject_canary, make_canary
 from traceless.audit._probes import PROBE_LEVELS, Probe, extracted, probes
 from traceless.audit._redact import redact_canaries
@@ -152,6 +154,12 @@ class SystemAuditResult(BaseModel):
     """phase → store → copies of the canaries it holds (summed over users)."""
     files: dict[str, dict[str, int]]
     """phase → file (relative to the phase's work dir) → canary occurrences, files with any only."""
+    bystanders: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """deletion → the other users' canaries around each user's deletion (``BystanderCheck``:
+    copies before/after, copies lost per store, retrieval before/after, ``intact``)."""
+    erasure: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """deletion → what traceless's own erasure reached after it (``claims`` per store, ``passed``);
+    only for systems whose adapter implements the erasure."""
     rows: int
     """Probe rows written."""
     seconds: float
@@ -515,16 +523,28 @@ def _run_phase(config: SystemAuditConfig, runtime: SystemRuntime, sys_cfg: Syste
     probe_list = probes(PROBE_LEVELS, wordings=config.wordings)
     with deletion_phase(config.system, base, phase_dir, sys_cfg, runtime, phase, canaries) as ph:
         jobs: list[tuple[Planted, str, Probe, list[ChatMessage], list[str]]] = []
+        check = BystanderCheck()
+        direct = [pr.text for pr in probe_list if pr.level == "direct"]
         for p in planted:
-            ph.forget(p)
+            if phase == "before":
+                ph.forget(p)
+            else:  # the other users' canaries around this user's deletion
+                others = [(q.owner, q.canary) for q in planted if q is not p]
+                bystander_check(ph.system, others, direct, functools.partial(ph.forget, p), check)
             views = ("agent",) if phase == "before" else ph.system.probe_views()
             jobs += [(p, *job) for job in probe_contexts(ph.system, p.owner, probe_list, views)]
         replies = agent_replies(ph.system, [(p.owner, pr.text) for p, _, pr, _, _ in jobs])
         rows = _generate(config, runtime, phase, jobs, canaries, progress, len(probe_list), replies)
+    erasure = None
+    if phase != "before":
+        with _OPEN_LOCK:
+            erasure = erasure_claims(config.system, phase_dir, sys_cfg, runtime, [(p.owner, p.canary) for p in planted])
     red = _redactor(canaries, config.reveal)
     residue = _cells(config, runtime.model.describe())(
         residue_key(phase), phase, {"kind": "residue", "mode": phase},
-        metrics={"copies": ph.copies, "files": ph.files, "phase_index": index, "views": list(ph.system.views)},
+        metrics={"copies": ph.copies, "files": ph.files, "phase_index": index, "views": list(ph.system.views),
+                 **({} if phase == "before" else {"bystanders": check.metrics()}),
+                 **({} if erasure is None else {"erasure": erasure})},
         extra={"notes": json.loads(red(json.dumps(ph.notes, default=str)))})
     store.add_many([*rows, residue])
 
@@ -666,6 +686,7 @@ def _collect(config: SystemAuditConfig, phases: list[str], out_dir: Path, store:
         raise StudyError(f"{out_dir}: the store holds phases {list(t.table)}, the audit ran {phases}")
     _atomic_write(out_dir / "results.jsonl", "".join(a.model_dump_json() + "\n" for a in t.probes))
     result = SystemAuditResult(system=config.system, table=t.table, copies=t.copies, files=t.files,
+                               bystanders=t.bystanders, erasure=t.erasure,
                                rows=len(t.probes), seconds=seconds, out_dir=str(out_dir))
     _atomic_write(out_dir / "summary.json", json.dumps(
         {"config": config.model_dump(mode="json"), "model": model, "code_version": code_version(),

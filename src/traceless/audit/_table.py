@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
@@ -89,6 +89,12 @@ class AuditTable(BaseModel):
     """phase → store → copies of the canaries it holds (summed over users)."""
     files: dict[str, dict[str, int]]
     """phase → file (relative to the phase's work dir) → canary occurrences, files with any only."""
+    bystanders: dict[str, dict[str, Any]] = {}
+    """deletion → whether the other users' canaries survived it (the residue cell's
+    ``bystanders``; absent in audits made before it was recorded)."""
+    erasure: dict[str, dict[str, Any]] = {}
+    """deletion → what traceless's own erasure reached after it (``claims`` per store, ``passed``);
+    only for systems whose adapter implements the erasure."""
     probes: list[AuditRow]
     """The probe rows, in phase order, each phase's in the engine's request order."""
 
@@ -126,4 +132,7 @@ def audit_table(cells: Sequence[ResultRow]) -> AuditTable:
             row["FRS_worst"] = frs_worst({v: row[f"FRS_{v}"] for v in tier_views})
         table[phase] = row
     return AuditTable(table=table, copies={r.group: r.metrics["copies"] for r in residue},
-                      files={r.group: r.metrics["files"] for r in residue}, probes=probe_rows)
+                      files={r.group: r.metrics["files"] for r in residue},
+                      bystanders={r.group: r.metrics["bystanders"] for r in residue if "bystanders" in r.metrics},
+                      erasure={r.group: r.metrics["erasure"] for r in residue if "erasure" in r.metrics},
+                      probes=probe_rows)

@@ -128,9 +128,16 @@ def print_result(result: SystemAuditResult, model: str) -> None:
         table.add_column(c.replace("_", " "), justify="right")
     for s in stores:
         table.add_column(f"{s} copies", justify="right")
+    from traceless.audit import bystander_cell
+
+    bys = result.bystanders
+    if bys:
+        table.add_column("bystanders intact", justify="right")
     for phase, row in result.table.items():
+        b = bys.get(phase)
+        cell = bystander_cell(b).replace("**NO**", "[red]NO[/red]")
         table.add_row(phase, *(f"{row[c]:.2f}" if c in row else "—" for c in [*rates, *frs]),
-                      *(str(result.copies[phase].get(s, 0)) for s in stores))
+                      *(str(result.copies[phase].get(s, 0)) for s in stores), *([cell] if bys else []))
     Console(width=max(180, Console().width)).print(table)
     for phase, files in result.files.items():
         if files:

@@ -26,17 +26,23 @@ def _load(results_dir: Path) -> dict[str, Any]:
     cells = read_rows(results_dir)
     t = audit_table(cells)
     return {"system": man.config["system"], "config": man.config, "model": cells[0].model,
-            "code_version": cells[0].code_version, **t.model_dump(include={"table", "copies", "files"})}
+            "code_version": cells[0].code_version, **t.model_dump(include={"table", "copies", "files", "bystanders",
+                                                                             "erasure"})}
+
 
 
 def _markdown(s: dict[str, Any]) -> str:
+    from traceless.audit import bystander_cell
+
     table, copies, files = s["table"], s["copies"], s["files"]
     phases = list(table)
     rates = [c for c in table[phases[0]] if c.startswith("AER")]
     frs = sorted({c for row in table.values() for c in row if c.startswith("FRS")})
     stores = list(copies[phases[0]])
     cfg = s["config"]
-    head = ["deletion", *(c.replace("_", " ") for c in [*rates, *frs]), *(f"{st} copies" for st in stores)]
+    bys = s.get("bystanders") or {}
+    head = ["deletion", *(c.replace("_", " ") for c in [*rates, *frs]), *(f"{st} copies" for st in stores),
+            *(["bystanders intact"] if bys else [])]
     lines = [
         f"# Memory audit: {s['system']}",
         "",
@@ -44,7 +50,9 @@ def _markdown(s: dict[str, Any]) -> str:
         f"system config `{json.dumps(cfg['system_config'], sort_keys=True)}`, code {s['code_version']}.",
         "",
         "AER: share of probes whose reply holds the user's canary; per store: copies of the canaries "
-        "it still holds after the deletion (summed over users).",
+        "it still holds after the deletion (summed over users)."
+        + (" Bystanders intact: every other user's canary kept its copies (after/before, summed over the "
+           "per-user deletions) and its retrieval; **NO** is over-deletion." if bys else ""),
         "",
         "| " + " | ".join(head) + " |",
         "|" + "---|" * len(head),
@@ -52,13 +60,45 @@ def _markdown(s: dict[str, Any]) -> str:
     for ph in phases:
         row = table[ph]
         cells = [f"{row[c]:.2f}" if c in row else "—" for c in [*rates, *frs]]
-        lines.append("| " + " | ".join([ph, *cells, *(str(copies[ph].get(st, 0)) for st in stores)]) + " |")
+        lines.append("| " + " | ".join([ph, *cells, *(str(copies[ph].get(st, 0)) for st in stores),
+                                         *([bystander_cell(bys.get(ph))] if bys else [])]) + " |")
     lines += ["", "## Files that still hold a canary (byte scan: UTF-8, UTF-16)", ""]
     for ph in phases:
         held = files.get(ph) or {}
         lines.append(f"- **{ph}**: " + (", ".join(f"`{f}` ({n})" for f, n in held.items()) if held else "none"))
     lines += ["", "![copies per store after each deletion](heatmap.png)", ""]
+    if bys:
+        lines += _scorecard(s)
     return "\n".join(lines)
+
+
+SCORECARD_HEAD = ["system", "native deletion", "AER max after", "copies left per store", "canary bytes in files",
+                  "bystanders intact", "traceless erasure reaches"]
+
+
+def _erasure_cell(e: dict[str, Any] | None) -> str:
+    if e is None:
+        return "— (adapter has no erasure)"
+    from traceless.systems import CLAIM_LEVELS
+
+    level = min(e["claims"].values(), key=CLAIM_LEVELS.index) if e["claims"] else "none"
+    return f"{level} in every store" + ("" if e["passed"] else " (**not verified**)")
+
+
+def _scorecard(s: dict[str, Any]) -> list[str]:
+    """One row per native deletion: the cross-system scorecard's rows (docs/scorecard.md
+    joins every system's)."""
+    from traceless.audit import bystander_cell
+
+    lines = ["## Erasure scorecard", "", "| " + " | ".join(SCORECARD_HEAD) + " |", "|" + "---|" * len(SCORECARD_HEAD)]
+    for ph in list(s["table"])[1:]:
+        left = ", ".join(f"{st} {n}" for st, n in s["copies"][ph].items() if n) or "none"
+        held = s["files"].get(ph) or {}
+        files = (f"{sum(held.values())} (" + ", ".join(f"`{f}`" for f in held) + ")") if held else "0"
+        lines.append("| " + " | ".join([s["system"], f"`{ph}`", f"{s['table'][ph]['AER_max']:.2f}", left, files,
+                                         bystander_cell(s["bystanders"].get(ph)),
+                                         _erasure_cell(s["erasure"].get(ph))]) + " |")
+    return [*lines, ""]
 
 
 def _heatmap(s: dict[str, Any], path: Path) -> None:

@@ -11,6 +11,13 @@ report that ``traceless report BUNDLE`` writes: the N-th table or list (a run of
 starting with ``|``, ``- `` or ``1. ``) under the report heading with exactly that text. The block is
 copied, never recomputed, so the docs show what the report shows.
 
+A scorecard joins the rows of several bundles' ``Erasure scorecard`` tables under one header
+(the memory-audit report's; docs/scorecard.md)::
+
+    <!-- traceless:scorecard results/audit-agno-qwen results/audit-openai-agents-qwen -->
+    | system | native deletion | … |
+    <!-- /traceless:scorecard -->
+
 ``python -m traceless.report.docs docs README.md`` rewrites every marked block;
 ``--check`` rewrites nothing and exits 1 naming each block that differs (the unit test runs it).
 """
@@ -27,11 +34,14 @@ from pathlib import Path
 
 from traceless.errors import ConfigError
 
-__all__ = ["Marker", "find_markers", "report_block", "regenerate", "main"]
+__all__ = ["Marker", "find_markers", "find_scorecards", "report_block", "regenerate", "main"]
 
 _OPEN = re.compile(r"^<!-- traceless:table (?P<args>.+?) -->$")
 _CLOSE = "<!-- /traceless:table -->"
 _BLOCK_START = re.compile(r"^(\||- |\d+\. )")
+_SC_OPEN = re.compile(r"^<!-- traceless:scorecard (?P<args>.+?) -->$")
+_SC_CLOSE = "<!-- /traceless:scorecard -->"
+SCORECARD_SECTION = "Erasure scorecard"
 
 
 @dataclass(frozen=True)
@@ -72,6 +82,31 @@ def find_markers(path: Path) -> list[Marker]:
             i = end
         i += 1
     return out
+
+
+def find_scorecards(path: Path) -> list[tuple[int, int, list[Path]]]:
+    """The scorecard blocks of ``path``: (opening line, closing line, bundles)."""
+    lines = path.read_text(encoding="utf-8").split("\n")
+    out = []
+    for i, ln in enumerate(lines):
+        m = _SC_OPEN.match(ln.strip())
+        if m:
+            end = next((j for j in range(i + 1, len(lines)) if lines[j].strip() == _SC_CLOSE), None)
+            if end is None:
+                raise ConfigError(f"{path}:{i + 1}: no closing {_SC_CLOSE} for this marker; add one after the table")
+            out.append((i, end, [(path.parent / a).resolve() for a in shlex.split(m.group("args"))]))
+    return out
+
+
+def _scorecard(bundles: list[Path], cache: dict[Path, str], where: str) -> list[str]:
+    rows: list[str] = []
+    for b in bundles:
+        if not b.exists():
+            raise ConfigError(f"{where}: bundle {b} does not exist; export it with "
+                              "`traceless study export DIR --out BUNDLE`")
+        block = report_block(_render(b, cache), SCORECARD_SECTION)
+        rows += block if not rows else block[2:]
+    return rows
 
 
 def report_block(report_md: str, section: str, index: int = 1) -> list[str]:
@@ -119,14 +154,20 @@ def regenerate(paths: list[Path], *, write: bool) -> list[str]:
     for f in files:
         lines = f.read_text(encoding="utf-8").split("\n")
         changed = False
-        for mk in reversed(find_markers(f)):  # bottom-up: earlier line numbers stay valid
+        blocks: list[tuple[int, int, list[str], str]] = []
+        for mk in find_markers(f):
             if not mk.bundle.exists():
                 raise ConfigError(f"{f}:{mk.start + 1}: bundle {mk.bundle} does not exist; export it with "
                                   "`traceless study export DIR --out BUNDLE`")
-            block = report_block(_render(mk.bundle, cache), mk.section, mk.index)
-            if lines[mk.start + 1:mk.end] != block:
-                drift.append(f"{f}:{mk.start + 1}: {mk.bundle.name} / {mk.section!r} #{mk.index} differs")
-                lines[mk.start + 1:mk.end] = block
+            blocks.append((mk.start, mk.end, report_block(_render(mk.bundle, cache), mk.section, mk.index),
+                           f"{mk.bundle.name} / {mk.section!r} #{mk.index}"))
+        for start, end, bundles in find_scorecards(f):
+            blocks.append((start, end, _scorecard(bundles, cache, f"{f}:{start + 1}"),
+                           f"scorecard of {len(bundles)} bundle(s)"))
+        for start, end, block, label in sorted(blocks, reverse=True):  # bottom-up: line numbers stay valid
+            if lines[start + 1:end] != block:
+                drift.append(f"{f}:{start + 1}: {label} differs")
+                lines[start + 1:end] = block
                 changed = True
         if changed and write:
             f.write_text("\n".join(lines), encoding="utf-8")

@@ -1,12 +1,13 @@
 """Memory systems the audit can measure: the ``MemorySystem`` plug-in interface, its
 registry ``MEMORY_SYSTEMS`` and the built-in adapters (``traceless``, ``mem0``,
-``langgraph``). Adapters of other packages register through the entry-point group
+``langgraph``, ``agno``, ``openai-agents``, ``llamaindex``). Adapters of other packages register through the entry-point group
 ``traceless.memory_systems``; see docs/memory-systems.md.
 
-The mem0 and LangGraph adapters import their packages only when opened, so listing the
+The third-party adapters import their packages only when opened, so listing the
 systems works without them.
 """
 
+from traceless.systems._agno import AgnoConfig, AgnoSystem
 from traceless.systems._base import (
     ENTRY_POINT_GROUP,
     MEMORY_SYSTEMS,
@@ -37,10 +38,14 @@ from traceless.systems._erase import (
 )
 from traceless.systems._erase_run import erase_system, plan_system_erasure, scan_system
 from traceless.systems._langgraph import LangGraphConfig, LangGraphSystem
+from traceless.systems._llamaindex import LlamaIndexConfig, LlamaIndexSystem
 from traceless.systems._mem0 import Mem0Config, Mem0System
 from traceless.systems._native import NativeConfig, NativeSystem
+from traceless.systems._openai_agents import OpenAIAgentsConfig, OpenAIAgentsSystem
 
 __all__ = [
+    "AgnoConfig",
+    "AgnoSystem",
     "CLAIM_LEVELS",
     "ClaimLevel",
     "ErasurePlan",
@@ -58,6 +63,8 @@ __all__ = [
     "DeletionTarget",
     "LangGraphConfig",
     "LangGraphSystem",
+    "LlamaIndexConfig",
+    "LlamaIndexSystem",
     "Mem0Config",
     "Mem0System",
     "MemorySystem",
@@ -65,6 +72,8 @@ __all__ = [
     "PluginWarning",
     "NativeConfig",
     "NativeSystem",
+    "OpenAIAgentsConfig",
+    "OpenAIAgentsSystem",
     "SystemConfig",
     "SystemRuntime",
     "SystemStatus",

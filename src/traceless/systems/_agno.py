@@ -1,0 +1,209 @@
+"""The ``agno`` memory system: Agno's ``SqliteDb`` (user memories, sessions and their runs)
+on the real ``agno`` package, offline.
+
+* one SQLite file, ``agno.db`` in the work dir (tables ``agno_memories``, ``agno_sessions``,
+  ``agno_runs``, ``agno_schema_versions``), created by ``SqliteDb`` itself;
+* a session is stored as an agent stores it: one ``AgentSession`` (``session_id`` =
+  ``USER/SESSION``: Agno's session ids are global) and one run per user turn (the user message
+  and the assistant reply that followed, ``upsert_run``);
+* user memories: every user turn verbatim as one ``UserMemory`` (``MemoryManager.add_user_memory``;
+  the LLM-free analogue of mem0's ``infer=false``);
+* what the agent reads: every memory of the user (an ``Agent`` with memories in context puts
+  ``MemoryManager.get_user_memories(user_id)`` into its system message);
+* telemetry off (``AGNO_TELEMETRY=false`` before agno is imported).
+
+Native deletions: ``delete_user_memory`` (each memory of the user whose text holds the
+secret), ``clear_user_memories`` (``MemoryManager.clear_user_memories(user_id)``),
+``delete_session`` (``SqliteDb.delete_session`` of the session that carried it),
+``clear_user_memories+delete_sessions`` (both, every session of the user), and
+``clear_memory`` (the agent's ``clear_memory`` memory tool: ``db.clear_memories()``, which
+deletes every user's memories, agno #9983).
+
+A live instance (``db_file`` in the config) is scanned read-only (``mode=ro``) and erased:
+Agno's own deletions, then the rows they leave and rows quoting a literal, then ``VACUUM``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from traceless.errors import ConfigError
+from traceless.memory import Session
+from traceless.systems import _sqlite_live as live
+from traceless.systems._base import (
+    ContextItem,
+    DeletionTarget,
+    MemorySystem,
+    SystemConfig,
+    SystemRuntime,
+    memory_system,
+)
+from traceless.systems._erase import ErasurePlan, ScanReport, StoreOutcome
+
+__all__ = ["AgnoConfig", "AgnoSystem"]
+
+AGNO_VERSION = "3.1.10"
+DB_NAME = "agno.db"
+_DELETIONS = ("delete_user_memory", "clear_user_memories", "delete_session", "clear_user_memories+delete_sessions",
+              "clear_memory")
+
+
+class AgnoConfig(SystemConfig):
+    """Settings of the Agno adapter."""
+
+    db_file: str | None = None
+    """A live instance's SQLite file (``scan``/``forget --memory agno``); the audit uses its work dir."""
+
+
+def _import_agno() -> Any:
+    os.environ["AGNO_TELEMETRY"] = "false"  # read when an agent or team is built
+    import agno.db.sqlite as sqlite_db
+
+    return sqlite_db
+
+
+def _owner(table: str, row: dict[str, Any]) -> str | None:
+    user = row.get("user_id")
+    return user if isinstance(user, str) else None
+
+
+def _sid(owner: str, session_id: str) -> str:
+    return f"{owner}/{session_id}"
+
+
+@memory_system("agno", help="Agno SqliteDb: user memories + sessions/runs; deletions delete_user_memory/"
+                            "clear_user_memories/delete_session/clear_memory")
+class AgnoSystem(MemorySystem):
+    """Agno's ``SqliteDb`` and ``MemoryManager`` in ``work_dir`` (or on a live ``db_file``)."""
+
+    extra = "agno"
+    requires = ("agno", "agno.db.sqlite", "sqlalchemy")
+    config_class = AgnoConfig
+
+    def __init__(self, work_dir: Path, config: SystemConfig, runtime: SystemRuntime | None,
+                 *, db_path: Path | None = None, read_only: bool = False) -> None:
+        super().__init__(work_dir, config, runtime)  # type: ignore[arg-type]
+        assert isinstance(config, AgnoConfig)
+        self.path = db_path or work_dir / DB_NAME
+        self.read_only = read_only
+        self._db: Any = None
+        self._mm: Any = None
+        if not read_only:
+            _import_agno()
+
+    def _open(self) -> tuple[Any, Any]:
+        if self.read_only:
+            raise ConfigError("agno: this instance was attached read-only; attach it with read_only=False to change it")
+        if self._db is None:
+            from agno.memory import MemoryManager
+
+            self._db = _import_agno().SqliteDb(db_file=str(self.path))
+            self._mm = MemoryManager(db=self._db)
+        return self._db, self._mm
+
+    @classmethod
+    def deletions(cls, config: SystemConfig) -> tuple[str, ...]:
+        return _DELETIONS
+
+    def write(self, sessions: Sequence[Session]) -> None:
+        from agno.db.schemas import UserMemory
+        from agno.models.message import Message
+        from agno.run.agent import RunOutput
+        from agno.session import AgentSession
+
+        db, mm = self._open()
+        for s in sessions:
+            sid = _sid(s.user_id, s.session_id)
+            db.upsert_session(AgentSession(session_id=sid, agent_id="traceless", user_id=s.user_id))
+            run = 0
+            for i, t in enumerate(s.turns):
+                if t.role != "user":
+                    continue
+                msgs = [Message(role="user", content=t.content)]
+                nxt = s.turns[i + 1] if i + 1 < len(s.turns) else None
+                if nxt is not None and nxt.role == "assistant":
+                    msgs.append(Message(role="assistant", content=nxt.content))
+                out = RunOutput(run_id=f"{sid}/{run:03d}", agent_id="traceless", session_id=sid, user_id=s.user_id,
+                                content=msgs[-1].content if len(msgs) > 1 else None, messages=msgs)
+                db.upsert_run(out, session_id=sid, user_id=s.user_id, run_index=run)
+                mm.add_user_memory(UserMemory(memory=t.content, memory_id=f"{sid}/{i:03d}", input=t.content),
+                                   user_id=s.user_id)
+                run += 1
+
+    def context(self, owner: str, query: str, view: str = "agent") -> list[ContextItem]:
+        _, mm = self._open()
+        mems = sorted(mm.get_user_memories(user_id=owner) or [], key=lambda m: str(m.memory_id))
+        return [ContextItem(str(m.memory_id), str(m.memory)) for m in mems if str(m.memory).strip()]
+
+    def delete(self, operation: str, target: DeletionTarget) -> dict[str, Any]:
+        if operation not in _DELETIONS:
+            raise ConfigError(f"agno: unknown deletion {operation!r}; known: {', '.join(_DELETIONS)}")
+        db, mm = self._open()
+        notes: dict[str, Any] = {}
+        if operation == "delete_user_memory":
+            ids = [str(m.memory_id) for m in mm.get_user_memories(user_id=target.owner) or []
+                   if target.literal in str(m.memory)]
+            for i in ids:
+                mm.delete_user_memory(memory_id=i, user_id=target.owner)
+            notes["deleted_memories"] = ids
+        if operation.startswith("clear_user_memories"):
+            mm.clear_user_memories(user_id=target.owner)
+        if operation == "delete_session":
+            sid = _sid(target.owner, target.session_id)
+            notes["deleted_session"] = bool(db.delete_session(sid, user_id=target.owner))
+        if operation.endswith("delete_sessions"):
+            sids = self._sessions(target.owner)
+            db.delete_sessions(sids, user_id=target.owner)
+            notes["deleted_sessions"] = sids
+        if operation == "clear_memory":
+            db.clear_memories()
+        return notes
+
+    def _sessions(self, owner: str) -> list[str]:
+        con = live.ro_connect(self.path)
+        try:
+            return [r[0] for r in con.execute("SELECT session_id FROM agno_sessions WHERE user_id = ? "
+                                              "ORDER BY session_id", (owner,))]
+        finally:
+            con.close()
+
+    # ------------------------------------------------------------------ scanning
+    def stores(self) -> dict[str, Iterable[str]]:
+        if not self.path.exists():
+            return {}
+        return {t: [r.text() for r in rs] for t, rs in live.rows(self.path).items()}
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+    # ------------------------------------------------- live instances: scan and erase
+    @classmethod
+    def attach(cls, config: SystemConfig, runtime: SystemRuntime | None = None, *, read_only: bool) -> MemorySystem:
+        assert isinstance(config, AgnoConfig)
+        path = live.live_db(config.db_file, "agno")
+        return cls(path.parent, config, runtime, db_path=path, read_only=read_only)
+
+    def scan(self, user: str | None, literals: Sequence[str], *, reveal: bool = False) -> ScanReport:
+        return live.scan(self.name, self.path, _owner, user, literals, reveal)
+
+    def plan_erasure(self, user: str | None, literals: Sequence[str]) -> ErasurePlan:
+        return live.plan(self.name, self.path, _owner, user, literals)
+
+    def execute_erasure(self, plan: ErasurePlan, literals: Sequence[str]) -> list[StoreOutcome]:
+        db, mm = self._open()
+        if plan.user is not None:  # Agno's own deletions first, then what they leave
+            mm.clear_user_memories(user_id=plan.user)
+            db.delete_sessions(self._sessions(plan.user), user_id=plan.user)
+        self.close()
+        return live.erase_residue(self.path, _owner, plan.user, literals)
+
+    def bystander_digests(self, user: str | None) -> dict[str, tuple[int, str]]:
+        return live.bystander_digests(self.path, _owner, user)
+
+    def instance_files(self) -> list[Path]:
+        return sorted(p for p in self.path.parent.glob(self.path.name + "*") if p.is_file())

@@ -1,0 +1,190 @@
+"""Scan and erase of a live instance kept in one SQLite file (Agno's ``SqliteDb``, the OpenAI
+Agents SDK's ``SQLiteSession``): every table, read through a ``mode=ro`` URI, each row
+attributed to a user by the adapter's ``owner_of``. The adapters call their package's own
+deletions first and this module for what those leave (rows of the user still there, other
+rows quoting a literal), then ``VACUUM``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import sqlite3
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from traceless.errors import ConfigError
+from traceless.systems._erase import ErasurePlan, PlannedAction, ScanHit, ScanReport, StoreOutcome
+
+__all__ = ["OwnerOf", "Row", "bystander_digests", "erase_residue", "live_db", "plan", "ro_connect", "rows", "scan"]
+
+OwnerOf = Callable[[str, dict[str, Any]], str | None]
+"""(table, row as column → value) → the user the row belongs to (None: no user)."""
+
+ERASED = "[erased]"
+
+
+@dataclass(frozen=True)
+class Row:
+    """One row of one table."""
+
+    table: str
+    rowid: int
+    record_id: str
+    values: dict[str, Any]
+
+    def text(self) -> str:
+        return "\t".join("" if v is None else (v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v))
+                         for v in self.values.values())
+
+
+def live_db(path: str | None, what: str) -> Path:
+    """The live database file of a config, refused (before anything opens) when absent."""
+    if not path:
+        raise ConfigError(f"{what}: give the live instance's database file in the memory config (`db_file`)")
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"{what}: {p} does not exist; give the path of the instance's SQLite file")
+    return p
+
+
+def _connect(path: Path, read_only: bool) -> sqlite3.Connection:
+    if read_only:
+        return ro_connect(path)
+    return sqlite3.connect(str(path))
+
+
+def ro_connect(path: Path) -> sqlite3.Connection:
+    """A connection that changes no byte of the instance. Even a ``mode=ro`` reader of a WAL
+    database creates its ``-wal`` and ``-shm`` files (measured on Agno's and the Agents SDK's
+    files), so: no ``-wal`` file (everything is in the main file) → ``immutable=1``; a ``-wal``
+    file (a writer has it open) → the reader opens a private copy of the file and its WAL."""
+    wal = path.with_name(path.name + "-wal")
+    if not wal.exists():
+        return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro&immutable=1", uri=True)
+    tmp = Path(tempfile.mkdtemp(prefix="traceless-ro-"))
+    shutil.copyfile(path, tmp / path.name)
+    shutil.copyfile(wal, tmp / wal.name)
+    con = sqlite3.connect(str(tmp / path.name), factory=_PrivateCopy)
+    con.tmp = tmp
+    return con
+
+
+class _PrivateCopy(sqlite3.Connection):
+    """A connection to a private copy, removed when the connection is closed."""
+
+    tmp: Path | None = None
+
+    def close(self) -> None:
+        super().close()
+        if self.tmp is not None:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def _pk(con: sqlite3.Connection, table: str) -> str | None:
+    cols = [(r[1], r[5]) for r in con.execute(f'PRAGMA table_info("{table}")')]
+    keys = [c for c, pk in cols if pk]
+    return keys[0] if len(keys) == 1 else None
+
+
+def rows(path: Path) -> dict[str, list[Row]]:
+    """Every row of every table (read-only)."""
+    con = _connect(path, True)
+    try:
+        tables = [r[0] for r in con.execute(
+            "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%' ORDER BY name")]
+        out: dict[str, list[Row]] = {}
+        for t in tables:
+            cur = con.execute(f'SELECT rowid, * FROM "{t}"')  # noqa: S608 - names from sqlite_master
+            cols = [d[0] for d in cur.description][1:]
+            pk = _pk(con, t)
+            out[t] = [Row(t, int(r[0]), str(r[1 + cols.index(pk)]) if pk else str(r[0]),
+                          dict(zip(cols, r[1:], strict=True))) for r in cur.fetchall()]
+        return out
+    finally:
+        con.close()
+
+
+def _forms(literal: str) -> list[str]:
+    """The literal and, for a non-ASCII one, its JSON-escaped form (Agno and the SDK store JSON)."""
+    escaped = json.dumps(literal)[1:-1]
+    return [literal] if escaped == literal else [literal, escaped]
+
+
+def _count(text: str, literals: Sequence[str]) -> int:
+    return sum(text.count(f) for lit in literals if lit for f in _forms(lit))
+
+
+def scan(system: str, path: Path, owner_of: OwnerOf, user: str | None, literals: Sequence[str],
+         reveal: bool) -> ScanReport:
+    """The user's rows and every row holding a literal, per table."""
+    report = ScanReport(system=system, user=user, literals=len(literals))
+    for table, rs in rows(path).items():
+        report.stores[table] = len(rs)
+        for r in rs:
+            mine = user is not None and owner_of(table, r.values) == user
+            n = _count(r.text(), literals)
+            if mine or n:
+                report.hits.append(ScanHit(store=table, record_id=r.record_id, field="*", owner_match=mine,
+                                           literal_count=n, value=r.text() if reveal else None))
+    return report
+
+
+def plan(system: str, path: Path, owner_of: OwnerOf, user: str | None, literals: Sequence[str]) -> ErasurePlan:
+    """Remove the user's rows; rewrite other rows that quote a literal; VACUUM."""
+    rep = scan(system, path, owner_of, user, literals, reveal=False)
+    acts = [PlannedAction(store=h.store, record_id=h.record_id, action="remove" if h.owner_match else "rewrite",
+                          reason="owned by the user" if h.owner_match else "holds a literal") for h in rep.hits]
+    return ErasurePlan(system=system, user=user, actions=acts, compaction=[f"VACUUM {path.name}"] if acts else [])
+
+
+def _replace(v: Any, literals: Sequence[str]) -> Any:
+    if not isinstance(v, str):
+        return v
+    for lit in literals:
+        for f in _forms(lit) if lit else []:
+            v = v.replace(f, ERASED)
+    return v
+
+
+def erase_residue(path: Path, owner_of: OwnerOf, user: str | None, literals: Sequence[str]) -> list[StoreOutcome]:
+    """What the native deletions left: the user's rows deleted, other rows quoting a literal
+    rewritten, then ``VACUUM`` (the freed pages go; the WAL is checkpointed and truncated)."""
+    found = rows(path)
+    con = _connect(path, False)
+    out: list[StoreOutcome] = []
+    try:
+        for table, rs in found.items():
+            o = StoreOutcome(store=table, compacted=True)
+            for r in rs:
+                if user is not None and owner_of(table, r.values) == user:
+                    con.execute(f'DELETE FROM "{table}" WHERE rowid = ?', (r.rowid,))  # noqa: S608
+                    o.removed += 1
+                elif _count(r.text(), literals):
+                    new = {c: _replace(v, literals) for c, v in r.values.items()}
+                    sets = ", ".join(f'"{c}" = ?' for c in new)
+                    con.execute(f'UPDATE "{table}" SET {sets} WHERE rowid = ?', (*new.values(), r.rowid))  # noqa: S608
+                    o.rewritten += 1
+            out.append(o)
+        con.commit()
+        con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        con.execute("VACUUM")
+    finally:
+        con.close()
+    return out
+
+
+def bystander_digests(path: Path, owner_of: OwnerOf, user: str | None) -> dict[str, tuple[int, str]]:
+    """Per table: count and SHA-256 of the rows of every other user (and of no user)."""
+    out: dict[str, tuple[int, str]] = {}
+    for table, rs in rows(path).items():
+        other = sorted(r.text() for r in rs if user is None or owner_of(table, r.values) != user)
+        h = hashlib.sha256()
+        for t in other:
+            h.update(t.encode("utf-8") + b"\0")
+        out[table] = (len(other), h.hexdigest())
+    return out
