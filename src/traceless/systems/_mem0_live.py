@@ -103,8 +103,20 @@ def live_layout(vector_store: dict[str, Any] | None, history_db_path: str | None
 
 
 def _ro(path: Path) -> sqlite3.Connection:
-    """A read-only connection: ``mode=ro`` never writes, creates a journal or bumps an mtime."""
+    """A read-only connection: ``mode=ro`` never writes, creates a journal or bumps an mtime.
+    A hot journal (a write interrupted mid-transaction) needs a writer to roll it back:
+    refused here, never recovered read-write."""
+    hot = path.with_name(path.name + "-journal")
+    if hot.is_file() and hot.stat().st_size > 0:
+        raise ConfigError(f"{path} has a hot journal ({hot.name}: a write was interrupted); a read-only scan "
+                          "cannot roll it back: let the application (or `traceless forget --memory`) open it first")
     return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+
+
+def recover(path: Path) -> None:
+    """Roll back an interrupted transaction (a killed erasure): the first read of a writer does it."""
+    with closing(sqlite3.connect(path)) as con:
+        con.execute("SELECT count(*) FROM sqlite_master").fetchone()
 
 
 @dataclass
@@ -144,6 +156,11 @@ class Mem0Live:
     read_only: bool
     targets: set[tuple[str, str]] = field(default_factory=set)
     """Records the last plan targets: not bystanders (``bystander_digests``)."""
+
+    def __post_init__(self) -> None:
+        if not self.read_only:
+            for p in self.layout.sqlite_files():
+                recover(p)
 
     # ------------------------------------------------------------------ reading
     def _qdrant(self, store: str, collection: str) -> Iterator[Rec]:
