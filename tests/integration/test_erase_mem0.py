@@ -202,3 +202,62 @@ def test_audit_config_accepts_mem0_keys_and_overrides_only_paths(tmp_path: Path)
     assert any(o.startswith("history_db_path:") for o in overrides)
     assert load_system_config("mem0", {"infer": True}).infer is True  # the old flat keys still work
     assert not os.path.exists(tmp_path / "work")
+
+
+KILLS = 50
+
+
+@pytest.mark.slow
+def test_sigkill_at_any_moment_of_the_erasure_is_finished_by_the_rerun(
+        built: dict[str, tuple[Path, Path]], tmp_path: Path) -> None:
+    """≥ 50 real SIGKILLs of a process running ``forget --memory mem0 --user alice``, spread
+    over the whole erasure (from before the journal to after the receipt); after each, the
+    same erasure re-run completes with a passing receipt, the scan is clean and the other
+    users' records are intact."""
+    import random
+    import subprocess
+
+    from traceless.forget import load_receipt, verify_signature
+    from traceless.systems import load_system_config, system_class
+
+    src, cfg0 = built["qdrant"]
+    live = system_class("mem0").attach(load_system_config("mem0", cfg0), read_only=True)
+    bystanders = live.bystander_digests("alice")
+    worker = subprocess.Popen([sys.executable, str(Path(__file__).with_name("_erase_kill_worker.py"))],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=os.environ.copy())
+    assert worker.stdin is not None and worker.stdout is not None
+    assert worker.stdout.readline().strip() == "ready"
+
+    def trial(i: int, delay: float) -> tuple[str, str, float, Path]:
+        dst = tmp_path / f"t{i}"
+        cfg = _copy(built, "qdrant", dst)
+        receipt = tmp_path / f"t{i}.receipt.json"
+        worker.stdin.write(f"run {cfg} {tmp_path / f't{i}.state'} {receipt} {delay}\n")  # type: ignore[union-attr]
+        worker.stdin.flush()  # type: ignore[union-attr]
+        first, rerun, took = worker.stdout.readline().split()  # type: ignore[union-attr]
+        return first.removeprefix("first:"), rerun.removeprefix("rerun:"), float(took), cfg
+
+    try:
+        first, rerun, full, _ = trial(0, -1.0)  # uninterrupted: how long an erasure takes
+        assert (first, rerun) == ("exit:0", "7")
+        rng = random.Random(23)
+        delays = [full * 1.2 * k / KILLS for k in range(KILLS)]
+        rng.shuffle(delays)
+        killed = 0
+        for i, delay in enumerate(delays, start=1):
+            first, rerun, _, cfg = trial(i, delay)
+            killed += first == "killed"
+            assert rerun in ("0", "7"), (delay, first, rerun)
+            receipt = tmp_path / f"t{i}.receipt.json"
+            r = load_receipt(receipt)  # the re-run's (or, when the first run finished, the first's)
+            assert r.verification.passed and verify_signature(r)
+            assert not any((tmp_path / f"t{i}.state" / "erasures").glob("*.json"))  # no journal left
+            after = _scan(cfg, "alice", *_canaries("alice"))
+            assert after["hits"] == [] and after["files"] == []
+            again = system_class("mem0").attach(load_system_config("mem0", cfg), read_only=True)
+            assert again.bystander_digests("alice") == bystanders
+            shutil.rmtree(tmp_path / f"t{i}")
+        assert killed >= KILLS * 3 // 4  # the kills really interrupted erasures
+    finally:
+        worker.stdin.close()
+        worker.wait(timeout=30)

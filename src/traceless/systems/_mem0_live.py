@@ -106,11 +106,14 @@ def _ro(path: Path) -> sqlite3.Connection:
     """A read-only connection: ``mode=ro`` never writes, creates a journal or bumps an mtime.
     A hot journal (a write interrupted mid-transaction) needs a writer to roll it back:
     refused here, never recovered read-write."""
-    hot = path.with_name(path.name + "-journal")
-    if hot.is_file() and hot.stat().st_size > 0:
-        raise ConfigError(f"{path} has a hot journal ({hot.name}: a write was interrupted); a read-only scan "
-                          "cannot roll it back: let the application (or `traceless forget --memory`) open it first")
-    return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        con.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlite3.DatabaseError as e:
+        con.close()
+        raise ConfigError(f"{path} cannot be read read-only ({e}); if a write to it was interrupted, let the "
+                          "application (or `traceless forget --memory`) open it first") from None
+    return con
 
 
 def recover(path: Path) -> None:
