@@ -14,6 +14,7 @@ Forking from a warm process keeps a trial to a fraction of a second.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
@@ -52,10 +53,8 @@ def _fork(cfg: str, state: str, receipt: str, delay: float) -> tuple[str, float]
         _child(cfg, state, receipt)
     if delay >= 0:
         time.sleep(delay)
-        try:
+        with contextlib.suppress(ProcessLookupError):  # it may have finished already
             os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
     _, status = os.waitpid(pid, 0)
     took = time.monotonic() - t0
     if os.WIFSIGNALED(status):
