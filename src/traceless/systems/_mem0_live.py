@@ -29,6 +29,7 @@ import hashlib
 import json
 import pickle
 import sqlite3
+from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import closing
 from dataclasses import dataclass, field
@@ -130,13 +131,25 @@ class Rec:
     id: str
     owner: str | None
     texts: dict[str, str]
-    digest: str
+    raw: tuple[Any, ...]
+    """What the bystander digest covers (hashed only when asked: a scan never needs it)."""
     memory_id: str | None = None
     linked: tuple[str, ...] = ()
 
+    @property
+    def digest(self) -> str:
+        return _digest(*self.raw)
+
 
 def _digest(*parts: Any) -> str:
-    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
+    h = hashlib.sha256()
+    for p in parts:
+        if isinstance(p, list) and p and isinstance(p[0], float):
+            h.update(array("d", p).tobytes())  # a vector: its exact floats, without a JSON round trip
+        else:
+            h.update(json.dumps(p, sort_keys=True, default=str).encode())
+        h.update(b"\0")
+    return h.hexdigest()
 
 
 def _payload_texts(payload: dict[str, Any]) -> dict[str, str]:
@@ -180,7 +193,7 @@ class Mem0Live:
                 continue
             seen.add(pid)
             payload = dict(p.payload or {})
-            yield Rec(store, pid, payload.get("user_id"), _payload_texts(payload), _digest(pid, payload, p.vector),
+            yield Rec(store, pid, payload.get("user_id"), _payload_texts(payload), (pid, payload, p.vector),
                       linked=tuple(str(x) for x in payload.get("linked_memory_ids") or ()))
 
     def _chroma(self) -> Iterator[Rec]:
@@ -199,7 +212,7 @@ class Mem0Live:
                     if key is not None:
                         d[key] = next((v for v in (s, i, f, b) if v is not None), None)
                 for eid, d in meta.items():
-                    yield Rec(store, eid, d.get("user_id"), _payload_texts(d), _digest(eid, d),
+                    yield Rec(store, eid, d.get("user_id"), _payload_texts(d), (eid, d),
                               linked=tuple(json.loads(d["linked_memory_ids"])) if isinstance(
                                   d.get("linked_memory_ids"), str) and d["linked_memory_ids"].startswith("[") else ())
             topics = {f"persistent://default/default/{cols[n]}": n for n in
@@ -209,7 +222,7 @@ class Mem0Live:
                 if topic not in topics or op == _CHROMA_DELETE:
                     continue
                 d = json.loads(md) if md else {}
-                yield Rec("chroma_log", str(seq), d.get("user_id"), _payload_texts(d), _digest(seq, eid, d),
+                yield Rec("chroma_log", str(seq), d.get("user_id"), _payload_texts(d), (seq, eid, d),
                           memory_id=str(eid))
 
     def _history(self) -> Iterator[Rec]:
@@ -219,11 +232,11 @@ class Mem0Live:
                 for row in con.execute("SELECT id, memory_id, old_memory, new_memory, event, created_at, updated_at, "
                                        "is_deleted, actor_id, role FROM history"):
                     texts = {k: v for k, v in (("old_memory", row[2]), ("new_memory", row[3])) if v}
-                    yield Rec("history", str(row[0]), None, texts, _digest(*row), memory_id=str(row[1]))
+                    yield Rec("history", str(row[0]), None, texts, tuple(row), memory_id=str(row[1]))
             if "messages" in names:
                 for row in con.execute("SELECT id, session_scope, role, content, name, created_at FROM messages"):
                     yield Rec("messages", str(row[0]), _scope_user(str(row[1] or "")),
-                              {"content": str(row[3] or ""), "session_scope": str(row[1] or "")}, _digest(*row))
+                              {"content": str(row[3] or ""), "session_scope": str(row[1] or "")}, tuple(row))
 
     def records(self) -> list[Rec]:
         """Every record of every store; a history row inherits its memory's owner."""
@@ -309,8 +322,9 @@ class Mem0Live:
         ids: dict[str, set[str]] = {}
         for a in plan.actions:
             ids.setdefault(a.store, set()).add(a.record_id)
-        mem_ids = ids.get("vector_store", set()) | {r.memory_id or "" for r in self.records()
-                                                   if r.store == "chroma_log" and r.id in ids.get("chroma_log", set())}
+        mem_ids = set(ids.get("vector_store", set()))
+        if ids.get("chroma_log"):
+            mem_ids |= {r.memory_id or "" for r in self.records() if r.store == "chroma_log" and r.id in ids["chroma_log"]}
         removed = {s: len(v) for s, v in ids.items()}
         self._delete_history(ids, mem_ids)  # before mem0's own delete: the ids can no longer be found after it
         native(plan.user, sorted(ids.get("vector_store", set())), sorted(ids.get("entity_store", set())))
