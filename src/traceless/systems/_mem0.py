@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, model_validator
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
 from traceless.errors import ConfigError
 from traceless.memory import Session
@@ -99,6 +99,13 @@ class Mem0Config(SystemConfig):
         if twice:
             raise ValueError(f"{twice[0]!r} is given both flat and under 'traceless'; give it once")
         return rest | section
+
+    @model_serializer(mode="wrap")
+    def _drop_unset_mem0_keys(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """mem0 keys not given are left out, so an audit's identity (and its resume key) is
+        what it was before they existed."""
+        d: dict[str, Any] = handler(self)
+        return {k: v for k, v in d.items() if k not in MEM0_KEYS or v is not None}
 
     def mem0_keys(self) -> dict[str, Any]:
         """The keys given for mem0 itself (what ``Memory.from_config`` gets)."""
@@ -198,9 +205,14 @@ class Mem0System(MemorySystem):
     def deletions(cls, config: SystemConfig) -> tuple[str, ...]:
         return _DELETIONS
 
+    @classmethod
+    def audit_overrides(cls, config: SystemConfig) -> list[str]:
+        if not isinstance(config, Mem0Config):
+            return []
+        return audit_config(config, Path("WORK_DIR"), {}, "minilm")[1]
+
     def describe(self) -> dict[str, Any]:
         d = super().describe()
-        d["config"] = {k: v for k, v in d["config"].items() if k not in MEM0_KEYS or v is not None}
         if getattr(self, "overrides", None):
             d["overrides"] = list(self.overrides)
         return d
@@ -352,7 +364,7 @@ class Mem0System(MemorySystem):
         finally:
             mem.db.close()
             client = getattr(store, "client", None)
-            if live.layout.provider == "qdrant" and client is not None:
+            if callable(getattr(client, "close", None)):  # qdrant's lock file; chroma's in-process system
                 client.close()
 
 

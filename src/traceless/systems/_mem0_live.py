@@ -142,14 +142,24 @@ class Rec:
 
 
 def _digest(*parts: Any) -> str:
-    h = hashlib.sha256()
-    for p in parts:
-        if isinstance(p, list) and p and isinstance(p[0], float):
-            h.update(array("d", p).tobytes())  # a vector: its exact floats, without a JSON round trip
-        else:
-            h.update(json.dumps(p, sort_keys=True, default=str).encode())
-        h.update(b"\0")
+    vectors = [_vector_bytes(p) for p in parts]
+    rest = [None if v is not None else p for p, v in zip(parts, vectors, strict=True)]
+    h = hashlib.sha256(json.dumps(rest, sort_keys=True, default=str).encode())
+    for v in vectors:
+        h.update(b"\0" + (v or b""))
     return h.hexdigest()
+
+
+def _vector_bytes(v: Any) -> bytes | None:
+    """A vector's exact floats (named vectors: each, by name), without a JSON round trip."""
+    if isinstance(v, dict) and v and all(isinstance(x, list) for x in v.values()):
+        return b"".join(k.encode() + b"=" + (_vector_bytes(x) or b"") for k, x in sorted(v.items()))
+    if isinstance(v, list) and v and not isinstance(v[0], (dict, list, str)):
+        try:
+            return array("d", v).tobytes()
+        except TypeError:
+            return None
+    return None
 
 
 def _payload_texts(payload: dict[str, Any]) -> dict[str, str]:
@@ -172,6 +182,7 @@ class Mem0Live:
     read_only: bool
     targets: set[tuple[str, str]] = field(default_factory=set)
     """Records the last plan targets: not bystanders (``bystander_digests``)."""
+    _cache: tuple[tuple[tuple[str, int, int], ...], list[Rec]] | None = None
 
     def __post_init__(self) -> None:
         if not self.read_only:
@@ -239,7 +250,15 @@ class Mem0Live:
                               {"content": str(row[3] or ""), "session_scope": str(row[1] or "")}, tuple(row))
 
     def records(self) -> list[Rec]:
-        """Every record of every store; a history row inherits its memory's owner."""
+        """Every record of every store; a history row inherits its memory's owner. Read once
+        per state of the files (the plan and the bystander digests share one read)."""
+        stamp = tuple((str(p), st.st_mtime_ns, st.st_size) for p in self.layout.sqlite_files()
+                      if (st := p.stat()))
+        if self._cache is None or self._cache[0] != stamp:
+            self._cache = (stamp, self._read())
+        return self._cache[1]
+
+    def _read(self) -> list[Rec]:
         if self.layout.provider == "chroma":
             vec = list(self._chroma())
         else:
