@@ -363,9 +363,9 @@ class Mem0System(MemorySystem):
             _delete_entities(store, live.layout, entity_ids)
         finally:
             mem.db.close()
-            client = getattr(store, "client", None)
-            if callable(getattr(client, "close", None)):  # qdrant's lock file; chroma's in-process system
-                client.close()
+            close = getattr(getattr(store, "client", None), "close", None)
+            if callable(close):  # qdrant's lock file; chroma's in-process system
+                close()
 
 
 def _delete_entities(store: Any, layout: LiveLayout, ids: list[str]) -> None:
