@@ -252,6 +252,11 @@ class Mem0System(MemorySystem):
     # ------------------------------------------------------------------ scanning
     def _points(self) -> Iterable[str]:
         client = self.memory.vector_store.client
+        if not hasattr(client, "get_collections"):  # chroma: every collection's metadata, through its own API
+            for col in client.list_collections():
+                for md in col.get(include=["metadatas"])["metadatas"] or []:
+                    yield json.dumps(md, ensure_ascii=False)
+            return
         for col in client.get_collections().collections:
             offset = None
             while True:
