@@ -261,3 +261,26 @@ def test_sigkill_at_any_moment_of_the_erasure_is_finished_by_the_rerun(
     finally:
         worker.stdin.close()
         worker.wait(timeout=30)
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_audit_builds_a_fresh_instance_from_the_users_config(provider: str, tmp_path: Path) -> None:
+    """The audit's instance is the user's config with only paths and the collection moved into
+    the work dir: it writes and retrieves through mem0, and the user's paths are never created."""
+    from traceless.memory import Session, Turn
+    from traceless.models import HashingEmbedder, ScriptedBackend
+    from traceless.systems import SystemRuntime, load_system_config, open_system
+
+    prod = tmp_path / "prod"
+    cfg = load_system_config("mem0", mi.user_config(prod, provider))
+    rt = SystemRuntime(ScriptedBackend(lambda m, c: "unused"), HashingEmbedder(), "scripted")
+    s = open_system("mem0", tmp_path / "work", cfg, rt)
+    try:
+        s.write([Session(session_id="s1", user_id="u1", turns=[Turn(role="user", content="my pin is 4312")])])
+        assert [c.text for c in s.context("u1", "what is my pin?")] == ["my pin is 4312"]
+        assert {k: len(list(v)) for k, v in s.stores().items()} == {"vector_store": 1, "history": 1, "messages": 0}
+        assert any(o.startswith("vector_store.config.path:") for o in s.describe()["overrides"])
+    finally:
+        s.close()
+    assert not prod.exists()  # the user's paths were never touched
+    assert (tmp_path / "work" / provider).is_dir()
