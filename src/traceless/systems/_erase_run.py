@@ -6,7 +6,15 @@ Crash safety: before the first change a journal (``state_dir/erasures/<id>.json`
 atomically) records the plan's digest and the bystanders' digests *before*; a re-run of
 the same request finds it, recomputes the plan on what is left (adapters' execution is
 idempotent), finishes, verifies against the journalled bystanders and only then signs and
-removes the journal. The receipt is written after verification, never before.
+removes the journal. The receipt is written after verification, never before (with
+``receipt_out``: before the journal is removed, so a kill leaves the journal or the receipt).
+
+The journal keeps the whole plan: the re-run executes it merged with a plan of what is
+left, since what tied some records to the user may be gone (mem0's history rows belong to
+the user only through the memory ids ``delete_all`` removed). ``bystander_digests`` is
+called after ``plan_erasure``: records the plan targets (e.g. another user's record that
+holds a literal) are not bystanders. Without literals no file is byte-scanned, so no store
+is claimed ``clear`` and ``files_clean`` is not among the checks.
 """
 
 from __future__ import annotations
