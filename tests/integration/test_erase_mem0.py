@@ -210,8 +210,9 @@ KILLS = 50
 @pytest.mark.slow
 def test_sigkill_at_any_moment_of_the_erasure_is_finished_by_the_rerun(
         built: dict[str, tuple[Path, Path]], tmp_path: Path) -> None:
-    """≥ 50 real SIGKILLs of a process running ``forget --memory mem0 --user alice``, spread
-    over the whole erasure (from before the journal to after the receipt); after each, the
+    """50 real SIGKILLs of a process running ``forget --memory mem0 --user alice`` (trials
+    whose erasure finished before the kill do not count), at moments spread over the first
+    80 % of an uninterrupted erasure's time (runs vary with the machine's load); after each, the
     same erasure re-run completes with a passing receipt, the scan is clean and the other
     users' records are intact."""
     import random
@@ -238,13 +239,14 @@ def test_sigkill_at_any_moment_of_the_erasure_is_finished_by_the_rerun(
         return first.removeprefix("first:"), rerun.removeprefix("rerun:"), float(took), cfg
 
     try:
-        first, rerun, full, _ = trial(0, -1.0)  # uninterrupted: how long an erasure takes
-        assert (first, rerun) == ("exit:0", "7")
+        runs = [trial(i, -1.0) for i in (-2, -1)]  # uninterrupted: how long an erasure takes (warm)
+        assert all(r[:2] == ("exit:0", "7") for r in runs)
+        full = min(r[2] for r in runs)
         rng = random.Random(23)
-        delays = [full * 1.2 * k / KILLS for k in range(KILLS)]
-        rng.shuffle(delays)
-        killed = 0
-        for i, delay in enumerate(delays, start=1):
+        killed, i = 0, 0
+        while killed < KILLS and i < 3 * KILLS:  # every kill lands in a real erasure, at a moment spread over it
+            i += 1
+            delay = 0.8 * full * (killed + rng.random()) / KILLS  # runs vary with the load: stay inside one
             first, rerun, _, cfg = trial(i, delay)
             killed += first == "killed"
             assert rerun in ("0", "7"), (delay, first, rerun)
@@ -257,7 +259,7 @@ def test_sigkill_at_any_moment_of_the_erasure_is_finished_by_the_rerun(
             again = system_class("mem0").attach(load_system_config("mem0", cfg), read_only=True)
             assert again.bystander_digests("alice") == bystanders
             shutil.rmtree(tmp_path / f"t{i}")
-        assert killed >= KILLS * 3 // 4  # the kills really interrupted erasures
+        assert killed >= KILLS  # the kills really interrupted erasures
     finally:
         worker.stdin.close()
         worker.wait(timeout=30)
