@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from traceless._version import __version__, code_version
 
 if TYPE_CHECKING:
-    from traceless._api import Memory, audit, forget, verify
+    from traceless._api import Memory, audit, forget, scan, verify
     from traceless.audit import SystemAuditResult
     from traceless.forget import FORGET_MODES, ForgetTarget, Receipt
     from traceless.systems import MEMORY_SYSTEMS, MemorySystem, memory_system
@@ -37,11 +37,12 @@ __all__ = [
     "code_version",
     "forget",
     "memory_system",
+    "scan",
     "verify",
 ]
 
 _LAZY = {
-    "Memory": "traceless._api", "verify": "traceless._api",
+    "Memory": "traceless._api", "verify": "traceless._api", "scan": "traceless._api",
     "SystemAuditResult": "traceless.audit",
     "FORGET_MODES": "traceless.forget", "ForgetTarget": "traceless.forget", "Receipt": "traceless.forget",
     "MEMORY_SYSTEMS": "traceless.systems", "MemorySystem": "traceless.systems", "memory_system": "traceless.systems",

@@ -41,8 +41,9 @@ from traceless.models import Embedder, HashingEmbedder, ModelBackend
 
 if TYPE_CHECKING:  # the audit engine pulls in the studies (torch): imported when an audit or a certificate runs
     from traceless.audit import SystemAuditResult
+    from traceless.systems import ScanReport
 
-__all__ = ["Memory", "audit", "certify_receipt", "forget", "verify", "load_model", "load_embedder_named"]
+__all__ = ["Memory", "audit", "certify_receipt", "forget", "scan", "verify", "load_model", "load_embedder_named"]
 
 DEFAULT_MODEL = "qwen2.5-coder-0.5b-instruct"
 
@@ -146,13 +147,26 @@ class Memory:
         self.close()
 
 
-def forget(store: MemoryStore, target: ForgetTarget, mode: str, *, writer: MemoryWriter | None = None,
+def forget(store: MemoryStore | None = None, target: ForgetTarget | None = None, mode: str | None = None, *,
+           writer: MemoryWriter | None = None,
            gate: WriteGate | bool | None = True, strict: bool = False, certify: bool = False,
            model: str | ModelBackend | None = None, embedder: str | Embedder | None = None,
-           wordings: int = 1, max_new_tokens: int = 40) -> Receipt:
+           wordings: int = 1, max_new_tokens: int = 40, system: str | None = None,
+           config: str | Path | dict[str, Any] | None = None, user: str | None = None,
+           literals: Sequence[str] = (), receipt_path: str | Path | None = None) -> Receipt:
     """``traceless.forget.forget`` (same arguments, but the write gate is on by default, as on
     the command line; ``gate=False`` is recorded in the event log), and with ``certify`` the
-    behavioural certificate signed into the receipt (see ``certify_receipt``)."""
+    behavioural certificate signed into the receipt (see ``certify_receipt``).
+
+    ``forget(system="mem0", config=CFG, user="cust-4411")``: the complete erasure of a user
+    (and of every record holding one of ``literals``) from that system's live instance,
+    verified and signed (``traceless._erase_api.erase``)."""
+    if system is not None:
+        from traceless._erase_api import erase
+
+        return erase(system, config, user=user, literals=literals, receipt=receipt_path)
+    if store is None or target is None or mode is None:
+        raise ConfigError("forget needs (store, target, mode), or system=NAME, config=CFG, user=ID")
     if not certify:
         return _forget(store, target, mode, writer=writer, gate=gate, strict=strict)
     if target.kind != "literal":
@@ -168,6 +182,14 @@ def forget(store: MemoryStore, target: ForgetTarget, mode: str, *, writer: Memor
     finally:
         if be is not model:  # built here (e.g. a llama.cpp server started): stop it
             be.close()
+
+
+def scan(system: str, config: str | Path | dict[str, Any] | None, *, user: str | None = None,
+         literals: Sequence[str] = (), reveal: bool = False) -> ScanReport:
+    """Read-only discovery on a live instance (``traceless scan``): see ``traceless._erase_api.scan``."""
+    from traceless._erase_api import scan as _scan
+
+    return _scan(system, config, user=user, literals=literals, reveal=reveal)
 
 
 def certify_receipt(store: MemoryStore, receipt: Receipt, target: ForgetTarget, *,

@@ -30,6 +30,8 @@ COMMANDS: dict[str, tuple[str, str, str, str]] = {
     "memory": ("traceless.cli._memory", "memory_app", "group", "Inspect and fill a memory file."),
     "forget": ("traceless.cli._forget", "forget_app", "group",
                "Forget a record, literal, session or user with a named mode; list modes; verify receipts."),
+    "scan": ("traceless.cli._erase", "scan_cmd", "command",
+             "Read-only: where a user's data (or a literal) lives in a live memory system (mem0 …)."),
     "keys": ("traceless.cli._keys", "keys_app", "group",
              "The receipt-signing key: export its public half for verifiers."),
     "data": ("traceless.cli._data", "data_app", "group",

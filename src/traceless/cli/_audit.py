@@ -50,7 +50,9 @@ def audit_cmd(
         "traceless", "--memory", help="Memory system audited (see `traceless memory systems`): each of its native "
         "deletions on a copy, residue per store and file. Default: traceless's own store, every forget mode."),
     memory_config: Path | None = typer.Option(
-        None, "--memory-config", help="The memory system's settings (JSON or TOML; see docs/memory-systems.md)."),
+        None, "--memory-config", help="The memory system's settings (JSON or TOML; for mem0 also its own "
+        "Memory.from_config dict). The audit builds a FRESH instance from it in its work dir with synthetic canaries: "
+        "it never opens your data (it prints what it moved there; see docs/memory-systems.md)."),
     data: Path | None = typer.Option(
         None, "--data", help="Plant the canaries in these conversations (sessions JSONL) instead of synthetic users."),
     keep_memory: bool = typer.Option(

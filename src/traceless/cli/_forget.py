@@ -54,7 +54,8 @@ def run_forget(
     db: str = typer.Option(None, "--db", help="Memory file or postgresql:// URL."),
     mode: str = typer.Option(None, "--mode", help="Forget mode (see `traceless forget modes`)."),
     record: str = typer.Option(None, "--record", help="Raw record id (with --owner)."),
-    literal: str = typer.Option(None, "--literal", help="Exact text: every artifact containing it."),
+    literals: list[str] = typer.Option(None, "--literal", help="Exact text: every artifact containing it "
+                                       "(repeatable with --memory)."),
     session: str = typer.Option(None, "--session", help="Session id (with --owner)."),
     user: str = typer.Option(None, "--user", help="User id: everything they own (right to erasure)."),
     owner: str = typer.Option(None, "--owner", help="Owner in scope for --literal/--session/--record."),
@@ -76,6 +77,12 @@ def run_forget(
         "and count its copies per store; sign the result into the receipt (a behavioural certificate; "
         "--literal only; the agent's model is --model, default qwen2.5-coder-0.5b-instruct)."),
     probe_wordings: int = typer.Option(1, "--probe-wordings", min=1, help="Probe wordings per level (--certify)."),
+    memory: str = typer.Option(None, "--memory", help="Erase from this memory system's LIVE instance (e.g. mem0) "
+                               "instead of a traceless store: its own deletions plus the residue they leave, "
+                               "compaction, re-scan, bystander check, signed receipt (needs --memory-config, --user)."),
+    memory_config: Path = typer.Option(None, "--memory-config",
+                                       help="With --memory: the instance's own configuration (JSON or TOML)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="With --memory: print the plan; change nothing."),
 ) -> None:
     """Forget with MODE. Prints a receipt summary and writes the signed receipt file.
 
@@ -84,6 +91,14 @@ def run_forget(
     the mode passed but does not erase the target everywhere (12: ``erased: false``)."""
     if ctx.invoked_subcommand is not None:
         return
+    if memory is not None:
+        from traceless.cli._erase import forget_memory
+
+        return forget_memory(memory, memory_config, user, literals or [], dry_run=dry_run, receipt_out=receipt_out,
+                             as_json=as_json)
+    if len(literals or []) > 1:
+        raise ConfigError("give one --literal (several are accepted with --memory only)")
+    literal = literals[0] if literals else None
     if db is None or mode is None:
         typer.echo(ctx.get_help())
         raise typer.Exit(2)

@@ -87,6 +87,8 @@ def system_audit(*, memory: str, memory_config: Path | None, data: Path | None, 
         max_new_tokens=max_new_tokens, reveal=reveal, keep_memory=keep_memory)
     ctx = cls.context_tokens(load_system_config(memory, cfg.system_config))
     console = Console(stderr=True)
+    for o in cls.audit_overrides(load_system_config(memory, cfg.system_config)):
+        console.print(f"audit instance (a fresh one in the work dir, never yours): overrode {o}", markup=False)
     t0 = time.perf_counter()
     with console.status(f"loading {escape(cfg.model)} and the embedder ..."):
         be = CachingBackend(audit_model(model, ctx)[1])

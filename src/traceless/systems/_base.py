@@ -150,6 +150,12 @@ class MemorySystem(abc.ABC):
         """Names of the system's native deletion operations, in ladder order."""
 
     @classmethod
+    def audit_overrides(cls, config: SystemConfig) -> list[str]:
+        """What the audit changes of the user's configuration to build its fresh instance in
+        the work dir (``key: old -> new``); the CLI prints it. Default: nothing."""
+        return []
+
+    @classmethod
     def context_tokens(cls, config: SystemConfig) -> int:
         """Context window the system's own LLM prompts need from the model (0: the default
         suffices); ``llamacpp:`` models are started with at least this many tokens."""

@@ -6,7 +6,15 @@ Crash safety: before the first change a journal (``state_dir/erasures/<id>.json`
 atomically) records the plan's digest and the bystanders' digests *before*; a re-run of
 the same request finds it, recomputes the plan on what is left (adapters' execution is
 idempotent), finishes, verifies against the journalled bystanders and only then signs and
-removes the journal. The receipt is written after verification, never before.
+removes the journal. The receipt is written after verification, never before (with
+``receipt_out``: before the journal is removed, so a kill leaves the journal or the receipt).
+
+The journal keeps the whole plan: the re-run executes it merged with a plan of what is
+left, since what tied some records to the user may be gone (mem0's history rows belong to
+the user only through the memory ids ``delete_all`` removed). ``bystander_digests`` is
+called after ``plan_erasure``: records the plan targets (e.g. another user's record that
+holds a literal) are not bystanders. Without literals no file is byte-scanned, so no store
+is claimed ``clear`` and ``files_clean`` is not among the checks.
 """
 
 from __future__ import annotations
@@ -20,7 +28,16 @@ from pathlib import Path
 from typing import Any
 
 from traceless.errors import NothingToEraseError
-from traceless.forget import Receipt, TargetRef, TierReport, Verification, pseudonym, scan_files, sign
+from traceless.forget import (
+    Receipt,
+    TargetRef,
+    TierReport,
+    Verification,
+    pseudonym,
+    scan_files,
+    sign,
+    write_receipt,
+)
 from traceless.systems._base import MemorySystem
 from traceless.systems._erase import CLAIM_LEVELS, ClaimLevel, ErasurePlan, FileHit, ScanReport, StoreOutcome
 
@@ -70,35 +87,47 @@ def _write_json(path: Path, doc: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-def _claim(outcome: StoreOutcome, records_left: int, bytes_left: bool) -> ClaimLevel:
+def _claim(outcome: StoreOutcome, records_left: int, bytes_left: bool, scanned: bool) -> ClaimLevel:
     if records_left:
         return "none"
-    if bytes_left:
+    if bytes_left or not scanned:
         return "logical"
     return max(outcome.claim, "clear", key=CLAIM_LEVELS.index)
 
 
 def erase_system(system: MemorySystem, user: str | None, literals: Sequence[str], *, state_dir: Path,
-                 key: bytes) -> Receipt:
+                 key: bytes, receipt_out: Path | None = None) -> Receipt:
     """Erase ``user`` (and every record holding a literal) from the attached live instance,
-    verify, and sign. ``key`` is the receipts' pepper (``receipt_key()``)."""
+    verify, and sign. ``key`` is the receipts' pepper (``receipt_key()``). With ``receipt_out``
+    the signed receipt is written there before the journal is removed, so a kill at any
+    moment leaves either a journal (the re-run finishes) or the receipt."""
     journal_dir = state_dir / "erasures"
     journal_dir.mkdir(parents=True, exist_ok=True)
     journal = journal_dir / f"{_request_id(system, user, literals, key)}.json"
     t0 = time.monotonic()
     if journal.exists():
         doc = json.loads(journal.read_text(encoding="utf-8"))
-        plan = system.plan_erasure(user, literals)  # what is left of an interrupted run
+        # what is left of an interrupted run, plus what the journal planned: a record the
+        # first run removed may be what ties its residue to the user (mem0's history rows)
+        plan = _union(ErasurePlan.model_validate(doc["plan"]), system.plan_erasure(user, literals))
         before = {k: (int(v[0]), str(v[1])) for k, v in doc["bystanders"].items()}
     else:
         plan = plan_system_erasure(system, user, literals)
-        before = system.bystander_digests(user)
-        _write_json(journal, {"plan": plan.model_dump(mode="json") | {"actions": len(plan.actions)},
-                              "bystanders": before, "started": time.time()})
+        before = system.bystander_digests(user)  # after the plan: what it targets is no bystander
+        _write_json(journal, {"plan": plan.model_dump(mode="json"), "bystanders": before, "started": time.time()})
     outcomes = {o.store: o for o in system.execute_erasure(plan, literals)}
     receipt = _verify_and_sign(system, user, literals, plan, outcomes, before, key, time.monotonic() - t0)
+    if receipt_out is not None:
+        write_receipt(receipt, receipt_out)
     journal.unlink(missing_ok=True)
     return receipt
+
+
+def _union(first: ErasurePlan, now: ErasurePlan) -> ErasurePlan:
+    seen = {(a.store, a.record_id) for a in first.actions}
+    extra = [a for a in now.actions if (a.store, a.record_id) not in seen]
+    return first.model_copy(update={"actions": [*first.actions, *extra],
+                                    "compaction": list(dict.fromkeys([*first.compaction, *now.compaction]))})
 
 
 def _verify_and_sign(system: MemorySystem, user: str | None, literals: Sequence[str], plan: ErasurePlan,
@@ -114,14 +143,15 @@ def _verify_and_sign(system: MemorySystem, user: str | None, literals: Sequence[
     claims: dict[str, ClaimLevel] = {}
     for store in sorted(set(after_scan.stores) | set(outcomes)):
         o = outcomes.get(store, StoreOutcome(store=store))
-        claims[store] = _claim(o, left.get(store, 0), bytes_left)
+        claims[store] = _claim(o, left.get(store, 0), bytes_left, bool(literals))
         removed = [pseudonym(a.record_id, "r", key) for a in plan.actions if a.store == store and a.action == "remove"]
         rewritten = [pseudonym(a.record_id, "r", key) for a in plan.actions if a.store == store
                      and a.action == "rewrite"]
         tiers[store] = TierReport(removed=removed, rewritten=rewritten, left=after_scan.stores.get(store, 0),
                                   target_copies_after=left.get(store, 0))
     checks = {f"store_clean:{s}": left.get(s, 0) == 0 for s in tiers}
-    checks["files_clean"] = not bytes_left
+    if literals:  # without a literal there are no bytes to look for: no check true by construction
+        checks["files_clean"] = not bytes_left
     checks["bystanders_intact"] = before == after
     owner = pseudonym(user, "u", key) if user else ""
     verification = Verification(
@@ -130,6 +160,8 @@ def _verify_and_sign(system: MemorySystem, user: str | None, literals: Sequence[
         disk_scan={Path(f.path).name: f.count for f in after_scan.files}, disk_checked=True,
         checks=checks, passed=all(checks.values()))
     notes = [f"{o.store}: {n}" for o in outcomes.values() for n in o.notes]
+    if not literals:
+        notes.append("no --literal given: the instance's files were not byte-scanned (claims stay 'logical')")
     if before != after:
         changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
         notes.append(f"OVER-DELETION: other users' records changed in {', '.join(changed)}")

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
 from traceless.errors import ConfigError
 from traceless.memory import Session
@@ -35,6 +35,8 @@ from traceless.systems._base import (
     SystemRuntime,
     memory_system,
 )
+from traceless.systems._erase import ErasurePlan, ScanReport, StoreOutcome
+from traceless.systems._mem0_live import LiveLayout, Mem0Live, live_layout
 
 __all__ = ["Mem0Config", "Mem0System"]
 
@@ -63,6 +65,55 @@ class Mem0Config(SystemConfig):
     a small local model that loops on an extraction decodes all of it (tens of minutes on two
     cores) before mem0 rejects the unparsable JSON. A loop cut at this cap is rejected the same
     way, so what mem0 stores changes only for replies longer than the cap."""
+    # ---- mem0's own configuration, exactly what Memory.from_config takes (issue #23)
+    vector_store: dict[str, Any] | None = None
+    """mem0's ``vector_store`` (``{"provider": "qdrant", "config": {"path": ..., "collection_name": ...}}``).
+    The audit moves its path and collection into the work dir; scan/forget use it as given."""
+    embedder: dict[str, Any] | None = None
+    """mem0's ``embedder`` (default: the bundled all-MiniLM-L6-v2 through mem0's ``huggingface``)."""
+    llm: dict[str, Any] | None = None
+    """mem0's ``llm`` (default: the audit's served model; with ``infer=false`` it is never called)."""
+    history_db_path: str | None = None
+    """mem0's ``history_db_path`` (the audit moves it into the work dir)."""
+    reranker: dict[str, Any] | None = None
+    """mem0's ``reranker``."""
+    version: str | None = None
+    """mem0's API ``version``."""
+    custom_instructions: str | None = None
+    """mem0's ``custom_instructions`` (its custom fact-extraction prompt)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _traceless_section(cls, data: Any) -> Any:
+        """traceless's own keys may sit under one ``traceless:`` section of a mem0 config."""
+        if not isinstance(data, dict) or "traceless" not in data:
+            return data
+        section, rest = data["traceless"], {k: v for k, v in data.items() if k != "traceless"}
+        if not isinstance(section, dict):
+            raise ValueError(f"'traceless' must be an object of traceless's keys ({', '.join(TRACELESS_KEYS)})")
+        bad = sorted(set(section) - set(TRACELESS_KEYS))
+        if bad:
+            raise ValueError(f"unknown key {'traceless.' + bad[0]!r} in the traceless section; "
+                             f"its keys: {', '.join(TRACELESS_KEYS)}")
+        twice = sorted(set(section) & set(rest))
+        if twice:
+            raise ValueError(f"{twice[0]!r} is given both flat and under 'traceless'; give it once")
+        return rest | section
+
+    @model_serializer(mode="wrap")
+    def _drop_unset_mem0_keys(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """mem0 keys not given are left out, so an audit's identity (and its resume key) is
+        what it was before they existed."""
+        d: dict[str, Any] = handler(self)
+        return {k: v for k, v in d.items() if k not in MEM0_KEYS or v is not None}
+
+    def mem0_keys(self) -> dict[str, Any]:
+        """The keys given for mem0 itself (what ``Memory.from_config`` gets)."""
+        return {k: v for k in MEM0_KEYS if (v := getattr(self, k)) is not None}
+
+
+TRACELESS_KEYS = ("infer", "k", "threshold", "embedder_path", "embedding_dims", "llm_max_tokens")
+MEM0_KEYS = ("vector_store", "embedder", "llm", "history_db_path", "reranker", "version", "custom_instructions")
 
 
 def _import_mem0(home: Path) -> Any:
@@ -88,6 +139,43 @@ def _openai_endpoint(model: ModelBackend) -> tuple[str, str]:
     return base, name
 
 
+def audit_config(config: Mem0Config, work_dir: Path, llm: dict[str, Any], embedder_model: str,
+                 ) -> tuple[dict[str, Any], list[str]]:
+    """The ``Memory.from_config`` dict of an audit: the user's mem0 config with only what must
+    move into the work dir overridden (paths, collection name); returns it and what was overridden."""
+    user = config.mem0_keys()
+    overrides: list[str] = []
+    vs = dict(user.get("vector_store") or {"provider": "qdrant"})
+    provider = str(vs.get("provider", "qdrant"))
+    vcfg = dict(vs.get("config") or {})
+    if provider not in ("qdrant", "chroma", "faiss"):
+        raise ConfigError(f"the audit builds a fresh mem0 instance in its work dir: vector_store provider "
+                          f"{provider!r} is not a local one; use qdrant (config.path), chroma or faiss")
+    for key, val in (("path", str(work_dir / provider)), ("collection_name", _COLLECTION)):
+        if key in vcfg and vcfg[key] != val:
+            overrides.append(f"vector_store.config.{key}: {vcfg[key]} -> {val}")
+        vcfg[key] = val
+    if provider == "qdrant":
+        vcfg.setdefault("embedding_model_dims", config.embedding_dims)
+        vcfg.setdefault("on_disk", True)
+    for key in ("url", "host", "port", "api_key"):
+        if vcfg.pop(key, None) is not None:
+            overrides.append(f"vector_store.config.{key}: removed (the audit writes a local instance)")
+    hist = str(work_dir / "history.db")
+    if "history_db_path" in user:
+        overrides.append(f"history_db_path: {user['history_db_path']} -> {hist}")
+    cfg = {k: v for k, v in user.items() if k not in ("vector_store", "history_db_path")}
+    cfg["vector_store"] = {"provider": provider, "config": vcfg}
+    cfg["history_db_path"] = hist
+    cfg.setdefault("embedder", {"provider": "huggingface", "config": {
+        "model": embedder_model, "embedding_dims": config.embedding_dims}})
+    if "llm" in cfg:
+        overrides.append("llm: the audit's own model" if config.infer
+                         else "llm: the audit's placeholder (infer=false: mem0 never calls it)")
+    cfg["llm"] = {"provider": "openai", "config": llm}
+    return cfg, overrides
+
+
 @memory_system("mem0", help="mem0ai (qdrant local, MiniLM, history db); deletions delete/delete_all/reset")
 class Mem0System(MemorySystem):
     """mem0's ``Memory`` in ``work_dir``; one ``add`` per session, scoped by ``user_id``."""
@@ -95,6 +183,8 @@ class Mem0System(MemorySystem):
     extra = "mem0"
     requires = ("mem0", "qdrant_client")
     config_class = Mem0Config
+    live: Mem0Live | None = None
+    """The user's live instance (``attach``); None in an audit's work dir."""
 
     def __init__(self, work_dir: Path, config: SystemConfig, runtime: SystemRuntime) -> None:
         super().__init__(work_dir, config, runtime)
@@ -108,20 +198,24 @@ class Mem0System(MemorySystem):
             base, name = _openai_endpoint(runtime.model)
             llm = {"model": name, "api_key": "local", "openai_base_url": base, "temperature": 0.0,
                    "max_tokens": config.llm_max_tokens}
-        cfg = {
-            "vector_store": {"provider": "qdrant", "config": {
-                "path": str(work_dir / "qdrant"), "collection_name": _COLLECTION,
-                "embedding_model_dims": config.embedding_dims, "on_disk": True}},
-            "embedder": {"provider": "huggingface", "config": {
-                "model": config.embedder_path or str(minilm_path()), "embedding_dims": config.embedding_dims}},
-            "llm": {"provider": "openai", "config": llm},
-            "history_db_path": str(work_dir / "history.db"),
-        }
+        cfg, self.overrides = audit_config(config, work_dir, llm, str(config.embedder_path or minilm_path()))
         self.memory = main.Memory.from_config(cfg)
 
     @classmethod
     def deletions(cls, config: SystemConfig) -> tuple[str, ...]:
         return _DELETIONS
+
+    @classmethod
+    def audit_overrides(cls, config: SystemConfig) -> list[str]:
+        if not isinstance(config, Mem0Config):
+            return []
+        return audit_config(config, Path("WORK_DIR"), {}, "minilm")[1]
+
+    def describe(self) -> dict[str, Any]:
+        d = super().describe()
+        if getattr(self, "overrides", None):
+            d["overrides"] = list(self.overrides)
+        return d
 
     @classmethod
     def context_tokens(cls, config: SystemConfig) -> int:
@@ -158,6 +252,11 @@ class Mem0System(MemorySystem):
     # ------------------------------------------------------------------ scanning
     def _points(self) -> Iterable[str]:
         client = self.memory.vector_store.client
+        if not hasattr(client, "get_collections"):  # chroma: every collection's metadata, through its own API
+            for col in client.list_collections():
+                for md in col.get(include=["metadatas"])["metadatas"] or []:
+                    yield json.dumps(md, ensure_ascii=False)
+            return
         for col in client.get_collections().collections:
             offset = None
             while True:
@@ -188,7 +287,101 @@ class Mem0System(MemorySystem):
         return super().files() + extra
 
     def close(self) -> None:
+        if self.live is not None:  # attached: every read and write opened and closed its own connection
+            return
         client = getattr(self.memory.vector_store, "client", None)
         self.memory.close()
         if client is not None:
             client.close()
+
+    # ------------------------------------------------- live instances (issue #23)
+    @classmethod
+    def attach(cls, config: SystemConfig, runtime: SystemRuntime | None = None, *,
+               read_only: bool) -> MemorySystem:
+        """The user's instance as their config describes it; every path is checked to exist
+        before anything is opened. Read-only: no client is opened at all, every file is read
+        through SQLite ``mode=ro`` (see ``_mem0_live``)."""
+        if not isinstance(config, Mem0Config):
+            raise ConfigError(f"mem0 takes a Mem0Config, not {type(config).__name__}")
+        layout = live_layout(config.vector_store, config.history_db_path)
+        self = cls.__new__(cls)
+        self.work_dir, self.config, self.cfg = layout.history.parent, config, config
+        if runtime is not None:
+            self.runtime = runtime
+        self.live = Mem0Live(layout, read_only=read_only)
+        return self
+
+    def _live(self) -> Mem0Live:
+        live = getattr(self, "live", None)
+        if not isinstance(live, Mem0Live):
+            raise ConfigError("this mem0 instance is an audit's; open the user's instance with Mem0System.attach")
+        return live
+
+    def scan(self, user: str | None, literals: Sequence[str], *, reveal: bool = False) -> ScanReport:
+        return self._live().scan(user, literals, reveal)
+
+    def plan_erasure(self, user: str | None, literals: Sequence[str]) -> ErasurePlan:
+        return self._live().plan(user, literals)
+
+    def bystander_digests(self, user: str | None) -> dict[str, tuple[int, str]]:
+        return self._live().bystanders(user)
+
+    def execute_erasure(self, plan: ErasurePlan, literals: Sequence[str]) -> list[StoreOutcome]:
+        return self._live().execute(plan, self._native_delete)
+
+    def instance_files(self) -> list[Path]:
+        return self._live().files()
+
+    def out_of_scope(self) -> list[str]:
+        out = [*super().out_of_scope(), "the embedder's and the LLM provider's own logs and caches"]
+        if self._live().layout.provider == "chroma":
+            out.append("chroma's HNSW segment files: the erased vectors' floats (no text) until chroma rewrites them")
+        return out
+
+    def _native_delete(self, user: str | None, vector_ids: list[str], entity_ids: list[str]) -> None:
+        """mem0's own deletions on the live instance: ``delete_all(user_id=user)``, then
+        ``delete(id)`` for every other planned memory still there; entity records by id."""
+        from traceless.paths import state_dir
+
+        live = self._live()
+        main = _import_mem0(state_dir() / "mem0-home")
+        from mem0.memory.storage import SQLiteManager
+        from mem0.utils.factory import VectorStoreFactory
+        from mem0.vector_stores.configs import VectorStoreConfig
+
+        vs_cfg = dict(self.cfg.vector_store or {})
+        try:
+            vc = VectorStoreConfig(provider=vs_cfg.get("provider", "qdrant"), config=vs_cfg.get("config") or {})
+            store = VectorStoreFactory.create(vc.provider, vc.config)
+        except RuntimeError as e:  # qdrant local: "Storage folder ... is already accessed by another instance"
+            raise ConfigError(f"mem0's vector store at {live.layout.path} is in use ({e}); stop the application "
+                              "that holds it and run this again (nothing was erased yet from it)") from None
+        mem = main.Memory.__new__(main.Memory)  # no embedder or LLM is built: deletions need neither
+        mem.config, mem.vector_store, mem._entity_store = None, store, None
+        mem.db = SQLiteManager(str(live.layout.history))
+        try:
+            if user is not None:
+                mem.delete_all(user_id=user)
+            for mid in vector_ids:
+                if store.get(vector_id=mid) is not None:
+                    mem.delete(mid)
+            _delete_entities(store, live.layout, entity_ids)
+        finally:
+            mem.db.close()
+            close = getattr(getattr(store, "client", None), "close", None)
+            if callable(close):  # qdrant's lock file; chroma's in-process system
+                close()
+
+
+def _delete_entities(store: Any, layout: LiveLayout, ids: list[str]) -> None:
+    if not ids:
+        return
+    if layout.provider == "qdrant":
+        from qdrant_client import models
+
+        if store.client.collection_exists(layout.entity_collection):
+            store.client.delete(layout.entity_collection, points_selector=models.PointIdsList(points=ids))
+    else:
+        names = {c.name for c in store.client.list_collections()}
+        if layout.entity_collection in names:
+            store.client.get_collection(layout.entity_collection).delete(ids=ids)

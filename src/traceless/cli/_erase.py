@@ -1,0 +1,112 @@
+"""``traceless scan`` and ``traceless forget --memory SYSTEM``: find, erase and certify in
+the user's own memory system (issue #23). Thin: every decision is in ``traceless._erase_api``
+and the driver it calls."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+
+from traceless.cli._common import safe
+
+if TYPE_CHECKING:
+    from traceless.forget import Receipt
+    from traceless.systems import ErasurePlan, ScanReport
+
+__all__ = ["forget_memory", "scan_cmd"]
+
+VERIFICATION_FAILED_EXIT = 11
+_READ_ONLY = "read-only: the instance was opened with SQLite mode=ro; not one byte of it was changed"
+
+
+def scan_cmd(
+    memory: str = typer.Option(..., "--memory", help="The memory system (`traceless memory systems`)."),
+    memory_config: Path = typer.Option(
+        ..., "--memory-config", help="The system's own configuration of the LIVE instance (JSON or TOML; for mem0 "
+        "exactly what you pass to Memory.from_config, plus an optional `traceless:` section)."),
+    user: str = typer.Option(None, "--user", help="The user id whose records to list (mem0: user_id)."),
+    literal: list[str] = typer.Option(None, "--literal", help="Exact text to find in every record and file (repeatable)."),
+    reveal: bool = typer.Option(False, "--reveal", help="Show the matching values (default: ids and counts only)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as one JSON document."),
+) -> None:
+    """Read-only discovery on a live instance: per store, the records of --user and every
+    record holding a --literal (ids, field, count), plus every file under the instance's
+    paths that holds the literal's bytes. Opens nothing read-write. Exits 7 when nothing
+    of the user or the literals is there."""
+    from traceless._erase_api import scan
+
+    report = scan(memory, memory_config, user=user, literals=literal or [], reveal=reveal)
+    if as_json:
+        typer.echo(report.model_dump_json(indent=2))
+    else:
+        for line in scan_lines(report):
+            typer.echo(safe(line))
+        typer.echo(_READ_ONLY)
+    if report.empty():
+        typer.secho("nothing of the user or the literals was found", fg=typer.colors.YELLOW, err=True)
+        sys.exit(7)
+
+
+def scan_lines(report: ScanReport) -> list[str]:
+    """The scan as a table: per store, records in all, the user's, and those holding a literal."""
+    out = [f"{'store':<14} {'records':>8} {'of user':>8} {'literal':>8}"]
+    for store, total in report.stores.items():
+        hits = [h for h in report.hits if h.store == store]
+        own = len({h.record_id for h in hits if h.owner_match})
+        lit = len({h.record_id for h in hits if h.literal_count})
+        out.append(f"{store:<14} {total:>8} {own:>8} {lit:>8}")
+    for h in report.hits:
+        val = f"  {h.value!r}" if h.value is not None else ""
+        out.append(f"  {h.store}/{h.record_id} field={h.field} user={h.owner_match} literal={h.literal_count}{val}")
+    out.append(f"files: {report.files_scanned} read, {len(report.files)} hold a literal's bytes")
+    out += [f"  {f.path}: {f.count}" for f in report.files]
+    return out
+
+
+def plan_lines(plan: ErasurePlan) -> list[str]:
+    per: dict[str, int] = {}
+    for a in plan.actions:
+        per[a.store] = per.get(a.store, 0) + 1
+    out = [f"plan ({len(plan.actions)} records): " + ", ".join(f"{s}={n}" for s, n in per.items())]
+    out += [f"  {a.action} {a.store}/{a.record_id} ({a.reason})" for a in plan.actions]
+    out += [f"  then {c}" for c in plan.compaction]
+    return out
+
+
+def forget_memory(memory: str, memory_config: Path | None, user: str | None, literals: list[str], *,
+                  dry_run: bool, receipt_out: Path | None, as_json: bool) -> None:
+    """``traceless forget --memory SYSTEM``: plan → execute → verify → sign (``--dry-run``: the plan)."""
+    from traceless._erase_api import erase, plan_erasure
+    from traceless.errors import ConfigError
+
+    if memory_config is None:
+        raise ConfigError("--memory needs --memory-config CFG: the configuration of the live instance to erase from")
+    if dry_run:
+        plan = plan_erasure(memory, memory_config, user=user, literals=literals)
+        if as_json:
+            typer.echo(plan.model_dump_json(indent=2))
+        else:
+            for line in plan_lines(plan):
+                typer.echo(safe(line))
+            typer.echo("dry run: nothing was changed")
+        return
+    receipt = erase(memory, memory_config, user=user, literals=literals,
+                    receipt=receipt_out or Path(f"receipt-erase-{memory}.json"))
+    _report(receipt, receipt_out or Path(f"receipt-erase-{memory}.json"), as_json)
+
+
+def _report(receipt: Receipt, path: Path, as_json: bool) -> None:
+    if as_json:
+        typer.echo(receipt.model_dump_json(indent=2))
+    else:
+        for line in receipt.summary_lines():
+            typer.echo(safe(line))
+        typer.echo(f"receipt written to {path}")
+    if not receipt.verification.passed:
+        failed = [k for k, ok in receipt.verification.checks.items() if not ok]
+        typer.secho(f"verification FAILED ({', '.join(failed)}); see the receipt's notes", fg=typer.colors.RED,
+                    err=True)
+        sys.exit(VERIFICATION_FAILED_EXIT)

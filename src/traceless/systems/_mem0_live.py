@@ -1,0 +1,397 @@
+"""mem0's **live** instances (issue #23): the user's own configuration, read without writing
+a byte, and a complete per-user (or per-literal) erasure.
+
+What a mem0 instance keeps (mem0ai 2.2.1, the version tested), and how each store is read:
+
+* ``vector_store``: the configured collection. qdrant in local-path mode keeps every point
+  pickled in ``<path>/collection/<name>/storage.sqlite``; chroma persistent keeps the payload
+  as metadata rows of ``<path>/chroma.sqlite3`` (``embedding_metadata``). Owner: the
+  payload's ``user_id``.
+* ``entity_store``: mem0's entity collection ``<name>_entities`` (``infer=true`` links
+  extracted entities to memories); owner: its ``user_id``. mem0's ``delete_all`` in a fresh
+  process leaves it untouched (its cleanup is a no-op until the entity store was used).
+* ``chroma_log`` (chroma only): chroma's write-ahead log (``embeddings_queue``), which keeps
+  every added record's full metadata until its vector segment flushes (1,000 writes).
+* ``history``: ``history_db_path``'s ``history`` table, one row per ADD/UPDATE/DELETE of a
+  memory, with the text in ``old_memory``/``new_memory``; it has no user column, so a row is
+  the user's when its ``memory_id`` is one of the user's memories. mem0's own ``delete_all``
+  keeps the ADD rows and adds a DELETE row holding the text again (``old_memory``).
+* ``messages``: the last messages per session scope (``user_id=…&…``), with ``infer=true``.
+
+Every read uses SQLite ``mode=ro`` URIs on the files themselves (no mem0, qdrant or chroma
+client is opened: qdrant's local client takes a lock file and chroma's client migrates
+its schema). The erasure opens mem0 read-write and runs its own ``delete_all``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import pickle
+import sqlite3
+from array import array
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import closing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote
+
+from traceless.errors import ConfigError, UnsupportedError
+from traceless.systems._erase import ErasurePlan, PlannedAction, ScanHit, ScanReport, StoreOutcome
+
+__all__ = ["LiveLayout", "Mem0Live", "Rec", "live_layout"]
+
+PROVIDERS = ("qdrant", "chroma")
+_QDRANT_DB = "storage.sqlite"
+_CHROMA_DB = "chroma.sqlite3"
+_CHROMA_DELETE = 3  # embeddings_queue.operation of a delete (ADD 0, UPDATE 1, UPSERT 2 carry metadata)
+
+
+@dataclass(frozen=True)
+class LiveLayout:
+    """Where one mem0 instance keeps its stores (from the user's own config)."""
+
+    provider: str
+    """The vector store provider (``qdrant`` local path or ``chroma`` persistent)."""
+    path: Path
+    """The vector store's ``path``."""
+    collection: str
+    """The collection mem0 writes (its ``collection_name``, default ``mem0``)."""
+    history: Path
+    """``history_db_path``."""
+
+    @property
+    def entity_collection(self) -> str:
+        return f"{self.collection}_entities"
+
+    def qdrant_db(self, collection: str) -> Path:
+        return self.path / "collection" / collection / _QDRANT_DB
+
+    def sqlite_files(self) -> list[Path]:
+        """The SQLite files an erasure rewrites and compacts."""
+        if self.provider == "chroma":
+            out = [self.path / _CHROMA_DB]
+        else:
+            out = [p for p in (self.qdrant_db(self.collection), self.qdrant_db(self.entity_collection)) if p.exists()]
+        return [self.history, *out]
+
+
+def live_layout(vector_store: dict[str, Any] | None, history_db_path: str | None) -> LiveLayout:
+    """The layout of a live instance; every path must exist (checked before anything is opened)."""
+    if not history_db_path:
+        raise ConfigError("a live mem0 instance needs its history_db_path in the memory config "
+                          "(the path you pass to Memory.from_config)")
+    if not isinstance(vector_store, dict) or not isinstance(vector_store.get("config", {}), dict):
+        raise ConfigError("a live mem0 instance needs its vector_store in the memory config: "
+                          '{"provider": "qdrant", "config": {"path": ..., "collection_name": ...}}')
+    provider = str(vector_store.get("provider", "qdrant"))
+    vcfg = vector_store.get("config") or {}
+    if provider not in PROVIDERS or not vcfg.get("path") or vcfg.get("url") or vcfg.get("host"):
+        raise UnsupportedError(
+            f"mem0 vector_store {provider!r} {'at a server ' if vcfg.get('url') or vcfg.get('host') else ''}"
+            f"cannot be scanned or erased yet; supported: {', '.join(PROVIDERS)} with a local config.path")
+    lay = LiveLayout(provider, Path(str(vcfg["path"])), str(vcfg.get("collection_name") or "mem0"),
+                     Path(history_db_path))
+    if not lay.history.is_file():
+        raise ConfigError(f"history_db_path {lay.history} does not exist; give the path of the instance's "
+                          "history database (nothing was opened or created)")
+    main = lay.path / _CHROMA_DB if provider == "chroma" else lay.qdrant_db(lay.collection)
+    if not main.is_file():
+        raise ConfigError(f"vector_store {provider} at {lay.path}: no collection {lay.collection!r} there "
+                          f"({main} does not exist); check config.path and collection_name (nothing was opened)")
+    return lay
+
+
+def _ro(path: Path) -> sqlite3.Connection:
+    """A read-only connection: ``mode=ro`` never writes, creates a journal or bumps an mtime.
+    A hot journal (a write interrupted mid-transaction) needs a writer to roll it back:
+    refused here, never recovered read-write."""
+    con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        con.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlite3.DatabaseError as e:
+        con.close()
+        raise ConfigError(f"{path} cannot be read read-only ({e}); if a write to it was interrupted, let the "
+                          "application (or `traceless forget --memory`) open it first") from None
+    return con
+
+
+def recover(path: Path) -> None:
+    """Roll back an interrupted transaction (a killed erasure): the first read of a writer does it."""
+    with closing(sqlite3.connect(path)) as con:
+        con.execute("SELECT count(*) FROM sqlite_master").fetchone()
+
+
+@dataclass
+class Rec:
+    """One record of one store, as the scan sees it."""
+
+    store: str
+    id: str
+    owner: str | None
+    texts: dict[str, str]
+    raw: tuple[Any, ...]
+    """What the bystander digest covers (hashed only when asked: a scan never needs it)."""
+    memory_id: str | None = None
+    linked: tuple[str, ...] = ()
+
+    @property
+    def digest(self) -> str:
+        return _digest(*self.raw)
+
+
+def _digest(*parts: Any) -> str:
+    vectors = [_vector_bytes(p) for p in parts]
+    rest = [None if v is not None else p for p, v in zip(parts, vectors, strict=True)]
+    h = hashlib.sha256(json.dumps(rest, sort_keys=True, default=str).encode())
+    for v in vectors:
+        h.update(b"\0" + (v or b""))
+    return h.hexdigest()
+
+
+def _vector_bytes(v: Any) -> bytes | None:
+    """A vector's exact floats (named vectors: each, by name), without a JSON round trip."""
+    if isinstance(v, dict) and v and all(isinstance(x, list) for x in v.values()):
+        return b"".join(k.encode() + b"=" + (_vector_bytes(x) or b"") for k, x in sorted(v.items()))
+    if isinstance(v, list) and v and not isinstance(v[0], (dict, list, str)):
+        try:
+            return array("d", v).tobytes()
+        except TypeError:
+            return None
+    return None
+
+
+def _payload_texts(payload: dict[str, Any]) -> dict[str, str]:
+    return {str(k): v if isinstance(v, str) else json.dumps(v, ensure_ascii=False) for k, v in payload.items()}
+
+
+def _scope_user(scope: str) -> str | None:
+    for part in (scope or "").split("&"):
+        key, _, val = part.partition("=")
+        if key == "user_id":
+            return unquote(val)
+    return None
+
+
+@dataclass
+class Mem0Live:
+    """Read and erase one mem0 instance laid out as ``layout``."""
+
+    layout: LiveLayout
+    read_only: bool
+    targets: set[tuple[str, str]] = field(default_factory=set)
+    """Records the last plan targets: not bystanders (``bystander_digests``)."""
+    _cache: tuple[tuple[tuple[str, int, int], ...], list[Rec]] | None = None
+
+    def __post_init__(self) -> None:
+        if not self.read_only:
+            for p in self.layout.sqlite_files():
+                recover(p)
+
+    # ------------------------------------------------------------------ reading
+    def _qdrant(self, store: str, collection: str) -> Iterator[Rec]:
+        db = self.layout.qdrant_db(collection)
+        if not db.is_file():
+            return
+        seen: set[str] = set()
+        with closing(_ro(db)) as con:
+            rows = con.execute("SELECT point FROM points ORDER BY rowid DESC").fetchall()
+        for (blob,) in rows:
+            p = pickle.loads(blob)  # noqa: S301 - qdrant's own storage format (it unpickles it the same way)
+            pid = str(p.id)
+            if pid in seen:
+                continue
+            seen.add(pid)
+            payload = dict(p.payload or {})
+            yield Rec(store, pid, payload.get("user_id"), _payload_texts(payload), (pid, payload, p.vector),
+                      linked=tuple(str(x) for x in payload.get("linked_memory_ids") or ()))
+
+    def _chroma(self) -> Iterator[Rec]:
+        with closing(_ro(self.layout.path / _CHROMA_DB)) as con:
+            cols = dict(con.execute("SELECT name, id FROM collections").fetchall())
+            for store, name in (("vector_store", self.layout.collection), ("entity_store", self.layout.entity_collection)):
+                if name not in cols:
+                    continue
+                meta: dict[str, dict[str, Any]] = {}
+                for eid, key, s, i, f, b in con.execute(
+                        "SELECT e.embedding_id, m.key, m.string_value, m.int_value, m.float_value, m.bool_value "
+                        "FROM segments g JOIN embeddings e ON e.segment_id = g.id "
+                        "LEFT JOIN embedding_metadata m ON m.id = e.id WHERE g.collection = ? AND g.scope = 'METADATA'",
+                        (cols[name],)):
+                    d = meta.setdefault(str(eid), {})
+                    if key is not None:
+                        d[key] = next((v for v in (s, i, f, b) if v is not None), None)
+                for eid, d in meta.items():
+                    yield Rec(store, eid, d.get("user_id"), _payload_texts(d), (eid, d),
+                              linked=tuple(json.loads(d["linked_memory_ids"])) if isinstance(
+                                  d.get("linked_memory_ids"), str) and d["linked_memory_ids"].startswith("[") else ())
+            topics = {f"persistent://default/default/{cols[n]}": n for n in
+                      (self.layout.collection, self.layout.entity_collection) if n in cols}
+            for seq, op, topic, eid, md in con.execute(
+                    "SELECT seq_id, operation, topic, id, metadata FROM embeddings_queue"):
+                if topic not in topics or op == _CHROMA_DELETE:
+                    continue
+                d = json.loads(md) if md else {}
+                yield Rec("chroma_log", str(seq), d.get("user_id"), _payload_texts(d), (seq, eid, d),
+                          memory_id=str(eid))
+
+    def _history(self) -> Iterator[Rec]:
+        with closing(_ro(self.layout.history)) as con:
+            names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if "history" in names:
+                for row in con.execute("SELECT id, memory_id, old_memory, new_memory, event, created_at, updated_at, "
+                                       "is_deleted, actor_id, role FROM history"):
+                    texts = {k: v for k, v in (("old_memory", row[2]), ("new_memory", row[3])) if v}
+                    yield Rec("history", str(row[0]), None, texts, tuple(row), memory_id=str(row[1]))
+            if "messages" in names:
+                for row in con.execute("SELECT id, session_scope, role, content, name, created_at FROM messages"):
+                    yield Rec("messages", str(row[0]), _scope_user(str(row[1] or "")),
+                              {"content": str(row[3] or ""), "session_scope": str(row[1] or "")}, tuple(row))
+
+    def records(self) -> list[Rec]:
+        """Every record of every store; a history row inherits its memory's owner. Read once
+        per state of the files (the plan and the bystander digests share one read)."""
+        stamp = tuple((str(p), st.st_mtime_ns, st.st_size) for p in self.layout.sqlite_files()
+                      if (st := p.stat()))
+        if self._cache is None or self._cache[0] != stamp:
+            self._cache = (stamp, self._read())
+        return self._cache[1]
+
+    def _read(self) -> list[Rec]:
+        if self.layout.provider == "chroma":
+            vec = list(self._chroma())
+        else:
+            vec = [*self._qdrant("vector_store", self.layout.collection),
+                   *self._qdrant("entity_store", self.layout.entity_collection)]
+        owners = {r.id: r.owner for r in vec if r.store == "vector_store"}
+        owners.update({r.memory_id: r.owner for r in vec if r.store == "chroma_log" and r.memory_id})
+        hist = list(self._history())
+        for r in hist:
+            if r.store == "history":
+                r.owner = owners.get(r.memory_id or "")
+        return vec + hist
+
+    def store_names(self) -> list[str]:
+        names = ["vector_store", "entity_store"]
+        return [*names, *(["chroma_log"] if self.layout.provider == "chroma" else []), "history", "messages"]
+
+    def files(self) -> list[Path]:
+        """Every file of the instance: the history db (and its journals) and the vector store's path."""
+        h = self.layout.history
+        out = [p for p in (h, h.with_name(h.name + "-journal"), h.with_name(h.name + "-wal")) if p.is_file()]
+        return out + sorted(p for p in self.layout.path.rglob("*") if p.is_file())
+
+    # ------------------------------------------------------------------ scan
+    def scan(self, user: str | None, literals: Sequence[str], reveal: bool) -> ScanReport:
+        recs = self.records()
+        stores = dict.fromkeys(self.store_names(), 0)
+        hits: list[ScanHit] = []
+        for r in recs:
+            stores[r.store] = stores.get(r.store, 0) + 1
+            owned = user is not None and r.owner == user
+            found = {k: sum(v.count(lit) for lit in literals if lit) for k, v in r.texts.items()}
+            found = {k: n for k, n in found.items() if n}
+            for k, n in found.items():
+                hits.append(ScanHit(store=r.store, record_id=r.id, field=k, owner_match=owned, literal_count=n,
+                                    value=r.texts[k] if reveal else None))
+            if owned and not found:
+                text = next(iter(r.texts.values()), "")
+                hits.append(ScanHit(store=r.store, record_id=r.id, field="*", owner_match=True,
+                                    value=text if reveal else None))
+        return ScanReport(system="mem0", user=user, literals=len(literals), stores=stores, hits=hits)
+
+    # ------------------------------------------------------------------ plan
+    def plan(self, user: str | None, literals: Sequence[str]) -> ErasurePlan:
+        recs = self.records()
+        actions: list[PlannedAction] = []
+        hit_mem: set[str] = set()
+        for r in recs:
+            why = "owned by the user" if user is not None and r.owner == user else (
+                "holds a literal" if any(lit and lit in v for lit in literals for v in r.texts.values()) else "")
+            if why and r.store == "vector_store":
+                hit_mem.add(r.id)
+            if why:
+                actions.append(PlannedAction(store=r.store, record_id=r.id, action="remove", reason=why))
+        planned = {(a.store, a.record_id) for a in actions}
+        for r in recs:
+            linked = r.store in ("history", "chroma_log") and r.memory_id in hit_mem
+            if linked and (r.store, r.id) not in planned:
+                actions.append(PlannedAction(store=r.store, record_id=r.id, action="remove",
+                                             reason="history of an erased memory"))
+        self.targets = {(a.store, a.record_id) for a in actions}
+        return ErasurePlan(system="mem0", user=user, actions=actions, compaction=self._compaction())
+
+    def _compaction(self) -> list[str]:
+        return [f"VACUUM {p}" for p in self.layout.sqlite_files()]
+
+    def bystanders(self, user: str | None) -> dict[str, tuple[int, str]]:
+        per: dict[str, list[str]] = {s: [] for s in self.store_names()}
+        for r in self.records():
+            if (user is not None and r.owner == user) or (r.store, r.id) in self.targets:
+                continue
+            per.setdefault(r.store, []).append(r.digest)
+        return {s: (len(d), hashlib.sha256("\n".join(sorted(d)).encode()).hexdigest()) for s, d in per.items()}
+
+    # ------------------------------------------------------------------ erase
+    def execute(self, plan: ErasurePlan, native: Any) -> list[StoreOutcome]:
+        """``native(user, memory_ids)``: mem0's own deletions (``delete_all`` / ``delete``)."""
+        if self.read_only:
+            raise ConfigError("this mem0 instance was attached read-only; attach it with read_only=False to erase")
+        ids: dict[str, set[str]] = {}
+        for a in plan.actions:
+            ids.setdefault(a.store, set()).add(a.record_id)
+        mem_ids = set(ids.get("vector_store", set()))
+        if ids.get("chroma_log"):
+            mem_ids |= {r.memory_id or "" for r in self.records() if r.store == "chroma_log" and r.id in ids["chroma_log"]}
+        removed = {s: len(v) for s, v in ids.items()}
+        self._delete_history(ids, mem_ids)  # before mem0's own delete: the ids can no longer be found after it
+        native(plan.user, sorted(ids.get("vector_store", set())), sorted(ids.get("entity_store", set())))
+        self._delete_history(ids, mem_ids)  # the DELETE rows mem0's own delete just wrote (old_memory = the text)
+        notes = self._compact_vectors(mem_ids, ids)
+        _vacuum(self.layout.history)
+        out = [StoreOutcome(store=s, removed=removed.get(s, 0), compacted=True) for s in self.store_names()]
+        for o in out:
+            o.notes = notes.get(o.store, [])
+        return out
+
+    def _delete_history(self, ids: dict[str, set[str]], mem_ids: set[str]) -> None:
+        with closing(sqlite3.connect(self.layout.history)) as con:
+            con.execute("PRAGMA secure_delete = ON")
+            names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            with con:
+                if "history" in names:
+                    _delete_in(con, "history", "memory_id", mem_ids)
+                    _delete_in(con, "history", "id", ids.get("history", set()))
+                if "messages" in names:
+                    _delete_in(con, "messages", "id", ids.get("messages", set()))
+
+    def _compact_vectors(self, mem_ids: set[str], ids: dict[str, set[str]]) -> dict[str, list[str]]:
+        if self.layout.provider == "qdrant":
+            for p in self.layout.sqlite_files()[1:]:
+                _vacuum(p)
+            return {"vector_store": ["qdrant local: points deleted from storage.sqlite, then VACUUM (no segments "
+                                     "or WAL in local mode)"]}
+        db = self.layout.path / _CHROMA_DB
+        with closing(sqlite3.connect(db)) as con:
+            con.execute("PRAGMA secure_delete = ON")
+            with con:  # the log's copies of the records (DELETE entries carry no metadata: kept for replay)
+                _delete_in(con, "embeddings_queue", "id", mem_ids | ids.get("entity_store", set()),
+                           f" AND operation != {_CHROMA_DELETE}")
+        _vacuum(db)
+        return {"vector_store": ["chroma: log entries of the erased records removed, chroma.sqlite3 VACUUMed; its "
+                                 "HNSW segment files keep the erased vectors' floats (no text) marked deleted "
+                                 "until chroma rewrites the segment"]}
+
+
+def _delete_in(con: sqlite3.Connection, table: str, col: str, values: Iterable[str], extra: str = "") -> None:
+    vals = sorted(values)
+    for i in range(0, len(vals), 500):
+        chunk = vals[i:i + 500]
+        con.execute(f"DELETE FROM {table} WHERE {col} IN ({','.join('?' * len(chunk))}){extra}",  # noqa: S608
+                    chunk)
+
+
+def _vacuum(path: Path) -> None:
+    with closing(sqlite3.connect(path)) as con:
+        con.execute("VACUUM")

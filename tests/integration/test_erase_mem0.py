@@ -1,0 +1,288 @@
+"""``traceless scan`` / ``traceless forget --memory mem0`` on a mem0 instance built from a
+user-style config (issue #23): qdrant local path and chroma persistent, a history path of
+its own, three users, ``infer=False``.
+
+* the erasure leaves 0 copies of the user's canaries in every store and 0 bytes in every
+  file, where mem0's own ``delete_all`` leaves 2 rows in ``history`` (the contrast);
+* the other two users' records are unchanged (their digests, before and after);
+* the receipt verifies with the public key alone (a fresh home without any key);
+* ``scan`` shows it before and after without changing one byte or mtime of any file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
+
+import _mem0_instance as mi  # noqa: E402
+from _cli import cli  # noqa: E402
+
+pytestmark = [pytest.mark.integration,
+              pytest.mark.skipif(importlib.util.find_spec("mem0") is None, reason="needs traceless[mem0]")]
+
+PROVIDERS = ["qdrant", pytest.param("chroma", marks=pytest.mark.skipif(
+    importlib.util.find_spec("chromadb") is None, reason="needs chromadb"))]
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, Path]]:
+    base = tmp_path_factory.mktemp("mem0-instances")
+    out = {}
+    for p in ("qdrant", "chroma"):
+        if p == "chroma" and importlib.util.find_spec("chromadb") is None:
+            continue
+        out[p] = (base / p, mi.build(base / p, p, base / "mem0-home"))
+    return out
+
+
+def _copy(built: dict[str, tuple[Path, Path]], provider: str, dst: Path) -> Path:
+    src, cfg = built[provider]
+    shutil.copytree(src, dst)
+    return mi.relocate(cfg, src, dst)
+
+
+def _fingerprint(root: Path) -> dict[str, tuple[str, int]]:
+    return {str(p): (hashlib.sha256(p.read_bytes()).hexdigest(), p.stat().st_mtime_ns)
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def _scan(cfg: Path, user: str, *literals: str) -> dict[str, object]:
+    from traceless import scan
+
+    return scan("mem0", cfg, user=user, literals=literals).model_dump()
+
+
+def _copies(report: dict[str, object]) -> dict[str, int]:
+    """Records per store that the scan found (a record with the canary in two fields counts once)."""
+    out: dict[str, int] = {}
+    for store, _ in {(h["store"], h["record_id"]) for h in report["hits"]}:  # type: ignore[union-attr]
+        out[store] = out.get(store, 0) + 1
+    return out
+
+
+def _canaries(user: str) -> list[str]:
+    return [mi.canary(user, i) for i in range(mi.MEMORIES)]
+
+
+def _lit_args(user: str) -> list[str]:
+    return [a for c in _canaries(user) for a in ("--literal", c)]
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_scan_is_read_only_and_finds_every_store(built: dict[str, tuple[Path, Path]], provider: str,
+                                                 tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = _copy(built, provider, tmp_path / "inst")
+    before = _fingerprint(tmp_path / "inst")
+    assert cli("scan", "--memory", "mem0", "--memory-config", str(cfg), "--user", "alice", *_lit_args("alice"),
+               "--json") == 0
+    report = json.loads(capsys.readouterr().out)
+    assert _fingerprint(tmp_path / "inst") == before  # not one byte, not one mtime, no new file
+    copies = _copies(report)
+    assert copies["vector_store"] == 3 and copies["history"] == 3 and copies["messages"] == 1
+    assert sum(f["count"] for f in report["files"]) > 0
+    assert all(h["value"] is None for h in report["hits"])  # values only with --reveal
+    if provider == "qdrant":
+        assert copies["entity_store"] == 1
+    else:
+        assert copies["chroma_log"] == 3
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_forget_erases_user_everywhere_keeps_bystanders_and_signs(
+        built: dict[str, tuple[Path, Path]], provider: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from traceless.systems import load_system_config, system_class
+
+    cfg = _copy(built, provider, tmp_path / "inst")
+    others = {u: _scan(cfg, u, *_canaries(u)) for u in ("bob", "carol")}
+    live = system_class("mem0").attach(load_system_config("mem0", cfg), read_only=True)
+    digests = live.bystander_digests("alice")
+    receipt = tmp_path / "receipt.json"
+    assert cli("forget", "--memory", "mem0", "--memory-config", str(cfg), "--user", "alice", *_lit_args("alice"),
+               "--receipt", str(receipt)) == 0
+    capsys.readouterr()
+    after = _scan(cfg, "alice", *_canaries("alice"))
+    assert after["hits"] == [] and after["files"] == []  # 0 copies in every store, 0 bytes in every file
+    assert after["files_scanned"] == len([p for p in (tmp_path / "inst").rglob("*") if p.is_file()])
+    # the other users' records are exactly what they were
+    assert live.bystander_digests("alice") == digests
+    for u, rep in others.items():
+        now = _scan(cfg, u, *_canaries(u))
+        assert now["hits"] == rep["hits"] and now["stores"] == {**rep["stores"], **{
+            s: n for s, n in now["stores"].items()}}
+        assert _copies(now) == _copies(rep)
+    r = json.loads(receipt.read_text())
+    assert r["verification"]["passed"] and r["verification"]["checks"]["bystanders_intact"]
+    assert "alice" not in receipt.read_text() and "CANARY" not in receipt.read_text()
+    assert set(r["guarantee"]) >= {"history=clear", "vector_store=clear", "messages=clear"}
+    # verification with the public key alone, on a machine that has no key of its own
+    pub = tmp_path / "signer.pub"
+    assert cli("keys", "export", "--out", str(pub)) == 0
+    monkeypatch.setenv("TRACELESS_HOME", str(tmp_path / "verifier-home"))
+    assert cli("forget", "verify", str(receipt), "--public-key", str(pub)) == 0
+    assert not (tmp_path / "verifier-home").exists() or not any((tmp_path / "verifier-home").iterdir())
+    tampered = tmp_path / "tampered.json"
+    tampered.write_text(receipt.read_text().replace('"passed": true', '"passed": false', 1))
+    assert cli("forget", "verify", str(tampered), "--public-key", str(pub)) != 0
+
+
+def test_mem0_own_delete_all_leaves_two_history_rows(built: dict[str, tuple[Path, Path]], tmp_path: Path) -> None:
+    """The contrast: mem0's own per-user deletion keeps the canary twice in history (the ADD
+    row's new_memory and the DELETE row's old_memory), the entity and the messages row."""
+    cfg_path = _copy(built, "qdrant", tmp_path / "inst")
+    cfg = json.loads(cfg_path.read_text())
+    mem = mi.mem0_memory(cfg, tmp_path / "home")
+    try:
+        mem.delete_all(user_id="alice")
+    finally:
+        mi.close(mem, "qdrant")
+    rep = _scan(cfg_path, "alice", mi.canary("alice", 0))
+    hist = [h for h in rep["hits"] if h["store"] == "history"]  # type: ignore[union-attr]
+    assert len(hist) == 2 and _copies(rep)["history"] == 2 and {h["field"] for h in hist} == {"new_memory", "old_memory"}
+    assert _copies(rep).get("messages") == 1 and _copies(rep).get("vector_store") is None
+
+
+def test_bad_input_is_refused_before_anything_is_opened(built: dict[str, tuple[Path, Path]], tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = json.loads(_copy(built, "qdrant", tmp_path / "inst").read_text())
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({**cfg, "colour": "blue"}))
+    assert cli("scan", "--memory", "mem0", "--memory-config", str(bad), "--user", "alice") == 2
+    err = capsys.readouterr().err
+    assert "'colour'" in err and "Keys it accepts" in err and "vector_store" in err
+    bad.write_text(json.dumps({**cfg, "traceless": {"infer": False, "topk": 3}}))
+    assert cli("forget", "--memory", "mem0", "--memory-config", str(bad), "--user", "alice") == 2
+    assert "traceless.topk" in capsys.readouterr().err
+    assert cli("scan", "--memory", "mem0", "--memory-config", str(tmp_path / "nope.json"), "--user", "a") == 2
+    gone = tmp_path / "gone"
+    for key in ("history_db_path", "vector_store"):
+        moved = json.loads(json.dumps(cfg))
+        if key == "history_db_path":
+            moved[key] = str(gone / "history.db")
+        else:
+            moved[key]["config"]["path"] = str(gone / "qdrant")
+        bad.write_text(json.dumps(moved))
+        assert cli("forget", "--memory", "mem0", "--memory-config", str(bad), "--user", "alice") == 2
+        assert "does not exist" in capsys.readouterr().err
+        assert not gone.exists()  # no empty store was created
+    cfg_path = tmp_path / "inst.json"
+    before = _fingerprint(tmp_path / "inst")
+    assert cli("scan", "--memory", "mem0", "--memory-config", str(cfg_path), "--user", "nobody") == 7
+    assert cli("forget", "--memory", "mem0", "--memory-config", str(cfg_path), "--user", "nobody",
+               "--receipt", str(tmp_path / "r.json")) == 7
+    assert "nothing" in capsys.readouterr().err
+    assert not (tmp_path / "r.json").exists()
+    assert cli("forget", "--memory", "mem0", "--memory-config", str(cfg_path), "--user", "alice", "--dry-run") == 0
+    assert "remove vector_store/" in capsys.readouterr().out
+    assert _fingerprint(tmp_path / "inst") == before  # a dry run and a nothing-found erasure change nothing
+
+
+def test_audit_config_accepts_mem0_keys_and_overrides_only_paths(tmp_path: Path) -> None:
+    from traceless.systems import load_system_config
+    from traceless.systems._mem0 import Mem0Config, audit_config
+
+    cfg = load_system_config("mem0", mi.user_config(tmp_path / "prod", "qdrant"))
+    assert isinstance(cfg, Mem0Config) and cfg.infer is False
+    built, overrides = audit_config(cfg, tmp_path / "work", {"model": "m"}, "minilm")
+    assert built["vector_store"]["config"]["path"] == str(tmp_path / "work" / "qdrant")
+    assert built["vector_store"]["config"]["collection_name"] == "traceless"
+    assert built["history_db_path"] == str(tmp_path / "work" / "history.db")
+    assert built["version"] == "v1.1" and built["embedder"] == cfg.embedder
+    assert any(o.startswith("vector_store.config.path:") for o in overrides)
+    assert any(o.startswith("history_db_path:") for o in overrides)
+    assert load_system_config("mem0", {"infer": True}).infer is True  # the old flat keys still work
+    assert not os.path.exists(tmp_path / "work")
+
+
+KILLS = 50
+
+
+@pytest.mark.slow
+def test_sigkill_at_any_moment_of_the_erasure_is_finished_by_the_rerun(
+        built: dict[str, tuple[Path, Path]], tmp_path: Path) -> None:
+    """50 real SIGKILLs of a process running ``forget --memory mem0 --user alice`` (trials
+    whose erasure finished before the kill do not count), at moments spread over the first
+    80 % of an uninterrupted erasure's time (runs vary with the machine's load); after each, the
+    same erasure re-run completes with a passing receipt, the scan is clean and the other
+    users' records are intact."""
+    import random
+    import subprocess
+
+    from traceless.forget import load_receipt, verify_signature
+    from traceless.systems import load_system_config, system_class
+
+    src, cfg0 = built["qdrant"]
+    live = system_class("mem0").attach(load_system_config("mem0", cfg0), read_only=True)
+    bystanders = live.bystander_digests("alice")
+    worker = subprocess.Popen([sys.executable, str(Path(__file__).with_name("_erase_kill_worker.py"))],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=os.environ.copy())
+    assert worker.stdin is not None and worker.stdout is not None
+    assert worker.stdout.readline().strip() == "ready"
+
+    def trial(i: int, delay: float) -> tuple[str, str, float, Path]:
+        dst = tmp_path / f"t{i}"
+        cfg = _copy(built, "qdrant", dst)
+        receipt = tmp_path / f"t{i}.receipt.json"
+        worker.stdin.write(f"run {cfg} {tmp_path / f't{i}.state'} {receipt} {delay}\n")  # type: ignore[union-attr]
+        worker.stdin.flush()  # type: ignore[union-attr]
+        first, rerun, took = worker.stdout.readline().split()  # type: ignore[union-attr]
+        return first.removeprefix("first:"), rerun.removeprefix("rerun:"), float(took), cfg
+
+    try:
+        runs = [trial(i, -1.0) for i in (-2, -1)]  # uninterrupted: how long an erasure takes (warm)
+        assert all(r[:2] == ("exit:0", "7") for r in runs)
+        full = min(r[2] for r in runs)
+        rng = random.Random(23)
+        killed, i = 0, 0
+        while killed < KILLS and i < 3 * KILLS:  # every kill lands in a real erasure, at a moment spread over it
+            i += 1
+            delay = 0.8 * full * (killed + rng.random()) / KILLS  # runs vary with the load: stay inside one
+            first, rerun, _, cfg = trial(i, delay)
+            killed += first == "killed"
+            assert rerun in ("0", "7"), (delay, first, rerun)
+            receipt = tmp_path / f"t{i}.receipt.json"
+            r = load_receipt(receipt)  # the re-run's (or, when the first run finished, the first's)
+            assert r.verification.passed and verify_signature(r)
+            assert not any((tmp_path / f"t{i}.state" / "erasures").glob("*.json"))  # no journal left
+            after = _scan(cfg, "alice", *_canaries("alice"))
+            assert after["hits"] == [] and after["files"] == []
+            again = system_class("mem0").attach(load_system_config("mem0", cfg), read_only=True)
+            assert again.bystander_digests("alice") == bystanders
+            shutil.rmtree(tmp_path / f"t{i}")
+        assert killed >= KILLS  # the kills really interrupted erasures
+    finally:
+        worker.stdin.close()
+        worker.wait(timeout=30)
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_audit_builds_a_fresh_instance_from_the_users_config(provider: str, tmp_path: Path) -> None:
+    """The audit's instance is the user's config with only paths and the collection moved into
+    the work dir: it writes and retrieves through mem0, and the user's paths are never created."""
+    from traceless.memory import Session, Turn
+    from traceless.models import HashingEmbedder, ScriptedBackend
+    from traceless.systems import SystemRuntime, load_system_config, open_system
+
+    prod = tmp_path / "prod"
+    cfg = load_system_config("mem0", mi.user_config(prod, provider))
+    rt = SystemRuntime(ScriptedBackend(lambda m, c: "unused"), HashingEmbedder(), "scripted")
+    s = open_system("mem0", tmp_path / "work", cfg, rt)
+    try:
+        s.write([Session(session_id="s1", user_id="u1", turns=[Turn(role="user", content="my pin is 4312")])])
+        assert [c.text for c in s.context("u1", "what is my pin?")] == ["my pin is 4312"]
+        assert {k: len(list(v)) for k, v in s.stores().items()} == {"vector_store": 1, "history": 1, "messages": 0}
+        assert any(o.startswith("vector_store.config.path:") for o in s.describe()["overrides"])
+    finally:
+        s.close()
+    assert not prod.exists()  # the user's paths were never touched
+    assert (tmp_path / "work" / provider).is_dir()
