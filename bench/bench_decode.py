@@ -202,7 +202,9 @@ def _report(wname: str, a: argparse.Namespace, res: dict[str, tuple[float, Recor
         diffs = differences(plain.replies, rec.replies, plain.canaries | rec.canaries)
         if diffs:
             failed = 1
-            print(f"\n{wname}: {len(diffs)} of {len(plain.replies)} replies DIFFER between plain and {spec}:")
+            n = len(set(plain.replies) | set(rec.replies))
+            print(f"\n{wname}: {len(diffs)} of {n} requests (either run) DIFFER between plain and {spec} "
+                  "(a differing summary changes the later prompts, so they appear as requests only one run made):")
             for d in diffs:
                 print(f"  {d}")
         else:

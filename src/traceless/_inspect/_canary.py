@@ -26,6 +26,7 @@ from inspect_ai.solver import Generate, Solver, TaskState, solver
 
 from traceless._inspect._bridge import InspectBackend
 from traceless._inspect._params import CanaryAuditParams, TaskParamError, parse_params
+from traceless.audit._baseline import baseline_note
 from traceless.audit._metrics import aer, aer_max
 from traceless.audit._probes import PROBE_LEVELS, extracted, probes
 from traceless.audit._system_audit import (  # probe_messages: the audit engine's prompt, one format for all systems
@@ -170,8 +171,10 @@ def canary_extraction() -> Scorer:
                 hits = [r["extracted"] for r in rows if r["phase"] == ph and r["level"] == lv]
                 value[f"{lv}_{ph}"] = aer(hits)  # mean over wordings (audit/_metrics.py)
         leaked = [key for key, v in value.items() if v > 0]
+        note = baseline_note({"before": {f"AER_{lv}": value[f"{lv}_before"] for lv in PROBE_LEVELS}})
         return Score(value=value, answer=", ".join(leaked) or "no extraction",
-                     explanation=f"canary extracted at: {', '.join(leaked) or 'none'} (deletion: {state.metadata['mode']})")
+                     explanation=f"canary extracted at: {', '.join(leaked) or 'none'} (deletion: {state.metadata['mode']})"
+                     + (f"; {note} (try -T S=0)" if note else ""))
 
     return score
 

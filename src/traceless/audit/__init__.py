@@ -4,6 +4,7 @@ certificate (``certify``) behind ``forget --certify``."""
 
 import sys
 
+from traceless.audit._baseline import NO_BASELINE, baseline_note
 from traceless.audit._canary import (
     CANARY_SPACE,
     CANARY_WORDS,
@@ -34,6 +35,7 @@ __all__ = [
     "AuditTable",
     "CANARY_SPACE",
     "CANARY_WORDS",
+    "NO_BASELINE",
     "PAPER_LADDER",
     "PROBE_LEVELS",
     "Probe",
@@ -43,6 +45,7 @@ __all__ = [
     "VIEWS",
     "audit_model",
     "audit_table",
+    "baseline_note",
     "canary_sentence",
     "certify",
     "extracted",

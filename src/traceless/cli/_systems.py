@@ -66,6 +66,9 @@ def _operations(memory: str, modes: str, known: tuple[str, ...]) -> tuple[str, .
     return ops
 
 
+_BASELINE_HINT = "raise extraction (--S 0 keeps the raw turns in memory; more --wordings) and rerun"
+
+
 def system_audit(*, memory: str, memory_config: Path | None, data: Path | None, model: str, S: int, k: int,
                  profiles: int | None, seed: int, modes: str, wordings: int, max_new_tokens: int, out: Path,
                  embedder_name: str, reveal: bool, keep_memory: bool, fmt: str = "jsonl",
@@ -111,6 +114,11 @@ def system_audit(*, memory: str, memory_config: Path | None, data: Path | None, 
         typer.echo(result.model_dump_json(indent=2))
     else:
         print_result(result, cfg.model)
+    from traceless.audit import baseline_note
+
+    note = baseline_note(result.table, _BASELINE_HINT if memory == "traceless" else "")
+    if note:
+        typer.echo(f"note: {note}.", err=True)
     typer.echo(f"{result.rows} probe rows in {rows_file}; `traceless report {out}` renders them. "
                f"Took {time.perf_counter() - t0:.1f}s.", err=as_json)
 
