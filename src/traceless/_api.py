@@ -158,12 +158,6 @@ def forget(store: MemoryStore, target: ForgetTarget, mode: str, *, writer: Memor
     finally:
         if be is not model:  # built here (e.g. a llama.cpp server started): stop it
             be.close()
-    from traceless.audit import baseline_note
-
-    note = baseline_note(result.table)
-    if note:  # the caller sees it; the result is what was measured
-        warnings.warn(f"{note} (raise extraction, e.g. system_config={{'S': 0}}, and rerun)", UserWarning, stacklevel=2)
-    return result
 
 
 def certify_receipt(store: MemoryStore, receipt: Receipt, target: ForgetTarget, *,
