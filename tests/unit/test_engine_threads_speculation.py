@@ -115,3 +115,15 @@ def test_a_bad_speculation_is_a_config_error_naming_the_choices(bad: str) -> Non
         parse_speculation(bad)
     assert parse_speculation("none") == ("none", 16)
     assert parse_speculation("NGRAM-MOD:32") == ("ngram-mod", 32)
+
+
+def test_cli_audit_refuses_a_bad_speculation_before_anything_runs(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    from traceless.cli import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["audit", "--speculation", "ngram-bogus", "--model", "scripted", "--embedder", "hashing",
+              "--out", str(tmp_path / "a")])
+    assert e.value.code == 2
+    assert "use TYPE[:DRAFT_MAX]" in capsys.readouterr().err
+    assert not (tmp_path / "a").exists()
