@@ -49,3 +49,12 @@ def test_api_audit_warns_only_without_extraction(tmp_path: Path) -> None:
         res = audit(model=ScriptedBackend(_leak), embedder="hashing", out=tmp_path / "b", profiles=1,
                     system_config={"S": 0, "modes": ["full_purge"]})
     assert res.table["before"]["AER_max"] > 0
+
+
+@pytest.mark.slow  # importing inspect_ai and building the task: ~2 min on a loaded 2-core machine
+def test_inspect_canary_audit_defaults_to_the_level_that_shows_extraction() -> None:
+    pytest.importorskip("inspect_ai")
+    from traceless._inspect._canary import canary_audit
+
+    assert canary_audit(embedder="hashing", profiles=1).metadata["system_config"]["S"] == 0
+    assert canary_audit(embedder="hashing", profiles=1, S=1).metadata["system_config"]["S"] == 1
