@@ -638,7 +638,8 @@ def audit_model(spec: str, context_tokens: int = 0, *, speculation: str | None =
     if not resolved.startswith("llamacpp:"):
         return resolved, load_backend(resolved)
     ctx = max(context_tokens, _SLOT_CTX)
-    kw: dict[str, Any] = {"ctx": ctx, "speculation": speculation, "num_threads": threads}
+    kw: dict[str, Any] = {"ctx": ctx, **{k: v for k, v in (("speculation", speculation), ("num_threads", threads))
+                                          if v and v != "none"}}
     if os.environ.get("TRACELESS_LLAMACPP_PARALLEL"):
         parallel = max(1, min(served_slots(), _KV_TOKENS // ctx))
         return resolved, load_backend(resolved, parallel=parallel, **kw)
