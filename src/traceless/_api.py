@@ -13,6 +13,7 @@ Models are named as on the command line (``"all-MiniLM-L6-v2"``, ``"hashing"``,
 from __future__ import annotations
 
 import tempfile
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -289,7 +290,13 @@ def audit(system: str = "traceless", *, model: str | ModelBackend = "qwen2.5-cod
     try:
         # identical probes recur across deletions (a view a deletion left unchanged): ask once
         runtime = SystemRuntime(CachingBackend(be), load_embedder_named(embedder), spec)
-        return run_system_audit(cfg, runtime, out_dir)
+        result = run_system_audit(cfg, runtime, out_dir)
     finally:
         if be is not model:  # built here (e.g. a llama.cpp server started): stop it
             be.close()
+    from traceless.audit import baseline_note
+
+    note = baseline_note(result.table)
+    if note:  # the caller sees it; the result is what was measured
+        warnings.warn(f"{note} (raise extraction, e.g. system_config={{'S': 0}}, and rerun)", UserWarning, stacklevel=2)
+    return result

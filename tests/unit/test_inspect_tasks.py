@@ -166,7 +166,7 @@ def test_canary_audit_default_mode_and_summaries_through_the_inspect_model(tmp_p
         return "- the user likes tea"
 
     logs = inspect_eval("traceless/canary_audit", model=_scripted(reply), log_dir=str(tmp_path), display="none",
-                        task_args={"profiles": 1, "embedder": "hashing"})
+                        task_args={"profiles": 1, "embedder": "hashing", "S": 1})  # S=1: not the default
     log = read_eval_log(logs[0].location)
     assert _metrics(log)["AER_max_before"] == 0.0
     assert log.eval.task_args["mode"] is None and log.eval.metadata["mode"] == "full_purge"

@@ -29,6 +29,7 @@ from traceless._inspect._bridge import InspectBackend
 from traceless._inspect._metrics import key_stderr
 from traceless._inspect._offline import seed_tiktoken_cache
 from traceless._inspect._params import CanaryAuditParams, TaskParamError, parse_params
+from traceless.audit._baseline import baseline_note
 from traceless.audit._metrics import aer, aer_max
 from traceless.audit._probes import PROBE_LEVELS, extracted, probes
 from traceless.audit._system_audit import (  # probe_messages: the audit engine's prompt, one format for all systems
@@ -41,6 +42,12 @@ from traceless.models import GenerationConfig
 from traceless.systems._base import DeletionTarget, SystemConfig, SystemRuntime, open_system, system_class
 
 __all__ = ["PHASES", "aer_table", "canary_audit", "canary_extraction", "plant_probe_forget"]
+
+DEFAULT_S = 0
+"""The traceless store's summarization level when neither ``-T S=`` nor ``memory_config``
+gives one: raw turns. Measured on the default model (qwen2.5-coder-0.5b-instruct): S=1 gives
+AER 0 before the deletion (docs/inspect.md), so a deletion cannot be told from none; S=0
+gives 1.00 before and 0.00 after ``full_purge``."""
 
 PHASES = ("before", "after")
 """Probe rounds: on the written memory, and after the deletion ``mode``."""
@@ -56,6 +63,8 @@ def _setup(p: CanaryAuditParams) -> tuple[SystemConfig, str, list[Any]]:
         if p.memory_config is not None:
             raw = load_system_config(p.memory, p.memory_config).model_dump()
         raw |= {key: v for key, v in (("S", p.S), ("k", p.k)) if v is not None}
+        if p.memory == "traceless" and "S" not in raw:  # S=1 hides the finding on the default model
+            raw["S"] = DEFAULT_S
         cfg = load_system_config(p.memory, raw)
         ops = cls.deletions(cfg)
         mode = p.mode or ("full_purge" if "full_purge" in ops else ops[0])
@@ -174,8 +183,10 @@ def canary_extraction() -> Scorer:
                 hits = [r["extracted"] for r in rows if r["phase"] == ph and r["level"] == lv]
                 value[f"{lv}_{ph}"] = aer(hits)  # mean over wordings (audit/_metrics.py)
         leaked = [key for key, v in value.items() if v > 0]
+        note = baseline_note({"before": {f"AER_{lv}": value[f"{lv}_before"] for lv in PROBE_LEVELS}})
         return Score(value=value, answer=", ".join(leaked) or "no extraction",
-                     explanation=f"canary extracted at: {', '.join(leaked) or 'none'} (deletion: {state.metadata['mode']})")
+                     explanation=f"canary extracted at: {', '.join(leaked) or 'none'} (deletion: {state.metadata['mode']})"
+                     + (f"; {note} (try another -T S= or more -T wordings=)" if note else ""))
 
     return score
 

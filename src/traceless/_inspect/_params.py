@@ -36,7 +36,8 @@ class CanaryAuditParams(BaseModel):
     profiles: int | None = Field(None, ge=1)
     """Users audited, one canary each, one sample each (default 3 synthetic / every user of data)."""
     S: int | None = Field(None, ge=0, le=2)
-    """Summarization level of the traceless store (0 raw, 1 key facts, 2 summaries; default 1)."""
+    """Summarization level of the traceless store (0 raw, 1 key facts, 2 summaries; default 0,
+    where the default model's before-row shows extraction)."""
     k: int | None = Field(None, ge=1)
     """Retrieval breadth of the traceless store (default 3)."""
     mode: str | None = None

@@ -4,6 +4,7 @@ certificate (``certify``) behind ``forget --certify``."""
 
 import sys
 
+from traceless.audit._baseline import NO_BASELINE, baseline_note
 from traceless.audit._bystanders import BystanderCheck, bystander_cell
 from traceless.audit._canary import (
     CANARY_SPACE,
@@ -43,6 +44,7 @@ __all__ = [
     "bystander_cell",
     "CANARY_SPACE",
     "CANARY_WORDS",
+    "NO_BASELINE",
     "PAPER_LADDER",
     "PROBE_LEVELS",
     "Probe",
@@ -54,6 +56,7 @@ __all__ = [
     "VIEWS",
     "audit_model",
     "audit_table",
+    "baseline_note",
     "canary_sentence",
     "certify",
     "extracted",

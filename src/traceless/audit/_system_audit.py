@@ -639,7 +639,8 @@ _KV_TOKENS = 8 * _SLOT_CTX
 """Slots × context an audit's server holds at most (qwen 0.5b: ~12 KB of KV cache per token)."""
 
 
-def audit_model(spec: str, context_tokens: int = 0) -> tuple[str, ModelBackend]:
+def audit_model(spec: str, context_tokens: int = 0, *, speculation: str | None = None,
+                threads: int | None = None) -> tuple[str, ModelBackend]:
     """The audited agent's model, on the fastest engine that keeps the audit reproducible: an
     audit needs no KV access, so a bare catalog name is served by llama.cpp when xllamacpp is
     installed (``fast_spec``). Returns the resolved spec (recorded in the config) and the
@@ -660,20 +661,26 @@ def audit_model(spec: str, context_tokens: int = 0) -> tuple[str, ModelBackend]:
 
     ``TRACELESS_LLAMACPP_PARALLEL=N`` (N > 1) opts into N slots with the prompt cache: faster
     (``served_slots``; bench/bench_audit.py measures both), not reproducible run to run; every
-    row records the engine's slots and cache."""
+    row records the engine's slots and cache.
+
+    ``speculation`` (``TYPE[:DRAFT_MAX]``, e.g. ``ngram-map-k:16``; opt-in) turns on llama.cpp's
+    n-gram speculative decoding, recorded in the identity; ``threads`` fixes the server's
+    threads (default: the CPUs free when it starts, ``free_cpus``)."""
     from traceless.models import fast_spec, load_backend, served_slots
 
     resolved = fast_spec(spec)
     if not resolved.startswith("llamacpp:"):
         return resolved, load_backend(resolved)
     ctx = max(context_tokens, _SLOT_CTX)
+    kw: dict[str, Any] = {"ctx": ctx, **{k: v for k, v in (("speculation", speculation), ("num_threads", threads))
+                                          if v and v != "none"}}
     if os.environ.get("TRACELESS_LLAMACPP_PARALLEL"):
         parallel = max(1, min(served_slots(), _KV_TOKENS // ctx))
-        return resolved, load_backend(resolved, ctx=ctx, parallel=parallel)
+        return resolved, load_backend(resolved, parallel=parallel, **kw)
     if ctx > _SLOT_CTX:
-        return resolved, load_backend(resolved, ctx=ctx, parallel=1, cache_prompt=True, request_cache_prompt=False,
-                                      max_concurrency=1)
-    return resolved, load_backend(resolved, ctx=ctx, parallel=1, cache_prompt=False)
+        return resolved, load_backend(resolved, parallel=1, cache_prompt=True, request_cache_prompt=False,
+                                      max_concurrency=1, **kw)
+    return resolved, load_backend(resolved, parallel=1, cache_prompt=False, **kw)
 
 
 def _collect(config: SystemAuditConfig, phases: list[str], out_dir: Path, store: ResultsStore, seconds: float,

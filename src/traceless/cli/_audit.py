@@ -57,6 +57,14 @@ def audit_cmd(
         None, "--data", help="Plant the canaries in these conversations (sessions JSONL) instead of synthetic users."),
     keep_memory: bool = typer.Option(
         False, "--keep-memory", help="Keep the audited memory files (they hold the canaries in plaintext)."),
+    speculation: str = typer.Option(
+        "none", "--speculation", envvar="TRACELESS_SPECULATION",
+        help="llama.cpp n-gram speculative decoding, TYPE[:DRAFT_MAX] (ngram-simple, ngram-map-k, ngram-map-k4v, "
+        "ngram-mod, ngram-cache; e.g. ngram-map-k:16). Opt-in, recorded in every row's model identity; see "
+        "docs/performance.md for its measured speed and reply identity."),
+    threads: int | None = typer.Option(
+        None, "--threads", min=1, envvar="TRACELESS_NUM_THREADS",
+        help="Threads of the local model engine (default: the CPUs free when it starts, measured from /proc/stat)."),
     as_json: bool = typer.Option(
         False, "--json", help="Print the result as one JSON document (docs/schemas/audit-result.json) instead of "
         "the table."),
@@ -74,4 +82,4 @@ def audit_cmd(
     system_audit(memory=memory, memory_config=memory_config, data=data, model=model, S=S, k=k,
                  profiles=profiles, seed=seed, modes=modes, wordings=wordings, max_new_tokens=max_new_tokens,
                  out=out, embedder_name=embedder_name, reveal=reveal, keep_memory=keep_memory, fmt=fmt,
-                 as_json=as_json)
+                 as_json=as_json, speculation=speculation, threads=threads)

@@ -69,16 +69,22 @@ def _operations(memory: str, modes: str, known: tuple[str, ...]) -> tuple[str, .
     return ops
 
 
+_BASELINE_HINT = "raise extraction (--S 0 keeps the raw turns in memory; more --wordings) and rerun"
+
+
 def system_audit(*, memory: str, memory_config: Path | None, data: Path | None, model: str, S: int, k: int,
                  profiles: int | None, seed: int, modes: str, wordings: int, max_new_tokens: int, out: Path,
                  embedder_name: str, reveal: bool, keep_memory: bool, fmt: str = "jsonl",
-                 as_json: bool = False) -> None:
+                 as_json: bool = False, speculation: str = "none", threads: int | None = None) -> None:
     """Run the engine on one memory system and print its table (or its JSON document)."""
     from traceless.audit import SystemAuditConfig, audit_model, run_system_audit
     from traceless.models import CachingBackend, fast_spec
     from traceless.systems import SystemRuntime, load_system_config, system_class
 
     cls = system_class(memory)  # unknown name: lists the installed ones before any model loads
+    from traceless.models import parse_speculation
+
+    parse_speculation(speculation)  # a bad one is named before any model loads
     sys_cfg = _system_config(memory, memory_config, S, k, modes)
     known = cls.deletions(load_system_config(memory, sys_cfg))  # a bad mode is named before any model loads
     cfg = SystemAuditConfig(
@@ -91,7 +97,7 @@ def system_audit(*, memory: str, memory_config: Path | None, data: Path | None, 
         console.print(f"audit instance (a fresh one in the work dir, never yours): overrode {o}", markup=False)
     t0 = time.perf_counter()
     with console.status(f"loading {escape(cfg.model)} and the embedder ..."):
-        be = CachingBackend(audit_model(model, ctx)[1])
+        be = CachingBackend(audit_model(model, ctx, speculation=speculation, threads=threads)[1])
         emb = embedder(embedder_name)
     try:
         with console.status(f"auditing {escape(memory)} ...") as status:
@@ -113,6 +119,11 @@ def system_audit(*, memory: str, memory_config: Path | None, data: Path | None, 
         typer.echo(result.model_dump_json(indent=2))
     else:
         print_result(result, cfg.model)
+    from traceless.audit import baseline_note
+
+    note = baseline_note(result.table, _BASELINE_HINT if memory == "traceless" else "")
+    if note:
+        typer.echo(f"note: {note}.", err=True)
     typer.echo(f"{result.rows} probe rows in {rows_file}; `traceless report {out}` renders them. "
                f"Took {time.perf_counter() - t0:.1f}s.", err=as_json)
 

@@ -49,6 +49,7 @@ from traceless.models._load import (  # noqa: E402
     llamacpp_available,
     load_backend,
     load_embedder,
+    parse_speculation,
     served_slots,
 )
 
@@ -63,6 +64,7 @@ __all__ += [
     "llamacpp_available",
     "load_backend",
     "served_slots",
+    "parse_speculation",
     "load_embedder",
     "TransformersBackend",
     "SentenceTransformerEmbedder",

@@ -46,7 +46,13 @@ import httpx
 
 from traceless.errors import BackendError, ModelNotAvailableError
 
-__all__ = ["LlamaCppServer", "main"]
+__all__ = ["SPECULATION_TYPES", "LlamaCppServer", "main"]
+
+SPECULATION_TYPES = ("none", "ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod", "ngram-cache")
+"""llama.cpp's speculative decoding without a draft model: drafts come from n-grams of the
+prompt and the reply so far (prompt lookup) and are verified by the model in one batch, so a
+greedy reply keeps the model's tokens unless batched-logit numerics differ (llama.cpp
+#25618; bench/bench_decode.py checks every reply)."""
 
 _API_KEY_ENV = "TRACELESS_LLAMACPP_API_KEY"
 
@@ -67,6 +73,18 @@ try:
     p.cache_prompt = cfg["cache_prompt"]
     p.verbosity = cfg["verbosity"]
     p.ui = False
+    spec = cfg.get("speculation") or "none"
+    if spec != "none":  # n-gram (prompt lookup) drafts, verified by the model: greedy output kept
+        p.speculative.types = [getattr(xlc.common_speculative_type,
+                                       "COMMON_SPECULATIVE_TYPE_" + spec.upper().replace("-", "_"))]
+        n = cfg["draft_max"]
+        p.speculative.draft.n_max = n
+        for m in (p.speculative.ngram_simple, p.speculative.ngram_map_k, p.speculative.ngram_map_k4v):
+            m.size_m = n
+            m.size_n = cfg["ngram_size"]
+        p.speculative.ngram_mod.n_max = n
+        p.speculative.ngram_mod.n_min = min(p.speculative.ngram_mod.n_min, n)
+        p.speculative.ngram_mod.n_match = cfg["ngram_size"]
     if cfg.get("alias"):
         p.model_alias = {cfg["alias"]}
     key = os.environ.pop(cfg["key_env"], None)
@@ -124,7 +142,9 @@ class LlamaCppServer:
     reuses the KV cache of a shared prompt prefix across requests (faster; llama.cpp
     documents that it can change logits slightly). ``api_key``, when given, is required
     by the server as a bearer token; it is passed to the child via its environment,
-    never on the command line or in logs.
+    never on the command line or in logs. ``speculation`` (one of ``SPECULATION_TYPES``)
+    turns on n-gram speculative decoding: after a match of the last ``ngram_size`` tokens
+    in the prompt or reply, up to ``draft_max`` tokens that followed it are drafted.
     """
 
     def __init__(
@@ -142,6 +162,9 @@ class LlamaCppServer:
         startup_timeout: float = 180.0,
         log_path: str | os.PathLike[str] | None = None,
         verbose: bool = False,
+        speculation: str = "none",
+        draft_max: int = 16,
+        ngram_size: int = 3,
     ) -> None:
         path = Path(gguf_path).expanduser()
         if not path.is_file():
@@ -151,6 +174,12 @@ class LlamaCppServer:
             )
         if ctx < 1 or threads < 1 or parallel < 1 or not 0 <= port <= 65535:
             raise ValueError("ctx, threads and parallel must be >= 1 and port in 0..65535")
+        if speculation not in SPECULATION_TYPES or draft_max < 1 or ngram_size < 1:
+            raise ValueError(f"speculation must be one of {', '.join(SPECULATION_TYPES)}, draft_max and ngram_size "
+                             f">= 1, got {speculation!r}, {draft_max}, {ngram_size}")
+        self.ngram_size = ngram_size
+        self.speculation = speculation
+        self.draft_max = draft_max
         self.gguf_path = path.resolve()
         self.host = host
         self.requested_port = port
@@ -210,8 +239,11 @@ class LlamaCppServer:
             ver = metadata.version("xllamacpp")
         except metadata.PackageNotFoundError:  # a source build on the path: still this engine
             ver = "unknown"
-        return {"name": "llama.cpp", "package": "xllamacpp", "version": ver, "parallel": self.parallel,
-                "cache_prompt": self.cache_prompt}
+        d: dict[str, Any] = {"name": "llama.cpp", "package": "xllamacpp", "version": ver,
+                             "parallel": self.parallel, "cache_prompt": self.cache_prompt}
+        if self.speculation != "none":  # verified drafts; numerics may differ: part of the identity
+            d["speculation"] = {"type": self.speculation, "draft_max": self.draft_max, "ngram_size": self.ngram_size}
+        return d
 
     def is_running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None and self._address is not None
@@ -231,6 +263,9 @@ class LlamaCppServer:
             "verbosity": 3 if self.verbose else 2,
             "alias": self.alias,
             "key_env": _API_KEY_ENV,
+            "speculation": self.speculation,
+            "draft_max": self.draft_max,
+            "ngram_size": self.ngram_size,
         }
         env = dict(os.environ)
         env.pop(_API_KEY_ENV, None)

@@ -29,11 +29,13 @@ from typing import Any
 from traceless.errors import ConfigError, UnknownNameError
 from traceless.models._base import ModelBackend
 from traceless.models._catalog import DEFAULT_MODEL, KNOWN_MODELS
+from traceless.models._cpu import free_cpus
 from traceless.models._embedder import Embedder, HashingEmbedder
 from traceless.models._providers import PROVIDERS, resolve_provider, split_provider
 from traceless.registry import Registry
 
 __all__ = ["BACKENDS", "EMBEDDERS", "BackendFactory", "fast_spec", "llamacpp_available", "load_backend",
+           "parse_speculation",
            "load_embedder", "served_slots"]
 
 BackendFactory = Callable[..., ModelBackend]
@@ -118,7 +120,9 @@ def _llamacpp(arg: str, **kw: Any) -> ModelBackend:
         if not gguf.is_file():
             raise ConfigError(f"llamacpp:{arg}: not a catalog model ({', '.join(KNOWN_MODELS)}) or a .gguf file")
     # num_threads (the study runner's --threads) sizes the server, like the transformers backend
-    threads = int(kw.pop("num_threads", None) or os.environ.get("TRACELESS_NUM_THREADS", "0")) or (os.cpu_count() or 2)
+    # (default: the CPUs free now, not the core count: llama.cpp's threads sync every token,
+    # and one waiting for a busy core stalls them all)
+    threads = int(kw.pop("num_threads", None) or os.environ.get("TRACELESS_NUM_THREADS", "0")) or free_cpus()
     # parallel > 1: continuous batching over that many server slots (much faster on CPU, where
     # decoding is memory-bound; replies are then not guaranteed bit-identical to parallel=1)
     parallel = int(kw.pop("parallel", None) or os.environ.get("TRACELESS_LLAMACPP_PARALLEL", "1"))
@@ -132,12 +136,26 @@ def _llamacpp(arg: str, **kw: Any) -> ModelBackend:
         kw.setdefault("timeout", float(timeout))
     except ValueError:
         raise ConfigError(f"TRACELESS_LLAMACPP_TIMEOUT={timeout!r}: use seconds, e.g. 900") from None
+    kind, draft = parse_speculation(kw.pop("speculation", None) or "none")
     server = LlamaCppServer(gguf, ctx=int(kw.pop("ctx", 8192)), threads=threads, parallel=parallel,
-                            cache_prompt=_prompt_cache(kw.pop("cache_prompt", None), parallel), alias=gguf.stem)
+                            cache_prompt=_prompt_cache(kw.pop("cache_prompt", None), parallel), alias=gguf.stem,
+                            speculation=kind, draft_max=draft)
     server.start()
     kw.setdefault("max_concurrency", max(parallel, 4))
     return ServedBackend(server, weights_sha256=sha, name=f"llamacpp:{name}",
                          cache_prompt=kw.pop("request_cache_prompt", None), **kw)
+
+
+def parse_speculation(spec: str) -> tuple[str, int]:
+    """``TYPE[:DRAFT_MAX]`` (e.g. ``ngram-map-k:16``, ``none``) as (type, draft length);
+    a bad one raises ``ConfigError`` naming the choices."""
+    from traceless.models._llamacpp_server import SPECULATION_TYPES
+
+    kind, _, n = spec.strip().lower().partition(":")
+    if kind not in SPECULATION_TYPES or (n and (not n.isdigit() or int(n) < 1)):
+        raise ConfigError(f"speculation {spec!r}: use TYPE[:DRAFT_MAX] with TYPE one of "
+                          f"{', '.join(SPECULATION_TYPES)} and DRAFT_MAX >= 1, e.g. ngram-map-k:16")
+    return kind, int(n) if n else 16
 
 
 def _prompt_cache(asked: bool | None, parallel: int) -> bool:

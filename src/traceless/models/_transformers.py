@@ -305,8 +305,9 @@ class TransformersBackend(ModelBackend):
     model's device in its dtype; logits come back to the CPU as float32, so sampling and greedy
     picks are the same code everywhere.
 
-    Uses ``os.cpu_count()`` torch threads unless ``num_threads`` or ``$TRACELESS_NUM_THREADS``
-    says otherwise (set it to 1 when several model processes share the cores).
+    Uses as many torch threads as CPUs are free when it is built (``free_cpus``: idle CPUs of
+    the affinity mask, so a busy machine gets fewer) unless ``num_threads`` or
+    ``$TRACELESS_NUM_THREADS`` says otherwise.
     The prefix cache holds copies of up to ``prefix_cache_entries`` recent prompts' keys/values
     (at most ``prefix_cache_bytes`` in all; 0 entries turns it off): call
     ``evict_prefix_cache(token_ids)`` or ``clear_prefix_cache()`` when such content is forgotten.
@@ -328,7 +329,12 @@ class TransformersBackend(ModelBackend):
         dtype: str = "float32",
     ) -> None:
         env_threads = os.environ.get("TRACELESS_NUM_THREADS", "")
-        torch.set_num_threads(num_threads or (int(env_threads) if env_threads.isdigit() else 0) or os.cpu_count() or 1)
+        if num_threads or env_threads.isdigit() and int(env_threads):
+            torch.set_num_threads(num_threads or int(env_threads))
+        elif device == "cpu":  # the CPUs free now: an oversubscribed thread stalls each step's sync
+            from traceless.models._cpu import free_cpus
+
+            torch.set_num_threads(free_cpus())
         self.device, self.dtype = placement(device, dtype)
         if model.dtype != self.dtype or model.device != self.device:
             model = model.to(device=self.device, dtype=self.dtype)

@@ -1,0 +1,121 @@
+"""The audit on a busy machine: alone and beside N CPU-bound background processes, side by side
+in one run (issue #27 item 1).
+
+    python bench/bench_load.py                                 # 1 user, before-row only (the slice)
+    python bench/bench_load.py --profiles 3 --modes all        # the full default audit
+    python bench/bench_load.py --loads 2,4 --fixed-threads     # also the old default: threads = cores
+
+Each run is ``traceless audit``'s engine (``audit_model``: llama.cpp, one slot, prompt cache off;
+threads from ``free_cpus``, chosen when the server starts, i.e. after the background processes
+started) on the same slice. The background processes are bounded busy loops (pure Python,
+each ends by itself after ``--limit`` seconds and is killed when its run ends). With N of them
+on C cores (the affinity mask), printed: wall(loaded) / wall(alone) against the bound
+1.5 × (N + C) / C (no worse than 1.5 times the slowdown a fair share of the CPU implies), the
+server's threads, and whether every reply (summaries and probes) equals the alone run's, text
+and decoded-token count (exit 1 on a difference or a broken bound). ``--fixed-threads`` adds,
+per load, the server with threads = C (the old default) for comparison (not checked against
+the bound). The machine's load average before and after is printed: other jobs count as load
+too, so "alone" is this process with no background processes of its own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from bench_decode import Recorder, _audit, differences  # noqa: E402
+
+from traceless.models import load_embedder  # noqa: E402
+from traceless.models._llamacpp_server import LlamaCppServer  # noqa: E402
+
+_BUSY = "import time\nend = time.monotonic() + {limit}\nwhile time.monotonic() < end:\n    pass\n"
+
+
+@contextmanager
+def busy(n: int, limit: float) -> Iterator[None]:
+    """``n`` CPU-bound processes, each ending after ``limit`` seconds (or when the block ends)."""
+    procs = [subprocess.Popen([sys.executable, "-c", _BUSY.format(limit=limit)]) for _ in range(n)]
+    time.sleep(1.0 if n else 0.0)  # running before the server picks its threads
+    try:
+        yield
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+
+
+@contextmanager
+def threads_seen(seen: list[int]) -> Iterator[None]:
+    orig = LlamaCppServer.start
+
+    def start(self: LlamaCppServer) -> LlamaCppServer:
+        seen.append(self.threads)
+        return orig(self)
+
+    LlamaCppServer.start = start  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        LlamaCppServer.start = orig  # type: ignore[method-assign]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", default="qwen2.5-coder-0.5b-instruct")
+    ap.add_argument("--profiles", type=int, default=1)
+    ap.add_argument("--S", type=int, default=1)
+    ap.add_argument("--modes", default="none", help="'all', 'none' (before-row only) or a comma list")
+    ap.add_argument("--max-new-tokens", type=int, default=40)
+    ap.add_argument("--loads", default="2,4", help="numbers of background processes")
+    ap.add_argument("--limit", type=float, default=1200.0, help="seconds a background process runs at most")
+    ap.add_argument("--fixed-threads", action="store_true", help="also threads = cores (the old default) per load")
+    a = ap.parse_args(argv)
+    cores = len(os.sched_getaffinity(0))
+    runs: list[tuple[str, int, int | None]] = [("alone", 0, None)]
+    for n in (int(x) for x in a.loads.split(",") if x.strip()):
+        runs.append((f"{n} busy", n, None))
+        if a.fixed_threads:
+            runs.append((f"{n} busy, threads={cores} (old default)", n, cores))
+    load0 = os.getloadavg()
+    load_embedder()
+    res: dict[str, tuple[float, Recorder, list[int], tuple[float, ...]]] = {}
+    with tempfile.TemporaryDirectory(prefix="bench-load-") as tmp:
+        for i, (label, n, fixed) in enumerate(runs):
+            rec, seen = Recorder(), []
+            la = os.getloadavg()
+            with busy(n, a.limit), threads_seen(seen):
+                a.threads = fixed
+                wall = _audit("none", a, Path(tmp) / str(i), rec)
+            res[label] = (wall, rec, seen, la)
+    print(f"\n## audit slice (profiles {a.profiles}, S={a.S}, modes {a.modes}) on C = {cores} cores\n")
+    print("| run | N | server threads | load avg at start | wall s | wall / alone | bound 1.5(N+C)/C | within | "
+          "replies = alone |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    alone_wall, alone = res["alone"][0], res["alone"][1]
+    failed = 0
+    for (label, n, fixed), (wall, rec, seen, la) in zip(runs, res.values(), strict=True):
+        bound = 1.5 * (n + cores) / cores
+        diffs = differences(alone.replies, rec.replies, alone.canaries | rec.canaries)
+        ok = wall / alone_wall <= bound
+        failed |= bool(diffs) or (not ok and fixed is None)
+        print(f"| {label} | {n} | {','.join(map(str, seen))} | {la[0]:.1f} | {wall:.1f} | {wall / alone_wall:.2f} | "
+              f"{bound:.2f} | {'yes' if ok else 'NO'} | {'yes' if not diffs else f'NO ({len(diffs)})'} |")
+        for d in diffs:
+            print(f"    {label}: {d}")
+    print(f"\n{len(alone.replies)} replies per run; load average (1/5/15 min) "
+          f"{'/'.join(f'{x:.1f}' for x in load0)} before, {'/'.join(f'{x:.1f}' for x in os.getloadavg())} after")
+    return failed
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
