@@ -35,9 +35,11 @@ from traceless.forget._receipt import (
     pseudonym,
     receipt_key,
     sign,
+    verify_signature,
 )
 from traceless.forget._registry import FORGET_MODES, ForgetMode, forget_mode
 from traceless.memory import (
+    ERASURE_FINISHERS,
     EXTRACTIVE,
     Artifact,
     MemoryStore,
@@ -410,14 +412,19 @@ def forget(
                 "near variants of the literal remain (case, spacing, Unicode form or split across records); "
                 "exact matching left them: forget again with --match normalized"
             )
+        if keys is not None:
+            # the old master key file is shredded after the commit: until that is durable the
+            # stored receipt claims no key destruction (``_erase_and_scan`` completes it)
+            verification.checks["old_keys_destroyed"] = False
+            verification.passed = False
         receipt = Receipt(
             receipt_id=f"rcpt-{uuid.uuid4().hex[:16]}", created_at=time.time(), mode=mode, store_id=store.store_id,
             target=_target_ref(target, owner, pep), matched=matched, tiers=tiers, verification=verification,
             gate_descriptors_added=n_gate, seconds=0.0, code_version=code_version(),
-            notes=op.notes + ([] if store.scannable else [_server_note(store.encrypted)]),
+            notes=op.notes + ([] if store.scannable else [_server_note(store.encrypted)])
+            + ([_KEYS_PENDING] if keys is not None else []),
             warnings=warnings, keys=keys,
-            guarantee=(["plaintext_scan"] if literal is not None and spec.erases_everywhere and store.scannable
-                       else []) + (["key_destroyed"] if keys is not None else []),
+            guarantee=["plaintext_scan"] if literal is not None and spec.erases_everywhere and store.scannable else [],
         )
         # the stored copy is signed too; it lacks only the post-commit disk scan
         store.add_receipt(receipt.receipt_id, sign(receipt).model_dump_json())
@@ -483,8 +490,17 @@ def _erase_and_scan(store: MemoryStore, receipt: Receipt, literal: str | None, s
         )
     v = receipt.verification
     checks = dict(v.checks)
+    guarantee = list(receipt.guarantee)
     if receipt.keys is not None:
-        checks["old_keys_destroyed"] = store.master_key_gone(receipt.keys.old_master_key)
+        # shred_file synced the removal (file and folder) before the commit's context returned
+        checks["old_keys_destroyed"] = keys_gone(store, receipt.keys.old_master_key)
+        complete = complete and checks["old_keys_destroyed"]  # the marker stays until they are gone
+        notes = [n for n in notes if n != _KEYS_PENDING]
+        if checks["old_keys_destroyed"]:
+            guarantee.append("key_destroyed")
+        else:
+            warnings.append("the old master key file could not be shredded yet; the next open of the store "
+                            "retries (its pending-erasure marker stays until then)")
     if literal is not None and store.scannable:
         scan = scan_files(store.files(), literal)
         if spec.erases_everywhere and receipt.matched:
@@ -492,7 +508,8 @@ def _erase_and_scan(store: MemoryStore, receipt: Receipt, literal: str | None, s
         v = v.model_copy(update={"disk_scan": scan, "disk_checked": True})
     v = v.model_copy(update={"checks": checks, "passed": all(checks.values())})
     final = sign(receipt.model_copy(update={
-        "seconds": time.perf_counter() - t0, "verification": v, "notes": notes, "warnings": warnings}))
+        "seconds": time.perf_counter() - t0, "verification": v, "notes": notes, "warnings": warnings,
+        "guarantee": guarantee}))
     with store.transaction():
         store.update_receipt(final.receipt_id, final.model_dump_json())
         if complete:
@@ -501,6 +518,38 @@ def _erase_and_scan(store: MemoryStore, receipt: Receipt, literal: str | None, s
     for w in final.warnings:
         print(f"warning: {w}", file=sys.stderr)
     return final
+
+
+_KEYS_PENDING = ("signed before the old master key file was shredded (that follows the commit): this copy claims "
+                 "no key destruction; the completed receipt does, once the shredding is durable")
+
+
+def keys_gone(store: MemoryStore, old_kid: str) -> bool:
+    """The old master key and every other superseded key file of the store are gone."""
+    return store.master_key_gone(old_kid) and not store.older_master_keys()
+
+
+def complete_receipt(store: MemoryStore, receipt_id: str) -> None:
+    """An open finished the interrupted erasure of ``receipt_id`` (keys shredded): complete
+    its stored receipt (re-signed) if it still waits for the key destruction and verifies
+    under this machine's key (a tampered receipt is never re-signed)."""
+    r = Receipt.model_validate_json(store.receipt(receipt_id))
+    if r.keys is None or "key_destroyed" in r.guarantee or not verify_signature(r):
+        return
+    if not keys_gone(store, r.keys.old_master_key):
+        return
+    checks = {**r.verification.checks, "old_keys_destroyed": True}
+    v = r.verification.model_copy(update={"checks": checks, "passed": all(checks.values())})
+    notes = [n for n in r.notes if n != _KEYS_PENDING] + [
+        "the forget was interrupted after its commit; the old master key file was shredded when the store "
+        "was next opened, and this receipt completed then"]
+    final = sign(r.model_copy(update={"verification": v, "notes": notes,
+                                      "guarantee": [*r.guarantee, "key_destroyed"]}))
+    with store.transaction():
+        store.update_receipt(receipt_id, final.model_dump_json())
+
+
+ERASURE_FINISHERS.append(complete_receipt)
 
 
 def _metadata_scan(store: MemoryStore, owner: str, literal: str) -> dict[str, int]:

@@ -306,6 +306,9 @@ class VerifyResult(BaseModel):
     """Every artifact the receipt removed is still absent (None: not checked)."""
     pending_erasure: str | None = None
     """A receipt id whose physical erasure is still pending in that db."""
+    old_keys_gone: bool | None = None
+    """Encrypted store: the master key the receipt replaced and every other superseded key
+    file of the store are gone (None: not checked, or no key was replaced)."""
     certified: bool = False
     """The receipt carries a behavioural certificate (``forget --certify``)."""
     certificate_failures: list[str] = Field(default_factory=list)

@@ -33,6 +33,7 @@ def verify_receipt(receipt: Receipt, *, public_key: bytes | None = None, db: str
     if db is not None and res.signature_ok:
         if not store_exists(db):
             raise ConfigError(f"{db} does not exist")
+        from traceless.forget._forget import keys_gone  # also registers the receipt completion
         from traceless.memory._store import MemoryStore
 
         with MemoryStore(str(db)) as store:
@@ -42,9 +43,12 @@ def verify_receipt(receipt: Receipt, *, public_key: bytes | None = None, db: str
             res = res.model_copy(update={
                 "store_checked": True, "same_store": same, "removed_still_absent": same and not back,
                 "pending_erasure": store.get_meta("pending_erasure"),
+                # an older key file left behind would still decrypt a copy taken before the forget
+                "old_keys_gone": keys_gone(store, receipt.keys.old_master_key) if receipt.keys else None,
             })
     res.ok = (res.signature_ok and res.receipt_passed and not res.certificate_failures and (not res.store_checked or (
-        bool(res.same_store) and bool(res.removed_still_absent) and res.pending_erasure is None)))
+        bool(res.same_store) and bool(res.removed_still_absent) and res.pending_erasure is None
+        and res.old_keys_gone is not False)))
     return res, finished
 
 

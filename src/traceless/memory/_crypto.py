@@ -15,6 +15,14 @@ ciphertext under keys that no longer exist:
   key and the old master key file is overwritten and removed. An old copy of the store
   holds data keys wrapped under a master key that is gone.
 
+Each master key file carries a generation after its 32 key bytes (a rotation makes
+generation + 1; a file of 32 bytes is generation 0). The commit of a rotation is the commit
+point; the old file is shredded right after it, and a process killed in between leaves a
+file of a lower generation than the current key: every open of the store shreds those
+(``MemoryStore``), and the forget's pending-erasure marker stays until none is left. A file
+of a higher generation is never shredded on open: it may be the current key of a newer
+copy of the same store (an open of an older copy must not destroy it).
+
 What it does not cover: a copy of ``$TRACELESS_HOME`` taken before the forget together
 with a copy of the store, and whatever the filesystem keeps of the removed master-key
 file (it is overwritten in place before unlinking; journaling or SSD remapping may
@@ -41,7 +49,7 @@ from traceless.keys import read_secret
 from traceless.paths import state_dir
 
 __all__ = ["InvalidTag", "ENCRYPTION", "Sealed", "master_dir", "new_master", "load_master", "shred_file", "wrap", "unwrap",
-           "seal", "unseal"]
+           "seal", "unseal", "key_generation", "older_keys"]
 
 ENCRYPTION = "aes-256-gcm/per-owner-data-keys/v1"
 
@@ -63,8 +71,9 @@ def master_key_id(key: bytes) -> str:
     return hmac.new(key, b"traceless-master-key-id", hashlib.sha256).hexdigest()[:16]
 
 
-def new_master(store_id: str) -> tuple[str, bytes]:
-    """Create a fresh master key file for ``store_id``; returns (key id, key)."""
+def new_master(store_id: str, generation: int = 1) -> tuple[str, bytes]:
+    """Create a fresh master key file for ``store_id`` (durable: file and folder synced);
+    returns (key id, key)."""
     d = master_dir(store_id)
     d.mkdir(parents=True, exist_ok=True, mode=0o700)
     key = secrets.token_bytes(32)
@@ -72,11 +81,48 @@ def new_master(store_id: str) -> tuple[str, bytes]:
     p = d / f"{kid}.key"
     fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
-        os.write(fd, key)
+        os.write(fd, key + struct.pack(">Q", generation))
         os.fsync(fd)
     finally:
         os.close(fd)
+    _sync_dir(d)
     return kid, key
+
+
+def key_generation(p: Path) -> int:
+    """The generation a master key file records (0 for a file of the key bytes alone)."""
+    with open(p, "rb") as fh:
+        raw = fh.read(40)
+    return int(struct.unpack(">Q", raw[32:40])[0]) if len(raw) == 40 else 0
+
+
+def older_keys(store_id: str, kid: str) -> list[Path]:
+    """Key files of ``store_id`` superseded by the current key ``kid`` (a lower generation):
+    a rotation committed, and its shredding did not finish."""
+    d = master_dir(store_id)
+    cur = d / f"{kid}.key"
+    try:
+        gen = key_generation(cur)
+    except FileNotFoundError:
+        return []
+    out = []
+    for p in sorted(d.glob("*.key")):
+        if p.stem == kid:
+            continue
+        try:
+            if key_generation(p) < gen:
+                out.append(p)
+        except FileNotFoundError:  # shredded meanwhile by another process
+            continue
+    return out
+
+
+def _sync_dir(d: Path) -> None:
+    fd = os.open(d, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def load_master(store_id: str, kid: str, path: str) -> bytes:
@@ -95,17 +141,19 @@ def load_master(store_id: str, kid: str, path: str) -> bytes:
 
 
 def shred_file(p: Path) -> None:
-    """Overwrite a key file with zeros, flush, and remove it."""
-    if not p.exists():
-        return
-    size = p.stat().st_size
-    fd = os.open(p, os.O_WRONLY)
+    """Overwrite a key file with zeros, flush, remove it and sync its folder: when this
+    returns, the removal is durable. Another process shredding the same file is no error."""
     try:
-        os.write(fd, b"\x00" * size)
+        fd = os.open(p, os.O_WRONLY)
+    except FileNotFoundError:
+        return
+    try:
+        os.write(fd, b"\x00" * os.fstat(fd).st_size)
         os.fsync(fd)
     finally:
         os.close(fd)
-    p.unlink()
+    p.unlink(missing_ok=True)
+    _sync_dir(p.parent)
 
 
 _CIPHERS: dict[bytes, AESGCM] = {}  # key schedules, reused (a store touches few keys)

@@ -18,7 +18,7 @@ import sqlite3
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -35,7 +35,11 @@ if TYPE_CHECKING:  # numpy is imported where vectors are handled: `memory show` 
     import numpy as np
     import numpy.typing as npt
 
-__all__ = ["MemoryStore", "NewArtifact"]
+__all__ = ["MemoryStore", "NewArtifact", "ERASURE_FINISHERS"]
+
+ERASURE_FINISHERS: list[Callable[[MemoryStore, str], None]] = []
+"""Called with (store, receipt id) when an open finishes a forget's interrupted erasure
+(the forget package registers the completion of the stored receipt)."""
 
 _PREFIX = {Tier.RAW: "r", Tier.SUMMARY: "s", Tier.EMBEDDING: "e", Tier.CACHE: "c"}
 _COLS = "id, owner, tier, kind, session_id, seq, text, vector, digest, created_at, meta, sealed"
@@ -288,6 +292,25 @@ class MemoryStore:
         """True when no file of master key ``kid`` is left for this store."""
         return not (_crypto.master_dir(self.store_id) / f"{kid}.key").exists()
 
+    def older_master_keys(self) -> list[str]:
+        """Ids of master key files the current key superseded and that still exist (a forget
+        killed between its commit and the shredding); empty for a plaintext store."""
+        if self._master is None:
+            return []
+        return [p.stem for p in _crypto.older_keys(self.store_id, self.get_meta("master_key_id") or "")]
+
+    def _shred_older_keys(self) -> bool:
+        """Shred every superseded master key file, under the write lock (no rotation is in
+        flight meanwhile); True when none is left."""
+        if not self.older_master_keys():
+            return True
+        with contextlib.suppress(MemoryStoreError, OSError, *self._b.errors), self.transaction():
+            for p in _crypto.older_keys(self.store_id, self.get_meta("master_key_id") or ""):
+                _crypto.shred_file(p)
+            self.log_event("old_master_keys_shredded", "superseded master key file(s) left by an interrupted "
+                                                       "forget were shredded on open")
+        return not self.older_master_keys()
+
     def crypto_shred(self, owner: str, *, erase: bool) -> dict[str, Any]:
         """Destroy the keys that old copies of this store would need (see ``_crypto``).
 
@@ -317,7 +340,8 @@ class MemoryStore:
         self._dks.pop(owner, None)
         wrapped = {o: _crypto.unwrap(self._master[1], w, o, self.path)
                    for o, w in self._exec("SELECT owner, wrapped FROM data_keys").fetchall()}
-        kid, key = _crypto.new_master(self.store_id)
+        gen = _crypto.key_generation(_crypto.master_dir(self.store_id) / f"{old_kid}.key") + 1
+        kid, key = _crypto.new_master(self.store_id, gen)
         self._created_keys.append(_crypto.master_dir(self.store_id) / f"{kid}.key")
         try:  # one batch: a forget's cost should not grow with round trips per owner
             self._b.executemany("UPDATE data_keys SET wrapped = ? WHERE owner = ?",
@@ -336,18 +360,23 @@ class MemoryStore:
         """A forget commits, then erases old bytes physically (scrub or VACUUM, then WAL
         truncation). If the process died in between, the commit left a marker: finish the
         erasure now."""
+        keys_gone = self._shred_older_keys()  # the marker covers the shredding too
         pending = self.get_meta("pending_erasure")
-        if not pending:
+        if not pending or not keys_gone:
             return
         with contextlib.suppress(MemoryStoreError, *self._b.errors):
             # a scrubbing store's frames are still in the WAL (it is truncated only after
-            # they are scrubbed): a checkpoint finishes the erasure, no rebuild
-            if self.checkpoint() if self.scrubs else self.vacuum():
+            # they are scrubbed): a checkpoint finishes the erasure, no rebuild; an encrypted
+            # store's old pages are ciphertext under destroyed keys
+            if self.checkpoint() if self.scrubs or self.encrypted else self.vacuum():
                 with self.transaction():
                     self._exec("DELETE FROM meta WHERE key = 'pending_erasure'")
                     self.log_event("erasure_finished", f"receipt {pending}: physical erasure completed on reopen")
                 self.checkpoint()
                 self.finished_erasures.append(pending)
+                for finish in ERASURE_FINISHERS:
+                    with contextlib.suppress(Exception):  # the erasure stands; its receipt stays as signed
+                        finish(self, pending)
 
     # ----------------------------------------------------------------- plumbing
     def _translate(self, e: BaseException) -> MemoryStoreError:
@@ -389,7 +418,10 @@ class MemoryStore:
                         raise
                     raise self._translate(e) from e
                 for p in self._shred_after_commit:
-                    _crypto.shred_file(p)
+                    # committed: a file that cannot be shredded now stays for the next open
+                    # (``_shred_older_keys``); the forget's marker and receipt say so
+                    with contextlib.suppress(OSError):
+                        _crypto.shred_file(p)
                 self._shred_after_commit, self._created_keys = [], []
                 if self.scrubs and not self._in_scrub and self._wal_frames() >= _SCRUB_FRAMES:
                     # still under the writer lock: no frame can slip in unscrubbed. The commit
