@@ -9,6 +9,7 @@ the literal's own normal form.
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 
@@ -58,9 +59,44 @@ def _loose(literal: str) -> re.Pattern[str]:
     return re.compile(r"\s?".join(re.escape(c) for c in chars))
 
 
+def _ascii_variants(text: str, literal: str) -> list[tuple[int, int]]:
+    """``find_variants`` on ASCII text, in one regex pass over the text itself (issue
+    #22.8): NFKC leaves ASCII alone and casefolds it as ``lower``, one character for one,
+    and a whitespace run normalises to one space, so ``\\s?`` there is ``\\s*`` here."""
+    chars = [c for c in normalize(literal) if not c.isspace()]
+    pat = re.compile(r"\s*".join(re.escape(c) for c in chars))
+    return [m.span() for m in pat.finditer(text.lower())]
+
+
+@functools.lru_cache(maxsize=1)
+def _composers() -> re.Pattern[str]:
+    """Characters of combining class 0 that compose with the one before them (Hangul vowel
+    and final jamo, some Indic vowel signs): there, normalising cluster by cluster differs
+    from normalising the whole text."""
+    seconds = {0x1161 + i for i in range(21)} | {0x11A8 + i for i in range(27)}
+    for cp in range(0x30000):
+        d = unicodedata.decomposition(chr(cp)).split()
+        if len(d) == 2 and not d[0].startswith("<") and unicodedata.combining(chr(int(d[1], 16))) == 0:
+            seconds.add(int(d[1], 16))
+    return re.compile("[" + "".join(re.escape(chr(c)) for c in sorted(seconds)) + "]")
+
+
+def _maybe_variant(text: str, literal: str) -> bool:
+    """False only when ``text`` cannot hold a near variant: the whole text normalised at C
+    speed has none, and no character composes across clusters (where the whole text's
+    form could differ from the cluster-by-cluster one ``find_variants`` matches in)."""
+    return _loose(literal).search(normalize(text)) is not None or _composers().search(text) is not None
+
+
 def find_variants(text: str, literal: str) -> list[tuple[int, int]]:
-    """Spans of ``text`` (original indices) whose normalised form matches the literal's."""
+    """Spans of ``text`` (original indices) whose normalised form matches the literal's.
+    Linear at C speed on ASCII text and on text without a variant; a non-ASCII text that
+    holds one is mapped character by character."""
     if not literal.strip():
+        return []
+    if text.isascii():
+        return _ascii_variants(text, literal)
+    if not _maybe_variant(text, literal):
         return []
     norm, where = _mapped(text)
     return [(where[m.start()][0], where[m.end() - 1][1]) for m in _loose(literal).finditer(norm)]
