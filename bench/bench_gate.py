@@ -2,7 +2,7 @@
 of a literal inside a big record, side by side in one run.
 
     python bench/bench_gate.py [--write-mb 2] [--forget-mb 20] [--literals 3] [--reps 1]
-                               [--max-ratio 3] [--max-memory 4]
+                               [--max-ratio 3] [--max-memory 4] [--max-scaling 3]
 
 * *write*: one session whose single user turn is ``--write-mb`` MB of text is written to a
   fresh plaintext store (no embedder, no summaries: the raw tier and the extractive
@@ -10,14 +10,16 @@ of a literal inside a big record, side by side in one run.
   descriptors; *gated*: the owner first forgot ``--literals`` literals (full_purge, gate
   on), so every write is checked against their descriptors. The text carries none of them.
 * *forget*: a store holding one ``--forget-mb`` MB record with a literal in its middle;
-  ``full_purge`` of that literal (gate on) is timed, and its traced peak memory (tracemalloc,
-  in a second forget on a fresh copy: tracing slows every allocation) compared to the
-  record's size; its time is compared to the ungated write of that record.
+  ``full_purge`` of that literal is timed with the gate on and off, and with the gate on at
+  half the record size (linearity); its traced peak memory (tracemalloc, in a separate forget
+  on a fresh store: tracing slows every allocation) is compared to the record's size. The
+  record's own ungated write is printed for scale.
 
-Targets (exit 1 when one is missed): gated write ≤ ``--max-ratio`` × ungated write; forget
-≤ ``--max-ratio`` × the ungated write of its record, and traced peak ≤ ``--max-memory`` ×
-the record size. Peak RSS of the process (``resource``) is printed too. Every forget must
-pass its own verification (the byte scan finds no copy) or the bench exits 1.
+Targets (exit 1 when one is missed): gated write ≤ ``--max-ratio`` × ungated write; gated
+forget ≤ ``--max-ratio`` × ungated forget; forget ≤ ``--max-scaling`` × the forget at half
+the size (2 is linear, 4 quadratic); traced peak ≤ ``--max-memory`` × the record size. Peak
+RSS of the process (``resource``) is printed too. Every forget must pass its own
+verification (the byte scan finds no copy) or the bench exits 1.
 """
 
 from __future__ import annotations
@@ -95,25 +97,44 @@ def _write(tmp: Path, name: str, text: str, literals: list[str], reps: int) -> f
     return statistics.median(times)
 
 
-def _forget(tmp: Path, mb: float, reps: int) -> tuple[float, int, float, int, bool]:
-    """(forget s, forget traced peak, ungated write s of the record, record bytes, all
-    verified). Each rep times one forget and traces another, each on a fresh store."""
+def _one_forget(tmp: Path, name: str, text: str, literal: str, *, gate: bool, trace: bool) -> tuple[float, int, float,
+                                                                                                   bool]:
+    """(forget s, traced peak, ungated write s of the record, verified) on a fresh store."""
+    store = MemoryStore(tmp / f"forget-{name}.db")
+    w = MemoryWriter(store, config=CONFIG)
+    ws = _timed(lambda: w.write_sessions([_session(text)]))[0]
+    secs, peak, receipt = _timed(
+        lambda: forget(store, ForgetTarget.literal(literal, OWNER), "full_purge", gate=gate), trace=trace)
+    ok = receipt.verification.passed and not any(receipt.verification.disk_scan.values())
+    store.close()
+    return secs, peak, ws, ok
+
+
+def _forget(tmp: Path, mb: float, reps: int) -> dict[str, float]:
+    """The forget of a literal in a record of ``mb`` MB: gated, ungated, at half the size,
+    and traced (each on a fresh store; p50 of ``reps``)."""
     literal = "QZ9-AMBER-7141"
-    half = _text(mb / 2)
-    text = f"{half} my code is {literal} {half}"
-    times, peaks, writes, ok = [], [], [], True
+
+    def record(size: float) -> str:
+        half = _text(size / 2)
+        return f"{half} my code is {literal} {half}"
+
+    text, small = record(mb), record(mb / 2)
+    runs: dict[str, list[float]] = {k: [] for k in ("gated", "ungated", "half", "write", "peak")}
+    ok = True
     for r in range(reps):
-        for trace in (False, True):
-            store = MemoryStore(tmp / f"forget{r}{trace}.db")
-            w = MemoryWriter(store, config=CONFIG)
-            ws = _timed(lambda: w.write_sessions([_session(text)]))[0]  # noqa: B023
-            secs, peak, receipt = _timed(
-                lambda: forget(store, ForgetTarget.literal(literal, OWNER), "full_purge", gate=True),  # noqa: B023
-                trace=trace)
-            ok &= receipt.verification.passed and not any(receipt.verification.disk_scan.values())
-            (peaks.append(peak) if trace else (times.append(secs), writes.append(ws)))
-            store.close()
-    return statistics.median(times), max(peaks), statistics.median(writes), len(text.encode()), ok
+        for key, t, gate, trace in (("gated", text, True, False), ("ungated", text, False, False),
+                                    ("half", small, True, False), ("peak", text, True, True)):
+            secs, peak, ws, good = _one_forget(tmp, f"{key}{r}", t, literal, gate=gate, trace=trace)
+            ok &= good
+            runs[key].append(peak if trace else secs)
+            if key == "gated":
+                runs["write"].append(ws)
+    out = {k: statistics.median(v) for k, v in runs.items()}
+    out["peak"] = max(runs["peak"])
+    out["size"] = len(text.encode())
+    out["verified"] = float(ok)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -124,6 +145,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reps", type=int, default=1)
     ap.add_argument("--max-ratio", type=float, default=3.0)
     ap.add_argument("--max-memory", type=float, default=4.0, help="forget's traced peak / record size")
+    ap.add_argument("--max-scaling", type=float, default=3.0,
+                    help="forget time / forget time at half the size (linear: 2, quadratic: 4)")
     a = ap.parse_args(argv)
     literals = [f"GT{i}-OCHRE-{5000 + i}" for i in range(a.literals)]
     text = _text(a.write_mb)
@@ -131,18 +154,20 @@ def main(argv: list[str] | None = None) -> int:
         tmp = Path(d)
         ung = _write(tmp, "ungated", text, [], a.reps)
         gat = _write(tmp, "gated", text, literals, a.reps)
-        fs, fpeak, fwrite, size, verified = _forget(tmp, a.forget_mb, a.reps)
+        f = _forget(tmp, a.forget_mb, a.reps)
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    w_ratio, f_ratio, m_ratio = gat / ung, fs / fwrite, fpeak / size
-    checks = {"gated write": w_ratio <= a.max_ratio, "forget time": f_ratio <= a.max_ratio,
-              "forget memory": m_ratio <= a.max_memory, "forget verified": verified}
-    print(f"write {len(text.encode()) / 1e6:.1f} MB: ungated {ung:.3f} s, gated by {a.literals} literal(s) "
-          f"{gat:.3f} s: ratio {w_ratio:.2f} (target ≤ {a.max_ratio:g})")
-    print(f"forget a literal in a {size / 1e6:.1f} MB record: {fs:.3f} s vs its ungated write {fwrite:.3f} s: ratio "
-          f"{f_ratio:.2f} (target ≤ {a.max_ratio:g}); traced peak {fpeak / 1e6:.1f} MB = {m_ratio:.2f}x the record "
-          f"(target ≤ {a.max_memory:g}); verified {verified}")
+    ratios = {"gated write / ungated write": gat / ung, "gated forget / ungated forget": f["gated"] / f["ungated"],
+              "forget / forget at half size": f["gated"] / f["half"], "forget peak / record size": f["peak"] / f["size"]}
+    limits = {"gated write / ungated write": a.max_ratio, "gated forget / ungated forget": a.max_ratio,
+              "forget / forget at half size": a.max_scaling, "forget peak / record size": a.max_memory}
+    print(f"write {len(text.encode()) / 1e6:.1f} MB: ungated {ung:.3f} s, gated by {a.literals} literal(s) {gat:.3f} s")
+    print(f"forget a literal in a {f['size'] / 1e6:.1f} MB record (full_purge): gated {f['gated']:.3f} s, ungated "
+          f"{f['ungated']:.3f} s, at half the size {f['half']:.3f} s; the record's ungated write {f['write']:.3f} s "
+          f"({f['gated'] / f['write']:.1f}x); traced peak {f['peak'] / 1e6:.1f} MB; verified {bool(f['verified'])}")
+    for k, v in ratios.items():
+        print(f"  {k}: {v:.2f} (target ≤ {limits[k]:g})" + ("" if v <= limits[k] else "  MISSED"))
     print(f"peak RSS of the run {rss_mb:.0f} MB; reps {a.reps}")
-    failed = [k for k, ok in checks.items() if not ok]
+    failed = [k for k, v in ratios.items() if v > limits[k]] + ([] if f["verified"] else ["forget verified"])
     print("FAIL: " + ", ".join(failed) if failed else "OK")
     return 1 if failed else 0
 

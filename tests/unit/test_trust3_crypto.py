@@ -145,3 +145,129 @@ def test_an_older_copy_never_shreds_the_newer_key(tmp_path: Path, _home: Path) -
     live = MemoryStore(db)
     assert live.artifacts(owner="alice") and live.older_master_keys() == []
     live.close()
+
+
+# ------------------------------------------------------------------ item 8: linear gate and forget
+def _gated_store(tmp_path: Path, literals: list[str]) -> MemoryStore:
+    from traceless.memory import MemoryWriter, Session, WriteConfig
+
+    store = MemoryStore(tmp_path / "g.db")
+    w = MemoryWriter(store, config=WriteConfig(levels=(), embed=False))
+    w.write_sessions([Session.model_validate({"user_id": "alice", "session_id": "g", "turns": [
+        {"role": "user", "content": " ".join(f"code {lit}" for lit in literals)}]})])
+    for lit in literals:
+        forget(store, ForgetTarget.literal(lit, "alice"), "full_purge", gate=True)
+    return store
+
+
+def test_the_gate_checks_a_big_text_without_one_hmac_per_byte(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Today's gate computed an HMAC for every window of every forgotten length (a 2 MB write
+    took 140 s); it must stay linear: a handful of HMACs, only where a fingerprint matches."""
+    from traceless.errors import GateBlockedError
+    from traceless.memory import WriteGate
+
+    literals = ["GT0-OCHRE-5000", "GT1-OCHRE-50017", "GT2-ÖCHRE-5002"]
+    store = _gated_store(tmp_path, literals)
+    calls = []
+    real = WriteGate._value_mac
+    monkeypatch.setattr(WriteGate, "_value_mac", lambda self, vb: calls.append(1) or real(self, vb))
+    big = "weather garden piano " * 20_000  # 420 kB
+    with store.transaction():
+        store.gate_check("alice", big)
+    assert 0 <= len(calls) < 50, len(calls)
+    # still exact: every forgotten value is refused wherever it sits, chunk boundaries included
+    for lit in literals:
+        for at in (0, 1 << 16, (1 << 18) - 3, len(big)):
+            with pytest.raises(GateBlockedError), store.transaction():
+                store.gate_check("alice", big[:at] + lit + big[at:])
+    store.close()
+
+
+def test_window_matching_equals_the_byte_by_byte_reference(tmp_path: Path) -> None:
+    """The fingerprinted matcher finds exactly the values a check of every window finds."""
+    import random
+
+    from traceless.memory import WriteGate
+
+    g = WriteGate(b"k" * 32)
+    rnd = random.Random(7)
+    alphabet = ["a", "b", "é", "€", "😀", " ", "ab", "\udc80"]
+    for _ in range(300):
+        value = "".join(rnd.choice(alphabet[:-1]) for _ in range(rnd.randint(1, 5)))
+        text = "".join(rnd.choice(alphabet) for _ in range(rnd.randint(0, 40)))
+        entries = frozenset(g.descriptors("secret", value))
+        vb, tb = value.encode(), text.encode("utf-8", "surrogatepass")
+        want = any(tb[i: i + len(vb)] == vb for i in range(len(tb) - len(vb) + 1))
+        assert (g.match_text(text, entries) is not None) == want, (value, text)
+
+
+def test_forgetting_a_literal_in_a_big_record_is_linear_in_memory(tmp_path: Path) -> None:
+    """A forget in a 20 MB record took 4.6 GB RSS; the traced peak must stay within 4x the record."""
+    import tracemalloc
+
+    from traceless.memory import MemoryWriter, Session, WriteConfig
+
+    literal = "QZ9-AMBER-7141"
+    half = " ".join(["weather garden piano lisbon"] * 110_000)  # ~3 MB each side
+    text = f"{half} my code is {literal} {half}"
+    store = MemoryStore(tmp_path / "f.db")
+    MemoryWriter(store, config=WriteConfig(levels=(), extractive=True, embed=False)).write_sessions(
+        [Session.model_validate({"user_id": "alice", "session_id": "big", "turns": [
+            {"role": "user", "content": text}]})])
+    size = len(text.encode())
+    del text, half
+    tracemalloc.start()
+    try:
+        r = forget(store, ForgetTarget.literal(literal, "alice"), "full_purge", gate=True)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert r.verification.passed and not any(r.verification.disk_scan.values())
+    assert peak <= 4 * size, f"traced peak {peak / 1e6:.1f} MB for a {size / 1e6:.1f} MB record"
+    assert not store.containing(literal, owner="alice")
+    store.close()
+
+
+def test_variant_and_deletion_fast_paths_equal_their_references() -> None:
+    import random
+    import re
+
+    from traceless.forget import _forget as F
+    from traceless.forget import _normalize as N
+
+    rnd = random.Random(11)
+    pieces = ["xq7-violet-3829", "XQ7 - VIOLET-3829", "X Q 7-violet  -\t3829", "ＸＱ７-VIOLET-3829",
+              "xq7-vio\u0301let-3829", "XQ7-VIOLET-3829", "foo", " ", "\n", "é", "가", "\u1161", "ß", "XQ7-VIOL", "ET-3829"]
+    for _ in range(1500):
+        text = "".join(rnd.choice(pieces) for _ in range(rnd.randint(0, 10)))
+        norm, where = N._mapped(text)
+        ref = [(where[m.start()][0], where[m.end() - 1][1]) for m in N._loose(CANARY).finditer(norm)]
+        assert N.find_variants(text, CANARY) == ref, text
+    for lit in ["XQ7", "aa", " ab", "ab ", "\tq"]:
+        pat = re.compile(r"([ \t]?)" + re.escape(lit) + r"([ \t]?)")
+        for _ in range(1500):
+            text = "".join(rnd.choice(["XQ7", "ab", "a", " ", "\t", "b", "aa", "q"]) for _ in range(rnd.randint(0, 12)))
+            want = pat.sub(lambda m: " " if m.group(1) and m.group(2) else "", text)
+            assert F._delete_once(text, lit) == want, (lit, text)
+
+
+def _bench() -> object:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_gate_under_test", HERE.parents[1] / "bench" / "bench_gate.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_the_gate_bench_runs_small_and_a_missed_target_fails(capsys: pytest.CaptureFixture[str]) -> None:
+    bench = _bench()
+    small = ["--write-mb", "0.05", "--forget-mb", "0.2", "--literals", "2"]
+    # at this size fixed costs (the 16 MB scan buffer, key setup) dominate: loose limits
+    assert bench.main([*small, "--max-ratio", "100", "--max-memory", "200", "--max-scaling", "100"]) == 0  # type: ignore[attr-defined]
+    out = capsys.readouterr().out
+    assert "gated write / ungated write" in out and "verified True" in out and out.rstrip().endswith("OK")
+    assert bench.main([*small, "--max-memory", "0.01"]) == 1  # type: ignore[attr-defined]
+    out = capsys.readouterr().out
+    assert "forget peak / record size" in out and "MISSED" in out and "FAIL:" in out

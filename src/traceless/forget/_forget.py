@@ -16,7 +16,7 @@ import re
 import sys
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -127,6 +127,11 @@ def _delete_once(text: str, literal: str) -> str:
     A space or tab on both sides of an occurrence becomes one space; on one side, nothing."""
     out, pos, n = [], 0, len(literal)
     i = text.find(literal)
+    if i != -1:  # one occurrence (the usual case): one copy of a big text, not its pieces and a join
+        s, j = i - 1 if i > 0 and text[i - 1] in " \t" else i, i + n
+        e = j + 1 if j < len(text) and text[j] in " \t" else j
+        if text.find(literal, e) == -1:
+            return text.replace(text[s:e], " " if s < i and e > j else "", 1)
     while i != -1:
         before = i > pos and text[i - 1] in " \t"
         j = i + n
@@ -174,6 +179,19 @@ class ForgetOp:
                     if a.tier in ts and a.text and (lit in a.text or find_variants(a.text, lit))]
         return [a for a in self.store.containing(self.literal, owner=self.owner) if a.tier in ts]
 
+    def iter_containing(self, tiers: Iterable[Tier] = TIERS) -> Iterator[Artifact]:
+        """``containing`` one artifact at a time, read when it is its turn (a big record is
+        not held together with every other copy); a source already held is not read again."""
+        if self.literal is None or self.target.match == "normalized":
+            yield from self.containing(tiers)
+            return
+        ts = {Tier(t).value for t in tiers}
+        held = {a.id: a for a in self.sources}
+        for art_id, tier, digest in self.store.containing_refs(self.literal, owner=self.owner):
+            if tier in ts:
+                a = held.get(art_id)
+                yield a if a is not None and a.digest == digest else self.store.get(art_id)
+
     def descendants(self, ids: Iterable[str]) -> list[Artifact]:
         return [a for a in self.store.artifacts(ids=self.store.descendants(ids)) if a.owner == self.owner]
 
@@ -203,7 +221,7 @@ class ForgetOp:
         if drop_empty and not new.strip():
             self.remove_with_vectors([art])
             return None
-        upd = self.store.update_text(art.id, new)
+        upd = self.store.update_text(art.id, new, current=art)
         self._rep(art.tier).rewritten.append(art.id)
         return upd
 
@@ -444,6 +462,7 @@ def forget(
         # the stored copy is signed too; it lacks only the post-commit disk scan
         store.add_receipt(receipt.receipt_id, sign(receipt).model_dump_json())
         store.set_meta("pending_erasure", receipt.receipt_id)
+    del op, sources  # their texts are not needed past the commit (a big record is not held for the scan)
     receipt = _erase_and_scan(store, receipt, literal, spec, t0)
     if strict and not matched:
         raise NothingMatchedError(f"the target matched nothing for owner {owner!r}; receipt {receipt.receipt_id}")
@@ -614,11 +633,8 @@ def _verify(op: ForgetOp, spec: ForgetMode) -> Verification:
     gone = all(not store.exists(i) for i in removed)
     rebuilt = {i for r in op.report.values() for i in r.rebuilt}
     surviving = [i for i in store.descendants(removed) if store.exists(i) and i not in rebuilt]
-    scan: dict[str, int] = {}
     texts = [op.literal] if op.literal else [s.text for s in op.sources if s.text and len(s.text) >= 8]
-    for a in store.iter_artifacts(owner=op.owner):
-        if a.text and any(t in a.text for t in texts if t):
-            scan[a.tier.value] = scan.get(a.tier.value, 0) + 1
+    scan = _literal_scan(store, op.owner, texts)
     checks = {"sources_gone": gone}
     if spec.closure:
         checks["closure_clean"] = not surviving
@@ -639,6 +655,15 @@ def _verify(op: ForgetOp, spec: ForgetMode) -> Verification:
         metadata_scan=meta_scan, near_variants=near, split_copies=split, checks=checks,
         passed=all(checks.values()),
     )
+
+
+def _literal_scan(store: MemoryStore, owner: str, texts: list[str]) -> dict[str, int]:
+    """Artifacts per tier whose text holds one of ``texts`` (read one at a time)."""
+    scan: dict[str, int] = {}
+    for a in store.iter_artifacts(owner=owner):
+        if a.text and any(t in a.text for t in texts if t):
+            scan[a.tier.value] = scan.get(a.tier.value, 0) + 1
+    return scan
 
 
 def _failed(v: Verification, spec: ForgetMode) -> str:

@@ -3,10 +3,10 @@
 The gate stores no forgotten value, only keyed MACs, so a matcher over the values
 themselves (Aho–Corasick) is not possible. Instead each value descriptor also seals a
 short keyed *fingerprint* of the value: the top ``FP_BITS`` bits of a polynomial hash
-``Σ (b_k + t)·r^(k+1) mod 2^64`` over its bytes (the offset ``t`` and the odd base ``r`` derive
+``Σ (b_k + t)·r^(k+1) mod 2^32`` over its bytes (the offset ``t`` and the odd base ``r`` derive
 from the gate key). Every window of the text gets the same fingerprint in one vectorised
 pass per distinct value length — prefix sums of ``(b_j + t)·r^(j+1)``, each window's difference
-multiplied by ``r^-i`` (``r`` is odd, so invertible mod 2^64, and uint64 arithmetic wraps
+multiplied by ``r^-i`` (``r`` is odd, so invertible mod 2^32, and uint32 arithmetic wraps
 exactly there: no division anywhere) — and only windows whose fingerprint matches are
 checked with the HMAC. The cost is linear in the text (a few numpy operations per 64 KiB
 chunk and length) instead of one HMAC per byte and length.
@@ -32,8 +32,10 @@ if TYPE_CHECKING:
 __all__ = ["FP_BITS", "WindowHash"]
 
 FP_BITS = 24
-_SHIFT = 64 - FP_BITS
-_M64 = (1 << 64) - 1
+_BITS = 32  # uint32: half the memory traffic of uint64, twice the SIMD lanes
+_SHIFT = _BITS - FP_BITS
+_MOD = 1 << _BITS
+_M = _MOD - 1
 _CHUNK = 1 << 16  # window starts per vectorised pass: bounds the arrays to a few MB
 
 
@@ -42,15 +44,15 @@ class WindowHash:
 
     def __init__(self, key: bytes) -> None:
         stream = hmac.new(key, b"traceless-gate-fp", hashlib.sha256).digest()
-        self._t = int.from_bytes(stream[:8], "big")
-        self._r = int.from_bytes(stream[8:16], "big") | 1
+        self._t = int.from_bytes(stream[:4], "big")
+        self._r = int.from_bytes(stream[4:8], "big") | 1
 
     def fingerprint(self, data: bytes) -> int:
         """The fingerprint of ``data`` (a value at forget time, a window at check time)."""
         h, pw = 0, self._r
         for b in data:
-            h = (h + (b + self._t) * pw) & _M64
-            pw = pw * self._r & _M64
+            h = (h + (b + self._t) * pw) & _M
+            pw = pw * self._r & _M
         return h >> _SHIFT
 
     def candidates(self, data: bytes, wanted: dict[int, set[int]], *,
@@ -69,32 +71,34 @@ class WindowHash:
         if not lengths:
             return
         top = max(lengths)
-        t = np.uint64(self._t)
-        pw, inv = _powers(self._r, _CHUNK + top, 1), _powers(pow(self._r, -1, 1 << 64), _CHUNK, 0)
-        targets = {n: np.fromiter(wanted[n], dtype=np.uint64) for n in lengths}
-        shift = np.uint64(_SHIFT)
+        t = np.uint32(self._t)
+        pw, inv = _powers(self._r, _CHUNK + top, 1), _powers(pow(self._r, -1, _MOD), _CHUNK, 0)
+        targets = {n: np.fromiter(wanted[n], dtype=np.uint32) for n in lengths}
+        shift = np.uint32(_SHIFT)
         src = np.frombuffer(data, dtype=np.uint8)
-        s = np.zeros(_CHUNK + top, dtype=np.uint64)
+        s = np.zeros(_CHUNK + top, dtype=np.uint32)
         for c in range(0, end, _CHUNK):
             piece = src[c: c + _CHUNK + top - 1]
-            np.cumsum((piece.astype(np.uint64) + t) * pw[: len(piece)], out=s[1: len(piece) + 1])  # mod 2^64
+            np.cumsum((piece.astype(np.uint32) + t) * pw[: len(piece)], out=s[1: len(piece) + 1])  # mod 2^32
             for n in lengths:
                 count = min(_CHUNK, len(piece) - n + 1, end - c)
                 if count <= 0:
                     continue
                 h = (s[n: n + count] - s[:count]) * inv[:count] >> shift
-                for i in np.flatnonzero(np.isin(h, targets[n])).tolist():
+                want = targets[n]
+                hit = h == want[0] if len(want) == 1 else np.isin(h, want)
+                for i in np.flatnonzero(hit).tolist():
                     yield c + i, n
 
 
 @lru_cache(maxsize=8)
-def _powers(r: int, n: int, first: int) -> npt.NDArray[np.uint64]:
-    """``r^first … r^(first+n-1) mod 2^64`` (doubling: each step multiplies a block by ``r^len``)."""
+def _powers(r: int, n: int, first: int) -> npt.NDArray[np.uint32]:
+    """``r^first … r^(first+n-1) mod 2^32`` (doubling: each step multiplies a block by ``r^len``)."""
     import numpy as np
 
-    out = np.array([pow(r, first, 1 << 64)], dtype=np.uint64)
+    out = np.array([pow(r, first, _MOD)], dtype=np.uint32)
     while len(out) < n:
-        out = np.concatenate([out, out * np.uint64(pow(r, len(out), 1 << 64))])
+        out = np.concatenate([out, out * np.uint32(pow(r, len(out), _MOD))])
     out = out[:n]
     out.flags.writeable = False
     return out

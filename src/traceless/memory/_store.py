@@ -88,6 +88,14 @@ def _dumps(obj: Any) -> str:
     return _ENCODER.encode(obj)
 
 
+def _text_key(text: str, salt: str) -> bytes:
+    """A keyed digest of a big text, encoded a chunk at a time (never copied whole)."""
+    h = hashlib.blake2b(digest_size=16, key=salt.encode())
+    for c in range(0, len(text), _GATE_MEMO_MIN):
+        h.update(text[c: c + _GATE_MEMO_MIN].encode("utf-8", "surrogatepass"))
+    return h.digest()
+
+
 def check_owner(owner: str) -> None:
     """Owner ids are compared byte for byte; refuse ids that would silently differ from
     what a person typed (surrounding whitespace, control characters, empty)."""
@@ -801,10 +809,15 @@ class MemoryStore:
             (child, parent, op, _dumps(params)),
         )
 
-    def update_text(self, artifact_id: str, text: str, *, meta: dict[str, Any] | None = None) -> Artifact:
-        """Rewrite an artifact's text in place (vector untouched: a stale vector stays stale)."""
+    def update_text(self, artifact_id: str, text: str, *, meta: dict[str, Any] | None = None,
+                    current: Artifact | None = None) -> Artifact:
+        """Rewrite an artifact's text in place (vector untouched: a stale vector stays stale).
+        ``current``: the artifact as the caller read it in this transaction (a big text is
+        not read again); used only when its digest is still the stored one."""
         self._require_tx()
-        a = self.get(artifact_id)
+        row = self._exec("SELECT digest FROM artifacts WHERE id = ?", (artifact_id,)).fetchone()
+        fresh = current is not None and current.id == artifact_id and row is not None and row[0] == current.digest
+        a = current if fresh and current is not None else self.get(artifact_id)
         self.gate_check(a.owner, text, old=a.text)
         new_meta = a.meta if meta is None else meta
         # the row written is the artifact returned: no second read of a big text
@@ -940,6 +953,19 @@ class MemoryStore:
             "WITH RECURSIVE o(x) AS (SELECT min(owner) FROM artifacts UNION ALL "
             "SELECT (SELECT min(owner) FROM artifacts WHERE owner > o.x) FROM o WHERE o.x IS NOT NULL) "
             "SELECT x FROM o WHERE x IS NOT NULL")]
+
+    def containing_refs(self, literal: str, *, owner: str | None = None) -> list[tuple[str, str, str]]:
+        """(id, tier, digest) of the artifacts ``containing`` returns, without their texts
+        (an encrypted store decrypts one at a time)."""
+        if self.encrypted:
+            return [(a.id, a.tier.value, a.digest) for a in self.iter_artifacts(owner=owner)
+                    if a.text is not None and literal in a.text]
+        sql = "SELECT id, tier, digest FROM artifacts WHERE instr(text, ?) > 0"
+        params: list[Any] = [literal]
+        if owner is not None:
+            sql += " AND owner = ?"
+            params.append(owner)
+        return [(r[0], r[1], r[2]) for r in self._exec(sql + " ORDER BY id", params).fetchall()]
 
     def containing(self, literal: str, *, owner: str | None = None) -> list[Artifact]:
         """Artifacts whose text contains ``literal`` exactly (case-sensitive byte match)."""
@@ -1117,8 +1143,7 @@ class MemoryStore:
         assert g is not None
         # a writer checks its texts before its transaction and the store again on insert: a
         # big text that passed under the same descriptors is not matched twice
-        seen = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16,
-                               key=g.key_id.encode()).digest() if len(text) >= _GATE_MEMO_MIN else None
+        seen = _text_key(text, g.key_id) if len(text) >= _GATE_MEMO_MIN else None
         if seen is not None and self._gate_passed.get((owner, seen)) == stored:
             return
         hit = g.match(text, stored)
