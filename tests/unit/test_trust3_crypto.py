@@ -271,3 +271,38 @@ def test_the_gate_bench_runs_small_and_a_missed_target_fails(capsys: pytest.Capt
     assert bench.main([*small, "--max-memory", "0.01"]) == 1  # type: ignore[attr-defined]
     out = capsys.readouterr().out
     assert "forget peak / record size" in out and "MISSED" in out and "FAIL:" in out
+
+
+# ------------------------------------------------------------------ item 4: the gate on ids and metadata
+def test_the_gate_refuses_a_forgotten_literal_in_a_session_id_or_date(tmp_path: Path, store_url: str) -> None:
+    """A literal forgotten with the gate came back, rc 0, inside a session id or a date (CLI,
+    API and PostgreSQL): every stored string of a write is gated, not only its text."""
+    import json
+
+    from _cli import cli
+
+    from traceless.errors import GateBlockedError
+    from traceless.memory import MemoryWriter, Session, WriteConfig
+
+    db = store_url
+    sessions = tmp_path / "s.jsonl"
+
+    def write(sid: str, date: str, text: str = "plain words") -> int:
+        sessions.write_text(json.dumps({"user_id": "u1", "session_id": sid, "date": date,
+                                        "turns": [{"role": "user", "content": text}]}) + "\n", encoding="utf-8")
+        return cli("memory", "add", str(sessions), "--db", db, "--no-embed")
+
+    assert write("s1", "2024/01/01", f"my token is {CANARY}") == 0
+    assert cli("forget", "--db", db, "--mode", "full_purge", "--literal", CANARY, "--owner", "u1") == 0
+    assert write(f"sess-{CANARY}", "2024/01/02") == GateBlockedError.exit_code
+    assert write("s3", f"{CANARY} 2024") == GateBlockedError.exit_code
+    assert write("s4", "2024/01/04") == 0  # the gate refuses the value, not the owner
+    store = MemoryStore(db)
+    w = MemoryWriter(store, config=WriteConfig(levels=(), embed=False))
+    for sid, date in ((f"x{CANARY}", "d"), ("s5", f"on {CANARY}")):
+        with pytest.raises(GateBlockedError):
+            w.write_sessions([Session.model_validate({"user_id": "u1", "session_id": sid, "date": date,
+                                                      "turns": [{"role": "user", "content": "hello"}]})])
+    rows = [(a.session_id or "") + json.dumps(a.meta, ensure_ascii=False) for a in store.artifacts(owner="u1")]
+    assert rows and not any(CANARY in r for r in rows)
+    store.close()

@@ -96,6 +96,24 @@ def _text_key(text: str, salt: str) -> bytes:
     return h.digest()
 
 
+#: metadata the pipeline itself writes (a turn's role, lineage digests, the embedder's name):
+#: never user data, and a forgotten word such as "user" must not refuse every later write
+_INTERNAL_META = frozenset({"role", "sources", "embedder"})
+
+
+def _strings(obj: Any, *, top: bool = True) -> Iterator[str]:
+    """Every string value in a JSON-like metadata value, but those of ``_INTERNAL_META``."""
+    if isinstance(obj, str):
+        yield obj
+    elif isinstance(obj, dict):
+        for k, v in obj.items():
+            if not (top and k in _INTERNAL_META):
+                yield from _strings(v, top=False)
+    elif isinstance(obj, list | tuple):
+        for v in obj:
+            yield from _strings(v, top=False)
+
+
 def check_owner(owner: str) -> None:
     """Owner ids are compared byte for byte; refuse ids that would silently differ from
     what a person typed (surrounding whitespace, control characters, empty)."""
@@ -756,8 +774,10 @@ class MemoryStore:
         self._require_tx()
         for owner in dict.fromkeys(n.owner for n in new):
             check_owner(owner)
+        checked: set[tuple[str, str]] = set()
         for n in new:
             self.gate_check(n.owner, n.text)
+            self._gate_fields(n.owner, n.session_id, n.meta, checked)
         ids = self._next_ids([n.tier for n in new])
         made = [self._artifact(art_id, n) for art_id, n in zip(ids, new, strict=True)]
         arts, rows = [a for a, _ in made], [r for _, r in made]
@@ -819,6 +839,11 @@ class MemoryStore:
         fresh = current is not None and current.id == artifact_id and row is not None and row[0] == current.digest
         a = current if fresh and current is not None else self.get(artifact_id)
         self.gate_check(a.owner, text, old=a.text)
+        if meta is not None and meta != a.meta:
+            old_strings = set(_strings(a.meta))
+            for value in _strings(meta):
+                if value not in old_strings:
+                    self.gate_check(a.owner, value)
         new_meta = a.meta if meta is None else meta
         # the row written is the artifact returned: no second read of a big text
         a = a.model_copy(update={"text": text, "meta": new_meta})
@@ -870,6 +895,7 @@ class MemoryStore:
         """Give ``owner``'s artifacts of session ``old`` the session id ``new`` (an id that
         itself holds a forgotten value is replaced by a pseudonym)."""
         self._require_tx()
+        self.gate_check(owner, new)
         return int(self._exec("UPDATE artifacts SET session_id = ? WHERE owner = ? AND session_id = ?",
                               (new, owner, old)).rowcount)
 
@@ -1158,6 +1184,17 @@ class MemoryStore:
             f"{hit.attribute!r} be forgotten, and this write carries it. Nothing was written. Remove that "
             "value from the input; write without the gate (--no-gate) only if the user re-consented."
         )
+
+    def _gate_fields(self, owner: str, session_id: str | None, meta: dict[str, Any],
+                     checked: set[tuple[str, str]] | None = None) -> None:
+        """The gate on what a write stores besides its text: the session id and every string
+        value of the metadata (a date, a title). ``checked``: values of this batch
+        already let through (a session's many rows share one id and date)."""
+        for value in (session_id, *_strings(meta)):
+            if value and (checked is None or (owner, value) not in checked):
+                self.gate_check(owner, value)
+                if checked is not None:
+                    checked.add((owner, value))
 
     def gate_add(self, owner: str, entry: GateEntry) -> None:
         """Store one gate entry for ``owner`` (made by ``self.gate(create=True)``)."""
