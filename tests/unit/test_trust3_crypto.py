@@ -306,3 +306,88 @@ def test_the_gate_refuses_a_forgotten_literal_in_a_session_id_or_date(tmp_path: 
     rows = [(a.session_id or "") + json.dumps(a.meta, ensure_ascii=False) for a in store.artifacts(owner="u1")]
     assert rows and not any(CANARY in r for r in rows)
     store.close()
+
+
+# ------------------------------------------------------------------ item 4: sealed session ids
+SID = "trip-to-Lisbon-with-XQ7"
+
+
+def _enc_store(db: str | Path) -> MemoryStore:
+    from traceless.memory import MemoryWriter, Session, WriteConfig
+
+    store = MemoryStore(db, encrypt=True)
+    MemoryWriter(store, config=WriteConfig(levels=(), extractive=True, embed=False)).write_sessions([
+        Session.model_validate({"user_id": "alice", "session_id": f"{SID}-{CANARY}", "date": f"day of {CANARY}",
+                                "turns": [{"role": "user", "content": f"my token is {CANARY}"}]}),
+        Session.model_validate({"user_id": "alice", "session_id": SID, "date": "2024/05/01",
+                                "turns": [{"role": "user", "content": "we took the train"}]}),
+    ])
+    return store
+
+
+def test_an_encrypted_store_seals_session_ids_and_still_finds_sessions(tmp_path: Path) -> None:
+    from traceless.errors import DuplicateSessionError
+    from traceless.memory import MemoryWriter, Session, WriteConfig
+
+    db = tmp_path / "e.db"
+    store = _enc_store(db)
+    store.checkpoint()
+    raw = b"".join(p.read_bytes() for p in tmp_path.glob("e.db*"))
+    assert SID.encode() not in raw and CANARY.encode() not in raw  # neither the id nor the literal in it
+    assert store.session_ids("alice") == sorted([SID, f"{SID}-{CANARY}"])
+    assert [a.session_id for a in store.artifacts(owner="alice", session_id=SID)] == [SID]
+    assert store.present_sessions([("alice", SID), ("alice", "nope"), ("bob", SID)]) == {("alice", SID)}
+    w = MemoryWriter(store, config=WriteConfig(levels=(), embed=False))
+    with pytest.raises(DuplicateSessionError):
+        w.write_sessions([Session.model_validate({"user_id": "alice", "session_id": SID,
+                                                  "turns": [{"role": "user", "content": "again"}]})])
+    r = forget(store, ForgetTarget.session(SID, "alice"), "full_purge")
+    assert r.verification.passed and not store.artifacts(owner="alice", session_id=SID)
+    store.close()
+
+
+def test_a_copy_taken_before_a_forget_keeps_no_readable_session_id(tmp_path: Path, _home: Path) -> None:
+    """The literal inside a session id: the forget renames the session, and the old id in a
+    copy of the store is ciphertext under the owner's replaced data key."""
+    db = tmp_path / "e.db"
+    store = _enc_store(db)
+    store.checkpoint()
+    backup = _copy(db, tmp_path / "backup.db")
+    r = forget(store, ForgetTarget.literal(CANARY, "alice"), "full_purge", gate=True)
+    assert r.verification.passed and "key_destroyed" in r.guarantee
+    assert not any(CANARY in s for s in store.session_ids("alice")) and SID in store.session_ids("alice")
+    conn = sqlite3.connect(backup)
+    cols = [c for (c,) in conn.execute("SELECT session_id FROM artifacts WHERE session_id IS NOT NULL")]
+    conn.close()
+    assert cols and all(c.startswith("s2:") for c in cols)
+    assert not _decryptable(backup, _home, "alice")
+    store.close()
+
+
+@pytest.mark.postgres
+def test_postgres_dead_tuples_hold_no_plaintext_literal_after_a_forget(pg_url: str) -> None:
+    """Read every tuple of the heap, dead ones included, with the forensic reader pg_dirtyread
+    (Debian's postgresql-15-dirtyread): after the forget no tuple of an encrypted store holds
+    the literal — not in the text, the date, nor the session id it was part of."""
+    import psycopg
+
+    store = _enc_store(pg_url)
+    r = forget(store, ForgetTarget.literal(CANARY, "alice"), "full_purge", gate=True)
+    assert r.verification.passed and "key_destroyed" in r.guarantee
+    store.close()
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        try:
+            conn.execute("CREATE EXTENSION IF NOT EXISTS pg_dirtyread")
+        except psycopg.Error as e:
+            pytest.skip(f"pg_dirtyread is not installed ({e}): apt-get install postgresql-15-dirtyread")
+        tuples = conn.execute(
+            "SELECT * FROM pg_dirtyread('artifacts') AS t(xmax xid, id text, owner text, tier text, kind text, "
+            "session_id text, seq integer, text text, vector bytea, digest text, created_at double precision, "
+            "meta text, sealed bytea)").fetchall()
+        keys = conn.execute("SELECT * FROM pg_dirtyread('data_keys') AS t(xmax xid, owner text, "
+                            "wrapped bytea, created_at double precision)").fetchall()
+    # row versions the forget replaced or deleted (xmax set) are still in the heap, unvacuumed
+    assert sum(str(t[0]) != "0" for t in tuples) >= 3, "the reader must see the row versions the forget replaced"
+    for t in [*tuples, *keys]:
+        blob = b"".join(c if isinstance(c, bytes) else str(c).encode() for c in t)
+        assert CANARY.encode() not in blob and SID.encode() not in blob, t[:6]

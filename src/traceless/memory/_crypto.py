@@ -31,6 +31,7 @@ still keep its 32 bytes somewhere).
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import json
@@ -49,9 +50,13 @@ from traceless.keys import read_secret
 from traceless.paths import state_dir
 
 __all__ = ["InvalidTag", "ENCRYPTION", "Sealed", "master_dir", "new_master", "load_master", "shred_file", "wrap", "unwrap",
-           "seal", "unseal", "key_generation", "older_keys"]
+           "seal", "unseal", "key_generation", "older_keys", "ENCRYPTION_V2", "seal_id", "open_id", "is_sealed_id"]
 
 ENCRYPTION = "aes-256-gcm/per-owner-data-keys/v1"
+ENCRYPTION_V2 = "aes-256-gcm/per-owner-data-keys/v2"
+"""v2 (every store created encrypted from issue #22.4 on): session ids are sealed too
+(``seal_id``), so copies of the store keep them only as ciphertext under the owner's data
+key, which a forget of that owner replaces. v1 stores keep session ids in plaintext."""
 
 
 @dataclass(frozen=True)
@@ -201,6 +206,32 @@ def seal(data_key: bytes, artifact_id: str, p: Sealed) -> tuple[bytes, str]:
     """The sealed payload and its keyed digest (the payload is serialised once)."""
     raw = _payload(p)
     return _aead(data_key, raw, artifact_id.encode()), hmac.new(data_key, raw, hashlib.sha256).hexdigest()
+
+
+_ID_PREFIX = "s2:"
+
+
+def _id_key(data_key: bytes) -> bytes:
+    return hmac.new(data_key, b"traceless-sealed-id", hashlib.sha256).digest()
+
+
+def seal_id(data_key: bytes, value: str) -> str:
+    """A session id sealed under the owner's data key, deterministically (the nonce is an
+    HMAC of the value: equal ids give equal tokens, so the column stays an indexed lookup;
+    a nonce repeats only with its plaintext, as in SIV)."""
+    k = _id_key(data_key)
+    raw = value.encode("utf-8", "surrogatepass")
+    nonce = hmac.new(k, raw, hashlib.sha256).digest()[:12]
+    return _ID_PREFIX + base64.urlsafe_b64encode(nonce + _cipher(k).encrypt(nonce, raw, b"sid")).decode("ascii")
+
+
+def is_sealed_id(token: str | None) -> bool:
+    return token is not None and token.startswith(_ID_PREFIX)
+
+
+def open_id(data_key: bytes, token: str) -> str:
+    blob = base64.urlsafe_b64decode(token[len(_ID_PREFIX):])
+    return _cipher(_id_key(data_key)).decrypt(blob[:12], blob[12:], b"sid").decode("utf-8", "surrogatepass")
 
 
 def unseal(data_key: bytes, artifact_id: str, blob: bytes) -> Sealed:

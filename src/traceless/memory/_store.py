@@ -185,6 +185,7 @@ class MemoryStore:
         self.finished_erasures: list[str] = []
         """Receipt ids whose interrupted physical erasure this open completed."""
         self._master: tuple[str, bytes] | None = None  # (key id, key) of an encrypted store
+        self._seal_sids = False  # v2 encrypted store: session ids sealed under the owner's data key
         self._dks: dict[str, bytes] = {}
         self._created_keys: list[Path] = []  # master key files made in this transaction
         self._shred_after_commit: list[Path] = []
@@ -264,9 +265,10 @@ class MemoryStore:
             with self.transaction():
                 kid, key = _crypto.new_master(self.store_id)
                 self._created_keys.append(_crypto.master_dir(self.store_id) / f"{kid}.key")
-                self.set_meta("encryption", _crypto.ENCRYPTION)
+                self.set_meta("encryption", _crypto.ENCRYPTION_V2)
                 self.set_meta("master_key_id", kid)
-            mode = _crypto.ENCRYPTION
+            mode = _crypto.ENCRYPTION_V2
+        self._seal_sids = mode == _crypto.ENCRYPTION_V2
         if mode is not None:
             try:
                 self._load_master()
@@ -306,15 +308,35 @@ class MemoryStore:
     def _art(self, row: Any) -> Artifact:
         if row[11] is None:
             return _row_to_artifact(row)
+        sid = row[4]
         try:
             p = _crypto.unseal(self._dk(row[1]), row[0], row[11])
+            if _crypto.is_sealed_id(sid):
+                sid = _crypto.open_id(self._dk(row[1]), sid)
         except _crypto.InvalidTag:
             self._dks.pop(row[1], None)  # rotated by another connection: reload once
             p = _crypto.unseal(self._dk(row[1]), row[0], row[11])
+            if _crypto.is_sealed_id(sid):
+                sid = _crypto.open_id(self._dk(row[1]), sid)
         return Artifact(
-            id=row[0], owner=row[1], tier=Tier(row[2]), kind=row[3], session_id=row[4], seq=row[5],
+            id=row[0], owner=row[1], tier=Tier(row[2]), kind=row[3], session_id=sid, seq=row[5],
             text=p.text, vector=p.vector, digest=row[8], created_at=row[9], meta=p.meta,
         )
+
+    def _sid_col(self, owner: str, session_id: str | None, *, create: bool = False) -> str | None:
+        """What the session_id column holds for ``session_id`` of ``owner``: the id itself, or
+        (v2 encrypted store) its token sealed under the owner's data key. ``MemoryStoreError``
+        when the owner has no data key and ``create`` is False."""
+        if not self._seal_sids or session_id is None:
+            return session_id
+        return _crypto.seal_id(self._dk(owner, create=create), session_id)
+
+    def _sid_lookup(self, owner: str, session_id: str) -> str | None:
+        """``_sid_col`` for a lookup: None when the owner has no data key (nothing stored)."""
+        try:
+            return self._sid_col(owner, session_id)
+        except MemoryStoreError:
+            return None
 
     def master_key_gone(self, kid: str) -> bool:
         """True when no file of master key ``kid`` is left for this store."""
@@ -363,7 +385,8 @@ class MemoryStore:
             for a in sorted(arts, key=lambda a: isinstance(a.meta.get("sources"), dict)):
                 meta = _resourced(a.meta, old, new)
                 sealed, new[a.id] = self._seal_row(a.id, owner, a.text, a.vector, meta)
-                self._exec("UPDATE artifacts SET sealed = ?, digest = ? WHERE id = ?", (sealed, new[a.id], a.id))
+                self._exec("UPDATE artifacts SET sealed = ?, digest = ?, session_id = ? WHERE id = ?",
+                           (sealed, new[a.id], self._sid_col(owner, a.session_id, create=True), a.id))
                 resealed += 1
         self._dks.pop(owner, None)
         wrapped = {o: _crypto.unwrap(self._master[1], w, o, self.path)
@@ -816,7 +839,8 @@ class MemoryStore:
             payload = (n.text, vec, _dumps(n.meta), None)
         a = Artifact(id=art_id, owner=n.owner, tier=n.tier, kind=n.kind, session_id=n.session_id, seq=n.seq,
                      text=n.text, vector=vec, digest=digest, created_at=time.time(), meta=n.meta)
-        return a, (a.id, a.owner, a.tier.value, a.kind, a.session_id, a.seq, payload[0], payload[1], a.digest,
+        sid = self._sid_col(n.owner, n.session_id, create=True) if self.encrypted else n.session_id
+        return a, (a.id, a.owner, a.tier.value, a.kind, sid, a.seq, payload[0], payload[1], a.digest,
                    a.created_at, payload[2], payload[3])
 
     def add_edge(self, child: str, parent: str, op: str, params: dict[str, Any]) -> None:
@@ -896,8 +920,11 @@ class MemoryStore:
         itself holds a forgotten value is replaced by a pseudonym)."""
         self._require_tx()
         self.gate_check(owner, new)
+        old_col = self._sid_lookup(owner, old)
+        if old_col is None:
+            return 0
         return int(self._exec("UPDATE artifacts SET session_id = ? WHERE owner = ? AND session_id = ?",
-                              (new, owner, old)).rowcount)
+                              (self._sid_col(owner, new, create=True), owner, old_col)).rowcount)
 
     def present_sessions(self, pairs: Iterable[tuple[str, str]], *, tier: Tier = Tier.RAW) -> set[tuple[str, str]]:
         """The (owner, session id) pairs among ``pairs`` that hold an artifact of ``tier``:
@@ -907,7 +934,9 @@ class MemoryStore:
             by_owner.setdefault(owner, {})[sid] = None
         found: set[tuple[str, str]] = set()
         for owner, sids in by_owner.items():
-            uniq = list(sids)
+            cols = {sid: self._sid_lookup(owner, sid) for sid in sids}  # sealed per owner (v2)
+            back = {c: sid for sid, c in cols.items() if c is not None}
+            uniq = list(back)
             for i in range(0, len(uniq), _IN_CHUNK):
                 chunk = uniq[i:i + _IN_CHUNK]
                 # neither a tier term nor DISTINCT: with either, SQLite's planner may walk all the
@@ -915,13 +944,16 @@ class MemoryStore:
                 rows = self._exec(
                     f"SELECT session_id, tier FROM artifacts WHERE owner = ? AND session_id IN "
                     f"({','.join('?' * len(chunk))})", (owner, *chunk))
-                found |= {(owner, r[0]) for r in rows if r[1] == tier.value}
+                found |= {(owner, back[r[0]]) for r in rows if r[1] == tier.value}
         return found
 
     def session_ids(self, owner: str) -> list[str]:
-        return [r[0] for r in self._exec(
+        cols = [r[0] for r in self._exec(
             "SELECT DISTINCT session_id FROM artifacts WHERE owner = ? AND session_id IS NOT NULL ORDER BY 1",
             (owner,))]
+        if not self._seal_sids:
+            return cols
+        return sorted(_crypto.open_id(self._dk(owner), c) if _crypto.is_sealed_id(c) else c for c in cols)
 
     # ----------------------------------------------------------------- reads
     def get(self, artifact_id: str) -> Artifact:
@@ -945,6 +977,13 @@ class MemoryStore:
         ids: Iterable[str] | None = None,
     ) -> list[Artifact]:
         """Artifacts matching every given filter, ordered by id (creation order)."""
+        if session_id is not None and self._seal_sids:
+            if owner is None:  # the column is sealed per owner: filter after opening
+                return [a for a in self.artifacts(tier=tier, kind=kind, ids=ids) if a.session_id == session_id]
+            col = self._sid_lookup(owner, session_id)
+            if col is None:
+                return []
+            session_id = col
         where, params = [], []
         for col, val in (("owner", owner), ("tier", None if tier is None else Tier(tier).value),
                          ("kind", kind), ("session_id", session_id)):
