@@ -456,7 +456,7 @@ def forget(
             gate_descriptors_added=n_gate, seconds=0.0, code_version=code_version(),
             notes=op.notes + ([] if store.scannable else [_server_note(store.encrypted)])
             + ([_KEYS_PENDING] if keys is not None else []),
-            warnings=warnings, keys=keys,
+            warnings=warnings, keys=keys, not_covered=_not_covered(store),
             guarantee=["plaintext_scan"] if literal is not None and spec.erases_everywhere and store.scannable else [],
         )
         # the stored copy is signed too; it lacks only the post-commit disk scan
@@ -467,6 +467,21 @@ def forget(
     if strict and not matched:
         raise NothingMatchedError(f"the target matched nothing for owner {owner!r}; receipt {receipt.receipt_id}")
     return receipt
+
+
+def _not_covered(store: MemoryStore) -> list[str]:
+    """What crypto-shredding leaves readable in copies of an encrypted store (issue #22.4)."""
+    if not store.encrypted:
+        return []
+    out = ["owner ids: the owner column of every artifact row and of the data-key table holds the owner id in "
+           "plaintext; copies of the store taken before the forget (backups, WAL, freed blocks, dead PostgreSQL "
+           "tuples) still hold it"]
+    if not store.sealed_session_ids:
+        out.append("session ids: this store was created before session ids were sealed (encryption v1); copies "
+                   "taken before the forget hold them in plaintext")
+    out.append("artifact ids (counters), tiers, kinds, order in a session, creation times and lineage edges: "
+               "no user text, kept in plaintext")
+    return out
 
 
 def _server_note(encrypted: bool) -> str:

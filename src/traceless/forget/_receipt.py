@@ -223,6 +223,9 @@ class Receipt(BaseModel):
     copies taken before the forget cannot be decrypted)."""
     keys: KeyReport | None = None
     """Key destruction in an encrypted store (None for a plaintext store)."""
+    not_covered: list[str] = Field(default_factory=list)
+    """What the guarantee does not reach in this store: identifiers kept in plaintext that
+    copies of the store taken before the forget still hold (see docs/erasure.md)."""
     gate_descriptors_added: int = 0
     """Keyed descriptors stored for the write gate."""
     seconds: float
@@ -274,6 +277,7 @@ class Receipt(BaseModel):
                        f"{self.keys.old_master_key} → {self.keys.new_master_key} (old one shredded)")
         if self.guarantee:
             out.append(f"  guarantee: {', '.join(self.guarantee)}")
+        out += [f"  not covered: {n}" for n in self.not_covered]
         if self.certificate is not None:
             c = self.certificate
             rates = ", ".join(f"{v}/{lv}={r:.2f}" for v, lv_r in c.aer.items() for lv, r in lv_r.items())

@@ -276,6 +276,11 @@ class MemoryStore:
                 self._b.close()
                 raise
 
+    @property
+    def sealed_session_ids(self) -> bool:
+        """True for an encrypted store that seals session ids (encryption v2)."""
+        return self._seal_sids
+
     def _load_master(self) -> None:
         kid = self.get_meta("master_key_id") or ""
         if self._master is None or self._master[0] != kid:
