@@ -293,7 +293,8 @@ def test_the_gate_refuses_a_forgotten_literal_in_a_session_id_or_date(tmp_path: 
         return cli("memory", "add", str(sessions), "--db", db, "--no-embed")
 
     assert write("s1", "2024/01/01", f"my token is {CANARY}") == 0
-    assert cli("forget", "--db", db, "--mode", "full_purge", "--literal", CANARY, "--owner", "u1") == 0
+    assert cli("forget", "--db", db, "--mode", "full_purge", "--literal", CANARY, "--owner", "u1",
+               "--receipt", str(tmp_path / "r.json")) == 0
     assert write(f"sess-{CANARY}", "2024/01/02") == GateBlockedError.exit_code
     assert write("s3", f"{CANARY} 2024") == GateBlockedError.exit_code
     assert write("s4", "2024/01/04") == 0  # the gate refuses the value, not the owner
