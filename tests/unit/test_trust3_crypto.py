@@ -392,3 +392,25 @@ def test_postgres_dead_tuples_hold_no_plaintext_literal_after_a_forget(pg_url: s
     for t in [*tuples, *keys]:
         blob = b"".join(c if isinstance(c, bytes) else str(c).encode() for c in t)
         assert CANARY.encode() not in blob and SID.encode() not in blob, t[:6]
+
+
+def test_descriptors_made_before_fingerprints_still_match(tmp_path: Path) -> None:
+    """A value entry whose sealed info is the length alone (stores gated before #22.8) is
+    checked at every window: an upgrade never lets a forgotten value back in."""
+    import struct
+
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+    from traceless.memory import WriteGate
+    from traceless.memory._gate import GateEntry
+
+    g = WriteGate(b"q" * 32)
+    pair, value = g.descriptors("secret", CANARY)
+    nonce = b"\x01" * 12
+    legacy = GateEntry("value", value.mac, value.attribute,
+                       nonce + AESGCM(g._seal_key).encrypt(nonce, struct.pack(">I", len(CANARY)), b"len"))
+    for stored in (frozenset({legacy}), frozenset({legacy, *g.descriptors("secret", "OTHER-LITERAL-77")})):
+        for at in (0, 65_540):
+            text = "z" * at + CANARY + "z" * 5
+            assert g.match_text(text, stored) == legacy
+        assert g.match_text("z" * 66_000, stored) is None
