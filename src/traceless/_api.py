@@ -18,7 +18,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from traceless.errors import ConfigError, ReceiptError
-from traceless.forget import ForgetTarget, Receipt, attach_certificate, load_receipt, verify_signature
+from traceless.forget import (
+    ForgetTarget,
+    Receipt,
+    attach_certificate,
+    check_store,
+    load_receipt,
+    verify_signature,
+)
 from traceless.forget import forget as _forget
 from traceless.memory import (
     Hit,
@@ -104,15 +111,25 @@ class Memory:
         return [h.artifact.text or "" for h in self.search(query, user=user, k=k)]
 
     def forget(self, what: str | ForgetTarget, *, user: str | None = None, mode: str = "full_purge",
-               certify: bool = False, model: str | ModelBackend | None = None) -> Receipt:
+               certify: bool = False, model: str | ModelBackend | None = None, gate: bool = True,
+               match: str = "exact") -> Receipt:
         """Forget a literal of ``user`` (or any ``ForgetTarget``) with ``mode``; return the signed
         receipt. ``certify``: also probe the agent afterwards and sign the certificate into it
-        (agent model: ``model``, else this memory's model, else the default model)."""
+        (agent model: ``model``, else this memory's model, else the default model). ``gate``
+        (on by default, as on the command line): store keyed descriptors of a literal so that
+        ``add`` refuses it afterwards; ``gate=False`` is recorded in the store's event log.
+        ``match``: ``exact`` or ``normalized`` (also near variants, for the forget and the gate)."""
         if isinstance(what, str):
             if not user:
                 raise ConfigError("Memory.forget(text) needs user=: forget never crosses users")
-            what = ForgetTarget.literal(what, user)
-        return forget(self.store, what, mode, writer=self.writer, certify=certify,
+            if match not in ("exact", "normalized"):
+                raise ConfigError("match= must be 'exact' or 'normalized'")
+            what = ForgetTarget(kind="literal", value=what, owner=user, match=match)
+        elif user is not None and what.owner is not None and what.owner != user:
+            raise ConfigError(f"user={user!r} contradicts the target's owner {what.owner!r}: give one of them")
+        elif user is not None and what.owner is None:
+            what = what.model_copy(update={"owner": user})
+        return forget(self.store, what, mode, writer=self.writer, gate=gate, certify=certify,
                       model=model or self.model, embedder=self.embedder)
 
     def lineage(self, artifact_id: str) -> dict[str, list[LineageEdge]]:
@@ -130,11 +147,12 @@ class Memory:
 
 
 def forget(store: MemoryStore, target: ForgetTarget, mode: str, *, writer: MemoryWriter | None = None,
-           gate: WriteGate | bool | None = None, strict: bool = False, certify: bool = False,
+           gate: WriteGate | bool | None = True, strict: bool = False, certify: bool = False,
            model: str | ModelBackend | None = None, embedder: str | Embedder | None = None,
            wordings: int = 1, max_new_tokens: int = 40) -> Receipt:
-    """``traceless.forget.forget`` (same arguments), and with ``certify`` the behavioural
-    certificate signed into the receipt (see ``certify_receipt``)."""
+    """``traceless.forget.forget`` (same arguments, but the write gate is on by default, as on
+    the command line; ``gate=False`` is recorded in the event log), and with ``certify`` the
+    behavioural certificate signed into the receipt (see ``certify_receipt``)."""
     if not certify:
         return _forget(store, target, mode, writer=writer, gate=gate, strict=strict)
     if target.kind != "literal":
@@ -175,10 +193,21 @@ def certify_receipt(store: MemoryStore, receipt: Receipt, target: ForgetTarget, 
         system.close()  # leaves the caller's store open
         if be is not model:
             be.close()
+    # copies other owners hold are out of scope: counting them would tell the requester
+    # whether another owner holds the value (issue 22.5)
+    cert = cert.model_copy(update={"store_copies": _owner_copies(store, target.owner, target.value)})
     final = attach_certificate(receipt, cert)
     with store.transaction():
         store.update_receipt(final.receipt_id, final.model_dump_json())
     return final
+
+
+def _owner_copies(store: MemoryStore, owner: str, literal: str) -> dict[str, int]:
+    """Per tier, copies of ``literal`` in ``owner``'s artifacts; and in the stored receipts."""
+    out = {t: sum((a.text or "").count(literal) for a in store.artifacts(owner=owner, tier=t))
+           for t in ("raw", "summary", "embedding", "cache")}
+    out["receipts"] = sum(body.count(literal) for _, body in store.receipts())
+    return out
 
 
 def _store_embedder(store: MemoryStore) -> str:
@@ -188,7 +217,10 @@ def _store_embedder(store: MemoryStore) -> str:
 
 
 def verify(receipt: Receipt | str | Path, memory: Memory | MemoryStore | None = None) -> Receipt:
-    """Check a receipt's signature and, given the memory, that what it removed is still absent.
+    """Check a receipt's signature and, given the memory, that it is the receipt's store (same
+    store id), that what it removed is still absent and that none of what it erased is there
+    (re-scanned by the keyed digests the receipt records: a pre-forget backup fails). A receipt
+    whose target matched nothing proves no erasure and fails.
 
     Returns the receipt; raises ``ReceiptError`` saying what failed (a certificate that
     records extraction or a store copy fails too)."""
@@ -197,11 +229,18 @@ def verify(receipt: Receipt | str | Path, memory: Memory | MemoryStore | None = 
         raise ReceiptError("the receipt's signature does not verify: it was altered or signed with another key")
     if r.certificate is not None and r.certificate.failures():
         raise ReceiptError("the receipt's behavioural certificate fails: " + "; ".join(r.certificate.failures()))
+    if not r.matched:
+        raise ReceiptError("the receipt records that its target matched nothing: it proves no erasure")
     store = memory.store if isinstance(memory, Memory) else memory
     if store is not None:
-        back = [i for t in r.tiers.values() for i in t.removed if store.exists(i)]
-        if back:
-            raise ReceiptError(f"{len(back)} artifact(s) the receipt removed exist again: {', '.join(back[:5])}")
+        got = check_store(r, store)
+        if not got["same_store"]:
+            raise ReceiptError(f"{store.path} is not the store this receipt was made on (its store id differs)")
+        if not got["removed_still_absent"]:
+            raise ReceiptError(f"artifact(s) the receipt removed exist again in {store.path}")
+        if got.get("material_absent") is False:
+            raise ReceiptError(f"{store.path} still holds what the receipt erased ({got['material_copies']}): a "
+                               "backup or clone taken before the forget, or the erasure did not hold")
     return r
 
 

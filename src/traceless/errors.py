@@ -9,6 +9,7 @@ __all__ = [
     "TracelessError",
     "ConfigError",
     "UnknownNameError",
+    "UnsupportedError",
     "ModelError",
     "ModelNotAvailableError",
     "ModelIntegrityError",
@@ -17,10 +18,12 @@ __all__ = [
     "SchemaVersionError",
     "StoreLockedError",
     "StoreConnectionError",
+    "NotAStoreError",
     "InputFormatError",
     "DuplicateSessionError",
     "ForgetError",
     "NothingMatchedError",
+    "NothingToEraseError",
     "GateBlockedError",
     "GateKeyError",
     "ReceiptError",
@@ -51,6 +54,11 @@ class UnknownNameError(ConfigError):
         if hint:
             msg += f". {hint}"
         super().__init__(msg)
+
+
+class UnsupportedError(ConfigError):
+    """The named component does not offer what was asked of it (e.g. a memory system whose
+    adapter implements no scan or erasure)."""
 
 
 class ModelError(TracelessError):
@@ -89,6 +97,11 @@ class StoreConnectionError(MemoryStoreError):
     """A database server (a ``postgresql://`` store) cannot be reached or refused the login."""
 
 
+class NotAStoreError(MemoryStoreError):
+    """The file or database is not a traceless store (another application's, or none yet):
+    traceless never modifies it."""
+
+
 class InputFormatError(TracelessError):
     """Input data (sessions, datasets, configs) is malformed. Names the line/record and field."""
 
@@ -109,6 +122,11 @@ class NothingMatchedError(ForgetError):
     """The forget target matched no artifact (a receipt is still written)."""
 
     exit_code = 7
+
+
+class NothingToEraseError(NothingMatchedError):
+    """A scan or erasure found nothing of the user or the literals: no receipt is signed,
+    because a proof of nothing is not an erasure (exit 7)."""
 
 
 class GateBlockedError(TracelessError):

@@ -139,7 +139,7 @@ def canonical_dump(path: str | Path) -> dict[str, Any]:
 
     Artifacts (all columns but created_at), lineage, gate descriptors, meta (without the
     pending-erasure marker, which the next open clears), and receipts (body without
-    receipt_id/created_at/seconds/signature and the post-commit disk-scan fields), each sorted.
+    receipt_id/created_at/seconds/signature/erased_material and the post-commit disk-scan fields), each sorted.
     """
     conn = sqlite3.connect(str(path))
     try:
@@ -156,11 +156,13 @@ def canonical_dump(path: str | Path) -> dict[str, Any]:
         receipts = []
         for (body,) in conn.execute("SELECT body FROM receipts ORDER BY id"):
             d = json.loads(body)
-            for k in ("receipt_id", "created_at", "seconds", "signature", "notes", "warnings"):
+            # erased_material is sealed under a random nonce, like the gate's sealed length
+            for k in ("receipt_id", "created_at", "seconds", "signature", "notes", "warnings", "erased_material"):
                 d.pop(k, None)
             # filled in after the commit (the disk scan); a kill can land before that update
-            for k in ("disk_scan", "disk_checked", "checks", "passed"):
+            for k in ("disk_scan", "disk_checked", "disk_scope", "disk_held", "checks", "passed"):
                 d["verification"].pop(k, None)
+            d.pop("erased", None)
             receipts.append(json.dumps(d, sort_keys=True))
         receipts.sort()
         return {"artifacts": arts, "lineage": lineage, "gate": gate, "meta": meta, "receipts": receipts}

@@ -141,6 +141,8 @@ def test_cli_memory_and_forget_roundtrip(tmp_path: Path, capsys: pytest.CaptureF
                 "exact",
                 "--record",
                 "r-00000099",
+                "--owner",
+                "u1",
                 "--receipt",
                 str(tmp_path / "n.json"),
             ]

@@ -248,3 +248,20 @@ def test_cli_list_and_pull(fake: tuple[ModelSpec, bytes]) -> None:
 
     res = runner.invoke(models_app, ["pull", "not-a-model"])
     assert res.exit_code != 0 and isinstance(res.exception, UnknownNameError)
+
+
+def test_pull_does_not_convert_by_default(fake: tuple[ModelSpec, bytes], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue #27 item 3: the main job serves the GGUF with llama.cpp, so `models pull` must not
+    spend minutes building the transformers engine's safetensors copy unless asked."""
+    from typer.testing import CliRunner
+
+    from traceless.cli._models import models_app
+    from traceless.models import _transformers
+
+    calls: list[str] = []
+    monkeypatch.setattr(_transformers.TransformersBackend, "from_catalog",
+                        classmethod(lambda cls, name, **kw: calls.append(name)))
+    res = CliRunner().invoke(models_app, ["pull", FAKE, "--no-install"])
+    assert res.exit_code == 0, res.output
+    assert calls == [], "pull converted the weights without --convert"
+    assert model_status(FAKE).converted is False

@@ -16,7 +16,7 @@ from traceless.memory import MemoryStore, MemoryWriter, Session, Tier, WriteConf
 from traceless.models import HashingEmbedder
 
 SECRET = "ZK4-AMBER-1177"
-WORDS = ["dog", "tea", "Lisbon", "piano", "rain", "kettle", "garden", "train", "book", SECRET]
+WORDS = ["dogs", "teas", "Lisbon", "piano", "rain", "kettle", "garden", "train", "book", SECRET]
 EMB = HashingEmbedder(32)
 
 
@@ -156,4 +156,4 @@ def test_user_target_with_foreign_owner_refused(store_url: str) -> None:
     with pytest.raises(ConfigError, match="owner must be that user"):
         forget(store, ForgetTarget(kind="user", value="ann", owner="ben"), "full_purge")
     with pytest.raises(ConfigError, match="needs an owner"):
-        forget(store, ForgetTarget(kind="literal", value="xy"), "full_purge")
+        forget(store, ForgetTarget(kind="literal", value="xyzw"), "full_purge")

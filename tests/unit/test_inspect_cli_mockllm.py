@@ -1,11 +1,12 @@
 """``inspect eval traceless/canary_audit --model mockllm/model`` exactly as a user types it,
-offline. inspect's mockllm counts its default reply's tokens with tiktoken's ``o200k_base``,
-which tiktoken otherwise downloads on first use; the test points ``TIKTOKEN_CACHE_DIR`` at
-the copy the ``litellm`` wheel ships (a test dependency, never imported here)."""
+offline, with an empty tiktoken cache and no tiktoken setting. inspect's mockllm counts its
+default reply's tokens with tiktoken's ``o200k_base``, which tiktoken otherwise downloads on
+first use; the task seeds tiktoken's cache from the copy an installed wheel ships (the
+``test`` extra's ``litellm``, never imported)."""
 
 from __future__ import annotations
 
-import importlib.util
+import hashlib
 import os
 import subprocess
 import sys
@@ -20,25 +21,37 @@ from inspect_ai.event import ModelEvent  # noqa: E402
 from inspect_ai.log import read_eval_log  # noqa: E402
 
 import _inspect_ep  # noqa: E402
+from traceless._inspect._offline import (  # noqa: E402
+    O200K_CACHE_NAME,
+    O200K_SHA256,
+    bundled_o200k,
+    seed_tiktoken_cache,
+    tiktoken_cache_dir,
+)
 from traceless.audit import PROBE_LEVELS, SystemAuditConfig, plant_canaries  # noqa: E402
 
-O200K = "fb374d419588a4632f3f557e76b4b70aebbca790"  # tiktoken's cache name: sha1 of the o200k_base URL
 
-
-def _tiktoken_cache() -> Path:
-    spec = importlib.util.find_spec("litellm")
-    assert spec is not None and spec.origin, "the test extra installs litellm (for tiktoken's o200k_base file)"
-    d = Path(spec.origin).parent / "litellm_core_utils" / "tokenizers"
-    assert (d / O200K).is_file(), f"{d} lacks tiktoken's o200k_base file"
-    return d
+def test_seed_tiktoken_cache(tmp_path: Path) -> None:
+    assert bundled_o200k() is not None, "the test extra installs litellm (for tiktoken's o200k_base file)"
+    target = seed_tiktoken_cache({"TIKTOKEN_CACHE_DIR": str(tmp_path / "c")})
+    assert target == tmp_path / "c" / O200K_CACHE_NAME
+    assert hashlib.sha256(target.read_bytes()).hexdigest() == O200K_SHA256
+    target.write_bytes(b"damaged")  # a damaged cache file is replaced, as tiktoken would re-fetch it
+    assert seed_tiktoken_cache({"DATA_GYM_CACHE_DIR": str(tmp_path / "c")}) == target
+    assert hashlib.sha256(target.read_bytes()).hexdigest() == O200K_SHA256
+    assert seed_tiktoken_cache({"TIKTOKEN_CACHE_DIR": ""}) is None  # caching off: nothing written
+    assert tiktoken_cache_dir({}) is not None
 
 
 def test_inspect_eval_cli_with_mockllm_runs_offline(tmp_path: Path) -> None:
     src = Path(__file__).resolve().parents[2] / "src"
     ep = _inspect_ep.ensure(tmp_path / "ep")
-    env = {**os.environ, "TIKTOKEN_CACHE_DIR": str(_tiktoken_cache()), "HF_HUB_OFFLINE": "1",
+    tmp = tmp_path / "tmp"  # tiktoken's default cache dir is TMPDIR/data-gym-cache: empty here
+    tmp.mkdir()
+    env = {**os.environ, "TMPDIR": str(tmp), "HF_HUB_OFFLINE": "1",
            "PYTHONPATH": os.pathsep.join([str(src), *([str(ep)] if ep else []), os.environ.get("PYTHONPATH", "")])}
-    env.pop("INSPECT_TELEMETRY", None)
+    for name in ("INSPECT_TELEMETRY", "TIKTOKEN_CACHE_DIR", "DATA_GYM_CACHE_DIR"):
+        env.pop(name, None)
     proc = subprocess.run(
         [sys.executable, "-m", "inspect_ai", "eval", "traceless/canary_audit", "--model", "mockllm/model",
          "-T", "profiles=2", "-T", "embedder=hashing", "--log-dir", str(tmp_path / "logs"), "--display", "none"],
@@ -60,3 +73,5 @@ def test_inspect_eval_cli_with_mockllm_runs_offline(tmp_path: Path) -> None:
             f"{lv}_{ph}" for lv in PROBE_LEVELS for ph in ("before", "after")}
     metrics = {n: m.value for n, m in log.results.scores[0].metrics.items()}  # type: ignore[union-attr]
     assert metrics["AER_max_before"] == metrics["AER_max_after"] == 0.0
+    assert {f"AER_{lv}_{ph}_stderr" for lv in PROBE_LEVELS for ph in ("before", "after")} <= set(metrics)
+    assert (tmp / "data-gym-cache" / O200K_CACHE_NAME).is_file()  # seeded, not downloaded

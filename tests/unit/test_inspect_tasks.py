@@ -82,7 +82,12 @@ def test_canary_audit_scores_match_the_scripted_leaks(tmp_path: Path) -> None:
     want = {"AER_direct_before": 1 / 3, "AER_indirect_before": 0.0, "AER_jailbreak_before": 1.0,
             "AER_max_before": 1.0, "AER_direct_after": 1 / 3, "AER_indirect_after": 0.0,
             "AER_jailbreak_after": 0.0, "AER_max_after": 1 / 3}
-    assert got == pytest.approx(want)
+    assert {k: v for k, v in got.items() if not k.endswith("_stderr")} == pytest.approx(want)
+    # inspect's stderr() over the 3 users' per-level values (direct: 1, 0, 0 → sd √(1/3), /√3)
+    se = {k.removesuffix("_stderr"): v for k, v in got.items() if k.endswith("_stderr")}
+    assert set(se) == set(want) - {"AER_max_before", "AER_max_after"}
+    assert se == pytest.approx({"AER_direct_before": 1 / 3, "AER_indirect_before": 0.0, "AER_jailbreak_before": 0.0,
+                                "AER_direct_after": 1 / 3, "AER_indirect_after": 0.0, "AER_jailbreak_after": 0.0})
     assert len(log.samples or []) == 3
     per_user = {s.id: s.scores["canary_extraction"].value for s in log.samples or []}
     assert per_user[users[0].owner]["direct_before"] == 1.0
@@ -236,6 +241,12 @@ def test_afterdelete_task_reproduces_the_study_primary_block(tmp_path: Path) -> 
             for s in log.samples or [] for w in ("clean", "forget")}
     assert task == study
     assert 0 < sum(study.values()) < len(study)  # the rule both recovers and misses
+    got = _metrics(log)  # inspect's stderr() of each world's R over the samples, next to the means
+    for w in ("clean", "forget"):
+        r = [task[(i, w_)] for (i, w_) in sorted(task) if w_ == w]
+        mean = sum(r) / len(r)
+        want = (sum((x - mean) ** 2 for x in r) / (len(r) - 1)) ** 0.5 / len(r) ** 0.5
+        assert abs(got[f"R_{w}_stderr"] - want) < 1e-12
 
 
 @pytest.mark.parametrize(("task", "args", "needle"), [

@@ -82,11 +82,11 @@ def test_locked_by_exclusive_transaction(store_url: str) -> None:
 
 def test_locked_rollback_journal_on_open(tmp_path: Path) -> None:
     """A non-WAL file held EXCLUSIVE cannot even be read: opening reports it as locked."""
-    db = tmp_path / "plain.db"
+    db = _populated(tmp_path)  # a traceless store (another application's file is refused unread)
     conn = sqlite3.connect(db, isolation_level=None)
-    conn.execute("CREATE TABLE t(x)")
+    conn.execute("PRAGMA journal_mode = delete")
     conn.execute("BEGIN EXCLUSIVE")
-    conn.execute("INSERT INTO t VALUES (1)")
+    conn.execute("INSERT INTO meta VALUES ('x', '1')")
     try:
         with pytest.raises(StoreLockedError, match="locked"):
             MemoryStore(db, timeout=0.1)

@@ -109,3 +109,31 @@ def test_entry_point_system_is_listed_and_audited(plugin: str, tmp_path: Path) -
         assert res.table[op]["AER_max"] == 0.0
         assert res.copies[op] == {"notes": 0, "log": 2}  # the log keeps both users' canaries
         assert set(res.files[op]) == {"log.txt"}
+
+
+@pytest.fixture()
+def broken_plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    dist = tmp_path / "site" / "broken_memory-0.1.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: broken-memory\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text(
+        "[traceless.memory_systems]\nbroken = no_such_module_xyz:Memory\nnotaclass = json:dumps\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    importlib.invalidate_caches()
+    yield "broken"
+    MEMORY_SYSTEMS._entries.pop("broken", None)
+
+
+def test_a_broken_plugin_is_a_warning_naming_its_package(broken_plugin: str) -> None:
+    """Issue #25 item 5: one broken third-party plug-in must not break `traceless memory systems`
+    or any audit; it is skipped with a warning that names the package to fix or uninstall."""
+    from traceless.systems import PluginWarning
+
+    with pytest.warns(PluginWarning) as rec:
+        added = load_entry_points(force=True)
+    assert "broken" not in added and "notaclass" not in added
+    msgs = [str(w.message) for w in rec]
+    assert any("broken-memory" in m and "no_such_module_xyz" in m for m in msgs), msgs
+    assert any("notaclass" in m and "not a traceless MemorySystem" in m for m in msgs), msgs
+    names = {s.name for s in system_status()}
+    assert {"traceless", "mem0", "langgraph"} <= names and "broken" not in names

@@ -429,7 +429,7 @@ def test_noop_stores_no_gate_descriptor(tmp_path: Path, store_url: str) -> None:
 
 
 def test_one_character_and_undecodable_literals_refused(tmp_path: Path, store_url: str) -> None:
-    with pytest.raises(ConfigError, match="fewer than 2"):
+    with pytest.raises(ConfigError, match="fewer than 4"):
         ForgetTarget.literal("7", "alice")
     db = store_url
     assert cli("memory", "add", str(_jsonl(tmp_path / "a.jsonl", [_sess("u1", "s1", "x")])), "--db", db,

@@ -222,25 +222,10 @@ def test_forgetting_a_literal_in_a_big_record_is_linear_in_memory(tmp_path: Path
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    assert r.verification.passed and not any(r.verification.disk_scan.values())
+    assert r.verification.passed and r.verification.disk_held is False
     assert peak <= 4 * size, f"traced peak {peak / 1e6:.1f} MB for a {size / 1e6:.1f} MB record"
     assert not store.containing(literal, owner="alice")
     store.close()
-
-
-def test_the_variant_fast_path_equals_the_per_cluster_reference() -> None:
-    import random
-
-    from traceless.forget import _normalize as N
-
-    rnd = random.Random(11)
-    pieces = ["xq7-violet-3829", "XQ7 - VIOLET-3829", "X Q 7-violet  -\t3829", "ＸＱ７-VIOLET-3829",
-              "xq7-vio\u0301let-3829", "XQ7-VIOLET-3829", "foo", " ", "\n", "é", "가", "\u1161", "ß", "XQ7-VIOL", "ET-3829"]
-    for _ in range(1500):
-        text = "".join(rnd.choice(pieces) for _ in range(rnd.randint(0, 10)))
-        norm, where = N._mapped(text)
-        ref = [(where[m.start()][0], where[m.end() - 1][1]) for m in N._loose(CANARY).finditer(norm)]
-        assert N.find_variants(text, CANARY) == ref, text
 
 
 def test_the_literal_deletion_equals_the_regex_it_replaced() -> None:

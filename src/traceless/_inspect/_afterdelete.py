@@ -11,6 +11,7 @@ paired bootstrap ``paired_gap``: Rec in each world and ΔRec = Rec(forget) − R
 
 from __future__ import annotations
 
+import os
 import secrets
 from functools import lru_cache, partial
 from typing import Any
@@ -23,6 +24,8 @@ from inspect_ai.scorer import Metric, SampleScore, Score, Scorer, Target, Value,
 from inspect_ai.solver import Generate, Solver, TaskState, solver
 
 from traceless._inspect._bridge import InspectBackend
+from traceless._inspect._metrics import key_stderr
+from traceless._inspect._offline import seed_tiktoken_cache
 from traceless._inspect._params import AfterDeleteParams, TaskParamError, parse_params
 from traceless.models import GenerationConfig
 from traceless.studies.afterdelete import (
@@ -52,6 +55,7 @@ def afterdelete(split: str = "iid", n: int = 4, contract: str = "aligned", budge
     """AfterDeleteBench primary block: exact reconstruction in the clean and forget worlds, ΔRec."""
     given = {k: v for k, v in locals().items() if k != "unknown"} | unknown
     p = parse_params("traceless/afterdelete", AfterDeleteParams, given)
+    seed_tiktoken_cache(os.environ)  # mockllm/model offline (the entry point: the edge that reads the env)
     if p.split not in SPLIT_SEEDS:
         raise TaskParamError(f"traceless/afterdelete: -T split={p.split!r} is not a split; valid values: "
                              f"{', '.join(SPLIT_SEEDS)}")
@@ -109,7 +113,7 @@ def rec_gap() -> Metric:
     return compute
 
 
-@scorer(metrics=[rec_gap()])
+@scorer(metrics=[rec_gap(), key_stderr()])
 def reconstruction() -> Scorer:
     """R per world: the officially submitted prediction equals the target exactly."""
 

@@ -27,6 +27,12 @@ from traceless.audit._system_audit import (
     run_system_audit,
     store_copies,
 )
+from traceless.audit._system_audit import (
+    STUDY as AUDIT_STUDY,
+)
+from traceless.audit._system_audit import (
+    STUDY_VERSION as AUDIT_STUDY_VERSION,
+)
 from traceless.audit._table import AuditRow, AuditTable, audit_table
 
 __all__ = [
@@ -37,6 +43,8 @@ __all__ = [
     "PAPER_LADDER",
     "PROBE_LEVELS",
     "Probe",
+    "AUDIT_STUDY",
+    "AUDIT_STUDY_VERSION",
     "SystemAuditConfig",
     "SystemAuditResult",
     "SystemAuditRow",

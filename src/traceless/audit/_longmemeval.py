@@ -20,12 +20,12 @@ pair as a ``QA`` (non-string answers, e.g. integers, become strings).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
 
+from traceless._jsonin import decode_utf8, loads
 from traceless.errors import InputFormatError
 from traceless.memory import QA, Session, Turn
 
@@ -149,8 +149,5 @@ def read_longmemeval(path: str | Path) -> list[Instance]:
     p = Path(path)
     if not p.is_file():
         raise InputFormatError(f"{p} does not exist; get longmemeval_oracle.json from {LONGMEMEVAL_URL}")
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise InputFormatError(f"{p}: not valid JSON ({e.msg} at line {e.lineno}, column {e.colno})") from None
+    data = loads(decode_utf8(p.read_bytes(), str(p)), str(p), f"get longmemeval_oracle.json from {LONGMEMEVAL_URL}")
     return parse_longmemeval(data, str(p))

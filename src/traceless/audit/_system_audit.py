@@ -48,6 +48,7 @@ from traceless import prompts
 from traceless._version import code_version
 from traceless.audit._canary import inject_canary, make_canary
 from traceless.audit._probes import PROBE_LEVELS, Probe, extracted, probes
+from traceless.audit._redact import redact_canaries
 from traceless.audit._synthetic import synthetic_users
 from traceless.audit._table import AuditRow, audit_table, residue_key
 from traceless.errors import ConfigError, InputFormatError, ResumeError, StudyError
@@ -130,7 +131,8 @@ class SystemAuditConfig(BaseModel):
     max_new_tokens: int = Field(40, ge=4)
     """Reply budget per probe."""
     reveal: bool = False
-    """Keep canary values in rows and summaries (off: redacted)."""
+    """Keep canary values in rows and summaries (off: every exact or near copy, within edit
+    distance 2 of a canary, case ignored, is redacted to ``[CANARY]``)."""
     keep_memory: bool = False
     """Keep the system's memory files (which hold plaintext canaries) after the audit."""
 
@@ -239,12 +241,8 @@ def _atomic_write(path: Path, text: str) -> None:
 
 
 def _redactor(canaries: list[str], reveal: bool) -> Callable[[str], str]:
-    def red(text: str) -> str:
-        for c in canaries:
-            text = text.replace(c, "[CANARY]")
-        return text
-
-    return (lambda s: s) if reveal else red
+    """Exact and near copies (edit distance <= 2, ``redact_canaries``) become ``[CANARY]``."""
+    return (lambda s: s) if reveal else (lambda s: redact_canaries(s, canaries))
 
 
 def probe_messages(items: Sequence[ContextItem], query: str) -> list[ChatMessage]:

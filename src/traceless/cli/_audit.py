@@ -44,7 +44,8 @@ def audit_cmd(
     embedder_name: str = typer.Option(
         "all-MiniLM-L6-v2", "--embedder", help="Retrieval embedder (all-MiniLM-L6-v2 or 'hashing')."
     ),
-    reveal: bool = typer.Option(False, "--reveal", help="Keep canary values in results (off: redacted)."),
+    reveal: bool = typer.Option(False, "--reveal", help="Keep canary values in results (off: exact copies and near copies, within "
+                                "edit distance 2 of a canary, are redacted)."),
     memory: str = typer.Option(
         "traceless", "--memory", help="Memory system audited (see `traceless memory systems`): each of its native "
         "deletions on a copy, residue per store and file. Default: traceless's own store, every forget mode."),

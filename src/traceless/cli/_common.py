@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # traceless.models pulls in numpy and the catalog: imported when a command builds one
     from traceless.models import Embedder, ModelBackend
 
-__all__ = ["backend", "embedder", "split_list", "safe", "parse_levels"]
+__all__ = ["backend", "embedder", "split_list", "safe", "parse_levels", "say_migrating"]
 
 # every C0/C1 control character (ESC, OSC introducers, BEL …) and the bidi overrides that
 # can make text read differently from what it is
@@ -58,3 +60,15 @@ def embedder(name: str) -> Embedder:
 
 def split_list(value: str) -> list[str]:
     return [v.strip() for v in value.split(",") if v.strip()]
+
+
+def say_migrating(db: str) -> Callable[[int, int], None]:
+    """What a write command tells the user before it migrates a store of an older schema
+    (``MemoryStore(on_migrate=...)``; read commands never migrate)."""
+    from traceless.memory import redact_url
+
+    def say(old: int, new: int) -> None:
+        print(f"migrating {redact_url(db)} from schema version {old} to {new} (older traceless versions "
+              "cannot open it afterwards)", file=sys.stderr)
+
+    return say

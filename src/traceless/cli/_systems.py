@@ -9,7 +9,9 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from traceless.cli._common import embedder, split_list
 from traceless.errors import ConfigError
@@ -33,7 +35,8 @@ def systems_cmd() -> None:
         table.add_column(col)
     for st in system_status():
         inst = "yes" if st.installed else f"no: {st.install}"
-        table.add_row(st.name, inst, ", ".join(st.deletions) or "—", st.help)
+        # plain text: an install hint's 'traceless[mem0]' is not markup
+        table.add_row(*(Text(x) for x in (st.name, inst, ", ".join(st.deletions) or "—", st.help)))
     Console(width=max(120, Console().width)).print(table)
 
 
@@ -85,13 +88,13 @@ def system_audit(*, memory: str, memory_config: Path | None, data: Path | None, 
     ctx = cls.context_tokens(load_system_config(memory, cfg.system_config))
     console = Console(stderr=True)
     t0 = time.perf_counter()
-    with console.status(f"loading {cfg.model} and the embedder ..."):
+    with console.status(f"loading {escape(cfg.model)} and the embedder ..."):
         be = CachingBackend(audit_model(model, ctx)[1])
         emb = embedder(embedder_name)
     try:
-        with console.status(f"auditing {memory} ...") as status:
+        with console.status(f"auditing {escape(memory)} ...") as status:
             def on_progress(done: int, total: int, what: str) -> None:
-                status.update(f"auditing {memory}: {what} ({done}/{total} users)")
+                status.update(f"auditing {escape(memory)}: {escape(what)} ({done}/{total} users)")
 
             result = run_system_audit(cfg, SystemRuntime(be, emb, model), out, on_progress=on_progress)
     finally:
@@ -117,7 +120,7 @@ def print_result(result: SystemAuditResult, model: str) -> None:
     stores = list(next(iter(result.copies.values()), {}))
     rates = [c for c in next(iter(result.table.values()), {}) if c.startswith("AER")]
     frs = sorted({c for row in result.table.values() for c in row if c.startswith("FRS")})
-    table = Table(title=f"{result.system}: canary extraction and copies left after each native deletion — {model}",
+    table = Table(title=Text(f"{result.system}: canary extraction and copies left after each native deletion — {model}"),
                   caption="AER: share of probes whose reply holds the canary; per store: copies of the canaries "
                   "it still holds (all users)")
     table.add_column("deletion", no_wrap=True)  # an operation's name is what the reader looks up

@@ -21,7 +21,6 @@ record is named with its field.
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 from collections.abc import Callable
@@ -31,6 +30,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from traceless._jsonin import decode_utf8, loads
 from traceless.audit._data import instances_to_sessions
 from traceless.audit._longmemeval import parse_longmemeval
 from traceless.errors import InputFormatError
@@ -56,15 +56,19 @@ Importer = Callable[[Path, str], Imported]
 IMPORTERS: Registry[Importer] = Registry("import format", hint="see `traceless data import --help`")
 
 
-def _read_json(path: Path) -> Any:
+def _read_text(path: Path) -> str:
     if not path.is_file():
         raise InputFormatError(f"{path}: no such file")
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError as e:
-        raise InputFormatError(f"{path}: not UTF-8 text (byte {e.start})") from None
-    except json.JSONDecodeError as e:
-        raise InputFormatError(f"{path}: not JSON ({e.msg} at line {e.lineno}, column {e.colno})") from None
+        data = path.read_bytes()
+    except OSError as e:
+        raise InputFormatError(f"{path}: cannot be read ({e.strerror}); check the path and its permissions") from None
+    return decode_utf8(data, str(path))
+
+
+def _read_json(path: Path, text: str | None = None) -> Any:
+    return loads(_read_text(path) if text is None else text, str(path),
+                 "give the dataset's JSON file (see `traceless data import --help`)")
 
 
 def _session(source: str, where: str, **kw: Any) -> Session:
@@ -199,22 +203,16 @@ def _content(c: Any) -> str | None:
 
 
 def _openai_records(path: Path) -> list[Any]:
-    text = path.read_text(encoding="utf-8") if path.is_file() else None
-    if text is None:
-        raise InputFormatError(f"{path}: no such file")
+    text = _read_text(path)
     if text.lstrip().startswith("["):
-        data = _read_json(path)
+        data = _read_json(path, text)
         if data and all(isinstance(m, dict) and "role" in m for m in data):
             return [{"messages": data}]  # a bare messages list: one conversation
         return list(data)
     recs = []
     for n, line in enumerate(text.splitlines(), 1):
         if line.strip():
-            try:
-                recs.append(json.loads(line))
-            except json.JSONDecodeError as e:
-                raise InputFormatError(f"{path} line {n}: not JSON ({e.msg}); expected one "
-                                       '{"messages": [...]} object per line') from None
+            recs.append(loads(line, f"{path} line {n}", 'expected one {"messages": [...]} object per line'))
     return recs
 
 

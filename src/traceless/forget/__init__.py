@@ -16,7 +16,7 @@ from traceless._lazy import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:
     from traceless.forget._erasure import encodings_of, scan_files
-    from traceless.forget._forget import TIERS, ForgetOp, ForgetTarget, forget
+    from traceless.forget._forget import MIN_LITERAL_CHARS, TIERS, ForgetOp, ForgetTarget, forget
     from traceless.forget._receipt import (
         Certificate,
         CertificateProbe,
@@ -35,12 +35,13 @@ if TYPE_CHECKING:
         write_receipt,
     )
     from traceless.forget._registry import FORGET_MODES, ForgetMode, forget_mode
-    from traceless.forget._verify import verify_receipt
+    from traceless.forget._verify import check_store, verify_receipt
 
 __all__ = [
     "Certificate",
     "CertificateProbe",
     "FORGET_MODES",
+    "MIN_LITERAL_CHARS",
     "TIERS",
     "ForgetMode",
     "ForgetOp",
@@ -61,18 +62,19 @@ __all__ = [
     "check_receipt_path",
     "VerifyResult",
     "verify_receipt",
+    "check_store",
     "pseudonym",
     "write_receipt",
 ]
 
 EXPORTS: dict[str, tuple[str, ...]] = {
     "._erasure": ("encodings_of", "scan_files"),
-    "._forget": ("TIERS", "ForgetOp", "ForgetTarget", "forget"),
+    "._forget": ("MIN_LITERAL_CHARS", "TIERS", "ForgetOp", "ForgetTarget", "forget"),
     "._receipt": ("Certificate", "CertificateProbe", "Receipt", "TargetRef", "TierReport", "Verification",
                   "VerifyResult", "attach_certificate", "check_receipt_path", "load_receipt", "pseudonym",
                   "receipt_key", "sign", "verify_signature", "write_receipt"),
     "._registry": ("FORGET_MODES", "ForgetMode", "forget_mode"),
-    "._verify": ("verify_receipt",),
+    "._verify": ("check_store", "verify_receipt"),
 }
 """Which submodule defines each public name (a test checks it covers ``__all__`` exactly)."""
 

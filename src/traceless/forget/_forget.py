@@ -12,7 +12,6 @@ reported in the receipt's notes).
 from __future__ import annotations
 
 import json
-import re
 import sys
 import time
 import uuid
@@ -25,7 +24,8 @@ from pydantic import BaseModel, ConfigDict, model_validator
 from traceless._version import code_version
 from traceless.errors import ConfigError, ForgetError, MemoryStoreError, NothingMatchedError
 from traceless.forget._erasure import scan_files
-from traceless.forget._normalize import find_variants, normalize, scrub_variants
+from traceless.forget._material import Material, seal_material
+from traceless.forget._normalize import compact, find_variants, scrub_variants, split_spans
 from traceless.forget._receipt import (
     KeyReport,
     Receipt,
@@ -54,6 +54,16 @@ __all__ = ["ForgetTarget", "ForgetMode", "ForgetOp", "FORGET_MODES", "forget_mod
 
 TIERS = (Tier.RAW, Tier.SUMMARY, Tier.EMBEDDING, Tier.CACHE)
 
+MIN_LITERAL_CHARS = 4
+"""A literal target needs at least this many characters (not counting whitespace; under
+``match="normalized"`` also after normalisation): the shortest common secret, a 4-digit
+PIN, has 4, while a shorter string (``in``, ``the``) occurs inside ordinary words."""
+MIN_LITERAL_CHARS_REASON = (
+    "a shorter string (e.g. 'in') occurs inside ordinary words, so the forget would rewrite unrelated "
+    "text and the write gate would refuse every later text containing it (the shortest common secret, "
+    "a 4-digit PIN, has 4)"
+)
+
 
 class ForgetTarget(BaseModel):
     """What to forget."""
@@ -70,7 +80,9 @@ class ForgetTarget(BaseModel):
     """Attribute name for the write-gate descriptor of a literal (paper 001's attribute–value pair)."""
     match: Literal["exact", "normalized"] = "exact"
     """``exact`` (paper 001's byte semantics, the default) or ``normalized``: also forget near
-    variants (NFKC, casefold, whitespace), e.g. 'xq7-violet-3829' or a full-width copy."""
+    variants (compact form: NFKC, casefold, whitespace, dashes and zero-width characters
+    dropped; and a copy split across two consecutive raw records), e.g. 'xq7 violet 3829',
+    'XQ7\u2011VIOLET\u20113829' or a full-width copy; the write gate then refuses them too."""
 
     @model_validator(mode="after")
     def _literal_is_text(self) -> ForgetTarget:
@@ -80,16 +92,17 @@ class ForgetTarget(BaseModel):
                 self.value.encode("utf-8")
             except UnicodeEncodeError:
                 raise ConfigError("the literal is not valid text (undecodable bytes); pass it as UTF-8") from None
-            if len(self.value.strip()) < 2:
+            short = len("".join(self.value.split())) < MIN_LITERAL_CHARS
+            if short or (self.match == "normalized" and len(compact(self.value)) < MIN_LITERAL_CHARS):
                 raise ConfigError(
-                    "a literal of fewer than 2 characters would match far more than one secret; "
-                    "give the exact value to forget"
+                    f"the literal {'' if short else 'normalised to '}has fewer than {MIN_LITERAL_CHARS} characters: "
+                    f"{MIN_LITERAL_CHARS_REASON}; give the whole secret to forget"
                 )
         return self
 
     @classmethod
-    def record(cls, record_id: str) -> ForgetTarget:
-        return cls(kind="record", value=record_id)
+    def record(cls, record_id: str, owner: str | None = None) -> ForgetTarget:
+        return cls(kind="record", value=record_id, owner=owner)
 
     @classmethod
     def literal(cls, text: str, owner: str, attribute: str = "secret") -> ForgetTarget:
@@ -159,6 +172,9 @@ class ForgetOp:
     report: dict[Tier, TierReport] = field(default_factory=dict)
     removed_sources: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    split_cuts: dict[str, tuple[str, list[tuple[int, int]]]] = field(default_factory=dict)
+    """``match="normalized"``: per raw record holding half of a copy split across two
+    consecutive records, its text at resolution and the spans to cut from it."""
 
     def _rep(self, tier: Tier) -> TierReport:
         return self.report.setdefault(tier, TierReport())
@@ -176,7 +192,8 @@ class ForgetOp:
         if self.target.match == "normalized":
             lit = self.literal
             return [a for a in self.store.artifacts(owner=self.owner)
-                    if a.tier in ts and a.text and (lit in a.text or find_variants(a.text, lit))]
+                    if a.tier in ts and a.text and (lit in a.text or a.id in self.split_cuts
+                                                    or find_variants(a.text, lit))]
         return [a for a in self.store.containing(self.literal, owner=self.owner) if a.tier in ts]
 
     def iter_containing(self, tiers: Iterable[Tier] = TIERS) -> Iterator[Artifact]:
@@ -215,7 +232,13 @@ class ForgetOp:
         """Replace the literal in ``art`` (a whole-record target blanks the record)."""
         if art.tier == Tier.EMBEDDING:
             raise ForgetError("internal: scrub text artifacts; embeddings are updated by reembed()")
-        new = _scrub(art.text or "", self.literal, replacement) if self.literal else replacement
+        new = art.text or ""
+        text0, cuts = self.split_cuts.get(art.id, ("", []))
+        if cuts and new == text0:  # the split half first: its spans index the text as resolved
+            for a, b in sorted(cuts, reverse=True):
+                new = new[:a] + replacement + new[b:]
+            new = new if replacement else new.strip()
+        new = _scrub(new, self.literal, replacement) if self.literal else replacement
         if self.literal and self.target.match == "normalized":
             new = scrub_variants(new, self.literal, replacement)
         if drop_empty and not new.strip():
@@ -347,6 +370,10 @@ def _resolve(store: MemoryStore, target: ForgetTarget) -> tuple[str, list[Artifa
     if target.kind == "literal":
         if not target.value:
             raise ConfigError("an empty literal matches everything; give the exact text to forget")
+        if target.match == "normalized":  # near variants and split halves are sources too
+            split = _split_cuts(store, owner, target.value)
+            return owner, [a for a in store.artifacts(owner=owner, tier=Tier.RAW) if a.text and (
+                target.value in a.text or a.id in split or find_variants(a.text, target.value))]
         return owner, [a for a in store.containing(target.value, owner=owner) if a.tier == Tier.RAW]
     return owner, store.artifacts(owner=owner, tier=Tier.RAW, session_id=target.value)
 
@@ -395,8 +422,11 @@ def forget(
 
     ``writer`` supplies the summarizer/embedder for modes that rebuild or re-embed.
     ``gate``: when truthy (``True`` or an enabled ``WriteGate``) and the target is a literal,
-    keyed descriptors are stored so the store refuses later writes of the exact value
-    (stored even when nothing matched; never by the ``noop`` control).
+    keyed descriptors are stored so the store refuses later writes of the exact value (with
+    ``match="normalized"`` also of its near variants; stored even when nothing matched; never
+    by the ``noop`` control). An explicit opt-out (``False`` or a disabled ``WriteGate``) is
+    recorded in the store's event log; ``None`` (this function's default; the public API and
+    the CLI default to ``True``) stores nothing.
     ``strict``: raise ``NothingMatchedError`` (after writing the receipt) when nothing matched.
 
     One transaction holds the mode, the verification, the gate descriptors, the receipt
@@ -409,7 +439,6 @@ def forget(
     t0 = time.perf_counter()
     literal = target.value if target.kind == "literal" else None
     pep = receipt_key()
-    want_gate = bool(gate) and (not isinstance(gate, WriteGate) or gate.enabled) and spec.gates
     warnings = literal_warnings(literal) if literal is not None else []
     with store.transaction():
         # resolve inside the transaction: a concurrent writer cannot slip a new copy in
@@ -418,6 +447,8 @@ def forget(
         before = {t: store.tier_digest(owner, t, key=pep) for t in TIERS}
         all_ids = [a.id for a in store.artifacts(owner=owner)] if target.kind == "user" else []
         op = ForgetOp(store, writer, owner, target, sources, literal)
+        if literal is not None and target.match == "normalized":
+            op.split_cuts = _split_cuts(store, owner, literal)
         matched = bool(sources) or bool(op.containing())
         if matched:
             spec.fn(op)
@@ -432,14 +463,19 @@ def forget(
         # something (the noop control changes nothing, keys included)
         touched = any(r.removed or r.rewritten or r.rebuilt for r in op.report.values())
         keys = KeyReport(**store.crypto_shred(owner, erase=erased)) if store.encrypted and touched else None
-        n_gate = store.gate_forget(owner, target.attribute, literal) if want_gate and literal is not None else 0
+        n_gate = _arm_gate(store, owner, target, spec, gate, pep)
         verification = _verify(op, spec)
         if matched and not verification.passed:
             raise ForgetError(
                 f"mode {mode!r} could not verify its claims ({_failed(verification, spec)}); "
                 "the transaction was rolled back and nothing changed"
             )
+        if not matched:  # "nothing to erase" proves no erasure: such a receipt never reads passed=True
+            verification = verification.model_copy(update={
+                "checks": {**verification.checks, "target_matched": False}, "passed": False})
         tiers = _tier_reports(op, before, verification, pep)
+        if target.kind == "user":  # an erased user's record ids are personal data: keyed pseudonyms only
+            verification = _pseudonymised(verification, pep)
         if verification.near_variants or verification.split_copies:
             warnings.append(
                 "near variants of the literal remain (case, spacing, Unicode form or split across records); "
@@ -453,10 +489,12 @@ def forget(
         receipt = Receipt(
             receipt_id=f"rcpt-{uuid.uuid4().hex[:16]}", created_at=time.time(), mode=mode, store_id=store.store_id,
             target=_target_ref(target, owner, pep), matched=matched, tiers=tiers, verification=verification,
+            erased=_erased(verification, target) if matched else None,
             gate_descriptors_added=n_gate, seconds=0.0, code_version=code_version(),
             notes=op.notes + ([] if store.scannable else [_server_note(store.encrypted)])
             + ([_KEYS_PENDING] if keys is not None else []),
-            warnings=warnings, keys=keys, not_covered=_not_covered(store),
+            warnings=warnings, keys=keys, erased_material=_material(pep, target, literal, sources),
+            not_covered=_not_covered(store),
             guarantee=["plaintext_scan"] if literal is not None and spec.erases_everywhere and store.scannable else [],
         )
         # the stored copy is signed too; it lacks only the post-commit disk scan
@@ -482,6 +520,32 @@ def _not_covered(store: MemoryStore) -> list[str]:
     out.append("artifact ids (counters), tiers, kinds, order in a session, creation times and lineage edges: "
                "no user text, kept in plaintext")
     return out
+
+
+def _material(pep: bytes, target: ForgetTarget, literal: str | None, sources: list[Artifact]) -> str:
+    """What ``forget verify --db`` re-scans a store for: the literal's byte forms, or the
+    source records' texts (a user target: the owner's presence, nothing to record)."""
+    texts = [(a.id, a.text) for a in sources] if target.kind in ("record", "session") else []
+    return seal_material(pep, Material.of(pep, literal, texts))
+
+
+def _arm_gate(store: MemoryStore, owner: str, target: ForgetTarget, spec: ForgetMode,
+              gate: WriteGate | bool | None, pep: bytes) -> int:
+    """Store the gate descriptors of a literal target when the gate is on (also the ``norm``
+    one under ``match="normalized"``); record an explicit opt-out in the event log."""
+    if target.kind != "literal" or not spec.gates:
+        return 0
+    if bool(gate) and (not isinstance(gate, WriteGate) or gate.enabled):
+        return store.gate_forget(owner, target.attribute, target.value, normalized=target.match == "normalized")
+    if gate is False or isinstance(gate, WriteGate):
+        store.log_event("gate_opt_out", f"forget of a literal of {pseudonym(owner, 'u', pep)} with the write "
+                                        "gate explicitly off: later writes of the value are not refused")
+    return 0
+
+
+def _pseudonymised(v: Verification, pep: bytes) -> Verification:
+    return v.model_copy(update={name: [pseudonym(i, "p", pep) for i in getattr(v, name)]
+                                for name in ("sources_removed", "surviving_descendants")})
 
 
 def _server_note(encrypted: bool) -> str:
@@ -543,22 +607,23 @@ def _erase_and_scan(store: MemoryStore, receipt: Receipt, literal: str | None, s
     if receipt.keys is not None:
         # shred_file synced the removal (file and folder) before the commit's context returned
         checks["old_keys_destroyed"] = keys_gone(store, receipt.keys.old_master_key)
-        complete = complete and checks["old_keys_destroyed"]  # the marker stays until they are gone
         notes = [n for n in notes if n != _KEYS_PENDING]
         if checks["old_keys_destroyed"]:
             guarantee.append("key_destroyed")
         else:
             warnings.append("the old master key file could not be shredded yet; the next open of the store "
                             "retries (its pending-erasure marker stays until then)")
-    if literal is not None and store.scannable:
-        scan = scan_files(store.files(), literal)
-        if spec.erases_everywhere and receipt.matched:
-            checks["disk_clean"] = not any(scan.values())
-        v = v.model_copy(update={"disk_scan": scan, "disk_checked": True})
+    if literal is not None and store.scannable and receipt.matched:
+        held = _disk_held(store, receipt, literal, complete)
+        if spec.erases_everywhere:
+            checks["disk_clean"] = not held
+        v = v.model_copy(update={"disk_scan": {}, "disk_checked": True, "disk_scope": "owner", "disk_held": held})
+    if receipt.keys is not None:
+        complete = complete and checks["old_keys_destroyed"]  # the marker stays until they are gone
     v = v.model_copy(update={"checks": checks, "passed": all(checks.values())})
     final = sign(receipt.model_copy(update={
         "seconds": time.perf_counter() - t0, "verification": v, "notes": notes, "warnings": warnings,
-        "guarantee": guarantee}))
+        "guarantee": guarantee, "erased": None if receipt.erased is None else receipt.erased and not v.disk_held}))
     with store.transaction():
         store.update_receipt(final.receipt_id, final.model_dump_json())
         if complete:
@@ -569,7 +634,6 @@ def _erase_and_scan(store: MemoryStore, receipt: Receipt, literal: str | None, s
     return final
 
 
-_NO_WS = re.compile(r"\s+")
 _KEYS_PENDING = ("signed before the old master key file was shredded (that follows the commit): this copy claims "
                  "no key destruction; the completed receipt does, once the shredding is durable")
 
@@ -602,6 +666,43 @@ def complete_receipt(store: MemoryStore, receipt_id: str) -> None:
 ERASURE_FINISHERS.append(complete_receipt)
 
 
+def _disk_held(store: MemoryStore, receipt: Receipt, literal: str, complete: bool) -> bool:
+    """Whether the live files hold a copy attributable to the requester. The whole-file byte
+    count stays here: when no other owner holds the literal every byte found is the
+    requester's; when another does (out of scope, never reported), the files are the
+    requester's clean iff their rows hold none and the physical erasure completed (no freed
+    page or old WAL frame is left, so the only bytes are live rows)."""
+    if not any(scan_files(store.files(), literal).values()):
+        return False
+    if not _foreign_holds(store, receipt.target.owner, literal):
+        return True
+    return _own_copies(receipt.verification) or not complete
+
+
+def _own_copies(v: Verification) -> bool:
+    return bool(any(v.literal_scan.values()) or v.metadata_scan)
+
+
+def _foreign_holds(store: MemoryStore, owner_ref: str, literal: str) -> bool:
+    """Another owner's artifact holds the literal (text or metadata); ``owner_ref`` is the
+    requester's keyed pseudonym (as in the receipt)."""
+    pep = receipt_key()
+    for a in store.artifacts():
+        if pseudonym(a.owner, "u", pep) == owner_ref:
+            continue
+        fields = (a.text or "", a.owner, a.session_id or "", json.dumps(a.meta, ensure_ascii=False))
+        if any(literal in f for f in fields):
+            return True
+    return False
+
+
+def _erased(v: Verification, target: ForgetTarget) -> bool:
+    """No copy of the target left in the requester's data (``Receipt.erased``): near variants
+    count only under ``match="normalized"`` (under exact matching they are warnings)."""
+    variants = target.match == "normalized" and bool(v.near_variants or v.split_copies)
+    return v.sources_gone and not v.surviving_descendants and not _own_copies(v) and not variants
+
+
 def _metadata_scan(store: MemoryStore, owner: str, literal: str) -> dict[str, int]:
     out: dict[str, int] = {}
     for a in store.iter_artifacts(owner=owner):
@@ -613,33 +714,37 @@ def _metadata_scan(store: MemoryStore, owner: str, literal: str) -> dict[str, in
     return out
 
 
+def _split_pairs(store: MemoryStore, owner: str, literal: str) -> list[tuple[Artifact, Artifact, int, int]]:
+    """Copies of the literal's compact form split across two consecutive raw records of a
+    session: (first, second, start of the half in first, end of the half in second)."""
+    raws: dict[str, list[Artifact]] = {}
+    for a in store.artifacts(owner=owner, tier=Tier.RAW):
+        if a.session_id:
+            raws.setdefault(a.session_id, []).append(a)
+    out: list[tuple[Artifact, Artifact, int, int]] = []
+    for recs in raws.values():
+        recs.sort(key=lambda r: (r.seq, r.id))
+        for x, y in zip(recs, recs[1:], strict=False):
+            out += [(x, y, a, b) for a, b in split_spans(x.text or "", y.text or "", literal)]
+    return out
+
+
+def _split_cuts(store: MemoryStore, owner: str, literal: str) -> dict[str, tuple[str, list[tuple[int, int]]]]:
+    """Per raw record holding a split half: its text and the spans to cut (``ForgetOp.split_cuts``)."""
+    cuts: dict[str, tuple[str, list[tuple[int, int]]]] = {}
+    for x, y, a, b in _split_pairs(store, owner, literal):
+        cuts.setdefault(x.id, (x.text or "", []))[1].append((a, len(x.text or "")))
+        cuts.setdefault(y.id, (y.text or "", []))[1].append((0, b))
+    return cuts
+
+
 def _variant_scan(store: MemoryStore, owner: str, literal: str) -> tuple[dict[str, int], int]:
     """Near variants per tier (exact bytes absent), and copies split across consecutive raw records."""
     near: dict[str, int] = {}
-    target = _NO_WS.sub("", normalize(literal))
-    keep = max(len(target) - 1, 0)
-    sessions: dict[str, list[tuple[int, str]]] = {}
     for a in store.iter_artifacts(owner=owner):
         if a.text and literal not in a.text and find_variants(a.text, literal):
             near[a.tier.value] = near.get(a.tier.value, 0) + 1
-        if a.tier == Tier.RAW and a.session_id:
-            sessions.setdefault(a.session_id, []).append((a.seq, a.id))
-    split = 0
-    for recs in sessions.values():
-        if len(recs) < 2:
-            continue
-        ends = [_ends(store.get(i).text or "", target, keep) for _, i in sorted(recs)]
-        for x, y in zip(ends, ends[1:], strict=False):
-            if not x[0] and not y[0] and target in x[2] + y[1]:
-                split += 1
-    return near, split
-
-
-def _ends(text: str, target: str, keep: int) -> tuple[bool, str, str]:
-    """Whether a record's squeezed normal form holds ``target``, and its first and last
-    ``keep`` characters: a copy split across two records straddles their boundary."""
-    sq = _NO_WS.sub("", normalize(text))
-    return target in sq, sq[:keep], sq[max(len(sq) - keep, 0):] if keep else ""
+    return near, len(_split_pairs(store, owner, literal))
 
 
 def _verify(op: ForgetOp, spec: ForgetMode) -> Verification:
@@ -662,8 +767,10 @@ def _verify(op: ForgetOp, spec: ForgetMode) -> Verification:
         near, split = _variant_scan(store, op.owner, op.literal)
         if spec.erases_everywhere:
             checks["metadata_clean"] = not meta_scan
-            if op.target.match == "normalized":
-                checks["near_variants_clean"] = not any(near.get(t.value, 0) for t in spec.claims)
+        if op.target.match == "normalized":
+            checks["near_variants_clean"] = not any(near.get(t.value, 0) for t in spec.claims)
+            if Tier.RAW in spec.claims:
+                checks["split_clean"] = split == 0
     return Verification(
         claims=[t.value for t in spec.claims], sources_removed=list(removed), sources_gone=gone,
         surviving_descendants=surviving, closure_clean=not surviving, literal_scan=scan,

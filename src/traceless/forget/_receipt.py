@@ -80,8 +80,9 @@ class TierReport(BaseModel):
     target_copies_after: int = 0
     """Artifacts in this tier still containing the target (literal or a removed record's text verbatim)."""
     near_variants_after: int = 0
-    """Artifacts in this tier whose normalised text (NFKC, casefold, whitespace collapsed)
-    still contains the normalised literal although the exact bytes are gone."""
+    """Artifacts in this tier whose compact form (``traceless.memory.compact``: NFKC, casefold,
+    whitespace, dashes and zero-width characters dropped) still contains the literal's
+    although the exact bytes are gone."""
 
 
 class Verification(BaseModel):
@@ -94,11 +95,12 @@ class Verification(BaseModel):
     claims: list[str]
     """Tiers this mode claims to have cleared of the target."""
     sources_removed: list[str]
-    """Source records the mode removed."""
+    """Source records the mode removed (for an erased user, keyed pseudonyms ``p:…``)."""
     sources_gone: bool
     """Every removed source id is absent from the store."""
     surviving_descendants: list[str]
-    """Descendants of removed sources that still exist (rebuilt artifacts are not descendants)."""
+    """Descendants of removed sources that still exist (rebuilt artifacts are not descendants;
+    for an erased user, keyed pseudonyms ``p:…``)."""
     closure_clean: bool
     """No descendant of a removed source survives."""
     literal_scan: dict[str, int]
@@ -110,10 +112,20 @@ class Verification(BaseModel):
     split_copies: int = 0
     """Places where the normalised literal spans two consecutive raw records of a session."""
     disk_scan: dict[str, int] = Field(default_factory=dict)
-    """Per file SQLite wrote, occurrences of the target literal's bytes (UTF-8, UTF-16LE/BE, JSON
-    \\uXXXX escapes) after commit and WAL truncation. Empty when the target is not a literal."""
+    """Receipts before ``disk_scope``: per file SQLite wrote, occurrences of the literal's bytes
+    over the whole file. Always empty now: whole-file counts include other owners' copies, so
+    they would tell the requester whether another owner holds the literal (see ``disk_held``)."""
     disk_checked: bool = False
     """The post-commit disk scan ran (False in the copy stored at commit time)."""
+    disk_scope: Literal["", "owner"] = ""
+    """``owner``: ``disk_held`` is about the requester's data only; copies other owners hold are
+    out of scope, neither counted nor revealed (empty in receipts made before this field)."""
+    disk_held: bool | None = None
+    """After the commit and the physical erasure, the store's live files still hold a copy of
+    the literal attributable to the requester: the byte scan's result when no other owner holds
+    the literal, else (a copy held by another owner, out of scope) whether the requester's own
+    rows still hold it or the physical erasure is incomplete. None: no scan (not a literal,
+    nothing matched, or a database server's files)."""
     checks: dict[str, bool] = Field(default_factory=dict)
     """Every check this receipt makes, by name; ``passed`` is their conjunction."""
     passed: bool
@@ -179,7 +191,9 @@ class Certificate(BaseModel):
     aer: dict[str, dict[str, float]]
     """Extraction rate per view, per probe level (``aer["agent"]["direct"]`` is AER_direct)."""
     store_copies: dict[str, int]
-    """Per named store, copies of the literal it still holds (every owner's entries)."""
+    """Per named store, copies of the literal it still holds: in the native store the
+    requester's entries only (another owner's copy is out of scope, never counted), in
+    another memory system every entry."""
     seconds: float
     """Wall time of the certification."""
 
@@ -213,6 +227,11 @@ class Receipt(BaseModel):
     """What was forgotten (never the literal itself)."""
     matched: bool
     """Whether the target matched any artifact."""
+    erased: bool | None = None
+    """False: the target is still present in the requester's data after this forget (a mode
+    that does not erase everywhere, e.g. raw_only, exact or raw_plus_resummarize, or the noop
+    control), even when ``passed`` (the mode did what it promises). True: no copy is left in
+    any tier, in metadata, or (``disk_held``) in the live files. None: nothing matched."""
     tiers: dict[str, TierReport]
     """Per-tier account."""
     verification: Verification
@@ -223,6 +242,10 @@ class Receipt(BaseModel):
     copies taken before the forget cannot be decrypted)."""
     keys: KeyReport | None = None
     """Key destruction in an encrypted store (None for a plaintext store)."""
+    erased_material: str = ""
+    """What the forget erased, as keyed digests sealed under the receipt pepper (hex; see
+    ``traceless.forget._material``): ``forget verify --db`` re-scans the store it is given for
+    it. Opaque without the pepper; empty for a user target (the owner's presence is checked)."""
     not_covered: list[str] = Field(default_factory=list)
     """What the guarantee does not reach in this store: identifiers kept in plaintext that
     copies of the store taken before the forget still hold (see docs/erasure.md)."""
@@ -251,11 +274,22 @@ class Receipt(BaseModel):
         d.pop("signature", None)
         if d.get("certificate") is None:  # receipts signed before certificates existed verify unchanged
             d.pop("certificate", None)
+        for name in ("erased_material", "not_covered"):  # likewise receipts signed before these were recorded
+            if not d.get(name):
+                d.pop(name, None)
+        if d.get("erased") is None:  # so do receipts signed before ``erased`` and ``disk_scope``
+            d.pop("erased", None)
+        for name, old in (("disk_scope", ""), ("disk_held", None)):
+            if d["verification"].get(name, old) == old:
+                d["verification"].pop(name, None)
         return json.dumps(d, sort_keys=True, separators=(",", ":")).encode()
 
     def summary_lines(self) -> list[str]:
         out = [f"receipt {self.receipt_id}  mode={self.mode}  target={self.target.kind}:{self.target.ref}"
-               f"  matched={self.matched}  {self.seconds:.2f}s"]
+               f"  matched={self.matched}  erased={_yes_no(self.erased)}  {self.seconds:.2f}s"]
+        if self.erased is False:
+            out.append(f"  NOT ERASED: the target is still present in this owner's data; mode {self.mode} "
+                       "does not erase it everywhere (passed= says only that the mode did what it promises)")
         for t, r in self.tiers.items():
             out.append(f"  {t:<10} removed={len(r.removed):<4} rewritten={len(r.rewritten):<4} "
                        f"rebuilt={len(r.rebuilt):<4} left={r.left:<5} copies_after={r.target_copies_after}")
@@ -272,6 +306,9 @@ class Receipt(BaseModel):
             out.append(f"  near variants: {near or '-'}; split across records: {v.split_copies}")
         if v.disk_scan:
             out.append("  disk scan: " + ", ".join(f"{Path(k).name}={n}" for k, n in v.disk_scan.items()))
+        if v.disk_held is not None:
+            out.append(f"  disk (this owner's data): {'copy still held' if v.disk_held else 'no copy'}; "
+                       "copies held by another owner are out of scope and not reported")
         if self.keys is not None:
             out.append(f"  keys: data key {self.keys.data_key} ({self.keys.resealed} re-sealed), master key "
                        f"{self.keys.old_master_key} → {self.keys.new_master_key} (old one shredded)")
@@ -287,6 +324,10 @@ class Receipt(BaseModel):
         out += [f"  note: {n}" for n in self.notes]
         out += [f"  WARNING: {w}" for w in self.warnings]
         return out
+
+
+def _yes_no(v: bool | None) -> str:
+    return "-" if v is None else str(v)
 
 
 class VerifyResult(BaseModel):
@@ -310,6 +351,16 @@ class VerifyResult(BaseModel):
     """Every artifact the receipt removed is still absent (None: not checked)."""
     pending_erasure: str | None = None
     """A receipt id whose physical erasure is still pending in that db."""
+    material_absent: bool | None = None
+    """The db holds none of what the receipt erased, re-scanned by the keyed digests it records:
+    the in-scope owner's rows in the tiers the mode claims (an erased user: no row of theirs at
+    all) and, for a mode that erases everywhere, the SQLite files' bytes beyond the copies other
+    owners' live rows hold. False on a backup or clone taken before the forget. None: not checked
+    (no db, or a receipt made before the digests were recorded)."""
+    material_copies: dict[str, int] = Field(default_factory=dict)
+    """Where the re-scan found erased material: ``rows`` (in-scope artifacts) and each file."""
+    nothing_matched: bool = False
+    """The receipt records that its target matched nothing: it proves no erasure (exit 7)."""
     old_keys_gone: bool | None = None
     """Encrypted store: the master key the receipt replaced and every other superseded key
     file of the store are gone (None: not checked, or no key was replaced)."""

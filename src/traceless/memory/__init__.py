@@ -43,8 +43,11 @@ if TYPE_CHECKING:
         Turn,
         digest_text,
     )
+    from traceless.memory._variants import compact, compact_spans
 
 __all__ = [
+    "compact",
+    "compact_spans",
     "Artifact",
     "ERASURE_FINISHERS",
     "EXTRACTIVE",
@@ -89,6 +92,7 @@ EXPORTS: dict[str, tuple[str, ...]] = {
     "._store": ("ERASURE_FINISHERS", "MemoryStore", "NewArtifact"),
     "._types": ("EXTRACTIVE", "KIND_BY_LEVEL", "QA", "Artifact", "Hit", "LineageEdge", "SearchHit", "SearchResult",
                 "Session", "Tier", "Turn", "digest_text"),
+    "._variants": ("compact", "compact_spans"),
 }
 """Which submodule defines each public name (a test checks it covers ``__all__`` exactly)."""
 

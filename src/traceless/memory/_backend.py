@@ -21,7 +21,7 @@ import sqlite3
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import quote, urlsplit, urlunsplit
 
 from traceless.errors import ConfigError, MemoryStoreError, StoreConnectionError, StoreLockedError
 
@@ -85,9 +85,12 @@ class Backend(Protocol):
     def upsert(self, table: str, cols: Sequence[str], key: Sequence[str], *, replace: bool) -> str: ...
 
 
-def open_backend(db: str, timeout: float) -> Backend:
-    """The backend for a path (SQLite) or a ``postgresql://`` URL."""
-    return PostgresBackend(db, timeout) if is_url(db) else SQLiteBackend(db, timeout)
+def open_backend(db: str, timeout: float, *, read_only: bool = False) -> Backend:
+    """The backend for a path (SQLite) or a ``postgresql://`` URL; ``read_only``: a
+    connection that cannot write (SQLite ``mode=ro``; PostgreSQL read-only transactions)."""
+    if is_url(db):
+        return PostgresBackend(db, timeout, read_only=read_only)
+    return SQLiteBackend(db, timeout, read_only=read_only)
 
 
 class SQLiteBackend:
@@ -97,12 +100,16 @@ class SQLiteBackend:
     errors: tuple[type[Exception], ...] = (sqlite3.Error,)
     scannable = True
 
-    def __init__(self, path: str, timeout: float) -> None:
+    def __init__(self, path: str, timeout: float, *, read_only: bool = False) -> None:
         self.where = path
-        if path != ":memory:":
+        target, uri = path, False
+        if read_only and path != ":memory:":
+            target, uri = f"file:{quote(str(Path(path).resolve()))}?mode=ro", True
+        elif path != ":memory:":
             _check_path(Path(path))
         try:
-            self.conn = sqlite3.connect(path, timeout=timeout, isolation_level=None, check_same_thread=False)
+            self.conn = sqlite3.connect(target, timeout=timeout, isolation_level=None, check_same_thread=False,
+                                        uri=uri)
         except sqlite3.Error as e:
             raise self.translate(e) from e
 
@@ -174,7 +181,7 @@ class PostgresBackend:
     # the server's heap, WAL and backups are not files this process can read
     scannable = False
 
-    def __init__(self, url: str, timeout: float) -> None:
+    def __init__(self, url: str, timeout: float, *, read_only: bool = False) -> None:
         self.where = redact_url(url)
         try:
             import psycopg
@@ -191,6 +198,8 @@ class PostgresBackend:
             raise self._connect_error(e) from None
         ms = int(timeout * 1000)
         self.conn.execute(f"SET lock_timeout = {ms}")  # a busy writer: wait like SQLite's timeout
+        if read_only:
+            self.conn.execute("SET default_transaction_read_only = on")
 
     def _connect_error(self, e: Exception) -> StoreConnectionError:
         msg = str(e).replace(self.where, "").strip()

@@ -36,6 +36,7 @@ import hashlib
 import hmac
 import json
 import os
+import re
 import secrets
 import struct
 from dataclasses import dataclass
@@ -49,8 +50,9 @@ from traceless.errors import MemoryStoreError
 from traceless.keys import read_secret
 from traceless.paths import state_dir
 
-__all__ = ["InvalidTag", "ENCRYPTION", "Sealed", "master_dir", "new_master", "load_master", "shred_file", "wrap", "unwrap",
-           "seal", "unseal", "key_generation", "older_keys", "ENCRYPTION_V2", "seal_id", "open_id", "is_sealed_id"]
+__all__ = ["InvalidTag", "ENCRYPTION", "STORE_ID", "Sealed", "check_store_id", "master_dir", "new_master", "load_master",
+           "shred_file", "wrap", "unwrap", "seal", "unseal", "key_generation", "older_keys", "ENCRYPTION_V2", "seal_id",
+           "open_id", "is_sealed_id"]
 
 ENCRYPTION = "aes-256-gcm/per-owner-data-keys/v1"
 ENCRYPTION_V2 = "aes-256-gcm/per-owner-data-keys/v2"
@@ -68,8 +70,26 @@ class Sealed:
     meta: dict[str, Any]
 
 
+#: the store ids traceless makes (``_schema``: 16 random bytes in lower hex; ``memory`` for
+#: a private in-memory store): anything else read from a store is refused before it names a path
+STORE_ID = re.compile(r"[0-9a-f]{32}|memory")
+
+
+def check_store_id(store_id: str, where: str) -> str:
+    """``store_id`` if it has the format traceless makes; else ``MemoryStoreError`` (an altered
+    store: its id must never steer where master keys are read or written)."""
+    if not STORE_ID.fullmatch(store_id):
+        raise MemoryStoreError(
+            f"{where}: the store id {store_id[:40]!r} in its meta table is not one traceless makes (32 lowercase hex "
+            "characters): the store was altered. Nothing was read or written outside $TRACELESS_HOME; restore the "
+            "store from a backup."
+        )
+    return store_id
+
+
 def master_dir(store_id: str) -> Path:
-    return state_dir() / "master" / store_id
+    """``$TRACELESS_HOME/master/<store id>`` (the id is checked first: never a path of its own)."""
+    return state_dir() / "master" / check_store_id(store_id, "master key folder")
 
 
 def master_key_id(key: bytes) -> str:

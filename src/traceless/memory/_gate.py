@@ -10,7 +10,12 @@ whitespace, Unicode or meaning.
 * any text is refused iff some substring of it has the exact bytes of a forgotten value
   (HMAC over every window of each forgotten value's byte length whose keyed fingerprint
   matches the value's: ``_gate_match``, linear in the text; descriptors made before the
-  fingerprint existed are checked window by window).
+  fingerprint existed are checked window by window);
+* a value forgotten with ``match="normalized"`` also stores a ``norm`` descriptor: the HMAC
+  of its compact form (``traceless.memory.compact``: NFKC, casefold, whitespace, dashes and
+  zero-width characters dropped), and a text is refused iff its compact form contains it
+  (case, full-width, U+2011, ZWSP/ZWJ, NFD, hyphen→space variants); the store also checks a
+  raw record joined to the session's previous one (a copy split across two turns).
 
 What is stored reveals nothing without the key: the owner is a keyed pseudonym, and the
 value's byte length (needed to choose the windows) and its keyed window fingerprint are
@@ -39,6 +44,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from traceless.errors import GateBlockedError
 from traceless.keys import read_secret
 from traceless.memory._gate_match import WindowHash
+from traceless.memory._variants import compact
 from traceless.paths import state_dir
 
 __all__ = ["WriteGate", "GateEntry", "load_key", "gate_key_id", "enumerable_bits"]
@@ -71,8 +77,8 @@ def enumerable_bits(literal: str) -> float:
 
 @dataclass(frozen=True, order=True)
 class GateEntry:
-    """One stored descriptor: ``kind`` is ``pair`` or ``value``; ``sealed`` holds the
-    AES-GCM-sealed byte length of a value (None for pairs)."""
+    """One stored descriptor: ``kind`` is ``pair``, ``value`` or ``norm``; ``sealed`` holds
+    the AES-GCM-sealed byte length and window fingerprint of a value (None for pairs)."""
 
     kind: str
     mac: str
@@ -114,6 +120,22 @@ class WriteGate:
             GateEntry("pair", self._mac(attribute.encode("utf-8") + b"\x00" + vb), attribute),
             GateEntry("value", self._value_mac(vb), attribute, sealed),
         ]
+
+    def norm_descriptor(self, attribute: str, value: str) -> GateEntry:
+        """The ``norm`` entry of a value forgotten with ``match="normalized"``: its compact form."""
+        cb = compact(value).encode("utf-8")
+        nonce = os.urandom(12)
+        info = struct.pack(">II", len(cb), self._windows.fingerprint(cb))  # matched by fingerprint, as ``value``
+        sealed = nonce + AESGCM(self._seal_key).encrypt(nonce, info, b"len")
+        return GateEntry("norm", self._value_mac(cb), attribute, sealed)
+
+    def match_normalized(self, text: str, stored: frozenset[GateEntry]) -> GateEntry | None:
+        """The ``norm`` entry whose compact form the compact form of ``text`` contains, if any."""
+        norm = {GateEntry("value", e.mac, e.attribute, e.sealed): e for e in stored if e.kind == "norm"}
+        if not norm:
+            return None
+        hit = self.match_text(compact(text), frozenset(norm))
+        return None if hit is None else norm[hit]
 
     def _length(self, e: GateEntry) -> int:
         return self._sealed_info(e)[0]
@@ -172,10 +194,10 @@ class WriteGate:
         except (ValueError, TypeError, RecursionError):
             obj = None
         if isinstance(obj, dict) and isinstance(obj.get("attribute"), str) and isinstance(obj.get("value"), str):
-            hit = self.match_pair(obj["attribute"], obj["value"], stored)
+            hit = self.match_pair(obj["attribute"], obj["value"], stored) or self.match_normalized(obj["value"], stored)
             if hit is not None:
                 return hit
-        return self.match_text(candidate, stored)
+        return self.match_text(candidate, stored) or self.match_normalized(candidate, stored)
 
     def check_pair(self, attribute: str, value: str, stored: frozenset[GateEntry]) -> bool:
         """True if the exact pair is forgotten."""

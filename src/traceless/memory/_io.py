@@ -12,13 +12,13 @@ field, before anything is written.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
+from traceless._jsonin import loads
 from traceless.errors import InputFormatError
 from traceless.memory._types import Session
 
@@ -37,44 +37,14 @@ class _DuplicateKey(ValueError):
     pass
 
 
-def _bad_string(obj: Any, path: str = "") -> str | None:
-    """The path of the first string that is not encodable as UTF-8 (a lone surrogate)."""
-    if isinstance(obj, str):
-        try:
-            obj.encode("utf-8")
-        except UnicodeEncodeError:
-            return path or "(value)"
-        return None
-    items = obj.items() if isinstance(obj, dict) else enumerate(obj) if isinstance(obj, list) else ()
-    for k, v in items:
-        bad = _bad_string(k, f"{path}.{k}".lstrip(".")) if isinstance(k, str) else None
-        bad = bad or _bad_string(v, f"{path}.{k}".lstrip("."))
-        if bad:
-            return bad
-    return None
-
-
 def _load_line(line: str, source: str, n: int) -> Any:
     try:
-        obj = json.loads(line, object_pairs_hook=_no_duplicate_keys)
+        return loads(line, f"{source} line {n}", "each line must be one JSON object describing one session",
+                     object_pairs_hook=_no_duplicate_keys)
     except _DuplicateKey as e:
         raise InputFormatError(
             f"{source} line {n}: key {e.args[0]!r} appears twice in one object; keep one of them"
         ) from None
-    except json.JSONDecodeError as e:
-        raise InputFormatError(
-            f"{source} line {n}: not valid JSON ({e.msg} at column {e.colno}). "
-            "Each line must be one JSON object describing one session."
-        ) from None
-    except RecursionError:
-        raise InputFormatError(f"{source} line {n}: JSON nested too deeply to be a session") from None
-    bad = _bad_string(obj)
-    if bad is not None:
-        raise InputFormatError(
-            f"{source} line {n}: field {bad!r} holds a lone UTF-16 surrogate (e.g. \\ud800), which is not "
-            "text; fix the producer of this file"
-        )
-    return obj
 
 
 def parse_session_lines(lines: Iterable[str], source: str = "<input>") -> list[Session]:

@@ -21,13 +21,14 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from traceless.errors import ConfigError, GateBlockedError, GateKeyError, MemoryStoreError
 from traceless.memory import _crypto
-from traceless.memory._backend import Backend, Cursor, SQLiteBackend, open_backend
+from traceless.memory._backend import Backend, Cursor, SQLiteBackend, is_url, open_backend
 from traceless.memory._gate import GateEntry, WriteGate, gate_key_id, load_key
-from traceless.memory._schema import check_version, migrate, migrate_pg
+from traceless.memory._probe import check_database_pg, check_file
+from traceless.memory._schema import SCHEMA_VERSION, check_version, check_version_pg, migrate, migrate_pg
 from traceless.memory._scrub import ScrubLock, read_wal, scrub_pages
 from traceless.memory._types import Artifact, Hit, LineageEdge, Tier, digest_text
 
@@ -49,6 +50,7 @@ _FREE_SPACE = "free_space"  # meta key; "zeroed": the store keeps the scrub inva
 _SCRUB_FRAMES = 1000  # scrub once the WAL holds this many frames (SQLite's own autocheckpoint default)
 _GATE_MEMO_MIN = 1 << 16  # texts this long that passed the gate are remembered (by keyed digest)
 _IN_CHUNK = 500  # ids per IN (...) list: well under every engine's bound-parameter limit
+Access = Literal["create", "write", "read"]
 
 
 @dataclass(frozen=True)
@@ -167,13 +169,26 @@ class MemoryStore:
     forget erases physically by rewriting only the pages it touched (``_scrub``).
     ``scrub=False`` is the older behaviour, kept for comparison: each forget rebuilds the
     whole file (VACUUM); opening a file with it switches the file's invariant off.
+
+    ``access``: ``create`` makes a store in a new or empty file (or database) and opens an
+    existing store; ``write`` opens an existing store only; ``read`` opens an existing store
+    of the current schema read-only (nothing is migrated, checkpointed or finished). Every
+    access refuses a database that is not a traceless store (``NotAStoreError``): traceless
+    never modifies another application's database. ``on_migrate(old, new)`` is called before
+    a write access migrates a store of an older schema.
     """
 
     def __init__(
         self, path: str | os.PathLike[str] = ":memory:", *, timeout: float = 5.0, gate_key: bytes | None = None,
-        encrypt: bool | None = None, scrub: bool = True,
+        encrypt: bool | None = None, scrub: bool = True, access: Access = "create",
+        on_migrate: Callable[[int, int], None] | None = None,
     ) -> None:
-        self._b: Backend = open_backend(str(path), timeout)
+        if access not in ("create", "write", "read"):
+            raise ConfigError(f"access must be create, write or read, not {access!r}")
+        self.access, self.read_only, self._on_migrate = access, access == "read", on_migrate
+        if str(path) != ":memory:" and not is_url(str(path)):
+            check_file(str(path), access)
+        self._b: Backend = open_backend(str(path), timeout, read_only=self.read_only)
         self.path = self._b.where
         """The file path, or the URL without its password."""
         self._lock = threading.RLock()
@@ -199,6 +214,7 @@ class MemoryStore:
         rewrites only the pages it touched (``checkpoint``) instead of the whole file."""
         try:
             new = self._prepare()
+            _ = self.store_id  # an altered id is refused before anything uses it
         except BaseException as e:
             self._b.close()
             if isinstance(e, self._b.errors):
@@ -218,6 +234,8 @@ class MemoryStore:
     def _prepare(self) -> bool:
         """Open and migrate; True when this open created the file's database."""
         if not isinstance(self._b, SQLiteBackend):
+            check_database_pg(self._conn, self.path, self.access)
+            self._before_migrate(check_version_pg(self._conn, self.path))
             migrate_pg(self._conn, self.path)
             return False
         conn = self._b.conn
@@ -225,12 +243,28 @@ class MemoryStore:
         conn.execute("PRAGMA secure_delete = ON")
         # refuse a newer file BEFORE anything may write to it (switching the journal
         # mode to WAL rewrites the file header)
-        check_version(conn, self.path)
+        self._before_migrate(check_version(conn, self.path))
+        if self.read_only:
+            return False
         if self.path != ":memory:":
             conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = FULL")
         migrate(conn, self.path)
         return new
+
+    def _before_migrate(self, version: int) -> None:
+        """A read access refuses a store of an older schema (reading never migrates); a
+        write access says it is about to migrate one."""
+        if version >= SCHEMA_VERSION or version == 0:
+            return
+        if self.read_only:
+            raise MemoryStoreError(
+                f"{self.path} has schema version {version}; this traceless reads version {SCHEMA_VERSION}. Reading "
+                "never migrates a store: migrate it once with a write command (e.g. `traceless memory migrate "
+                f"--db {self.path}`), then read it. Nothing was changed."
+            )
+        if self._on_migrate is not None:
+            self._on_migrate(version, SCHEMA_VERSION)
 
     @property
     def _conn(self) -> Any:
@@ -255,6 +289,8 @@ class MemoryStore:
 
     def _open_encryption(self, encrypt: bool | None) -> None:
         mode = self.get_meta("encryption")
+        if self.read_only:
+            encrypt = False  # a reader never switches encryption on
         if encrypt is None:  # the backend's default, for a store still empty (PostgreSQL: on)
             encrypt = self._b.dialect == "postgres" and self._exec("SELECT 1 FROM artifacts LIMIT 1").fetchone() is None
         if mode is None and encrypt:
@@ -416,9 +452,9 @@ class MemoryStore:
         """A forget commits, then erases old bytes physically (scrub or VACUUM, then WAL
         truncation). If the process died in between, the commit left a marker: finish the
         erasure now."""
-        keys_gone = self._shred_older_keys()  # the marker covers the shredding too
+        keys_gone = self.read_only or self._shred_older_keys()  # the marker covers the shredding too
         pending = self.get_meta("pending_erasure")
-        if not pending or not keys_gone:
+        if not pending or self.read_only or not keys_gone:  # a reader leaves it to a write access
             return
         with contextlib.suppress(MemoryStoreError, *self._b.errors):
             # a scrubbing store's frames are still in the WAL (it is truncated only after
@@ -441,6 +477,9 @@ class MemoryStore:
     @contextlib.contextmanager
     def transaction(self) -> Iterator[MemoryStore]:
         """One atomic unit. Nested uses join the outermost transaction."""
+        if self.read_only:
+            raise MemoryStoreError(f"internal: {self.path} was opened read-only (access='read'); open it with "
+                                   "access='write' to change it")
         with self._lock, contextlib.ExitStack() as outer:
             if self._depth == 0:
                 outer.enter_context(self._writer())
@@ -553,8 +592,8 @@ class MemoryStore:
         Returns False when it could not complete within the timeout: another connection
         still reads an older snapshot, whose pages stay on disk until a later checkpoint.
         """
-        if self.path == ":memory:" or not self.scannable:
-            return True  # PostgreSQL: the server owns its WAL (see docs/scale.md)
+        if self.path == ":memory:" or not self.scannable or self.read_only:
+            return True  # PostgreSQL: the server owns its WAL (see docs/scale.md); a reader writes nothing
         with self._lock, self._writer():
             if self.scrubs:
                 return self._scrub()
@@ -565,7 +604,7 @@ class MemoryStore:
     def _init_scrub(self, new: bool) -> None:
         """A plaintext file takes part in the writer lock; a store this open created keeps
         the scrub invariant from its first page (an older one gets it after its first VACUUM)."""
-        if self.path == ":memory:" or not self.scannable or self.encrypted:
+        if self.path == ":memory:" or not self.scannable or self.encrypted or self.read_only:
             return
         self._scrub_lock = ScrubLock.acquire_for(self.path)
         self._page_size = int(self._exec("PRAGMA page_size").fetchone()[0])
@@ -750,8 +789,13 @@ class MemoryStore:
 
     @property
     def store_id(self) -> str:
-        """A random id made when the file was created; receipts are bound to it."""
-        return self.get_meta("store_id") or ("memory" if self.path == ":memory:" else "")
+        """A random id made when the file was created; receipts are bound to it. Checked
+        against the format traceless makes (``_crypto.check_store_id``): an altered value is
+        an error, never a path."""
+        sid = self.get_meta("store_id")
+        if sid is None:
+            return "memory" if self.path == ":memory:" else ""
+        return _crypto.check_store_id(sid, self.path)
 
     def log_event(self, kind: str, detail: str = "") -> None:
         """Append to the store's event log (ungated writes, finished erasures)."""
@@ -806,6 +850,7 @@ class MemoryStore:
         for n in new:
             self.gate_check(n.owner, n.text)
             self._gate_fields(n.owner, n.session_id, n.meta, checked)
+        self._gate_split_check(new)
         ids = self._next_ids([n.tier for n in new])
         made = [self._artifact(art_id, n) for art_id, n in zip(ids, new, strict=True)]
         arts, rows = [a for a, _ in made], [r for _, r in made]
@@ -980,11 +1025,14 @@ class MemoryStore:
         kind: str | None = None,
         session_id: str | None = None,
         ids: Iterable[str] | None = None,
+        limit: int | None = None,
     ) -> list[Artifact]:
-        """Artifacts matching every given filter, ordered by id (creation order)."""
+        """Artifacts matching every given filter, ordered by id (creation order); at most
+        ``limit`` of them (``limit=1`` asks whether any exists without reading the rest)."""
         if session_id is not None and self._seal_sids:
             if owner is None:  # the column is sealed per owner: filter after opening
-                return [a for a in self.artifacts(tier=tier, kind=kind, ids=ids) if a.session_id == session_id]
+                got = [a for a in self.artifacts(tier=tier, kind=kind, ids=ids) if a.session_id == session_id]
+                return got if limit is None else got[:limit]
             col = self._sid_lookup(owner, session_id)
             if col is None:
                 return []
@@ -1002,7 +1050,8 @@ class MemoryStore:
             where.append(f"id IN ({','.join('?' * len(id_list))})")
             params.extend(id_list)
         sql = f"SELECT {_COLS} FROM artifacts" + (f" WHERE {' AND '.join(where)}" if where else "")
-        return [self._art(r) for r in self._exec(sql + " ORDER BY id", params).fetchall()]
+        sql += " ORDER BY id" + (f" LIMIT {int(limit)}" if limit is not None else "")
+        return [self._art(r) for r in self._exec(sql, params).fetchall()]
 
     def iter_artifacts(self, *, owner: str | None = None) -> Iterator[Artifact]:
         """``artifacts(owner=...)`` one at a time (ids first, then each row): a scan over big
@@ -1162,6 +1211,8 @@ class MemoryStore:
         if "gate" in self._gate_cache and (self._gate_cache["gate"] is not None or not create):
             return self._gate_cache["gate"]  # type: ignore[no-any-return]
         recorded = self.get_meta("gate_key_id")
+        if recorded is None:
+            self._check_keyless_entries()
         if recorded is None and not create:
             if self._depth:  # no descriptor can appear while this transaction holds the lock
                 self._gate_cache["gate"] = None
@@ -1185,6 +1236,17 @@ class MemoryStore:
         if self._depth:
             self._gate_cache["gate"] = g
         return g
+
+    def _check_keyless_entries(self) -> None:
+        """Descriptors without the key id they were made under: the gate cannot be checked,
+        so every write is refused (an unset id must never read as "no gate")."""
+        row = self._exec("SELECT key_id FROM gate_entries LIMIT 1").fetchone()
+        if row is not None:
+            raise GateKeyError(
+                f"{self.path} holds write-gate descriptors (made with gate key id {str(row[0])[:16]}) but its meta "
+                "table no longer records the gate key id: the store was altered. Writes are refused (fail closed) "
+                "so that no forgotten value is accepted again; restore the store from a backup."
+            )
 
     def gate_descriptors(self, owner: str) -> frozenset[GateEntry]:
         """The owner's stored gate entries (looked up under the owner's keyed pseudonym)."""
@@ -1224,8 +1286,9 @@ class MemoryStore:
                 self._gate_passed[(owner, seen)] = stored
             return
         raise GateBlockedError(
-            f"write refused by the exact-literal gate: owner {owner!r} asked that a value of attribute "
-            f"{hit.attribute!r} be forgotten, and this write carries it. Nothing was written. Remove that "
+            f"write refused by the {'normalised' if hit.kind == 'norm' else 'exact-literal'} gate: owner {owner!r} "
+            f"asked that a value of attribute {hit.attribute!r} be forgotten, and this write carries it"
+            f"{' (a near variant)' if hit.kind == 'norm' else ''}. Nothing was written. Remove that "
             "value from the input; write without the gate (--no-gate) only if the user re-consented."
         )
 
@@ -1239,6 +1302,31 @@ class MemoryStore:
                 self.gate_check(owner, value)
                 if checked is not None:
                     checked.add((owner, value))
+
+    def _gate_split_check(self, new: Sequence[NewArtifact]) -> None:
+        """Under ``norm`` descriptors (a value forgotten with ``match="normalized"``), refuse a raw
+        record that completes a copy split across it and the session's previous raw record."""
+        last: dict[tuple[str, str], str] = {}
+        for n in new:
+            if self._ungated is not None or n.tier != Tier.RAW or not n.session_id or not n.text:
+                continue
+            stored = self.gate_descriptors(n.owner)
+            if not any(e.kind == "norm" for e in stored):
+                continue
+            key = (n.owner, n.session_id)
+            if key not in last:
+                prev = self.artifacts(owner=n.owner, tier=Tier.RAW, session_id=n.session_id)
+                last[key] = max(prev, key=lambda a: (a.seq, a.id)).text or "" if prev else ""
+            g = self.gate()
+            assert g is not None
+            hit = g.match_normalized(last[key] + "\n" + n.text, stored)
+            if hit is not None and g.match_normalized(last[key], stored) is None:
+                raise GateBlockedError(
+                    f"write refused by the normalised write gate: owner {n.owner!r} asked that a value of attribute "
+                    f"{hit.attribute!r} be forgotten, and this record completes a copy of it split with the "
+                    "session's previous record. Nothing was written. Remove that value from the input."
+                )
+            last[key] = n.text
 
     def gate_add(self, owner: str, entry: GateEntry) -> None:
         """Store one gate entry for ``owner`` (made by ``self.gate(create=True)``)."""
@@ -1254,12 +1342,13 @@ class MemoryStore:
         )
         self._gate_cache.pop(g.owner_ref(owner), None)
 
-    def gate_forget(self, owner: str, attribute: str, value: str) -> int:
-        """Store the descriptors of a forgotten attribute–value pair; returns how many."""
+    def gate_forget(self, owner: str, attribute: str, value: str, *, normalized: bool = False) -> int:
+        """Store the descriptors of a forgotten attribute–value pair (with ``normalized`` also
+        the ``norm`` descriptor of its compact form); returns how many."""
         self._require_tx()
         g = self.gate(create=True)
         assert g is not None
-        entries = g.descriptors(attribute, value)
+        entries = g.descriptors(attribute, value) + ([g.norm_descriptor(attribute, value)] if normalized else [])
         for e in entries:
             self.gate_add(owner, e)
         return len(entries)

@@ -29,6 +29,7 @@ import hashlib
 import inspect
 import io
 import json
+import logging
 import os
 import shutil
 import tempfile
@@ -45,6 +46,8 @@ import torch.nn.functional as F
 
 from traceless.errors import BackendError, ConfigError, ModelNotAvailableError
 from traceless.models._base import ChatMessage, Generation, GenerationConfig, ModelBackend
+
+log = logging.getLogger(__name__)
 
 __all__ = ["TransformersBackend", "TransformersKVState", "KVLayerStorage", "load_gguf_model", "load_pretrained"]
 
@@ -112,6 +115,9 @@ def load_gguf_model(
                 shutil.rmtree(hf_dir, ignore_errors=True)
     if not gguf.is_file():
         raise ModelNotAvailableError(f"GGUF file {gguf} does not exist; check the path")
+    if hf_dir is not None:
+        log.warning("converting %s to float32 safetensors for the transformers engine (once, about a "
+                    "minute per 0.5B parameters) …", gguf.name)
     try:
         # transformers' GGUF converter draws its own tqdm bar on stderr; keep the library quiet
         with contextlib.redirect_stderr(io.StringIO()):

@@ -1,8 +1,10 @@
 """One self-contained HTML page per study report (``traceless report DIR --html``).
 
-The page is the study's markdown report (tables, findings) rendered to HTML, with every
-figure embedded as a ``data:`` URI and the run metadata (study and code version, models,
-progress, config) from the manifest. Nothing is fetched: a Content-Security-Policy allows
+The page is the study's (or the audit's) markdown report (tables, findings) rendered to
+HTML, with every figure embedded as a ``data:`` URI and the run metadata (study and code
+version, models, progress, config) from the manifest. Sections of parts the run did not
+include are left out and named once after the title; a study report that drew no figure
+gets one from its tables (``traceless.report._html_page``). Nothing is fetched: a Content-Security-Policy allows
 only inline styles and ``data:`` images, so the page opens offline and cannot load
 anything. Raw HTML inside report text is escaped (report text is data, not markup).
 """
@@ -19,6 +21,7 @@ from typing import Any
 from markdown_it import MarkdownIt
 
 from traceless.errors import StudyError
+from traceless.report._html_page import collapse_not_run, page_figures
 from traceless.studies import STUDIES, Manifest, read_manifest
 from traceless.studies._results import RESULTS_FORMAT
 
@@ -49,11 +52,20 @@ def _newer(stored: str, current: str) -> bool:
         return stored != current
 
 
+def _current_version(study: str) -> str:
+    """The version this traceless writes of ``study`` (a registered study, or the audit)."""
+    from traceless.audit import AUDIT_STUDY, AUDIT_STUDY_VERSION
+
+    if study == AUDIT_STUDY:
+        return AUDIT_STUDY_VERSION
+    return STUDIES.get(study).version
+
+
 def check_renderable(results_dir: Path) -> Manifest:
     """The manifest, or ``StudyError`` when the dir comes from a newer study version or
     results format than this traceless knows (its numbers could be misread)."""
     man = read_manifest(results_dir)
-    current = STUDIES.get(man.study).version
+    current = _current_version(man.study)
     if _newer(man.study_version, current):
         raise StudyError(
             f"{results_dir} was written by version {man.study_version} of study {man.study!r}; this traceless "
@@ -114,7 +126,9 @@ def render_html(results_dir: str | Path, report_md: Path) -> Path:
     d = Path(results_dir)
     man = check_renderable(d)
     out = report_md.parent
-    body, used = _markdown(report_md.read_text(encoding="utf-8"), out)
+    page_figures(man.study, out)  # a study page shows a figure even where its report drew none
+    md, _ = collapse_not_run(report_md.read_text(encoding="utf-8"))
+    body, used = _markdown(md, out)
     extra = [p for p in sorted(out.iterdir()) if p.suffix.lower() in _MIME and p.name not in used]
     if extra:  # figures the markdown does not show still belong on the page
         body += '<h2 id="more-figures">More figures</h2>' + "".join(

@@ -14,6 +14,7 @@ from traceless.systems._base import (
     DeletionTarget,
     MemorySystem,
     MissingPackageError,
+    PluginWarning,
     SystemConfig,
     SystemRuntime,
     SystemStatus,
@@ -24,11 +25,33 @@ from traceless.systems._base import (
     system_class,
     system_status,
 )
+from traceless.systems._erase import (
+    CLAIM_LEVELS,
+    ClaimLevel,
+    ErasurePlan,
+    FileHit,
+    PlannedAction,
+    ScanHit,
+    ScanReport,
+    StoreOutcome,
+)
+from traceless.systems._erase_run import erase_system, plan_system_erasure, scan_system
 from traceless.systems._langgraph import LangGraphConfig, LangGraphSystem
 from traceless.systems._mem0 import Mem0Config, Mem0System
 from traceless.systems._native import NativeConfig, NativeSystem
 
 __all__ = [
+    "CLAIM_LEVELS",
+    "ClaimLevel",
+    "ErasurePlan",
+    "FileHit",
+    "PlannedAction",
+    "ScanHit",
+    "ScanReport",
+    "StoreOutcome",
+    "erase_system",
+    "plan_system_erasure",
+    "scan_system",
     "ENTRY_POINT_GROUP",
     "MEMORY_SYSTEMS",
     "ContextItem",
@@ -39,6 +62,7 @@ __all__ = [
     "Mem0System",
     "MemorySystem",
     "MissingPackageError",
+    "PluginWarning",
     "NativeConfig",
     "NativeSystem",
     "SystemConfig",

@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import abc
 import importlib.util
-import json
 import os
 import tomllib
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from importlib import metadata
@@ -35,10 +35,12 @@ from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from traceless.errors import ConfigError, InputFormatError, TracelessError, UnknownNameError
+from traceless._jsonin import check_value, decode_utf8, loads
+from traceless.errors import ConfigError, InputFormatError, TracelessError, UnknownNameError, UnsupportedError
 from traceless.memory import Session
 from traceless.models import Embedder, ModelBackend
 from traceless.registry import Registry
+from traceless.systems._erase import ErasurePlan, ScanReport, StoreOutcome
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -47,6 +49,7 @@ __all__ = [
     "DeletionTarget",
     "MemorySystem",
     "MissingPackageError",
+    "PluginWarning",
     "SystemConfig",
     "SystemRuntime",
     "SystemStatus",
@@ -172,6 +175,44 @@ class MemorySystem(abc.ABC):
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release files and connections (the engine copies ``work_dir`` after this)."""
 
+    # ------------------------------------------------- live instances: scan and erase
+    @classmethod
+    def attach(cls, config: SystemConfig, runtime: SystemRuntime | None = None, *,
+               read_only: bool) -> MemorySystem:
+        """Open the user's **live** instance that ``config`` describes (no work dir, no copy).
+        ``read_only=True`` must guarantee that not one byte of the instance changes (SQLite
+        ``mode=ro`` URIs, no migrations, no collection creation); a store that cannot be
+        opened read-only is refused, never opened read-write. Paths that do not exist are
+        refused before anything is opened."""
+        raise UnsupportedError(f"memory system {cls.name!r} cannot attach to a live instance "
+                               "(its adapter implements no scan/erase)")
+
+    def scan(self, user: str | None, literals: Sequence[str], *, reveal: bool = False) -> ScanReport:
+        """Every record of ``user`` and every record or file holding a literal (read-only)."""
+        raise UnsupportedError(f"memory system {self.name!r} implements no scan")
+
+    def plan_erasure(self, user: str | None, literals: Sequence[str]) -> ErasurePlan:
+        """What a complete erasure of ``user`` (and of records holding a literal) will change."""
+        raise UnsupportedError(f"memory system {self.name!r} implements no erasure")
+
+    def execute_erasure(self, plan: ErasurePlan, literals: Sequence[str]) -> list[StoreOutcome]:
+        """Carry out ``plan`` (native deletions + the residue they leave + compaction);
+        idempotent. The claim levels are set by the caller from the re-scan."""
+        raise UnsupportedError(f"memory system {self.name!r} implements no erasure")
+
+    def bystander_digests(self, user: str | None) -> dict[str, tuple[int, str]]:
+        """Per store: (count, sha256) of every record that does not belong to ``user``."""
+        raise UnsupportedError(f"memory system {self.name!r} implements no erasure")
+
+    def instance_files(self) -> list[Path]:
+        """Every file under the instance's configured paths (what the byte scan reads)."""
+        return self.files()
+
+    def out_of_scope(self) -> list[str]:
+        """What an erasure on this system cannot reach (backups, the server's WAL, …)."""
+        return ["backups and snapshots", "freed filesystem blocks", "the model server's caches",
+                "anything outside the instance's configured paths"]
+
     def describe(self) -> dict[str, Any]:
         """Identity recorded in the results (name, config, package versions)."""
         return {"name": self.name, "config": self.config.model_dump(mode="json"), "packages": _versions(self)}
@@ -226,21 +267,27 @@ def load_entry_points(*, force: bool = False) -> list[str]:
     for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
         if ep.name in MEMORY_SYSTEMS:
             continue
+        dist = ep.dist.name if ep.dist is not None else "an unknown package"
         try:
             obj = ep.load()
-        except Exception as e:  # a broken plug-in must not break `traceless`
-            raise ConfigError(
-                f"memory system plug-in {ep.name!r} ({ep.value}) failed to import: {type(e).__name__}: {e}; "
-                f"fix or uninstall the package that declares it"
-            ) from e
+        except Exception as e:  # a broken plug-in must not break `traceless`: it is a warning
+            warnings.warn(f"memory system plug-in {ep.name!r} ({ep.value}) of {dist} failed to import "
+                          f"({type(e).__name__}: {e}); skipped: fix or uninstall {dist}", PluginWarning,
+                          stacklevel=2)
+            continue
         if ep.name not in MEMORY_SYSTEMS:
             if not (isinstance(obj, type) and issubclass(obj, MemorySystem)):
-                raise ConfigError(
-                    f"entry point {ep.name!r} = {ep.value} is not a traceless MemorySystem subclass"
-                )
+                warnings.warn(f"entry point {ep.name!r} = {ep.value} of {dist} is not a traceless "
+                              f"MemorySystem subclass; skipped: fix or uninstall {dist}", PluginWarning,
+                              stacklevel=2)
+                continue
             memory_system(ep.name)(obj)
         added.append(ep.name)
     return added
+
+
+class PluginWarning(UserWarning):
+    """A third-party plug-in could not be loaded; it is skipped, nothing else is affected."""
 
 
 def system_class(name: str) -> type[MemorySystem]:
@@ -305,13 +352,10 @@ def load_system_config(name: str, source: str | os.PathLike[str] | dict[str, Any
         p = Path(source)
         where = str(p)
         try:
-            text = p.read_text(encoding="utf-8")
+            data = p.read_bytes()
         except OSError as e:
             raise ConfigError(f"cannot read memory config {p} ({e.strerror}); give an existing JSON or TOML file") from None
-        try:
-            raw = tomllib.loads(text) if p.suffix == ".toml" else json.loads(text)
-        except (ValueError, tomllib.TOMLDecodeError) as e:
-            raise InputFormatError(f"{p}: not valid {'TOML' if p.suffix == '.toml' else 'JSON'} ({e})") from None
+        raw = _parse_config(p, decode_utf8(data, f"memory config {p}"))
         if not isinstance(raw, dict):
             raise InputFormatError(f"{p}: the memory config must be one object of settings")
     try:
@@ -328,6 +372,21 @@ def load_system_config(name: str, source: str | os.PathLike[str] | dict[str, Any
         raise ConfigError(
             f"{where} for memory system {name!r}: {'; '.join(bad)}. Keys it accepts: {known}"
         ) from None
+
+
+def _parse_config(p: Path, text: str) -> Any:
+    """A memory config's JSON or TOML text (by suffix), every unreadable form an InputFormatError."""
+    fix = "give a JSON or TOML file of the system's settings (see docs/memory-systems.md)"
+    if p.suffix != ".toml":
+        return loads(text, f"memory config {p}", fix)
+    try:
+        raw = tomllib.loads(text)
+    except RecursionError:
+        raise InputFormatError(f"memory config {p}: TOML nested too deeply; {fix}") from None
+    except ValueError as e:  # TOMLDecodeError, or an integer longer than int() converts
+        raise InputFormatError(f"memory config {p}: not valid TOML ({str(e).splitlines()[0][:200]}); {fix}") from None
+    check_value(raw, f"memory config {p}")
+    return raw
 
 
 def open_system(name: str, work_dir: Path, config: SystemConfig | None, runtime: SystemRuntime) -> MemorySystem:

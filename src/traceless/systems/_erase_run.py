@@ -1,0 +1,153 @@
+"""The one driver of ``traceless scan`` and ``traceless forget --memory SYSTEM``: plan →
+journal → execute → re-scan → bystander check → sign. Adapters implement the four methods
+of ``MemorySystem`` named in ``_erase``; nothing here knows any system.
+
+Crash safety: before the first change a journal (``state_dir/erasures/<id>.json``, written
+atomically) records the plan's digest and the bystanders' digests *before*; a re-run of
+the same request finds it, recomputes the plan on what is left (adapters' execution is
+idempotent), finishes, verifies against the journalled bystanders and only then signs and
+removes the journal. The receipt is written after verification, never before.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from traceless.errors import NothingToEraseError
+from traceless.forget import Receipt, TargetRef, TierReport, Verification, pseudonym, scan_files, sign
+from traceless.systems._base import MemorySystem
+from traceless.systems._erase import CLAIM_LEVELS, ClaimLevel, ErasurePlan, FileHit, ScanReport, StoreOutcome
+
+__all__ = ["erase_system", "plan_system_erasure", "scan_system"]
+
+
+def scan_system(system: MemorySystem, user: str | None, literals: Sequence[str], *,
+                reveal: bool = False) -> ScanReport:
+    """The adapter's read-only scan, with the byte scan of the instance's files added."""
+    report = system.scan(user, literals, reveal=reveal)
+    if literals and not report.files:
+        files = system.instance_files()
+        counts: dict[str, int] = {}
+        for lit in literals:
+            for path, n in scan_files(files, lit).items():
+                counts[path] = counts.get(path, 0) + n
+        report = report.model_copy(update={
+            "files": [FileHit(path=p, count=n) for p, n in sorted(counts.items()) if n],
+            "files_scanned": len(files)})
+    return report
+
+
+def plan_system_erasure(system: MemorySystem, user: str | None, literals: Sequence[str]) -> ErasurePlan:
+    """The plan (``--dry-run``); nothing of the user → ``NothingToEraseError``."""
+    plan = system.plan_erasure(user, literals)
+    if plan.empty():
+        raise NothingToEraseError(
+            f"{system.name}: nothing of {'the user' if user else 'the literals'} was found in any store; "
+            "nothing was erased and no receipt was signed (check the user id with `traceless scan`)")
+    return plan
+
+
+def _request_id(system: MemorySystem, user: str | None, literals: Sequence[str], key: bytes) -> str:
+    h = hashlib.sha256(key)
+    for part in (system.name, user or "", *sorted(literals)):
+        h.update(part.encode("utf-8") + b"\0")
+    return h.hexdigest()[:24]
+
+
+def _write_json(path: Path, doc: dict[str, Any]) -> None:
+    tmp = path.with_suffix(".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        json.dump(doc, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _claim(outcome: StoreOutcome, records_left: int, bytes_left: bool) -> ClaimLevel:
+    if records_left:
+        return "none"
+    if bytes_left:
+        return "logical"
+    return max(outcome.claim, "clear", key=CLAIM_LEVELS.index)
+
+
+def erase_system(system: MemorySystem, user: str | None, literals: Sequence[str], *, state_dir: Path,
+                 key: bytes) -> Receipt:
+    """Erase ``user`` (and every record holding a literal) from the attached live instance,
+    verify, and sign. ``key`` is the receipts' pepper (``receipt_key()``)."""
+    journal_dir = state_dir / "erasures"
+    journal_dir.mkdir(parents=True, exist_ok=True)
+    journal = journal_dir / f"{_request_id(system, user, literals, key)}.json"
+    t0 = time.monotonic()
+    if journal.exists():
+        doc = json.loads(journal.read_text(encoding="utf-8"))
+        plan = system.plan_erasure(user, literals)  # what is left of an interrupted run
+        before = {k: (int(v[0]), str(v[1])) for k, v in doc["bystanders"].items()}
+    else:
+        plan = plan_system_erasure(system, user, literals)
+        before = system.bystander_digests(user)
+        _write_json(journal, {"plan": plan.model_dump(mode="json") | {"actions": len(plan.actions)},
+                              "bystanders": before, "started": time.time()})
+    outcomes = {o.store: o for o in system.execute_erasure(plan, literals)}
+    receipt = _verify_and_sign(system, user, literals, plan, outcomes, before, key, time.monotonic() - t0)
+    journal.unlink(missing_ok=True)
+    return receipt
+
+
+def _verify_and_sign(system: MemorySystem, user: str | None, literals: Sequence[str], plan: ErasurePlan,
+                     outcomes: dict[str, StoreOutcome], before: dict[str, tuple[int, str]], key: bytes,
+                     seconds: float) -> Receipt:
+    after_scan = scan_system(system, user, literals)
+    after = system.bystander_digests(user)
+    left: dict[str, int] = {}
+    for h in after_scan.hits:
+        left[h.store] = left.get(h.store, 0) + 1
+    bytes_left = bool(after_scan.files)
+    tiers: dict[str, TierReport] = {}
+    claims: dict[str, ClaimLevel] = {}
+    for store in sorted(set(after_scan.stores) | set(outcomes)):
+        o = outcomes.get(store, StoreOutcome(store=store))
+        claims[store] = _claim(o, left.get(store, 0), bytes_left)
+        removed = [pseudonym(a.record_id, "r", key) for a in plan.actions if a.store == store and a.action == "remove"]
+        rewritten = [pseudonym(a.record_id, "r", key) for a in plan.actions if a.store == store
+                     and a.action == "rewrite"]
+        tiers[store] = TierReport(removed=removed, rewritten=rewritten, left=after_scan.stores.get(store, 0),
+                                  target_copies_after=left.get(store, 0))
+    checks = {f"store_clean:{s}": left.get(s, 0) == 0 for s in tiers}
+    checks["files_clean"] = not bytes_left
+    checks["bystanders_intact"] = before == after
+    owner = pseudonym(user, "u", key) if user else ""
+    verification = Verification(
+        claims=[f"{s}:{c}" for s, c in claims.items()], sources_removed=[], sources_gone=not left,
+        surviving_descendants=[], closure_clean=not left, literal_scan=dict(left),
+        disk_scan={Path(f.path).name: f.count for f in after_scan.files}, disk_checked=True,
+        checks=checks, passed=all(checks.values()))
+    notes = [f"{o.store}: {n}" for o in outcomes.values() for n in o.notes]
+    if before != after:
+        changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
+        notes.append(f"OVER-DELETION: other users' records changed in {', '.join(changed)}")
+    receipt = Receipt(
+        receipt_id=f"erase-{system.name}-{int(time.time() * 1000)}", created_at=time.time(),
+        mode=f"erase:{system.name}",
+        target=TargetRef(kind="user" if user else "literal", ref=owner or "literals", owner=owner),
+        matched=True, tiers=tiers, verification=verification, seconds=round(seconds, 3),
+        code_version=_code_version(), guarantee=[f"{s}={c}" for s, c in claims.items()],
+        notes=notes + [f"out of scope: {x}" for x in system.out_of_scope()],
+        warnings=[] if verification.passed else ["the erasure could not be verified in every store: see checks"])
+    return sign(receipt)
+
+
+def _code_version() -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version("traceless")
+    except metadata.PackageNotFoundError:
+        return "unknown"
