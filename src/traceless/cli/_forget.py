@@ -232,6 +232,10 @@ def verify(
         if res.pending_erasure:
             raise ReceiptError(f"{redact_url(db)}: the physical erasure of {res.pending_erasure} is still pending (a reader "
                                "holds an old snapshot); close other connections and run this again")
+        if res.old_keys_gone is False:
+            raise ReceiptError(f"{redact_url(db)}: a master key file this receipt's forget replaced (or an older one) "
+                               "still exists and would decrypt a copy of the store taken before; open the store "
+                               "with write access (it shreds superseded keys) and run this again")
         if res.material_absent is False:
             where = ", ".join(f"{Path(k).name}: {n}" for k, n in res.material_copies.items())
             raise ReceiptError(f"{redact_url(db)} still holds what the receipt erased ({where}): a backup or clone "

@@ -12,11 +12,10 @@ reported in the receipt's notes).
 from __future__ import annotations
 
 import json
-import re
 import sys
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -36,9 +35,11 @@ from traceless.forget._receipt import (
     pseudonym,
     receipt_key,
     sign,
+    verify_signature,
 )
 from traceless.forget._registry import FORGET_MODES, ForgetMode, forget_mode
 from traceless.memory import (
+    ERASURE_FINISHERS,
     EXTRACTIVE,
     Artifact,
     MemoryStore,
@@ -125,16 +126,36 @@ def _scrub(text: str, literal: str, replacement: str) -> str:
         raise ConfigError(
             f"the forgotten literal occurs inside the replacement {replacement!r}; use a deleting mode (full_purge)"
         )
-    pattern = re.compile(r"([ \t]?)" + re.escape(literal) + r"([ \t]?)")
     out = text
     for _ in range(64):
         if literal not in out:
             break
-        if replacement:
-            out = out.replace(literal, replacement)
-        else:
-            out = pattern.sub(lambda m: " " if m.group(1) and m.group(2) else "", out)
+        out = out.replace(literal, replacement) if replacement else _delete_once(out, literal)
     return out.strip() if not replacement and out != text else out
+
+
+def _delete_once(text: str, literal: str) -> str:
+    """``re.sub(r"([ \\t]?)LITERAL([ \\t]?)", " " if both else "", text)`` with ``str.find``
+    (linear at C speed: the regex tried its optional group at every position of a big text).
+    A space or tab on both sides of an occurrence becomes one space; on one side, nothing."""
+    out, pos, n = [], 0, len(literal)
+    i = text.find(literal)
+    if i != -1:  # one occurrence (the usual case): one copy of a big text, not its pieces and a join
+        s, j = i - 1 if i > 0 and text[i - 1] in " \t" else i, i + n
+        e = j + 1 if j < len(text) and text[j] in " \t" else j
+        if text.find(literal, e) == -1:
+            return text.replace(text[s:e], " " if s < i and e > j else "", 1)
+    while i != -1:
+        before = i > pos and text[i - 1] in " \t"
+        j = i + n
+        after = j < len(text) and text[j] in " \t"
+        out.append(text[pos: i - 1 if before else i])
+        if before and after:
+            out.append(" ")
+        pos = j + 1 if after else j
+        i = text.find(literal, pos)
+    out.append(text[pos:])
+    return "".join(out)
 
 
 @dataclass
@@ -175,6 +196,19 @@ class ForgetOp:
                                                     or find_variants(a.text, lit))]
         return [a for a in self.store.containing(self.literal, owner=self.owner) if a.tier in ts]
 
+    def iter_containing(self, tiers: Iterable[Tier] = TIERS) -> Iterator[Artifact]:
+        """``containing`` one artifact at a time, read when it is its turn (a big record is
+        not held together with every other copy); a source already held is not read again."""
+        if self.literal is None or self.target.match == "normalized":
+            yield from self.containing(tiers)
+            return
+        ts = {Tier(t).value for t in tiers}
+        held = {a.id: a for a in self.sources}
+        for art_id, tier, digest in self.store.containing_refs(self.literal, owner=self.owner):
+            if tier in ts:
+                a = held.get(art_id)
+                yield a if a is not None and a.digest == digest else self.store.get(art_id)
+
     def descendants(self, ids: Iterable[str]) -> list[Artifact]:
         return [a for a in self.store.artifacts(ids=self.store.descendants(ids)) if a.owner == self.owner]
 
@@ -210,7 +244,7 @@ class ForgetOp:
         if drop_empty and not new.strip():
             self.remove_with_vectors([art])
             return None
-        upd = self.store.update_text(art.id, new)
+        upd = self.store.update_text(art.id, new, current=art)
         self._rep(art.tier).rewritten.append(art.id)
         return upd
 
@@ -447,23 +481,45 @@ def forget(
                 "near variants of the literal remain (case, spacing, Unicode form or split across records); "
                 "exact matching left them: forget again with --match normalized"
             )
+        if keys is not None:
+            # the old master key file is shredded after the commit: until that is durable the
+            # stored receipt claims no key destruction (``_erase_and_scan`` completes it)
+            verification.checks["old_keys_destroyed"] = False
+            verification.passed = False
         receipt = Receipt(
             receipt_id=f"rcpt-{uuid.uuid4().hex[:16]}", created_at=time.time(), mode=mode, store_id=store.store_id,
             target=_target_ref(target, owner, pep), matched=matched, tiers=tiers, verification=verification,
             erased=_erased(verification, target) if matched else None,
             gate_descriptors_added=n_gate, seconds=0.0, code_version=code_version(),
-            notes=op.notes + ([] if store.scannable else [_server_note(store.encrypted)]),
+            notes=op.notes + ([] if store.scannable else [_server_note(store.encrypted)])
+            + ([_KEYS_PENDING] if keys is not None else []),
             warnings=warnings, keys=keys, erased_material=_material(pep, target, literal, sources),
-            guarantee=(["plaintext_scan"] if literal is not None and spec.erases_everywhere and store.scannable
-                       else []) + (["key_destroyed"] if keys is not None else []),
+            not_covered=_not_covered(store),
+            guarantee=["plaintext_scan"] if literal is not None and spec.erases_everywhere and store.scannable else [],
         )
         # the stored copy is signed too; it lacks only the post-commit disk scan
         store.add_receipt(receipt.receipt_id, sign(receipt).model_dump_json())
         store.set_meta("pending_erasure", receipt.receipt_id)
+    del op, sources  # their texts are not needed past the commit (a big record is not held for the scan)
     receipt = _erase_and_scan(store, receipt, literal, spec, t0)
     if strict and not matched:
         raise NothingMatchedError(f"the target matched nothing for owner {owner!r}; receipt {receipt.receipt_id}")
     return receipt
+
+
+def _not_covered(store: MemoryStore) -> list[str]:
+    """What crypto-shredding leaves readable in copies of an encrypted store (issue #22.4)."""
+    if not store.encrypted:
+        return []
+    out = ["owner ids: the owner column of every artifact row and of the data-key table holds the owner id in "
+           "plaintext; copies of the store taken before the forget (backups, WAL, freed blocks, dead PostgreSQL "
+           "tuples) still hold it"]
+    if not store.sealed_session_ids:
+        out.append("session ids: this store was created before session ids were sealed (encryption v1); copies "
+                   "taken before the forget hold them in plaintext")
+    out.append("artifact ids (counters), tiers, kinds, order in a session, creation times and lineage edges: "
+               "no user text, kept in plaintext")
+    return out
 
 
 def _material(pep: bytes, target: ForgetTarget, literal: str | None, sources: list[Artifact]) -> str:
@@ -547,17 +603,27 @@ def _erase_and_scan(store: MemoryStore, receipt: Receipt, literal: str | None, s
         )
     v = receipt.verification
     checks = dict(v.checks)
+    guarantee = list(receipt.guarantee)
     if receipt.keys is not None:
-        checks["old_keys_destroyed"] = store.master_key_gone(receipt.keys.old_master_key)
+        # shred_file synced the removal (file and folder) before the commit's context returned
+        checks["old_keys_destroyed"] = keys_gone(store, receipt.keys.old_master_key)
+        notes = [n for n in notes if n != _KEYS_PENDING]
+        if checks["old_keys_destroyed"]:
+            guarantee.append("key_destroyed")
+        else:
+            warnings.append("the old master key file could not be shredded yet; the next open of the store "
+                            "retries (its pending-erasure marker stays until then)")
     if literal is not None and store.scannable and receipt.matched:
         held = _disk_held(store, receipt, literal, complete)
         if spec.erases_everywhere:
             checks["disk_clean"] = not held
         v = v.model_copy(update={"disk_scan": {}, "disk_checked": True, "disk_scope": "owner", "disk_held": held})
+    if receipt.keys is not None:
+        complete = complete and checks["old_keys_destroyed"]  # the marker stays until they are gone
     v = v.model_copy(update={"checks": checks, "passed": all(checks.values())})
     final = sign(receipt.model_copy(update={
         "seconds": time.perf_counter() - t0, "verification": v, "notes": notes, "warnings": warnings,
-        "erased": None if receipt.erased is None else receipt.erased and not v.disk_held}))
+        "guarantee": guarantee, "erased": None if receipt.erased is None else receipt.erased and not v.disk_held}))
     with store.transaction():
         store.update_receipt(final.receipt_id, final.model_dump_json())
         if complete:
@@ -566,6 +632,38 @@ def _erase_and_scan(store: MemoryStore, receipt: Receipt, literal: str | None, s
     for w in final.warnings:
         print(f"warning: {w}", file=sys.stderr)
     return final
+
+
+_KEYS_PENDING = ("signed before the old master key file was shredded (that follows the commit): this copy claims "
+                 "no key destruction; the completed receipt does, once the shredding is durable")
+
+
+def keys_gone(store: MemoryStore, old_kid: str) -> bool:
+    """The old master key and every other superseded key file of the store are gone."""
+    return store.master_key_gone(old_kid) and not store.older_master_keys()
+
+
+def complete_receipt(store: MemoryStore, receipt_id: str) -> None:
+    """An open finished the interrupted erasure of ``receipt_id`` (keys shredded): complete
+    its stored receipt (re-signed) if it still waits for the key destruction and verifies
+    under this machine's key (a tampered receipt is never re-signed)."""
+    r = Receipt.model_validate_json(store.receipt(receipt_id))
+    if r.keys is None or "key_destroyed" in r.guarantee or not verify_signature(r):
+        return
+    if not keys_gone(store, r.keys.old_master_key):
+        return
+    checks = {**r.verification.checks, "old_keys_destroyed": True}
+    v = r.verification.model_copy(update={"checks": checks, "passed": all(checks.values())})
+    notes = [n for n in r.notes if n != _KEYS_PENDING] + [
+        "the forget was interrupted after its commit; the old master key file was shredded when the store "
+        "was next opened, and this receipt completed then"]
+    final = sign(r.model_copy(update={"verification": v, "notes": notes,
+                                      "guarantee": [*r.guarantee, "key_destroyed"]}))
+    with store.transaction():
+        store.update_receipt(receipt_id, final.model_dump_json())
+
+
+ERASURE_FINISHERS.append(complete_receipt)
 
 
 def _disk_held(store: MemoryStore, receipt: Receipt, literal: str, complete: bool) -> bool:
@@ -607,7 +705,7 @@ def _erased(v: Verification, target: ForgetTarget) -> bool:
 
 def _metadata_scan(store: MemoryStore, owner: str, literal: str) -> dict[str, int]:
     out: dict[str, int] = {}
-    for a in store.artifacts(owner=owner):
+    for a in store.iter_artifacts(owner=owner):
         fields = {"id": a.id, "owner": a.owner, "session_id": a.session_id or "", "kind": a.kind,
                   "meta": json.dumps(a.meta, ensure_ascii=False)}
         for name, val in fields.items():
@@ -643,7 +741,7 @@ def _split_cuts(store: MemoryStore, owner: str, literal: str) -> dict[str, tuple
 def _variant_scan(store: MemoryStore, owner: str, literal: str) -> tuple[dict[str, int], int]:
     """Near variants per tier (exact bytes absent), and copies split across consecutive raw records."""
     near: dict[str, int] = {}
-    for a in store.artifacts(owner=owner):
+    for a in store.iter_artifacts(owner=owner):
         if a.text and literal not in a.text and find_variants(a.text, literal):
             near[a.tier.value] = near.get(a.tier.value, 0) + 1
     return near, len(_split_pairs(store, owner, literal))
@@ -655,11 +753,8 @@ def _verify(op: ForgetOp, spec: ForgetMode) -> Verification:
     gone = all(not store.exists(i) for i in removed)
     rebuilt = {i for r in op.report.values() for i in r.rebuilt}
     surviving = [i for i in store.descendants(removed) if store.exists(i) and i not in rebuilt]
-    scan: dict[str, int] = {}
     texts = [op.literal] if op.literal else [s.text for s in op.sources if s.text and len(s.text) >= 8]
-    for a in store.artifacts(owner=op.owner):
-        if a.text and any(t in a.text for t in texts if t):
-            scan[a.tier.value] = scan.get(a.tier.value, 0) + 1
+    scan = _literal_scan(store, op.owner, texts)
     checks = {"sources_gone": gone}
     if spec.closure:
         checks["closure_clean"] = not surviving
@@ -682,6 +777,15 @@ def _verify(op: ForgetOp, spec: ForgetMode) -> Verification:
         metadata_scan=meta_scan, near_variants=near, split_copies=split, checks=checks,
         passed=all(checks.values()),
     )
+
+
+def _literal_scan(store: MemoryStore, owner: str, texts: list[str]) -> dict[str, int]:
+    """Artifacts per tier whose text holds one of ``texts`` (read one at a time)."""
+    scan: dict[str, int] = {}
+    for a in store.iter_artifacts(owner=owner):
+        if a.text and any(t in a.text for t in texts if t):
+            scan[a.tier.value] = scan.get(a.tier.value, 0) + 1
+    return scan
 
 
 def _failed(v: Verification, spec: ForgetMode) -> str:

@@ -150,10 +150,11 @@ def _purge_stale_vectors(op: ForgetOp) -> None:
              help="every tier scrubbed and re-embedded; empty chunks dropped")
 def full_purge(op: ForgetOp) -> None:
     if op.literal is not None:
-        for a in op.containing(_TEXT_TIERS):
+        for a in op.iter_containing(_TEXT_TIERS):
             upd = op.scrub(a, drop_empty=True)
             if upd is not None:
                 op.reembed(upd)
+            del a, upd  # a big record is held once at a time
         _purge_stale_vectors(op)
         return
     desc = op.descendants([a.id for a in op.sources])

@@ -246,6 +246,9 @@ class Receipt(BaseModel):
     """What the forget erased, as keyed digests sealed under the receipt pepper (hex; see
     ``traceless.forget._material``): ``forget verify --db`` re-scans the store it is given for
     it. Opaque without the pepper; empty for a user target (the owner's presence is checked)."""
+    not_covered: list[str] = Field(default_factory=list)
+    """What the guarantee does not reach in this store: identifiers kept in plaintext that
+    copies of the store taken before the forget still hold (see docs/erasure.md)."""
     gate_descriptors_added: int = 0
     """Keyed descriptors stored for the write gate."""
     seconds: float
@@ -271,8 +274,9 @@ class Receipt(BaseModel):
         d.pop("signature", None)
         if d.get("certificate") is None:  # receipts signed before certificates existed verify unchanged
             d.pop("certificate", None)
-        if not d.get("erased_material"):  # likewise receipts signed before the material was recorded
-            d.pop("erased_material", None)
+        for name in ("erased_material", "not_covered"):  # likewise receipts signed before these were recorded
+            if not d.get(name):
+                d.pop(name, None)
         if d.get("erased") is None:  # so do receipts signed before ``erased`` and ``disk_scope``
             d.pop("erased", None)
         for name, old in (("disk_scope", ""), ("disk_held", None)):
@@ -310,6 +314,7 @@ class Receipt(BaseModel):
                        f"{self.keys.old_master_key} → {self.keys.new_master_key} (old one shredded)")
         if self.guarantee:
             out.append(f"  guarantee: {', '.join(self.guarantee)}")
+        out += [f"  not covered: {n}" for n in self.not_covered]
         if self.certificate is not None:
             c = self.certificate
             rates = ", ".join(f"{v}/{lv}={r:.2f}" for v, lv_r in c.aer.items() for lv, r in lv_r.items())
@@ -356,6 +361,9 @@ class VerifyResult(BaseModel):
     """Where the re-scan found erased material: ``rows`` (in-scope artifacts) and each file."""
     nothing_matched: bool = False
     """The receipt records that its target matched nothing: it proves no erasure (exit 7)."""
+    old_keys_gone: bool | None = None
+    """Encrypted store: the master key the receipt replaced and every other superseded key
+    file of the store are gone (None: not checked, or no key was replaced)."""
     certified: bool = False
     """The receipt carries a behavioural certificate (``forget --certify``)."""
     certificate_failures: list[str] = Field(default_factory=list)

@@ -35,6 +35,7 @@ def verify_receipt(receipt: Receipt, *, public_key: bytes | None = None, db: str
     if db is not None and res.signature_ok:
         if not store_exists(db):
             raise ConfigError(f"{db} does not exist")
+        from traceless.forget._forget import keys_gone  # noqa: F401  (also registers the receipt completion)
         from traceless.memory._store import MemoryStore
 
         with MemoryStore(str(db), access="read") as store:  # refuses what is not a traceless store, unchanged
@@ -46,7 +47,8 @@ def verify_receipt(receipt: Receipt, *, public_key: bytes | None = None, db: str
             res = res.model_copy(update=check_store(receipt, store))
     res.ok = (res.signature_ok and res.receipt_passed and not res.nothing_matched and not res.certificate_failures
               and (not res.store_checked or (bool(res.same_store) and bool(res.removed_still_absent)
-                                             and res.pending_erasure is None and res.material_absent is not False)))
+                                             and res.pending_erasure is None and res.material_absent is not False
+                                             and res.old_keys_gone is not False)))
     return res, finished
 
 
@@ -57,6 +59,10 @@ def check_store(receipt: Receipt, store: MemoryStore) -> dict[str, Any]:
     back = _back(receipt, store) if same else []
     out: dict[str, Any] = {"store_checked": True, "same_store": same, "removed_still_absent": same and not back,
                            "pending_erasure": store.get_meta("pending_erasure")}
+    if receipt.keys:  # an older key file left behind would still decrypt a copy taken before the forget
+        from traceless.forget._forget import keys_gone
+
+        out["old_keys_gone"] = keys_gone(store, receipt.keys.old_master_key)
     copies = _material_copies(receipt, store) if same else None
     if copies is not None:
         out["material_absent"] = not any(copies.values())

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     )
     from traceless.memory._render import memory_entries, render_ledger, render_lines
     from traceless.memory._schema import SCHEMA_VERSION
-    from traceless.memory._store import MemoryStore, NewArtifact
+    from traceless.memory._store import ERASURE_FINISHERS, MemoryStore, NewArtifact
     from traceless.memory._types import (
         EXTRACTIVE,
         KIND_BY_LEVEL,
@@ -49,6 +49,7 @@ __all__ = [
     "compact",
     "compact_spans",
     "Artifact",
+    "ERASURE_FINISHERS",
     "EXTRACTIVE",
     "Hit",
     "KIND_BY_LEVEL",
@@ -88,7 +89,7 @@ EXPORTS: dict[str, tuple[str, ...]] = {
     "._pipeline": ("MemoryWriter", "WriteConfig", "WriteReport", "extractive_text", "parse_facts"),
     "._render": ("memory_entries", "render_ledger", "render_lines"),
     "._schema": ("SCHEMA_VERSION",),
-    "._store": ("MemoryStore", "NewArtifact"),
+    "._store": ("ERASURE_FINISHERS", "MemoryStore", "NewArtifact"),
     "._types": ("EXTRACTIVE", "KIND_BY_LEVEL", "QA", "Artifact", "Hit", "LineageEdge", "SearchHit", "SearchResult",
                 "Session", "Tier", "Turn", "digest_text"),
     "._variants": ("compact", "compact_spans"),

@@ -15,6 +15,14 @@ ciphertext under keys that no longer exist:
   key and the old master key file is overwritten and removed. An old copy of the store
   holds data keys wrapped under a master key that is gone.
 
+Each master key file carries a generation after its 32 key bytes (a rotation makes
+generation + 1; a file of 32 bytes is generation 0). The commit of a rotation is the commit
+point; the old file is shredded right after it, and a process killed in between leaves a
+file of a lower generation than the current key: every open of the store shreds those
+(``MemoryStore``), and the forget's pending-erasure marker stays until none is left. A file
+of a higher generation is never shredded on open: it may be the current key of a newer
+copy of the same store (an open of an older copy must not destroy it).
+
 What it does not cover: a copy of ``$TRACELESS_HOME`` taken before the forget together
 with a copy of the store, and whatever the filesystem keeps of the removed master-key
 file (it is overwritten in place before unlinking; journaling or SSD remapping may
@@ -23,6 +31,7 @@ still keep its 32 bytes somewhere).
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import json
@@ -42,9 +51,14 @@ from traceless.keys import read_secret
 from traceless.paths import state_dir
 
 __all__ = ["InvalidTag", "ENCRYPTION", "STORE_ID", "Sealed", "check_store_id", "master_dir", "new_master", "load_master",
-           "shred_file", "wrap", "unwrap", "seal", "unseal"]
+           "shred_file", "wrap", "unwrap", "seal", "unseal", "key_generation", "older_keys", "ENCRYPTION_V2", "seal_id",
+           "open_id", "is_sealed_id"]
 
 ENCRYPTION = "aes-256-gcm/per-owner-data-keys/v1"
+ENCRYPTION_V2 = "aes-256-gcm/per-owner-data-keys/v2"
+"""v2 (every store created encrypted from issue #22.4 on): session ids are sealed too
+(``seal_id``), so copies of the store keep them only as ciphertext under the owner's data
+key, which a forget of that owner replaces. v1 stores keep session ids in plaintext."""
 
 
 @dataclass(frozen=True)
@@ -82,8 +96,9 @@ def master_key_id(key: bytes) -> str:
     return hmac.new(key, b"traceless-master-key-id", hashlib.sha256).hexdigest()[:16]
 
 
-def new_master(store_id: str) -> tuple[str, bytes]:
-    """Create a fresh master key file for ``store_id``; returns (key id, key)."""
+def new_master(store_id: str, generation: int = 1) -> tuple[str, bytes]:
+    """Create a fresh master key file for ``store_id`` (durable: file and folder synced);
+    returns (key id, key)."""
     d = master_dir(store_id)
     d.mkdir(parents=True, exist_ok=True, mode=0o700)
     key = secrets.token_bytes(32)
@@ -91,11 +106,48 @@ def new_master(store_id: str) -> tuple[str, bytes]:
     p = d / f"{kid}.key"
     fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
-        os.write(fd, key)
+        os.write(fd, key + struct.pack(">Q", generation))
         os.fsync(fd)
     finally:
         os.close(fd)
+    _sync_dir(d)
     return kid, key
+
+
+def key_generation(p: Path) -> int:
+    """The generation a master key file records (0 for a file of the key bytes alone)."""
+    with open(p, "rb") as fh:
+        raw = fh.read(40)
+    return int(struct.unpack(">Q", raw[32:40])[0]) if len(raw) == 40 else 0
+
+
+def older_keys(store_id: str, kid: str) -> list[Path]:
+    """Key files of ``store_id`` superseded by the current key ``kid`` (a lower generation):
+    a rotation committed, and its shredding did not finish."""
+    d = master_dir(store_id)
+    cur = d / f"{kid}.key"
+    try:
+        gen = key_generation(cur)
+    except FileNotFoundError:
+        return []
+    out = []
+    for p in sorted(d.glob("*.key")):
+        if p.stem == kid:
+            continue
+        try:
+            if key_generation(p) < gen:
+                out.append(p)
+        except FileNotFoundError:  # shredded meanwhile by another process
+            continue
+    return out
+
+
+def _sync_dir(d: Path) -> None:
+    fd = os.open(d, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def load_master(store_id: str, kid: str, path: str) -> bytes:
@@ -114,17 +166,19 @@ def load_master(store_id: str, kid: str, path: str) -> bytes:
 
 
 def shred_file(p: Path) -> None:
-    """Overwrite a key file with zeros, flush, and remove it."""
-    if not p.exists():
-        return
-    size = p.stat().st_size
-    fd = os.open(p, os.O_WRONLY)
+    """Overwrite a key file with zeros, flush, remove it and sync its folder: when this
+    returns, the removal is durable. Another process shredding the same file is no error."""
     try:
-        os.write(fd, b"\x00" * size)
+        fd = os.open(p, os.O_WRONLY)
+    except FileNotFoundError:
+        return
+    try:
+        os.write(fd, b"\x00" * os.fstat(fd).st_size)
         os.fsync(fd)
     finally:
         os.close(fd)
-    p.unlink()
+    p.unlink(missing_ok=True)
+    _sync_dir(p.parent)
 
 
 _CIPHERS: dict[bytes, AESGCM] = {}  # key schedules, reused (a store touches few keys)
@@ -172,6 +226,32 @@ def seal(data_key: bytes, artifact_id: str, p: Sealed) -> tuple[bytes, str]:
     """The sealed payload and its keyed digest (the payload is serialised once)."""
     raw = _payload(p)
     return _aead(data_key, raw, artifact_id.encode()), hmac.new(data_key, raw, hashlib.sha256).hexdigest()
+
+
+_ID_PREFIX = "s2:"
+
+
+def _id_key(data_key: bytes) -> bytes:
+    return hmac.new(data_key, b"traceless-sealed-id", hashlib.sha256).digest()
+
+
+def seal_id(data_key: bytes, value: str) -> str:
+    """A session id sealed under the owner's data key, deterministically (the nonce is an
+    HMAC of the value: equal ids give equal tokens, so the column stays an indexed lookup;
+    a nonce repeats only with its plaintext, as in SIV)."""
+    k = _id_key(data_key)
+    raw = value.encode("utf-8", "surrogatepass")
+    nonce = hmac.new(k, raw, hashlib.sha256).digest()[:12]
+    return _ID_PREFIX + base64.urlsafe_b64encode(nonce + _cipher(k).encrypt(nonce, raw, b"sid")).decode("ascii")
+
+
+def is_sealed_id(token: str | None) -> bool:
+    return token is not None and token.startswith(_ID_PREFIX)
+
+
+def open_id(data_key: bytes, token: str) -> str:
+    blob = base64.urlsafe_b64decode(token[len(_ID_PREFIX):])
+    return _cipher(_id_key(data_key)).decrypt(blob[:12], blob[12:], b"sid").decode("utf-8", "surrogatepass")
 
 
 def unseal(data_key: bytes, artifact_id: str, blob: bytes) -> Sealed:

@@ -8,7 +8,9 @@ whitespace, Unicode or meaning.
 * a structured candidate ``{"attribute": A, "value": V}`` is refused iff HMAC(A ␀ V)
   matches a stored pair descriptor;
 * any text is refused iff some substring of it has the exact bytes of a forgotten value
-  (HMAC over every window of each forgotten value's byte length);
+  (HMAC over every window of each forgotten value's byte length whose keyed fingerprint
+  matches the value's: ``_gate_match``, linear in the text; descriptors made before the
+  fingerprint existed are checked window by window);
 * a value forgotten with ``match="normalized"`` also stores a ``norm`` descriptor: the HMAC
   of its compact form (``traceless.memory.compact``: NFKC, casefold, whitespace, dashes and
   zero-width characters dropped), and a text is refused iff its compact form contains it
@@ -16,8 +18,8 @@ whitespace, Unicode or meaning.
   raw record joined to the session's previous one (a copy split across two turns).
 
 What is stored reveals nothing without the key: the owner is a keyed pseudonym, and the
-value's byte length (needed to choose the windows) is sealed with AES-GCM under a key
-derived from the gate key. The holder of the gate key can, by construction, test
+value's byte length (needed to choose the windows) and its keyed window fingerprint are
+sealed with AES-GCM under a key derived from the gate key. The holder of the gate key can, by construction, test
 candidate values — a short or low-entropy literal can be enumerated by them, which is why
 ``forget`` warns about such literals.
 
@@ -41,10 +43,14 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from traceless.errors import GateBlockedError
 from traceless.keys import read_secret
+from traceless.memory._gate_match import WindowHash
 from traceless.memory._variants import compact
 from traceless.paths import state_dir
 
 __all__ = ["WriteGate", "GateEntry", "load_key", "gate_key_id", "enumerable_bits"]
+
+_TEXT_CHUNK = 1 << 18  # characters of a text encoded and matched at a time
+_SHORT_TEXT = 64  # characters up to which every window is HMAC-checked directly
 
 
 def load_key(path: Path | None = None, *, create: bool = True) -> bytes:
@@ -71,8 +77,8 @@ def enumerable_bits(literal: str) -> float:
 
 @dataclass(frozen=True, order=True)
 class GateEntry:
-    """One stored descriptor: ``kind`` is ``pair`` or ``value``; ``sealed`` holds the
-    AES-GCM-sealed byte length of a value (None for pairs)."""
+    """One stored descriptor: ``kind`` is ``pair``, ``value`` or ``norm``; ``sealed`` holds
+    the AES-GCM-sealed byte length and window fingerprint of a value (None for pairs)."""
 
     kind: str
     mac: str
@@ -87,6 +93,8 @@ class WriteGate:
         self._key = key if key is not None else load_key()
         self.enabled = enabled
         self._seal_key = hmac.new(self._key, b"traceless-gate-seal", hashlib.sha256).digest()
+        self._windows = WindowHash(self._key)
+        self._opened: dict[bytes, tuple[int, int | None]] = {}  # sealed → (length, fingerprint)
 
     @property
     def key_id(self) -> str:
@@ -106,7 +114,8 @@ class WriteGate:
         """Entries to store for a forgotten pair (pair descriptor and value descriptor)."""
         vb = value.encode("utf-8")
         nonce = os.urandom(12)
-        sealed = nonce + AESGCM(self._seal_key).encrypt(nonce, struct.pack(">I", len(vb)), b"len")
+        info = struct.pack(">II", len(vb), self._windows.fingerprint(vb))
+        sealed = nonce + AESGCM(self._seal_key).encrypt(nonce, info, b"len")
         return [
             GateEntry("pair", self._mac(attribute.encode("utf-8") + b"\x00" + vb), attribute),
             GateEntry("value", self._value_mac(vb), attribute, sealed),
@@ -116,7 +125,8 @@ class WriteGate:
         """The ``norm`` entry of a value forgotten with ``match="normalized"``: its compact form."""
         cb = compact(value).encode("utf-8")
         nonce = os.urandom(12)
-        sealed = nonce + AESGCM(self._seal_key).encrypt(nonce, struct.pack(">I", len(cb)), b"len")
+        info = struct.pack(">II", len(cb), self._windows.fingerprint(cb))  # matched by fingerprint, as ``value``
+        sealed = nonce + AESGCM(self._seal_key).encrypt(nonce, info, b"len")
         return GateEntry("norm", self._value_mac(cb), attribute, sealed)
 
     def match_normalized(self, text: str, stored: frozenset[GateEntry]) -> GateEntry | None:
@@ -128,26 +138,50 @@ class WriteGate:
         return None if hit is None else norm[hit]
 
     def _length(self, e: GateEntry) -> int:
+        return self._sealed_info(e)[0]
+
+    def _sealed_info(self, e: GateEntry) -> tuple[int, int | None]:
+        """A value entry's byte length and window fingerprint (None: made before fingerprints)."""
         assert e.sealed is not None
-        nonce, ct = e.sealed[:12], e.sealed[12:]
-        return int(struct.unpack(">I", AESGCM(self._seal_key).decrypt(nonce, ct, b"len"))[0])
+        got = self._opened.get(e.sealed)
+        if got is None:
+            raw = AESGCM(self._seal_key).decrypt(e.sealed[:12], e.sealed[12:], b"len")
+            got = (int(struct.unpack(">I", raw[:4])[0]), int(struct.unpack(">I", raw[4:8])[0]) if len(raw) >= 8
+                   else None)
+            self._opened[e.sealed] = got
+        return got
 
     def match_pair(self, attribute: str, value: str, stored: frozenset[GateEntry]) -> GateEntry | None:
         mac = self.descriptors(attribute, value)[0].mac
         return next((e for e in stored if e.kind == "pair" and e.mac == mac), None)
 
     def match_text(self, text: str, stored: frozenset[GateEntry]) -> GateEntry | None:
-        """The entry whose forgotten value ``text`` contains byte for byte, if any."""
-        by_len: dict[int, dict[str, GateEntry]] = {}
+        """The entry whose forgotten value ``text`` contains byte for byte, if any. The
+        text is encoded a chunk at a time (a big text is never copied whole)."""
+        macs: dict[int, dict[str, GateEntry]] = {}
+        wanted: dict[int, set[int]] = {}
         for e in stored:
             if e.kind == "value":
-                by_len.setdefault(self._length(e), {})[e.mac] = e
-        if not by_len:
+                n, fp = self._sealed_info(e)
+                macs.setdefault(n, {})[e.mac] = e
+                # an entry made before fingerprints existed is checked at every window
+                wanted.setdefault(n, set()).add(-1 if fp is None else fp)
+        if not wanted:
             return None
-        tb = text.encode("utf-8", "surrogatepass")
-        for n, macs in by_len.items():
-            for i in range(0, len(tb) - n + 1):
-                hit = macs.get(self._value_mac(tb[i : i + n]))
+        if len(text) <= _SHORT_TEXT:  # a session id, a date: a few HMACs beat a vectorised pass
+            tb = text.encode("utf-8", "surrogatepass")
+            for n, by_mac in macs.items():
+                for i in range(0, len(tb) - n + 1):
+                    hit = by_mac.get(self._value_mac(tb[i: i + n]))
+                    if hit is not None:
+                        return hit
+            return None
+        top = max(wanted)
+        for c in range(0, max(len(text), 1), _TEXT_CHUNK):
+            head = text[c: c + _TEXT_CHUNK].encode("utf-8", "surrogatepass")
+            data = head + text[c + _TEXT_CHUNK: c + _TEXT_CHUNK + top].encode("utf-8", "surrogatepass")[: top - 1]
+            for i, n in self._windows.candidates(data, wanted, starts=len(head)):
+                hit = macs[n].get(self._value_mac(data[i: i + n]))
                 if hit is not None:
                     return hit
         return None

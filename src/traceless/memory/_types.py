@@ -31,11 +31,15 @@ EXTRACTIVE = "extractive"
 """Kind of paper 001's cross-session extractive consolidation (a summary-tier artifact)."""
 
 
+_DIGEST_CHUNK = 1 << 18  # characters encoded at a time
+
+
 def digest_text(text: str | None, vector: bytes | None = None) -> str:
     """sha256 of the payload (text UTF-8, then vector bytes)."""
     h = hashlib.sha256()
     if text is not None:
-        h.update(text.encode("utf-8"))
+        for c in range(0, len(text), _DIGEST_CHUNK):  # a big text is not copied whole
+            h.update(text[c: c + _DIGEST_CHUNK].encode("utf-8"))
     if vector is not None:
         h.update(b"\x00vec\x00")
         h.update(vector)

@@ -67,10 +67,24 @@ def _ascii_spans(text: str) -> tuple[str, list[tuple[int, int]]]:
 
 
 _ASCII_WORD = re.compile(r"[^\s\-]+")
+_ASCII_DROP = {c: None for c in range(128) if _ASCII_SEP.match(chr(c))}
 
 
 def compact(text: str) -> str:
-    """NFKC + casefold, separators (whitespace, dashes, zero-width/format characters) dropped."""
-    if text.isascii():
-        return _ASCII_SEP.sub("", text.lower())
-    return compact_spans(text)[0]
+    """NFKC + casefold, separators (whitespace, dashes, zero-width/format characters) dropped
+    (``compact_spans(text)[0]`` without the per-character spans)."""
+    if text.isascii():  # ``_ASCII_SEP.sub`` would hold one piece object per word of a big text
+        return text.lower().translate(_ASCII_DROP)
+    out: list[str] = []
+    start = 0
+    for i in range(1, len(text) + 1):  # cluster by cluster, as ``_clusters``, one at a time
+        if i < len(text) and unicodedata.combining(text[i]):
+            continue
+        c = text[start:i]
+        if len(c) == 1 and c.isascii():
+            if not _ASCII_SEP.match(c):
+                out.append(c.lower())
+        else:
+            out += [ch for ch in unicodedata.normalize("NFKC", c).casefold() if not _separator(ch)]
+        start = i
+    return "".join(out)
