@@ -203,7 +203,7 @@ def test_no_command_modifies_a_foreign_database(tmp_path: Path, kind: str, capsy
             assert "is not a traceless store" in err and "Nothing was changed" in err, (args, err)
             assert len(err.strip().splitlines()) == 1, err  # one line, no traceback
             if _FOREIGN[kind][2] is not None:
-                assert f"this looks like {_FOREIGN[kind][2]}" in err and "traceless audit --memory" in err
+                assert f"this looks like {_FOREIGN[kind][2]}" in err and "traceless scan --memory" in err
             assert _sums(db) == before, args
         for call in (lambda: MemoryStore(db), lambda: MemoryStore(db, access="read"),
                      lambda: MemoryStore(db, access="write"), lambda: Memory(db, embedder="hashing"),

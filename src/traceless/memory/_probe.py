@@ -71,8 +71,10 @@ def refuse_foreign(where: str, probe: StoreProbe) -> NotAStoreError:
         name = "mem0" if what.startswith("mem0") else "langgraph"
         return NotAStoreError(
             f"{where} is not a traceless store: this looks like {what}. traceless never modifies another "
-            f"application's database; measure that system with `traceless audit --memory {name}`, or give a new "
-            "file for a traceless store. Nothing was changed."
+            f"application's database; find a user's data in it with `traceless scan --memory {name} "
+            f"--memory-config CFG --user ID`, erase it with `traceless forget --memory {name} ...`, measure "
+            f"the system with `traceless audit --memory {name}`, or give a new file for a traceless store. "
+            "Nothing was changed."
         )
     names = sorted(probe.tables)
     shown = ", ".join(repr(t) for t in names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
