@@ -94,6 +94,7 @@ def erasure_claims(name: str, phase_dir: Path, config: SystemConfig, runtime: Sy
     for every (owner, canary): per store the weakest claim level over the users, and whether
     every receipt verified. Runs on a copy (the phase's memory stays as the native deletion left
     it, for ``--keep-memory``). None for a system whose adapter implements no erasure."""
+    from traceless.errors import UnsupportedError
     from traceless.systems import open_system, system_class
 
     if system_class(name).execute_erasure is MemorySystem.execute_erasure:
@@ -103,6 +104,8 @@ def erasure_claims(name: str, phase_dir: Path, config: SystemConfig, runtime: Sy
         system = open_system(name, Path(tmp) / "memory", config, runtime)
         try:
             claims, passed = _erase_each(system, targets, Path(tmp) / "state")
+        except UnsupportedError:  # its erasure runs on an attached live instance only (mem0)
+            return None
         finally:
             system.close()
     return {"claims": dict(sorted(claims.items())), "passed": passed}

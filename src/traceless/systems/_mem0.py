@@ -24,7 +24,7 @@ from typing import Any
 
 from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
-from traceless.errors import ConfigError
+from traceless.errors import ConfigError, UnsupportedError
 from traceless.memory import Session
 from traceless.models import ModelBackend, uncached
 from traceless.systems._base import (
@@ -314,7 +314,8 @@ class Mem0System(MemorySystem):
     def _live(self) -> Mem0Live:
         live = getattr(self, "live", None)
         if not isinstance(live, Mem0Live):
-            raise ConfigError("this mem0 instance is an audit's; open the user's instance with Mem0System.attach")
+            raise UnsupportedError("this mem0 instance is an audit's: scan and erasure run on the user's "
+                                   "instance, opened with Mem0System.attach (`traceless scan --memory mem0`)")
         return live
 
     def scan(self, user: str | None, literals: Sequence[str], *, reveal: bool = False) -> ScanReport:
