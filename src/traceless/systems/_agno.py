@@ -41,7 +41,7 @@ from traceless.systems._base import (
     SystemRuntime,
     memory_system,
 )
-from traceless.systems._erase import ErasurePlan, ScanReport, StoreOutcome
+from traceless.systems._erase import ErasurePlan, StoreOutcome
 
 __all__ = ["AgnoConfig", "AgnoSystem"]
 
@@ -76,7 +76,7 @@ def _sid(owner: str, session_id: str) -> str:
 
 @memory_system("agno", help="Agno SqliteDb: user memories + sessions/runs; deletions delete_user_memory/"
                             "clear_user_memories/delete_session/clear_memory")
-class AgnoSystem(MemorySystem):
+class AgnoSystem(live.SqliteInstance):
     """Agno's ``SqliteDb`` and ``MemoryManager`` in ``work_dir`` (or on a live ``db_file``)."""
 
     extra = "agno"
@@ -188,22 +188,12 @@ class AgnoSystem(MemorySystem):
         path = live.live_db(config.db_file, "agno")
         return cls(path.parent, config, runtime, db_path=path, read_only=read_only)
 
-    def scan(self, user: str | None, literals: Sequence[str], *, reveal: bool = False) -> ScanReport:
-        return live.scan(self.name, self.path, _owner, user, literals, reveal)
-
-    def plan_erasure(self, user: str | None, literals: Sequence[str]) -> ErasurePlan:
-        return live.plan(self.name, self.path, _owner, user, literals)
+    def row_owner(self, table: str, row: dict[str, Any]) -> str | None:
+        return _owner(table, row)
 
     def execute_erasure(self, plan: ErasurePlan, literals: Sequence[str]) -> list[StoreOutcome]:
         db, mm = self._open()
         if plan.user is not None:  # Agno's own deletions first, then what they leave
             mm.clear_user_memories(user_id=plan.user)
             db.delete_sessions(self._sessions(plan.user), user_id=plan.user)
-        self.close()
-        return live.erase_residue(self.path, _owner, plan.user, literals)
-
-    def bystander_digests(self, user: str | None) -> dict[str, tuple[int, str]]:
-        return live.bystander_digests(self.path, _owner, user)
-
-    def instance_files(self) -> list[Path]:
-        return sorted(p for p in self.path.parent.glob(self.path.name + "*") if p.is_file())
+        return self.erase_residue(plan, literals)

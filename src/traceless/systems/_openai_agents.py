@@ -43,7 +43,7 @@ from traceless.systems._base import (
     SystemRuntime,
     memory_system,
 )
-from traceless.systems._erase import ErasurePlan, ScanReport, StoreOutcome
+from traceless.systems._erase import ErasurePlan, StoreOutcome
 
 __all__ = ["OpenAIAgentsConfig", "OpenAIAgentsSystem"]
 
@@ -85,7 +85,7 @@ def _text(item: dict[str, Any]) -> str:
 
 @memory_system("openai-agents", help="OpenAI Agents SDK SQLiteSession (one session per user); "
                                      "deletions pop_item/clear_session")
-class OpenAIAgentsSystem(MemorySystem):
+class OpenAIAgentsSystem(live.SqliteInstance):
     """``SQLiteSession``s in ``work_dir/sessions.db`` (or a live ``db_file``)."""
 
     extra = "openai-agents"
@@ -172,21 +172,11 @@ class OpenAIAgentsSystem(MemorySystem):
         path = live.live_db(config.db_file, "openai-agents")
         return cls(path.parent, config, runtime, db_path=path, read_only=read_only)
 
-    def scan(self, user: str | None, literals: Sequence[str], *, reveal: bool = False) -> ScanReport:
-        return live.scan(self.name, self.path, _owner, user, literals, reveal)
-
-    def plan_erasure(self, user: str | None, literals: Sequence[str]) -> ErasurePlan:
-        return live.plan(self.name, self.path, _owner, user, literals)
+    def row_owner(self, table: str, row: dict[str, Any]) -> str | None:
+        return _owner(table, row)
 
     def execute_erasure(self, plan: ErasurePlan, literals: Sequence[str]) -> list[StoreOutcome]:
         if plan.user is not None:  # the SDK's own deletion first, then what it leaves
             for sid in self._user_sessions(plan.user):
                 asyncio.run(self._session(sid).clear_session())
-        self.close()
-        return live.erase_residue(self.path, _owner, plan.user, literals)
-
-    def bystander_digests(self, user: str | None) -> dict[str, tuple[int, str]]:
-        return live.bystander_digests(self.path, _owner, user)
-
-    def instance_files(self) -> list[Path]:
-        return sorted(p for p in self.path.parent.glob(self.path.name + "*") if p.is_file())
+        return self.erase_residue(plan, literals)

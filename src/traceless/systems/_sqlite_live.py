@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from traceless.errors import ConfigError
+from traceless.systems._base import MemorySystem
 from traceless.systems._erase import ErasurePlan, PlannedAction, ScanHit, ScanReport, StoreOutcome
 
-__all__ = ["OwnerOf", "Row", "bystander_digests", "erase_residue", "live_db", "plan", "ro_connect", "rows", "scan"]
+__all__ = ["OwnerOf", "Row", "SqliteInstance", "bystander_digests", "erase_residue", "live_db", "plan", "ro_connect", "rows", "scan"]
 
 OwnerOf = Callable[[str, dict[str, Any]], str | None]
 """(table, row as column → value) → the user the row belongs to (None: no user)."""
@@ -188,3 +189,34 @@ def bystander_digests(path: Path, owner_of: OwnerOf, user: str | None) -> dict[s
             h.update(t.encode("utf-8") + b"\0")
         out[table] = (len(other), h.hexdigest())
     return out
+
+
+class SqliteInstance(MemorySystem):
+    """A memory system whose live instance is one SQLite file (``self.path``): scan, plan,
+    bystander digests and the files of the byte scan are the same for every such system; a
+    subclass says whose each row is (``row_owner``) and runs its package's own deletions
+    before ``erase_residue``."""
+
+    path: Path
+    """The instance's SQLite file."""
+
+    def row_owner(self, table: str, row: dict[str, Any]) -> str | None:
+        """The user a row of ``table`` belongs to (None: nobody's, e.g. a schema table)."""
+        raise NotImplementedError
+
+    def scan(self, user: str | None, literals: Sequence[str], *, reveal: bool = False) -> ScanReport:
+        return scan(self.name, self.path, self.row_owner, user, literals, reveal)
+
+    def plan_erasure(self, user: str | None, literals: Sequence[str]) -> ErasurePlan:
+        return plan(self.name, self.path, self.row_owner, user, literals)
+
+    def erase_residue(self, plan: ErasurePlan, literals: Sequence[str]) -> list[StoreOutcome]:
+        """After the package's own deletions: close, remove what they left, compact."""
+        self.close()
+        return erase_residue(self.path, self.row_owner, plan.user, literals)
+
+    def bystander_digests(self, user: str | None) -> dict[str, tuple[int, str]]:
+        return bystander_digests(self.path, self.row_owner, user)
+
+    def instance_files(self) -> list[Path]:
+        return sorted(p for p in self.path.parent.glob(self.path.name + "*") if p.is_file())
