@@ -286,7 +286,7 @@ class OpenAIBackend(ModelBackend):
         self.base_url = self.base_urls[0]
         self.max_concurrency = per * len(self._endpoints)
         """Requests in flight at once, over every server (``concurrency()``)."""
-        self._api_key = api_key
+        self._api_key = SecretStr(api_key) if api_key else None  # for endpoint(); hidden in repr/vars
         self.usage_missing = 0
         self._lock = threading.Lock()
         self._identity: dict[str, Any] | None = None
@@ -302,8 +302,7 @@ class OpenAIBackend(ModelBackend):
         HTTP itself talks to one server), with this backend's key."""
         from traceless.models._options import Endpoint
 
-        return Endpoint(base_url=self.base_url, model=self.model,
-                        api_key=SecretStr(self._api_key) if self._api_key else None)
+        return Endpoint(base_url=self.base_url, model=self.model, api_key=self._api_key)
 
     @property
     def requests_per_endpoint(self) -> dict[str, int]:
