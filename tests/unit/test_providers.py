@@ -15,6 +15,7 @@ from traceless.models._load import load_backend
 from traceless.models._openai import OpenAIBackend
 from traceless.models._providers import PROVIDERS, resolve_provider, split_provider
 
+
 def creds(**env: str) -> Credentials:
     """The credentials an edge reads from an environment holding ``env``."""
     return Credentials.from_env(env)

@@ -293,9 +293,8 @@ def test_sigkill_midway_then_resume_is_identical(tmp_path: Path) -> None:
 
 
 def test_default_workers_follow_the_backend() -> None:
-    from traceless.studies._runner import _default_workers
-
     from traceless.models import CachingBackend
+    from traceless.studies._runner import _default_workers
 
     class Http(ScriptedBackend):
         def concurrency(self) -> int:
