@@ -169,3 +169,17 @@ def test_the_api_reads_the_environment_at_its_edge(monkeypatch: pytest.MonkeyPat
     assert engine_options(parallel=2).parallel == 2
     given = EngineOptions(parallel=1)
     assert engine_options(given) is given
+
+
+def test_mem0_finds_the_served_model_through_the_caches_by_its_declared_endpoint(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from traceless.models._openai import OpenAIBackend
+    from traceless.systems._mem0 import _openai_endpoint
+
+    be = _served(monkeypatch, tmp_path, EngineOptions())
+    assert _openai_endpoint(CachingBackend(CachingBackend(be))) == ("http://127.0.0.1:9/v1", "w", "local")
+    remote = OpenAIBackend("gpt-x", "http://127.0.0.1:8/v1", api_key="sk-real")
+    assert _openai_endpoint(CachingBackend(remote)) == ("http://127.0.0.1:8/v1", "gpt-x", "sk-real")
+    assert "sk-real" not in repr(remote.endpoint())
+    with pytest.raises(ConfigError, match="calls its LLM over the OpenAI API"):
+        _openai_endpoint(CachingBackend(ScriptedBackend(default="x")))
