@@ -139,9 +139,6 @@ def test_the_identity_records_non_default_options_and_not_the_defaults(monkeypat
     assert tuned["engine"]["speculation"] == {"type": "ngram-map-k", "draft_max": 8, "ngram_size": 3}
     msgs = messages(("user", "hi"))
     assert call_key(plain, msgs, _cfg()) != call_key(tuned, msgs, _cfg())  # another generation-cache key
-    assert EngineOptions().identity() == {}
-    assert EngineOptions(parallel=3, threads=4, speculation="ngram-mod:4").identity() == {
-        "parallel": 3, "speculation": "ngram-mod:4"}
 
 
 def _cfg() -> Any:

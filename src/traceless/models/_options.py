@@ -73,10 +73,12 @@ class EngineOptions(BaseModel):
     """How the model engine runs: slots, prompt cache, threads, timeout, context, speculation.
 
     ``None`` means the engine's own default. The options that can change a greedy reply
-    (slots, prompt cache, context, speculation) are recorded in the model identity when not
-    the default, so a results dir or a generation cache never mixes replies of two settings;
-    threads and the timeout change no reply and are not recorded (a resumed run on another
-    machine stays the same model)."""
+    (slots, prompt cache, context, speculation) are recorded in the model identity of the
+    backend that uses them (a llama.cpp server's ``describe()["engine"]``; the context only
+    when given), so a results dir or a generation cache never mixes replies of two settings,
+    and the defaults leave the identity as it was before these options existed. Threads and
+    the timeout change no reply and are not recorded (a resumed run on another machine stays
+    the same model)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -135,14 +137,6 @@ class EngineOptions(BaseModel):
             where = ".".join(str(x) for x in err["loc"])
             var = ENGINE_ENV.get(where, "")
             raise ConfigError(f"engine option {where}{f' (${var})' if var else ''}: {err['msg']}") from None
-
-    def identity(self) -> dict[str, Any]:
-        """The reply-changing options that are not the default (empty for the defaults, so the
-        identities recorded before these options existed stay as they were)."""
-        d = self.model_dump(include={"parallel", "prompt_cache", "context"}, exclude_none=True)
-        if self.speculation != "none":
-            d["speculation"] = self.speculation
-        return d
 
 
 def _parse(field: str, var: str, raw: str) -> Any:
