@@ -4,7 +4,7 @@
 
 * **naive**: the llama.cpp engine with one slot, prompt cache off (every request prefills its
   whole prompt), no generation cache, one request at a time.
-* **N slots + prompt cache (opt-in)**: ``TRACELESS_LLAMACPP_PARALLEL=N`` (default 8):
+* **N slots + prompt cache (opt-in)**: ``EngineOptions(parallel=N)`` (``--parallel N``) (default 8):
   continuous batching over N slots, prompt cache on, every phase at once. Faster, but its
   greedy replies depend on batch and cache state, so its verdict differences are listed,
   not failed on.
@@ -44,7 +44,7 @@ from typing import Any
 
 import traceless.audit._system_audit as engine
 from traceless.audit import SystemAuditConfig, audit_model, run_system_audit
-from traceless.models import CachingBackend, ModelBackend, load_backend, load_embedder
+from traceless.models import CachingBackend, EngineOptions, ModelBackend, load_backend, load_embedder
 from traceless.systems import SystemRuntime
 from traceless.systems._native import NativeSystem
 
@@ -188,11 +188,7 @@ def main(argv: list[str] | None = None) -> int:
         return spec, CachingBackend(be)
 
     def slots() -> tuple[str, ModelBackend]:
-        os.environ["TRACELESS_LLAMACPP_PARALLEL"] = str(a.slots)
-        try:
-            spec, be = audit_model(a.model)
-        finally:
-            os.environ.pop("TRACELESS_LLAMACPP_PARALLEL", None)
+        spec, be = audit_model(a.model, engine=EngineOptions(parallel=a.slots))
         return spec, CachingBackend(be)
 
     runs: dict[str, Callable[[], tuple[str, ModelBackend]]] = {

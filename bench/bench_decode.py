@@ -41,7 +41,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import traceless.audit._system_audit as engine  # noqa: E402
 from traceless.audit import SystemAuditConfig, audit_model, run_system_audit  # noqa: E402
-from traceless.models import CachingBackend, load_backend, load_embedder  # noqa: E402
+from traceless.models import CachingBackend, EngineOptions, load_backend, load_embedder  # noqa: E402
 from traceless.models._openai import OpenAIBackend  # noqa: E402
 from traceless.systems import SystemRuntime  # noqa: E402
 
@@ -96,7 +96,7 @@ def _audit(spec: str, a: argparse.Namespace, out: Path, rec: Recorder) -> float:
     modes = () if a.modes == "all" else tuple(m.strip() for m in a.modes.split(",") if m.strip())
     sys_cfg: dict[str, Any] = {"S": a.S, "k": 3, **({"modes": list(modes)} if modes and a.modes != "none" else {})}
     t0 = time.perf_counter()
-    resolved, be = audit_model(a.model, speculation=spec, threads=a.threads)
+    resolved, be = audit_model(a.model, engine=EngineOptions(speculation=spec, threads=a.threads))
     try:
         cfg = SystemAuditConfig(model=resolved, profiles=a.profiles, max_new_tokens=a.max_new_tokens,
                                 system_config=sys_cfg, **({"operations": ()} if a.modes == "none" else {}))

@@ -15,7 +15,7 @@ which the script reports cell by cell). Prints both wall times and the speed rat
     HF_HUB_OFFLINE=1 .venv/bin/python bench/bench_frontier.py --model smollm2-135m-instruct --n 1
 
 With a ``llamacpp:`` model the runner gets one slot, or the opt-in slots of
-``TRACELESS_LLAMACPP_PARALLEL`` (``served_options``; groups in flight to match), and the
+``TRACELESS_LLAMACPP_PARALLEL`` (``EngineOptions.parallel``; groups in flight to match), and the
 naive path a second server with one slot and the prompt cache off, one request at a time. llama.cpp does not promise batch-invariant
 greedy decoding, so differing replies are possible there and are reported like any other.
 
@@ -37,7 +37,7 @@ from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from traceless.models import ChatMessage, GenerationConfig, load_backend  # noqa: E402
+from traceless.models import ChatMessage, EngineOptions, GenerationConfig, load_backend  # noqa: E402
 from traceless.studies import ResultRow, read_rows, run_study  # noqa: E402
 from traceless.studies._runner import served_options  # noqa: E402
 
@@ -60,7 +60,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=None, help="keep the runner's results dir here")
     args = ap.parse_args(argv)
 
-    opts: dict[str, Any] = {"num_threads": args.threads} if args.threads else {}
+    # this script is an edge: the engine options from its environment (TRACELESS_LLAMACPP_PARALLEL …)
+    opts: dict[str, Any] = {"engine": EngineOptions.from_env(os.environ, threads=args.threads)}
     cfg = {**SLICE, "n": args.n, "data": args.data}
     work = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="bench-frontier-"))
     backend = load_backend(args.model, **served_options(args.model, opts))

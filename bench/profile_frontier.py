@@ -48,9 +48,12 @@ class Recorder(ModelBackend):
         self.probe_texts, self.summary_tokens = probe_texts, summary_tokens
         self.parts: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
         self._lock = threading.Lock()
-        for a in ("server", "max_concurrency"):
-            if hasattr(inner, a):
-                setattr(self, a, getattr(inner, a))
+
+    def concurrency(self) -> int:
+        return self.inner.concurrency()
+
+    def slots(self) -> int | None:
+        return self.inner.slots()
 
     def _part(self, msgs: list[ChatMessage], cfg: GenerationConfig | None) -> str:
         if cfg is not None and cfg.max_new_tokens == self.summary_tokens:

@@ -12,6 +12,7 @@ Models are named as on the command line (``"all-MiniLM-L6-v2"``, ``"hashing"``,
 
 from __future__ import annotations
 
+import os
 import tempfile
 import warnings
 from collections.abc import Sequence
@@ -38,24 +39,36 @@ from traceless.memory import (
     WriteConfig,
     WriteGate,
 )
-from traceless.models import Embedder, HashingEmbedder, ModelBackend
+from traceless.models import Embedder, EngineOptions, HashingEmbedder, ModelBackend
 
 if TYPE_CHECKING:  # the audit engine pulls in the studies (torch): imported when an audit or a certificate runs
     from traceless.audit import SystemAuditResult
     from traceless.systems import ScanReport
 
-__all__ = ["Memory", "audit", "certify_receipt", "forget", "scan", "verify", "load_model", "load_embedder_named"]
+__all__ = ["Memory", "audit", "certify_receipt", "engine_options", "forget", "scan", "verify", "load_model",
+           "load_embedder_named"]
 
 DEFAULT_MODEL = "qwen2.5-coder-0.5b-instruct"
 
 
-def load_model(model: str | ModelBackend) -> ModelBackend:
-    """A backend from a spec string (as ``--model``), or the backend given."""
+def engine_options(engine: EngineOptions | None = None, **given: Any) -> EngineOptions:
+    """The API's edge for the model engine: ``engine`` when given, else ``EngineOptions``
+    from this process's environment (the same variables as the CLI's, ``ENGINE_ENV``) with
+    ``given`` fields (``parallel=4`` …) taking precedence; the provider credentials always
+    come from the environment unless ``engine`` carries its own."""
+    if engine is not None:
+        return engine
+    return EngineOptions.from_env(os.environ, **given)
+
+
+def load_model(model: str | ModelBackend, engine: EngineOptions | None = None) -> ModelBackend:
+    """A backend from a spec string (as ``--model``) with the engine options ``engine``
+    (default: ``engine_options()``, from the environment), or the backend given."""
     if isinstance(model, ModelBackend):
         return model
     from traceless.models import load_backend
 
-    return load_backend(model)
+    return load_backend(model, engine=engine_options(engine))
 
 
 def load_embedder_named(embedder: str | Embedder) -> Embedder:
@@ -269,11 +282,14 @@ def verify(receipt: Receipt | str | Path, memory: Memory | MemoryStore | None = 
 
 def audit(system: str = "traceless", *, model: str | ModelBackend = "qwen2.5-coder-0.5b-instruct",
           embedder: str | Embedder = "all-MiniLM-L6-v2", out: str | Path | None = None,
-          system_config: dict[str, Any] | None = None, **settings: Any) -> SystemAuditResult:
+          system_config: dict[str, Any] | None = None, engine: EngineOptions | None = None,
+          **settings: Any) -> SystemAuditResult:
     """Audit memory system ``system``: canaries planted, each native deletion run on a copy,
     extraction and copies per store measured. ``settings`` are ``SystemAuditConfig`` fields
-    (``profiles``, ``data``, ``operations``, ``seed`` ...). Results go to ``out`` (a fresh
-    temporary dir when omitted; its path is in the result)."""
+    (``profiles``, ``data``, ``operations``, ``seed`` ...). ``engine``: the model engine's
+    options for a ``model`` given by name (default: from the environment, ``engine_options``;
+    one llama.cpp slot, reproducible). Results go to ``out`` (a fresh temporary dir when
+    omitted; its path is in the result)."""
     from traceless.audit import SystemAuditConfig, run_system_audit
     from traceless.models import CachingBackend
     from traceless.systems import SystemRuntime, load_system_config, system_class
@@ -282,7 +298,7 @@ def audit(system: str = "traceless", *, model: str | ModelBackend = "qwen2.5-cod
     if isinstance(model, str):
         from traceless.audit import audit_model
 
-        spec, be = audit_model(model, ctx)  # llama.cpp when installed, configured to be reproducible
+        spec, be = audit_model(model, ctx, engine=engine_options(engine))  # llama.cpp when installed, reproducible
     else:
         spec, be = model.name, model
     cfg = SystemAuditConfig(system=system, system_config=system_config or {}, model=spec, **settings)

@@ -26,6 +26,7 @@ from traceless.errors import ConfigError
 from traceless.models import (
     CachingBackend,
     ChatMessage,
+    EngineOptions,
     Generation,
     GenerationConfig,
     HashingEmbedder,
@@ -140,9 +141,13 @@ def test_local_backends_keep_their_batches() -> None:
 
 def test_default_model_is_served_by_llamacpp_reproducibly(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[tuple[str, dict[str, Any]]] = []
-    monkeypatch.setattr("traceless.models.load_backend", lambda spec, **kw: calls.append((spec, kw)) or ScriptedBackend())
+    def load(spec: str, *, engine: EngineOptions, **kw: Any) -> ScriptedBackend:
+        calls.append((spec, kw))
+        return ScriptedBackend()
+
+    monkeypatch.setattr(load_mod, "load_backend", load)
     monkeypatch.setattr(load_mod, "llamacpp_available", lambda: True)
-    monkeypatch.delenv("TRACELESS_LLAMACPP_PARALLEL", raising=False)
+    monkeypatch.setenv("TRACELESS_LLAMACPP_PARALLEL", "5")  # read at the edge only: no slots below it
     monkeypatch.setattr("os.cpu_count", lambda: 2)
     # one slot, no prompt cache: each request computed alone, so reruns give the same rows
     assert audit_model("qwen2.5-coder-0.5b-instruct")[0] == "llamacpp:qwen2.5-coder-0.5b-instruct"
@@ -152,11 +157,9 @@ def test_default_model_is_served_by_llamacpp_reproducibly(monkeypatch: pytest.Mo
     assert calls[-1][1] == {"ctx": 16384, "parallel": 1, "cache_prompt": True, "request_cache_prompt": False,
                             "max_concurrency": 1}
     # slots only when asked for (faster, not reproducible run to run)
-    monkeypatch.setenv("TRACELESS_LLAMACPP_PARALLEL", "3")
-    audit_model("smollm2-135m-instruct")
+    audit_model("smollm2-135m-instruct", engine=EngineOptions(parallel=3))
     assert calls[-1] == ("llamacpp:smollm2-135m-instruct", {"ctx": 4096, "parallel": 3})
-    monkeypatch.setenv("TRACELESS_LLAMACPP_PARALLEL", "8")
-    audit_model("qwen2.5-coder-0.5b-instruct", 16384)
+    audit_model("qwen2.5-coder-0.5b-instruct", 16384, engine=EngineOptions(parallel=8))
     assert calls[-1][1] == {"ctx": 16384, "parallel": 2}
     # the KV engine when asked for, and the transformers engine when llama.cpp is not installed
     assert audit_model("transformers:qwen2.5-coder-0.5b-instruct")[0] == "transformers:qwen2.5-coder-0.5b-instruct"
@@ -266,15 +269,15 @@ def test_a_failed_generation_lets_the_waiting_call_generate_it() -> None:
 def test_the_prompt_cache_is_off_unless_asked_for(monkeypatch: pytest.MonkeyPatch) -> None:
     """A llama.cpp server reuses cached prefixes only when asked: with the cache a reply
     depends on the request served before it, so a resumed run would differ."""
-    monkeypatch.delenv("TRACELESS_LLAMACPP_PROMPT_CACHE", raising=False)
+    monkeypatch.setenv("TRACELESS_LLAMACPP_PROMPT_CACHE", "1")  # read at the edge only, never here
     assert load_mod._prompt_cache(None, 1) is False
     assert load_mod._prompt_cache(True, 1) is True and load_mod._prompt_cache(False, 8) is False
     assert load_mod._prompt_cache(None, 8) is True  # the opt-in slots: not reproducible anyway
-    monkeypatch.setenv("TRACELESS_LLAMACPP_PROMPT_CACHE", "1")
-    assert load_mod._prompt_cache(None, 1) is True
-    monkeypatch.setenv("TRACELESS_LLAMACPP_PROMPT_CACHE", "maybe")
+    # the edge: the variable becomes EngineOptions.prompt_cache, which the factory passes as `asked`
+    assert EngineOptions.from_env({"TRACELESS_LLAMACPP_PROMPT_CACHE": "1"}).prompt_cache is True
+    assert EngineOptions.from_env({"TRACELESS_LLAMACPP_PROMPT_CACHE": "0"}).prompt_cache is False
     with pytest.raises(ConfigError, match="TRACELESS_LLAMACPP_PROMPT_CACHE='maybe': use 1"):
-        load_mod._prompt_cache(None, 1)
+        EngineOptions.from_env({"TRACELESS_LLAMACPP_PROMPT_CACHE": "maybe"})
 
 
 def test_every_request_says_whether_it_may_use_the_prompt_cache(tmp_path: Path) -> None:

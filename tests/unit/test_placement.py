@@ -51,7 +51,14 @@ def test_study_run_refuses_a_bad_dtype_and_writes_nothing(tmp_path, capsys) -> N
     assert not out.exists()
 
 
-def test_a_bad_llamacpp_timeout_is_refused_before_a_server_starts(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_a_bad_llamacpp_timeout_is_refused_before_a_server_starts(tmp_path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    # read at the edge (the CLI's --timeout binding, the API's engine_options), never below it
+    from traceless._api import engine_options
+
     monkeypatch.setenv("TRACELESS_LLAMACPP_TIMEOUT", "ten minutes")
     with pytest.raises(ConfigError, match="TRACELESS_LLAMACPP_TIMEOUT='ten minutes': use seconds"):
-        load_backend("llamacpp:smollm2-135m-instruct")
+        engine_options()
+    out = tmp_path / "run"
+    assert cli("study", "run", "replay", "--out", str(out), "--model", "llamacpp:smollm2-135m-instruct",
+               "--no-progress") == 2
+    assert "TRACELESS_LLAMACPP_TIMEOUT" in capsys.readouterr().err and not out.exists()

@@ -293,19 +293,23 @@ def test_sigkill_midway_then_resume_is_identical(tmp_path: Path) -> None:
 
 
 def test_default_workers_follow_the_backend() -> None:
+    from traceless.models import CachingBackend
     from traceless.studies._runner import _default_workers
 
     class Http(ScriptedBackend):
-        max_concurrency = 4
+        def concurrency(self) -> int:
+            return 4
 
     class Served(Http):
-        class server:  # noqa: N801 - stands in for a LlamaCppServer
-            parallel = 1
+        def slots(self) -> int:  # a llama.cpp server with one slot
+            return 1
 
     assert _default_workers(None) == 1
     assert _default_workers(echo_backend()) == 1
     assert _default_workers(Http(default="x")) == 4
     assert _default_workers(Served(default="x")) == 1
+    assert _default_workers(CachingBackend(Http(default="x"))) == 4  # the cache forwards the capabilities
+    assert _default_workers(CachingBackend(Served(default="x"))) == 1
 
 
 def test_two_models_running_at_once_keep_both_records(tmp_path: Path) -> None:
@@ -402,31 +406,34 @@ def test_sigterm_stops_a_cli_run_like_ctrl_c() -> None:
 
 
 def test_a_served_llamacpp_model_gets_slots_and_as_many_groups_in_flight(monkeypatch: pytest.MonkeyPatch) -> None:
-    """With ``TRACELESS_LLAMACPP_PARALLEL`` set, a ``llamacpp:`` spec is started with that many
-    slots, an explicit ``parallel`` is kept, other specs get no slot option, and the runner
-    keeps as many groups in flight as the server has slots; unset, no slots (reproducible)."""
+    """The engine options' slots reach the backend factory, and the runner keeps as many
+    groups in flight as the server has slots; the environment below the edge changes nothing."""
     import traceless.models
+    from traceless.models import EngineOptions
     from traceless.studies._runner import _default_workers, _load_backend
 
     seen: list[dict[str, Any]] = []
 
+    class Served(ScriptedBackend):
+        def __init__(self, parallel: int) -> None:
+            super().__init__(default="x")
+            self.parallel = parallel
+
+        def concurrency(self) -> int:
+            return max(4, self.parallel)
+
+        def slots(self) -> int:
+            return self.parallel
+
     def fake_load(spec: str, **kw: Any) -> ScriptedBackend:
         seen.append(kw)
-        be = ScriptedBackend(default="x")
-        be.max_concurrency = max(4, int(kw.get("parallel", 1)))  # type: ignore[attr-defined]
-        be.server = type("Srv", (), {"parallel": kw.get("parallel", 1)})()  # type: ignore[attr-defined]
-        return be
+        eng = kw.get("engine") or EngineOptions()
+        return Served(int(kw.get("parallel") or eng.parallel or 1))
 
     monkeypatch.setattr(traceless.models, "load_backend", fake_load)
-    monkeypatch.setenv("TRACELESS_LLAMACPP_PARALLEL", "6")
-    be = _load_backend("llamacpp:qwen2.5-coder-0.5b-instruct", {"num_threads": 1})
-    assert seen[-1] == {"num_threads": 1, "parallel": 6}
+    monkeypatch.setenv("TRACELESS_LLAMACPP_PARALLEL", "6")  # not read below the edge
+    be = _load_backend("llamacpp:qwen2.5-coder-0.5b-instruct", {"engine": EngineOptions(parallel=6)})
+    assert seen[-1] == {"engine": EngineOptions(parallel=6)}
     assert _default_workers(be) == 6
-    _load_backend("llamacpp:m.gguf", {"parallel": 2})
-    assert seen[-1] == {"parallel": 2}
-    _load_backend("qwen2.5-coder-0.5b-instruct", {"num_threads": 1})
-    assert seen[-1] == {"num_threads": 1}
-    # slots are opt-in: batched decoding changes greedy replies, so by default one slot
-    monkeypatch.delenv("TRACELESS_LLAMACPP_PARALLEL")
-    _load_backend("llamacpp:qwen2.5-coder-0.5b-instruct", None)
-    assert "parallel" not in seen[-1]
+    assert _default_workers(_load_backend("llamacpp:qwen2.5-coder-0.5b-instruct", None)) == 1
+    assert seen[-1] == {}

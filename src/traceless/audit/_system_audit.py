@@ -60,10 +60,10 @@ from traceless.models import (
     CachingBackend,
     ChatMessage,
     Embedder,
+    EngineOptions,
     Generation,
     GenerationConfig,
     ModelBackend,
-    layers,
 )
 from traceless.models._embedder import FloatArray
 from traceless.systems._base import (
@@ -507,13 +507,10 @@ def _run_phases(config: SystemAuditConfig, runtime: SystemRuntime, sys_cfg: Syst
 
 def phase_workers(model: ModelBackend, phases: int) -> int:
     """Phases run at once: as many as the model's server has slots (the opt-in
-    ``TRACELESS_LLAMACPP_PARALLEL``); one slot or a local model runs them one after the other
+    ``EngineOptions.parallel``); one slot or a local model runs them one after the other
     (nothing to gain: the requests queue for the one slot)."""
-    for layer in layers(model):
-        slots = getattr(getattr(layer, "server", None), "parallel", None)
-        if isinstance(slots, int):
-            return max(1, min(phases, slots, concurrency(model)))
-    return 1
+    slots = model.slots()
+    return max(1, min(phases, slots, concurrency(model))) if slots else 1
 
 
 def _run_phase(config: SystemAuditConfig, runtime: SystemRuntime, sys_cfg: SystemConfig, planted: list[Planted],
@@ -623,64 +620,22 @@ def batch_size(model: ModelBackend, jobs: int, step: int) -> int:
 
 
 def concurrency(model: ModelBackend) -> int:
-    """Requests ``model`` serves at once (1 for a local backend), looking through wrappers
-    such as the generation cache."""
-    for layer in layers(model):
-        n = getattr(layer, "max_concurrency", None)
-        if isinstance(n, int):
-            return max(1, n)
-    return 1
+    """Requests ``model`` serves at once (1 for a local backend; a wrapper such as the
+    generation cache forwards its backend's)."""
+    return max(1, model.concurrency())
 
 
-_SLOT_CTX = 4096
-"""Context per llama.cpp slot for an audit whose system asks for no more (a native probe
-prompt is a few hundred tokens)."""
-_KV_TOKENS = 8 * _SLOT_CTX
-"""Slots × context an audit's server holds at most (qwen 0.5b: ~12 KB of KV cache per token)."""
+def audit_model(spec: str, context_tokens: int = 0, *,
+                engine: EngineOptions | None = None) -> tuple[str, ModelBackend]:
+    """The audited agent's model, on the fastest engine that keeps the audit reproducible
+    (``traceless.models.audit_backend``: llama.cpp for a bare catalog name when installed,
+    one slot, the prompt cache only for a long-context system's own calls) with the engine
+    options ``engine`` (built at the edge: ``--parallel`` N opts into N slots, faster and not
+    reproducible run to run; ``--speculation``, ``--threads``). Returns the resolved spec
+    (recorded in the config) and the backend; ``transformers:NAME`` keeps that engine."""
+    from traceless.models import audit_backend
 
-
-def audit_model(spec: str, context_tokens: int = 0, *, speculation: str | None = None,
-                threads: int | None = None) -> tuple[str, ModelBackend]:
-    """The audited agent's model, on the fastest engine that keeps the audit reproducible: an
-    audit needs no KV access, so a bare catalog name is served by llama.cpp when xllamacpp is
-    installed (``fast_spec``). Returns the resolved spec (recorded in the config) and the
-    backend. ``transformers:NAME`` keeps the transformers engine.
-
-    llama.cpp's speed-ups change greedy replies: with several slots a reply depends on which
-    other requests share its batch, and with the prompt cache on the KV the previous request
-    left (measured: 7 of 42 audit replies and one verdict differ). So by default one slot
-    serves the audit:
-
-    * with the prompt cache off: every request is computed alone, whatever the order, so the
-      same audit gives the same rows every time (and phases may overlap their other work);
-    * for a memory system whose own prompts need a long context (mem0's ~8.7k-token shared
-      extraction prompt, re-prefilled on every call without the cache) the server keeps the
-      cache for the system's own calls (made in the write step, one at a time from a fresh
-      server, in the same order every run) and the audit's probes are sent with the cache
-      off, so they too are computed alone, and a resumed audit repeats them.
-
-    ``TRACELESS_LLAMACPP_PARALLEL=N`` (N > 1) opts into N slots with the prompt cache: faster
-    (``served_slots``; bench/bench_audit.py measures both), not reproducible run to run; every
-    row records the engine's slots and cache.
-
-    ``speculation`` (``TYPE[:DRAFT_MAX]``, e.g. ``ngram-map-k:16``; opt-in) turns on llama.cpp's
-    n-gram speculative decoding, recorded in the identity; ``threads`` fixes the server's
-    threads (default: the CPUs free when it starts, ``free_cpus``)."""
-    from traceless.models import fast_spec, load_backend, served_slots
-
-    resolved = fast_spec(spec)
-    if not resolved.startswith("llamacpp:"):
-        return resolved, load_backend(resolved)
-    ctx = max(context_tokens, _SLOT_CTX)
-    kw: dict[str, Any] = {"ctx": ctx, **{k: v for k, v in (("speculation", speculation), ("num_threads", threads))
-                                          if v and v != "none"}}
-    if os.environ.get("TRACELESS_LLAMACPP_PARALLEL"):
-        parallel = max(1, min(served_slots(), _KV_TOKENS // ctx))
-        return resolved, load_backend(resolved, parallel=parallel, **kw)
-    if ctx > _SLOT_CTX:
-        return resolved, load_backend(resolved, parallel=1, cache_prompt=True, request_cache_prompt=False,
-                                      max_concurrency=1, **kw)
-    return resolved, load_backend(resolved, parallel=1, cache_prompt=False, **kw)
+    return audit_backend(spec, context_tokens, engine)
 
 
 def _collect(config: SystemAuditConfig, phases: list[str], out_dir: Path, store: ResultsStore, seconds: float,

@@ -6,6 +6,16 @@ from pathlib import Path
 
 import typer
 
+from traceless.cli._engine import (
+    engine_options,
+    opt_context,
+    opt_parallel,
+    opt_prompt_cache,
+    opt_speculation,
+    opt_threads,
+    opt_timeout,
+)
+
 __all__ = ["audit_cmd"]
 
 
@@ -57,14 +67,12 @@ def audit_cmd(
         None, "--data", help="Plant the canaries in these conversations (sessions JSONL) instead of synthetic users."),
     keep_memory: bool = typer.Option(
         False, "--keep-memory", help="Keep the audited memory files (they hold the canaries in plaintext)."),
-    speculation: str = typer.Option(
-        "none", "--speculation", envvar="TRACELESS_SPECULATION",
-        help="llama.cpp n-gram speculative decoding, TYPE[:DRAFT_MAX] (ngram-simple, ngram-map-k, ngram-map-k4v, "
-        "ngram-mod, ngram-cache; e.g. ngram-map-k:16). Opt-in, recorded in every row's model identity; see "
-        "docs/performance.md for its measured speed and reply identity."),
-    threads: int | None = typer.Option(
-        None, "--threads", min=1, envvar="TRACELESS_NUM_THREADS",
-        help="Threads of the local model engine (default: the CPUs free when it starts, measured from /proc/stat)."),
+    speculation: str = opt_speculation(),
+    threads: int | None = opt_threads(),
+    parallel: int | None = opt_parallel(),
+    prompt_cache: bool | None = opt_prompt_cache(),
+    timeout: float | None = opt_timeout(),
+    context: int | None = opt_context(),
     as_json: bool = typer.Option(
         False, "--json", help="Print the result as one JSON document (docs/schemas/audit-result.json) instead of "
         "the table."),
@@ -79,7 +87,9 @@ def audit_cmd(
         raise typer.BadParameter("use --format jsonl or --format parquet")
     from traceless.cli._systems import system_audit
 
+    engine = engine_options(parallel=parallel, prompt_cache=prompt_cache, threads=threads, timeout=timeout,
+                            context=context, speculation=speculation)  # a bad value: named before anything runs
     system_audit(memory=memory, memory_config=memory_config, data=data, model=model, S=S, k=k,
                  profiles=profiles, seed=seed, modes=modes, wordings=wordings, max_new_tokens=max_new_tokens,
                  out=out, embedder_name=embedder_name, reveal=reveal, keep_memory=keep_memory, fmt=fmt,
-                 as_json=as_json, speculation=speculation, threads=threads)
+                 as_json=as_json, engine=engine)

@@ -37,9 +37,12 @@ def parse_levels(value: str) -> tuple[int, ...]:
 
 
 def backend(spec: str) -> ModelBackend:
+    """The backend of a command without engine options (a summarizer): the engine options
+    and provider credentials from the environment (``cli._engine``)."""
+    from traceless.cli._engine import engine_from_env
     from traceless.models import load_backend  # heavy import only when a model is needed
 
-    return load_backend(spec)
+    return load_backend(spec, engine=engine_from_env())
 
 
 def embedder(name: str) -> Embedder:

@@ -8,12 +8,21 @@ import signal
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
+from traceless.cli._engine import (
+    engine_options,
+    opt_context,
+    opt_parallel,
+    opt_prompt_cache,
+    opt_speculation,
+    opt_threads,
+    opt_timeout,
+)
 from traceless.errors import ConfigError
 from traceless.studies import (
     MANIFEST,
@@ -25,6 +34,9 @@ from traceless.studies import (
     run_study,
     study_run_result,
 )
+
+if TYPE_CHECKING:
+    from traceless.models import EngineOptions
 
 __all__ = ["study_app", "report_cmd"]
 
@@ -68,10 +80,14 @@ def run_cmd(
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show the progress bar."),
     shard: str | None = typer.Option(None, "--shard", help="I/N: run only every N-th instance group starting at "
                                                            "I (start N processes with --resume to share a run)."),
-    threads: int | None = typer.Option(None, "--threads", min=1,
-                                       help="CPU threads of the local transformers backend (default: all cores; "
-                                            "use 1 on a machine shared with other jobs: oversubscribed threads "
-                                            "are several times slower)."),
+    threads: int | None = opt_threads(help="CPU threads of the local engine (transformers or a llama.cpp server; "
+                                           "default: the CPUs free when it starts; use 1 on a machine shared with "
+                                           "other jobs: oversubscribed threads are several times slower)."),
+    parallel: int | None = opt_parallel(),
+    prompt_cache: bool | None = opt_prompt_cache(),
+    timeout: float | None = opt_timeout(),
+    context: int | None = opt_context(),
+    speculation: str = opt_speculation(),
     executor: str = typer.Option("local", "--executor", help="local (this process) or ray (groups as Ray "
                                                              "tasks; this process writes the results)."),
     address: str | None = typer.Option(None, "--address", help="With --executor ray: the cluster's HOST:PORT "
@@ -102,6 +118,8 @@ def run_cmd(
                               f"{', '.join(cls.model_fields)}")
         base[field] = value
     cfg = load_config(cls, config, sets, base=base)
+    engine = engine_options(parallel=parallel, prompt_cache=prompt_cache, threads=threads, timeout=timeout,
+                            context=context, speculation=speculation)
     shard_t: tuple[int, int] | None = None
     if shard is not None:
         i, sep, n_ = shard.partition("/")
@@ -116,7 +134,7 @@ def run_cmd(
         summary = run_study(study, out, cfg, resume=resume, model=model, model_tag=tag,
                             embedder=lambda: embedder(embedder_name), workers=workers,
                             progress=progress and not as_json, max_cells=max_cells,
-                            backend_options=_backend_options(threads, device, dtype),
+                            backend_options=_backend_options(engine, device, dtype),
                             shard=shard_t, executor=executor, address=address)
     if as_json:
         typer.echo(study_run_result(summary, shard_t).model_dump_json(indent=2))
@@ -133,9 +151,10 @@ def run_cmd(
         console.print(f"report: traceless report {out}", soft_wrap=True, markup=False)
 
 
-def _backend_options(threads: int | None, device: str | None, dtype: str | None) -> dict[str, Any] | None:
-    opts = {k: v for k, v in (("num_threads", threads), ("device", device), ("dtype", dtype)) if v}
-    return opts or None
+def _backend_options(engine: EngineOptions, device: str | None, dtype: str | None) -> dict[str, Any]:
+    """``load_backend``'s options: the engine options (built once here, at the edge) and a
+    local model's placement."""
+    return {"engine": engine, **{k: v for k, v in (("device", device), ("dtype", dtype)) if v}}
 
 
 @study_app.command("merge")

@@ -18,6 +18,7 @@ from traceless.errors import ConfigError
 
 if TYPE_CHECKING:  # the audit engine pulls in the studies (torch): imported when an audit runs
     from traceless.audit import SystemAuditResult
+    from traceless.models import EngineOptions
 
 # traceless.systems (the native system imports forget, the store and numpy; plug-ins are
 # found by an entry-point scan) is imported by the commands that list or run a system, so
@@ -75,16 +76,14 @@ _BASELINE_HINT = "raise extraction (--S 0 keeps the raw turns in memory; more --
 def system_audit(*, memory: str, memory_config: Path | None, data: Path | None, model: str, S: int, k: int,
                  profiles: int | None, seed: int, modes: str, wordings: int, max_new_tokens: int, out: Path,
                  embedder_name: str, reveal: bool, keep_memory: bool, fmt: str = "jsonl",
-                 as_json: bool = False, speculation: str = "none", threads: int | None = None) -> None:
-    """Run the engine on one memory system and print its table (or its JSON document)."""
+                 as_json: bool = False, engine: EngineOptions | None = None) -> None:
+    """Run the engine on one memory system with the model engine ``engine`` (built at the
+    edge from the command's options) and print its table (or its JSON document)."""
     from traceless.audit import SystemAuditConfig, audit_model, run_system_audit
     from traceless.models import CachingBackend, fast_spec
     from traceless.systems import SystemRuntime, load_system_config, system_class
 
     cls = system_class(memory)  # unknown name: lists the installed ones before any model loads
-    from traceless.models import parse_speculation
-
-    parse_speculation(speculation)  # a bad one is named before any model loads
     sys_cfg = _system_config(memory, memory_config, S, k, modes)
     known = cls.deletions(load_system_config(memory, sys_cfg))  # a bad mode is named before any model loads
     cfg = SystemAuditConfig(
@@ -97,7 +96,7 @@ def system_audit(*, memory: str, memory_config: Path | None, data: Path | None, 
         console.print(f"audit instance (a fresh one in the work dir, never yours): overrode {o}", markup=False)
     t0 = time.perf_counter()
     with console.status(f"loading {escape(cfg.model)} and the embedder ..."):
-        be = CachingBackend(audit_model(model, ctx, speculation=speculation, threads=threads)[1])
+        be = CachingBackend(audit_model(model, ctx, engine=engine)[1])
         emb = embedder(embedder_name)
     try:
         with console.status(f"auditing {escape(memory)} ...") as status:

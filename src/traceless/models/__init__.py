@@ -12,27 +12,32 @@ from traceless.models._base import (
     KVBackend,
     KVState,
     ModelBackend,
+    WrapperBackend,
     messages,
 )
-from traceless.models._cache import CachingBackend, call_key, layers, uncached
+from traceless.models._cache import CachingBackend, call_key
 from traceless.models._embedder import Embedder, HashingEmbedder
+from traceless.models._options import ENGINE_ENV, Credentials, Endpoint, EngineOptions
 from traceless.models._scripted import ScriptedBackend
 
 __all__ = [
     "CachingBackend",
     "call_key",
-    "layers",
-    "uncached",
     "ChatMessage",
     "Generation",
     "GenerationConfig",
     "KVBackend",
     "KVState",
     "ModelBackend",
+    "WrapperBackend",
     "messages",
     "Embedder",
     "HashingEmbedder",
     "ScriptedBackend",
+    "ENGINE_ENV",
+    "Credentials",
+    "Endpoint",
+    "EngineOptions",
 ]
 
 # --- catalog, loaders and local backends (torch/transformers imported lazily) ---------------
@@ -45,6 +50,7 @@ from traceless.models._catalog import (  # noqa: E402
 )
 from traceless.models._load import (  # noqa: E402
     BACKENDS,
+    audit_backend,
     fast_spec,
     llamacpp_available,
     load_backend,
@@ -60,6 +66,7 @@ __all__ += [
     "ModelStatus",
     "model_status",
     "BACKENDS",
+    "audit_backend",
     "fast_spec",
     "llamacpp_available",
     "load_backend",

@@ -5,15 +5,19 @@ that the local transformers backend adds for execution-state unlearning (paper 0
 from __future__ import annotations
 
 import abc
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
+
+if TYPE_CHECKING:
+    from traceless.models._options import Endpoint
 
 __all__ = [
     "ChatMessage",
     "GenerationConfig",
     "Generation",
     "ModelBackend",
+    "WrapperBackend",
     "KVState",
     "KVBackend",
     "messages",
@@ -102,6 +106,65 @@ class ModelBackend(abc.ABC):
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release resources (servers, memory)."""
+
+    # ------------------------------------------------------------------ capabilities
+    # What callers need to know about the engine behind a backend. A wrapper (a generation
+    # cache) forwards each one to the backend it wraps (``WrapperBackend``), so nobody has to
+    # look inside a backend's attributes to find out.
+
+    def concurrency(self) -> int:
+        """Requests this backend serves at once (1 for a local model; an HTTP server's cap)."""
+        return 1
+
+    def slots(self) -> int | None:
+        """Slots of the model server this backend owns (a llama.cpp server's ``parallel``);
+        None when it owns none (a local model, a remote API)."""
+        return None
+
+    def endpoint(self) -> Endpoint | None:
+        """Where the model answers over the OpenAI chat API, for a memory system that calls it
+        over HTTP itself (mem0); None for a backend with no such endpoint (a local model)."""
+        return None
+
+    def uncached(self) -> ModelBackend:
+        """This backend without any generation cache in front of it (itself, unless a wrapper):
+        for work that must see every reply generated, or needs the engine's own methods (KV)."""
+        return self
+
+
+class WrapperBackend(ModelBackend):
+    """A backend in front of another (``inner``), as pydantic-ai's ``WrapperModel``: every call
+    and every capability is forwarded explicitly; a subclass overrides what it changes."""
+
+    def __init__(self, inner: ModelBackend) -> None:
+        self.inner = inner
+        self.name = inner.name
+
+    def generate(self, messages: list[ChatMessage], config: GenerationConfig | None = None) -> Generation:
+        return self.inner.generate(messages, config)
+
+    def generate_batch(
+        self, batch: list[list[ChatMessage]], config: GenerationConfig | None = None
+    ) -> list[Generation]:
+        return self.inner.generate_batch(batch, config)
+
+    def describe(self) -> dict[str, Any]:
+        return self.inner.describe()
+
+    def concurrency(self) -> int:
+        return self.inner.concurrency()
+
+    def slots(self) -> int | None:
+        return self.inner.slots()
+
+    def endpoint(self) -> Endpoint | None:
+        return self.inner.endpoint()
+
+    def uncached(self) -> ModelBackend:
+        return self.inner.uncached()
+
+    def close(self) -> None:
+        self.inner.close()
 
 
 class KVState(Protocol):

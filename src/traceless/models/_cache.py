@@ -11,13 +11,12 @@ import hashlib
 import json
 import sqlite3
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from traceless.models._base import ChatMessage, Generation, GenerationConfig, ModelBackend
+from traceless.models._base import ChatMessage, Generation, GenerationConfig, ModelBackend, WrapperBackend
 
-__all__ = ["CachingBackend", "call_key", "layers", "uncached"]
+__all__ = ["CachingBackend", "call_key"]
 
 
 def call_key(identity: dict[str, Any], messages: list[ChatMessage], config: GenerationConfig) -> str:
@@ -28,12 +27,12 @@ def call_key(identity: dict[str, Any], messages: list[ChatMessage], config: Gene
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
-class CachingBackend(ModelBackend):
-    """Wraps a backend; ``hits``/``misses`` count cache use."""
+class CachingBackend(WrapperBackend):
+    """Wraps a backend; ``hits``/``misses`` count cache use. Its capabilities (concurrency,
+    slots, endpoint, ``uncached()``) are the wrapped backend's (``WrapperBackend``)."""
 
     def __init__(self, inner: ModelBackend, path: str | Path | None = None) -> None:
-        self.inner = inner
-        self.name = inner.name
+        super().__init__(inner)
         self._mem: dict[str, Generation] = {}
         self._lock = threading.Lock()
         self._flight: dict[str, threading.Event] = {}
@@ -139,18 +138,3 @@ class CachingBackend(ModelBackend):
         self.close_cache()
         self.inner.close()
 
-
-def layers(model: ModelBackend) -> Iterator[ModelBackend]:
-    """``model``, then each backend it wraps: a run can hold several generation caches (the
-    audit engine wraps the caller's in its own), and what sits behind them (slots, endpoint,
-    KV access) is only on the innermost."""
-    yield model
-    while isinstance(model, CachingBackend):
-        model = model.inner
-        yield model
-
-
-def uncached(model: ModelBackend) -> ModelBackend:
-    """The backend behind every generation cache wrapped around ``model``."""
-    *_, inner = layers(model)
-    return inner

@@ -8,7 +8,8 @@ Backend specs (``load_backend``):
   ``transformers:CATALOG-NAME``; a bare existing ``.gguf`` path or model folder works too
 * ``hf:ORG/REPO`` → ``AutoModelForCausalLM.from_pretrained`` from the Hugging Face Hub
 * ``scripted`` or ``scripted:REPLY`` → ``ScriptedBackend`` answering ``ok`` (or REPLY)
-* ``openai:MODEL@BASE_URL`` → OpenAI-compatible HTTP server (key from ``OPENAI_API_KEY``)
+* ``openai:MODEL@BASE_URL`` → OpenAI-compatible HTTP server (key: ``OPENAI_API_KEY`` of the
+  edge's ``Credentials``)
 * ``PROVIDER/MODEL`` as people write them (``openai/gpt-4o-mini``, ``ollama/llama3``,
   ``openrouter/ORG/MODEL``) → the same backend at the provider's conventional base URL,
   key from its conventional variable (``traceless.models._providers``)
@@ -17,10 +18,14 @@ A new backend kind is one decorated factory::
 
     @BACKENDS.register("mykind", help="...")
     def _mykind(arg: str, **kw: Any) -> ModelBackend: ...
+
+A factory that declares an ``engine`` parameter gets the run's ``EngineOptions`` (slots,
+threads, timeout, credentials …, built once at the edge); the others never see it.
 """
 
 from __future__ import annotations
 
+import inspect
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -31,12 +36,12 @@ from traceless.models._base import ModelBackend
 from traceless.models._catalog import DEFAULT_MODEL, KNOWN_MODELS
 from traceless.models._cpu import free_cpus
 from traceless.models._embedder import Embedder, HashingEmbedder
+from traceless.models._options import EngineOptions
 from traceless.models._providers import PROVIDERS, resolve_provider, split_provider
 from traceless.registry import Registry
 
-__all__ = ["BACKENDS", "EMBEDDERS", "BackendFactory", "fast_spec", "llamacpp_available", "load_backend",
-           "parse_speculation",
-           "load_embedder", "served_slots"]
+__all__ = ["BACKENDS", "EMBEDDERS", "BackendFactory", "audit_backend", "fast_spec", "llamacpp_available",
+           "load_backend", "parse_speculation", "load_embedder", "served_slots"]
 
 BackendFactory = Callable[..., ModelBackend]
 
@@ -48,16 +53,24 @@ BACKENDS: Registry[BackendFactory] = Registry(
 
 
 @BACKENDS.register("catalog", help="embedded catalog model by name (local transformers backend)")
-def _catalog(arg: str, **kw: Any) -> ModelBackend:
+def _catalog(arg: str, *, engine: EngineOptions, **kw: Any) -> ModelBackend:
     from traceless.models._transformers import TransformersBackend
 
-    return TransformersBackend.from_catalog(arg or DEFAULT_MODEL, **kw)
+    return TransformersBackend.from_catalog(arg or DEFAULT_MODEL, **_threads(engine, kw))
+
+
+def _threads(engine: EngineOptions, kw: dict[str, Any]) -> dict[str, Any]:
+    """``kw`` with ``num_threads`` from the engine options unless given."""
+    if kw.get("num_threads") is None and engine.threads is not None:
+        return {**kw, "num_threads": engine.threads}
+    return kw
 
 
 @BACKENDS.register("transformers", help="local GGUF file, safetensors folder or catalog name")
-def _transformers(arg: str, **kw: Any) -> ModelBackend:
+def _transformers(arg: str, *, engine: EngineOptions, **kw: Any) -> ModelBackend:
     from traceless.models._transformers import TransformersBackend
 
+    kw = _threads(engine, kw)
     if not arg or arg in KNOWN_MODELS:
         return TransformersBackend.from_catalog(arg or DEFAULT_MODEL, **kw)
     p = Path(arg).expanduser()
@@ -72,9 +85,10 @@ def _transformers(arg: str, **kw: Any) -> ModelBackend:
 
 
 @BACKENDS.register("hf", help="Hugging Face Hub repo id (needs network or a local HF cache)")
-def _hf(arg: str, **kw: Any) -> ModelBackend:
+def _hf(arg: str, *, engine: EngineOptions, **kw: Any) -> ModelBackend:
     from traceless.models._transformers import TransformersBackend
 
+    kw = _threads(engine, kw)
     if not arg:
         raise ConfigError("hf: needs a repo id, e.g. hf:Qwen/Qwen2.5-0.5B-Instruct")
     return TransformersBackend.from_pretrained(arg, name=kw.pop("name", arg), **kw)
@@ -89,14 +103,16 @@ def _scripted(arg: str, **kw: Any) -> ModelBackend:
 
 
 @BACKENDS.register("openai", help="OpenAI-compatible server: openai:MODEL@BASE_URL")
-def _openai(arg: str, **kw: Any) -> ModelBackend:
+def _openai(arg: str, *, engine: EngineOptions, **kw: Any) -> ModelBackend:
     from traceless.models._openai import OpenAIBackend
 
     model, _, base_url = arg.partition("@")
     if not model:
         raise ConfigError("openai: needs a model, e.g. openai:gpt-4o-mini@https://api.openai.com/v1")
-    base_url = base_url or os.environ.get("OPENAI_BASE_URL", "https://api.openai.com/v1")
-    api_key = kw.pop("api_key", None) or os.environ.get("OPENAI_API_KEY") or None
+    base_url = base_url or engine.credentials.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
+    api_key = kw.pop("api_key", None) or engine.credentials.get("OPENAI_API_KEY")
+    if engine.timeout is not None:
+        kw.setdefault("timeout", engine.timeout)
     return OpenAIBackend(model=model, base_url=base_url, api_key=api_key, **kw)
 
 
@@ -105,7 +121,7 @@ def _openai(arg: str, **kw: Any) -> ModelBackend:
     help="llamacpp:NAME|FILE.gguf: start a llama.cpp server on loopback (xllamacpp) and talk to it "
     "over the OpenAI API; ~5x faster decoding than transformers on CPU (no KV access)",
 )
-def _llamacpp(arg: str, **kw: Any) -> ModelBackend:
+def _llamacpp(arg: str, *, engine: EngineOptions, **kw: Any) -> ModelBackend:
     from traceless.models._catalog import assemble, get_spec
     from traceless.models._llamacpp_server import LlamaCppServer
     from traceless.models._served import ServedBackend
@@ -119,30 +135,30 @@ def _llamacpp(arg: str, **kw: Any) -> ModelBackend:
         gguf = Path(name).expanduser()
         if not gguf.is_file():
             raise ConfigError(f"llamacpp:{arg}: not a catalog model ({', '.join(KNOWN_MODELS)}) or a .gguf file")
-    # num_threads (the study runner's --threads) sizes the server, like the transformers backend
-    # (default: the CPUs free now, not the core count: llama.cpp's threads sync every token,
-    # and one waiting for a busy core stalls them all)
-    threads = int(kw.pop("num_threads", None) or os.environ.get("TRACELESS_NUM_THREADS", "0")) or free_cpus()
+    # the engine options decide; a keyword (num_threads, parallel, ctx, cache_prompt,
+    # speculation: what a caller such as the audit engine fixes) overrides them.
+    # threads: default the CPUs free now, not the core count (llama.cpp's threads sync every
+    # token, and one waiting for a busy core stalls them all)
+    threads = int(kw.pop("num_threads", None) or engine.threads or 0) or free_cpus()
     # parallel > 1: continuous batching over that many server slots (much faster on CPU, where
     # decoding is memory-bound; replies are then not guaranteed bit-identical to parallel=1)
-    parallel = int(kw.pop("parallel", None) or os.environ.get("TRACELESS_LLAMACPP_PARALLEL", "1"))
+    parallel = int(kw.pop("parallel", None) or engine.parallel or 1)
     if parallel < 1:
-        raise ConfigError(f"llamacpp: parallel must be >= 1, got {parallel} (TRACELESS_LLAMACPP_PARALLEL)")
+        raise ConfigError(f"llamacpp: parallel must be >= 1, got {parallel} (--parallel, TRACELESS_LLAMACPP_PARALLEL)")
     # Requests beyond the server's slots wait in its queue, so on a loaded machine a reply can
     # take minutes without anything being wrong; the server is ours and local (a dead one is
     # seen at once), so wait long rather than abort a study run
-    timeout = os.environ.get("TRACELESS_LLAMACPP_TIMEOUT", "900")
-    try:
-        kw.setdefault("timeout", float(timeout))
-    except ValueError:
-        raise ConfigError(f"TRACELESS_LLAMACPP_TIMEOUT={timeout!r}: use seconds, e.g. 900") from None
-    kind, draft = parse_speculation(kw.pop("speculation", None) or "none")
-    server = LlamaCppServer(gguf, ctx=int(kw.pop("ctx", 8192)), threads=threads, parallel=parallel,
-                            cache_prompt=_prompt_cache(kw.pop("cache_prompt", None), parallel), alias=gguf.stem,
-                            speculation=kind, draft_max=draft)
+    kw.setdefault("timeout", engine.timeout or 900.0)
+    kind, draft = parse_speculation(kw.pop("speculation", None) or engine.speculation)
+    ctx = kw.pop("ctx", None)
+    asked_cache = kw.pop("cache_prompt", None)
+    server = LlamaCppServer(gguf, ctx=int(ctx or engine.context or 8192), threads=threads, parallel=parallel,
+                            cache_prompt=_prompt_cache(engine.prompt_cache if asked_cache is None else asked_cache,
+                                                       parallel),
+                            alias=gguf.stem, speculation=kind, draft_max=draft)
     server.start()
     kw.setdefault("max_concurrency", max(parallel, 4))
-    return ServedBackend(server, weights_sha256=sha, name=f"llamacpp:{name}",
+    return ServedBackend(server, weights_sha256=sha, name=f"llamacpp:{name}", context_set=engine.context is not None,
                          cache_prompt=kw.pop("request_cache_prompt", None), **kw)
 
 
@@ -165,14 +181,12 @@ def _prompt_cache(asked: bool | None, parallel: int) -> bool:
     gives other replies (measured: a frontier slice stopped after 9 of 34 cells and resumed
     differed from an uninterrupted run in 9 replies; two uninterrupted runs agreed). Without
     it every request is computed alone and replies depend on the prompt only. On with
-    ``cache_prompt=True``, ``TRACELESS_LLAMACPP_PROMPT_CACHE=1``, or the opt-in slots
-    (``parallel`` > 1: already not reproducible, and faster with it)."""
+    ``cache_prompt=True``, ``EngineOptions(prompt_cache=True)`` (``--prompt-cache``,
+    ``TRACELESS_LLAMACPP_PROMPT_CACHE=1``), or the opt-in slots (``parallel`` > 1: already
+    not reproducible, and faster with it)."""
     if asked is not None:
         return bool(asked)
-    env = os.environ.get("TRACELESS_LLAMACPP_PROMPT_CACHE", "").strip().lower()
-    if env not in ("", "0", "1", "true", "false", "yes", "no"):
-        raise ConfigError(f"TRACELESS_LLAMACPP_PROMPT_CACHE={env!r}: use 1 (prompt cache on) or 0 (off, the default)")
-    return env in ("1", "true", "yes") or parallel > 1
+    return parallel > 1
 
 
 def llamacpp_available() -> bool:
@@ -191,32 +205,68 @@ def fast_spec(spec: str) -> str:
     return f"llamacpp:{spec}" if spec in KNOWN_MODELS and llamacpp_available() else spec
 
 
-def served_slots() -> int:
-    """Parallel llama.cpp slots for concurrent work (audits): ``TRACELESS_LLAMACPP_PARALLEL``
-    if set, else 4 per core up to 8. On a CPU decoding one stream is memory-bound (qwen 0.5b:
+def served_slots(asked: int | None = None) -> int:
+    """Parallel llama.cpp slots for concurrent work: ``asked`` (``EngineOptions.parallel``) if
+    given, else 4 per core up to 8. On a CPU decoding one stream is memory-bound (qwen 0.5b:
     ~50 tok/s against ~160 tok/s prefill on 2 cores), so several streams decode in one batch
     for little more than the price of one (bench/bench_engine.py measures it)."""
-    env = os.environ.get("TRACELESS_LLAMACPP_PARALLEL")
-    if env:
-        return int(env)
+    if asked:
+        return int(asked)
     return max(2, min(8, 4 * (os.cpu_count() or 1)))
 
 
-def load_backend(spec: str = DEFAULT_MODEL, **kw: Any) -> ModelBackend:
-    """Build a backend from ``spec`` (see the module docstring); ``kw`` go to its constructor."""
+_SLOT_CTX = 4096
+"""Context per llama.cpp slot for an audit whose system asks for no more (a native probe
+prompt is a few hundred tokens)."""
+_KV_TOKENS = 8 * _SLOT_CTX
+"""Slots × context an audit's server holds at most (qwen 0.5b: ~12 KB of KV cache per token)."""
+
+
+def audit_backend(spec: str, context_tokens: int = 0,
+                  engine: EngineOptions | None = None) -> tuple[str, ModelBackend]:
+    """The audited agent's model (``traceless.audit.audit_model``), on the fastest engine
+    that keeps the audit reproducible; returns the resolved spec and the backend. A bare
+    catalog name is served by llama.cpp when xllamacpp is installed (``fast_spec``).
+
+    By default one slot; without the prompt cache unless the memory system's own prompts need
+    a long context (mem0's ~8.7k-token shared extraction prompt): then the server caches it
+    for the system's own calls and the probes are sent with the cache off, so they too are
+    computed alone. ``engine.parallel`` = N opts into N slots (at most what ``_KV_TOKENS``
+    holds) with the prompt cache: faster, not reproducible run to run; every row records the
+    engine's slots and cache."""
+    engine = engine or EngineOptions()
+    resolved = fast_spec(spec)
+    if not resolved.startswith("llamacpp:"):
+        return resolved, load_backend(resolved, engine=engine)
+    ctx = max(context_tokens, engine.context or _SLOT_CTX)
+    if engine.parallel:
+        parallel = max(1, min(served_slots(engine.parallel), _KV_TOKENS // ctx))
+        return resolved, load_backend(resolved, engine=engine, ctx=ctx, parallel=parallel)
+    if ctx > _SLOT_CTX:
+        return resolved, load_backend(resolved, engine=engine, ctx=ctx, parallel=1, cache_prompt=True,
+                                      request_cache_prompt=False, max_concurrency=1)
+    return resolved, load_backend(resolved, engine=engine, ctx=ctx, parallel=1,
+                                  cache_prompt=bool(engine.prompt_cache))
+
+
+def load_backend(spec: str = DEFAULT_MODEL, *, engine: EngineOptions | None = None, **kw: Any) -> ModelBackend:
+    """Build a backend from ``spec`` (see the module docstring) with the engine options
+    (``EngineOptions``, built at the edge; default: every engine default, no credentials);
+    ``kw`` go to its constructor."""
     spec = spec.strip()
+    engine = engine or EngineOptions()
     if spec in KNOWN_MODELS:
-        return BACKENDS.get("catalog")(spec, **_placement_only_local("catalog", spec, kw))
+        return _call("catalog", spec, spec, engine, kw)
     if spec in BACKENDS and spec != "catalog":
-        return BACKENDS.get(spec)("", **_placement_only_local(spec, spec, kw))
+        return _call(spec, "", spec, engine, kw)
     kind, sep, arg = spec.partition(":")
     if sep and kind in BACKENDS:
-        return BACKENDS.get(kind)(arg, **_placement_only_local(kind, spec, kw))
+        return _call(kind, arg, spec, engine, kw)
     p = Path(spec).expanduser()
     if (p.is_file() and p.suffix == ".gguf") or (p.is_dir() and (p / "config.json").is_file()):
-        return BACKENDS.get("transformers")(str(p), **_placement_only_local("transformers", spec, kw))
+        return _call("transformers", str(p), spec, engine, kw)
     if split_provider(spec) is not None:
-        return _provider_backend(spec, **_placement_only_local("provider", spec, kw))
+        return _provider_backend(spec, engine, **_placement_only_local("provider", spec, kw))
     raise UnknownNameError(
         "model",
         spec,
@@ -228,6 +278,15 @@ def load_backend(spec: str = DEFAULT_MODEL, **kw: Any) -> ModelBackend:
 
 
 _LOCAL_KINDS = frozenset({"catalog", "transformers", "hf"})
+
+
+def _call(kind: str, arg: str, spec: str, engine: EngineOptions, kw: dict[str, Any]) -> ModelBackend:
+    """Factory ``kind`` on ``arg``; the engine options go to a factory that declares ``engine``."""
+    factory = BACKENDS.get(kind)
+    opts = _placement_only_local(kind, spec, kw)
+    if "engine" in inspect.signature(factory).parameters:
+        opts["engine"] = engine
+    return factory(arg, **opts)
 
 
 def _placement_only_local(kind: str, spec: str, kw: dict[str, Any]) -> dict[str, Any]:
@@ -242,11 +301,13 @@ def _placement_only_local(kind: str, spec: str, kw: dict[str, Any]) -> dict[str,
     return {k: v for k, v in kw.items() if k not in ("device", "dtype") or v is not None}
 
 
-def _provider_backend(spec: str, **kw: Any) -> ModelBackend:
+def _provider_backend(spec: str, engine: EngineOptions, **kw: Any) -> ModelBackend:
     from traceless.models._openai import OpenAIBackend
 
-    t = resolve_provider(spec)
+    t = resolve_provider(spec, engine.credentials)
     key = kw.pop("api_key", None) or t.api_key
+    if engine.timeout is not None:
+        kw.setdefault("timeout", engine.timeout)
     return OpenAIBackend(model=t.model, base_url=t.base_url, api_key=key, name=kw.pop("name", spec), **kw)
 
 

@@ -15,14 +15,18 @@ import logging
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import numpy as np
+from pydantic import SecretStr
 
 from traceless.errors import BackendError
 from traceless.models._base import ChatMessage, Generation, GenerationConfig, ModelBackend
 from traceless.models._embedder import Embedder, FloatArray
+
+if TYPE_CHECKING:
+    from traceless.models._options import Endpoint
 
 __all__ = ["OpenAIBackend", "OpenAIEmbedder"]
 
@@ -134,7 +138,7 @@ class _HTTP:
                 if not isinstance(e, httpx.ConnectTimeout) or attempt >= self.max_retries:
                     raise BackendError(
                         f"{what} at {url} timed out after {self.timeout:g}s ({type(e).__name__}); "
-                        "is the server overloaded? Raise timeout=... (for a llamacpp: model, $TRACELESS_LLAMACPP_TIMEOUT) "
+                        "is the server overloaded? Raise timeout=... (for a llamacpp: model, --timeout or $TRACELESS_LLAMACPP_TIMEOUT) "
                         "or lower max_new_tokens / max_concurrency."
                     ) from e
                 problem = f"connect timeout: {e}"
@@ -281,12 +285,24 @@ class OpenAIBackend(ModelBackend):
             raise BackendError(f"base_url lists a server twice ({base_url}); list each server once")
         self.base_url = self.base_urls[0]
         self.max_concurrency = per * len(self._endpoints)
+        """Requests in flight at once, over every server (``concurrency()``)."""
+        self._api_key = SecretStr(api_key) if api_key else None  # for endpoint(); hidden in repr/vars
         self.usage_missing = 0
         self._lock = threading.Lock()
         self._identity: dict[str, Any] | None = None
 
     def __repr__(self) -> str:
         return f"OpenAIBackend(model={self.model!r}, base_url={','.join(self.base_urls)!r})"
+
+    def concurrency(self) -> int:
+        return max(1, self.max_concurrency)
+
+    def endpoint(self) -> Endpoint:
+        """The first server's URL and the model id (a memory system calling the model over
+        HTTP itself talks to one server), with this backend's key."""
+        from traceless.models._options import Endpoint
+
+        return Endpoint(base_url=self.base_url, model=self.model, api_key=self._api_key)
 
     @property
     def requests_per_endpoint(self) -> dict[str, int]:

@@ -4,18 +4,22 @@
 Each provider maps onto the OpenAI-compatible backend with its conventional base URL and
 API-key variable (the names LiteLLM and the providers' own docs use). ``resolve_provider``
 only resolves (no network); ``load_backend`` builds the backend from the result. The key
-is read from the environment and never printed or stored in a results dir.
+and any base-URL override come from the ``Credentials`` the edge read from the environment
+(``EngineOptions.credentials``); the key is never printed or stored in a results dir.
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from traceless.errors import ConfigError
 from traceless.registry import Registry
 
-__all__ = ["Provider", "PROVIDERS", "ProviderTarget", "resolve_provider", "split_provider"]
+if TYPE_CHECKING:
+    from traceless.models._options import Credentials
+
+__all__ = ["Provider", "PROVIDERS", "ProviderTarget", "provider_variables", "resolve_provider", "split_provider"]
 
 
 @dataclass(frozen=True)
@@ -76,7 +80,7 @@ class ProviderTarget:
     key_env: str | None
     """Environment variable the key was read from."""
     api_key: str | None
-    """The key (from the environment), or None."""
+    """The key (from the edge's ``Credentials``), or None."""
 
 
 def split_provider(spec: str) -> tuple[str, str] | None:
@@ -87,8 +91,15 @@ def split_provider(spec: str) -> tuple[str, str] | None:
     return head, model
 
 
-def _base_url(p: Provider, name: str) -> str:
-    env = os.environ.get(p.url_env) if p.url_env else None
+def provider_variables() -> list[str]:
+    """Every environment variable a registered provider reads (keys and base-URL overrides):
+    what ``Credentials.from_env`` takes from the edge's environment."""
+    names = [v for e in PROVIDERS.entries() for v in (e.obj.key_env, e.obj.url_env) if v]
+    return list(dict.fromkeys(names))
+
+
+def _base_url(p: Provider, name: str, credentials: Credentials) -> str:
+    env = credentials.get(p.url_env)
     if env:
         url = env.rstrip("/")
         if not url.startswith(("http://", "https://")):
@@ -99,9 +110,12 @@ def _base_url(p: Provider, name: str) -> str:
     return p.base_url
 
 
-def resolve_provider(spec: str) -> ProviderTarget:
-    """Resolve ``PROVIDER/MODEL`` (no network). Fails with the fix when the model is empty
-    or a hosted provider's key variable is unset."""
+def resolve_provider(spec: str, credentials: Credentials | None = None) -> ProviderTarget:
+    """Resolve ``PROVIDER/MODEL`` (no network) with the key and base URL ``credentials`` hold.
+    Fails with the fix when the model is empty or a hosted provider's key variable is unset."""
+    from traceless.models._options import Credentials
+
+    credentials = credentials or Credentials()
     split = split_provider(spec)
     if split is None:
         raise ConfigError(f"{spec!r} is not PROVIDER/MODEL; known providers: {', '.join(PROVIDERS.names())}")
@@ -109,9 +123,9 @@ def resolve_provider(spec: str) -> ProviderTarget:
     if not model:
         raise ConfigError(f"{spec}: the model is missing; write {name}/MODEL, e.g. openai/gpt-4o-mini")
     p = PROVIDERS.get(name)
-    key = os.environ.get(p.key_env) if p.key_env else None
+    key = credentials.get(p.key_env)
     if p.key_required and not key:
         raise ConfigError(f"{spec}: ${p.key_env} is not set; export {p.key_env}=... (the key is read from the "
                           "environment only and never written to results)")
-    return ProviderTarget(provider=name, model=model, base_url=_base_url(p, name), key_env=p.key_env,
+    return ProviderTarget(provider=name, model=model, base_url=_base_url(p, name, credentials), key_env=p.key_env,
                           api_key=key or None)

@@ -19,9 +19,12 @@ class ServedBackend(OpenAIBackend):
     """
 
     def __init__(self, server: LlamaCppServer, *, weights_sha256: str = "", cache_prompt: bool | None = None,
-                 **kw: Any) -> None:
+                 context_set: bool = False, **kw: Any) -> None:
         super().__init__(model=server.model, base_url=server.base_url, **kw)
         self.server = server
+        self.context_set = context_set
+        """Whether the slots' context was chosen by the caller (``EngineOptions.context``):
+        then it is part of the identity (a prompt longer than it is cut or refused)."""
         self.weights_sha256 = weights_sha256
         self.cache_prompt = server.cache_prompt if cache_prompt is None else cache_prompt
         """Whether this backend's requests reuse the slot's cached prompt prefix (sent with
@@ -32,8 +35,13 @@ class ServedBackend(OpenAIBackend):
     def _payload(self, messages: list[ChatMessage], cfg: GenerationConfig) -> dict[str, Any]:
         return {**super()._payload(messages, cfg), "cache_prompt": self.cache_prompt}
 
+    def slots(self) -> int:
+        return self.server.parallel
+
     def describe(self) -> dict[str, Any]:
         engine = {**self.server.engine(), "cache_prompt": self.cache_prompt}
+        if self.context_set:
+            engine["context"] = self.server.ctx
         if self.server.cache_prompt != self.cache_prompt:
             engine["server_cache_prompt"] = self.server.cache_prompt
         d: dict[str, Any] = {"name": self.name, "backend": "llamacpp", "weights_sha256": self.weights_sha256,

@@ -163,7 +163,9 @@ def load_pretrained(
     _quiet_transformers()
     t0 = time.perf_counter()
     is_dir = Path(path_or_repo).is_dir()
-    offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
+    from huggingface_hub import is_offline_mode
+
+    offline = is_offline_mode()  # the Hub's own reading of $HF_HUB_OFFLINE (what its downloads obey)
     lfo = is_dir or offline if local_files_only is None else local_files_only
     try:
         model, tok = (
@@ -306,8 +308,8 @@ class TransformersBackend(ModelBackend):
     picks are the same code everywhere.
 
     Uses as many torch threads as CPUs are free when it is built (``free_cpus``: idle CPUs of
-    the affinity mask, so a busy machine gets fewer) unless ``num_threads`` or
-    ``$TRACELESS_NUM_THREADS`` says otherwise.
+    the affinity mask, so a busy machine gets fewer) unless ``num_threads`` (from
+    ``EngineOptions.threads``) says otherwise.
     The prefix cache holds copies of up to ``prefix_cache_entries`` recent prompts' keys/values
     (at most ``prefix_cache_bytes`` in all; 0 entries turns it off): call
     ``evict_prefix_cache(token_ids)`` or ``clear_prefix_cache()`` when such content is forgotten.
@@ -328,9 +330,8 @@ class TransformersBackend(ModelBackend):
         device: str = "cpu",
         dtype: str = "float32",
     ) -> None:
-        env_threads = os.environ.get("TRACELESS_NUM_THREADS", "")
-        if num_threads or env_threads.isdigit() and int(env_threads):
-            torch.set_num_threads(num_threads or int(env_threads))
+        if num_threads:  # EngineOptions.threads (--threads, TRACELESS_NUM_THREADS), given by load_backend
+            torch.set_num_threads(num_threads)
         elif device == "cpu":  # the CPUs free now: an oversubscribed thread stalls each step's sync
             from traceless.models._cpu import free_cpus
 

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from traceless.errors import BackendError
-from traceless.models import ChatMessage, Generation, GenerationConfig
+from traceless.models import ChatMessage, Generation, GenerationConfig, ModelBackend
 
 __all__ = ["ToyKVBackend", "ToyKVState"]
 
@@ -49,7 +49,7 @@ class ToyKVState:
         return len(self._ids)
 
 
-class ToyKVBackend:
+class ToyKVBackend(ModelBackend):
     """Words as tokens; replies from a function of the cached conversation."""
 
     name = "toy-kv"
@@ -62,6 +62,10 @@ class ToyKVBackend:
         self.calls = 0
         self.decoded_tokens = 0
         """Tokens produced by decode (counted where they are fed, inside the backend)."""
+
+    def generate(self, messages: list[ChatMessage], config: GenerationConfig | None = None) -> Generation:
+        """The chat interface (``ModelBackend``): prefill the conversation, decode the reply."""
+        return self.decode(self.prefill(self.chat_token_ids(messages)), config)[1]
 
     def counters(self) -> dict[str, int]:
         """What this backend executed so far: generations run and tokens decoded."""

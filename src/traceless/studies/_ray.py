@@ -43,6 +43,7 @@ from traceless.models import (
     Generation,
     GenerationConfig,
     ModelBackend,
+    WrapperBackend,
     call_key,
 )
 
@@ -267,7 +268,7 @@ def _describe_task(spec: str, options: dict[str, Any]) -> dict[str, Any]:
     return _backend(spec, options).describe()
 
 
-class _SnapshotCache(ModelBackend):
+class _SnapshotCache(WrapperBackend):
     """The worker's generation cache: the driver's snapshot plus what this worker made.
     Same keys and cacheability rule as ``CachingBackend`` (greedy, or sampling with a seed)."""
 

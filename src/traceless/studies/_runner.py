@@ -23,7 +23,6 @@ import abc
 import contextlib
 import hashlib
 import json
-import os
 import shutil
 import sys
 import threading
@@ -368,22 +367,15 @@ def _load_backend(spec: str, options: dict[str, Any] | None = None) -> ModelBack
 
 
 def served_options(spec: str, options: dict[str, Any] | None) -> dict[str, Any]:
-    """``options`` for ``load_backend``, plus opt-in slots for a llama.cpp server the study starts.
-
-    With ``TRACELESS_LLAMACPP_PARALLEL`` set, a ``llamacpp:`` model gets that many parallel
-    slots (``served_slots``) unless ``parallel`` is given, and the runner keeps that many
-    groups in flight (``_default_workers``): faster (qwen 0.5b on 2 cores: 7.3 decoded tokens
-    per CPU-second with one slot, 16.5 with 8; docs/performance.md) but not reproducible run
-    to run, since batched decoding changes greedy replies (measured on the audit: 11 of 42
-    verdicts). Unset, the server has one slot, as everywhere reruns must repeat. The slots are
-    recorded in the model identity."""
-    opts = dict(options or {})
-    if (spec.strip().startswith("llamacpp:") and "parallel" not in opts
-            and os.environ.get("TRACELESS_LLAMACPP_PARALLEL")):
-        from traceless.models import served_slots
-
-        opts["parallel"] = served_slots()
-    return opts
+    """``options`` for ``load_backend``. The slots of a llama.cpp server the study starts come
+    in ``options["engine"]`` (``EngineOptions.parallel``, built at the edge: ``--parallel``,
+    ``TRACELESS_LLAMACPP_PARALLEL``), and the runner keeps that many groups in flight
+    (``_default_workers``): faster (qwen 0.5b on 2 cores: 7.3 decoded tokens per CPU-second
+    with one slot, 16.5 with 8; docs/performance.md) but not reproducible run to run, since
+    batched decoding changes greedy replies (measured on the audit: 11 of 42 verdicts).
+    Unset, the server has one slot, as everywhere reruns must repeat. The slots are recorded
+    in the model identity."""
+    return dict(options or {})
 
 
 def _default_embedder() -> Embedder:
@@ -409,12 +401,8 @@ def _default_workers(backend: ModelBackend | None) -> int:
     evict each other's cached prompt prefix from a single slot); 1 for local backends."""
     if backend is None:
         return 1
-    n = max(1, int(getattr(backend, "max_concurrency", 1) or 1))
-    server = getattr(backend, "server", None)
-    slots = getattr(server, "parallel", None)
-    if isinstance(slots, int) and slots >= 1:
-        n = min(n, slots)
-    return n
+    n, slots = max(1, backend.concurrency()), backend.slots()
+    return min(n, slots) if slots else n
 
 
 def _config_diff(old: dict[str, Any], new: dict[str, Any]) -> list[str]:

@@ -26,7 +26,7 @@ from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, mod
 
 from traceless.errors import ConfigError, UnsupportedError
 from traceless.memory import Session
-from traceless.models import ModelBackend, uncached
+from traceless.models import ModelBackend
 from traceless.systems._base import (
     ContextItem,
     DeletionTarget,
@@ -128,15 +128,15 @@ def _import_mem0(home: Path) -> Any:
     return main
 
 
-def _openai_endpoint(model: ModelBackend) -> tuple[str, str]:
-    inner = uncached(model)  # the audit engine wraps the runtime's cache in its own
-    base, name = getattr(inner, "base_url", None), getattr(inner, "model", None)
-    if not isinstance(base, str) or not isinstance(name, str):
+def _openai_endpoint(model: ModelBackend) -> tuple[str, str, str]:
+    """(base URL, model id, key) of the model's OpenAI endpoint (a cache wrapper forwards it)."""
+    ep = model.endpoint()
+    if ep is None:
         raise ConfigError(
             "mem0 with infer=true calls its LLM over the OpenAI API: run the audit with "
             "--model llamacpp:NAME (starts a local server) or --model openai:MODEL@URL"
         )
-    return base, name
+    return ep.base_url, ep.model, ep.api_key.get_secret_value() if ep.api_key else "local"
 
 
 def audit_config(config: Mem0Config, work_dir: Path, llm: dict[str, Any], embedder_model: str,
@@ -195,8 +195,8 @@ class Mem0System(MemorySystem):
 
         llm: dict[str, Any] = {"model": "unused", "api_key": "unused", "openai_base_url": "http://127.0.0.1:9/v1"}
         if config.infer:
-            base, name = _openai_endpoint(runtime.model)
-            llm = {"model": name, "api_key": "local", "openai_base_url": base, "temperature": 0.0,
+            base, name, key = _openai_endpoint(runtime.model)
+            llm = {"model": name, "api_key": key, "openai_base_url": base, "temperature": 0.0,
                    "max_tokens": config.llm_max_tokens}
         cfg, self.overrides = audit_config(config, work_dir, llm, str(config.embedder_path or minilm_path()))
         self.memory = main.Memory.from_config(cfg)

@@ -64,7 +64,7 @@ class OpenAIAgentsConfig(SystemConfig):
 
 
 def _import_sdk() -> Any:
-    os.environ["OPENAI_AGENTS_DISABLE_TRACING"] = "1"
+    os.environ["OPENAI_AGENTS_DISABLE_TRACING"] = "1"  # tracing off: the SDK would export traces to OpenAI
     import agents
 
     agents.set_tracing_disabled(True)

@@ -35,7 +35,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from traceless.errors import ConfigError, UnknownNameError
-from traceless.models import CachingBackend, GenerationConfig, ModelBackend, uncached
+from traceless.models import CachingBackend, GenerationConfig, ModelBackend
 from traceless.studies._runner import STUDIES, Cell, CellResult, RunContext, Study, derive_seed
 from traceless.studies.afterdelete._auditors import AUDITORS, Auditor, make_auditor
 from traceless.studies.afterdelete._contracts import CONTRACTS
@@ -592,7 +592,7 @@ class AfterDelete(Study[AfterDeleteConfig]):
 
 def _uncached(model: ModelBackend) -> ModelBackend:
     """The backend behind the study's generation cache (module B must see every reply)."""
-    return uncached(model)
+    return model.uncached()
 
 
 def _panel_seed(split: str, panel: str) -> int | None:

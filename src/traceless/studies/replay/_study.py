@@ -14,7 +14,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from traceless.errors import ConfigError, StudyError
-from traceless.models import GenerationConfig, uncached
+from traceless.models import GenerationConfig
 from traceless.runtime import (
     FORGET_OPERATORS,
     AgentRuntime,
@@ -127,7 +127,7 @@ def late_target(ep: Episode, index: int) -> Episode:
 
 def _kv_backend(ctx: RunContext[Any]) -> Any:
     m: Any = ctx.require_model()
-    inner = uncached(m)
+    inner = m.uncached()
     for name in ("prefill", "decode", "crop", "fork", "chat_token_ids"):
         if not hasattr(inner, name):
             raise StudyError(
