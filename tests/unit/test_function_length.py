@@ -5,16 +5,15 @@ functions included); an entry that is no longer too long must leave the list."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 import textwrap
 from pathlib import Path
 from types import ModuleType
 
+from _bench import load_bench
+
 import traceless
 
 LIMIT = 80
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "function_lengths.py"
 PACKAGE = Path(traceless.__file__).resolve().parent  # the sources under test (PYTHONPATH decides)
 
 ALLOWED: dict[str, str] = {
@@ -29,12 +28,7 @@ ALLOWED: dict[str, str] = {
 
 
 def _lengths() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("function_lengths_under_test", BENCH)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return load_bench("function_lengths")
 
 
 def test_no_function_is_over_80_lines_but_the_listed_ones() -> None:
