@@ -560,6 +560,22 @@ def _decode_bound(rt: AgentRuntime, st: RuntimeState, tau: int, operator: str, i
     return dbound
 
 
+def _replay_notes(replays: bool, st: RuntimeState, out_state: RuntimeState, tau: int | None, cost: Cost,
+                  executed: Executed, dbound: int | None) -> list[str]:
+    """What a replay ran against its bounds, and what the tools did on replay."""
+    notes: list[str] = []
+    if replays and tau is not None:
+        n_steps = len(st.trajectory.observations)
+        notes.append(f"replayed {cost.transitions} transitions (bound T-tau+1 = {n_steps - tau + 1}); the backend "
+                     f"ran {executed.decode_calls} generations (bound: {dbound} = replies + session summaries)")
+    if out_state.env is not None and out_state.env.shadow_log:
+        kinds: dict[str, int] = {}
+        for c in out_state.env.shadow_log:
+            kinds[c.status] = kinds.get(c.status, 0) + 1
+        notes.append("tools on replay: " + ", ".join(f"{k}={v}" for k, v in sorted(kinds.items())))
+    return notes
+
+
 def forget_state(rt: AgentRuntime, st: RuntimeState, req: ForgetRequest, operator: str, *,
                  clone: bool = True, key: bytes | None = None, independent: Iterable[int] = ()) -> ForgetOutcome:
     """Apply ``operator`` to (a clone of) ``st``. A target that no observation contains gives a
@@ -607,15 +623,7 @@ def forget_state(rt: AgentRuntime, st: RuntimeState, req: ForgetRequest, operato
     src_gone = all(not contains_target(out_state.artifacts[s].text, req.span) for s in src if s in out_state.artifacts)
     passed = all(copies[t] == 0 for t in claims) and (not op.replays or not surviving)
     dbound = None if tau is None else _decode_bound(rt, st, tau, operator, independent)
-    if op.replays and tau is not None:
-        n_steps = len(st.trajectory.observations)
-        notes.append(f"replayed {cost.transitions} transitions (bound T-tau+1 = {n_steps - tau + 1}); the backend "
-                     f"ran {executed.decode_calls} generations (bound: {dbound} = replies + session summaries)")
-    if out_state.env is not None and out_state.env.shadow_log:
-        kinds: dict[str, int] = {}
-        for c in out_state.env.shadow_log:
-            kinds[c.status] = kinds.get(c.status, 0) + 1
-        notes.append("tools on replay: " + ", ".join(f"{k}={v}" for k, v in sorted(kinds.items())))
+    notes += _replay_notes(op.replays, st, out_state, tau, cost, executed, dbound)
     receipt = Receipt(
         receipt_id=uuid.uuid4().hex,
         created_at=time.time(),
