@@ -3,23 +3,15 @@ only) and a reply that quotes the cell's canary is printed with the canary maske
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 from types import ModuleType
+
+from _bench import load_bench
 
 from traceless.studies import ResultRow
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "bench_frontier.py"
-
 
 def _bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_frontier_under_test", BENCH)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return load_bench("bench_frontier")
 
 
 def _row(key: str, reply: str, canary: str) -> ResultRow:

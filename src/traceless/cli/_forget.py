@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING
 import typer
 
 from traceless.cli._common import backend, embedder, safe, say_migrating
+from traceless.cli._receipts import VERIFICATION_FAILED_EXIT as VERIFICATION_FAILED_EXIT
+from traceless.cli._receipts import echo_receipt, exit_if_unverified
 from traceless.errors import ConfigError, ReceiptError
 from traceless.memory import redact_url, store_exists  # the light part (traceless.memory._backend)
 
@@ -28,7 +30,6 @@ forget_app = typer.Typer(
 )
 
 NOTHING_MATCHED_EXIT = 7
-VERIFICATION_FAILED_EXIT = 11
 NOT_ERASED_EXIT = 12
 """The mode did what it promises (``passed``) but the target is still present in the
 owner's data (``erased: false``): raw_only, exact, raw_plus_resummarize, noop, ..."""
@@ -107,6 +108,34 @@ def run_forget(
     from traceless.memory import MemoryStore
 
     spec = FORGET_MODES.get(mode)
+    target = _checked_target(record, literal, session, user, owner, attribute, match, certify)
+    if not store_exists(db):
+        raise ConfigError(f"{db} does not exist; create it with `traceless memory add --db {db} SESSIONS.jsonl`")
+    # every output is validated before anything is forgotten
+    path = check_receipt_path(receipt_out) if receipt_out is not None else None
+    with MemoryStore(db, access="write", on_migrate=say_migrating(db)) as store:
+        _say_finished(store)
+        writer = _writer_for(store, spec.needs_summarizer, spec.needs_embedder, mode, model, embedder_name)
+        receipt = forget(store, target, mode, writer=writer, gate=gate, certify=certify, model=model,
+                         embedder=embedder_name, wordings=probe_wordings)
+    path = path or Path(f"receipt-{receipt.receipt_id}.json")
+    write_receipt(receipt, path)
+    echo_receipt(receipt, path, as_json)
+    if not receipt.matched:
+        typer.secho("nothing matched the target; nothing was changed", fg=typer.colors.YELLOW, err=True)
+        sys.exit(NOTHING_MATCHED_EXIT)
+    exit_if_unverified(receipt, "warnings")
+    if receipt.erased is False:
+        typer.secho(f"NOT ERASED: mode {mode} did what it promises, but the target is still present in this "
+                    "owner's data (erased: false); use full_purge, tombstone or lineage_closure to erase it",
+                    fg=typer.colors.YELLOW, err=True)
+        sys.exit(NOT_ERASED_EXIT)
+
+
+def _checked_target(record: str | None, literal: str | None, session: str | None, user: str | None,
+                    owner: str | None, attribute: str, match: str, certify: bool) -> ForgetTarget:
+    """The one target the options name, refused (``ConfigError``) before anything opens when
+    they name none or several, cross owners, or ask what the target cannot give."""
     given = [(k, v) for k, v in (("record", record), ("literal", literal), ("session", session),
                                  ("user", user)) if v is not None]
     if len(given) != 1:
@@ -122,37 +151,7 @@ def run_forget(
         raise ConfigError("--match must be exact or normalized")
     if certify and kind != "literal":
         raise ConfigError("--certify needs --literal: the certificate probes the agent for the literal's value")
-    target = _target(kind, value, owner, attribute, match)
-    if not store_exists(db):
-        raise ConfigError(f"{db} does not exist; create it with `traceless memory add --db {db} SESSIONS.jsonl`")
-    # every output is validated before anything is forgotten
-    path = check_receipt_path(receipt_out) if receipt_out is not None else None
-    with MemoryStore(db, access="write", on_migrate=say_migrating(db)) as store:
-        _say_finished(store)
-        writer = _writer_for(store, spec.needs_summarizer, spec.needs_embedder, mode, model, embedder_name)
-        receipt = forget(store, target, mode, writer=writer, gate=gate, certify=certify, model=model,
-                         embedder=embedder_name, wordings=probe_wordings)
-    path = path or Path(f"receipt-{receipt.receipt_id}.json")
-    write_receipt(receipt, path)
-    if as_json:
-        typer.echo(receipt.model_dump_json(indent=2))
-    else:
-        for line in receipt.summary_lines():
-            typer.echo(safe(line))
-        typer.echo(f"receipt written to {path}")
-    if not receipt.matched:
-        typer.secho("nothing matched the target; nothing was changed", fg=typer.colors.YELLOW, err=True)
-        sys.exit(NOTHING_MATCHED_EXIT)
-    if not receipt.verification.passed:
-        failed = [k for k, ok in receipt.verification.checks.items() if not ok]
-        typer.secho(f"verification FAILED ({', '.join(failed)}); see the receipt's warnings", fg=typer.colors.RED,
-                    err=True)
-        sys.exit(VERIFICATION_FAILED_EXIT)
-    if receipt.erased is False:
-        typer.secho(f"NOT ERASED: mode {mode} did what it promises, but the target is still present in this "
-                    "owner's data (erased: false); use full_purge, tombstone or lineage_closure to erase it",
-                    fg=typer.colors.YELLOW, err=True)
-        sys.exit(NOT_ERASED_EXIT)
+    return _target(kind, value, owner, attribute, match)
 
 
 def _writer_for(store: MemoryStore, needs_llm: bool, needs_embed: bool, mode: str, model: str | None,

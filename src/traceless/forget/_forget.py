@@ -449,30 +449,9 @@ def forget(
         op = ForgetOp(store, writer, owner, target, sources, literal)
         if literal is not None and target.match == "normalized":
             op.split_cuts = _split_cuts(store, owner, literal)
-        matched = bool(sources) or bool(op.containing())
-        if matched:
-            spec.fn(op)
-            if spec.erases_everywhere:
-                op.scrub_metadata()
-            op.refresh_source_digests()
-        erased = target.kind == "user" and not store.artifacts(owner=owner)
-        if erased:
-            # the user's rows are gone: the lineage edges naming their records go too
-            store.delete_lineage(all_ids)
-        # an encrypted store destroys the keys old copies would need whenever the mode changed
-        # something (the noop control changes nothing, keys included)
-        touched = any(r.removed or r.rewritten or r.rebuilt for r in op.report.values())
-        keys = KeyReport(**store.crypto_shred(owner, erase=erased)) if store.encrypted and touched else None
+        matched, keys = _apply(op, spec, all_ids)
         n_gate = _arm_gate(store, owner, target, spec, gate, pep)
-        verification = _verify(op, spec)
-        if matched and not verification.passed:
-            raise ForgetError(
-                f"mode {mode!r} could not verify its claims ({_failed(verification, spec)}); "
-                "the transaction was rolled back and nothing changed"
-            )
-        if not matched:  # "nothing to erase" proves no erasure: such a receipt never reads passed=True
-            verification = verification.model_copy(update={
-                "checks": {**verification.checks, "target_matched": False}, "passed": False})
+        verification = _verified(op, spec, mode, matched)
         tiers = _tier_reports(op, before, verification, pep)
         if target.kind == "user":  # an erased user's record ids are personal data: keyed pseudonyms only
             verification = _pseudonymised(verification, pep)
@@ -505,6 +484,41 @@ def forget(
     if strict and not matched:
         raise NothingMatchedError(f"the target matched nothing for owner {owner!r}; receipt {receipt.receipt_id}")
     return receipt
+
+
+def _apply(op: ForgetOp, spec: ForgetMode, all_ids: list[str]) -> tuple[bool, KeyReport | None]:
+    """Run the mode when the target matched anything; drop an erased user's lineage edges and,
+    in an encrypted store the mode changed, destroy the keys. Returns (matched, key report)."""
+    store, owner, target = op.store, op.owner, op.target
+    matched = bool(op.sources) or bool(op.containing())
+    if matched:
+        spec.fn(op)
+        if spec.erases_everywhere:
+            op.scrub_metadata()
+        op.refresh_source_digests()
+    erased = target.kind == "user" and not store.artifacts(owner=owner)
+    if erased:
+        # the user's rows are gone: the lineage edges naming their records go too
+        store.delete_lineage(all_ids)
+    # an encrypted store destroys the keys old copies would need whenever the mode changed
+    # something (the noop control changes nothing, keys included)
+    touched = any(r.removed or r.rewritten or r.rebuilt for r in op.report.values())
+    keys = KeyReport(**store.crypto_shred(owner, erase=erased)) if store.encrypted and touched else None
+    return matched, keys
+
+
+def _verified(op: ForgetOp, spec: ForgetMode, mode: str, matched: bool) -> Verification:
+    """The mode's verification; a matched target that fails it rolls the transaction back."""
+    verification = _verify(op, spec)
+    if matched and not verification.passed:
+        raise ForgetError(
+            f"mode {mode!r} could not verify its claims ({_failed(verification, spec)}); "
+            "the transaction was rolled back and nothing changed"
+        )
+    if not matched:  # "nothing to erase" proves no erasure: such a receipt never reads passed=True
+        verification = verification.model_copy(update={
+            "checks": {**verification.checks, "target_matched": False}, "passed": False})
+    return verification
 
 
 def _not_covered(store: MemoryStore) -> list[str]:

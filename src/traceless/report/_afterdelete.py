@@ -269,82 +269,90 @@ def _utility_cost(cases: dict[str, dict[tuple[str, int], bool]]) -> list[dict[st
     return out
 
 
-def afterdelete_numbers(rows: Sequence[ResultRow], model_tag: str, identity: dict[str, Any],
-                        started: float | None = None) -> AfterDeleteNumbers:
-    """All tables and findings of one model's rows."""
-    out = AfterDeleteNumbers(model_tag, identity)
-    P = _pairs(rows)
-    splits = sorted({k[2] for k in P}, key=lambda s: ("iid", "ood", "dev").index(s) if s in ("iid", "ood", "dev") else 9)
-    T = out.tables
+_Grid = dict[tuple[str, tuple[tuple[str, Any], ...], str], Paired]
 
-    def get(block: str, split: str, **kv: Any) -> Paired | None:
-        for (b, var, s), p in P.items():
-            d = dict(var)
-            if b == block and s == split and all(d.get(k) == v for k, v in kv.items()):
-                return p
-        return None
 
-    def row(label: str, p: Paired, metric: str = "R", mask: list[bool] | None = None, **extra: Any) -> dict[str, Any]:
-        g = _gap(p, metric, mask)
-        return {"row": label, "n": g.n, "clean": g.clean, "forget": g.forget, "rec_clean": g.rec_clean.estimate,
-                "rec_forget": g.rec_forget.estimate, "delta": g.delta.estimate, "low": g.delta.low,
-                "high": g.delta.high, "degenerate": g.delta.degenerate, "ci": _fmt(g.delta),
-                "delta_iv": g.delta.model_dump(), "rec_forget_iv": g.rec_forget.model_dump(),
-                "delta_nc": _gapnc(p, metric, mask), **extra}
+def _row(label: str, p: Paired, metric: str = "R", mask: list[bool] | None = None, **extra: Any) -> dict[str, Any]:
+    """One paired-gap row: the counts, the recovery rates and the forget − clean gap."""
+    g = _gap(p, metric, mask)
+    return {"row": label, "n": g.n, "clean": g.clean, "forget": g.forget, "rec_clean": g.rec_clean.estimate,
+            "rec_forget": g.rec_forget.estimate, "delta": g.delta.estimate, "low": g.delta.low,
+            "high": g.delta.high, "degenerate": g.delta.degenerate, "ci": _fmt(g.delta),
+            "delta_iv": g.delta.model_dump(), "rec_forget_iv": g.rec_forget.model_dump(),
+            "delta_nc": _gapnc(p, metric, mask), **extra}
 
-    # ---------------------------------------------------------------- Table 1 (+ controls)
+
+def _in_block(P: _Grid, block: str, split: str) -> list[tuple[dict[str, Any], Paired]]:
+    """The (variant, pairs) of one block and split, in key order."""
+    return [(dict(var), p) for (b, var, sp), p in sorted(P.items(), key=lambda kv: str(kv[0]))
+            if b == block and sp == split]
+
+
+def _table1(P: _Grid, splits: list[str]) -> list[dict[str, Any]]:
+    """Table 1: the primary condition, overall and per structure and domain."""
     t1: list[dict[str, Any]] = []
     for s in splits:
-        p = get("primary", s, condition="hier_exact", auditor="direct")
+        p = _find(P, "primary", s, condition="hier_exact", auditor="direct")
         if p is None:
             continue
-        t1.append(row("all", p, split=s, anywhere_forget=sum(_b(p.forget["anywhere"])),
-                      malformed_forget=sum(1 for x in p.forget["status_last"] if x == "malformed"),
-                      cp_forget=_fmt(clopper_pearson(sum(_b(p.forget["R"])), len(p.profiles)))))
+        t1.append(_row("all", p, split=s, anywhere_forget=sum(_b(p.forget["anywhere"])),
+                       malformed_forget=sum(1 for x in p.forget["status_last"] if x == "malformed"),
+                       cp_forget=_fmt(clopper_pearson(sum(_b(p.forget["R"])), len(p.profiles)))))
         for key in ("structure", "domain"):
             for val in sorted({m[key] for m in p.meta}):
                 mask = [m[key] == val for m in p.meta]
                 cnt = sum(mask)
-                t1.append(row(f"{key}={val}", p, mask=mask, split=s,
-                              cp_forget=_fmt(clopper_pearson(sum(x for x, m in zip(_b(p.forget["R"]), mask,
-                                                                                    strict=True) if m), cnt))))
-    T["table1_primary"] = t1
+                t1.append(_row(f"{key}={val}", p, mask=mask, split=s,
+                               cp_forget=_fmt(clopper_pearson(sum(x for x, m in zip(_b(p.forget["R"]), mask,
+                                                                                     strict=True) if m), cnt))))
+    return t1
+
+
+def _controls(P: _Grid, splits: list[str]) -> list[dict[str, Any]]:
+    """The primary condition beside its controls (flat store, exposure group, closure)."""
     tc = []
     for s in splits:
         for cond in ("hier_exact", "flat_exact", "hier_exposure_group", "hier_closure"):
-            p = get("primary" if cond == "hier_exact" else "controls", s, condition=cond, auditor="direct")
+            p = _find(P, "primary" if cond == "hier_exact" else "controls", s, condition=cond, auditor="direct")
             if p is not None:
-                tc.append(row(cond, p, split=s))
-    T["controls"] = tc
+                tc.append(_row(cond, p, split=s))
+    return tc
 
-    # ---------------------------------------------------------------- Table 5 auditors
+
+def _table5(P: _Grid, splits: list[str]) -> list[dict[str, Any]]:
+    """Table 5: one row per auditor, with its gap minus the direct auditor's."""
     t5: list[dict[str, Any]] = []
-    events: dict[int, int] = defaultdict(int)
     for s in splits:
-        base = get("auditors", s, condition="hier_exact", auditor="direct")
-        for (b, var, sp), p in sorted(P.items(), key=lambda kv: str(kv[0])):
-            if b != "auditors" or sp != s:
-                continue
-            a = dict(var)["auditor"]
-            r_ = row(a, p, split=s, mean_queries=sum(p.forget["n_queries"]) / max(1, len(p.profiles)))
+        base = _find(P, "auditors", s, condition="hier_exact", auditor="direct")
+        for var, p in _in_block(P, "auditors", s):
+            a = var["auditor"]
+            r_ = _row(a, p, split=s, mean_queries=sum(p.forget["n_queries"]) / max(1, len(p.profiles)))
             if base is not None and a != "direct" and base.profiles == p.profiles:
                 d = paired_gap([fa - ca for fa, ca in zip(_b(p.forget["R"]), _b(p.clean["R"]), strict=True)],
                                [fd - cd for fd, cd in zip(_b(base.forget["R"]), _b(base.clean["R"]), strict=True)])
                 r_["minus_direct"] = _fmt(d.delta)
             t5.append(r_)
-            for w in ("forget", "clean"):
-                vec = p.forget if w == "forget" else p.clean
+    return t5
+
+
+def _recovery_query_index(P: _Grid, splits: list[str]) -> list[dict[str, Any]]:
+    """How many recoveries (both worlds, every auditor) came at each query index."""
+    events: dict[int, int] = defaultdict(int)
+    for s in splits:
+        for _, p in _in_block(P, "auditors", s):
+            for vec in (p.forget, p.clean):
                 for ok, q in zip(vec["R"], vec["first_correct_query"], strict=True):
                     if ok and q is not None:
                         events[int(q)] += 1
-    T["table5_auditors"] = t5
-    T["recovery_query_index"] = [{"query": k, "events": v} for k, v in sorted(events.items())]
+    return [{"query": k, "events": v} for k, v in sorted(events.items())]
 
-    # ---------------------------------------------------------------- Table 6 lifecycle + figure data
+
+def _table6(P: _Grid, splits: list[str], lifecycle: dict[str, dict[str, dict[str, float]]]) -> list[dict[str, Any]]:
+    """Table 6: the lifecycle (R, C, A, E) per condition; fills ``lifecycle`` (the figure's data)."""
     t6 = []
     for s in splits:
         for cond in ("hier_exact", "hier_closure", "hier_exact_gate"):
-            p = get("lifecycle", s, condition=cond, wording="primary")
+            p = _find(P, "lifecycle", s, condition=cond, wording="primary")
             if p is None:
                 continue
             rec: dict[str, Any] = {"row": cond, "split": s, "n": len(p.profiles)}
@@ -353,18 +361,20 @@ def afterdelete_numbers(rows: Sequence[ResultRow], model_tag: str, identity: dic
                 rec[m] = g.forget
                 rec[f"{m}_clean"] = g.clean
                 rec[f"d{m}"] = _fmt(g.delta)
-                out.lifecycle.setdefault(s, {}).setdefault(cond, {})[m] = g.rec_forget.estimate
+                lifecycle.setdefault(s, {}).setdefault(cond, {})[m] = g.rec_forget.estimate
             rec["writes_attempted"] = sum(_b(p.forget["write_attempted"]))
             rec["writes_blocked"] = sum(_b(p.forget["write_blocked"]))
             t6.append(rec)
-    T["table6_lifecycle"] = t6
+    return t6
 
-    # ---------------------------------------------------------------- module A (Table 8)
+
+def _table8(P: _Grid, splits: list[str]) -> list[dict[str, Any]]:
+    """Table 8 (module A): audit contract × activation contract."""
     t8 = []
     for s in splits:
         for ac in ("legacy", "aligned"):
             for bc in ("legacy", "aligned"):
-                p = get("contracts", s, audit_contract=ac, activation_contract=bc)
+                p = _find(P, "contracts", s, audit_contract=ac, activation_contract=bc)
                 if p is None:
                     continue
                 t8.append({"split": s, "audit": ac, "activation": bc, "n": len(p.profiles),
@@ -374,23 +384,20 @@ def afterdelete_numbers(rows: Sequence[ResultRow], model_tag: str, identity: dic
                            "audit_anywhere": sum(_b(p.forget["anywhere"])),
                            "activation_anywhere": sum(_b(p.forget["activation_anywhere"])),
                            "clean_R": sum(_b(p.clean["R"])), "clean_A": sum(_b(p.clean["A"]))})
-    T["table8_contracts"] = t8
+    return t8
 
-    # ---------------------------------------------------------------- module B (Table 9)
+
+def _table9(P: _Grid, splits: list[str]) -> list[dict[str, Any]]:
+    """Table 9 (module B): activation per write branch among forget-world R=1 profiles."""
     t9 = []
     for s in splits:
-        br = {b: get("writediag", s, branch=b) for b in ("no_write", "write_allowed", "gate_blocked")}
-        if any(v is None for v in br.values()):
-            continue
+        br = {b: _find(P, "writediag", s, branch=b) for b in BRANCH_NAMES}
         nw, wa, gb = br["no_write"], br["write_allowed"], br["gate_blocked"]
-        assert nw is not None and wa is not None and gb is not None
-        if not (nw.profiles == wa.profiles == gb.profiles):
+        if nw is None or wa is None or gb is None or not (nw.profiles == wa.profiles == gb.profiles):
             continue
-        r1 = _b(nw.forget["R"])
-        mask = [bool(x) for x in r1]
+        mask = [bool(x) for x in _b(nw.forget["R"])]
         a_nw, a_wa, a_gb = _b(nw.forget["A"]), _b(wa.forget["A"]), _b(gb.forget["A"])
-        cond_diff = paired_gap([x for x, m in zip(a_wa, mask, strict=True) if m],
-                               [x for x, m in zip(a_nw, mask, strict=True) if m])
+        cond_diff = paired_gap(_masked(a_wa, mask), _masked(a_nw, mask))
         full_diff = paired_gap(a_wa, a_nw)
         ident = [bool(a and b and c) for a, b, c, m in zip(gb.forget["nowrite_gate_same_state"],
                                                             gb.forget["nowrite_gate_same_prompt"],
@@ -401,68 +408,113 @@ def afterdelete_numbers(rows: Sequence[ResultRow], model_tag: str, identity: dic
         separate = all(bool(x) for x, m in zip(gb.forget.get("branches_generated_separately", [None] * len(mask)),
                                                mask, strict=True) if m)
         t9.append({"split": s, "n": len(mask), "R1": sum(mask),
-                   "A_no_write": sum(x for x, m in zip(a_nw, mask, strict=True) if m),
-                   "A_write_allowed": sum(x for x, m in zip(a_wa, mask, strict=True) if m),
-                   "A_gate_blocked": sum(x for x, m in zip(a_gb, mask, strict=True) if m),
+                   "A_no_write": sum(_masked(a_nw, mask)), "A_write_allowed": sum(_masked(a_wa, mask)),
+                   "A_gate_blocked": sum(_masked(a_gb, mask)),
                    "diff_conditional": _fmt(cond_diff.delta), "diff_full": _fmt(full_diff.delta),
                    "diff_conditional_iv": cond_diff.delta.model_dump(), "nondeterministic_pairs": nondet,
-                   "diff_conditional_nc": _nc([x for x, m in zip(a_wa, mask, strict=True) if m],
-                                              [x for x, m in zip(a_nw, mask, strict=True) if m]),
+                   "diff_conditional_nc": _nc(_masked(a_wa, mask), _masked(a_nw, mask)),
                    "separate": separate,
                    "A_full_no_write": sum(a_nw), "A_full_write_allowed": sum(a_wa),
                    "identical_units": sum(ident), "clean_A_write_allowed": sum(_b(wa.clean["A"]))})
-    T["table9_writediag"] = t9
-    T["table10_legacy_activation"] = _table10(P, splits)
+    return t9
 
-    # ---------------------------------------------------------------- module C (Tables 2, 11)
-    t2, t11 = [], []
+
+def _transformed(P: _Grid, splits: list[str]) -> list[tuple[str, dict[str, Any], Paired]]:
+    """Module C's (split, condition, pairs), in table order."""
+    out = []
     for s in splits:
         for cond in ("C0", "C1", "C2", "C3"):
-            p = get("transformed", s, condition=cond)
-            if p is None:
-                continue
-            r_ = row(cond, p, split=s, target_in_state=sum(_b(p.forget["target_in_state"])),
-                     target_in_prompt=sum(_b(p.forget["target_in_prompt"])))
-            t2.append(r_)
-            t11.append({"split": s, "condition": cond, "n": len(p.profiles),
-                        "region": sum(_b(p.forget["region_in_reply"])),
-                        "mnemonic": sum(_b(p.forget["mnemonic_in_reply"])),
-                        "number": sum(_b(p.forget["number_in_reply"])), "R": sum(_b(p.forget["R"]))})
-    T["table2_transformed"] = t2
-    T["table11_components"] = t11
+            p = _find(P, "transformed", s, condition=cond)
+            if p is not None:
+                out.append((s, {"condition": cond}, p))
+    return out
 
-    # ---------------------------------------------------------------- variants
+
+def _table2(P: _Grid, splits: list[str]) -> list[dict[str, Any]]:
+    """Table 2 (module C): the gap per transformation of the target, and where it still stands."""
+    return [_row(c["condition"], p, split=s, target_in_state=sum(_b(p.forget["target_in_state"])),
+                 target_in_prompt=sum(_b(p.forget["target_in_prompt"])))
+            for s, c, p in _transformed(P, splits)]
+
+
+def _table11(P: _Grid, splits: list[str]) -> list[dict[str, Any]]:
+    """Table 11 (module C): which components of the target the forget-world replies carry."""
+    return [{"split": s, "condition": c["condition"], "n": len(p.profiles),
+             "region": sum(_b(p.forget["region_in_reply"])),
+             "mnemonic": sum(_b(p.forget["mnemonic_in_reply"])),
+             "number": sum(_b(p.forget["number_in_reply"])), "R": sum(_b(p.forget["R"]))}
+            for s, c, p in _transformed(P, splits)]
+
+
+def _variants(P: _Grid, splits: list[str]) -> list[dict[str, Any]]:
+    """The wording and condition variants: R and A gaps per variant."""
     tv = []
     for s in splits:
-        for (b, var, sp), p in sorted(P.items(), key=lambda kv: str(kv[0])):
-            if b != "variants" or sp != s:
-                continue
-            dv = dict(var)
+        for dv, p in _in_block(P, "variants", s):
             tv.append({"split": s, "condition": dv["condition"], "wording": dv.get("wording"), "n": len(p.profiles),
                        "dR": _fmt(_gap(p, "R").delta), "dA": _fmt(_gap(p, "A").delta),
                        "dR_iv": _gap(p, "R").delta.model_dump(), "dA_iv": _gap(p, "A").delta.model_dump(),
                        "dR_nc": _gapnc(p, "R"), "dA_nc": _gapnc(p, "A"),
                        "R": sum(_b(p.forget["R"])), "A": sum(_b(p.forget["A"])),
                        "clean_R": sum(_b(p.clean["R"])), "clean_A": sum(_b(p.clean["A"]))})
-    T["variants"] = tv
+    return tv
 
-    # ---------------------------------------------------------------- utility
-    util: dict[tuple[str, str], list[bool]] = defaultdict(list)
+
+def _utility_cases(rows: Sequence[ResultRow]) -> dict[str, dict[tuple[str, int], bool]]:
+    """The utility block's outcome per condition and (category, case)."""
     cases: dict[str, dict[tuple[str, int], bool]] = defaultdict(dict)
     for r in rows:
         c = r.config["cell"]
         if c.get("block") == "utility":
-            util[(c["condition"], c["category"])].append(bool(r.metrics.get("ok")))
             cases[c["condition"]][(c["category"], int(c["case"]))] = bool(r.metrics.get("ok"))
-    T["utility"] = [{"condition": k[0], "category": k[1], "ok": sum(v), "n": len(v)} for k, v in sorted(util.items())]
-    T["utility_cost"] = _utility_cost(cases)
-    T["calibration"] = _calibration(P, rows)
-    T["confirmation"] = [
+    return cases
+
+
+def _utility(rows: Sequence[ResultRow]) -> list[dict[str, Any]]:
+    """The utility block: passed cases per condition and category."""
+    util: dict[tuple[str, str], list[bool]] = defaultdict(list)
+    for r in rows:
+        c = r.config["cell"]
+        if c.get("block") == "utility":
+            util[(c["condition"], c["category"])].append(bool(r.metrics.get("ok")))
+    return [{"condition": k[0], "category": k[1], "ok": sum(v), "n": len(v)} for k, v in sorted(util.items())]
+
+
+def _confirmation(P: _Grid) -> list[dict[str, Any]]:
+    """The calibration's confirmation stage: the frozen contract on fresh profiles."""
+    return [
         {"split": s, "contract": dict(var).get("audit_contract"), "n": len(p.profiles), "R": sum(_b(p.forget["R"])),
          "anywhere": sum(_b(p.forget["anywhere"])), "clean_R": sum(_b(p.clean["R"])), "ci": _fmt(_gap(p, "R").delta)}
         for (b, var, s), p in sorted(P.items(), key=lambda kv: str(kv[0]))
         if b == "calibration" and dict(var).get("stage") == "confirm"]
 
+
+_SPLIT_ORDER = ("iid", "ood", "dev")
+
+
+def afterdelete_numbers(rows: Sequence[ResultRow], model_tag: str, identity: dict[str, Any],
+                        started: float | None = None) -> AfterDeleteNumbers:
+    """All tables and findings of one model's rows (one function per table, in report order)."""
+    out = AfterDeleteNumbers(model_tag, identity)
+    P = _pairs(rows)
+    splits = sorted({k[2] for k in P}, key=lambda s: _SPLIT_ORDER.index(s) if s in _SPLIT_ORDER else 9)
+    out.tables.update({
+        "table1_primary": _table1(P, splits),
+        "controls": _controls(P, splits),
+        "table5_auditors": _table5(P, splits),
+        "recovery_query_index": _recovery_query_index(P, splits),
+        "table6_lifecycle": _table6(P, splits, out.lifecycle),
+        "table8_contracts": _table8(P, splits),
+        "table9_writediag": _table9(P, splits),
+        "table10_legacy_activation": _table10(P, splits),
+        "table2_transformed": _table2(P, splits),
+        "table11_components": _table11(P, splits),
+        "variants": _variants(P, splits),
+        "utility": _utility(rows),
+        "utility_cost": _utility_cost(_utility_cases(rows)),
+        "calibration": _calibration(P, rows),
+        "confirmation": _confirmation(P),
+    })
     out.wall = _wall_times(rows, started)
     out.findings = _findings(out)
     return out
@@ -593,6 +645,13 @@ Add = Callable[..., None]
 
 def _findings_modules(T: dict[str, list[dict[str, Any]]], add: Add) -> None:
     """Module C, the lifecycle, modules A/B, Table 10, auditors, variants, utility."""
+    for part in (_findings_transformed, _findings_lifecycle, _findings_writediag, _findings_contracts,
+                 _findings_auditors):
+        part(T, add)
+
+
+def _findings_transformed(T: dict[str, list[dict[str, Any]]], add: Add) -> None:
+    """Module C (Tables 2 and 11): transformed targets."""
     t2 = T.get("table2_transformed", [])
     c1 = [r for r in t2 if r["row"] == "C1"]
     add("C1: exact reconstruction without a surviving complete literal (ΔR > 0)",
@@ -620,6 +679,10 @@ def _findings_modules(T: dict[str, list[dict[str, Any]]], add: Add) -> None:
         "; ".join(f"{r['split']}: R {r['R']}/{r['n']}, number {r['number']}" for r in c3),
         _all([_built(r["R"] + r["number"], r["n"], "C3 stores no record of the number") for r in c3]),
         guarantee=True)
+
+
+def _findings_lifecycle(T: dict[str, list[dict[str, Any]]], add: Add) -> None:
+    """The lifecycle (Table 6): closure and the write gate."""
     t6 = T.get("table6_lifecycle", [])
     base = {r["split"]: r for r in t6 if r["row"] == "hier_exact"}
     gate = {r["split"]: r for r in t6 if r["row"] == "hier_exact_gate"}
@@ -637,6 +700,10 @@ def _findings_modules(T: dict[str, list[dict[str, Any]]], add: Add) -> None:
         "; ".join(f"{s}: A {gate[s]['A']}/{gate[s]['n']}" for s in both),
         _all([_positive(gate[s]["A"], gate[s]["n"]) if base[s]["R"] else _not_run("no reconstruction to activate")
               for s in both]))
+
+
+def _findings_writediag(T: dict[str, list[dict[str, Any]]], add: Add) -> None:
+    """Module B (Table 9) and the legacy activation on its states (Table 10)."""
     t9 = T.get("table9_writediag", [])
     add("No-write and gate-blocked are identical in state, prompt and reply for every R=1 unit, with zero "
         "nondeterministic reply pairs (each branch generated separately, no cache)",
@@ -663,6 +730,10 @@ def _findings_modules(T: dict[str, list[dict[str, Any]]], add: Add) -> None:
         _all([either_verdict(*(either_verdict(claim_verdict(_nci(r.get(f"lma_nc_{b}")), gt=0),
                                               claim_verdict(_nci(r.get(f"lma_nc_{b}")), lt=0))
                                for b in BRANCH_NAMES)) for r in t10]))
+
+
+def _findings_contracts(T: dict[str, list[dict[str, Any]]], add: Add) -> None:
+    """Module A (Table 8), the one-factor confirmation and the interface calibration."""
     t8 = T.get("table8_contracts", [])
     leg = [r for r in t8 if r["audit"] == "legacy"]
     add("The legacy contract can hide target-bearing replies from the official parser",
@@ -683,7 +754,6 @@ def _findings_modules(T: dict[str, list[dict[str, Any]]], add: Add) -> None:
         "one model-specific interface selected on dev, evaluated frozen on held-out profiles",
         "; ".join(f"{r['split']}: selected {r['selected']} (dev R {r['dev_R']}), held-out ΔRec={r['ci']}" for r in cal),
         _all([claim_verdict(_nci(r.get("delta_nc")), gt=0) for r in cal]))
-    _findings_auditors(T, add)
 
 
 def _findings_auditors(T: dict[str, list[dict[str, Any]]], add: Add) -> None:

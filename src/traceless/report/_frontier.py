@@ -501,16 +501,28 @@ def guarantees(x: FrontierNumbers) -> list[str]:
 
 def _checked(x: FrontierNumbers) -> list[Found]:
     """Every claim of paper 000 §3.2–3.3 judged, tagged as measured or guarantee."""
+    out = _frontier_findings(x) + _compression_findings(x) + _frs_findings(x)
+    S, K = x.S, x.k
+    kmax = K[-1]
+    for s in [s for s in S if s >= 1]:
+        out.append((False,
+            f"Note (mechanism) — S={s}: the canary was in the retrieved context of {_f(x.in_context_k[s][kmax])} of "
+            f"the probes at k={kmax} (S=0: {_f(x.in_context_k[0][kmax]) if 0 in S else 'n/a'}); where it is "
+            "missing, the summarizer dropped it from the level-S memory (laundering), so no k can retrieve it."))
+    if x.judge is not None:
+        out.append((False, f"LLM-as-judge vs cosine/content rule on PR answers: agreement {_f(x.judge['agreement'])}, "
+                    f"Cohen's κ {_f(x.judge['kappa'])} over {int(x.judge['n'])} answers "
+                    f"(rule-only correct: {int(x.judge['a_only'])}, judge-only correct: {int(x.judge['b_only'])})."))
+    return out
+
+
+def _frontier_findings(x: FrontierNumbers) -> list[Found]:
+    """§3.2's frontier claims: PR and AER in k, what S=1 and S=2 cost and buy, the best PUA."""
     out: list[Found] = []
     S, K, cc = x.S, x.k, x.claim_ci
 
     def add(claim: str, v: ClaimVerdict, detail: str, guarantee: bool = False) -> None:
         out.append((guarantee, f"**{v.fmt()}** — {claim} Ours: {detail}"))
-
-    def nothing_kept(s: int) -> bool:
-        """No level-s summary view held the canary and no probe's context at S=s did."""
-        return x.held.get("noop", {}).get(f"summary@S={s}", 1) == 0 and all(
-            v == 0 for v in x.in_context_k.get(s, {0: 1.0}).values())
 
     if "pr_rise_k" in cc:
         k0, k1 = K[0], K[-1]
@@ -544,6 +556,22 @@ def _checked(x: FrontierNumbers) -> list[Found]:
                 *(claim_verdict(g, ge=0) for g in gaps.values())),
             "PUA " + ", ".join(f"S={s} {x.pua[s].fmt()}" for s in S) + "; PUA(S=1) − PUA(S) "
             + ", ".join(f"S={s}: {g.fmt()}" for s, g in gaps.items()) + ".")
+    return out
+
+
+def _compression_findings(x: FrontierNumbers) -> list[Found]:
+    """§3.2's claims on compression: AER flat in k, the Δ_DI collapse, the jailbreak level."""
+    out: list[Found] = []
+    S, cc = x.S, x.claim_ci
+
+    def add(claim: str, v: ClaimVerdict, detail: str, guarantee: bool = False) -> None:
+        out.append((guarantee, f"**{v.fmt()}** — {claim} Ours: {detail}"))
+
+    def nothing_kept(s: int) -> bool:
+        """No level-s summary view held the canary and no probe's context at S=s did."""
+        return x.held.get("noop", {}).get(f"summary@S={s}", 1) == 0 and all(
+            v == 0 for v in x.in_context_k.get(s, {0: 1.0}).values())
+
     for s in [s for s in S if s >= 1 and f"kflat@{s}" in cc]:
         rng0, empty = cc.get("kflat@0"), nothing_kept(s)
         add(f"After compression (S={s}) AER is flat across k (range over k ≤ {K_FLAT_TOLERANCE:.2f})"
@@ -571,17 +599,6 @@ def _checked(x: FrontierNumbers) -> list[Found]:
             if x.aer[0].value > 0 else claim_verdict(None, testable=False,
                                                      why_not="AER(S=0) = 0.00 (floor): nothing leaked at S=0"),
             f"jailbreak AER S=0 {j0.fmt()}, S=1 {j1.fmt()} (drop {cc['jb_drop'].fmt()}).")
-    out += _frs_findings(x)
-    kmax = K[-1]
-    for s in [s for s in S if s >= 1]:
-        out.append((False,
-            f"Note (mechanism) — S={s}: the canary was in the retrieved context of {_f(x.in_context_k[s][kmax])} of "
-            f"the probes at k={kmax} (S=0: {_f(x.in_context_k[0][kmax]) if 0 in S else 'n/a'}); where it is "
-            "missing, the summarizer dropped it from the level-S memory (laundering), so no k can retrieve it."))
-    if x.judge is not None:
-        out.append((False, f"LLM-as-judge vs cosine/content rule on PR answers: agreement {_f(x.judge['agreement'])}, "
-                    f"Cohen's κ {_f(x.judge['kappa'])} over {int(x.judge['n'])} answers "
-                    f"(rule-only correct: {int(x.judge['a_only'])}, judge-only correct: {int(x.judge['b_only'])})."))
     return out
 
 
@@ -733,6 +750,17 @@ def frontier_report(results_dir: Path, out: Path) -> Path:
         lines.append(f"- **{_label(x)}** (tag `{x.model_tag}`, {x.identity.get('backend', '?')}): "
                      f"{x.n} complete instances ({x.n_partial} partial, excluded), {x.cells} cells{wall}.")
     lines.append("")
+    lines += _table2_section(nums, out) + _residue_sections(nums) + _per_k_section(nums)
+    lines += _findings_sections(nums, out)
+    _write_numbers(nums, out)
+    p = out / "report.md"
+    p.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return p
+
+
+def _table2_section(nums: list[FrontierNumbers], out: Path) -> list[str]:
+    """Table 2 (ours; also written as table2.md and table2.csv) beside the paper's."""
+    lines: list[str] = []
     header, md, flat = _table2(nums)
     primary = all(x.has_primary_frs for x in nums)
     frs_note = ("FRS_worst = paper 000 eq. 3: the probes re-run after the deletion with the agent's own S view, "
@@ -753,6 +781,12 @@ def frontier_report(results_dir: Path, out: Path) -> Path:
     for met in ("PR", "AER", "PUA", "noop", "raw_only", "raw_plus_resummarize", "full_purge", "tombstone"):
         prow.append([met] + [f"{d[met][s]:.2f}" for d in PAPER_TABLE2.values() for s in d["PR"]])
     lines += [_md_table(ph, prow), ""]
+    return lines
+
+
+def _residue_sections(nums: list[FrontierNumbers]) -> list[str]:
+    """The forgetting residue by origin tier (primary FRS) and per tier view (secondary)."""
+    lines: list[str] = []
     if any(x.has_primary_frs for x in nums):
         lines += ["## Forgetting residue by origin tier (primary)", "", "FRS_t: post-deletion AER_max with the "
                   "agent's S view, counting an extraction for tier t when a context chunk of tier t held the canary "
@@ -774,6 +808,12 @@ def frontier_report(results_dir: Path, out: Path) -> Path:
                           x.frs_worst_view[m][max(x.S)].fmt(),
                           _f(x.receipts_ok[m]) if m in x.receipts_ok else "—"])
     lines += [_md_table(th, trows), ""]
+    return lines
+
+
+def _per_k_section(nums: list[FrontierNumbers]) -> list[str]:
+    """PR, AER_max and retrievability per (S, k)."""
+    lines: list[str] = []
     lines += ["## Frontier points per k", "", "PR, AER_max and the fraction of probes whose retrieved context held "
               "the canary (retrievability).", ""]
     kh = ["model", "S", "k", "PR", "AER_max", *(f"AER_{lv}" for lv in nums[0].levels), "canary in context"]
@@ -785,6 +825,12 @@ def frontier_report(results_dir: Path, out: Path) -> Path:
                               *(_f(x.aer_k_level[s][k].get(lv, float("nan"))) for lv in nums[0].levels),
                               _f(x.in_context_k[s][k])])
     lines += [_md_table(kh, krows), ""]
+    return lines
+
+
+def _findings_sections(nums: list[FrontierNumbers], out: Path) -> list[str]:
+    """Figure 1 (written into ``out``), the findings and the regression guarantees per model."""
+    lines: list[str] = []
     figs = _figures(nums, out)
     lines += ["## Figure 1", "", *(f"![{f}]({f})" for f in figs), ""]
     lines += ["## Findings (paper 000 §3.2–3.3, claim by claim)", "", VERDICT_RULE, "Tolerances: "
@@ -800,6 +846,11 @@ def frontier_report(results_dir: Path, out: Path) -> Path:
         lines += [f"### Regression guarantees — {_label(x)} (N={x.n})", ""]
         lines += [f"- {t}" for t in guarantees(x)] or ["_(none applies to this run)_"]
         lines.append("")
+    return lines
+
+
+def _write_numbers(nums: list[FrontierNumbers], out: Path) -> None:
+    """numbers.json: every number of the report, per model."""
     summary = {
         x.model_tag: {
             "identity": x.identity, "n": x.n, "partial": x.n_partial,
@@ -822,6 +873,3 @@ def frontier_report(results_dir: Path, out: Path) -> Path:
         for x in nums
     }
     (out / "numbers.json").write_text(json.dumps(summary, indent=1, default=str), encoding="utf-8")
-    p = out / "report.md"
-    p.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return p

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -143,83 +144,111 @@ def render_replay(results_dir: str | Path) -> Path:
     return replay_report(d, out)
 
 
+@dataclass
+class _Main:
+    """The main grid of one model: metrics per (suite, operator), and the probes each suite's
+    reference world leaks (its false-positive floor), which any-leak leaves out."""
+
+    by: dict[tuple[str, str], list[dict[str, Any]]]
+    suites: list[str]
+    ops: list[str]
+    floors: dict[str, dict[str, float]]
+    excluded: dict[str, list[str]]
+
+    def any_leak(self, m: dict[str, Any], s: str) -> bool:
+        return any(m.get(f"leak_{p}") for p in PROBES if p not in self.excluded[s])
+
+
+def _main_grid(main: list[ResultRow]) -> _Main:
+    by: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for r in main:
+        by[(r.extra["suite"], r.extra["operator"])].append({**r.metrics, "seconds": r.timing.get("seconds")})
+    suites = sorted({s for s, _ in by})
+    ops = [o for o in LABELS if any((s, o) in by for s in suites)]
+    # false-positive floors in the reference world: probes the reference (B5) "leaks" are excluded
+    floors = {s: {p: _mean(m.get(f"leak_{p}") for m in by.get((s, "B5"), [])) or 0.0 for p in PROBES} for s in suites}
+    excluded = {s: [p for p in PROBES if floors[s][p] > 0] for s in suites}
+    return _Main(by, suites, ops, floors, excluded)
+
+
 def _one_model(tag: str, identity: dict[str, Any], rows: list[ResultRow], out_dir: Path, seed: int) -> list[str]:
     L: list[str] = [f"## Model `{tag}`", "", f"identity: `{identity}`; rows: {len(rows)}; "
                     f"code: {sorted({r.code_version for r in rows})}", ""]
     main = [r for r in rows if r.key.startswith("main/")]
     if not main:  # a long-slice-only run (main=false): no Tables 1–4 or findings to draw
         return L + _exactness_long_only(rows) + _long_section(rows, out_dir)
-    by: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
-    for r in main:
-        by[(r.extra["suite"], r.extra["operator"])].append({**r.metrics, "seconds": r.timing.get("seconds")})
-    suites = sorted({s for s, _ in by})
-    ops = [o for o in LABELS if any((s, o) in by for s in suites)]
+    g = _main_grid(main)
+    L += _table1(g) + _table2(g) + _table3(g) + _exactness(g, rows) + _efficiency(g) + _table4(g, rows)
+    sweep = _sweep(rows)
+    L += _sweep_section(sweep, out_dir) + _long_section(rows, out_dir)
+    return L + _findings(main, g.suites, g.any_leak, sweep, seed)
 
-    # false-positive floors in the reference world: probes the reference (B5) "leaks" are excluded
-    floors = {s: {p: _mean(m.get(f"leak_{p}") for m in by.get((s, "B5"), [])) or 0.0 for p in PROBES} for s in suites}
-    excluded = {s: [p for p in PROBES if floors[s][p] > 0] for s in suites}
 
-    def any_leak(m: dict[str, Any], s: str) -> bool:
-        return any(m.get(f"leak_{p}") for p in PROBES if p not in excluded[s])
-
-    # ---- Table 1
-    L += ["### Table 1 — deletion is not forgetting", "",
-          "any-leak over the six probes (probes above the reference floor excluded), CAD and agreement vs the "
-          "target-excluded reference (B5), preserved utility, recomputed tokens and transitions, latency p50.", ""]
+def _table1(g: _Main) -> list[str]:
+    L = ["### Table 1 — deletion is not forgetting", "",
+         "any-leak over the six probes (probes above the reference floor excluded), CAD and agreement vs the "
+         "target-excluded reference (B5), preserved utility, recomputed tokens and transitions, latency p50.", ""]
     head = ["suite", "operator", "n", "any-leak", "Leak@5", "CAD", "agree", "utility", "recomp. tok", "B5/op tok",
             "transitions", "bound met", "p50 s", "receipt ok"]
     t1 = []
-    for s in suites:
-        b5tok = _mean(m["recomputed_tokens"] for m in by.get((s, "B5"), []))
-        for o in ops:
-            ms = by.get((s, o), [])
+    for s in g.suites:
+        b5tok = _mean(m["recomputed_tokens"] for m in g.by.get((s, "B5"), []))
+        for o in g.ops:
+            ms = g.by.get((s, o), [])
             if not ms:
                 continue
             tok = _mean(m["recomputed_tokens"] for m in ms)
             bm = [m.get("bound_met") for m in ms if m.get("bound_met") is not None]
-            t1.append([s, LABELS[o], str(len(ms)), _f(_mean(any_leak(m, s) for m in ms)), _f(_mean(m["leak5"] for m in ms)),
+            t1.append([s, LABELS[o], str(len(ms)), _f(_mean(g.any_leak(m, s) for m in ms)),
+                       _f(_mean(m["leak5"] for m in ms)),
                        _f(_mean(m["cad"] for m in ms)), _f(_mean(m["agreement"] for m in ms)),
                        _f(_mean(m.get("utility") for m in ms)), _f(tok, 0),
                        _f(b5tok / tok if tok and b5tok else None, 1), _f(_mean(m["transitions"] for m in ms), 1),
-                       f"{sum(bool(x) for x in bm)}/{len(bm)}" if bm else "–", _f(float(np.median([m["seconds"] for m in ms])), 2),
+                       f"{sum(bool(x) for x in bm)}/{len(bm)}" if bm else "–",
+                       _f(float(np.median([m["seconds"] for m in ms])), 2),
                        _f(_mean(m["receipt_passed"] for m in ms))])
-    L += _table(head, t1) + [""]
+    return L + _table(head, t1) + [""]
 
-    # ---- Table 2
-    L += ["### Table 2 — elicitation and stochastic audits", "",
-          "Per-probe leak rate (secret in the greedy reply); `(x)` marks a probe excluded because the reference "
-          "world leaks it (nonzero false-positive floor). Leak@5 = any of 5 samples at T=0.7 leaks.", ""]
+
+def _table2(g: _Main) -> list[str]:
+    L = ["### Table 2 — elicitation and stochastic audits", "",
+         "Per-probe leak rate (secret in the greedy reply); `(x)` marks a probe excluded because the reference "
+         "world leaks it (nonzero false-positive floor). Leak@5 = any of 5 samples at T=0.7 leaks.", ""]
     t2 = []
-    for s in suites:
-        for o in ops:
-            ms = by.get((s, o), [])
+    for s in g.suites:
+        for o in g.ops:
+            ms = g.by.get((s, o), [])
             if not ms:
                 continue
-            cells = [(_f(_mean(m.get(f"leak_{p}") for m in ms)) + (" (x)" if p in excluded[s] else "")) for p in PROBES]
-            t2.append([s, LABELS[o], *cells, _f(_mean(any_leak(m, s) for m in ms)), _f(_mean(m["leak5"] for m in ms))])
+            cells = [(_f(_mean(m.get(f"leak_{p}") for m in ms)) + (" (x)" if p in g.excluded[s] else ""))
+                     for p in PROBES]
+            t2.append([s, LABELS[o], *cells, _f(_mean(g.any_leak(m, s) for m in ms)),
+                       _f(_mean(m["leak5"] for m in ms))])
     L += _table(["suite", "operator", *PROBES, "any", "Leak@5"], t2) + [""]
-    L += ["False-positive floors (reference world): " + "; ".join(
-        f"{s}: " + ", ".join(f"{p}={floors[s][p]:.2f}" for p in PROBES) for s in suites), ""]
+    return L + ["False-positive floors (reference world): " + "; ".join(
+        f"{s}: " + ", ".join(f"{p}={g.floors[s][p]:.2f}" for p in PROBES) for s in g.suites), ""]
 
-    # ---- Table 3
-    pref = [(s, o) for (s, o) in by if any("behav_revoked" in m for m in by[(s, o)])]
-    L += ["### Table 3 — behavioural extraction (string-free)", "",
-          "Preference episodes: rate at which a forced choice (next-token logits over option letters) picks the "
-          "revoked option; residue = rate − reference rate; string leak = the brand appears in a task reply.", ""]
+
+def _table3(g: _Main) -> list[str]:
+    pref = [(s, o) for (s, o) in g.by if any("behav_revoked" in m for m in g.by[(s, o)])]
+    L = ["### Table 3 — behavioural extraction (string-free)", "",
+         "Preference episodes: rate at which a forced choice (next-token logits over option letters) picks the "
+         "revoked option; residue = rate − reference rate; string leak = the brand appears in a task reply.", ""]
     t3 = []
     for s in sorted({s for s, _ in pref}):
-        ref = _mean(m.get("behav_revoked") for m in by.get((s, "B5"), []))
-        for o in ops:
-            ms = [m for m in by.get((s, o), []) if "behav_revoked" in m]
+        ref = _mean(m.get("behav_revoked") for m in g.by.get((s, "B5"), []))
+        for o in g.ops:
+            ms = [m for m in g.by.get((s, o), []) if "behav_revoked" in m]
             if not ms:
                 continue
             rate = _mean(m["behav_revoked"] for m in ms)
             t3.append([s, LABELS[o], str(len(ms)), _f(rate), _f(None if rate is None or ref is None else rate - ref),
                        _f(_mean(m.get("behav_string_leak") for m in ms))])
-    L += _table(["suite", "operator", "n", "acts on revoked", "residue vs ref", "string leak"], t3) + [""]
+    return L + _table(["suite", "operator", "n", "acts on revoked", "residue vs ref", "string leak"], t3) + [""]
 
-    # ---- exactness and efficiency
-    L += ["### Exactness and efficiency", ""]
+
+def _exactness(g: _Main, rows: list[ResultRow]) -> list[str]:
+    L = ["### Exactness and efficiency", ""]
     stoch = [r for r in rows if r.key.startswith("stoch/")]
     if stoch:
         eq = sum(bool(r.metrics["equal_tokens"]) for r in stoch)
@@ -228,7 +257,7 @@ def _one_model(tag: str, identity: dict[str, Any], rows: list[ResultRow], out_di
         L += [f"- Matched seeds at T={stoch[0].metrics['temperature']}: B7 reproduces B5 token for token on "
               f"{eq}/{len(stoch)} whole replayed episodes ({steps_eq}/{steps} steps)."]
     for o in ("B7", "B6", "B3"):
-        ms = [m for s in suites for m in by.get((s, o), [])]
+        ms = [m for s in g.suites for m in g.by.get((s, o), [])]
         if ms:
             L.append(f"- Matched-seed draws (direct probe, T=0.7): {o} equals B5 in "
                      f"{_f(_mean(m['matched_seed_equal'] for m in ms))} of draws (n={len(ms)} episodes).")
@@ -236,34 +265,40 @@ def _one_model(tag: str, identity: dict[str, Any], rows: list[ResultRow], out_di
         n = len(_indep_diffs(rows, o, "edit"))
         if n:
             floor = wilcoxon_min_p(n)
-            ps = [f"{name} p={_f(_wilcoxon(_indep_diffs(rows, o, name)), 3)}" for name in ("edit", "jaccard", "action", "leak")]
+            ps = [f"{name} p={_f(_wilcoxon(_indep_diffs(rows, o, name)), 3)}"
+                  for name in ("edit", "jaccard", "action", "leak")]
             L.append(f"- Independent seeds, Wilcoxon signed-rank of d({o}, B5′′) − d(B5, B5′′) over {n} episodes: "
                      + ", ".join(ps) + f" (smallest attainable p with n={n}: {_f(floor, 3)}"
                      + ("; n is too small for p<0.05 — run ≥6 episodes" if floor is None or floor >= 0.05 else "")
                      + "; non-significance is not proof of equivalence).")
-    L.append("")
+    return L + [""]
+
+
+def _efficiency(g: _Main) -> list[str]:
     head = ["suite", "B5 tok", "B5′ tok", "B7 tok", "B5/B7", "B5′/B7", "B5 s", "B5′ s", "B7 s", "B5/B7 time",
             "B5′/B7 time"]
     tr = []
-    for s in suites:
+    for s in g.suites:
         def mt(o: str, k: str, s: str = s) -> float | None:
-            return _mean(m[k] for m in by.get((s, o), []))
+            return _mean(m[k] for m in g.by.get((s, o), []))
         t5, t5p, t7 = mt("B5", "recomputed_tokens"), mt("B5p", "recomputed_tokens"), mt("B7", "recomputed_tokens")
         s5, s5p, s7 = mt("B5", "seconds"), mt("B5p", "seconds"), mt("B7", "seconds")
         tr.append([s, _f(t5, 0), _f(t5p, 0), _f(t7, 0), _f(t5 / t7 if t5 and t7 else None, 2),
                    _f(t5p / t7 if t5p and t7 else None, 2), _f(s5), _f(s5p), _f(s7),
                    _f(s5 / s7 if s5 and s7 else None, 2), _f(s5p / s7 if s5p and s7 else None, 2)])
-    L += _table(head, tr) + [""]
+    return _table(head, tr) + [""]
 
-    # ---- Table 4 and figure
-    L += ["### Table 4 — ablations", ""]
+
+def _table4(g: _Main, rows: list[ResultRow]) -> list[str]:
+    L = ["### Table 4 — ablations", ""]
     t4 = []
-    for s in suites:
+    for s in g.suites:
         for o in ("B0", "B4", "kv_excision", "B7", "B7s"):
-            ms = by.get((s, o), [])
+            ms = g.by.get((s, o), [])
             if ms:
-                t4.append([s, LABELS[o], _f(_mean(any_leak(m, s) for m in ms)), _f(_mean(m["cad"] for m in ms)),
-                           _f(_mean(m["recomputed_tokens"] for m in ms), 0), _f(float(np.median([m["seconds"] for m in ms])))])
+                t4.append([s, LABELS[o], _f(_mean(g.any_leak(m, s) for m in ms)), _f(_mean(m["cad"] for m in ms)),
+                           _f(_mean(m["recomputed_tokens"] for m in ms), 0),
+                           _f(float(np.median([m["seconds"] for m in ms])))])
     L += _table(["suite", "operator", "any-leak", "CAD", "recomp. tok", "p50 s"], t4) + [""]
     depth = sorted((r.metrics for r in rows if r.key.startswith("depth/")), key=lambda m: m["depth"])
     if depth:
@@ -271,29 +306,33 @@ def _one_model(tag: str, identity: dict[str, Any], rows: list[ResultRow], out_di
         L += _table(["depth", "B3 any-leak", "B3 CAD", "B7 any-leak", "B7 CAD", "ref any-leak"],
                     [[str(m["depth"]), _f(float(m["B3_any_leak"])), _f(m["B3_cad"]), _f(float(m["B7_any_leak"])),
                       _f(m["B7_cad"]), _f(float(m["ref_any_leak"]))] for m in depth]) + [""]
+    return L
+
+
+def _sweep(rows: list[ResultRow]) -> dict[str, list[dict[str, Any]]]:
+    """The injection-step sweep's metrics per suite."""
     sweep: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for r in rows:
         if r.key.startswith("sweep/"):
             sweep[r.extra["suite"]].append(r.metrics)
-    r2: dict[str, float] = {}
-    if sweep:
-        fig = out_dir / "replay_recompute_vs_tau.png"
-        r2 = _fig(sweep, fig)
-        L += [f"![recomputed tokens vs injection step]({fig.name})", ""]
-        for s, pts in sorted(sweep.items()):
-            pts = sorted(pts, key=lambda m: m["tau"])
-            L.append(f"- {s}: B7 tokens by τ " + ", ".join(f"{m['tau']}→{m['B7_tokens']}" for m in pts)
-                     + f"; B5 {pts[0]['B5_tokens']}…{pts[-1]['B5_tokens']}; cost ratio B7/B5 "
-                     f"{pts[0]['ratio_B7_B5']:.2f}→{pts[-1]['ratio_B7_B5']:.2f}; linear R²={r2.get(s, float('nan')):.3f}; "
-                     f"bound met {sum(bool(m['bound_met']) for m in pts)}/{len(pts)}; B7≡B5 "
-                     f"{sum(bool(m['B7_equal_B5']) for m in pts)}/{len(pts)}")
-        L.append("")
+    return sweep
 
-    L += _long_section(rows, out_dir)
 
-    # ---- findings
-    L += _findings(main, suites, any_leak, sweep, seed)
-    return L
+def _sweep_section(sweep: dict[str, list[dict[str, Any]]], out_dir: Path) -> list[str]:
+    """The recomputation-vs-injection-step figure and its numbers per suite."""
+    if not sweep:
+        return []
+    fig = out_dir / "replay_recompute_vs_tau.png"
+    r2 = _fig(sweep, fig)
+    L = [f"![recomputed tokens vs injection step]({fig.name})", ""]
+    for s, pts in sorted(sweep.items()):
+        pts = sorted(pts, key=lambda m: m["tau"])
+        L.append(f"- {s}: B7 tokens by τ " + ", ".join(f"{m['tau']}→{m['B7_tokens']}" for m in pts)
+                 + f"; B5 {pts[0]['B5_tokens']}…{pts[-1]['B5_tokens']}; cost ratio B7/B5 "
+                 f"{pts[0]['ratio_B7_B5']:.2f}→{pts[-1]['ratio_B7_B5']:.2f}; linear R²={r2.get(s, float('nan')):.3f}; "
+                 f"bound met {sum(bool(m['bound_met']) for m in pts)}/{len(pts)}; B7≡B5 "
+                 f"{sum(bool(m['B7_equal_B5']) for m in pts)}/{len(pts)}")
+    return L + [""]
 
 
 def _findings(main: list[ResultRow], suites: list[str], any_leak: Callable[[dict[str, Any], str], bool],
@@ -377,30 +416,33 @@ def replay_claims(main: list[ResultRow], suites: list[str], any_leak: Callable[[
     def al(m: dict[str, Any], s: str) -> float:
         return float(any_leak(m, s))
 
-    def beh(m: dict[str, Any], s: str) -> float | None:
-        return None if m.get("behav_revoked") is None else float(m["behav_revoked"])
-
-    def tok(m: dict[str, Any], s: str) -> float:
-        return float(m["recomputed_tokens"])
-
-    out: list[ReplayClaim] = []
     # the leak claims need something to forget: without forgetting (B0) the agent must leak more
     # than the target-excluded reference, else every operator is trivially "as leaky as B0"
     b0 = _paired(main, "B0", "B5", al)
     leaks = bool(b0) and float(np.mean(b0)) > 0
     no_leak = (f"any-leak B0 − B5 = {_f(_mean(b0))} (floor): nothing leaked under the control B0, so nothing "
                "to forget")
+    return (_memory_claims(main, al, leaks, no_leak) + _leak_claims(main, al, leaks, no_leak)
+            + _behaviour_claims(main, rng) + _replay_exact_claims(main, al)
+            + _cost_claims(main, sweep, rng))
+
+
+_Value = Callable[[dict[str, Any], str], float]
+
+
+def _memory_claims(main: list[ResultRow], al: _Value, leaks: bool, no_leak: str) -> list[ReplayClaim]:
+    """B1 (memory deletion) against B0, split by whether the target was written to memory."""
     mem = _units(main, "B0", lambda m, s: None if "copies_after" not in m else float(m["copies_after"].get("memory", 0)))
     d10 = dict(zip(sorted(k for k in _units(main, "B1", al) if k in _units(main, "B0", al)),
                    _paired(main, "B1", "B0", al), strict=True))
     unwritten = [k for k in d10 if mem.get(k) == 0]
     written = [k for k in d10 if k not in unwritten]
-    out.append(ReplayClaim(
+    out = [ReplayClaim(
         claim="Memory deletion leaves leakage unchanged (B1 = B0 in every cell)",
         verdict=count_verdict(sum(d10[k] != 0 for k in written), len(written)) if leaks else claim_verdict(
             None, testable=False, why_not=no_leak),
         numbers=f"B1 differs from B0 in {sum(d10[k] != 0 for k in written)} of {len(written)} units whose target was "
-                f"written to memory ({len(unwritten)} units without it are a guarantee below)."))
+                f"written to memory ({len(unwritten)} units without it are a guarantee below).")]
     if unwritten:
         out.append(ReplayClaim(
             claim="B1 ≡ B0 where the target was never written to memory", guarantee=True,
@@ -408,15 +450,31 @@ def replay_claims(main: list[ResultRow], suites: list[str], any_leak: Callable[[
                                          "B1 deletes memory records only, and none held the target"),
             numbers=f"any-leak B1 ≠ B0 in {sum(d10[k] != 0 for k in unwritten)} of {len(unwritten)} such units "
                     f"({', '.join(sorted({k[0] for k in unwritten}))})."))
+    return out
+
+
+def _leak_claims(main: list[ResultRow], al: _Value, leaks: bool, no_leak: str) -> list[ReplayClaim]:
+    """B2, B3 and B8 leak above the reference."""
+    out = []
     for op, claim in (("B2", "Forget-instructions collapse under elicitation (B2 leaks above the reference)"),
                       ("B3", "Source redaction leaks through derived artifacts (B3 leaks above the reference)"),
                       ("B8", "IFC-only leaks (B8 above the reference)")):
         d = _pci(main, op, "B5", al)
         out.append(ReplayClaim(claim=claim, verdict=claim_verdict(d, gt=0, testable=leaks, why_not=no_leak),
                                numbers=f"any-leak {op} − B5 = {_show(d)}."))
+    return out
+
+
+def _behaviour_claims(main: list[ResultRow], rng: np.random.Generator) -> list[ReplayClaim]:
+    """Table 3: B3 and B0 still act on a revoked preference."""
+
+    def beh(m: dict[str, Any], s: str) -> float | None:
+        return None if m.get("behav_revoked") is None else float(m["behav_revoked"])
+
     b0b = _paired(main, "B0", "B5", beh)
     ref = _units(main, "B5", beh)
     ceiling = pinned("acts-on-revoked B5 (reference)", min(ref.values()) if ref else None, "rise")
+    out = []
     for op in ("B3", "B0"):
         d = _ci(_paired(main, op, "B5", beh), rng)
         acts = op == "B0" or (bool(b0b) and float(np.mean(b0b)) > 0)
@@ -426,16 +484,31 @@ def replay_claims(main: list[ResultRow], suites: list[str], any_leak: Callable[[
                                   why_not="no preference episodes" if d is None else ceiling or
                                   "B0 shows no residue above the reference (floor): nothing to forget"),
             numbers=f"acts-on-revoked {op} − B5 = {_show(d)}."))
+    return out
+
+
+def _replay_exact_claims(main: list[ResultRow], al: _Value) -> list[ReplayClaim]:
+    """B7 replays exactly what B5 recomputes (a guarantee of greedy matched-seed decoding)."""
     d7 = _paired(main, "B7", "B5", al)
     cad7 = _paired(main, "B7", None, lambda m, s: float(m["cad"]))
-    out.append(ReplayClaim(
+    return [ReplayClaim(
         claim="Selective replay matches the full reset (B7: any-leak and CAD as B5's)", guarantee=True,
         verdict=construction_verdict(sum(x != 0 for x in d7) + sum(x != 0 for x in cad7), len(cad7),
                                      "the main grid decodes greedily with matched seeds, so B7 replays exactly what "
                                      "B5 recomputes" + ("; nothing leaked, so the any-leak half is 0 = 0" if not
                                                         any(_paired(main, "B5", None, al)) else "")),
         numbers=f"any-leak B7 ≠ B5 in {sum(x != 0 for x in d7)} of {len(d7)} units; CAD(B7, B5) > 0 in "
-                f"{sum(x != 0 for x in cad7)} of {len(cad7)}."))
+                f"{sum(x != 0 for x in cad7)} of {len(cad7)}.")]
+
+
+def _cost_claims(main: list[ResultRow], sweep: dict[str, list[dict[str, Any]]],
+                 rng: np.random.Generator) -> list[ReplayClaim]:
+    """B4's over-deletion, B7's recomputation saving and its slope in the injection step."""
+
+    def tok(m: dict[str, Any], s: str) -> float:
+        return float(m["recomputed_tokens"])
+
+    out: list[ReplayClaim] = []
     cad4 = _ci(_paired(main, "B4", None, lambda m, s: float(m["cad"])), rng)
     out.append(ReplayClaim(claim="Sanitize-no-replay over-deletes (B4 CAD > 0)", verdict=claim_verdict(cad4, gt=0),
                            numbers=f"CAD(B4, B5) = {_show(cad4)}."))

@@ -531,6 +531,51 @@ def _copies(rt: AgentRuntime, st: RuntimeState, req: ForgetRequest) -> dict[str,
     return out
 
 
+def _tier_reports(before: dict[str, dict[str, str]], after: dict[str, dict[str, str]],
+                  copies: dict[str, int]) -> dict[str, TierReport]:
+    """Per tier: what the operator removed, rewrote, rebuilt and left, and the copies after it."""
+    tiers: dict[str, TierReport] = {}
+    for t in ARTIFACT_TIERS:
+        b, a = before[t], after[t]
+        tiers[t] = TierReport(
+            removed=sorted(set(b) - set(a)),
+            rewritten=sorted(k for k in set(b) & set(a) if b[k] != a[k]),
+            rebuilt=sorted(set(a) - set(b)),
+            left=sum(1 for k in set(b) & set(a) if b[k] == a[k]),
+            digest_before=_tier_digest(b),
+            digest_after=_tier_digest(a),
+            target_copies_after=copies[t],
+        )
+    return tiers
+
+
+def _decode_bound(rt: AgentRuntime, st: RuntimeState, tau: int, operator: str, independent: Iterable[int]) -> int:
+    """The generations a replay from step ``tau`` may run: replies plus session summaries (B7o:
+    less the steps the oracle certifies independent)."""
+    dbound = decode_bound(st.trajectory.observations, tau, summaries=rt.config.summaries)
+    if operator == "B7o":  # generations the oracle lets B7o skip
+        seq = st.trajectory.observations
+        dbound -= sum(1 + int(rt.config.summaries and (t == len(seq) or seq[t].session != seq[t - 1].session))
+                      for t in set(independent) if tau <= t <= len(seq))
+    return dbound
+
+
+def _replay_notes(replays: bool, st: RuntimeState, out_state: RuntimeState, tau: int | None, cost: Cost,
+                  executed: Executed, dbound: int | None) -> list[str]:
+    """What a replay ran against its bounds, and what the tools did on replay."""
+    notes: list[str] = []
+    if replays and tau is not None:
+        n_steps = len(st.trajectory.observations)
+        notes.append(f"replayed {cost.transitions} transitions (bound T-tau+1 = {n_steps - tau + 1}); the backend "
+                     f"ran {executed.decode_calls} generations (bound: {dbound} = replies + session summaries)")
+    if out_state.env is not None and out_state.env.shadow_log:
+        kinds: dict[str, int] = {}
+        for c in out_state.env.shadow_log:
+            kinds[c.status] = kinds.get(c.status, 0) + 1
+        notes.append("tools on replay: " + ", ".join(f"{k}={v}" for k, v in sorted(kinds.items())))
+    return notes
+
+
 def forget_state(rt: AgentRuntime, st: RuntimeState, req: ForgetRequest, operator: str, *,
                  clone: bool = True, key: bytes | None = None, independent: Iterable[int] = ()) -> ForgetOutcome:
     """Apply ``operator`` to (a clone of) ``st``. A target that no observation contains gives a
@@ -566,18 +611,7 @@ def forget_state(rt: AgentRuntime, st: RuntimeState, req: ForgetRequest, operato
         notes += ctx.notes
     after = _by_tier(out_state)
     copies = _copies(rt, out_state, req)
-    tiers: dict[str, TierReport] = {}
-    for t in ARTIFACT_TIERS:
-        b, a = before[t], after[t]
-        tiers[t] = TierReport(
-            removed=sorted(set(b) - set(a)),
-            rewritten=sorted(k for k in set(b) & set(a) if b[k] != a[k]),
-            rebuilt=sorted(set(a) - set(b)),
-            left=sum(1 for k in set(b) & set(a) if b[k] == a[k]),
-            digest_before=_tier_digest(b),
-            digest_after=_tier_digest(a),
-            target_copies_after=copies[t],
-        )
+    tiers = _tier_reports(before, after, copies)
     # a descendant survives when the same computation (version) is still there, unchanged
     surviving = sorted(
         a for a in closure
@@ -588,22 +622,8 @@ def forget_state(rt: AgentRuntime, st: RuntimeState, req: ForgetRequest, operato
     src = [f"obs:{st.trajectory.observations[tau - 1].obs_id}"] if tau is not None else []
     src_gone = all(not contains_target(out_state.artifacts[s].text, req.span) for s in src if s in out_state.artifacts)
     passed = all(copies[t] == 0 for t in claims) and (not op.replays or not surviving)
-    dbound = None
-    if tau is not None:
-        dbound = decode_bound(st.trajectory.observations, tau, summaries=rt.config.summaries)
-        if operator == "B7o":  # generations the oracle lets B7o skip
-            seq = st.trajectory.observations
-            dbound -= sum(1 + int(rt.config.summaries and (t == len(seq) or seq[t].session != seq[t - 1].session))
-                          for t in set(independent) if tau <= t <= len(seq))
-    if op.replays and tau is not None:
-        n_steps = len(st.trajectory.observations)
-        notes.append(f"replayed {cost.transitions} transitions (bound T-tau+1 = {n_steps - tau + 1}); the backend "
-                     f"ran {executed.decode_calls} generations (bound: {dbound} = replies + session summaries)")
-    if out_state.env is not None and out_state.env.shadow_log:
-        kinds: dict[str, int] = {}
-        for c in out_state.env.shadow_log:
-            kinds[c.status] = kinds.get(c.status, 0) + 1
-        notes.append("tools on replay: " + ", ".join(f"{k}={v}" for k, v in sorted(kinds.items())))
+    dbound = None if tau is None else _decode_bound(rt, st, tau, operator, independent)
+    notes += _replay_notes(op.replays, st, out_state, tau, cost, executed, dbound)
     receipt = Receipt(
         receipt_id=uuid.uuid4().hex,
         created_at=time.time(),

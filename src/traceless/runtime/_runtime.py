@@ -449,13 +449,7 @@ class AgentRuntime:
             st.cost.prefill_tokens += len(ids)
 
     def _append_user(self, st: RuntimeState, text: str, art: RArtifact) -> None:
-        msg = ChatMessage(role="user", content=text)
-        ids = self._message_delta(st.messages, msg, list(st.kv.token_ids))
-        start = st.kv.length
-        self._prefill_ids(st, ids)
-        st.messages.append(msg)
-        st.msg_art.append(art.art_id)
-        self._kv_segment(st, art, start)
+        self.append_message(st, ChatMessage(role="user", content=text), art)
 
     def _append_generated(self, st: RuntimeState, text: str, art: RArtifact, n_tokens: int) -> None:
         st.messages.append(ChatMessage(role="assistant", content=text))

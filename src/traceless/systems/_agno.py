@@ -36,7 +36,6 @@ from traceless.systems import _sqlite_live as live
 from traceless.systems._base import (
     ContextItem,
     DeletionTarget,
-    MemorySystem,
     SystemConfig,
     SystemRuntime,
     memory_system,
@@ -65,11 +64,6 @@ def _import_agno() -> Any:
     return sqlite_db
 
 
-def _owner(table: str, row: dict[str, Any]) -> str | None:
-    user = row.get("user_id")
-    return user if isinstance(user, str) else None
-
-
 def _sid(owner: str, session_id: str) -> str:
     return f"{owner}/{session_id}"
 
@@ -82,13 +76,12 @@ class AgnoSystem(live.SqliteInstance):
     extra = "agno"
     requires = ("agno", "agno.db.sqlite", "sqlalchemy")
     config_class = AgnoConfig
+    db_name = DB_NAME
 
     def __init__(self, work_dir: Path, config: SystemConfig, runtime: SystemRuntime | None,
                  *, db_path: Path | None = None, read_only: bool = False) -> None:
-        super().__init__(work_dir, config, runtime)  # type: ignore[arg-type]
+        super().__init__(work_dir, config, runtime, db_path=db_path, read_only=read_only)
         assert isinstance(config, AgnoConfig)
-        self.path = db_path or work_dir / DB_NAME
-        self.read_only = read_only
         self._db: Any = None
         self._mm: Any = None
         if not read_only:
@@ -182,14 +175,9 @@ class AgnoSystem(live.SqliteInstance):
             self._db = None
 
     # ------------------------------------------------- live instances: scan and erase
-    @classmethod
-    def attach(cls, config: SystemConfig, runtime: SystemRuntime | None = None, *, read_only: bool) -> MemorySystem:
-        assert isinstance(config, AgnoConfig)
-        path = live.live_db(config.db_file, "agno")
-        return cls(path.parent, config, runtime, db_path=path, read_only=read_only)
-
     def row_owner(self, table: str, row: dict[str, Any]) -> str | None:
-        return _owner(table, row)
+        user = row.get("user_id")
+        return user if isinstance(user, str) else None
 
     def execute_erasure(self, plan: ErasurePlan, literals: Sequence[str]) -> list[StoreOutcome]:
         db, mm = self._open()

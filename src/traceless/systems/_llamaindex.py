@@ -24,7 +24,6 @@ and ``reset+delete_ref_doc+docstore`` (all of them).
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -42,6 +41,7 @@ from traceless.systems._base import (
     SystemRuntime,
     memory_system,
 )
+from traceless.systems._sqlite_live import table_texts
 
 __all__ = ["LlamaIndexConfig", "LlamaIndexSystem"]
 
@@ -178,16 +178,7 @@ class LlamaIndexSystem(MemorySystem):
 
     def _chat_rows(self) -> list[str]:
         db = self.work_dir / "chat.db"
-        if not db.exists():
-            return []
-        con = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True)
-        try:
-            rows = con.execute("SELECT * FROM llama_index_memory").fetchall()
-        except sqlite3.OperationalError:
-            rows = []
-        finally:
-            con.close()
-        return ["\t".join("" if v is None else str(v) for v in r) for r in rows]
+        return table_texts(db, "llama_index_memory") if db.exists() else []
 
     def stores(self) -> dict[str, Iterable[str]]:
         return {"chat_store": self._chat_rows(), **{s: self._json_store(f) for s, f in _STORES.items()}}

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -268,14 +267,9 @@ class Mem0System(MemorySystem):
                     break
 
     def _table(self, table: str) -> Iterable[str]:
-        con = sqlite3.connect(f"file:{self.work_dir / 'history.db'}?mode=ro", uri=True)
-        try:
-            rows = con.execute(f"SELECT * FROM {table}").fetchall()  # noqa: S608 - fixed names
-        except sqlite3.OperationalError:
-            rows = []
-        finally:
-            con.close()
-        return ["\t".join("" if v is None else str(v) for v in r) for r in rows]
+        from traceless.systems._sqlite_live import table_texts
+
+        return table_texts(self.work_dir / "history.db", table)
 
     def stores(self) -> dict[str, Iterable[str]]:
         return {"vector_store": list(self._points()), "history": self._table("history"),

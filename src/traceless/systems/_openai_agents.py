@@ -38,7 +38,6 @@ from traceless.systems import _sqlite_live as live
 from traceless.systems._base import (
     ContextItem,
     DeletionTarget,
-    MemorySystem,
     SystemConfig,
     SystemRuntime,
     memory_system,
@@ -71,11 +70,6 @@ def _import_sdk() -> Any:
     return agents
 
 
-def _owner(table: str, row: dict[str, Any]) -> str | None:
-    sid = row.get("session_id")
-    return sid.split("/", 1)[0] if isinstance(sid, str) else None
-
-
 def _text(item: dict[str, Any]) -> str:
     content = item.get("content", "")
     if isinstance(content, list):
@@ -91,14 +85,13 @@ class OpenAIAgentsSystem(live.SqliteInstance):
     extra = "openai-agents"
     requires = ("agents", "agents.memory")
     config_class = OpenAIAgentsConfig
+    db_name = DB_NAME
 
     def __init__(self, work_dir: Path, config: SystemConfig, runtime: SystemRuntime | None,
                  *, db_path: Path | None = None, read_only: bool = False) -> None:
-        super().__init__(work_dir, config, runtime)  # type: ignore[arg-type]
+        super().__init__(work_dir, config, runtime, db_path=db_path, read_only=read_only)
         assert isinstance(config, OpenAIAgentsConfig)
         self.cfg = config
-        self.path = db_path or work_dir / DB_NAME
-        self.read_only = read_only
         self._open: dict[str, Any] = {}
         if not read_only:
             _import_sdk()
@@ -166,14 +159,9 @@ class OpenAIAgentsSystem(live.SqliteInstance):
         self._open.clear()
 
     # ------------------------------------------------- live instances: scan and erase
-    @classmethod
-    def attach(cls, config: SystemConfig, runtime: SystemRuntime | None = None, *, read_only: bool) -> MemorySystem:
-        assert isinstance(config, OpenAIAgentsConfig)
-        path = live.live_db(config.db_file, "openai-agents")
-        return cls(path.parent, config, runtime, db_path=path, read_only=read_only)
-
     def row_owner(self, table: str, row: dict[str, Any]) -> str | None:
-        return _owner(table, row)
+        sid = row.get("session_id")
+        return sid.split("/", 1)[0] if isinstance(sid, str) else None
 
     def execute_erasure(self, plan: ErasurePlan, literals: Sequence[str]) -> list[StoreOutcome]:
         if plan.user is not None:  # the SDK's own deletion first, then what it leaves

@@ -15,10 +15,10 @@ import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from traceless.errors import ConfigError
-from traceless.systems._base import MemorySystem
+from traceless.systems._base import MemorySystem, SystemConfig, SystemRuntime
 from traceless.systems._erase import ErasurePlan, PlannedAction, ScanHit, ScanReport, StoreOutcome
 
 __all__ = ["OwnerOf", "Row", "SqliteInstance", "bystander_digests", "erase_residue", "live_db", "plan", "ro_connect", "rows", "scan"]
@@ -51,6 +51,19 @@ def live_db(path: str | None, what: str) -> Path:
     if not p.is_file():
         raise ConfigError(f"{what}: {p} does not exist; give the path of the instance's SQLite file")
     return p
+
+
+def table_texts(db: Path, table: str) -> list[str]:
+    """Every row of ``table`` in the SQLite file ``db`` (opened ``mode=ro``), its values
+    tab-joined, NULL as empty; [] when the table does not exist."""
+    con = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        rows = con.execute(f"SELECT * FROM {table}").fetchall()  # noqa: S608 - the adapters' fixed names
+    except sqlite3.OperationalError:
+        rows = []
+    finally:
+        con.close()
+    return ["\t".join("" if v is None else str(v) for v in r) for r in rows]
 
 
 def _connect(path: Path, read_only: bool) -> sqlite3.Connection:
@@ -199,6 +212,24 @@ class SqliteInstance(MemorySystem):
 
     path: Path
     """The instance's SQLite file."""
+    read_only: bool
+    """Attached read-only: the package's own deletions are refused."""
+    db_name: ClassVar[str] = ""
+    """The file's name in a work dir the audit builds."""
+
+    def __init__(self, work_dir: Path, config: SystemConfig, runtime: SystemRuntime | None,
+                 *, db_path: Path | None = None, read_only: bool = False) -> None:
+        super().__init__(work_dir, config, runtime)  # type: ignore[arg-type]
+        self.path = db_path or work_dir / self.db_name
+        self.read_only = read_only
+
+    @classmethod
+    def attach(cls, config: SystemConfig, runtime: SystemRuntime | None = None, *, read_only: bool) -> MemorySystem:
+        """The live instance in the file named by the config's ``db_file`` (refused when absent)."""
+        if not isinstance(config, cls.config_class):
+            raise ConfigError(f"{cls.name}: attach takes a {cls.config_class.__name__}, not {type(config).__name__}")
+        path = live_db(getattr(config, "db_file", None), cls.name)
+        return cls(path.parent, config, runtime, db_path=path, read_only=read_only)
 
     def row_owner(self, table: str, row: dict[str, Any]) -> str | None:
         """The user a row of ``table`` belongs to (None: nobody's, e.g. a schema table)."""
