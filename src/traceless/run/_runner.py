@@ -117,6 +117,8 @@ class _GenerationCache:
 
     def __init__(self, model: _Model, path: Path, enabled: bool) -> None:
         self.model = model
+        if enabled:
+            path.parent.mkdir(parents=True, exist_ok=True)
         self.wrapped = (CachingBackend(model.backend, path) if enabled and model.backend is not None
                         and model.session is None else None)
         self.file = GenerationFile(path) if enabled and model.session is not None else None

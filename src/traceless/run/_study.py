@@ -125,11 +125,12 @@ class Study(abc.ABC, Generic[C]):
         """The full grid, in execution order."""
 
     @abc.abstractmethod
-    def run_group(self, ctx: RunContext[C], cells: list[Cell]) -> Iterable[CellResult]:
+    def run_group(self, ctx: RunContext[C], cells: list[Cell]) -> Iterable[CellResult | list[CellResult]]:
         """Run the unfinished ``cells`` of one group; yield (or return) one result per cell.
 
         Results are written the moment they are yielded, so a generator loses nothing when
-        the run is killed between two cells."""
+        the run is killed between two cells; a yielded list is committed in one transaction
+        (cells that must appear together)."""
 
 
 STUDIES: Registry[type[Study[Any]]] = Registry("study", hint="list them with `traceless study list`")
