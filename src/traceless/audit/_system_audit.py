@@ -334,6 +334,7 @@ class _AuditStudy(Study[SystemAuditConfig]):
     name = STUDY
     version = STUDY_VERSION
     config_cls = SystemAuditConfig
+    threads = "audit-phase"
 
     def __init__(self, config: SystemAuditConfig, runtime: SystemRuntime,
                  on_progress: Callable[[int, int, str], None] | None) -> None:

@@ -349,7 +349,7 @@ def schedule(run: OpenRun) -> None:
                 break
             _run_group(run, g, gc)
         return
-    with ThreadPoolExecutor(max_workers=run.ctx.workers, thread_name_prefix="cell") as ex:
+    with ThreadPoolExecutor(max_workers=run.ctx.workers, thread_name_prefix=run.study.threads) as ex:
         futs: list[Future[None]] = [ex.submit(_run_group, run, g, gc) for g, gc in groups.items()]
         try:
             wait(futs, return_when=FIRST_EXCEPTION)

@@ -100,6 +100,8 @@ class Study(abc.ABC, Generic[C]):
     """Whether ``run_study`` must load a model backend."""
     default_model: ClassVar[str] = "qwen2.5-coder-0.5b-instruct"
     """Model spec used when none is given."""
+    threads: ClassVar[str] = "cell"
+    """Name prefix of the runner's worker threads for this study's groups."""
     resume_may_change: ClassVar[frozenset[str]] = frozenset()
     bundle_extra: ClassVar[tuple[str, ...]] = ()
     """Dotted paths of a row's ``extra`` that an export bundle keeps (ids, labels and flags the
