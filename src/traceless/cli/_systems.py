@@ -78,7 +78,7 @@ def system_audit(*, memory: str, memory_config: Path | None, data: Path | None, 
                  as_json: bool = False, speculation: str = "none", threads: int | None = None) -> None:
     """Run the engine on one memory system and print its table (or its JSON document)."""
     from traceless.audit import SystemAuditConfig, audit_model, run_system_audit
-    from traceless.models import CachingBackend, fast_spec
+    from traceless.models import fast_spec
     from traceless.systems import SystemRuntime, load_system_config, system_class
 
     cls = system_class(memory)  # unknown name: lists the installed ones before any model loads
@@ -97,7 +97,7 @@ def system_audit(*, memory: str, memory_config: Path | None, data: Path | None, 
         console.print(f"audit instance (a fresh one in the work dir, never yours): overrode {o}", markup=False)
     t0 = time.perf_counter()
     with console.status(f"loading {escape(cfg.model)} and the embedder ..."):
-        be = CachingBackend(audit_model(model, ctx, speculation=speculation, threads=threads)[1])
+        be = audit_model(model, ctx, speculation=speculation, threads=threads)[1]  # the run caches generations
         emb = embedder(embedder_name)
     try:
         with console.status(f"auditing {escape(memory)} ...") as status:
