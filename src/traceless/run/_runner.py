@@ -172,6 +172,8 @@ class OpenRun:
     """Cells already stored when the run opened."""
     t0: float
     by_key: dict[str, Cell] = field(default_factory=dict)
+    config_json: dict[str, Any] = field(default_factory=dict)
+    """The study config as every row records it (dumped once)."""
     ray_run: Any = None
     cells_run: int = 0
     stop: threading.Event = field(default_factory=threading.Event)
@@ -325,7 +327,7 @@ def open_run(st: Study[Any], cfg: BaseModel, cells: list[Cell], out_dir: Path, o
         order = {g: i for i, g in enumerate(dict.fromkeys(c.group for c in cells))}
         todo = [c for c in todo if order[c.group] % count == index]
     run = OpenRun(st, cells, out_dir, opts, model, man, store, cache, ctx, todo, skipped, t0,
-                  by_key={c.key: c for c in cells})
+                  by_key={c.key: c for c in cells}, config_json=cfg.model_dump(mode="json"))
     if session is not None:  # workers build their own context; this process writes rows and cache
         run.ray_run = session.start_run(type(st), cfg, model.spec, opts.backend_options, model.tag,
                                         model.identity, embedder or _default_embedder, cache.snapshot())
@@ -407,7 +409,7 @@ def _write(run: OpenRun, results: list[CellResult], group: str, expected: set[st
         prompt: Any = [m.model_dump() for m in res.prompt] if isinstance(res.prompt, list) else res.prompt
         rows.append(ResultRow(
             model_tag=run.model.tag, key=res.key, group=group,
-            config={"study": run.ctx.config.model_dump(mode="json"), "cell": cell.params}, seed=cell.seed,
+            config={"study": run.config_json, "cell": cell.params}, seed=cell.seed,
             model=run.model.identity, code_version=code_version(), prompt=prompt, reply=res.reply,
             timing=res.timing, metrics=res.metrics, extra=res.extra, created=time.time()))
     new = run.store.add(rows[0]) if len(rows) == 1 else run.store.add_many(rows)
