@@ -389,7 +389,7 @@ class _AuditStudy(Study[SystemAuditConfig]):
         if not (out / "system.json").exists():
             atomic_write(out / "system.json", json.dumps({"system": cfg.system, "config": self.sys_cfg.model_dump(
                 mode="json"), "model": ctx.identity}, indent=2, default=str))
-        steps, base = out / "steps", out / "work" / "base"
+        steps, base = out / "steps", ctx.work_dir / "base"
         if (steps / "write.done").exists():
             return
         steps.mkdir(exist_ok=True)
@@ -405,7 +405,7 @@ class _AuditStudy(Study[SystemAuditConfig]):
     def run_group(self, ctx: RunContext[SystemAuditConfig], cells: list[Cell]) -> Iterator[list[CellResult]]:
         """One phase, whole (a resumed phase is redone: its deletion and residue need all of
         it); its results are yielded as one list, so they are committed together."""
-        phase, work = cells[0].group, ctx.out_dir / "work"
+        phase, work = cells[0].group, ctx.work_dir
         with _Step(ctx.config.system, phase, ctx.out_dir):
             results = _run_phase(self, ctx, phase, work / phase, lambda n: self._progress(phase, n))
         if not ctx.config.keep_memory:
@@ -438,15 +438,11 @@ def run_system_audit(
     t0 = time.perf_counter()
     study = _AuditStudy(config, runtime, on_progress)
     work = out_dir / "work"
-    try:
-        # a rerun after a stop pays for no generation twice (the phase it stopped in is redone,
-        # its replies come from the cache); in work/, so it goes with the memory at the end
-        run_study(study, out_dir, config, resume=True, backend=runtime.model, model_tag=config.model,
-                  workers=phase_workers(runtime.model, len(study.phases)), progress=False,
-                  cache_file=work / "generations.sqlite")
-    finally:
-        # the runner's scratch folder for this model: the audit's work dir is work/ itself
-        shutil.rmtree(work / config.model, ignore_errors=True)
+    # a rerun after a stop pays for no generation twice (the phase it stopped in is redone,
+    # its replies come from the cache); in work/, so it goes with the memory at the end
+    run_study(study, out_dir, config, resume=True, backend=runtime.model, model_tag=config.model,
+              workers=phase_workers(runtime.model, len(study.phases)), progress=False,
+              cache_file=work / "generations.sqlite", work_dir=work)
     result = _collect(config, study.phases, out_dir, time.perf_counter() - t0, runtime.model.describe())
     if not config.keep_memory:
         shutil.rmtree(work, ignore_errors=True)
@@ -462,7 +458,7 @@ def _run_phase(study: _AuditStudy, ctx: RunContext[SystemAuditConfig], phase: st
     probe_list = probes(PROBE_LEVELS, wordings=config.wordings)
     direct = [pr.text for pr in probe_list if pr.level == "direct"]
     check = BystanderCheck()
-    base = ctx.out_dir / "work" / "base"
+    base = ctx.work_dir / "base"
     with deletion_phase(config.system, base, phase_dir, study.sys_cfg, runtime, phase, canaries) as ph:
         def forget(i: int) -> None:
             if phase == "before":

@@ -87,6 +87,8 @@ class RunOptions(BaseModel):
     """Answer identical deterministic model calls from the persisted generation cache."""
     cache_file: Path | None = None
     """The generation cache's file (default ``DIR/generations.sqlite``)."""
+    work_dir: Path | None = None
+    """The study's scratch dir, ``ctx.work_dir`` (default ``DIR/work/<model tag>``)."""
     backend_options: dict[str, Any] | None = None
     """Options for ``load_backend`` (they do not change the model identity)."""
     shard: tuple[int, int] | None = None
@@ -200,6 +202,7 @@ def run_study(
     executor: str = "local",
     address: str | None = None,
     cache_file: Path | None = None,
+    work_dir: Path | None = None,
 ) -> RunSummary:
     """Run (or resume) ``study`` into ``out``.
 
@@ -216,7 +219,7 @@ def run_study(
     be a spec (each worker loads it), and this process still writes every row and cache entry.
     """
     opts = RunOptions(resume=resume, model_tag=model_tag, workers=workers, progress=progress, max_cells=max_cells,
-                      cache=cache, cache_file=cache_file, backend_options=backend_options, shard=shard,
+                      cache=cache, cache_file=cache_file, work_dir=work_dir, backend_options=backend_options, shard=shard,
                       executor=executor, address=address)
     _check_options(opts, backend)
     st = get_study(study) if isinstance(study, str) else study
@@ -312,7 +315,7 @@ def open_run(st: Study[Any], cfg: BaseModel, cells: list[Cell], out_dir: Path, o
         raise ResumeError(f"{out_dir / RESULTS_DB} has results format {store.format()}; use a new --out dir")
     cache = _GenerationCache(model, opts.cache_file or out_dir / GENERATIONS_DB, opts.cache)
     factory = _embedder_factory(embedder)
-    work = out_dir / "work" / model.tag
+    work = opts.work_dir or out_dir / "work" / model.tag
     work.mkdir(parents=True, exist_ok=True)
     session = model.session
     workers = opts.workers or (session.cpus() if session is not None else _default_workers(model.backend))
