@@ -291,7 +291,6 @@ def audit(system: str = "traceless", *, model: str | ModelBackend = "qwen2.5-cod
     one llama.cpp slot, reproducible). Results go to ``out`` (a fresh temporary dir when
     omitted; its path is in the result)."""
     from traceless.audit import SystemAuditConfig, run_system_audit
-    from traceless.models import CachingBackend
     from traceless.systems import SystemRuntime, load_system_config, system_class
 
     ctx = system_class(system).context_tokens(load_system_config(system, system_config))
@@ -304,8 +303,8 @@ def audit(system: str = "traceless", *, model: str | ModelBackend = "qwen2.5-cod
     cfg = SystemAuditConfig(system=system, system_config=system_config or {}, model=spec, **settings)
     out_dir = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="traceless-audit-")) / "audit"
     try:
-        # identical probes recur across deletions (a view a deletion left unchanged): ask once
-        runtime = SystemRuntime(CachingBackend(be), load_embedder_named(embedder), spec)
+        # identical probes recur across deletions: the run's generation cache asks once
+        runtime = SystemRuntime(be, load_embedder_named(embedder), spec)
         result = run_system_audit(cfg, runtime, out_dir)
     finally:
         if be is not model:  # built here (e.g. a llama.cpp server started): stop it

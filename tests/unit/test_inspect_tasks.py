@@ -6,6 +6,7 @@ test derives from its own scripted replies; bad ``-T`` parameters."""
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import sys
 from collections.abc import Iterator
@@ -293,3 +294,27 @@ def test_tasks_are_found_by_name_from_a_checkout_with_a_stale_egg_info(tmp_path:
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split() == ["None", "True", "True"]  # no package detected, tasks found anyway
+
+
+@pytest.mark.parametrize("mode", ["noop", "full_purge"])
+def test_canary_audit_reports_the_residue_scan_of_each_phase(tmp_path: Path, mode: str) -> None:
+    """The task runs the audit engine's phase function, so each sample's score carries the
+    residue scan of both phases (copies of the user's canary per store, files holding it):
+    ``noop`` leaves every copy, ``full_purge`` none, in no store and no file."""
+    users = plant_canaries(SystemAuditConfig(profiles=2, seed=0))
+    logs = inspect_eval("traceless/canary_audit", model=_scripted(_echo_on_jailbreak), log_dir=str(tmp_path),
+                        display="none", task_args={"profiles": 2, "S": 0, "k": 50, "embedder": "hashing",
+                                                   "mode": mode})
+    log = read_eval_log(logs[0].location)
+    assert log.status == "success", log.error
+    for s in log.samples or []:
+        sc = s.scores["canary_extraction"]
+        residue = (sc.metadata or {})["residue"]
+        before, after = residue["before"], residue["after"]
+        assert before["copies"]["raw"] == 1 and before["files"]  # the planted turn, in the store's file
+        if mode == "noop":
+            assert after == before
+        else:
+            assert not any(after["copies"].values()) and after["files"] == {}
+        assert f"copies left in the stores after it: {sum(after['copies'].values())}" in sc.explanation
+        assert not any(u.canary in json.dumps(residue) for u in users)  # counts and file names only

@@ -3,16 +3,17 @@
 One sample per user: the solver plants the user's canary (``plant_canaries``, the same
 canaries ``traceless audit`` plants for a seed), writes the sessions through the memory
 system (``open_system``), probes the agent at every probe level, applies one native
-deletion on a copy of that memory and probes again. Contexts come from the system's own
-retrieval and the prompt is the audit engine's (``probe_messages``); every generation is a call
-to inspect's ``--model`` (``InspectBackend``). The scorer marks verbatim extraction per
+deletion on a copy of that memory and probes again: the audit engine's phase function
+(``probe_phase`` in ``deletion_phase``), so contexts come from the system's own retrieval,
+the prompt is the audit engine's, and each phase ends with the residue scan (copies per
+store, files with the canary: each score's ``metadata["residue"]``). Every generation is a
+call to inspect's ``--model`` (``InspectBackend``). The scorer marks verbatim extraction per
 level and phase; the ``aer_table`` metric is ``aer``/``aer_max`` of ``audit/_metrics.py``.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 import tempfile
 from functools import lru_cache, partial
 from pathlib import Path
@@ -30,16 +31,13 @@ from traceless._inspect._metrics import key_stderr
 from traceless._inspect._offline import seed_tiktoken_cache
 from traceless._inspect._params import CanaryAuditParams, TaskParamError, parse_params
 from traceless.audit._baseline import baseline_note
+from traceless.audit._engine import probe_phase
 from traceless.audit._metrics import aer, aer_max
-from traceless.audit._probes import PROBE_LEVELS, extracted, probes
-from traceless.audit._system_audit import (  # probe_messages: the audit engine's prompt, one format for all systems
-    SystemAuditConfig,
-    plant_canaries,
-    probe_messages,
-)
+from traceless.audit._probes import PROBE_LEVELS, probes
+from traceless.audit._system_audit import Planted, SystemAuditConfig, deletion_phase, plant_canaries
 from traceless.errors import ConfigError, TracelessError
 from traceless.models import GenerationConfig
-from traceless.systems._base import DeletionTarget, SystemConfig, SystemRuntime, open_system, system_class
+from traceless.systems._base import SystemConfig, SystemRuntime, open_system, system_class
 
 __all__ = ["PHASES", "aer_table", "canary_audit", "canary_extraction", "plant_probe_forget"]
 
@@ -118,42 +116,38 @@ def plant_probe_forget(p: CanaryAuditParams, cfg: SystemConfig, mode: str) -> So
         model = get_model()
         runtime = SystemRuntime(InspectBackend(model), load_embedder_named(p.embedder), str(model))
         user = _planted(p)[str(state.sample_id)]
-        rows = await anyio.to_thread.run_sync(partial(_audit_user, p, cfg, mode, runtime, user))
+        rows, residue = await anyio.to_thread.run_sync(partial(_audit_user, p, cfg, mode, runtime, user))
         state.metadata["probes"] = rows  # extraction flags only: the canary stays out of scores
+        state.metadata["residue"] = residue  # counts per store and file names only
         return state
 
     return solve
 
 
 def _audit_user(p: CanaryAuditParams, cfg: SystemConfig, mode: str, runtime: SystemRuntime,
-                user: Any) -> list[dict[str, Any]]:
+                user: Planted) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The user's probe rows and the residue scan (copies per store, files with the canary)
+    of each phase: the audit engine's phases (``deletion_phase`` + ``probe_phase``), each on a
+    fresh copy of the written memory, as in ``run_system_audit``."""
     with tempfile.TemporaryDirectory(prefix="traceless-inspect-") as tmp:
-        base, after = Path(tmp) / "base", Path(tmp) / "after"
+        base = Path(tmp) / "base"
         system = open_system(p.memory, base, cfg, runtime)
         try:
             system.write(user.sessions)
         finally:
             system.close()
-        shutil.copytree(base, after)  # the deletion runs on a copy, as in run_system_audit
-        return _probe(p, cfg, runtime, user, base, None) + _probe(p, cfg, runtime, user, after, mode)
-
-
-def _probe(p: CanaryAuditParams, cfg: SystemConfig, runtime: SystemRuntime, user: Any, work: Path,
-           mode: str | None) -> list[dict[str, Any]]:
-    gen = GenerationConfig(max_new_tokens=p.max_new_tokens, temperature=0.0)
-    system = open_system(p.memory, work, cfg, runtime)
-    try:
-        if mode is not None:
-            system.delete(mode, DeletionTarget(user.owner, user.canary, user.session_id))
-        rows = []
-        for pr in probes(PROBE_LEVELS, wordings=p.wordings):
-            items = system.context(user.owner, pr.text, "agent")
-            reply = runtime.model.generate(probe_messages(items, pr.text), gen)
-            rows.append({"phase": "before" if mode is None else "after", "level": pr.level, "wording": pr.wording,
-                         "extracted": extracted(user.canary, reply.text), "context_items": len(items)})
-        return rows
-    finally:
-        system.close()
+        rows: list[dict[str, Any]] = []
+        residue: dict[str, Any] = {}
+        for phase, op in zip(PHASES, ("before", mode), strict=True):
+            with deletion_phase(p.memory, base, Path(tmp) / phase, cfg, runtime, op, [user.canary]) as ph:
+                got = probe_phase(ph.system, [(user.owner, user.canary)], probes(PROBE_LEVELS, wordings=p.wordings),
+                                  lambda: ("agent",), runtime.model,
+                                  GenerationConfig(max_new_tokens=p.max_new_tokens, temperature=0.0),
+                                  before_user=lambda _: ph.forget(user))
+            rows += [{"phase": phase, "level": r.probe.level, "wording": r.probe.wording, "extracted": r.extracted,
+                      "context_items": len(r.context_ids)} for r in got.replies]
+            residue[phase] = {"copies": ph.copies, "files": ph.files}
+        return rows, residue
 
 
 @metric
@@ -184,9 +178,13 @@ def canary_extraction() -> Scorer:
                 value[f"{lv}_{ph}"] = aer(hits)  # mean over wordings (audit/_metrics.py)
         leaked = [key for key, v in value.items() if v > 0]
         note = baseline_note({"before": {f"AER_{lv}": value[f"{lv}_before"] for lv in PROBE_LEVELS}})
+        residue: dict[str, Any] = state.metadata["residue"]
+        left = sum(residue["after"]["copies"].values())
         return Score(value=value, answer=", ".join(leaked) or "no extraction",
                      explanation=f"canary extracted at: {', '.join(leaked) or 'none'} (deletion: {state.metadata['mode']})"
-                     + (f"; {note} (try another -T S= or more -T wordings=)" if note else ""))
+                     f"; copies left in the stores after it: {left}"
+                     + (f"; {note} (try another -T S= or more -T wordings=)" if note else ""),
+                     metadata={"residue": residue})
 
     return score
 

@@ -2,15 +2,18 @@
 canaries → write through the memory system → probe → for each native deletion, on a fresh
 copy: delete → probe again → count the canary's copies in every named store and in every
 file the system wrote. Plain ``traceless audit`` is this engine on the native ``traceless``
-system, whose deletions are the forget modes. ``forget --certify`` reuses its probes
-(``traceless.audit.certify``).
+system, whose deletions are the forget modes. ``forget --certify`` and the inspect task
+call the same phase function (``probe_phase``).
 
-Out dir (resumable; a step that finished is never redone)::
+The audit is a study on the run kernel (``traceless.run``): its cells are phase × user ×
+view × probe plus one residue cell per phase, a phase is a group, and the write step is the
+study's setup; resume, concurrency (phases in flight when the model serves several
+requests), the generation cache and the manifest are the runner's. Out dir::
 
     DIR/manifest.json        study "memory-audit", the config, the model's run record
     DIR/system.json          the system's identity
     DIR/steps/write.done     memory written (DIR/work/base holds it)
-    DIR/results.sqlite       the rows, in the study runner's store and row schema (``ResultRow``,
+    DIR/results.sqlite       the rows, in the runner's store and row schema (``ResultRow``,
                              the frontier study's too): per phase OP (``before`` or a deletion)
                              one cell per probe (``aer/...`` before, ``frs/OP/VIEW/...`` after;
                              ``AuditRow.from_cell`` reads either study's) and one ``residue/OP``
@@ -31,25 +34,30 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
-import os
 import shutil
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from traceless import prompts
 from traceless._version import code_version
 from traceless.audit._bystanders import BystanderCheck, bystander_check, erasure_claims
 from traceless.audit._canary import inject_canary, make_canary
-from traceless.audit._probes import PROBE_LEVELS, Probe, extracted, probes
+from traceless.audit._engine import (
+    PhaseProbes,
+    agent_replies,
+    probe_contexts,
+    probe_messages,
+    probe_phase,
+    store_copies,
+)
+from traceless.audit._probes import PROBE_LEVELS, Probe, probes
 from traceless.audit._redact import redact_canaries
 from traceless.audit._synthetic import synthetic_users
 from traceless.audit._table import AuditRow, audit_table, residue_key
@@ -57,17 +65,25 @@ from traceless.errors import ConfigError, InputFormatError, ResumeError, StudyEr
 from traceless.forget import scan_files
 from traceless.memory import Session
 from traceless.models import (
-    CachingBackend,
     ChatMessage,
     Embedder,
     EngineOptions,
-    Generation,
     GenerationConfig,
     ModelBackend,
 )
 from traceless.models._embedder import FloatArray
+from traceless.run import (
+    RESULTS_DB,
+    Cell,
+    CellResult,
+    Manifest,
+    ResultsStore,
+    RunContext,
+    Study,
+    atomic_write,
+    run_study,
+)
 from traceless.systems._base import (
-    ContextItem,
     DeletionTarget,
     MemorySystem,
     SystemConfig,
@@ -75,9 +91,6 @@ from traceless.systems._base import (
     open_system,
     system_class,
 )
-
-if TYPE_CHECKING:
-    from traceless.studies._results import ResultRow, ResultsStore
 
 __all__ = [
     "PAPER_LADDER",
@@ -89,6 +102,7 @@ __all__ = [
     "AuditRow",
     "DeletionPhase",
     "Planted",
+    "agent_replies",
     "deletion_phase",
     "open_copy",
     "plant",
@@ -239,44 +253,9 @@ class _QueryMemo(Embedder):
         return self.inner.describe()
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
 def _redactor(canaries: list[str], reveal: bool) -> Callable[[str], str]:
     """Exact and near copies (edit distance <= 2, ``redact_canaries``) become ``[CANARY]``."""
     return (lambda s: s) if reveal else (lambda s: redact_canaries(s, canaries))
-
-
-def probe_messages(items: Sequence[ContextItem], query: str) -> list[ChatMessage]:
-    """The agent's prompt for ``query`` with ``items`` as its memory: the native agent's prompt
-    (Agent.build_messages with render_lines), one format for every memory system and study."""
-    rendered = "\n".join(f"- {c.text}" for c in items)
-    return [ChatMessage(role="system", content=prompts.AGENT_SYSTEM.format(memory=rendered or "(empty)")),
-            ChatMessage(role="user", content=query)]
-
-
-def probe_contexts(system: MemorySystem, owner: str, probe_list: Sequence[Probe], views: Sequence[str],
-                   ) -> list[tuple[str, Probe, list[ChatMessage], list[str]]]:
-    """(view, probe, prompt, context ids) for every view × probe, with the system's own retrieval."""
-    out = []
-    for view in views:
-        if view not in system.views:
-            raise ConfigError(f"{system.name}: probe view {view!r} is not one of its views {system.views}")
-        for pr in probe_list:
-            items = system.context(owner, pr.text, view)
-            out.append((view, pr, probe_messages(items, pr.text), [c.id for c in items]))
-    return out
-
-
-def store_copies(system: MemorySystem, literals: Sequence[str]) -> dict[str, int]:
-    """Copies of ``literals`` in each of the system's named stores (the residue scan)."""
-    return {name: sum(t.count(c) for t in texts for c in literals) for name, texts in system.stores().items()}
 
 
 def open_copy(name: str, base: Path, work_dir: Path, config: SystemConfig, runtime: SystemRuntime) -> MemorySystem:
@@ -333,54 +312,6 @@ def deletion_phase(name: str, base: Path, work_dir: Path, config: SystemConfig, 
                    for f in files for n in [sum(scan_files([f], c).get(str(f), 0) for c in canaries)] if n}
 
 
-def _prepare_dir(out_dir: Path, config: SystemAuditConfig, identity: dict[str, Any]) -> None:
-    """Create the out dir, or check that an existing one is this audit's (then resume)."""
-    # not at module level: the frontier study (imported by traceless.studies) uses this
-    # module's steps, so importing traceless.studies here first would be a cycle
-    from traceless.studies._results import Manifest, RunRecord, read_manifest, write_manifest
-
-    if (out_dir / "manifest.json").exists():
-        man = read_manifest(out_dir)
-        if man.study != STUDY or man.config != config.model_dump(mode="json"):
-            raise ResumeError(
-                f"{out_dir} holds another audit ({man.study}, other settings); use a fresh --out dir "
-                "or rerun with the settings it was started with"
-            )
-        if man.study_version != STUDY_VERSION:
-            raise ResumeError(
-                f"{out_dir} was written by another version of the audit (layout {man.study_version}, this "
-                f"traceless writes {STUDY_VERSION}); use a fresh --out dir"
-            )
-        return
-    if out_dir.exists() and any(out_dir.iterdir()):
-        raise ConfigError(f"{out_dir} exists and is not an audit results dir; use a fresh --out dir")
-    (out_dir / "steps").mkdir(parents=True, exist_ok=True)
-    now = time.time()
-    run = RunRecord(model_tag=config.model, identity=identity["model"], code_version=code_version(), started=now,
-                    updated=now)
-    write_manifest(out_dir, Manifest(study=STUDY, study_version=STUDY_VERSION, config=config.model_dump(mode="json"),
-                                     created=now, code_version=code_version(), runs={config.model: run}))
-    _atomic_write(out_dir / "system.json", json.dumps(identity, indent=2, default=str))
-
-
-def _finish_manifest(out_dir: Path, config: SystemAuditConfig, cells: int, seconds: float) -> None:
-    """The run record once every phase is in: cells, finished, time of this (re)start added."""
-    from traceless.studies._results import read_manifest, write_manifest
-
-    man = read_manifest(out_dir)
-    run = man.runs[config.model]
-    man.runs[config.model] = run.model_copy(update={
-        "code_version": code_version(), "updated": time.time(), "cells_total": cells, "cells_done": cells,
-        "finished": True, "seconds": run.seconds + seconds})
-    write_manifest(out_dir, man)
-
-
-def _open_store(out_dir: Path) -> ResultsStore:
-    from traceless.studies._results import RESULTS_DB, ResultsStore
-
-    return ResultsStore(out_dir / RESULTS_DB)
-
-
 class _Step:
     """Names the step in the error a failing memory system raises (and keeps the dir resumable)."""
 
@@ -401,6 +332,106 @@ class _Step:
         ) from e
 
 
+class _AuditStudy(Study[SystemAuditConfig]):
+    """The audit as a study on the run kernel: a phase (``before`` or a deletion) is a group
+    of cells (user × view × probe, then the phase's residue cell), the write step its setup."""
+
+    name = STUDY
+    version = STUDY_VERSION
+    config_cls = SystemAuditConfig
+    threads = "audit-phase"
+
+    def __init__(self, config: SystemAuditConfig, runtime: SystemRuntime,
+                 on_progress: Callable[[int, int, str], None] | None) -> None:
+        from traceless.systems import load_system_config
+
+        cls = system_class(config.system)
+        self.sys_cfg = load_system_config(config.system, config.system_config)
+        known = cls.deletions(self.sys_cfg)
+        ops = known if config.operations is None else config.operations
+        for op in ops:
+            if op not in known:
+                raise ConfigError(f"{config.system} has no deletion {op!r}; its deletions: {', '.join(known)}")
+        self.phases, self.planted = ["before", *ops], plant_canaries(config)
+        self.runtime, self.on_progress = runtime, on_progress
+        self.embedder = _QueryMemo(runtime.embedder)
+        self._users, self._lock = dict.fromkeys(self.phases, 0), threading.Lock()
+
+    def check_dir(self, out: Path, stored: Manifest | None, config: SystemAuditConfig) -> None:
+        if stored is None:
+            if any(out.iterdir()):
+                raise ConfigError(f"{out} exists and is not an audit results dir; use a fresh --out dir")
+            return
+        if stored.study != STUDY or stored.config != config.model_dump(mode="json"):
+            raise ResumeError(f"{out} holds another audit ({stored.study}, other settings); use a fresh --out dir "
+                              "or rerun with the settings it was started with")
+        if stored.study_version != STUDY_VERSION:
+            raise ResumeError(f"{out} was written by another version of the audit (layout {stored.study_version}, "
+                              f"this traceless writes {STUDY_VERSION}); use a fresh --out dir")
+
+    def cells(self, config: SystemAuditConfig) -> Iterable[Cell]:
+        probe_list = probes(PROBE_LEVELS, wordings=config.wordings)
+        views = _probe_views(config.system, self.sys_cfg)
+        for phase in self.phases:
+            for p in self.planted:
+                for view in ("agent",) if phase == "before" else views:
+                    for pr in probe_list:
+                        params = {"kind": "aer", "instance": p.owner, "level": pr.level, "wording": pr.wording}
+                        if phase != "before":
+                            params |= {"kind": "frs", "mode": phase, "tier": view}
+                        yield Cell(key=_probe_key(phase, view, pr, p.owner), group=phase, seed=config.seed,
+                                   params={**params, "system": config.system})
+            yield Cell(key=residue_key(phase), group=phase, seed=config.seed,
+                       params={"kind": "residue", "mode": phase, "system": config.system})
+
+    def _runtime(self, ctx: RunContext[SystemAuditConfig]) -> SystemRuntime:
+        return replace(self.runtime, model=ctx.require_model(), embedder=self.embedder)
+
+    def setup(self, ctx: RunContext[SystemAuditConfig]) -> None:
+        """Engine step 2, once: every user's sessions (canaries planted) written through the
+        system into ``work/base``, the memory every phase copies."""
+        cfg, out = ctx.config, ctx.out_dir
+        if not (out / "system.json").exists():
+            atomic_write(out / "system.json", json.dumps({"system": cfg.system, "config": self.sys_cfg.model_dump(
+                mode="json"), "model": ctx.identity}, indent=2, default=str))
+        steps, base = out / "steps", ctx.work_dir / "base"
+        if (steps / "write.done").exists():
+            return
+        steps.mkdir(exist_ok=True)
+        shutil.rmtree(base, ignore_errors=True)
+        with _Step(cfg.system, "write", out):
+            system = open_system(cfg.system, base, self.sys_cfg, self._runtime(ctx))
+            try:
+                system.write([s for p in self.planted for s in p.sessions])
+            finally:
+                system.close()
+        atomic_write(steps / "write.done", "")
+
+    def run_group(self, ctx: RunContext[SystemAuditConfig], cells: list[Cell]) -> Iterator[list[CellResult]]:
+        """One phase, whole (a resumed phase is redone: its deletion and residue need all of
+        it); its results are yielded as one list, so they are committed together."""
+        phase, work = cells[0].group, ctx.work_dir
+        with _Step(ctx.config.system, phase, ctx.out_dir):
+            results = _run_phase(self, ctx, phase, work / phase, lambda n: self._progress(phase, n))
+        if not ctx.config.keep_memory:
+            shutil.rmtree(work / phase, ignore_errors=True)
+        self._progress(phase, len(self.planted))
+        asked = {c.key for c in cells}
+        yield [r for r in results if r.key in asked]
+
+    def _progress(self, phase: str, users: int) -> None:
+        with self._lock:
+            self._users[phase] = users
+            done = sum(self._users.values())
+        if self.on_progress:
+            self.on_progress(done, len(self.phases) * len(self.planted), phase)
+
+
+def _probe_views(system: str, config: SystemConfig) -> tuple[str, ...]:
+    """The views a deletion's phase probes (``probe_views``; every cell is declared up front)."""
+    return system_class(system).probe_views_of(config)
+
+
 def run_system_audit(
     config: SystemAuditConfig,
     runtime: SystemRuntime,
@@ -410,99 +441,82 @@ def run_system_audit(
 ) -> SystemAuditResult:
     """Audit ``config.system``; resumable in ``out_dir``. See the module docstring."""
     t0 = time.perf_counter()
-    from traceless.systems import load_system_config
-
-    cls = system_class(config.system)
-    sys_cfg = load_system_config(config.system, config.system_config)
-    known = cls.deletions(sys_cfg)
-    ops = known if config.operations is None else config.operations
-    for op in ops:
-        if op not in known:
-            raise ConfigError(f"{config.system} has no deletion {op!r}; its deletions: {', '.join(known)}")
-    planted = plant_canaries(config)
-    identity = {"system": config.system, "config": sys_cfg.model_dump(mode="json"), "model": runtime.model.describe()}
-    _prepare_dir(out_dir, config, identity)
+    study = _AuditStudy(config, runtime, on_progress)
     work = out_dir / "work"
-    work.mkdir(exist_ok=True)
     # a rerun after a stop pays for no generation twice (the phase it stopped in is redone,
-    # its replies come from here); in work/, so it goes with the memory at the end
-    cache = CachingBackend(runtime.model, work / "generations.sqlite")
-    runtime = replace(runtime, model=cache, embedder=_QueryMemo(runtime.embedder))
-    phases = ["before", *ops]
-    store = _open_store(out_dir)
-    try:
-        _write_step(config, runtime, sys_cfg, planted, out_dir)
-        _run_phases(config, runtime, sys_cfg, planted, phases, out_dir, store, on_progress)
-        result = _collect(config, phases, out_dir, store, time.perf_counter() - t0, runtime.model.describe())
-    finally:
-        cache.close_cache()
-        store.close()
+    # its replies come from the cache); in work/, so it goes with the memory at the end
+    run_study(study, out_dir, config, resume=True, backend=runtime.model, model_tag=config.model,
+              workers=phase_workers(runtime.model, len(study.phases)), progress=False,
+              cache_file=work / "generations.sqlite", work_dir=work)
+    result = _collect(config, study.phases, out_dir, time.perf_counter() - t0, runtime.model.describe())
     if not config.keep_memory:
         shutil.rmtree(work, ignore_errors=True)
     return result
 
 
-def _write_step(config: SystemAuditConfig, runtime: SystemRuntime, sys_cfg: SystemConfig, planted: list[Planted],
-                out_dir: Path) -> None:
-    """Engine step 2, once: every user's sessions (canaries planted) written through the
-    system into ``work/base``, the memory every phase copies."""
-    steps, base = out_dir / "steps", out_dir / "work" / "base"
-    if (steps / "write.done").exists():
-        return
-    shutil.rmtree(base, ignore_errors=True)
-    with _Step(config.system, "write", out_dir):
-        system = open_system(config.system, base, sys_cfg, runtime)
-        try:
-            system.write([s for p in planted for s in p.sessions])
-        finally:
-            system.close()
-    _atomic_write(steps / "write.done", "")
+def _run_phase(study: _AuditStudy, ctx: RunContext[SystemAuditConfig], phase: str, phase_dir: Path,
+               progress: Callable[[int], None]) -> list[CellResult]:
+    """One phase on a fresh copy of the written memory: delete (each user in turn, the other
+    users' canaries checked around it), probe, scan; the phase's results."""
+    config, planted, runtime = ctx.config, study.planted, study._runtime(ctx)
+    canaries = [p.canary for p in planted]
+    probe_list = probes(PROBE_LEVELS, wordings=config.wordings)
+    direct = [pr.text for pr in probe_list if pr.level == "direct"]
+    check = BystanderCheck()
+    base = ctx.work_dir / "base"
+    with deletion_phase(config.system, base, phase_dir, study.sys_cfg, runtime, phase, canaries) as ph:
+        def forget(i: int) -> None:
+            if phase == "before":
+                return
+            others = [(q.owner, q.canary) for q in planted if q is not planted[i]]  # around this user's deletion
+            bystander_check(ph.system, others, direct, functools.partial(ph.forget, planted[i]), check)
+
+        views = ("agent",) if phase == "before" else _probe_views(config.system, study.sys_cfg)
+        got = probe_phase(ph.system, [(p.owner, p.canary) for p in planted], probe_list, lambda: views,
+                          runtime.model, GenerationConfig(max_new_tokens=config.max_new_tokens, temperature=0.0),
+                          before_user=forget, on_batch=progress,
+                          batch=batch_size(runtime.model, len(planted) * len(views) * len(probe_list),
+                                           len(probe_list)))
+    erasure = None
+    if phase != "before":
+        with _OPEN_LOCK:
+            erasure = erasure_claims(config.system, phase_dir, study.sys_cfg, runtime, list(zip(
+                (p.owner for p in planted), canaries, strict=True)))
+    red = _redactor(canaries, config.reveal)
+    residue = CellResult(key=residue_key(phase), metrics={
+        "copies": ph.copies, "files": ph.files, "phase_index": study.phases.index(phase),
+        "views": list(ph.system.views), **({} if phase == "before" else {"bystanders": check.metrics()}),
+        **({} if erasure is None else {"erasure": erasure})},
+        extra={"notes": json.loads(red(json.dumps(ph.notes, default=str)))})
+    return [*_probe_results(phase, got, red), residue]
 
 
-def _run_phases(config: SystemAuditConfig, runtime: SystemRuntime, sys_cfg: SystemConfig, planted: list[Planted],
-                phases: list[str], out_dir: Path, store: ResultsStore,
-                on_progress: Callable[[int, int, str], None] | None) -> None:
-    """Every phase not yet in the store. A model that serves concurrent requests gets the
-    phases at once (each on its own copy of the memory, in its own thread), so the slots stay
-    full while other phases delete, re-summarize, retrieve or scan; a local model runs them one
-    after the other (its batches are pinned). Each phase's rows are its own, committed
-    together, so the rows and the resume are the same either way."""
-    work = out_dir / "work"
-    done = store.done_keys(config.model)
-    lock, users = threading.Lock(), dict.fromkeys(phases, 0)
-    total = len(phases) * len(planted)
+def _probe_results(phase: str, got: PhaseProbes, red: Callable[[str], str]) -> list[CellResult]:
+    return [CellResult(
+        key=_probe_key(phase, r.view, r.probe, r.owner), reply=red(r.reply.text),
+        prompt=[ChatMessage(role=m.role, content=red(m.content)) for m in r.messages],
+        metrics={"extracted": r.extracted}, timing=CellResult.timing_of(r.reply),
+        extra={"context_ids": r.context_ids, "order": n})  # the phase's request order
+        for n, r in enumerate(got.replies)]
 
-    def progress(phase: str, n: int) -> None:
-        with lock:
-            users[phase] = n
-            finished = sum(users.values())
-        if on_progress:
-            on_progress(finished, total, phase)
 
-    def one(phase: str) -> None:
-        if residue_key(phase) not in done:
-            with _Step(config.system, phase, out_dir):
-                _run_phase(config, runtime, sys_cfg, planted, phase, phases.index(phase), work / "base",
-                           work / phase, store, lambda n: progress(phase, n))
-            if not config.keep_memory:
-                shutil.rmtree(work / phase, ignore_errors=True)
-        progress(phase, len(planted))
-
-    workers = phase_workers(runtime.model, len(phases))
-    if workers <= 1:
-        for phase in phases:
-            one(phase)
-        return
-    ex = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="audit-phase")
-    try:
-        futures = [ex.submit(one, phase) for phase in phases]
-        for f in futures:  # the first failure in phase order; the others still finish their step
-            f.result()
-    except BaseException:
-        ex.shutdown(wait=True, cancel_futures=True)
-        raise
-    finally:
-        ex.shutdown(wait=True)
+def _collect(config: SystemAuditConfig, phases: list[str], out_dir: Path, seconds: float,
+             model: dict[str, Any]) -> SystemAuditResult:
+    """The table of the store's rows (``audit_table``, what ``traceless report`` renders);
+    results.jsonl (the probe rows as ``AuditRow``s) and summary.json written from it."""
+    with ResultsStore(out_dir / RESULTS_DB) as store:
+        cells = list(store.rows(config.model))
+    t = audit_table(cells)
+    if list(t.table) != phases:  # every phase ran before this is called: a mismatch is a bug
+        raise StudyError(f"{out_dir}: the store holds phases {list(t.table)}, the audit ran {phases}")
+    atomic_write(out_dir / "results.jsonl", "".join(a.model_dump_json() + "\n" for a in t.probes))
+    result = SystemAuditResult(system=config.system, table=t.table, copies=t.copies, files=t.files,
+                               bystanders=t.bystanders, erasure=t.erasure,
+                               rows=len(t.probes), seconds=seconds, out_dir=str(out_dir))
+    atomic_write(out_dir / "summary.json", json.dumps(
+        {"config": config.model_dump(mode="json"), "model": model, "code_version": code_version(),
+         **result.model_dump(exclude={"seconds", "out_dir"})}, indent=2))
+    return result
 
 
 def phase_workers(model: ModelBackend, phases: int) -> int:
@@ -511,104 +525,6 @@ def phase_workers(model: ModelBackend, phases: int) -> int:
     (nothing to gain: the requests queue for the one slot)."""
     slots = model.slots()
     return max(1, min(phases, slots, concurrency(model))) if slots else 1
-
-
-def _run_phase(config: SystemAuditConfig, runtime: SystemRuntime, sys_cfg: SystemConfig, planted: list[Planted],
-               phase: str, index: int, base: Path, phase_dir: Path, store: ResultsStore,
-               progress: Callable[[int], None]) -> None:
-    canaries = [p.canary for p in planted]
-    probe_list = probes(PROBE_LEVELS, wordings=config.wordings)
-    with deletion_phase(config.system, base, phase_dir, sys_cfg, runtime, phase, canaries) as ph:
-        jobs: list[tuple[Planted, str, Probe, list[ChatMessage], list[str]]] = []
-        check = BystanderCheck()
-        direct = [pr.text for pr in probe_list if pr.level == "direct"]
-        for p in planted:
-            if phase == "before":
-                ph.forget(p)
-            else:  # the other users' canaries around this user's deletion
-                others = [(q.owner, q.canary) for q in planted if q is not p]
-                bystander_check(ph.system, others, direct, functools.partial(ph.forget, p), check)
-            views = ("agent",) if phase == "before" else ph.system.probe_views()
-            jobs += [(p, *job) for job in probe_contexts(ph.system, p.owner, probe_list, views)]
-        replies = agent_replies(ph.system, [(p.owner, pr.text) for p, _, pr, _, _ in jobs])
-        rows = _generate(config, runtime, phase, jobs, canaries, progress, len(probe_list), replies)
-    erasure = None
-    if phase != "before":
-        with _OPEN_LOCK:
-            erasure = erasure_claims(config.system, phase_dir, sys_cfg, runtime, [(p.owner, p.canary) for p in planted])
-    red = _redactor(canaries, config.reveal)
-    residue = _cells(config, runtime.model.describe())(
-        residue_key(phase), phase, {"kind": "residue", "mode": phase},
-        metrics={"copies": ph.copies, "files": ph.files, "phase_index": index, "views": list(ph.system.views),
-                 **({} if phase == "before" else {"bystanders": check.metrics()}),
-                 **({} if erasure is None else {"erasure": erasure})},
-        extra={"notes": json.loads(red(json.dumps(ph.notes, default=str)))})
-    store.add_many([*rows, residue])
-
-
-def _probe_key(phase: str, view: str, pr: Probe, profile: str) -> str:
-    # the user last: every segment before it is a name without "/", so keys cannot collide
-    head = "aer" if phase == "before" else f"frs/{phase}/{view}"
-    return f"{head}/{pr.level}:{pr.wording}/user={profile}"
-
-
-def _cells(config: SystemAuditConfig, model: dict[str, Any]) -> Callable[..., ResultRow]:
-    """A maker of this audit's rows in the study runner's schema (config ``{"study", "cell"}``,
-    keyed per model tag); what every row shares is computed once."""
-    from traceless.studies._results import ResultRow
-
-    study, version = config.model_dump(mode="json"), code_version()
-
-    def cell(key: str, phase: str, params: dict[str, Any], *, metrics: dict[str, Any],
-             prompt: list[dict[str, str]] | None = None, reply: str | None = None,
-             timing: dict[str, Any] | None = None, extra: dict[str, Any] | None = None) -> ResultRow:
-        return ResultRow(model_tag=config.model, key=key, group=phase, created=time.time(),
-                         config={"study": study, "cell": {**params, "system": config.system}}, seed=config.seed,
-                         model=model, code_version=version, prompt=prompt, reply=reply, timing=timing or {},
-                         metrics=metrics, extra=extra or {})
-
-    return cell
-
-
-def agent_replies(system: MemorySystem, probes: Sequence[tuple[str, str]]) -> list[Generation] | None:
-    """The system's own agent's replies to (owner, query), for a system that answers through
-    its own agent (``agent_reply``: LangGraph with the user's graph); None: the audit's prompt
-    over the system's context is sent to the model."""
-    reply = getattr(system, "agent_reply", None)
-    if reply is None or not probes:
-        return None
-    first = reply(*probes[0])
-    if first is None:
-        return None
-    return [first, *(reply(owner, query) for owner, query in probes[1:])]
-
-
-def _generate(config: SystemAuditConfig, runtime: SystemRuntime, phase: str,
-              jobs: Sequence[tuple[Planted, str, Probe, list[ChatMessage], list[str]]], canaries: list[str],
-              progress: Callable[[int], None], step: int, replies: list[Generation] | None = None,
-              ) -> list[ResultRow]:
-    from traceless.studies._runner import CellResult
-
-    gen = GenerationConfig(max_new_tokens=config.max_new_tokens, temperature=0.0)
-    red = _redactor(canaries, config.reveal)
-    cell = _cells(config, runtime.model.describe())
-    rows: list[ResultRow] = []
-    size = batch_size(runtime.model, len(jobs), step)
-    for i in range(0, len(jobs), size):
-        chunk = jobs[i: i + size]
-        gens: list[Generation] = (runtime.model.generate_batch([j[3] for j in chunk], gen) if replies is None
-                                  else replies[i: i + len(chunk)])
-        for n, ((p, view, pr, msgs, ids), g) in enumerate(zip(chunk, gens, strict=True), start=i):
-            params = {"kind": "aer", "instance": p.owner, "level": pr.level, "wording": pr.wording}
-            if phase != "before":
-                params |= {"kind": "frs", "mode": phase, "tier": view}
-            rows.append(cell(
-                _probe_key(phase, view, pr, p.owner), phase, params,
-                prompt=[{"role": m.role, "content": red(m.content)} for m in msgs], reply=red(g.text),
-                metrics={"extracted": extracted(p.canary, g.text)}, timing=CellResult.timing_of(g),
-                extra={"context_ids": ids, "order": n}))  # the phase's request order
-        progress(len({j[0].owner for j in jobs[: i + len(chunk)]}))
-    return rows
 
 
 def batch_size(model: ModelBackend, jobs: int, step: int) -> int:
@@ -638,20 +554,7 @@ def audit_model(spec: str, context_tokens: int = 0, *,
     return audit_backend(spec, context_tokens, engine)
 
 
-def _collect(config: SystemAuditConfig, phases: list[str], out_dir: Path, store: ResultsStore, seconds: float,
-             model: dict[str, Any]) -> SystemAuditResult:
-    """The table of the store's rows (``audit_table``, what ``traceless report`` renders);
-    results.jsonl (the probe rows as ``AuditRow``s) and summary.json written from it."""
-    cells = list(store.rows(config.model))
-    t = audit_table(cells)
-    if list(t.table) != phases:  # every phase ran before this is called: a mismatch is a bug
-        raise StudyError(f"{out_dir}: the store holds phases {list(t.table)}, the audit ran {phases}")
-    _atomic_write(out_dir / "results.jsonl", "".join(a.model_dump_json() + "\n" for a in t.probes))
-    result = SystemAuditResult(system=config.system, table=t.table, copies=t.copies, files=t.files,
-                               bystanders=t.bystanders, erasure=t.erasure,
-                               rows=len(t.probes), seconds=seconds, out_dir=str(out_dir))
-    _atomic_write(out_dir / "summary.json", json.dumps(
-        {"config": config.model_dump(mode="json"), "model": model, "code_version": code_version(),
-         **result.model_dump(exclude={"seconds", "out_dir"})}, indent=2))
-    _finish_manifest(out_dir, config, len(cells), seconds)
-    return result
+def _probe_key(phase: str, view: str, pr: Probe, profile: str) -> str:
+    # the user last: every segment before it is a name without "/", so keys cannot collide
+    head = "aer" if phase == "before" else f"frs/{phase}/{view}"
+    return f"{head}/{pr.level}:{pr.wording}/user={profile}"

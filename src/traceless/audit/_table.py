@@ -17,7 +17,7 @@ from traceless.audit._metrics import aer, aer_max, frs_worst
 from traceless.audit._probes import PROBE_LEVELS
 
 if TYPE_CHECKING:
-    from traceless.studies._results import ResultRow
+    from traceless.run import ResultRow
 
 __all__ = ["AuditRow", "AuditTable", "audit_table", "residue_key"]
 

@@ -80,7 +80,7 @@ def system_audit(*, memory: str, memory_config: Path | None, data: Path | None, 
     """Run the engine on one memory system with the model engine ``engine`` (built at the
     edge from the command's options) and print its table (or its JSON document)."""
     from traceless.audit import SystemAuditConfig, audit_model, run_system_audit
-    from traceless.models import CachingBackend, fast_spec
+    from traceless.models import fast_spec
     from traceless.systems import SystemRuntime, load_system_config, system_class
 
     cls = system_class(memory)  # unknown name: lists the installed ones before any model loads
@@ -96,7 +96,7 @@ def system_audit(*, memory: str, memory_config: Path | None, data: Path | None, 
         console.print(f"audit instance (a fresh one in the work dir, never yours): overrode {o}", markup=False)
     t0 = time.perf_counter()
     with console.status(f"loading {escape(cfg.model)} and the embedder ..."):
-        be = CachingBackend(audit_model(model, ctx, engine=engine)[1])
+        be = audit_model(model, ctx, engine=engine)[1]  # the run caches generations
         emb = embedder(embedder_name)
     try:
         with console.status(f"auditing {escape(memory)} ...") as status:

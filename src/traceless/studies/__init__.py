@@ -7,35 +7,40 @@ API (``read_manifest``, ``read_rows``) that reports use; ``read_rows`` also read
 bundle (``export_bundle``: metrics-level Parquet rows plus the manifest, no conversation text).
 """
 
-from traceless.studies._bundle import BundleSummary, export_bundle, is_bundle
-from traceless.studies._merge import MergeSummary, merge_results
-from traceless.studies._purge import PurgeSummary, purge_results
-from traceless.studies._results import (
+from traceless.run import (
     GENERATIONS_DB,
     MANIFEST,
     RESULTS_DB,
     RESULTS_FORMAT,
-    Manifest,
-    ResultRow,
-    ResultsStore,
-    RunRecord,
-    StoredRow,
-    read_manifest,
-    read_rows,
-)
-from traceless.studies._run_result import ManifestSummary, StudyRunResult, run_state, study_run_result
-from traceless.studies._runner import (
     STUDIES,
+    BundleSummary,
     Cell,
     CellResult,
+    Manifest,
+    ManifestSummary,
+    MergeSummary,
+    PurgeSummary,
+    ResultRow,
+    ResultsStore,
     RunContext,
+    RunRecord,
     RunSummary,
+    StoredRow,
     Study,
+    StudyRunResult,
     derive_seed,
+    export_bundle,
     get_study,
+    is_bundle,
     load_config,
+    merge_results,
     parse_sets,
+    purge_results,
+    read_manifest,
+    read_rows,
+    run_state,
     run_study,
+    study_run_result,
 )
 
 __all__ = [

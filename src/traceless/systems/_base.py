@@ -170,9 +170,16 @@ class MemorySystem(abc.ABC):
     def stores(self) -> dict[str, Iterable[str]]:
         """Every store the system keeps, by name, each yielding its texts."""
 
+    @classmethod
+    def probe_views_of(cls, config: SystemConfig) -> tuple[str, ...]:
+        """The views probed after a deletion, from the config alone (the audit declares its
+        cells before it opens the system): default ``views``; a view empty by construction is
+        left out."""
+        return cls.views
+
     def probe_views(self) -> tuple[str, ...]:
-        """The views probed after a deletion (default ``views``; a view empty by construction is left out)."""
-        return self.views
+        """The views probed after a deletion (``probe_views_of`` this instance's config)."""
+        return type(self).probe_views_of(self.config)
 
     def files(self) -> list[Path]:
         """Files the system wrote (default: every file under ``work_dir``)."""

@@ -92,8 +92,10 @@ class NativeSystem(MemorySystem):
             FORGET_MODES.get(m)
         return config.modes or tuple(FORGET_MODES.names())
 
-    def probe_views(self) -> tuple[str, ...]:
-        return ("agent", "raw") + (("summary",) if self.cfg.S > 0 else ())
+    @classmethod
+    def probe_views_of(cls, config: SystemConfig) -> tuple[str, ...]:
+        assert isinstance(config, NativeConfig)
+        return ("agent", "raw") + (("summary",) if config.S > 0 else ())
 
     def write(self, sessions: Sequence[Session]) -> None:
         self.writer.write_sessions(list(sessions))

@@ -27,7 +27,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from traceless.errors import StudyError
-from traceless.studies._results import (
+from traceless.run._results import (
     GENERATIONS_DB,
     RESULTS_DB,
     Manifest,

@@ -39,7 +39,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from traceless.errors import StudyError
-from traceless.studies._results import MANIFEST, RESULTS_DB, ResultRow, read_manifest, read_rows
+from traceless.run._results import MANIFEST, RESULTS_DB, ResultRow, read_manifest, read_rows
 
 __all__ = ["BUNDLE_ROWS", "MAX_LABEL", "BundleSummary", "export_bundle", "is_bundle", "read_bundle_rows"]
 
@@ -126,7 +126,9 @@ def export_bundle(results_dir: str | Path, out: str | Path) -> BundleSummary:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from traceless.studies._runner import STUDIES
+    from traceless.run._study import registered_studies
+
+    studies = registered_studies()
 
     src, dst = Path(results_dir), Path(out)
     man = read_manifest(src)
@@ -135,7 +137,7 @@ def export_bundle(results_dir: str | Path, out: str | Path) -> BundleSummary:
     if dst.exists() and (not dst.is_dir() or any(dst.iterdir())):
         raise StudyError(f"{dst} exists and is not an empty folder; choose a new --out path")
     # a dir of another kind (e.g. a memory-system audit) declares nothing: its extra is dropped whole
-    keep = tuple(STUDIES.get(man.study).bundle_extra) if man.study in STUDIES.names() else ()
+    keep = tuple(studies.get(man.study).bundle_extra) if man.study in studies.names() else ()
     rows = [_bundle_row(r, keep) for r in read_rows(src)]  # read_rows: ordered by (model tag, key)
     schema = pa.schema([("model_tag", pa.string()), ("key", pa.string()), ("group", pa.string()),
                         ("seed", pa.int64()), ("code_version", pa.string()), ("created", pa.float64()),

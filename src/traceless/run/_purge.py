@@ -43,7 +43,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from traceless.errors import StudyError
-from traceless.studies._results import GENERATIONS_DB, RESULTS_DB, Manifest, read_manifest
+from traceless.run._results import GENERATIONS_DB, RESULTS_DB, Manifest, read_manifest
 
 __all__ = ["CHECKED_TEXTS", "PurgeSummary", "purge_results", "PURGED_MARKER"]
 
@@ -79,10 +79,12 @@ class PurgeSummary(BaseModel):
 
 def _keep_paths(man: Manifest) -> tuple[str, ...]:
     """The ``extra`` paths a purged row keeps: the study's export rule (an audit: its own)."""
-    from traceless.studies._runner import STUDIES
+    from traceless.run._study import registered_studies
 
-    if man.study in STUDIES.names():
-        return tuple(STUDIES.get(man.study).bundle_extra)
+    studies = registered_studies()
+
+    if man.study in studies.names():
+        return tuple(studies.get(man.study).bundle_extra)
     return tuple(p for p in AUDIT_EXTRA if p != "notes" or not man.config.get("reveal", False))
 
 
@@ -98,7 +100,7 @@ def _texts(prompt: Any, reply: Any) -> Iterable[str]:
 
 def _clear_rows(db: Path, keep: tuple[str, ...], seen: set[str]) -> tuple[int, int]:
     """NULL prompt/reply, trim extra, VACUUM; the texts cleared go into ``seen``."""
-    from traceless.studies._bundle import _project
+    from traceless.run._bundle import _project
 
     conn = sqlite3.connect(str(db), isolation_level=None, timeout=30.0)
     try:
@@ -211,7 +213,7 @@ def _leftovers(d: Path, needles: list[bytes]) -> dict[str, int]:
 
 def purge_results(results_dir: str | Path) -> PurgeSummary:
     """Purge prompts and replies from ``results_dir`` (see the module docstring)."""
-    from traceless.studies._bundle import is_bundle
+    from traceless.run._bundle import is_bundle
 
     t0 = time.perf_counter()
     d = Path(results_dir)
@@ -242,6 +244,8 @@ def purge_results(results_dir: str | Path) -> PurgeSummary:
 
 
 def _study_names() -> list[str]:
-    from traceless.studies._runner import STUDIES
+    from traceless.run._study import registered_studies
 
-    return list(STUDIES.names())
+    studies = registered_studies()
+
+    return list(studies.names())
