@@ -229,3 +229,60 @@ def test_screen_prompt_is_the_frontier_studys_summary_prompt(done: tuple[Path, S
         if "/screen/" in key:
             assert r.prompt in sent, key  # the same prompt the frontier study sent for that session
             assert frontier_rows[r.extra["instance"]] == r.extra["canary"]  # the same canary
+
+
+class _OpenAIServer:
+    """A loopback server speaking the OpenAI chat API that answers like ``picky``."""
+
+    def __init__(self) -> None:
+        import json
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def _send(self, body: dict[str, Any]) -> None:
+                raw = json.dumps(body).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(raw)))
+                self.end_headers()
+                self.wfile.write(raw)
+
+            def do_GET(self) -> None:  # noqa: N802 - http.server API
+                if self.path == "/v1/models":
+                    self._send({"object": "list", "data": [{"id": "picky", "object": "model", "owned_by": "test"}]})
+                else:
+                    self.send_error(404)
+
+            def do_POST(self) -> None:  # noqa: N802
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                msgs = [ChatMessage(role=m["role"], content=m["content"]) for m in body["messages"]]
+                text = picky(msgs, GenerationConfig())
+                self._send({"model": "picky", "choices": [{"message": {"role": "assistant", "content": text},
+                                                           "finish_reason": "stop"}],
+                            "usage": {"prompt_tokens": 5, "completion_tokens": 5}})
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def test_runs_unchanged_against_an_openai_compatible_endpoint(done: tuple[Path, ScriptedBackend],
+                                                               tmp_path: Path) -> None:
+    srv = _OpenAIServer()
+    try:
+        s = run_study("frontier-residue", tmp_path / "o", cfg(), model=f"openai:picky@{srv.url}",
+                      embedder=HashingEmbedder(), progress=False)
+    finally:
+        srv.close()
+    assert s.finished
+    a, b = rows_by_key(tmp_path / "o"), rows_by_key(done[0])
+    assert a.keys() == b.keys()
+    assert all(a[k].metrics == b[k].metrics for k in a)
