@@ -108,7 +108,8 @@ def _resummarize_plan(op: ForgetOp) -> list[tuple[str, str, list[Artifact], list
 
 def _superseded(op: ForgetOp, existing: list[Artifact], chunks: list[str]) -> list[Artifact]:
     """The old chunks a regenerated chunk replaces: greedy one-to-one matching by cosine
-    (highest first; ties by position), pairs below ``SUPERSEDE_COSINE`` never match."""
+    (highest first; ties by position), pairs below ``SUPERSEDE_COSINE`` (or the writer's
+    ``WriteConfig.supersede_cosine``) never match."""
     if not existing or not chunks:
         return []
     if op.writer is None or op.writer.embedder is None:
@@ -116,6 +117,8 @@ def _superseded(op: ForgetOp, existing: list[Artifact], chunks: list[str]) -> li
                           "pass a writer with an embedder to forget()")
     import numpy as np  # only a re-summarizing forget needs it, not the mode listing
 
+    cut = op.writer.config.supersede_cosine
+    threshold = SUPERSEDE_COSINE if cut is None else cut
     vecs = op.writer.embedder.embed([s.text or "" for s in existing] + chunks)
     old, new = vecs[: len(existing)], vecs[len(existing):]
     norms_o = np.linalg.norm(old, axis=1)
@@ -126,7 +129,7 @@ def _superseded(op: ForgetOp, existing: list[Artifact], chunks: list[str]) -> li
     used_new: set[int] = set()
     used_old: set[int] = set()
     for cos, i, j in pairs:
-        if cos < SUPERSEDE_COSINE:
+        if cos < threshold:
             break
         if i not in used_new and j not in used_old:
             used_new.add(i)

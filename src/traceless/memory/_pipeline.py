@@ -61,6 +61,9 @@ class WriteConfig(BaseModel):
     """Token budget for one summary."""
     max_facts: int = Field(6, ge=1)
     """At most this many key-fact chunks per session at S=1."""
+    supersede_cosine: float | None = Field(None, ge=-1.0, le=1.01)
+    """``raw_plus_resummarize`` only: the cosine at which a regenerated summary chunk replaces
+    an old one (None: the mode's ``SUPERSEDE_COSINE``; above 1, nothing is ever replaced)."""
 
 
 def _prompt_digest(template: str) -> str:

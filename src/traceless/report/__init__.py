@@ -36,6 +36,7 @@ def render_report(results_dir: str | Path, out_dir: str | Path | None = None) ->
 
 from traceless.report import _afterdelete as _afterdelete  # noqa: E402,F401  (registers the AfterDeleteBench report, paper 001)
 from traceless.report import _frontier as _frontier  # noqa: E402,F401  (registers the frontier report)
+from traceless.report import _frontier_residue as _frontier_residue  # noqa: E402,F401  (the frontier-residue report)
 from traceless.report import _replay as _replay  # noqa: E402,F401  (registers the replay report, paper 002)
 from traceless.report import _systems as _systems  # noqa: E402,F401  (registers the memory-system audit report)
 from traceless.report._html import render_html_report as render_html_report  # noqa: E402  (report.html, offline)

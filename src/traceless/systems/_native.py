@@ -46,6 +46,9 @@ class NativeConfig(SystemConfig):
     """Token budget of one S=1/S=2 summary."""
     max_facts: int = Field(6, ge=1)
     """At most this many key-fact chunks per session (S=1)."""
+    supersede_cosine: float | None = Field(None, ge=-1.0, le=1.01)
+    """``raw_plus_resummarize``: cosine at which a regenerated summary chunk replaces an old one
+    (None: the mode's ``SUPERSEDE_COSINE``). The residue study varies it."""
     context_order: Literal["score", "store"] = "score"
     """How the k retrieved entries are shown: ``score`` (by similarity) or ``store``
     (chronological memory order: probes retrieving the same set share one prompt prefix)."""
@@ -61,7 +64,8 @@ class NativeConfig(SystemConfig):
         """Raw user turns plus the summary levels, embedded (the native store's writer)."""
         levels = self.levels if self.levels is not None else ((self.S,) if self.S > 0 else ())
         return WriteConfig(raw_unit="user_turn", levels=levels, embed=True,
-                           summary_max_tokens=self.summary_tokens, max_facts=self.max_facts)
+                           summary_max_tokens=self.summary_tokens, max_facts=self.max_facts,
+                           supersede_cosine=self.supersede_cosine)
 
 
 @memory_system("traceless", help="traceless's own tiered store; deletions = the forget modes")

@@ -39,7 +39,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 import numpy as np
 from pydantic import BaseModel
@@ -87,7 +87,12 @@ def _load(path: str, mtime_ns: int, size: int) -> tuple[list[Instance], str]:
     return load_instances(p), digest
 
 
-def _data(config: FrontierConfig) -> tuple[list[Instance], str]:
+class _HasData(Protocol):
+    data: str | None
+
+
+def _data(config: _HasData) -> tuple[list[Instance], str]:
+    """The study's instances (parsed once per file version) and the file's sha256."""
     p = resolve_data(config.data).resolve()
     st = p.stat()
     return _load(str(p), st.st_mtime_ns, st.st_size)
