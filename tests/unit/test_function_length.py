@@ -18,7 +18,6 @@ PACKAGE = Path(traceless.__file__).resolve().parent  # the sources under test (P
 
 ALLOWED: dict[str, str] = {
     "traceless/studies/frontier/_study.py::FrontierStudy._run_instance": "owned by residue, being split this wave",
-    "traceless/cli/_study.py::run_cmd": "owned by engine (the CLI's engine options), being split this wave",
     "traceless/studies/afterdelete/_training.py::_fit_ppo": "the PPO loop of paper 001's auditors, kept in one "
                                                              "piece so its seeded draws stay in their order; "
                                                              "no owner this wave",

@@ -104,28 +104,10 @@ def run_cmd(
     """Run (or resume) a study into DIR; every finished cell is stored at once."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     study = get_study(name)
-    cls = study.config_cls
-    base: dict[str, Any] = {}
-    if resume and (out / MANIFEST).exists():
-        man = read_manifest(out)
-        if man.study == name:
-            base = dict(man.config)
-    for field, value in (("n", n), ("data", None if data is None else str(data.resolve()))):
-        if value is None:
-            continue
-        if field not in cls.model_fields:
-            raise ConfigError(f"study {name!r} has no {field!r} field; use --set with one of "
-                              f"{', '.join(cls.model_fields)}")
-        base[field] = value
-    cfg = load_config(cls, config, sets, base=base)
+    cfg = _study_config(name, study.config_cls, out, config, sets, resume, n, data)
     engine = engine_options(parallel=parallel, prompt_cache=prompt_cache, threads=threads, timeout=timeout,
                             context=context, speculation=speculation)
-    shard_t: tuple[int, int] | None = None
-    if shard is not None:
-        i, sep, n_ = shard.partition("/")
-        if not (sep and i.strip().isdigit() and n_.strip().isdigit()):
-            raise ConfigError(f"--shard {shard!r}: use I/N, e.g. --shard 0/2")
-        shard_t = (int(i), int(n_))
+    shard_t = _parse_shard(shard)
 
     from traceless.cli._common import embedder
 
@@ -139,6 +121,38 @@ def run_cmd(
     if as_json:
         typer.echo(study_run_result(summary, shard_t).model_dump_json(indent=2))
         return
+    _print_summary(console, summary, shard, shard_t, out)
+
+
+def _study_config(name: str, cls: type[Any], out: Path, config: Path | None, sets: list[str], resume: bool,
+                  n: int | None, data: Path | None) -> Any:
+    """The run's config: a resumed dir's recorded config, then --n/--data, then --config/--set."""
+    base: dict[str, Any] = {}
+    if resume and (out / MANIFEST).exists():
+        man = read_manifest(out)
+        if man.study == name:
+            base = dict(man.config)
+    for field, value in (("n", n), ("data", None if data is None else str(data.resolve()))):
+        if value is None:
+            continue
+        if field not in cls.model_fields:
+            raise ConfigError(f"study {name!r} has no {field!r} field; use --set with one of "
+                              f"{', '.join(cls.model_fields)}")
+        base[field] = value
+    return load_config(cls, config, sets, base=base)
+
+
+def _parse_shard(shard: str | None) -> tuple[int, int] | None:
+    if shard is None:
+        return None
+    i, sep, n_ = shard.partition("/")
+    if not (sep and i.strip().isdigit() and n_.strip().isdigit()):
+        raise ConfigError(f"--shard {shard!r}: use I/N, e.g. --shard 0/2")
+    return int(i), int(n_)
+
+
+def _print_summary(console: Console, summary: Any, shard: str | None, shard_t: tuple[int, int] | None,
+                   out: Path) -> None:
     state = {"finished": "finished", "stopped": "stopped (resume with --resume)",
              "shard_finished": f"shard {shard} finished (the other shards' cells are still missing)"
              }[run_state(summary, shard_t)]
