@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from traceless.errors import ConfigError
+from traceless.models import Credentials
 from traceless.models import (
     BACKENDS,
     ENGINE_ENV,
@@ -180,3 +181,39 @@ def test_mem0_finds_the_served_model_through_the_caches_by_its_declared_endpoint
     assert "sk-real" not in repr(remote.endpoint())
     with pytest.raises(ConfigError, match="calls its LLM over the OpenAI API"):
         _openai_endpoint(CachingBackend(ScriptedBackend(default="x")))
+
+
+def test_a_studys_own_models_get_the_engine_options_of_the_edge(tmp_path: Path) -> None:
+    """A judge or selector the study loads itself (``load_backend(cfg.judge, engine=ctx.engine)``)
+    gets the run's engine options, credentials included (before: ``ctx`` had none, so a hosted
+    judge found no API key although the CLI had read it)."""
+    from pydantic import BaseModel
+
+    from traceless.models import ChatMessage, GenerationConfig, ScriptedBackend
+    from traceless.studies import Cell, CellResult, RunContext, Study, run_study
+
+    seen: list[object] = []
+
+    class _Cfg(BaseModel):
+        """One cell."""
+
+        seed: int = 0
+        """Seed."""
+
+    class _EngineStudy(Study[_Cfg]):
+        name = "engine-ctx-test"
+        version = "1"
+        config_cls = _Cfg
+
+        def cells(self, config: _Cfg) -> list[Cell]:
+            return [Cell(key="only", group="g", params={}, seed=0)]
+
+        def run_group(self, ctx: RunContext[_Cfg], cells: list[Cell]):  # type: ignore[no-untyped-def]
+            seen.append(ctx.engine)
+            g = ctx.generate_batch([[ChatMessage(role="user", content="hi")]], GenerationConfig(max_new_tokens=4))[0]
+            yield CellResult(key="only", reply=g.text, metrics={"n": 1})
+
+    engine = EngineOptions(threads=1, credentials=Credentials.from_env({"OPENAI_API_KEY": "sk-test-not-a-key"}))
+    run_study(_EngineStudy(), tmp_path / "run", backend=ScriptedBackend(["ok"]), model_tag="s", progress=False,
+              backend_options={"engine": engine})
+    assert seen == [engine]

@@ -363,7 +363,8 @@ def _run_context(spec: _RunSpec) -> tuple[Any, Any, _SnapshotCache | None]:
     work = scratch / "work" / spec.model_tag
     work.mkdir(parents=True)
     ctx = RunContext(config=cfg, out_dir=scratch, work_dir=work, model=model, model_tag=spec.model_tag,
-                     identity=spec.identity, workers=1, embedder_factory=factory)
+                     identity=spec.identity, workers=1, embedder_factory=factory,
+                     engine=spec.backend_options.get("engine"))
     study.setup(ctx)
     with _WORKER_LOCK:
         _RUNS.clear()  # one run at a time per worker process: free the last run's state

@@ -320,7 +320,8 @@ def open_run(st: Study[Any], cfg: BaseModel, cells: list[Cell], out_dir: Path, o
     workers = opts.workers or (session.cpus() if session is not None else _default_workers(model.backend))
     ctx: RunContext[Any] = RunContext(config=cfg, out_dir=out_dir, work_dir=work, model=cache.front,
                                       model_tag=model.tag, identity=model.identity, workers=workers,
-                                      embedder_factory=factory)
+                                      embedder_factory=factory,
+                                      engine=(opts.backend_options or {}).get("engine"))
     done = store.done_keys(model.tag)
     todo = [c for c in cells if c.key not in done]
     skipped = len(cells) - len(todo)

@@ -21,6 +21,7 @@ from traceless.models import ChatMessage, Embedder, Generation, GenerationConfig
 from traceless.registry import Registry
 
 if TYPE_CHECKING:
+    from traceless.models import EngineOptions
     from traceless.run._results import Manifest
 
 __all__ = [
@@ -189,6 +190,9 @@ class RunContext(Generic[C]):
     _lock: threading.Lock = field(default_factory=threading.Lock)
     state: dict[str, Any] = field(default_factory=dict)
     """Study-owned objects shared by all groups (filled in ``setup``)."""
+    engine: EngineOptions | None = None
+    """The engine options built at the edge (CLI options, API arguments), for the models a
+    study loads itself (a judge, a selector): their credentials and engine settings."""
 
     @property
     def embedder(self) -> Embedder:

@@ -304,7 +304,7 @@ class AfterDelete(Study[AfterDeleteConfig]):
         if cfg.selector:
             from traceless.models import load_backend
 
-            inner = load_backend(cfg.selector)
+            inner = load_backend(cfg.selector, engine=ctx.engine)
             ctx.state["selector"] = CachingBackend(inner, ctx.work_dir / "selector_generations.sqlite")
             ctx.state["selector_record"] = {"spec": cfg.selector, "identity": inner.describe(),
                                             "is_model_under_test": False}

@@ -225,7 +225,7 @@ class FrontierStudy(Study[FrontierConfig]):
         elif cfg.judge:
             from traceless.models import CachingBackend, load_backend
 
-            judge = CachingBackend(load_backend(cfg.judge), ctx.work_dir / "judge_generations.sqlite")
+            judge = CachingBackend(load_backend(cfg.judge, engine=ctx.engine), ctx.work_dir / "judge_generations.sqlite")
         ctx.state["judge"] = judge
 
     # ------------------------------------------------------------------ memory
