@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 
 from traceless.errors import ConfigError
-from traceless.models import Credentials
 from traceless.models import (
     BACKENDS,
     ENGINE_ENV,
     CachingBackend,
+    Credentials,
     EngineOptions,
     ModelBackend,
     ScriptedBackend,
