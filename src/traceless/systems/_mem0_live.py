@@ -42,7 +42,7 @@ from urllib.parse import unquote
 from traceless.errors import ConfigError, UnsupportedError
 from traceless.systems._erase import ErasurePlan, PlannedAction, ScanHit, ScanReport, StoreOutcome
 
-__all__ = ["LiveLayout", "Mem0Live", "Rec", "live_layout"]
+__all__ = ["LiveLayout", "Mem0Live", "Rec", "live_layout", "probe_config"]
 
 PROVIDERS = ("qdrant", "chroma")
 _QDRANT_DB = "storage.sqlite"
@@ -103,6 +103,19 @@ def live_layout(vector_store: dict[str, Any] | None, history_db_path: str | None
         raise ConfigError(f"vector_store {provider} at {lay.path}: no collection {lay.collection!r} there "
                           f"({main} does not exist); check config.path and collection_name (nothing was opened)")
     return lay
+
+
+def probe_config(mem0_keys: dict[str, Any], embedder_model: str, dims: int) -> dict[str, Any]:
+    """The ``Memory.from_config`` dict that reads the live instance as the application does
+    (its vector store, history path and embedder), for the probes of ``forget --certify``:
+    the LLM is a placeholder (the probes' agent is the certificate's model; a search calls
+    no LLM), the embedder defaults to the bundled MiniLM as in the audit."""
+    cfg = dict(mem0_keys)
+    cfg.setdefault("embedder", {"provider": "huggingface", "config": {"model": embedder_model,
+                                                                      "embedding_dims": dims}})
+    cfg["llm"] = {"provider": "openai", "config": {"model": "unused", "api_key": "unused",
+                                                   "openai_base_url": "http://127.0.0.1:9/v1"}}
+    return cfg
 
 
 def _ro(path: Path) -> sqlite3.Connection:
