@@ -15,7 +15,7 @@ user's memories each carry a canary. Each rep copies the instance fresh, then ti
 * ``forget``: ``traceless.forget(system="mem0", config=cfg, user=U, literals=[canary])``:
   plan, journal, mem0's delete_all, the residue, VACUUM, re-scan, bystanders, signed receipt.
 
-Times are p50 over ``--reps``, each side in a fresh worker process that imports mem0 and
+Times (wall, and the worker's CPU time: ``… CPU``, what a loaded machine changes least) are p50 over ``--reps``, each side in a fresh worker process that imports mem0 and
 traceless before the clock starts (imports excluded), plus ``scan (CLI)``: the whole
 ``traceless scan`` command in a cold process, imports included (what a user waits for).
 ``--baseline-src DIR`` (a ``src`` folder of another commit, e.g. ``git archive a4871d9 src |
@@ -45,6 +45,7 @@ import numpy as np
 
 SCAN_TARGET_S, FORGET_TARGET_S = 2.0, 5.0
 USER = "u7"
+CANARY = "CANARY-bench-4411"
 
 
 def _config(root: Path) -> dict[str, Any]:
@@ -66,7 +67,7 @@ def build(root: Path, n: int, users: int, seed: int = 0) -> tuple[Path, str]:
     rng = np.random.default_rng(seed)
     cfg = _config(root)
     store, db = _store_and_db(cfg)
-    canary = "CANARY-bench-4411"
+    canary = CANARY
     for start in range(0, n, 1000):
         ids = [str(uuid.UUID(int=int(rng.integers(2**62)) << 64 | i)) for i in range(start, min(n, start + 1000))]
         owners = [f"u{i % users}" for i in range(start, start + len(ids))]
@@ -92,18 +93,18 @@ def _copy(src: Path, dst: Path, cfg: Path) -> Path:
     return out
 
 
-def delete_all(cfg_path: Path) -> float:
+def delete_all(cfg_path: Path) -> tuple[float, float]:
     from traceless.systems._mem0 import _import_mem0
 
     main = _import_mem0(Path(os.environ["TRACELESS_HOME"]) / "mem0-home")
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     store, db = _store_and_db(json.loads(cfg_path.read_text()))
     mem = main.Memory.__new__(main.Memory)
     mem.config, mem.vector_store, mem._entity_store, mem.db = None, store, None, db
     mem.delete_all(user_id=USER)
     db.close()
     store.client.close()
-    return time.perf_counter() - t0
+    return time.perf_counter() - t0, time.process_time() - c0
 
 
 def worker(scan_cfg: Path, forget_cfg: Path, canary: str, native_cfg: Path | None) -> dict[str, Any]:
@@ -112,13 +113,14 @@ def worker(scan_cfg: Path, forget_cfg: Path, canary: str, native_cfg: Path | Non
     from traceless.systems._mem0 import _import_mem0
 
     _import_mem0(Path(os.environ["TRACELESS_HOME"]) / "mem0-home")
-    out: dict[str, Any] = {"delete_all": delete_all(native_cfg)} if native_cfg else {}
-    t = time.perf_counter()
+    out: dict[str, Any] = dict(zip(("delete_all", "delete_all CPU"), delete_all(native_cfg), strict=True)
+                               ) if native_cfg else {}
+    t, c = time.perf_counter(), time.process_time()
     rep = traceless.scan("mem0", scan_cfg, user=USER, literals=[canary])
-    out["scan"] = time.perf_counter() - t
-    t = time.perf_counter()
+    out["scan"], out["scan CPU"] = time.perf_counter() - t, time.process_time() - c
+    t, c = time.perf_counter(), time.process_time()
     r = traceless.forget(system="mem0", config=forget_cfg, user=USER, literals=[canary])
-    out["forget"] = time.perf_counter() - t
+    out["forget"], out["forget CPU"] = time.perf_counter() - t, time.process_time() - c
     out["passed"] = r.verification.passed and bool(rep.hits)
     out["found"] = {"stores": rep.stores, "hits": sorted(h.model_dump_json() for h in rep.hits),
                     "files": sorted((Path(f.path).name, f.count) for f in rep.files),
@@ -154,13 +156,16 @@ def _load() -> str:
 def _table(rows: dict[str, dict[str, list[float]]]) -> bool:
     ok, base = True, statistics.median(rows["this"]["delete_all"])
     old = rows.get("baseline")
-    print(f"{'operation':<12} {'p50 s':>8} {'x delete_all':>13} {'target s':>9}"
+    print(f"{'operation':<14} {'p50 s':>8} {'x delete_all':>13} {'target s':>9}"
           + (f" {'baseline s':>11} {'this/baseline':>14}" if old else ""))
     for name, target in (("delete_all", None), ("scan", SCAN_TARGET_S), ("scan (CLI)", None),
-                         ("forget", FORGET_TARGET_S)):
+                         ("forget", FORGET_TARGET_S), ("delete_all CPU", None), ("scan CPU", None),
+                         ("forget CPU", None)):
+        if name.endswith("CPU"):
+            base = statistics.median(rows["this"]["delete_all CPU"])
         p50 = statistics.median(rows["this"][name])
         ok = ok and (target is None or p50 <= target)
-        line = f"{name:<12} {p50:>8.3f} {p50 / base:>13.2f} {target if target else '-':>9}"
+        line = f"{name:<14} {p50:>8.3f} {p50 / base:>13.2f} {target if target else '-':>9}"
         if old and name in old:
             b = statistics.median(old[name])
             line += f" {b:>11.3f} {p50 / b:>14.2f}"
@@ -174,6 +179,7 @@ def main() -> int:
     ap.add_argument("--users", type=int, default=1_000)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--baseline-src", type=Path, help="a src folder of another commit to compare with")
+    ap.add_argument("--instance", type=Path, help="build the instance here (kept; reused when it is there)")
     ap.add_argument("--worker", nargs=4, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.worker:
@@ -188,8 +194,19 @@ def main() -> int:
     _import_mem0(Path(os.environ["TRACELESS_HOME"]) / "mem0-home")
     print(f"load before: {_load()}")
     t0 = time.perf_counter()
-    cfg, canary = build(tmp / "src", a.memories, a.users)
-    print(f"built {a.memories} memories over {a.users} users in {time.perf_counter() - t0:.1f}s")
+    if a.instance and (a.instance / "bench.json").is_file():
+        (tmp / "src").symlink_to(a.instance.resolve() / "src")
+        cfg, canary = tmp / "bench.json", CANARY
+        cfg.write_text((a.instance / "bench.json").read_text().replace(str(a.instance.resolve() / "src"),
+                                                                       str(tmp / "src")))
+        print(f"reusing the instance in {a.instance}")
+    else:
+        cfg, canary = build(tmp / "src", a.memories, a.users)
+        print(f"built {a.memories} memories over {a.users} users in {time.perf_counter() - t0:.1f}s")
+        if a.instance:
+            shutil.copytree(tmp / "src", a.instance / "src")
+            (a.instance / "bench.json").write_text(cfg.read_text().replace(str(tmp / "src"),
+                                                                           str(a.instance.resolve() / "src")))
     sides = {"this": Path(__file__).resolve().parents[1] / "src"}
     if a.baseline_src:
         sides["baseline"] = a.baseline_src.resolve()
