@@ -178,7 +178,8 @@ def forget(store: MemoryStore | None = None, target: ForgetTarget | None = None,
     if system is not None:
         from traceless._erase_api import erase
 
-        return erase(system, config, user=user, literals=literals, receipt=receipt_path)
+        return erase(system, config, user=user, literals=literals, receipt=receipt_path, certify=certify,
+                     model=model, wordings=wordings, max_new_tokens=max_new_tokens)
     if store is None or target is None or mode is None:
         raise ConfigError("forget needs (store, target, mode), or system=NAME, config=CFG, user=ID")
     if not certify:

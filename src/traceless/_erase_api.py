@@ -10,13 +10,23 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from traceless.errors import ConfigError
-from traceless.forget import Receipt, check_receipt_path, receipt_key
+from traceless.errors import ConfigError, UnsupportedError
+from traceless.forget import (
+    Certificate,
+    Receipt,
+    attach_certificate,
+    check_receipt_path,
+    receipt_key,
+    write_receipt,
+)
+from traceless.models import ModelBackend
 from traceless.systems import (
+    DeletionTarget,
     ErasurePlan,
     MemorySystem,
     MissingPackageError,
     ScanReport,
+    SystemRuntime,
     erase_system,
     load_system_config,
     plan_system_erasure,
@@ -24,7 +34,7 @@ from traceless.systems import (
     system_class,
 )
 
-__all__ = ["attach_system", "erase", "plan_erasure", "scan"]
+__all__ = ["attach_system", "certify_live", "erase", "plan_erasure", "scan"]
 
 Config = str | os.PathLike[str] | dict[str, Any] | None
 
@@ -66,21 +76,87 @@ def plan_erasure(system: str, config: Config, *, user: str | None = None,
 
 
 def erase(system: str, config: Config, *, user: str | None = None, literals: Sequence[str] = (),
-          receipt: str | Path | None = None, state_dir: str | Path | None = None) -> Receipt:
+          receipt: str | Path | None = None, state_dir: str | Path | None = None, certify: bool = False,
+          model: str | ModelBackend | None = None, wordings: int = 1, max_new_tokens: int = 40) -> Receipt:
     """Erase ``user`` (and every record holding a literal) from the live instance: plan →
     journal → the system's own deletions + residue → compaction → re-scan → bystanders →
     signed receipt (written to ``receipt`` before the journal is removed). An interrupted
-    run is finished by the same call. ``state_dir`` holds the journals (default: traceless's)."""
+    run is finished by the same call. ``state_dir`` holds the journals (default: traceless's).
+
+    ``certify``: then the behavioural certificate (``certify_live``) is signed into the
+    receipt (and the file rewritten with it); the model is loaded before anything is erased."""
     _need_target(user, literals)
+    if certify and (user is None or not literals):
+        raise ConfigError("--certify needs --user and --literal: the certificate asks the user's agent the audit's "
+                          "probes and checks the replies for the literals")
     out = check_receipt_path(receipt) if receipt is not None else None  # every output checked first
+    from traceless._api import DEFAULT_MODEL, load_model
     from traceless.paths import state_dir as default_state
 
-    s = attach_system(system, config, read_only=False)
+    be = load_model(model or DEFAULT_MODEL) if certify else None
     try:
-        return erase_system(s, user, list(literals), state_dir=Path(state_dir) if state_dir else default_state(),
-                            key=receipt_key(), receipt_out=out)
+        s = attach_system(system, config, read_only=False)
+        if certify and not callable(getattr(s, "probe_instance", None)):
+            s.close()
+            raise UnsupportedError(f"--certify is not available for {system!r} live instances yet (mem0 only); "
+                                   "run the erasure without --certify: its receipt is signed as before")
+        try:
+            r = erase_system(s, user, list(literals), state_dir=Path(state_dir) if state_dir else default_state(),
+                             key=receipt_key(), receipt_out=out)
+            if be is None or user is None:
+                return r
+            final = attach_certificate(r, certify_live(s, user, list(literals), be, wordings=wordings,
+                                                      max_new_tokens=max_new_tokens))
+        finally:
+            s.close()
+        if out is not None:
+            write_receipt(final, out)
+        return final
     finally:
-        s.close()
+        if be is not None and be is not model:
+            be.close()
+
+
+def certify_live(s: MemorySystem, user: str, literals: Sequence[str], model: ModelBackend, *, wordings: int = 1,
+                 max_new_tokens: int = 40) -> Certificate:
+    """After the erasure: the audit's probes (every level × ``wordings``) asked of ``user``'s
+    agent through the system's own retrieval on the live instance (``probe_instance``), each
+    reply checked for every literal; and the literals' copies per store and in the files
+    (the read-only scan). One certificate for all literals: a probe counts as extracted when
+    its reply holds any of them."""
+    from traceless.audit import certify
+    from traceless.models import HashingEmbedder
+
+    probe = s.probe_instance(SystemRuntime(model, HashingEmbedder(), model.name))  # type: ignore[attr-defined]
+    try:
+        certs = [certify(probe, DeletionTarget(user, lit, ""), model, embedder=_embedder_name(s),
+                         wordings=wordings, max_new_tokens=max_new_tokens) for lit in literals]
+    finally:
+        probe.close()
+    first = certs[0]
+    probes = [p.model_copy(update={"extracted": any(c.probes[i].extracted for c in certs)})
+              for i, p in enumerate(first.probes)]
+    per: dict[str, dict[str, list[bool]]] = {}
+    for p in probes:
+        per.setdefault(p.view, {}).setdefault(p.level, []).append(p.extracted)
+    rep = scan_system(s, None, list(literals))
+    copies = dict.fromkeys(rep.stores, 0)
+    for h in rep.hits:
+        copies[h.store] = copies.get(h.store, 0) + h.literal_count
+    copies["files"] = sum(f.count for f in rep.files)
+    return first.model_copy(update={
+        "probes": probes, "aer": {v: {lv: sum(xs) / len(xs) for lv, xs in lvs.items()} for v, lvs in per.items()},
+        "store_copies": copies, "seconds": sum(c.seconds for c in certs)})
+
+
+def _embedder_name(s: MemorySystem) -> str:
+    """The embedder of the instance's config (``provider:model``; mem0's default in the probes: MiniLM)."""
+    emb = getattr(s.config, "embedder", None)
+    if not isinstance(emb, dict):
+        return "huggingface:all-MiniLM-L6-v2"
+    cfg = emb.get("config")
+    model = Path(str(cfg.get("model", ""))).name if isinstance(cfg, dict) else ""
+    return f"{emb.get('provider', '?')}:{model}"
 
 
 def _need_target(user: str | None, literals: Sequence[str]) -> None:

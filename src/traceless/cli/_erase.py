@@ -77,8 +77,10 @@ def plan_lines(plan: ErasurePlan) -> list[str]:
 
 
 def forget_memory(memory: str, memory_config: Path | None, user: str | None, literals: list[str], *,
-                  dry_run: bool, receipt_out: Path | None, as_json: bool) -> None:
-    """``traceless forget --memory SYSTEM``: plan → execute → verify → sign (``--dry-run``: the plan)."""
+                  dry_run: bool, receipt_out: Path | None, as_json: bool, certify: bool = False,
+                  model: str | None = None, wordings: int = 1) -> None:
+    """``traceless forget --memory SYSTEM``: plan → execute → verify → sign (``--dry-run``: the plan);
+    ``--certify``: then the audit's probes through the system's own retrieval, signed in."""
     from traceless._erase_api import erase, plan_erasure
     from traceless.errors import ConfigError
 
@@ -94,7 +96,8 @@ def forget_memory(memory: str, memory_config: Path | None, user: str | None, lit
             typer.echo("dry run: nothing was changed")
         return
     receipt = erase(memory, memory_config, user=user, literals=literals,
-                    receipt=receipt_out or Path(f"receipt-erase-{memory}.json"))
+                    receipt=receipt_out or Path(f"receipt-erase-{memory}.json"), certify=certify, model=model,
+                    wordings=wordings)
     _report(receipt, receipt_out or Path(f"receipt-erase-{memory}.json"), as_json)
 
 

@@ -96,7 +96,7 @@ def run_forget(
         from traceless.cli._erase import forget_memory
 
         return forget_memory(memory, memory_config, user, literals or [], dry_run=dry_run, receipt_out=receipt_out,
-                             as_json=as_json)
+                             as_json=as_json, certify=certify, model=model, wordings=probe_wordings)
     if len(literals or []) > 1:
         raise ConfigError("give one --literal (several are accepted with --memory only)")
     literal = literals[0] if literals else None

@@ -35,7 +35,7 @@ from traceless.systems._base import (
     memory_system,
 )
 from traceless.systems._erase import ErasurePlan, ScanReport, StoreOutcome
-from traceless.systems._mem0_live import LiveLayout, Mem0Live, live_layout
+from traceless.systems._mem0_live import LiveLayout, Mem0Live, live_layout, probe_config
 
 __all__ = ["Mem0Config", "Mem0System"]
 
@@ -332,6 +332,20 @@ class Mem0System(MemorySystem):
         if self._live().layout.provider == "chroma":
             out.append("chroma's HNSW segment files: the erased vectors' floats (no text) until chroma rewrites them")
         return out
+
+    def probe_instance(self, runtime: SystemRuntime) -> MemorySystem:
+        """The attached instance read through mem0's own ``Memory`` (its vector store,
+        history and embedder; ``search`` with ``k``/``threshold``), as the audit's agent reads
+        it: what ``forget --memory mem0 --certify`` probes after the erasure. Close it."""
+        from traceless.models._st_embedder import minilm_path
+        from traceless.paths import state_dir
+
+        main = _import_mem0(state_dir() / "mem0-home")
+        probe = Mem0System.__new__(Mem0System)
+        probe.work_dir, probe.config, probe.cfg, probe.runtime = self.work_dir, self.cfg, self.cfg, runtime
+        probe.memory = main.Memory.from_config(probe_config(
+            self.cfg.mem0_keys(), str(self.cfg.embedder_path or minilm_path()), self.cfg.embedding_dims))
+        return probe
 
     def _native_delete(self, user: str | None, vector_ids: list[str], entity_ids: list[str]) -> None:
         """mem0's own deletions on the live instance: ``delete_all(user_id=user)``, then

@@ -26,6 +26,7 @@ its schema). The erasure opens mem0 read-write and runs its own ``delete_all``.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import pickle
 import sqlite3
@@ -33,6 +34,7 @@ from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import closing
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
@@ -40,7 +42,7 @@ from urllib.parse import unquote
 from traceless.errors import ConfigError, UnsupportedError
 from traceless.systems._erase import ErasurePlan, PlannedAction, ScanHit, ScanReport, StoreOutcome
 
-__all__ = ["LiveLayout", "Mem0Live", "Rec", "live_layout"]
+__all__ = ["LiveLayout", "Mem0Live", "Rec", "live_layout", "probe_config"]
 
 PROVIDERS = ("qdrant", "chroma")
 _QDRANT_DB = "storage.sqlite"
@@ -103,6 +105,19 @@ def live_layout(vector_store: dict[str, Any] | None, history_db_path: str | None
     return lay
 
 
+def probe_config(mem0_keys: dict[str, Any], embedder_model: str, dims: int) -> dict[str, Any]:
+    """The ``Memory.from_config`` dict that reads the live instance as the application does
+    (its vector store, history path and embedder), for the probes of ``forget --certify``:
+    the LLM is a placeholder (the probes' agent is the certificate's model; a search calls
+    no LLM), the embedder defaults to the bundled MiniLM as in the audit."""
+    cfg = dict(mem0_keys)
+    cfg.setdefault("embedder", {"provider": "huggingface", "config": {"model": embedder_model,
+                                                                      "embedding_dims": dims}})
+    cfg["llm"] = {"provider": "openai", "config": {"model": "unused", "api_key": "unused",
+                                                   "openai_base_url": "http://127.0.0.1:9/v1"}}
+    return cfg
+
+
 def _ro(path: Path) -> sqlite3.Connection:
     """A read-only connection: ``mode=ro`` never writes, creates a journal or bumps an mtime.
     A hot journal (a write interrupted mid-transaction) needs a writer to roll it back:
@@ -136,7 +151,7 @@ class Rec:
     memory_id: str | None = None
     linked: tuple[str, ...] = ()
 
-    @property
+    @cached_property
     def digest(self) -> str:
         return _digest(*self.raw)
 
@@ -162,6 +177,32 @@ def _vector_bytes(v: Any) -> bytes | None:
     return None
 
 
+class _Point:
+    """A qdrant ``PointStruct`` as its pickle holds it (``id``, ``vector``, ``payload``),
+    without qdrant-client: the scan imports no client and builds no pydantic model."""
+
+    id: Any
+    vector: Any
+    payload: dict[str, Any] | None
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state.get("__dict__", state))
+
+
+class _PointUnpickler(pickle.Unpickler):
+    """qdrant local's point pickles, with its ``PointStruct`` read as ``_Point`` (the same
+    id, vector and payload); any other class is the real one, as qdrant itself loads it."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        if name == "PointStruct" and module.startswith("qdrant_client."):
+            return _Point
+        return super().find_class(module, name)  # noqa: S301 - qdrant's own storage format
+
+
+def _load_point(blob: bytes) -> Any:
+    return _PointUnpickler(io.BytesIO(blob)).load()
+
+
 def _payload_texts(payload: dict[str, Any]) -> dict[str, str]:
     return {str(k): v if isinstance(v, str) else json.dumps(v, ensure_ascii=False) for k, v in payload.items()}
 
@@ -174,6 +215,13 @@ def _scope_user(scope: str) -> str | None:
     return None
 
 
+def _point_rec(store: str, p: Any) -> Rec:
+    pid = str(p.id)
+    payload = dict(p.payload or {})
+    return Rec(store, pid, payload.get("user_id"), _payload_texts(payload), (pid, payload, p.vector),
+               linked=tuple(str(x) for x in payload.get("linked_memory_ids") or ()))
+
+
 @dataclass
 class Mem0Live:
     """Read and erase one mem0 instance laid out as ``layout``."""
@@ -183,6 +231,11 @@ class Mem0Live:
     targets: set[tuple[str, str]] = field(default_factory=set)
     """Records the last plan targets: not bystanders (``bystander_digests``)."""
     _cache: tuple[tuple[tuple[str, int, int], ...], list[Rec]] | None = None
+    _points: dict[tuple[str, bytes], Rec] = field(default_factory=dict)
+    """qdrant points read so far, by their stored bytes: a re-read after the erasure parses
+    (and digests) only what changed, the same bytes giving the same record."""
+    _row_digests: dict[tuple[str, tuple[Any, ...]], str] = field(default_factory=dict)
+    """Digests of the SQLite rows (history, messages) by their values, for the same reason."""
 
     def __post_init__(self) -> None:
         if not self.read_only:
@@ -198,14 +251,12 @@ class Mem0Live:
         with closing(_ro(db)) as con:
             rows = con.execute("SELECT point FROM points ORDER BY rowid DESC").fetchall()
         for (blob,) in rows:
-            p = pickle.loads(blob)  # noqa: S301 - qdrant's own storage format (it unpickles it the same way)
-            pid = str(p.id)
-            if pid in seen:
-                continue
-            seen.add(pid)
-            payload = dict(p.payload or {})
-            yield Rec(store, pid, payload.get("user_id"), _payload_texts(payload), (pid, payload, p.vector),
-                      linked=tuple(str(x) for x in payload.get("linked_memory_ids") or ()))
+            rec = self._points.get((store, blob))
+            if rec is None:
+                rec = self._points[(store, blob)] = _point_rec(store, _load_point(blob))
+            if rec.id not in seen:
+                seen.add(rec.id)
+                yield rec
 
     def _chroma(self) -> Iterator[Rec]:
         with closing(_ro(self.layout.path / _CHROMA_DB)) as con:
@@ -330,8 +381,17 @@ class Mem0Live:
         for r in self.records():
             if (user is not None and r.owner == user) or (r.store, r.id) in self.targets:
                 continue
-            per.setdefault(r.store, []).append(r.digest)
+            per.setdefault(r.store, []).append(self._digest_of(r))
         return {s: (len(d), hashlib.sha256("\n".join(sorted(d)).encode()).hexdigest()) for s, d in per.items()}
+
+    def _digest_of(self, r: Rec) -> str:
+        if r.store not in ("history", "messages"):
+            return r.digest  # a qdrant point's record is kept by its bytes (``_points``)
+        key = (r.store, r.raw)
+        d = self._row_digests.get(key)
+        if d is None:
+            d = self._row_digests[key] = r.digest
+        return d
 
     # ------------------------------------------------------------------ erase
     def execute(self, plan: ErasurePlan, native: Any) -> list[StoreOutcome]:
