@@ -78,7 +78,7 @@ SCORECARD_HEAD = ["system", "native deletion", "AER max after", "copies left per
 
 def _erasure_cell(e: dict[str, Any] | None) -> str:
     if e is None:
-        return "— (adapter has no erasure)"
+        return "— (not run by the audit)"
     from traceless.systems import CLAIM_LEVELS
 
     level = min(e["claims"].values(), key=CLAIM_LEVELS.index) if e["claims"] else "none"
