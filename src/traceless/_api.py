@@ -38,7 +38,7 @@ from traceless.memory import (
     WriteConfig,
     WriteGate,
 )
-from traceless.models import Embedder, HashingEmbedder, ModelBackend
+from traceless.models import Embedder, ModelBackend
 
 if TYPE_CHECKING:  # the audit engine pulls in the studies (torch): imported when an audit or a certificate runs
     from traceless.audit import SystemAuditResult
@@ -62,10 +62,7 @@ def load_embedder_named(embedder: str | Embedder) -> Embedder:
     """An embedder from a name (``all-MiniLM-L6-v2``, ``hashing``, ``hashing-DIM``), or the one given."""
     if isinstance(embedder, Embedder):
         return embedder
-    if embedder.startswith("hashing"):
-        dim = embedder.split("-", 1)[1] if "-" in embedder else "256"
-        return HashingEmbedder(int(dim) if dim.isdigit() else 256)
-    from traceless.models import load_embedder
+    from traceless.models import load_embedder  # parses the name (``parse_embedder_name``)
 
     return load_embedder(embedder)
 

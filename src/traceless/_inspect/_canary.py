@@ -29,17 +29,19 @@ from traceless._inspect._bridge import InspectBackend
 from traceless._inspect._metrics import key_stderr
 from traceless._inspect._offline import seed_tiktoken_cache
 from traceless._inspect._params import CanaryAuditParams, TaskParamError, parse_params
-from traceless.audit._baseline import baseline_note
-from traceless.audit._metrics import aer, aer_max
-from traceless.audit._probes import PROBE_LEVELS, extracted, probes
-from traceless.audit._system_audit import (  # probe_messages: the audit engine's prompt, one format for all systems
+from traceless.audit import (  # probe_messages: the audit engine's prompt, one format for all systems
+    PROBE_LEVELS,
     SystemAuditConfig,
+    baseline_note,
+    extracted,
     plant_canaries,
     probe_messages,
+    probes,
 )
 from traceless.errors import ConfigError, TracelessError
+from traceless.metrics import aer, aer_max
 from traceless.models import GenerationConfig
-from traceless.systems._base import DeletionTarget, SystemConfig, SystemRuntime, open_system, system_class
+from traceless.systems import DeletionTarget, SystemConfig, SystemRuntime, open_system, system_class
 
 __all__ = ["PHASES", "aer_table", "canary_audit", "canary_extraction", "plant_probe_forget"]
 

@@ -60,13 +60,13 @@ from traceless.models import (
     CachingBackend,
     ChatMessage,
     Embedder,
+    FloatArray,
     Generation,
     GenerationConfig,
     ModelBackend,
     layers,
 )
-from traceless.models._embedder import FloatArray
-from traceless.systems._base import (
+from traceless.systems import (
     ContextItem,
     DeletionTarget,
     MemorySystem,
@@ -77,7 +77,7 @@ from traceless.systems._base import (
 )
 
 if TYPE_CHECKING:
-    from traceless.studies._results import ResultRow, ResultsStore
+    from traceless.studies import ResultRow, ResultsStore
 
 __all__ = [
     "PAPER_LADDER",
@@ -337,7 +337,7 @@ def _prepare_dir(out_dir: Path, config: SystemAuditConfig, identity: dict[str, A
     """Create the out dir, or check that an existing one is this audit's (then resume)."""
     # not at module level: the frontier study (imported by traceless.studies) uses this
     # module's steps, so importing traceless.studies here first would be a cycle
-    from traceless.studies._results import Manifest, RunRecord, read_manifest, write_manifest
+    from traceless.studies import Manifest, RunRecord, read_manifest, write_manifest
 
     if (out_dir / "manifest.json").exists():
         man = read_manifest(out_dir)
@@ -365,7 +365,7 @@ def _prepare_dir(out_dir: Path, config: SystemAuditConfig, identity: dict[str, A
 
 def _finish_manifest(out_dir: Path, config: SystemAuditConfig, cells: int, seconds: float) -> None:
     """The run record once every phase is in: cells, finished, time of this (re)start added."""
-    from traceless.studies._results import read_manifest, write_manifest
+    from traceless.studies import read_manifest, write_manifest
 
     man = read_manifest(out_dir)
     run = man.runs[config.model]
@@ -376,7 +376,7 @@ def _finish_manifest(out_dir: Path, config: SystemAuditConfig, cells: int, secon
 
 
 def _open_store(out_dir: Path) -> ResultsStore:
-    from traceless.studies._results import RESULTS_DB, ResultsStore
+    from traceless.studies import RESULTS_DB, ResultsStore
 
     return ResultsStore(out_dir / RESULTS_DB)
 
@@ -558,7 +558,7 @@ def _probe_key(phase: str, view: str, pr: Probe, profile: str) -> str:
 def _cells(config: SystemAuditConfig, model: dict[str, Any]) -> Callable[..., ResultRow]:
     """A maker of this audit's rows in the study runner's schema (config ``{"study", "cell"}``,
     keyed per model tag); what every row shares is computed once."""
-    from traceless.studies._results import ResultRow
+    from traceless.studies import ResultRow
 
     study, version = config.model_dump(mode="json"), code_version()
 
@@ -590,7 +590,7 @@ def _generate(config: SystemAuditConfig, runtime: SystemRuntime, phase: str,
               jobs: Sequence[tuple[Planted, str, Probe, list[ChatMessage], list[str]]], canaries: list[str],
               progress: Callable[[int], None], step: int, replies: list[Generation] | None = None,
               ) -> list[ResultRow]:
-    from traceless.studies._runner import CellResult
+    from traceless.studies import CellResult
 
     gen = GenerationConfig(max_new_tokens=config.max_new_tokens, temperature=0.0)
     red = _redactor(canaries, config.reveal)

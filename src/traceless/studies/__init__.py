@@ -22,6 +22,7 @@ from traceless.studies._results import (
     StoredRow,
     read_manifest,
     read_rows,
+    write_manifest,
 )
 from traceless.studies._run_result import ManifestSummary, StudyRunResult, run_state, study_run_result
 from traceless.studies._runner import (
@@ -69,6 +70,7 @@ __all__ = [
     "parse_sets",
     "read_manifest",
     "read_rows",
+    "write_manifest",
     "run_state",
     "run_study",
     "study_run_result",

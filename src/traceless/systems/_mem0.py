@@ -191,7 +191,7 @@ class Mem0System(MemorySystem):
         assert isinstance(config, Mem0Config)
         self.cfg = config
         main = _import_mem0(work_dir.parent / "mem0-home")
-        from traceless.models._st_embedder import minilm_path
+        from traceless.models import minilm_path
 
         llm: dict[str, Any] = {"model": "unused", "api_key": "unused", "openai_base_url": "http://127.0.0.1:9/v1"}
         if config.infer:
