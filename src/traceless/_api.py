@@ -78,9 +78,9 @@ class Memory:
                  model: str | ModelBackend | None = None, levels: Sequence[int] = ()) -> None:
         if levels and model is None:
             raise ConfigError("summary levels need a model: Memory(..., model='qwen2.5-coder-0.5b-instruct')")
-        self.store = MemoryStore(path)
-        self.embedder = load_embedder_named(embedder)
+        self.embedder = load_embedder_named(embedder)  # a bad name fails before the store is created
         self.model = None if model is None else load_model(model)
+        self.store = MemoryStore(path)
         self.writer = MemoryWriter(self.store, summarizer=self.model, embedder=self.embedder,
                                    config=WriteConfig(levels=tuple(levels)))
         self._n = 0
