@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from traceless.memory import Tier
-from traceless.registry import Registry
+from traceless.registry import ENTRY_POINT_GROUPS, Registry
 
 if TYPE_CHECKING:
     from traceless.forget._forget import ForgetOp
@@ -44,7 +44,8 @@ class ForgetMode:
         return Tier.SUMMARY in self.claims and Tier.RAW in self.claims
 
 
-FORGET_MODES: Registry[ForgetMode] = Registry("forget mode", hint="list them with `traceless forget modes`")
+FORGET_MODES: Registry[ForgetMode] = Registry("forget mode", hint="list them with `traceless forget modes`",
+                                               entry_points=ENTRY_POINT_GROUPS["forget mode"])
 
 
 def forget_mode(

@@ -53,6 +53,7 @@ from traceless.models._catalog import (  # noqa: E402
 )
 from traceless.models._load import (  # noqa: E402
     BACKENDS,
+    EMBEDDERS,
     fast_spec,
     llamacpp_available,
     load_backend,
@@ -74,6 +75,7 @@ __all__ += [
     "install_packages",
     "pull",
     "BACKENDS",
+    "EMBEDDERS",
     "fast_spec",
     "llamacpp_available",
     "load_backend",

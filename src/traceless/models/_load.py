@@ -32,7 +32,7 @@ from traceless.models._catalog import DEFAULT_MODEL, KNOWN_MODELS
 from traceless.models._cpu import free_cpus
 from traceless.models._embedder import Embedder, HashingEmbedder
 from traceless.models._providers import PROVIDERS, resolve_provider, split_provider
-from traceless.registry import Registry
+from traceless.registry import ENTRY_POINT_GROUPS, Registry
 
 __all__ = ["BACKENDS", "EMBEDDERS", "BackendFactory", "fast_spec", "llamacpp_available", "load_backend",
            "parse_embedder_name", "parse_speculation",
@@ -44,6 +44,7 @@ BACKENDS: Registry[BackendFactory] = Registry(
     "backend",
     hint="Use a catalog model name (`traceless models list`), transformers:PATH, hf:REPO, "
     "openai:MODEL@URL or scripted; install a catalog model with `traceless models pull NAME`",
+    entry_points=ENTRY_POINT_GROUPS["backend"],
 )
 
 
@@ -253,7 +254,7 @@ def _provider_backend(spec: str, **kw: Any) -> ModelBackend:
 # ----------------------------------------------------------------------------------- embedders
 
 EmbedderFactory = Callable[[], Embedder]
-EMBEDDERS: Registry[EmbedderFactory] = Registry("embedder")
+EMBEDDERS: Registry[EmbedderFactory] = Registry("embedder", entry_points=ENTRY_POINT_GROUPS["embedder"])
 _EMBEDDER_CACHE: dict[str, Embedder] = {}
 
 

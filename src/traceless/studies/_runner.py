@@ -49,7 +49,7 @@ from traceless.models import (
     GenerationConfig,
     ModelBackend,
 )
-from traceless.registry import Registry
+from traceless.registry import ENTRY_POINT_GROUPS, Registry
 from traceless.studies._ray import GenerationFile, RaySession
 from traceless.studies._results import (
     GENERATIONS_DB,
@@ -171,7 +171,8 @@ class Study(abc.ABC, Generic[C]):
         the run is killed between two cells."""
 
 
-STUDIES: Registry[type[Study[Any]]] = Registry("study", hint="list them with `traceless study list`")
+STUDIES: Registry[type[Study[Any]]] = Registry("study", hint="list them with `traceless study list`",
+                                               entry_points=ENTRY_POINT_GROUPS["study"])
 
 
 def get_study(name: str) -> Study[Any]:
