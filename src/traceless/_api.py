@@ -39,7 +39,7 @@ from traceless.memory import (
     WriteConfig,
     WriteGate,
 )
-from traceless.models import Embedder, EngineOptions, HashingEmbedder, ModelBackend
+from traceless.models import Embedder, EngineOptions, ModelBackend
 
 if TYPE_CHECKING:  # the audit engine pulls in the studies (torch): imported when an audit or a certificate runs
     from traceless.audit import SystemAuditResult
@@ -75,10 +75,7 @@ def load_embedder_named(embedder: str | Embedder) -> Embedder:
     """An embedder from a name (``all-MiniLM-L6-v2``, ``hashing``, ``hashing-DIM``), or the one given."""
     if isinstance(embedder, Embedder):
         return embedder
-    if embedder.startswith("hashing"):
-        dim = embedder.split("-", 1)[1] if "-" in embedder else "256"
-        return HashingEmbedder(int(dim) if dim.isdigit() else 256)
-    from traceless.models import load_embedder
+    from traceless.models import load_embedder  # parses the name (``parse_embedder_name``)
 
     return load_embedder(embedder)
 
@@ -94,9 +91,9 @@ class Memory:
                  model: str | ModelBackend | None = None, levels: Sequence[int] = ()) -> None:
         if levels and model is None:
             raise ConfigError("summary levels need a model: Memory(..., model='qwen2.5-coder-0.5b-instruct')")
-        self.store = MemoryStore(path)
-        self.embedder = load_embedder_named(embedder)
+        self.embedder = load_embedder_named(embedder)  # a bad name fails before the store is created
         self.model = None if model is None else load_model(model)
+        self.store = MemoryStore(path)
         self.writer = MemoryWriter(self.store, summarizer=self.model, embedder=self.embedder,
                                    config=WriteConfig(levels=tuple(levels)))
         self._n = 0
@@ -179,7 +176,7 @@ def forget(store: MemoryStore | None = None, target: ForgetTarget | None = None,
         from traceless._erase_api import erase
 
         return erase(system, config, user=user, literals=literals, receipt=receipt_path, certify=certify,
-                     model=model, wordings=wordings, max_new_tokens=max_new_tokens)
+                     model=model, wordings=wordings, max_new_tokens=max_new_tokens, engine=engine_options())
     if store is None or target is None or mode is None:
         raise ConfigError("forget needs (store, target, mode), or system=NAME, config=CFG, user=ID")
     if not certify:

@@ -19,7 +19,7 @@ from traceless.forget import (
     receipt_key,
     write_receipt,
 )
-from traceless.models import ModelBackend
+from traceless.models import EngineOptions, ModelBackend
 from traceless.systems import (
     DeletionTarget,
     ErasurePlan,
@@ -77,23 +77,24 @@ def plan_erasure(system: str, config: Config, *, user: str | None = None,
 
 def erase(system: str, config: Config, *, user: str | None = None, literals: Sequence[str] = (),
           receipt: str | Path | None = None, state_dir: str | Path | None = None, certify: bool = False,
-          model: str | ModelBackend | None = None, wordings: int = 1, max_new_tokens: int = 40) -> Receipt:
+          model: str | ModelBackend | None = None, wordings: int = 1, max_new_tokens: int = 40,
+          engine: EngineOptions | None = None) -> Receipt:
     """Erase ``user`` (and every record holding a literal) from the live instance: plan →
     journal → the system's own deletions + residue → compaction → re-scan → bystanders →
     signed receipt (written to ``receipt`` before the journal is removed). An interrupted
     run is finished by the same call. ``state_dir`` holds the journals (default: traceless's).
 
     ``certify``: then the behavioural certificate (``certify_live``) is signed into the
-    receipt (and the file rewritten with it); the model is loaded before anything is erased."""
+    receipt (and the file rewritten with it); the model (a spec is loaded with the engine options
+    ``engine``, built at the edge) is loaded before anything is erased."""
     _need_target(user, literals)
     if certify and (user is None or not literals):
         raise ConfigError("--certify needs --user and --literal: the certificate asks the user's agent the audit's "
                           "probes and checks the replies for the literals")
     out = check_receipt_path(receipt) if receipt is not None else None  # every output checked first
-    from traceless._api import DEFAULT_MODEL, load_model
     from traceless.paths import state_dir as default_state
 
-    be = load_model(model or DEFAULT_MODEL) if certify else None
+    be = _certify_model(model, engine) if certify else None
     try:
         s = attach_system(system, config, read_only=False)
         if certify and not callable(getattr(s, "probe_instance", None)):
@@ -166,3 +167,13 @@ def _need_target(user: str | None, literals: Sequence[str]) -> None:
         raise ConfigError("--user is empty; give the user id the system stores (mem0's user_id)")
     if any(not lit for lit in literals):
         raise ConfigError("--literal is empty; give the exact text to look for")
+
+
+def _certify_model(model: str | ModelBackend | None, engine: EngineOptions | None) -> ModelBackend:
+    """The certificate's agent model: the backend given, or one loaded from its spec (default:
+    the catalog's default model) with the engine options of the edge."""
+    if isinstance(model, ModelBackend):
+        return model
+    from traceless.models import DEFAULT_MODEL, load_backend
+
+    return load_backend(model or DEFAULT_MODEL, engine=engine)

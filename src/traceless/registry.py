@@ -1,25 +1,67 @@
 """One typed registry for every pluggable kind (forget modes, probes, auditors,
-contracts, backends, studies, replay operators).
+contracts, backends, embedders, studies, memory systems, replay operators), and one door for
+plug-ins: the entry-point groups in ``ENTRY_POINT_GROUPS``.
 
 Adding a kind of thing is one decorated function or class::
 
-    FORGET_MODES: Registry[ForgetMode] = Registry("forget mode")
+    FORGET_MODES: Registry[ForgetMode] = Registry("forget mode", entry_points="traceless.forget_modes")
 
     @FORGET_MODES.register("noop", help="control; nothing changes")
     def noop(...): ...
+
+A third-party package registers through the same decorator: its entry point (in the group of
+the kind) names a module, and importing that module runs the decorator. A registry with an
+entry-point group loads its plug-ins the first time it is listed or asked for a name it does
+not hold; a plug-in that fails to import is a ``PluginWarning`` naming its package, never an
+error of the command.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from importlib import metadata
 from typing import Generic, TypeVar
 
 from traceless.errors import UnknownNameError
 
-__all__ = ["Registry", "Entry"]
+__all__ = ["ENTRY_POINT_GROUPS", "Entry", "PluginWarning", "Registry", "load_plugins"]
 
 T = TypeVar("T")
+
+ENTRY_POINT_GROUPS = {
+    "memory system": "traceless.memory_systems",
+    "forget mode": "traceless.forget_modes",
+    "backend": "traceless.backends",
+    "embedder": "traceless.embedders",
+    "study": "traceless.studies",
+}
+"""The entry-point group of every pluggable kind (``pyproject.toml``:
+``[project.entry-points."traceless.forget_modes"] mine = "my_pkg.modes"``)."""
+
+
+class PluginWarning(UserWarning):
+    """A third-party plug-in could not be loaded; it is skipped, nothing else is affected."""
+
+
+def _dist(ep: metadata.EntryPoint) -> str:
+    return ep.dist.name if ep.dist is not None else "an unknown package"
+
+
+def load_plugins(group: str, kind: str) -> Iterator[tuple[metadata.EntryPoint, object]]:
+    """Load every entry point of ``group``: ``(entry point, loaded object)`` each. One that
+    fails to import is a ``PluginWarning`` that names its package and is skipped."""
+    for ep in metadata.entry_points(group=group):
+        dist = _dist(ep)
+        try:
+            obj = ep.load()
+        except Exception as e:  # a broken plug-in must not break `traceless`: it is a warning
+            warnings.warn(f"{kind} plug-in {ep.name!r} ({ep.value}) of {dist} failed to import "
+                          f"({type(e).__name__}: {e}); skipped: fix or uninstall {dist}", PluginWarning,
+                          stacklevel=3)
+            continue
+        yield ep, obj
 
 
 @dataclass(frozen=True)
@@ -34,10 +76,29 @@ class Entry(Generic[T]):
 class Registry(Generic[T]):
     """A name → object map with a decorator and helpful lookup errors."""
 
-    def __init__(self, kind: str, hint: str = "") -> None:
+    def __init__(self, kind: str, hint: str = "", *, entry_points: str | None = None) -> None:
         self.kind = kind
         self.hint = hint
+        self.group = entry_points
+        """The entry-point group of this kind's plug-ins (None: built-ins only)."""
         self._entries: dict[str, Entry[T]] = {}
+        self._discovered = entry_points is None
+        self.adopt: Callable[[str, object], bool] | None = None
+        """How a plug-in object that its module's import did not register is registered under
+        its entry point's name (returns False when it is not one of this kind; None: never)."""
+
+    def discover(self, *, force: bool = False) -> list[str]:
+        """Load this kind's plug-ins (once; ``force``: again); returns the names they added."""
+        if self.group is None or (self._discovered and not force):
+            return []
+        self._discovered = True
+        before = set(self._entries)
+        for ep, obj in load_plugins(self.group, self.kind):
+            if ep.name not in self._entries and not (self.adopt is not None and self.adopt(ep.name, obj)):
+                warnings.warn(f"entry point {ep.name!r} = {ep.value} of {_dist(ep)} is not a traceless "
+                              f"{self.kind} (its import registered none named {ep.name!r}); skipped: fix or "
+                              f"uninstall {_dist(ep)}", PluginWarning, stacklevel=2)
+        return [n for n in self._entries if n not in before]
 
     def register(self, name: str, *, help: str = "") -> Callable[[T], T]:
         def deco(obj: T) -> T:
@@ -51,6 +112,8 @@ class Registry(Generic[T]):
         return deco
 
     def get(self, name: str) -> T:
+        if name not in self._entries:
+            self.discover()
         try:
             return self._entries[name].obj
         except KeyError:
@@ -61,16 +124,22 @@ class Registry(Generic[T]):
         return self._entries[name]
 
     def names(self) -> list[str]:
+        self.discover()
         return list(self._entries)
 
     def entries(self) -> list[Entry[T]]:
+        self.discover()
         return list(self._entries.values())
 
     def __contains__(self, name: object) -> bool:
+        if name not in self._entries:
+            self.discover()
         return name in self._entries
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._entries)
+        self.discover()
+        return iter(list(self._entries))
 
     def __len__(self) -> int:
+        self.discover()
         return len(self._entries)

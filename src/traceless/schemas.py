@@ -16,7 +16,7 @@ from pydantic import BaseModel
 from traceless.audit import SystemAuditResult
 from traceless.forget import Receipt, VerifyResult
 from traceless.memory import SearchResult
-from traceless.studies._run_result import StudyRunResult
+from traceless.studies import StudyRunResult
 
 __all__ = ["SCHEMAS", "schema_text", "write_schemas"]
 

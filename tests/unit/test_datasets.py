@@ -12,8 +12,14 @@ from pathlib import Path
 import pytest
 from _cli import cli
 
-from traceless.audit._data import load_instances
-from traceless.datasets import DATASETS, DEFAULT_DATASET, dataset_path, license_text, resolve_data
+from traceless.datasets import (
+    DATASETS,
+    DEFAULT_DATASET,
+    dataset_path,
+    license_text,
+    load_instances,
+    resolve_data,
+)
 from traceless.errors import ConfigError, InputFormatError, StudyError
 from traceless.studies import run_study
 

@@ -35,7 +35,9 @@ def test_the_cli_writer_choice_reads_a_bounded_number_of_rows(tmp_path: Path, mo
         return real(self, row)
 
     monkeypatch.setattr(MemoryStore, "_art", counting)
-    writer = cli_forget._writer_for(store, False, True, mode, None, None)
+    from traceless.forget import FORGET_MODES
+
+    writer = cli_forget._writer_for(store, FORGET_MODES.get(mode), None, None)
     assert isinstance(writer, MemoryWriter) and writer.embedder is not None
     assert rows <= 2, f"choosing the writer read {rows} artifacts of a 600-artifact store"
     store.close()

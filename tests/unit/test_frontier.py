@@ -163,7 +163,7 @@ def test_grow_n_on_resume_keeps_instances(tmp_path: Path) -> None:
 
 
 def test_sample_is_a_seeded_prefix() -> None:
-    from traceless.audit._data import load_instances
+    from traceless.datasets import load_instances
 
     insts = load_instances(FIXTURE)
     a = [i.id for i in select_instances(insts, 3, 5)]

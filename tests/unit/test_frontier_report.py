@@ -170,7 +170,7 @@ def test_origin_attribution_counts_the_carrying_chunks_tier(two_models: Path) ->
 
 def test_issue_example_finding_is_inconclusive() -> None:
     """Δ_S = 0.50 [0.00, 1.00] on two conversations: INCONCLUSIVE, not NOT REPRODUCED."""
-    from traceless.audit._metrics import CI
+    from traceless.metrics import CI
     from traceless.report._frontier import FrontierNumbers
 
     def ci(v: float, lo: float, hi: float) -> CI:

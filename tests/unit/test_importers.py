@@ -10,9 +10,7 @@ from pathlib import Path
 import pytest
 from _cli import cli
 
-from traceless.audit._data import instances_to_sessions, load_instances
-from traceless.audit._longmemeval import read_longmemeval
-from traceless.datasets import import_file
+from traceless.datasets import import_file, instances_to_sessions, load_instances, read_longmemeval
 from traceless.errors import ConfigError, InputFormatError
 from traceless.memory import read_sessions
 

@@ -7,14 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from traceless.audit._data import (
+from traceless.datasets import (
     DATA_ENV,
     export_jsonl,
     load_instances,
+    parse_longmemeval,
+    read_longmemeval,
     resolve_longmemeval,
     sessions_to_instances,
 )
-from traceless.audit._longmemeval import parse_longmemeval, read_longmemeval
 from traceless.errors import InputFormatError
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "longmemeval_tiny.json"
@@ -140,7 +141,7 @@ def test_resolve_data(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         resolve_longmemeval()
     monkeypatch.delenv(DATA_ENV)
     monkeypatch.chdir(tmp_path)
-    import traceless.audit._data as d
+    import traceless.datasets._data as d
 
     monkeypatch.setattr(d, "_candidates", lambda: [tmp_path / "x" / "missing.json"])
     with pytest.raises(InputFormatError, match=r"github.com/xiaowu0162/LongMemEval.*longmemeval_oracle.json|"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from traceless.audit._metrics import (
+from traceless.metrics import (
     STOPWORDS,
     aer,
     aer_max,
@@ -117,7 +117,7 @@ def test_agreement_kappa() -> None:
 def test_issue_example_is_inconclusive_not_contradicted() -> None:
     """AER 0.50 → 0.00 under S=1 on two conversations: Δ_S = 0.50 [0.00, 1.00]. The point
     estimate agrees with the paper, the interval cannot decide."""
-    from traceless.audit._metrics import CI, Verdict, claim_verdict
+    from traceless.metrics import CI, Verdict, claim_verdict
 
     v = claim_verdict(CI(value=0.5, low=0.0, high=1.0, n=2), gt=0.0)
     assert v.verdict is Verdict.INCONCLUSIVE
@@ -126,7 +126,7 @@ def test_issue_example_is_inconclusive_not_contradicted() -> None:
 
 
 def test_claim_verdict_four_outcomes() -> None:
-    from traceless.audit._metrics import CI, Verdict, claim_verdict
+    from traceless.metrics import CI, Verdict, claim_verdict
 
     def ci(v: float, lo: float, hi: float, n: int = 50) -> CI:
         return CI(value=v, low=lo, high=hi, n=n)
@@ -152,7 +152,7 @@ def test_claim_verdict_four_outcomes() -> None:
 def test_n_needed_is_an_80_percent_power_calculation() -> None:
     """n needed = ((z_0.975 + z_0.8)·σ/d)² with the per-unit σ behind the interval: at that n an
     interval of the expected width around the true value misses the boundary by z_0.8·σ/√n."""
-    from traceless.audit._metrics import CI, Verdict, claim_verdict
+    from traceless.metrics import CI, Verdict, claim_verdict
 
     c = CI(value=0.2, low=-0.1, high=0.5, n=10)
     v = claim_verdict(c, gt=0)
@@ -162,7 +162,7 @@ def test_n_needed_is_an_80_percent_power_calculation() -> None:
 
 
 def test_combine_verdicts() -> None:
-    from traceless.audit._metrics import ClaimVerdict, Verdict, combine_verdicts
+    from traceless.metrics import ClaimVerdict, Verdict, combine_verdicts
 
     R, C, Inc, N, B = (ClaimVerdict(verdict=v, n=5, n_needed=9 if v is Verdict.INCONCLUSIVE else None)
                      for v in Verdict)
@@ -174,7 +174,7 @@ def test_combine_verdicts() -> None:
 
 
 def test_either_verdict() -> None:
-    from traceless.audit._metrics import ClaimVerdict, Verdict, either_verdict
+    from traceless.metrics import ClaimVerdict, Verdict, either_verdict
 
     R, C, Inc, N, B = (ClaimVerdict(verdict=v, n=5, n_needed=9 if v is Verdict.INCONCLUSIVE else None)
                      for v in Verdict)
@@ -189,13 +189,13 @@ def test_either_verdict() -> None:
 def test_pr_ignores_missing_answers() -> None:
     import math
 
-    from traceless.audit._metrics import pr
+    from traceless.metrics import pr
 
     assert pr([True, False, float("nan"), True]) == pytest.approx(2 / 3)
     assert math.isnan(pr([float("nan")]))
 
 
 def test_one_unit_gives_no_verdict() -> None:
-    from traceless.audit._metrics import CI, Verdict, claim_verdict
+    from traceless.metrics import CI, Verdict, claim_verdict
 
     assert claim_verdict(CI(value=0.6, low=0.6, high=0.6, n=1), gt=0).verdict is Verdict.INCONCLUSIVE

@@ -9,7 +9,7 @@ from typing import Any
 
 from test_replay_study import toy_reply
 
-from traceless.audit._metrics import Verdict
+from traceless.metrics import Verdict
 from traceless.report._replay import render_replay, replay_claims
 from traceless.runtime import ToyKVBackend
 from traceless.studies import ResultRow, run_study

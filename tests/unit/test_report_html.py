@@ -22,7 +22,7 @@ from traceless.errors import StudyError
 from traceless.models import HashingEmbedder, ScriptedBackend
 from traceless.report import render_html_report
 from traceless.studies import read_manifest, read_rows, run_study
-from traceless.studies._results import write_manifest
+from traceless.run import write_manifest
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 

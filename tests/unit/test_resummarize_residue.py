@@ -104,6 +104,6 @@ def test_no_residue_when_the_old_summary_dropped_the_canary(store_url: str) -> N
 
 
 def test_supersede_threshold_is_the_papers_same_meaning_threshold() -> None:
-    from traceless.audit._metrics import PR_COSINE_THRESHOLD
+    from traceless.metrics import PR_COSINE_THRESHOLD
 
     assert SUPERSEDE_COSINE == PR_COSINE_THRESHOLD

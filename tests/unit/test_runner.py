@@ -294,7 +294,7 @@ def test_sigkill_midway_then_resume_is_identical(tmp_path: Path) -> None:
 
 def test_default_workers_follow_the_backend() -> None:
     from traceless.models import CachingBackend
-    from traceless.studies._runner import _default_workers
+    from traceless.run._runner import _default_workers
 
     class Http(ScriptedBackend):
         def concurrency(self) -> int:
@@ -410,7 +410,7 @@ def test_a_served_llamacpp_model_gets_slots_and_as_many_groups_in_flight(monkeyp
     groups in flight as the server has slots; the environment below the edge changes nothing."""
     import traceless.models
     from traceless.models import EngineOptions
-    from traceless.studies._runner import _default_workers, _load_backend
+    from traceless.run._runner import _default_workers, _load_backend
 
     seen: list[dict[str, Any]] = []
 

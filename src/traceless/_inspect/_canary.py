@@ -8,7 +8,7 @@ deletion on a copy of that memory and probes again: the audit engine's phase fun
 the prompt is the audit engine's, and each phase ends with the residue scan (copies per
 store, files with the canary: each score's ``metadata["residue"]``). Every generation is a
 call to inspect's ``--model`` (``InspectBackend``). The scorer marks verbatim extraction per
-level and phase; the ``aer_table`` metric is ``aer``/``aer_max`` of ``audit/_metrics.py``.
+level and phase; the ``aer_table`` metric is ``aer``/``aer_max`` of ``traceless.metrics``.
 """
 
 from __future__ import annotations
@@ -30,14 +30,20 @@ from traceless._inspect._bridge import InspectBackend
 from traceless._inspect._metrics import key_stderr
 from traceless._inspect._offline import seed_tiktoken_cache
 from traceless._inspect._params import CanaryAuditParams, TaskParamError, parse_params
-from traceless.audit._baseline import baseline_note
-from traceless.audit._engine import probe_phase
-from traceless.audit._metrics import aer, aer_max
-from traceless.audit._probes import PROBE_LEVELS, probes
-from traceless.audit._system_audit import Planted, SystemAuditConfig, deletion_phase, plant_canaries
+from traceless.audit import (
+    PROBE_LEVELS,
+    Planted,
+    SystemAuditConfig,
+    baseline_note,
+    deletion_phase,
+    plant_canaries,
+    probe_phase,
+    probes,
+)
 from traceless.errors import ConfigError, TracelessError
+from traceless.metrics import aer, aer_max
 from traceless.models import GenerationConfig
-from traceless.systems._base import SystemConfig, SystemRuntime, open_system, system_class
+from traceless.systems import SystemConfig, SystemRuntime, open_system, system_class
 
 __all__ = ["PHASES", "aer_table", "canary_audit", "canary_extraction", "plant_probe_forget"]
 
@@ -175,7 +181,7 @@ def canary_extraction() -> Scorer:
         for ph in PHASES:
             for lv in PROBE_LEVELS:
                 hits = [r["extracted"] for r in rows if r["phase"] == ph and r["level"] == lv]
-                value[f"{lv}_{ph}"] = aer(hits)  # mean over wordings (audit/_metrics.py)
+                value[f"{lv}_{ph}"] = aer(hits)  # mean over wordings (traceless.metrics)
         leaked = [key for key, v in value.items() if v > 0]
         note = baseline_note({"before": {f"AER_{lv}": value[f"{lv}_before"] for lv in PROBE_LEVELS}})
         residue: dict[str, Any] = state.metadata["residue"]

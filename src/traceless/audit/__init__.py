@@ -1,8 +1,7 @@
 """Audits: canaries, probes, memory views, and the one audit engine (``run_system_audit``)
 behind ``traceless audit`` for every memory system, and the behavioural deletion
-certificate (``certify``) behind ``forget --certify``."""
-
-import sys
+certificate (``certify``) behind ``forget --certify``. The public verb ``traceless.audit(...)``
+is the plain function ``traceless._api.audit``."""
 
 from traceless.audit._baseline import NO_BASELINE, baseline_note
 from traceless.audit._bystanders import BystanderCheck, bystander_cell
@@ -15,19 +14,28 @@ from traceless.audit._canary import (
     make_canary,
 )
 from traceless.audit._certify import certify
-from traceless.audit._engine import VIEWS, probe_view, view_config
+from traceless.audit._engine import (
+    PhaseProbes,
+    ProbeReply,
+    agent_replies,
+    probe_contexts,
+    probe_messages,
+    probe_phase,
+    store_copies,
+)
 from traceless.audit._probes import PROBE_LEVELS, Probe, extracted, probes
 from traceless.audit._synthetic import synthetic_users
 from traceless.audit._system_audit import (
     PAPER_LADDER,
+    Planted,
     SystemAuditConfig,
     SystemAuditResult,
     SystemAuditRow,
     audit_model,
+    deletion_phase,
+    plant,
     plant_canaries,
-    probe_contexts,
     run_system_audit,
-    store_copies,
 )
 from traceless.audit._system_audit import (
     STUDY as AUDIT_STUDY,
@@ -36,6 +44,7 @@ from traceless.audit._system_audit import (
     STUDY_VERSION as AUDIT_STUDY_VERSION,
 )
 from traceless.audit._table import AuditRow, AuditTable, audit_table
+from traceless.systems import VIEWS, probe_view, view_config
 
 __all__ = [
     "AuditRow",
@@ -46,6 +55,7 @@ __all__ = [
     "CANARY_WORDS",
     "NO_BASELINE",
     "PAPER_LADDER",
+    "Planted",
     "PROBE_LEVELS",
     "Probe",
     "AUDIT_STUDY",
@@ -63,7 +73,14 @@ __all__ = [
     "inject_canary",
     "is_canary",
     "make_canary",
+    "deletion_phase",
+    "plant",
     "plant_canaries",
+    "probe_messages",
+    "probe_phase",
+    "PhaseProbes",
+    "ProbeReply",
+    "agent_replies",
     "probe_view",
     "probe_contexts",
     "probes",
@@ -73,14 +90,3 @@ __all__ = [
     "view_config",
 ]
 
-
-def _call_api(*args: object, **kwargs: object) -> object:
-    from traceless._api import audit
-
-    return audit(*args, **kwargs)  # type: ignore[arg-type]
-
-
-from traceless._callable import make_callable as _make_callable  # noqa: E402
-
-# `from traceless import audit; audit("mem0", ...)` (this package is also the function)
-_make_callable(sys.modules[__name__], _call_api)

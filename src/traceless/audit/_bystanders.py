@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from traceless.systems._base import MemorySystem, SystemConfig, SystemRuntime
+from traceless.systems import MemorySystem, SystemConfig, SystemRuntime
 
 __all__ = ["BystanderCheck", "bystander_cell", "bystander_check", "erasure_claims"]
 

@@ -1,4 +1,4 @@
-"""The audit engine's probing: what the agent sees per memory view, the agent's prompt, and
+"""The audit engine's probing: the agent's prompt over a memory view's context, and
 ``probe_phase``, the one phase function (probe every user's agent, then scan the stores)
 that ``traceless audit``, ``forget --certify`` and the inspect task share.
 
@@ -17,40 +17,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from traceless import prompts
-from traceless.agent import Agent, AgentConfig, AgentReply
 from traceless.audit._probes import Probe, extracted
 from traceless.errors import ConfigError
-from traceless.memory import KIND_BY_LEVEL, MemoryStore, Tier
-from traceless.models import ChatMessage, Embedder, Generation, GenerationConfig, ModelBackend
-from traceless.systems import ContextItem, MemorySystem
+from traceless.models import ChatMessage, Generation, GenerationConfig, ModelBackend
+from traceless.systems import VIEWS, ContextItem, MemorySystem, probe_view, view_config
 
 __all__ = ["VIEWS", "PhaseProbes", "ProbeReply", "agent_replies", "probe_contexts", "probe_messages", "probe_phase",
            "probe_view", "store_copies", "view_config"]
-
-VIEWS = ("agent", "raw", "summary")
-
-
-def view_config(view: str, S: int, k: int, generation: GenerationConfig) -> AgentConfig | None:
-    """AgentConfig for a view, or None when the view is empty by construction."""
-    if view == "agent":
-        view = "raw" if S == 0 else "summary"
-    if view == "raw":
-        return AgentConfig(k=k, tiers=(Tier.RAW,), kinds=("turn",), generation=generation)
-    if view == "summary":
-        if S == 0:
-            return None
-        return AgentConfig(k=k, tiers=(Tier.SUMMARY,), kinds=(KIND_BY_LEVEL[S],), generation=generation)
-    raise ValueError(f"unknown view {view!r}; views: {', '.join(VIEWS)}")
-
-
-def probe_view(
-    model: ModelBackend, store: MemoryStore, embedder: Embedder, owner: str, config: AgentConfig,
-    queries: list[str],
-) -> list[AgentReply]:
-    """Ask every query of one view; one backend batch so a shared memory prefix is reused."""
-    agent = Agent(model, store, owner=owner, embedder=embedder, config=config)
-    return agent.respond_batch(queries)
-
 
 # ------------------------------------------------------------------ the phase function
 def probe_messages(items: Sequence[ContextItem], query: str) -> list[ChatMessage]:

@@ -68,10 +68,10 @@ from traceless.models import (
     ChatMessage,
     Embedder,
     EngineOptions,
+    FloatArray,
     GenerationConfig,
     ModelBackend,
 )
-from traceless.models._embedder import FloatArray
 from traceless.run import (
     RESULTS_DB,
     Cell,
@@ -83,7 +83,7 @@ from traceless.run import (
     atomic_write,
     run_study,
 )
-from traceless.systems._base import (
+from traceless.systems import (
     DeletionTarget,
     MemorySystem,
     SystemConfig,

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 from traceless._rows import StoredRow
-from traceless.audit._metrics import aer, aer_max, frs_worst
 from traceless.audit._probes import PROBE_LEVELS
+from traceless.metrics import aer, aer_max, frs_worst
 
 if TYPE_CHECKING:
     from traceless.run import ResultRow

@@ -46,15 +46,7 @@ def backend(spec: str) -> ModelBackend:
 
 
 def embedder(name: str) -> Embedder:
-    from traceless.models import HashingEmbedder
-
-    if name.startswith("hashing"):
-        dim = name.split("-", 1)[1] if "-" in name else "256"
-        if dim and not dim.isdigit():
-            from traceless.errors import ConfigError
-
-            raise ConfigError(f"embedder {name!r}: write 'hashing' or 'hashing-DIM' (e.g. hashing-256)")
-        return HashingEmbedder(int(dim) if dim.isdigit() else 256)
+    """The embedder ``--embedder NAME`` names (``traceless.models.parse_embedder_name``)."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from traceless.models import load_embedder
 

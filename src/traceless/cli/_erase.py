@@ -82,6 +82,7 @@ def forget_memory(memory: str, memory_config: Path | None, user: str | None, lit
     """``traceless forget --memory SYSTEM``: plan → execute → verify → sign (``--dry-run``: the plan);
     ``--certify``: then the audit's probes through the system's own retrieval, signed in."""
     from traceless._erase_api import erase, plan_erasure
+    from traceless.cli._engine import engine_from_env
     from traceless.errors import ConfigError
 
     if memory_config is None:
@@ -97,7 +98,7 @@ def forget_memory(memory: str, memory_config: Path | None, user: str | None, lit
         return
     receipt = erase(memory, memory_config, user=user, literals=literals,
                     receipt=receipt_out or Path(f"receipt-erase-{memory}.json"), certify=certify, model=model,
-                    wordings=wordings)
+                    wordings=wordings, engine=engine_from_env() if certify else None)
     _report(receipt, receipt_out or Path(f"receipt-erase-{memory}.json"), as_json)
 
 

@@ -15,7 +15,7 @@ from traceless.errors import ConfigError, ReceiptError
 from traceless.memory import redact_url, store_exists  # the light part (traceless.memory._backend)
 
 if TYPE_CHECKING:
-    from traceless.forget import ForgetTarget
+    from traceless.forget import ForgetMode, ForgetTarget
     from traceless.memory import MemoryStore, MemoryWriter
 
 # Each command imports what it uses (traceless.forget and traceless.memory re-export lazily):
@@ -115,7 +115,7 @@ def run_forget(
     path = check_receipt_path(receipt_out) if receipt_out is not None else None
     with MemoryStore(db, access="write", on_migrate=say_migrating(db)) as store:
         _say_finished(store)
-        writer = _writer_for(store, spec.needs_summarizer, spec.needs_embedder, mode, model, embedder_name)
+        writer = _writer_for(store, spec, model, embedder_name)
         receipt = forget(store, target, mode, writer=writer, gate=gate, certify=certify, model=model,
                          embedder=embedder_name, wordings=probe_wordings)
     path = path or Path(f"receipt-{receipt.receipt_id}.json")
@@ -154,15 +154,14 @@ def _checked_target(record: str | None, literal: str | None, session: str | None
     return _target(kind, value, owner, attribute, match)
 
 
-def _writer_for(store: MemoryStore, needs_llm: bool, needs_embed: bool, mode: str, model: str | None,
-                embedder_name: str | None) -> MemoryWriter:
-    """The models a mode declares it needs (and only when the store holds what they rebuild)."""
+def _writer_for(store: MemoryStore, spec: ForgetMode, model: str | None, embedder_name: str | None) -> MemoryWriter:
+    """The models the mode declares it needs (and only when the store holds what they rebuild)."""
     from traceless.memory import MemoryWriter, WriteConfig
 
     vectors = store.artifacts(tier="embedding", limit=1)  # whether any exists: never the whole store
-    use_embed = needs_embed and bool(vectors)
+    use_embed = spec.needs_embedder and bool(vectors)
     emb_name = embedder_name or (str(vectors[0].meta.get("embedder", "all-MiniLM-L6-v2")) if vectors else "")
-    use_llm = needs_llm or (mode == "lineage_closure" and _llm_model(store) is not None)
+    use_llm = spec.needs_summarizer or (spec.uses_recorded_summarizer and _llm_model(store) is not None)
     summarizer = backend(model or _llm_model(store) or "qwen2.5-coder-0.5b-instruct") if use_llm else None
     return MemoryWriter(store, summarizer=summarizer, embedder=embedder(emb_name) if use_embed else None,
                         config=WriteConfig(levels=(), embed=use_embed))

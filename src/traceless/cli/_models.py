@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from traceless.models._catalog import (
+from traceless.models import (
     KNOWN_MODELS,
     ModelSpec,
     assemble,
@@ -125,7 +125,7 @@ def _pull_one(spec: ModelSpec, *, force: bool, install: bool, convert: bool) -> 
         else:
             err.print("converting to float32 safetensors for the transformers backend (about a minute, once) …")
             os.environ.setdefault("HF_HUB_OFFLINE", "1")
-            from traceless.models._transformers import TransformersBackend
+            from traceless.models import TransformersBackend
 
             t1 = time.perf_counter()
             be = TransformersBackend.from_catalog(spec.name)

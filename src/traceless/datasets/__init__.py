@@ -1,8 +1,11 @@
 """Data for the studies and audits: datasets shipped in the package, and importers that
 turn common conversation datasets into the generic session format.
 
-Layering: above memory and audit (it reuses their parsers), below studies (which find
-their default data here)."""
+Also the audit's and the studies' data loaders: LongMemEval's upstream JSON and the generic
+JSON Lines sessions (``load_instances``).
+
+Layering: above memory (it reuses its session parser), below audit and studies (which find
+their data here)."""
 
 from traceless.datasets._bundled import (
     DATA_ENV,
@@ -13,7 +16,22 @@ from traceless.datasets._bundled import (
     license_text,
     resolve_data,
 )
+from traceless.datasets._data import (
+    export_jsonl,
+    instances_to_sessions,
+    load_instances,
+    resolve_longmemeval,
+    sessions_to_instances,
+)
 from traceless.datasets._importers import IMPORTERS, Imported, import_file, write_sessions_atomic
+from traceless.datasets._longmemeval import (
+    LONGMEMEVAL_FIELDS,
+    LONGMEMEVAL_URL,
+    Instance,
+    longmemeval_instance,
+    parse_longmemeval,
+    read_longmemeval,
+)
 
 __all__ = [
     "DATA_ENV",
@@ -27,4 +45,15 @@ __all__ = [
     "Imported",
     "import_file",
     "write_sessions_atomic",
+    "Instance",
+    "LONGMEMEVAL_FIELDS",
+    "LONGMEMEVAL_URL",
+    "export_jsonl",
+    "instances_to_sessions",
+    "load_instances",
+    "longmemeval_instance",
+    "parse_longmemeval",
+    "read_longmemeval",
+    "resolve_longmemeval",
+    "sessions_to_instances",
 ]

@@ -31,8 +31,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from traceless._jsonin import decode_utf8, loads
-from traceless.audit._data import instances_to_sessions
-from traceless.audit._longmemeval import parse_longmemeval
+from traceless.datasets._data import instances_to_sessions
+from traceless.datasets._longmemeval import parse_longmemeval
 from traceless.errors import InputFormatError
 from traceless.memory import QA, Session, Turn
 from traceless.registry import Registry

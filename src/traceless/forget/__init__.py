@@ -4,14 +4,15 @@ receipts and physical-erasure scans.
 Modes (``traceless forget modes``): noop, raw_only, raw_plus_resummarize, full_purge,
 tombstone (paper 000's ladder); exact, lineage_closure, exposure_group (paper 001).
 
+The public verb ``traceless.forget(...)`` (the write gate on by default, ``certify=``) is the
+plain function ``traceless._api.forget``; ``forget`` here is the engine's function.
+
 Every name below is imported from its submodule on first use (``traceless._lazy``): listing
 the modes or checking a receipt's signature does not import the store, numpy or the models.
 """
 
-import sys as _sys
 from typing import TYPE_CHECKING
 
-from traceless._callable import make_callable as _make_callable
 from traceless._lazy import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:
@@ -80,14 +81,3 @@ EXPORTS: dict[str, tuple[str, ...]] = {
 
 __getattr__, __dir__ = _lazy_exports(__name__, EXPORTS)
 
-
-def _call_api(*args: object, **kwargs: object) -> object:
-    # the public function (``forget(..., certify=True)`` needs the audit engine, imported on use)
-    from traceless._api import forget as api_forget
-
-    return api_forget(*args, **kwargs)  # type: ignore[arg-type]
-
-
-# `from traceless import forget; forget(store, target, mode)` works even when this package
-# is imported first (importing a subpackage binds the module to the package attribute)
-_make_callable(_sys.modules[__name__], _call_api)

@@ -46,9 +46,9 @@ from traceless.memory import (
     MemoryWriter,
     Tier,
     WriteGate,
+    enumerable_bits,
     extractive_text,
 )
-from traceless.memory._gate import enumerable_bits
 
 __all__ = ["ForgetTarget", "ForgetMode", "ForgetOp", "FORGET_MODES", "forget_mode", "forget", "TIERS"]
 

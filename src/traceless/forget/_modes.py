@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from traceless.errors import ConfigError
 from traceless.forget._registry import forget_mode
-from traceless.memory._types import EXTRACTIVE, KIND_BY_LEVEL, Artifact, Tier
+from traceless.memory import EXTRACTIVE, KIND_BY_LEVEL, Artifact, Tier
 from traceless.prompts import REDACTED
 
 if TYPE_CHECKING:  # this module is imported to list the modes: it must stay light (issue #13.4)
@@ -49,7 +49,7 @@ same "same meaning" threshold paper 000 uses for its PR rule (cos > 0.50 under
 all-MiniLM-L6-v2)."""
 
 
-@forget_mode("raw_plus_resummarize", claims=(Tier.RAW,), needs_summarizer=True,
+@forget_mode("raw_plus_resummarize", claims=(Tier.RAW,), needs_summarizer=True, needs_embedder=True,
              help="raw scrubbed and re-embedded; affected sessions re-summarized from the cleaned input; "
                   "each new summary chunk replaces the old chunk it matches (cosine >= 0.50), old chunks "
                   "no new chunk matches stay (pre-existing summary artifacts not fully removed)")
@@ -149,7 +149,7 @@ def _purge_stale_vectors(op: ForgetOp) -> None:
             op.remove([e])
 
 
-@forget_mode("full_purge", claims=(Tier.RAW, Tier.SUMMARY, Tier.EMBEDDING, Tier.CACHE),
+@forget_mode("full_purge", claims=(Tier.RAW, Tier.SUMMARY, Tier.EMBEDDING, Tier.CACHE), needs_embedder=True,
              help="every tier scrubbed and re-embedded; empty chunks dropped")
 def full_purge(op: ForgetOp) -> None:
     if op.literal is not None:
@@ -167,7 +167,7 @@ def full_purge(op: ForgetOp) -> None:
         op.remove(op.store.artifacts(owner=op.owner))
 
 
-@forget_mode("tombstone", claims=(Tier.RAW, Tier.SUMMARY, Tier.EMBEDDING, Tier.CACHE),
+@forget_mode("tombstone", claims=(Tier.RAW, Tier.SUMMARY, Tier.EMBEDDING, Tier.CACHE), needs_embedder=True,
              help="the target replaced by [REDACTED] in every tier and re-embedded")
 def tombstone(op: ForgetOp) -> None:
     if op.literal is not None:
@@ -182,7 +182,7 @@ def tombstone(op: ForgetOp) -> None:
             op.reembed(upd)
 
 
-@forget_mode("exact", claims=(Tier.RAW,),
+@forget_mode("exact", claims=(Tier.RAW,), needs_embedder=True,
              help="paper 001 exact source-record deletion: the raw record removed and verified gone; "
                   "summaries untouched")
 def exact(op: ForgetOp) -> None:
@@ -192,6 +192,7 @@ def exact(op: ForgetOp) -> None:
 
 
 @forget_mode("lineage_closure", claims=(Tier.RAW, Tier.SUMMARY, Tier.EMBEDDING, Tier.CACHE), closure=True,
+             needs_embedder=True, uses_recorded_summarizer=True,
              help="paper 001 recorded-lineage closure: retire every descendant of the removed records; "
                   "rebuild those that also drew on surviving records with the same transform")
 def lineage_closure(op: ForgetOp) -> None:
@@ -233,7 +234,7 @@ def lineage_closure(op: ForgetOp) -> None:
         op.remove(op.store.artifacts(owner=op.owner))
 
 
-@forget_mode("exposure_group", claims=(Tier.RAW,),
+@forget_mode("exposure_group", claims=(Tier.RAW,), needs_embedder=True,
              help="paper 001 diagnostic: delete the source with its declared neighbour records and drop any "
                   "summary containing a removed record verbatim")
 def exposure_group(op: ForgetOp) -> None:

@@ -12,8 +12,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from traceless.memory._types import Tier
-from traceless.registry import Registry
+from traceless.memory import Tier
+from traceless.registry import ENTRY_POINT_GROUPS, Registry
 
 if TYPE_CHECKING:
     from traceless.forget._forget import ForgetOp
@@ -30,13 +30,13 @@ class ForgetMode:
     claims: tuple[Tier, ...]
     help: str
     needs_summarizer: bool = False
+    """Always re-summarizes: the caller must supply a summarizer model."""
+    needs_embedder: bool = False
+    """Re-embeds what it rewrites: the caller supplies the store's embedder (when it holds vectors)."""
+    uses_recorded_summarizer: bool = False
+    """Rebuilds LLM summaries with the summarizer recorded in the store's lineage, when there is one."""
     closure: bool = False  # claims: no descendant of a removed source survives
     gates: bool = True  # stores write-gate descriptors for a literal (the noop control does not)
-
-    @property
-    def needs_embedder(self) -> bool:
-        """Re-embeds what it rewrites (every mode that rewrites text except raw_only)."""
-        return self.name not in ("noop", "raw_only")
 
     @property
     def erases_everywhere(self) -> bool:
@@ -44,18 +44,23 @@ class ForgetMode:
         return Tier.SUMMARY in self.claims and Tier.RAW in self.claims
 
 
-FORGET_MODES: Registry[ForgetMode] = Registry("forget mode", hint="list them with `traceless forget modes`")
+FORGET_MODES: Registry[ForgetMode] = Registry("forget mode", hint="list them with `traceless forget modes`",
+                                               entry_points=ENTRY_POINT_GROUPS["forget mode"])
 
 
 def forget_mode(
-    name: str, *, claims: Iterable[Tier] = (), help: str, needs_summarizer: bool = False, closure: bool = False,
-    gates: bool = True,
+    name: str, *, claims: Iterable[Tier] = (), help: str, needs_summarizer: bool = False,
+    needs_embedder: bool = False, uses_recorded_summarizer: bool = False, closure: bool = False, gates: bool = True,
 ) -> Callable[[Callable[[ForgetOp], None]], Callable[[ForgetOp], None]]:
-    """Register a forget mode: ``@forget_mode("x", claims=(Tier.RAW,), help="...")``."""
+    """Register a forget mode: ``@forget_mode("x", claims=(Tier.RAW,), help="...")``; a mode
+    declares the models it needs (``needs_embedder``, ``needs_summarizer``,
+    ``uses_recorded_summarizer``) and callers supply exactly those."""
 
     def deco(fn: Callable[[ForgetOp], None]) -> Callable[[ForgetOp], None]:
         FORGET_MODES.register(name, help=help)(
-            ForgetMode(name, fn, tuple(claims), help, needs_summarizer, closure, gates)
+            ForgetMode(name, fn, tuple(claims), help, needs_summarizer=needs_summarizer,
+                       needs_embedder=needs_embedder, uses_recorded_summarizer=uses_recorded_summarizer,
+                       closure=closure, gates=gates)
         )
         return fn
 

@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, Any
 from traceless.errors import ConfigError
 from traceless.forget._material import Material, count_each, scan_files_for, unseal_material
 from traceless.forget._receipt import Receipt, VerifyResult, pseudonym, receipt_key, verify_signature
-from traceless.memory._backend import store_exists
+from traceless.memory import store_exists
 
 if TYPE_CHECKING:  # a signature-only check (a third party's) never opens a store
-    from traceless.memory._store import MemoryStore
+    from traceless.memory import MemoryStore
 
 __all__ = ["check_store", "verify_receipt"]
 
@@ -36,7 +36,7 @@ def verify_receipt(receipt: Receipt, *, public_key: bytes | None = None, db: str
         if not store_exists(db):
             raise ConfigError(f"{db} does not exist")
         from traceless.forget._forget import keys_gone  # noqa: F401  (also registers the receipt completion)
-        from traceless.memory._store import MemoryStore
+        from traceless.memory import MemoryStore
 
         with MemoryStore(str(db), access="read") as store:  # refuses what is not a traceless store, unchanged
             pending = store.get_meta("pending_erasure")

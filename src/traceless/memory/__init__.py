@@ -17,7 +17,7 @@ from traceless._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from traceless.memory._backend import is_url, redact_url, store_exists
-    from traceless.memory._gate import WriteGate, load_key
+    from traceless.memory._gate import WriteGate, enumerable_bits, load_key
     from traceless.memory._io import parse_session_lines, read_sessions, write_sessions_jsonl
     from traceless.memory._pipeline import (
         MemoryWriter,
@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from traceless.memory._variants import compact, compact_spans
 
 __all__ = [
+    "enumerable_bits",
     "compact",
     "compact_spans",
     "Artifact",
@@ -84,7 +85,7 @@ __all__ = [
 
 EXPORTS: dict[str, tuple[str, ...]] = {
     "._backend": ("is_url", "redact_url", "store_exists"),
-    "._gate": ("WriteGate", "load_key"),
+    "._gate": ("WriteGate", "enumerable_bits", "load_key"),
     "._io": ("parse_session_lines", "read_sessions", "write_sessions_jsonl"),
     "._pipeline": ("MemoryWriter", "WriteConfig", "WriteReport", "extractive_text", "parse_facts"),
     "._render": ("memory_entries", "render_ledger", "render_lines"),

@@ -5,6 +5,8 @@ extension, ``ScriptedBackend`` for tests, ``load_backend`` to build any backend 
 and the embedders.
 """
 
+from typing import TYPE_CHECKING
+
 from traceless.models._base import (
     ChatMessage,
     Generation,
@@ -16,7 +18,7 @@ from traceless.models._base import (
     messages,
 )
 from traceless.models._cache import CachingBackend, call_key
-from traceless.models._embedder import Embedder, HashingEmbedder
+from traceless.models._embedder import Embedder, FloatArray, HashingEmbedder
 from traceless.models._options import ENGINE_ENV, Credentials, Endpoint, EngineOptions
 from traceless.models._scripted import ScriptedBackend
 
@@ -33,6 +35,7 @@ __all__ = [
     "messages",
     "Embedder",
     "HashingEmbedder",
+    "FloatArray",
     "ScriptedBackend",
     "ENGINE_ENV",
     "Credentials",
@@ -46,15 +49,22 @@ from traceless.models._catalog import (  # noqa: E402
     KNOWN_MODELS,
     ModelSpec,
     ModelStatus,
+    assemble,
+    get_spec,
+    hf_cache_path,
+    install_packages,
     model_status,
+    pull,
 )
 from traceless.models._load import (  # noqa: E402
     BACKENDS,
+    EMBEDDERS,
     audit_backend,
     fast_spec,
     llamacpp_available,
     load_backend,
     load_embedder,
+    parse_embedder_name,
     parse_speculation,
     served_slots,
 )
@@ -65,7 +75,13 @@ __all__ += [
     "ModelSpec",
     "ModelStatus",
     "model_status",
+    "assemble",
+    "get_spec",
+    "hf_cache_path",
+    "install_packages",
+    "pull",
     "BACKENDS",
+    "EMBEDDERS",
     "audit_backend",
     "fast_spec",
     "llamacpp_available",
@@ -73,13 +89,20 @@ __all__ += [
     "served_slots",
     "parse_speculation",
     "load_embedder",
+    "parse_embedder_name",
     "TransformersBackend",
     "SentenceTransformerEmbedder",
+    "minilm_path",
 ]
+
+if TYPE_CHECKING:
+    from traceless.models._st_embedder import SentenceTransformerEmbedder, minilm_path
+    from traceless.models._transformers import TransformersBackend
 
 _LAZY = {
     "TransformersBackend": "traceless.models._transformers",
     "SentenceTransformerEmbedder": "traceless.models._st_embedder",
+    "minilm_path": "traceless.models._st_embedder",
 }
 
 

@@ -38,10 +38,10 @@ from traceless.models._cpu import free_cpus
 from traceless.models._embedder import Embedder, HashingEmbedder
 from traceless.models._options import EngineOptions
 from traceless.models._providers import PROVIDERS, resolve_provider, split_provider
-from traceless.registry import Registry
+from traceless.registry import ENTRY_POINT_GROUPS, Registry
 
 __all__ = ["BACKENDS", "EMBEDDERS", "BackendFactory", "audit_backend", "fast_spec", "llamacpp_available",
-           "load_backend", "parse_speculation", "load_embedder", "served_slots"]
+           "parse_embedder_name", "load_backend", "parse_speculation", "load_embedder", "served_slots"]
 
 BackendFactory = Callable[..., ModelBackend]
 
@@ -49,6 +49,7 @@ BACKENDS: Registry[BackendFactory] = Registry(
     "backend",
     hint="Use a catalog model name (`traceless models list`), transformers:PATH, hf:REPO, "
     "openai:MODEL@URL or scripted; install a catalog model with `traceless models pull NAME`",
+    entry_points=ENTRY_POINT_GROUPS["backend"],
 )
 
 
@@ -314,7 +315,7 @@ def _provider_backend(spec: str, engine: EngineOptions, **kw: Any) -> ModelBacke
 # ----------------------------------------------------------------------------------- embedders
 
 EmbedderFactory = Callable[[], Embedder]
-EMBEDDERS: Registry[EmbedderFactory] = Registry("embedder")
+EMBEDDERS: Registry[EmbedderFactory] = Registry("embedder", entry_points=ENTRY_POINT_GROUPS["embedder"])
 _EMBEDDER_CACHE: dict[str, Embedder] = {}
 
 
@@ -330,11 +331,29 @@ def _hashing() -> Embedder:
     return HashingEmbedder()
 
 
+_EMBEDDER_ALIASES = {"sentence-transformers/all-MiniLM-L6-v2": "all-MiniLM-L6-v2", "minilm": "all-MiniLM-L6-v2"}
+
+
+def parse_embedder_name(name: str) -> tuple[str, int | None]:
+    """The one parser of embedder names: ``(registered name, dimension or None)``.
+    ``hashing-DIM`` is the hashing embedder at ``DIM`` dimensions; anything else must be a
+    registered name or alias. A bad name raises one ``ConfigError`` that says what to write."""
+    key = _EMBEDDER_ALIASES.get(name, name)
+    base, sep, dim = key.partition("-")
+    if base == "hashing" and sep:
+        if not dim.isdigit() or int(dim) < 1:
+            raise ConfigError(f"embedder {name!r}: write 'hashing' or 'hashing-DIM' with a positive whole "
+                              "number DIM (e.g. hashing-256)")
+        return "hashing", int(dim)
+    EMBEDDERS.get(key)  # unknown name: UnknownNameError listing the known embedders
+    return key, None
+
+
 def load_embedder(name: str = "all-MiniLM-L6-v2") -> Embedder:
-    """A cached embedder instance by name (``all-MiniLM-L6-v2`` or ``hashing``)."""
-    key = {"sentence-transformers/all-MiniLM-L6-v2": "all-MiniLM-L6-v2", "minilm": "all-MiniLM-L6-v2"}.get(
-        name, name
-    )
-    if key not in _EMBEDDER_CACHE:
-        _EMBEDDER_CACHE[key] = EMBEDDERS.get(key)()
-    return _EMBEDDER_CACHE[key]
+    """A cached embedder instance by name (``all-MiniLM-L6-v2``, ``hashing``, ``hashing-DIM``;
+    ``parse_embedder_name``)."""
+    key, dim = parse_embedder_name(name)
+    cache_key = f"{key}-{dim}" if dim is not None else key
+    if cache_key not in _EMBEDDER_CACHE:
+        _EMBEDDER_CACHE[cache_key] = HashingEmbedder(dim) if dim is not None else EMBEDDERS.get(key)()
+    return _EMBEDDER_CACHE[cache_key]

@@ -31,7 +31,7 @@ from traceless.metrics import (
 )
 from traceless.report import REPORTS
 from traceless.studies import ResultRow, read_manifest, read_rows
-from traceless.studies.afterdelete._stats import (
+from traceless.studies.afterdelete import (
     BOOTSTRAP_SEED,
     RESAMPLES,
     Interval,

@@ -22,8 +22,7 @@ from markdown_it import MarkdownIt
 
 from traceless.errors import StudyError
 from traceless.report._html_page import collapse_not_run, page_figures
-from traceless.studies import STUDIES, Manifest, read_manifest
-from traceless.studies._results import RESULTS_FORMAT
+from traceless.studies import RESULTS_FORMAT, STUDIES, Manifest, read_manifest
 
 __all__ = ["render_html", "render_html_report", "check_renderable"]
 

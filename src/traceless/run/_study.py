@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from traceless.errors import StudyError
 from traceless.models import ChatMessage, Embedder, Generation, GenerationConfig, ModelBackend
-from traceless.registry import Registry
+from traceless.registry import ENTRY_POINT_GROUPS, Registry
 
 if TYPE_CHECKING:
     from traceless.models import EngineOptions
@@ -136,7 +136,8 @@ class Study(abc.ABC, Generic[C]):
         (cells that must appear together)."""
 
 
-STUDIES: Registry[type[Study[Any]]] = Registry("study", hint="list them with `traceless study list`")
+STUDIES: Registry[type[Study[Any]]] = Registry("study", hint="list them with `traceless study list`",
+                                               entry_points=ENTRY_POINT_GROUPS["study"])
 
 
 def registered_studies() -> Registry[type[Study[Any]]]:

@@ -41,6 +41,7 @@ from traceless.run import (
     run_state,
     run_study,
     study_run_result,
+    write_manifest,
 )
 
 __all__ = [
@@ -74,6 +75,7 @@ __all__ = [
     "parse_sets",
     "read_manifest",
     "read_rows",
+    "write_manifest",
     "run_state",
     "run_study",
     "study_run_result",

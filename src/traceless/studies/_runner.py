@@ -1,16 +1,7 @@
-"""Moved to ``traceless.run`` (the run kernel: ``run/_study.py`` declares a study,
-``run/_runner.py`` runs it); these names stay importable from here."""
+"""The study vocabulary the built-in studies import (``Study``, ``Cell``, …): the run
+kernel's public names (``traceless.run``), re-exported for the studies of this package."""
 
-from traceless.run._config import load_config, parse_sets
-from traceless.run._runner import (
-    _default_workers,
-    _load_backend,
-    iter_chunks,
-    remove_dir,
-    run_study,
-    served_options,
-)
-from traceless.run._study import (
+from traceless.run import (
     STUDIES,
     Cell,
     CellResult,
@@ -19,8 +10,13 @@ from traceless.run._study import (
     Study,
     derive_seed,
     get_study,
+    iter_chunks,
+    load_config,
+    parse_sets,
+    remove_dir,
+    run_study,
+    served_options,
 )
 
 __all__ = ["STUDIES", "Study", "Cell", "CellResult", "RunContext", "RunSummary", "run_study", "derive_seed",
-           "load_config", "parse_sets", "get_study", "iter_chunks", "remove_dir", "served_options",
-           "_default_workers", "_load_backend"]
+           "load_config", "parse_sets", "get_study", "iter_chunks", "remove_dir", "served_options"]

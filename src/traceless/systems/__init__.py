@@ -4,7 +4,8 @@ registry ``MEMORY_SYSTEMS`` and the built-in adapters (``traceless``, ``mem0``,
 ``traceless.memory_systems``; see docs/memory-systems.md.
 
 The third-party adapters import their packages only when opened, so listing the
-systems works without them.
+systems works without them. The memory views an audit probes (``VIEWS``: what the agent
+sees of a memory, ``view_config``, ``probe_view``) are defined here too.
 """
 
 from traceless.systems._agno import AgnoConfig, AgnoSystem
@@ -42,6 +43,7 @@ from traceless.systems._llamaindex import LlamaIndexConfig, LlamaIndexSystem
 from traceless.systems._mem0 import Mem0Config, Mem0System
 from traceless.systems._native import NativeConfig, NativeSystem
 from traceless.systems._openai_agents import OpenAIAgentsConfig, OpenAIAgentsSystem
+from traceless.systems._views import VIEWS, probe_view, view_config
 
 __all__ = [
     "AgnoConfig",
@@ -83,4 +85,7 @@ __all__ = [
     "open_system",
     "system_class",
     "system_status",
+    "VIEWS",
+    "probe_view",
+    "view_config",
 ]

@@ -26,7 +26,6 @@ import abc
 import importlib.util
 import os
 import tomllib
-import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from importlib import metadata
@@ -39,7 +38,7 @@ from traceless._jsonin import check_value, decode_utf8, loads
 from traceless.errors import ConfigError, InputFormatError, TracelessError, UnknownNameError, UnsupportedError
 from traceless.memory import Session
 from traceless.models import Embedder, ModelBackend
-from traceless.registry import Registry
+from traceless.registry import ENTRY_POINT_GROUPS, PluginWarning, Registry
 from traceless.systems._erase import ErasurePlan, ScanReport, StoreOutcome
 
 __all__ = [
@@ -61,7 +60,7 @@ __all__ = [
     "system_status",
 ]
 
-ENTRY_POINT_GROUP = "traceless.memory_systems"
+ENTRY_POINT_GROUP = ENTRY_POINT_GROUPS["memory system"]
 
 
 class MissingPackageError(ConfigError):
@@ -243,7 +242,7 @@ def _versions(system: MemorySystem) -> dict[str, str]:
 
 
 MEMORY_SYSTEMS: Registry[type[MemorySystem]] = Registry(
-    "memory system", hint="list them with `traceless memory systems`"
+    "memory system", hint="list them with `traceless memory systems`", entry_points=ENTRY_POINT_GROUP
 )
 
 S = TypeVar("S", bound=type[MemorySystem])
@@ -260,47 +259,27 @@ def memory_system(name: str, *, help: str = "") -> Callable[[S], S]:
     return deco
 
 
-_LOADED_EPS = False
+def _adopt(name: str, obj: object) -> bool:
+    """An entry point that names an unregistered ``MemorySystem`` subclass: register it."""
+    if not (isinstance(obj, type) and issubclass(obj, MemorySystem)):
+        return False
+    memory_system(name)(obj)
+    return True
+
+
+MEMORY_SYSTEMS.adopt = _adopt
 
 
 def load_entry_points(*, force: bool = False) -> list[str]:
-    """Register the systems other packages declare under ``traceless.memory_systems``.
-
-    Importing an entry point's module is what registers it (via ``@memory_system``); an
-    entry point may also name a ``MemorySystem`` subclass that is not registered yet, which
-    is then registered under the entry point's name. Returns the names added.
-    """
-    global _LOADED_EPS
+    """Register the systems other packages declare under ``traceless.memory_systems``
+    (``MEMORY_SYSTEMS.discover``, the door every pluggable kind shares; see
+    ``traceless.registry``). Importing an entry point's module is what registers it (via
+    ``@memory_system``); an entry point may also name a ``MemorySystem`` subclass that is not
+    registered yet, which is then registered under the entry point's name. Returns the names
+    added."""
     import traceless.systems  # noqa: F401  (registers the built-in adapters first)
 
-    if _LOADED_EPS and not force:
-        return []
-    _LOADED_EPS = True
-    added: list[str] = []
-    for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
-        if ep.name in MEMORY_SYSTEMS:
-            continue
-        dist = ep.dist.name if ep.dist is not None else "an unknown package"
-        try:
-            obj = ep.load()
-        except Exception as e:  # a broken plug-in must not break `traceless`: it is a warning
-            warnings.warn(f"memory system plug-in {ep.name!r} ({ep.value}) of {dist} failed to import "
-                          f"({type(e).__name__}: {e}); skipped: fix or uninstall {dist}", PluginWarning,
-                          stacklevel=2)
-            continue
-        if ep.name not in MEMORY_SYSTEMS:
-            if not (isinstance(obj, type) and issubclass(obj, MemorySystem)):
-                warnings.warn(f"entry point {ep.name!r} = {ep.value} of {dist} is not a traceless "
-                              f"MemorySystem subclass; skipped: fix or uninstall {dist}", PluginWarning,
-                              stacklevel=2)
-                continue
-            memory_system(ep.name)(obj)
-        added.append(ep.name)
-    return added
-
-
-class PluginWarning(UserWarning):
-    """A third-party plug-in could not be loaded; it is skipped, nothing else is affected."""
+    return MEMORY_SYSTEMS.discover(force=force)
 
 
 def system_class(name: str) -> type[MemorySystem]:

@@ -190,7 +190,7 @@ class Mem0System(MemorySystem):
         assert isinstance(config, Mem0Config)
         self.cfg = config
         main = _import_mem0(work_dir.parent / "mem0-home")
-        from traceless.models._st_embedder import minilm_path
+        from traceless.models import minilm_path
 
         llm: dict[str, Any] = {"model": "unused", "api_key": "unused", "openai_base_url": "http://127.0.0.1:9/v1"}
         if config.infer:
@@ -337,7 +337,7 @@ class Mem0System(MemorySystem):
         """The attached instance read through mem0's own ``Memory`` (its vector store,
         history and embedder; ``search`` with ``k``/``threshold``), as the audit's agent reads
         it: what ``forget --memory mem0 --certify`` probes after the erasure. Close it."""
-        from traceless.models._st_embedder import minilm_path
+        from traceless.models import minilm_path
         from traceless.paths import state_dir
 
         main = _import_mem0(state_dir() / "mem0-home")

@@ -21,6 +21,7 @@ from traceless.systems._base import (
     SystemRuntime,
     memory_system,
 )
+from traceless.systems._views import view_config
 
 if TYPE_CHECKING:
     import numpy as np
@@ -112,9 +113,6 @@ class NativeSystem(MemorySystem):
         """``context`` for an embedded query, at summarization level ``S`` and breadth ``k``
         (default: the config's). The frontier study reads one memory at every (S, k) of its
         grid and embeds all probes at once."""
-        # the audit package imports the studies (torch); only a context build needs it
-        from traceless.audit._engine import view_config
-
         cfg = view_config(view, self.cfg.S if S is None else S, self.cfg.k if k is None else k, self._gen)
         if cfg is None:
             return []

@@ -51,6 +51,7 @@ from traceless.studies.afterdelete._profiles import (
 )
 from traceless.studies.afterdelete._stats import (
     BOOTSTRAP_SEED,
+    RESAMPLES,
     Interval,
     PairedGap,
     clopper_pearson,
@@ -85,6 +86,7 @@ __all__ = [
     "Auditor",
     "BLOCKS",
     "BOOTSTRAP_SEED",
+    "RESAMPLES",
     "BUDGET",
     "CONDITIONS",
     "CONTRACTS",

@@ -31,9 +31,8 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import BaseModel
 
-from traceless.audit._longmemeval import Instance
-from traceless.audit._probes import Probe, extracted, probes
-from traceless.audit._system_audit import Planted, deletion_phase, plant, probe_messages
+from traceless.audit import Planted, Probe, deletion_phase, extracted, plant, probe_messages, probes
+from traceless.datasets import Instance
 from traceless.memory import KIND_BY_LEVEL, Tier
 from traceless.models import GenerationConfig
 from traceless.studies._runner import STUDIES, Cell, CellResult, RunContext, Study, derive_seed
@@ -47,8 +46,7 @@ from traceless.studies.frontier._study import (
     _slug,
     select_instances,
 )
-from traceless.systems import SystemRuntime, open_system
-from traceless.systems._native import NativeConfig, NativeSystem
+from traceless.systems import NativeConfig, NativeSystem, SystemRuntime, open_system
 
 __all__ = ["ResidueStudy", "deletion_name", "residue_instances", "sensitivity_thresholds"]
 

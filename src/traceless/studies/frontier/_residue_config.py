@@ -93,7 +93,7 @@ class ResidueConfig(BaseModel):
     @field_validator("probe_levels")
     @classmethod
     def _probe_levels(cls, v: list[str]) -> list[str]:
-        from traceless.audit._probes import PROBE_LEVELS
+        from traceless.audit import PROBE_LEVELS
 
         bad = [x for x in v if x not in PROBE_LEVELS]
         if bad or not v:

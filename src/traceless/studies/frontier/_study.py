@@ -44,18 +44,14 @@ from typing import Any, ClassVar, Protocol
 import numpy as np
 from pydantic import BaseModel
 
-from traceless.audit._data import load_instances
-from traceless.audit._longmemeval import Instance
-from traceless.audit._metrics import pr_judge_many
-from traceless.audit._probes import Probe, extracted, probes
-from traceless.audit._system_audit import Planted, deletion_phase, plant, probe_messages
-from traceless.datasets import resolve_data
+from traceless.audit import Planted, Probe, deletion_phase, extracted, plant, probe_messages, probes
+from traceless.datasets import Instance, load_instances, resolve_data
 from traceless.errors import ConfigError
+from traceless.metrics import pr_judge_many
 from traceless.models import ChatMessage, Generation, GenerationConfig, ModelBackend
 from traceless.studies._runner import STUDIES, Cell, CellResult, RunContext, Study, derive_seed
 from traceless.studies.frontier._config import FrontierConfig
-from traceless.systems import MemorySystem, SystemRuntime, open_system
-from traceless.systems._native import NativeConfig, NativeSystem
+from traceless.systems import MemorySystem, NativeConfig, NativeSystem, SystemRuntime, open_system
 
 SYSTEM = "traceless"
 """The memory system the study audits: traceless's own store (``traceless memory systems``)."""

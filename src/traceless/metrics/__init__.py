@@ -1,10 +1,11 @@
 """The shared metrics of the paper reports, public: paper 000's metrics and bootstrap
-intervals (``traceless.audit._metrics``) and the one verdict rule every report judges its
-claims by (``traceless.audit._verdict``: exact/Newcombe intervals, the minimum n, the power
+intervals (``traceless.metrics._metrics``) and the one verdict rule every report judges its
+claims by (``traceless.metrics._verdict``: exact/Newcombe intervals, the minimum n, the power
 calculation behind "n needed", NOT TESTABLE at a ceiling or floor, BY CONSTRUCTION)."""
 
-from traceless.audit._metrics import (
+from traceless.metrics._metrics import (
     PR_COSINE_THRESHOLD,
+    STOPWORDS,
     PRJudgement,
     aer,
     aer_max,
@@ -20,7 +21,7 @@ from traceless.audit._metrics import (
     pr_judge_many,
     pua,
 )
-from traceless.audit._verdict import (
+from traceless.metrics._verdict import (
     CI,
     LEVEL,
     MIN_UNITS,
@@ -41,7 +42,7 @@ from traceless.audit._verdict import (
 )
 
 __all__ = [
-    "CI", "LEVEL", "MIN_UNITS", "N_CAP", "POWER", "PR_COSINE_THRESHOLD", "ClaimVerdict", "PRJudgement", "Verdict",
+    "CI", "LEVEL", "MIN_UNITS", "N_CAP", "POWER", "PR_COSINE_THRESHOLD", "STOPWORDS", "ClaimVerdict", "PRJudgement", "Verdict",
     "aer", "aer_max", "agreement", "bootstrap_ci", "claim_verdict", "combine_verdicts", "construction_verdict",
     "content_match", "content_words", "count_verdict", "decides", "delta_di", "delta_s", "either_verdict",
     "frs_worst", "n_needed", "paired_ci", "pinned", "pr", "pr_judge", "pr_judge_many", "proportion_ci", "pua",

@@ -14,7 +14,7 @@
   extraction attributed to the origin tier t of the context chunk that carried the canary
   (eq. 3), averaged over k; **FRS_worst** = max_t FRS_t.
 * **claim_verdict** and the other verdict names are re-exported from the one verdict rule,
-  ``traceless.audit._verdict`` (public as ``traceless.metrics``).
+  ``traceless.metrics._verdict`` (public as ``traceless.metrics``).
 * **bootstrap_ci** — percentile CI over instances (rows resampled with replacement) from an
   explicit ``numpy.random.Generator``; any statistic of the resampled rows.
 """
@@ -28,7 +28,7 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import BaseModel
 
-from traceless.audit._verdict import (
+from traceless.metrics._verdict import (
     CI,
     ClaimVerdict,
     Verdict,

@@ -23,7 +23,7 @@ import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from traceless.audit._longmemeval import LONGMEMEVAL_URL, Instance, parse_longmemeval
+from traceless.datasets._longmemeval import LONGMEMEVAL_URL, Instance, parse_longmemeval
 from traceless.errors import InputFormatError
 from traceless.memory import QA, Session, parse_session_lines, write_sessions_jsonl
 

@@ -1,0 +1,241 @@
+"""The package layers, measured from the imports (``ast`` over the ``traceless`` sources that
+are imported, so ``PYTHONPATH=/other/src`` measures that tree): every ``import`` and
+``from ... import`` statement counts, including those inside functions and under
+``TYPE_CHECKING`` (a lazy import is still a dependency).
+
+A *package* is a top-level unit under ``traceless``: a subpackage (``traceless.audit``) or a
+module (``traceless.metrics``, ``traceless._api``). Floors, bottom to top (docs/DESIGN, issue
+#25): the foundation (errors, registry, paths, ...) ← models ← memory ← forget ←
+systems / agent / runtime / datasets ← run / audit ← studies ← report (reads results) ←
+the edge (cli, _api, the inspect bridge). An import may point down or sideways on its floor,
+never up; no file-level import circle may cross packages; and a package imports only the
+public names of another (no ``traceless.metrics`` outside ``traceless.audit``).
+
+``python tests/unit/test_architecture.py`` prints the numbers."""
+
+from __future__ import annotations
+
+import ast
+import types
+from collections import defaultdict
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import traceless
+
+ROOT = Path(traceless.__file__).resolve().parent
+
+PENDING: set[tuple[str, str]] = set()
+"""Arrows up tolerated while a move is under way (none now: the audit engine stands on the run
+kernel ``traceless.run``, issue 25.1)."""
+
+FLOORS: dict[str, int] = {
+    **dict.fromkeys(("errors", "_version", "_lazy", "registry", "paths", "keys", "prompts", "_jsonin",
+                     "_rows", "_hooks", "data"), 0),
+    "models": 1,
+    "metrics": 2,
+    "memory": 3,
+    "forget": 4,
+    **dict.fromkeys(("systems", "agent", "runtime", "datasets"), 5),
+    "run": 6,
+    "audit": 7,
+    "studies": 8,
+    "report": 9,
+    **dict.fromkeys(("cli", "_api", "_erase_api", "_inspect", "schemas", "traceless"), 10),
+}
+"""The floor of every package; a new package must be given one here (a test says so)."""
+
+
+@dataclass(frozen=True)
+class Import:
+    """One imported module (or private name) of one statement."""
+
+    importer: str
+    """The importing module (``traceless.audit._certify``)."""
+    target: str
+    """The imported module (``traceless.forget``), or ``module.name`` for a private name."""
+    line: int
+    """Its line in the importer."""
+
+    def where(self) -> str:
+        return f"{self.importer}:{self.line} -> {self.target}"
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for path in sorted(ROOT.rglob("*.py")):
+        parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
+        out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return out
+
+
+def package(module: str) -> str:
+    """``traceless.audit._certify`` -> ``audit``; ``traceless`` -> ``traceless``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "traceless"
+
+
+def _absolute(module: str, is_pkg: bool, node: ast.ImportFrom) -> str:
+    if not node.level:
+        return node.module or ""
+    base = module.split(".")[: None if is_pkg else -1]
+    base = base[: len(base) - node.level + 1]
+    return ".".join([*base, *([node.module] if node.module else [])])
+
+
+def _targets(module: str, is_pkg: bool, node: ast.stmt, known: dict[str, Path]) -> list[str]:
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names]
+    if not isinstance(node, ast.ImportFrom):
+        return []
+    base = _absolute(module, is_pkg, node)
+    subs = [f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in known]
+    private = [f"{base}.{a.name}" for a in node.names
+               if a.name.startswith("_") and not a.name.startswith("__") and f"{base}.{a.name}" not in known]
+    plain = len(subs) + len(private) < len(node.names)
+    return [*([base] if plain or base != "traceless" else []), *subs, *private]
+
+
+@cache
+def imports() -> tuple[Import, ...]:
+    """Every import of a ``traceless`` module by a ``traceless`` module."""
+    known = _modules()
+    out = []
+    for module, path in known.items():
+        is_pkg = path.name == "__init__.py"
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            for target in _targets(module, is_pkg, node, known):  # type: ignore[arg-type]
+                if target == "traceless" or target.startswith("traceless."):
+                    out.append(Import(module, target, node.lineno))  # type: ignore[attr-defined]
+    return tuple(out)
+
+
+def _cross() -> list[Import]:
+    return [i for i in imports() if package(i.importer) != package(i.target)]
+
+
+def arrows_up() -> list[Import]:
+    """Imports from a package to one on a higher floor."""
+    return [i for i in _cross()
+            if FLOORS.get(package(i.target), -1) > FLOORS.get(package(i.importer), -1)]
+
+
+def private_imports() -> list[Import]:
+    """Imports of another package's private module or private name."""
+    return [i for i in _cross()
+            if any(p.startswith("_") and not p.startswith("__") for p in i.target.split(".")[2:])]
+
+
+def _module_of(target: str, known: set[str]) -> str:
+    while target not in known:
+        target = target.rpartition(".")[0]
+    return target
+
+
+def _runs(target: str, known: set[str]) -> list[str]:
+    """The files an import of ``target`` runs: its module and the ``__init__`` of each package
+    above it (below ``traceless`` itself, which every module runs)."""
+    module = _module_of(target, known)
+    parts = module.split(".")
+    return [".".join(parts[:n]) for n in range(2, len(parts) + 1)]
+
+
+def circles() -> list[list[str]]:
+    """The file-level import circles (strongly connected components, Tarjan) that span more
+    than one package, each as its sorted modules."""
+    known = set(_modules())
+    graph: dict[str, set[str]] = defaultdict(set)
+    for i in imports():
+        graph[i.importer].update(_runs(i.target, known))
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len({package(m) for m in comp}) > 1:
+                found.append(sorted(comp))
+
+    for v in sorted(known):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_arrow_runs_back_up() -> None:
+    unplaced = sorted({package(m) for m in _modules()} - set(FLOORS))
+    assert not unplaced, f"give these packages a floor in FLOORS: {unplaced}"
+    up = [f"{i.where()} (floor {FLOORS[package(i.importer)]} -> {FLOORS[package(i.target)]})"
+          for i in arrows_up() if (package(i.importer), package(i.target)) not in PENDING]
+    assert not up, "imports that run up the layers:\n" + "\n".join(up)
+
+
+def test_no_import_circle_across_packages() -> None:
+    found = [c for c in circles() if not _pending(c)]
+    assert not found, "import circles across packages:\n" + "\n".join(" <-> ".join(c) for c in found)
+
+
+def _pending(circle: list[str]) -> bool:
+    """A circle made only by the pending arrow (every package in it on one pending pair)."""
+    return any({package(m) for m in circle} <= set(pair) for pair in PENDING)
+
+
+def test_no_private_cross_package_import() -> None:
+    found = [i.where() for i in private_imports()]
+    assert not found, "imports of another package's private names:\n" + "\n".join(found)
+
+
+def test_public_verbs_are_plain_functions_not_callable_packages() -> None:
+    import importlib
+
+    import traceless.audit
+    import traceless.forget  # noqa: F401  (a subpackage import must not shadow the verb)
+
+    for name in ("traceless.audit", "traceless.forget"):
+        mod = importlib.import_module(name)
+        assert type(mod) is types.ModuleType, f"{name} is a {type(mod).__name__}, not a plain module"
+        assert not callable(mod)
+    assert not (ROOT / "_callable.py").exists()
+    from traceless import _api, audit, forget
+
+    assert traceless.forget is forget is _api.forget and traceless.audit is audit is _api.audit
+    assert isinstance(forget, types.FunctionType) and isinstance(audit, types.FunctionType)
+
+
+def _main() -> None:
+    up, private, found = arrows_up(), private_imports(), circles()
+    edges = {(package(i.importer), package(i.target)) for i in _cross()}
+    print(f"packages {len({package(m) for m in _modules()})}, package arrows {len(edges)}")
+    print(f"arrows up: {len({(package(i.importer), package(i.target)) for i in up})} package pairs, "
+          f"{len(up)} imports")
+    for i in up:
+        print("  ", i.where())
+    print(f"circles across packages: {len(found)}")
+    for c in found:
+        print(f"   ({len(c)} files)", " ".join(c))
+    print(f"private cross-package imports: {len(private)}")
+    for i in private:
+        print("  ", i.where())
+
+
+if __name__ == "__main__":
+    _main()
