@@ -38,8 +38,8 @@ from typing import Any
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from traceless.models import ChatMessage, EngineOptions, GenerationConfig, load_backend  # noqa: E402
-from traceless.studies import ResultRow, read_rows, run_study  # noqa: E402
 from traceless.run import served_options  # noqa: E402
+from traceless.studies import ResultRow, read_rows, run_study  # noqa: E402
 
 SLICE = {
     "S": [0, 1],

@@ -21,8 +21,8 @@ from test_frontier import cfg, leaky  # noqa: E402  (same folder)
 from traceless.errors import StudyError
 from traceless.models import HashingEmbedder, ScriptedBackend
 from traceless.report import render_html_report
-from traceless.studies import read_manifest, read_rows, run_study
 from traceless.run import write_manifest
+from traceless.studies import read_manifest, read_rows, run_study
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 

@@ -21,8 +21,8 @@ pytest.importorskip("ray")
 
 from traceless.errors import ConfigError
 from traceless.models import ScriptedBackend
-from traceless.studies import read_manifest, read_rows, run_study
 from traceless.run import RaySession
+from traceless.studies import read_manifest, read_rows, run_study
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "longmemeval_tiny.json"

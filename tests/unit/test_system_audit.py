@@ -12,8 +12,8 @@ import pytest
 from traceless.audit import PAPER_LADDER, AuditRow, SystemAuditConfig, run_system_audit
 from traceless.errors import ConfigError, ResumeError, StudyError
 from traceless.models import CachingBackend, ChatMessage, GenerationConfig, HashingEmbedder, ScriptedBackend
-from traceless.studies import read_manifest, read_rows
 from traceless.run import write_manifest
+from traceless.studies import read_manifest, read_rows
 from traceless.systems import SystemRuntime
 
 CANARY = re.compile(r"[A-Z]{2}\d-[A-Z]+-\d{4}")
