@@ -51,6 +51,7 @@ _SCRUB_FRAMES = 1000  # scrub once the WAL holds this many frames (SQLite's own 
 _GATE_MEMO_MIN = 1 << 16  # texts this long that passed the gate are remembered (by keyed digest)
 _IN_CHUNK = 500  # ids per IN (...) list: well under every engine's bound-parameter limit
 Access = Literal["create", "write", "read"]
+_NEW_ENCRYPTION = _crypto.ENCRYPTION_V3  # the format a new encrypted store gets (tests make older ones with it)
 
 
 @dataclass(frozen=True)
@@ -201,6 +202,10 @@ class MemoryStore:
         """Receipt ids whose interrupted physical erasure this open completed."""
         self._master: tuple[str, bytes] | None = None  # (key id, key) of an encrypted store
         self._seal_sids = False  # v2 encrypted store: session ids sealed under the owner's data key
+        self._blind = False  # v3 encrypted store: owner columns hold blind indexes (``_crypto.owner_ref``)
+        self._oik: bytes | None = None  # v3: the owner index key (unwrapped)
+        self._refs: dict[str, str] = {}  # v3: owner id → blind index
+        self._names: dict[str, str] = {}  # v3: blind index → owner id
         self._dks: dict[str, bytes] = {}
         self._created_keys: list[Path] = []  # master key files made in this transaction
         self._shred_after_commit: list[Path] = []
@@ -301,10 +306,13 @@ class MemoryStore:
             with self.transaction():
                 kid, key = _crypto.new_master(self.store_id)
                 self._created_keys.append(_crypto.master_dir(self.store_id) / f"{kid}.key")
-                self.set_meta("encryption", _crypto.ENCRYPTION_V2)
+                mode = _NEW_ENCRYPTION
+                self.set_meta("encryption", mode)
                 self.set_meta("master_key_id", kid)
-            mode = _crypto.ENCRYPTION_V2
-        self._seal_sids = mode == _crypto.ENCRYPTION_V2
+                if mode == _crypto.ENCRYPTION_V3:
+                    self.set_meta("owner_index_key", _crypto.wrap_index_key(key, _crypto.new_index_key()))
+        self._seal_sids = mode in (_crypto.ENCRYPTION_V2, _crypto.ENCRYPTION_V3)
+        self._blind = mode == _crypto.ENCRYPTION_V3
         if mode is not None:
             try:
                 self._load_master()
@@ -314,14 +322,62 @@ class MemoryStore:
 
     @property
     def sealed_session_ids(self) -> bool:
-        """True for an encrypted store that seals session ids (encryption v2)."""
+        """True for an encrypted store that seals session ids (encryption v2 and v3)."""
         return self._seal_sids
+
+    @property
+    def blind_owner_ids(self) -> bool:
+        """True for an encrypted store that keeps no owner id in plaintext (encryption v3):
+        owner columns hold keyed blind indexes, the ids live inside the wrapped data keys."""
+        return self._blind
 
     def _load_master(self) -> None:
         kid = self.get_meta("master_key_id") or ""
         if self._master is None or self._master[0] != kid:
             self._master = (kid, _crypto.load_master(self.store_id, kid, self.path))
             self._dks = {}
+            if self._blind:
+                blob = self.get_meta("owner_index_key")
+                if blob is None:
+                    raise MemoryStoreError(f"{self.path}: an encrypted store (v3) without its owner index key "
+                                           "(altered store); restore it from a backup")
+                self._oik = _crypto.unwrap_index_key(self._master[1], blob, self.path)
+
+    def _ocol(self, owner: str) -> str:
+        """What an owner column holds for ``owner``: the id itself, or (v3) its blind index."""
+        if not self._blind:
+            return owner
+        ref = self._refs.get(owner)
+        if ref is None:
+            assert self._oik is not None
+            if len(self._refs) >= 1 << 16:
+                self._refs.clear()
+            ref = self._refs[owner] = _crypto.owner_ref(self._oik, owner)
+        return ref
+
+    def _oname(self, col: str) -> str:
+        """The owner id an owner column's ``col`` stands for (v3: read from the owner's
+        wrapped data key)."""
+        if not self._blind:
+            return col
+        name = self._names.get(col)
+        if name is None:
+            self._load_master()  # another process may have rotated it
+            row = self._exec("SELECT wrapped FROM data_keys WHERE owner = ?", (col,)).fetchone()
+            if row is None:
+                raise MemoryStoreError(f"{self.path}: no data key for an owner whose artifacts exist (altered store)")
+            dk, name = self._open_dk(col, row[0])
+            self._dks[name], self._names[col] = dk, name
+        return name
+
+    def _wrap_dk(self, master: bytes, dk: bytes, owner: str) -> bytes:
+        if self._blind:
+            return _crypto.wrap_owner_key(master, dk, owner, self._ocol(owner))
+        return _crypto.wrap(master, dk, owner)
+
+    def _open_dk(self, col: str, wrapped: bytes) -> tuple[bytes, str]:
+        assert self._master is not None
+        return _crypto.open_data_key(self._master[1], wrapped, col, self.path, blind=self._blind)
 
     def _dk(self, owner: str, *, create: bool = False) -> bytes:
         """The owner's data key (unwrapped); created (inside a transaction) on first write."""
@@ -329,16 +385,19 @@ class MemoryStore:
             return self._dks[owner]
         self._load_master()  # another process may have rotated it
         assert self._master is not None
-        row = self._exec("SELECT wrapped FROM data_keys WHERE owner = ?", (owner,)).fetchone()
+        col = self._ocol(owner)
+        row = self._exec("SELECT wrapped FROM data_keys WHERE owner = ?", (col,)).fetchone()
         if row is None:
             if not create:
                 raise MemoryStoreError(f"{self.path}: no data key for an owner whose artifacts exist (altered store)")
             self._require_tx()
             dk = secrets.token_bytes(32)
             self._exec("INSERT INTO data_keys(owner, wrapped, created_at) VALUES (?,?,?)",
-                       (owner, _crypto.wrap(self._master[1], dk, owner), time.time()))
+                       (col, self._wrap_dk(self._master[1], dk, owner), time.time()))
         else:
-            dk = _crypto.unwrap(self._master[1], row[0], owner, self.path)
+            dk = self._open_dk(col, row[0])[0]
+        if self._blind:
+            self._names[col] = owner
         self._dks[owner] = dk
         return dk
 
@@ -349,18 +408,18 @@ class MemoryStore:
     def _art(self, row: Any) -> Artifact:
         if row[11] is None:
             return _row_to_artifact(row)
-        sid = row[4]
+        sid, owner = row[4], self._oname(row[1])
         try:
-            p = _crypto.unseal(self._dk(row[1]), row[0], row[11])
+            p = _crypto.unseal(self._dk(owner), row[0], row[11])
             if _crypto.is_sealed_id(sid):
-                sid = _crypto.open_id(self._dk(row[1]), sid)
+                sid = _crypto.open_id(self._dk(owner), sid)
         except _crypto.InvalidTag:
-            self._dks.pop(row[1], None)  # rotated by another connection: reload once
-            p = _crypto.unseal(self._dk(row[1]), row[0], row[11])
+            self._dks.pop(owner, None)  # rotated by another connection: reload once
+            p = _crypto.unseal(self._dk(owner), row[0], row[11])
             if _crypto.is_sealed_id(sid):
-                sid = _crypto.open_id(self._dk(row[1]), sid)
+                sid = _crypto.open_id(self._dk(owner), sid)
         return Artifact(
-            id=row[0], owner=row[1], tier=Tier(row[2]), kind=row[3], session_id=sid, seq=row[5],
+            id=row[0], owner=owner, tier=Tier(row[2]), kind=row[3], session_id=sid, seq=row[5],
             text=p.text, vector=p.vector, digest=row[8], created_at=row[9], meta=p.meta,
         )
 
@@ -411,13 +470,15 @@ class MemoryStore:
         self._require_tx()
         assert self._master is not None
         old_kid = self._master[0]
-        resealed = 0
+        resealed, col = 0, self._ocol(owner)
         if erase:
-            self._exec("DELETE FROM data_keys WHERE owner = ?", (owner,))
+            self._exec("DELETE FROM data_keys WHERE owner = ?", (col,))
+            self._names.pop(col, None)
+            self._refs.pop(owner, None)
         else:
-            rows = self._exec(f"SELECT {_COLS} FROM artifacts WHERE owner = ?", (owner,)).fetchall()
+            rows = self._exec(f"SELECT {_COLS} FROM artifacts WHERE owner = ?", (col,)).fetchall()
             arts = [self._art(r) for r in rows]
-            self._exec("DELETE FROM data_keys WHERE owner = ?", (owner,))
+            self._exec("DELETE FROM data_keys WHERE owner = ?", (col,))
             self._dks.pop(owner, None)
             old = {a.id: a.digest for a in arts}
             new: dict[str, str] = {}
@@ -430,16 +491,18 @@ class MemoryStore:
                            (sealed, new[a.id], self._sid_col(owner, a.session_id, create=True), a.id))
                 resealed += 1
         self._dks.pop(owner, None)
-        wrapped = {o: _crypto.unwrap(self._master[1], w, o, self.path)
-                   for o, w in self._exec("SELECT owner, wrapped FROM data_keys").fetchall()}
+        wrapped = {c: self._open_dk(c, w) for c, w in self._exec("SELECT owner, wrapped FROM data_keys").fetchall()}
         gen = _crypto.key_generation(_crypto.master_dir(self.store_id) / f"{old_kid}.key") + 1
         kid, key = _crypto.new_master(self.store_id, gen)
         self._created_keys.append(_crypto.master_dir(self.store_id) / f"{kid}.key")
         try:  # one batch: a forget's cost should not grow with round trips per owner
             self._b.executemany("UPDATE data_keys SET wrapped = ? WHERE owner = ?",
-                                [(_crypto.wrap(key, dk, o), o) for o, dk in wrapped.items()])
+                                [(self._wrap_dk(key, dk, o), c) for c, (dk, o) in wrapped.items()])
         except self._b.errors as e:
             raise self._translate(e) from e
+        if self._blind:  # the index key stays (owner columns keep their values), re-wrapped like the data keys
+            assert self._oik is not None
+            self.set_meta("owner_index_key", _crypto.wrap_index_key(key, self._oik))
         self.set_meta("master_key_id", kid)
         self._master = (kid, key)
         d = _crypto.master_dir(self.store_id)
@@ -890,7 +953,7 @@ class MemoryStore:
         a = Artifact(id=art_id, owner=n.owner, tier=n.tier, kind=n.kind, session_id=n.session_id, seq=n.seq,
                      text=n.text, vector=vec, digest=digest, created_at=time.time(), meta=n.meta)
         sid = self._sid_col(n.owner, n.session_id, create=True) if self.encrypted else n.session_id
-        return a, (a.id, a.owner, a.tier.value, a.kind, sid, a.seq, payload[0], payload[1], a.digest,
+        return a, (a.id, self._ocol(a.owner), a.tier.value, a.kind, sid, a.seq, payload[0], payload[1], a.digest,
                    a.created_at, payload[2], payload[3])
 
     def add_edge(self, child: str, parent: str, op: str, params: dict[str, Any]) -> None:
@@ -974,7 +1037,7 @@ class MemoryStore:
         if old_col is None:
             return 0
         return int(self._exec("UPDATE artifacts SET session_id = ? WHERE owner = ? AND session_id = ?",
-                              (self._sid_col(owner, new, create=True), owner, old_col)).rowcount)
+                              (self._sid_col(owner, new, create=True), self._ocol(owner), old_col)).rowcount)
 
     def present_sessions(self, pairs: Iterable[tuple[str, str]], *, tier: Tier = Tier.RAW) -> set[tuple[str, str]]:
         """The (owner, session id) pairs among ``pairs`` that hold an artifact of ``tier``:
@@ -993,14 +1056,14 @@ class MemoryStore:
                 # owner's rows through (owner, tier, kind) instead of seeking (owner, session_id)
                 rows = self._exec(
                     f"SELECT session_id, tier FROM artifacts WHERE owner = ? AND session_id IN "
-                    f"({','.join('?' * len(chunk))})", (owner, *chunk))
+                    f"({','.join('?' * len(chunk))})", (self._ocol(owner), *chunk))
                 found |= {(owner, back[r[0]]) for r in rows if r[1] == tier.value}
         return found
 
     def session_ids(self, owner: str) -> list[str]:
         cols = [r[0] for r in self._exec(
             "SELECT DISTINCT session_id FROM artifacts WHERE owner = ? AND session_id IS NOT NULL ORDER BY 1",
-            (owner,))]
+            (self._ocol(owner),))]
         if not self._seal_sids:
             return cols
         return sorted(_crypto.open_id(self._dk(owner), c) if _crypto.is_sealed_id(c) else c for c in cols)
@@ -1038,7 +1101,7 @@ class MemoryStore:
                 return []
             session_id = col
         where, params = [], []
-        for col, val in (("owner", owner), ("tier", None if tier is None else Tier(tier).value),
+        for col, val in (("owner", None if owner is None else self._ocol(owner)), ("tier", None if tier is None else Tier(tier).value),
                          ("kind", kind), ("session_id", session_id)):
             if val is not None:
                 where.append(f"{col} = ?")
@@ -1058,7 +1121,7 @@ class MemoryStore:
         texts holds one of them at a time, not all."""
         sql, params = "SELECT id FROM artifacts", []
         if owner is not None:
-            sql, params = sql + " WHERE owner = ?", [owner]
+            sql, params = sql + " WHERE owner = ?", [self._ocol(owner)]
         for (art_id,) in self._exec(sql + " ORDER BY id", params).fetchall():
             row = self._exec(f"SELECT {_COLS} FROM artifacts WHERE id = ?", (art_id,)).fetchone()
             if row is not None:
@@ -1067,7 +1130,12 @@ class MemoryStore:
     def owners(self) -> list[str]:
         """Every owner, sorted. One index seek per owner (a loose index scan), not a walk over
         every artifact: a write checks its owners against these, and must not cost more as
-        the store grows."""
+        the store grows. An encrypted v3 store reads the ids from the data keys of the owners
+        that hold an artifact (one seek each)."""
+        if self._blind:
+            cols = [r[0] for r in self._exec("SELECT owner FROM data_keys")]
+            held = [c for c in cols if self._exec("SELECT 1 FROM artifacts WHERE owner = ? LIMIT 1", (c,)).fetchone()]
+            return sorted(self._oname(c) for c in held)
         return [r[0] for r in self._exec(
             "WITH RECURSIVE o(x) AS (SELECT min(owner) FROM artifacts UNION ALL "
             "SELECT (SELECT min(owner) FROM artifacts WHERE owner > o.x) FROM o WHERE o.x IS NOT NULL) "
@@ -1083,7 +1151,7 @@ class MemoryStore:
         params: list[Any] = [literal]
         if owner is not None:
             sql += " AND owner = ?"
-            params.append(owner)
+            params.append(self._ocol(owner))
         return [(r[0], r[1], r[2]) for r in self._exec(sql + " ORDER BY id", params).fetchall()]
 
     def containing(self, literal: str, *, owner: str | None = None) -> list[Artifact]:
@@ -1094,7 +1162,7 @@ class MemoryStore:
         params: list[Any] = [literal]
         if owner is not None:
             sql += " AND owner = ?"
-            params.append(owner)
+            params.append(self._ocol(owner))
         return [self._art(r) for r in self._exec(sql + " ORDER BY id", params).fetchall()]
 
     def parents(self, artifact_id: str) -> list[LineageEdge]:
@@ -1163,7 +1231,7 @@ class MemoryStore:
             "JOIN artifacts e ON e.id = l.child "
             f"WHERE s.owner = ? AND e.owner = ? AND s.tier IN ({','.join('?' * len(tier_vals))})"
         )
-        params: list[Any] = [owner, owner, *tier_vals]
+        params: list[Any] = [self._ocol(owner), self._ocol(owner), *tier_vals]
         kind_list = None if kinds is None else list(kinds)
         if kind_list is not None:
             sql += f" AND s.kind IN ({','.join('?' * len(kind_list))})"
@@ -1175,7 +1243,7 @@ class MemoryStore:
 
         vecs = [r[_NCOLS] for r in rows]
         if self.encrypted:  # the vectors are sealed: decrypt this owner's only, rank here
-            vecs = [self._art((r[_NCOLS + 1], owner, *r[2:11], r[_NCOLS + 2])).vector for r in rows]
+            vecs = [self._art((r[_NCOLS + 1], r[1], *r[2:11], r[_NCOLS + 2])).vector for r in rows]
         mat = np.stack([np.frombuffer(v or b"", dtype=np.float32) for v in vecs])
         q = np.asarray(query_vector, dtype=np.float32).reshape(-1)
         if q.shape[0] != mat.shape[1]:
@@ -1385,7 +1453,7 @@ class MemoryStore:
         # ids and stored digests only: nothing to decrypt
         sql, params = "SELECT id, digest FROM artifacts WHERE tier = ?", [Tier(tier).value]
         if owner is not None:
-            sql, params = sql + " AND owner = ?", [*params, owner]
+            sql, params = sql + " AND owner = ?", [*params, self._ocol(owner)]
         for art_id, digest in self._exec(sql + " ORDER BY id", params).fetchall():
             h.update(f"{art_id}:{digest}\n".encode())
         return h.hexdigest()
