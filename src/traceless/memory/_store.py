@@ -31,6 +31,7 @@ from traceless.memory._probe import check_database_pg, check_file
 from traceless.memory._schema import SCHEMA_VERSION, check_version, check_version_pg, migrate, migrate_pg
 from traceless.memory._scrub import ScrubLock, read_wal, scrub_pages
 from traceless.memory._types import Artifact, Hit, LineageEdge, Tier, digest_text
+from traceless.memory._writes import COLUMNS, PendingWrites
 
 if TYPE_CHECKING:  # numpy is imported where vectors are handled: `memory show` starts without it
     import numpy as np
@@ -43,9 +44,8 @@ ERASURE_FINISHERS: list[Callable[[MemoryStore, str], None]] = []
 (the forget package registers the completion of the stored receipt)."""
 
 _PREFIX = {Tier.RAW: "r", Tier.SUMMARY: "s", Tier.EMBEDDING: "e", Tier.CACHE: "c"}
-_COLS = "id, owner, tier, kind, session_id, seq, text, vector, digest, created_at, meta, sealed"
-_NCOLS = 12
-_BATCH_ROWS = 20_000  # bulk(): rows held before a batch is sent (bounds the memory a large load takes)
+_COLS = ", ".join(COLUMNS)
+_NCOLS = len(COLUMNS)
 _FREE_SPACE = "free_space"  # meta key; "zeroed": the store keeps the scrub invariant (``_scrub``)
 _SCRUB_FRAMES = 1000  # scrub once the WAL holds this many frames (SQLite's own autocheckpoint default)
 _GATE_MEMO_MIN = 1 << 16  # texts this long that passed the gate are remembered (by keyed digest)
@@ -128,16 +128,6 @@ def check_owner(owner: str) -> None:
         )
 
 
-class _Batch:
-    """Rows of a ``bulk()`` block not yet sent: artifacts, lineage edges (by key: a later
-    edge replaces an earlier one, as the upsert does) and the id counters handed out."""
-
-    def __init__(self) -> None:
-        self.artifacts: list[tuple[Any, ...]] = []
-        self.lineage: dict[tuple[str, str], tuple[str, str, str, str]] = {}
-        self.seq: dict[str, int] = {}
-
-
 def _resourced(meta: dict[str, Any], old: dict[str, str], new: dict[str, str]) -> dict[str, Any]:
     """``meta`` with each recorded source digest that named a source's old digest naming its new one."""
     src = meta.get("sources")
@@ -209,7 +199,8 @@ class MemoryStore:
         self._dks: dict[str, bytes] = {}
         self._created_keys: list[Path] = []  # master key files made in this transaction
         self._shred_after_commit: list[Path] = []
-        self._batch: _Batch | None = None  # inside bulk(): rows waiting to be sent
+        self._pending = PendingWrites()  # the one write path of new rows (``_writes``)
+        self._bulk = False  # inside bulk(): rows wait for the block's end
         self._timeout = timeout
         self._scrub_lock: ScrubLock | None = None  # plaintext files only (``_writer``)
         self._writer_depth = 0
@@ -476,7 +467,7 @@ class MemoryStore:
             self._names.pop(col, None)
             self._refs.pop(owner, None)
         else:
-            rows = self._exec(f"SELECT {_COLS} FROM artifacts WHERE owner = ?", (col,)).fetchall()
+            rows = self._rows(f"SELECT {_COLS} FROM artifacts WHERE owner = ?", (col,)).fetchall()
             arts = [self._art(r) for r in rows]
             self._exec("DELETE FROM data_keys WHERE owner = ?", (col,))
             self._dks.pop(owner, None)
@@ -487,7 +478,7 @@ class MemoryStore:
             for a in sorted(arts, key=lambda a: isinstance(a.meta.get("sources"), dict)):
                 meta = _resourced(a.meta, old, new)
                 sealed, new[a.id] = self._seal_row(a.id, owner, a.text, a.vector, meta)
-                self._exec("UPDATE artifacts SET sealed = ?, digest = ?, session_id = ? WHERE id = ?",
+                self._rows("UPDATE artifacts SET sealed = ?, digest = ?, session_id = ? WHERE id = ?",
                            (sealed, new[a.id], self._sid_col(owner, a.session_id, create=True), a.id))
                 resealed += 1
         self._dks.pop(owner, None)
@@ -603,49 +594,51 @@ class MemoryStore:
             raise MemoryStoreError("internal: writes must run inside MemoryStore.transaction()")
 
     def _exec(self, sql: str, params: Sequence[Any] = ()) -> Cursor:
-        if self._batch is not None and ("artifacts" in sql or "lineage" in sql):
-            self._send_batch()  # a statement on those tables must see every earlier add
+        """A statement on the store's own tables (meta, keys, gate, receipts, events); one on
+        artifacts or lineage goes through ``_rows``."""
         try:
             return self._b.execute(sql, params)
         except self._b.errors as e:
             raise self._translate(e) from e
 
-    # ----------------------------------------------------------------- bulk loading
-    @contextlib.contextmanager
-    def bulk(self) -> Iterator[MemoryStore]:
-        """A transaction whose inserts travel in batches: ``add``/``add_edge`` rows are kept
-        here and sent when the block ends or ``_BATCH_ROWS`` artifacts are waiting
-        (PostgreSQL: one COPY of the artifacts and one pipelined batch of lineage upserts;
-        SQLite: ``executemany``); ids come from counters read once. The stored rows are those the same calls write without it (the batch
-        is sent before any other statement on artifacts or lineage, so reads in the block
-        see every earlier write). Nested uses join the outer batch."""
-        with self.transaction():
-            if self._batch is not None:
-                yield self
-                return
-            self._batch = _Batch()
-            try:
-                yield self
-                self._send_batch()
-            finally:
-                self._batch = None
+    def _rows(self, sql: str, params: Sequence[Any] = ()) -> Cursor:
+        """A statement on stored artifacts or lineage: every waiting write is sent first."""
+        self._flush()
+        return self._exec(sql, params)
 
-    def _send_batch(self) -> None:
-        b = self._batch
-        assert b is not None
-        self._batch = None  # the statements below run unbatched
+    # ----------------------------------------------------------------- the write path
+    def _write(self, rows: Sequence[tuple[Any, ...]], edges: Sequence[tuple[str, str, str, str]]) -> None:
+        """Put new rows on the one write path; sent now, or (``bulk()``) at the block's end."""
+        self._pending.put(rows, edges)
+        if not self._bulk or self._pending.full:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self._pending:
+            return
         try:
-            if b.artifacts:
-                self._b.insert_many("artifacts", [c.strip() for c in _COLS.split(",")], b.artifacts)
-            if b.lineage:
-                self._b.executemany(self._b.upsert("lineage", ("child", "parent", "op", "params"),
-                                                   ("child", "parent"), replace=True), list(b.lineage.values()))
+            self._pending.flush(self._b, self.set_meta, bulk=self._bulk)
         except self._b.errors as e:
             raise self._translate(e) from e
-        for key, n in b.seq.items():
-            self.set_meta(key, str(n))
-        b.artifacts, b.lineage = [], {}
-        self._batch = b
+
+    @contextlib.contextmanager
+    def bulk(self) -> Iterator[MemoryStore]:
+        """A transaction whose inserts travel in batches: ``add``/``add_edge`` rows wait on
+        the write path (``_writes``) until the block ends or ``BATCH_ROWS`` artifacts wait
+        (PostgreSQL: one COPY of the artifacts); ids come from counters read once. The stored
+        rows are those the same calls write without it, and a read in the block sees every
+        earlier write (``_rows`` flushes). Nested uses join the outer batch."""
+        with self.transaction():
+            if self._bulk:
+                yield self
+                return
+            self._bulk = True
+            try:
+                yield self
+                self._flush()
+            finally:
+                self._bulk = False
+                self._pending.clear()
 
     def checkpoint(self) -> bool:
         """Flush the WAL into the main file and truncate it to zero bytes, so no old page
@@ -830,10 +823,10 @@ class MemoryStore:
         last: dict[Tier, int] = {}
         for tier, n in Counter(tiers).items():
             key = f"seq:{tier.value}"
-            if self._batch is not None:  # bulk(): the counter is read once, written with the batch
-                start = self._batch.seq.get(key)
+            if self._bulk:  # bulk(): the counter is read once, written with the batch
+                start = self._pending.seq.get(key)
                 last[tier] = int(self.get_meta(key) or 0) if start is None else start
-                self._batch.seq[key] = last[tier] + n
+                self._pending.seq[key] = last[tier] + n
                 continue
             if self._b.dialect == "postgres":  # one round trip to the server instead of two
                 (top,) = self._exec(
@@ -920,19 +913,7 @@ class MemoryStore:
         dumped: dict[int, str] = {}  # one dump per params object: a batch often shares one
         edges = [(a.id, p, n.op, dumped.get(id(n.params)) or dumped.setdefault(id(n.params), _dumps(n.params)))
                  for a, n in zip(arts, new, strict=True) for p in n.parents]
-        if self._batch is not None:  # bulk(): the rows wait for the batch to be sent
-            self._batch.artifacts += rows
-            self._batch.lineage.update(((e[0], e[1]), e) for e in edges)
-            if len(self._batch.artifacts) >= _BATCH_ROWS:
-                self._send_batch()
-            return arts
-        try:
-            self._b.executemany(f"INSERT INTO artifacts({_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", rows)
-            if edges:
-                self._b.executemany(self._b.upsert("lineage", ("child", "parent", "op", "params"),
-                                                   ("child", "parent"), replace=True), edges)
-        except self._b.errors as e:
-            raise self._translate(e) from e
+        self._write(rows, edges)
         return arts
 
     def _artifact(self, art_id: str, n: NewArtifact) -> tuple[Artifact, tuple[Any, ...]]:
@@ -958,13 +939,7 @@ class MemoryStore:
 
     def add_edge(self, child: str, parent: str, op: str, params: dict[str, Any]) -> None:
         self._require_tx()
-        if self._batch is not None:
-            self._batch.lineage[(child, parent)] = (child, parent, op, _dumps(params))
-            return
-        self._exec(
-            self._b.upsert("lineage", ("child", "parent", "op", "params"), ("child", "parent"), replace=True),
-            (child, parent, op, _dumps(params)),
-        )
+        self._write((), [(child, parent, op, _dumps(params))])
 
     def update_text(self, artifact_id: str, text: str, *, meta: dict[str, Any] | None = None,
                     current: Artifact | None = None) -> Artifact:
@@ -972,7 +947,7 @@ class MemoryStore:
         ``current``: the artifact as the caller read it in this transaction (a big text is
         not read again); used only when its digest is still the stored one."""
         self._require_tx()
-        row = self._exec("SELECT digest FROM artifacts WHERE id = ?", (artifact_id,)).fetchone()
+        row = self._rows("SELECT digest FROM artifacts WHERE id = ?", (artifact_id,)).fetchone()
         fresh = current is not None and current.id == artifact_id and row is not None and row[0] == current.digest
         a = current if fresh and current is not None else self.get(artifact_id)
         self.gate_check(a.owner, text, old=a.text)
@@ -986,10 +961,10 @@ class MemoryStore:
         a = a.model_copy(update={"text": text, "meta": new_meta})
         if self.encrypted:
             sealed, digest = self._seal_row(a.id, a.owner, text, a.vector, new_meta)
-            self._exec("UPDATE artifacts SET sealed = ?, digest = ? WHERE id = ?", (sealed, digest, artifact_id))
+            self._rows("UPDATE artifacts SET sealed = ?, digest = ? WHERE id = ?", (sealed, digest, artifact_id))
             return a.model_copy(update={"digest": digest})
         digest = digest_text(text, a.vector)
-        self._exec("UPDATE artifacts SET text = ?, digest = ?, meta = ? WHERE id = ?",
+        self._rows("UPDATE artifacts SET text = ?, digest = ?, meta = ? WHERE id = ?",
                    (text, digest, _dumps(new_meta), artifact_id))
         return a.model_copy(update={"digest": digest})
 
@@ -1003,9 +978,9 @@ class MemoryStore:
         vec = np.asarray(vector, dtype=np.float32).tobytes()
         if self.encrypted:
             sealed, digest = self._seal_row(a.id, a.owner, text, vec, a.meta)
-            self._exec("UPDATE artifacts SET sealed = ?, digest = ? WHERE id = ?", (sealed, digest, artifact_id))
+            self._rows("UPDATE artifacts SET sealed = ?, digest = ? WHERE id = ?", (sealed, digest, artifact_id))
             return self.get(artifact_id)
-        self._exec(
+        self._rows(
             "UPDATE artifacts SET vector = ?, text = ?, digest = ? WHERE id = ?",
             (vec, text, digest_text(text, vec), artifact_id),
         )
@@ -1017,7 +992,7 @@ class MemoryStore:
         self._require_tx()
         n = 0
         for i in ids:
-            n += self._exec("DELETE FROM artifacts WHERE id = ?", (i,)).rowcount
+            n += self._rows("DELETE FROM artifacts WHERE id = ?", (i,)).rowcount
         return n
 
     def delete_lineage(self, ids: Iterable[str]) -> int:
@@ -1025,7 +1000,7 @@ class MemoryStore:
         self._require_tx()
         n = 0
         for i in ids:
-            n += self._exec("DELETE FROM lineage WHERE child = ? OR parent = ?", (i, i)).rowcount
+            n += self._rows("DELETE FROM lineage WHERE child = ? OR parent = ?", (i, i)).rowcount
         return n
 
     def rename_session(self, owner: str, old: str, new: str) -> int:
@@ -1036,7 +1011,7 @@ class MemoryStore:
         old_col = self._sid_lookup(owner, old)
         if old_col is None:
             return 0
-        return int(self._exec("UPDATE artifacts SET session_id = ? WHERE owner = ? AND session_id = ?",
+        return int(self._rows("UPDATE artifacts SET session_id = ? WHERE owner = ? AND session_id = ?",
                               (self._sid_col(owner, new, create=True), self._ocol(owner), old_col)).rowcount)
 
     def present_sessions(self, pairs: Iterable[tuple[str, str]], *, tier: Tier = Tier.RAW) -> set[tuple[str, str]]:
@@ -1054,14 +1029,14 @@ class MemoryStore:
                 chunk = uniq[i:i + _IN_CHUNK]
                 # neither a tier term nor DISTINCT: with either, SQLite's planner may walk all the
                 # owner's rows through (owner, tier, kind) instead of seeking (owner, session_id)
-                rows = self._exec(
+                rows = self._rows(
                     f"SELECT session_id, tier FROM artifacts WHERE owner = ? AND session_id IN "
                     f"({','.join('?' * len(chunk))})", (self._ocol(owner), *chunk))
                 found |= {(owner, back[r[0]]) for r in rows if r[1] == tier.value}
         return found
 
     def session_ids(self, owner: str) -> list[str]:
-        cols = [r[0] for r in self._exec(
+        cols = [r[0] for r in self._rows(
             "SELECT DISTINCT session_id FROM artifacts WHERE owner = ? AND session_id IS NOT NULL ORDER BY 1",
             (self._ocol(owner),))]
         if not self._seal_sids:
@@ -1070,7 +1045,7 @@ class MemoryStore:
 
     # ----------------------------------------------------------------- reads
     def get(self, artifact_id: str) -> Artifact:
-        row = self._exec(f"SELECT {_COLS} FROM artifacts WHERE id = ?", (artifact_id,)).fetchone()
+        row = self._rows(f"SELECT {_COLS} FROM artifacts WHERE id = ?", (artifact_id,)).fetchone()
         if row is None:
             raise MemoryStoreError(
                 f"no artifact {artifact_id!r} in {self.path}; list ids with `traceless memory show --db {self.path}`"
@@ -1078,7 +1053,7 @@ class MemoryStore:
         return self._art(row)
 
     def exists(self, artifact_id: str) -> bool:
-        return self._exec("SELECT 1 FROM artifacts WHERE id = ?", (artifact_id,)).fetchone() is not None
+        return self._rows("SELECT 1 FROM artifacts WHERE id = ?", (artifact_id,)).fetchone() is not None
 
     def artifacts(
         self,
@@ -1114,7 +1089,7 @@ class MemoryStore:
             params.extend(id_list)
         sql = f"SELECT {_COLS} FROM artifacts" + (f" WHERE {' AND '.join(where)}" if where else "")
         sql += " ORDER BY id" + (f" LIMIT {int(limit)}" if limit is not None else "")
-        return [self._art(r) for r in self._exec(sql, params).fetchall()]
+        return [self._art(r) for r in self._rows(sql, params).fetchall()]
 
     def iter_artifacts(self, *, owner: str | None = None) -> Iterator[Artifact]:
         """``artifacts(owner=...)`` one at a time (ids first, then each row): a scan over big
@@ -1122,8 +1097,8 @@ class MemoryStore:
         sql, params = "SELECT id FROM artifacts", []
         if owner is not None:
             sql, params = sql + " WHERE owner = ?", [self._ocol(owner)]
-        for (art_id,) in self._exec(sql + " ORDER BY id", params).fetchall():
-            row = self._exec(f"SELECT {_COLS} FROM artifacts WHERE id = ?", (art_id,)).fetchone()
+        for (art_id,) in self._rows(sql + " ORDER BY id", params).fetchall():
+            row = self._rows(f"SELECT {_COLS} FROM artifacts WHERE id = ?", (art_id,)).fetchone()
             if row is not None:
                 yield self._art(row)
 
@@ -1134,9 +1109,9 @@ class MemoryStore:
         that hold an artifact (one seek each)."""
         if self._blind:
             cols = [r[0] for r in self._exec("SELECT owner FROM data_keys")]
-            held = [c for c in cols if self._exec("SELECT 1 FROM artifacts WHERE owner = ? LIMIT 1", (c,)).fetchone()]
+            held = [c for c in cols if self._rows("SELECT 1 FROM artifacts WHERE owner = ? LIMIT 1", (c,)).fetchone()]
             return sorted(self._oname(c) for c in held)
-        return [r[0] for r in self._exec(
+        return [r[0] for r in self._rows(
             "WITH RECURSIVE o(x) AS (SELECT min(owner) FROM artifacts UNION ALL "
             "SELECT (SELECT min(owner) FROM artifacts WHERE owner > o.x) FROM o WHERE o.x IS NOT NULL) "
             "SELECT x FROM o WHERE x IS NOT NULL")]
@@ -1152,7 +1127,7 @@ class MemoryStore:
         if owner is not None:
             sql += " AND owner = ?"
             params.append(self._ocol(owner))
-        return [(r[0], r[1], r[2]) for r in self._exec(sql + " ORDER BY id", params).fetchall()]
+        return [(r[0], r[1], r[2]) for r in self._rows(sql + " ORDER BY id", params).fetchall()]
 
     def containing(self, literal: str, *, owner: str | None = None) -> list[Artifact]:
         """Artifacts whose text contains ``literal`` exactly (case-sensitive byte match)."""
@@ -1163,15 +1138,15 @@ class MemoryStore:
         if owner is not None:
             sql += " AND owner = ?"
             params.append(self._ocol(owner))
-        return [self._art(r) for r in self._exec(sql + " ORDER BY id", params).fetchall()]
+        return [self._art(r) for r in self._rows(sql + " ORDER BY id", params).fetchall()]
 
     def parents(self, artifact_id: str) -> list[LineageEdge]:
-        rows = self._exec("SELECT child, parent, op, params FROM lineage WHERE child = ? ORDER BY parent",
+        rows = self._rows("SELECT child, parent, op, params FROM lineage WHERE child = ? ORDER BY parent",
                           (artifact_id,))
         return [LineageEdge(child=r[0], parent=r[1], op=r[2], params=json.loads(r[3])) for r in rows]
 
     def children(self, artifact_id: str) -> list[LineageEdge]:
-        rows = self._exec("SELECT child, parent, op, params FROM lineage WHERE parent = ? ORDER BY child",
+        rows = self._rows("SELECT child, parent, op, params FROM lineage WHERE parent = ? ORDER BY child",
                           (artifact_id,))
         return [LineageEdge(child=r[0], parent=r[1], op=r[2], params=json.loads(r[3])) for r in rows]
 
@@ -1190,7 +1165,7 @@ class MemoryStore:
             )
             SELECT id FROM closure ORDER BY id
         """
-        return [r[0] for r in self._exec(sql, id_list)]
+        return [r[0] for r in self._rows(sql, id_list)]
 
     def descendants(self, ids: Iterable[str]) -> list[str]:
         """Every artifact id derived (transitively) from any of ``ids`` (existing or removed)."""
@@ -1201,7 +1176,7 @@ class MemoryStore:
         return self._closure(ids, down=False)
 
     def embedding_of(self, artifact_id: str) -> Artifact | None:
-        rows = self._exec(
+        rows = self._rows(
             f"SELECT {', '.join('a.' + c.strip() for c in _COLS.split(','))} FROM lineage l "
             "JOIN artifacts a ON a.id = l.child WHERE l.parent = ? AND l.op = 'embed'",
             (artifact_id,),
@@ -1236,7 +1211,7 @@ class MemoryStore:
         if kind_list is not None:
             sql += f" AND s.kind IN ({','.join('?' * len(kind_list))})"
             params.extend(kind_list)
-        rows = self._exec(sql + " ORDER BY s.id", params).fetchall()
+        rows = self._rows(sql + " ORDER BY s.id", params).fetchall()
         if not rows or k <= 0:
             return []
         import numpy as np
@@ -1454,7 +1429,7 @@ class MemoryStore:
         sql, params = "SELECT id, digest FROM artifacts WHERE tier = ?", [Tier(tier).value]
         if owner is not None:
             sql, params = sql + " AND owner = ?", [*params, self._ocol(owner)]
-        for art_id, digest in self._exec(sql + " ORDER BY id", params).fetchall():
+        for art_id, digest in self._rows(sql + " ORDER BY id", params).fetchall():
             h.update(f"{art_id}:{digest}\n".encode())
         return h.hexdigest()
 
