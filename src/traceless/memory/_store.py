@@ -23,11 +23,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from traceless.errors import ConfigError, GateBlockedError, GateKeyError, MemoryStoreError
+from traceless.errors import ConfigError, MemoryStoreError
 from traceless.memory import _crypto
 from traceless.memory._backend import Backend, Cursor, SQLiteBackend, is_url, open_backend
-from traceless.memory._gate import GateEntry, WriteGate, gate_key_id, load_key
+from traceless.memory._gate import GateEntry, WriteGate
+from traceless.memory._gate_index import GateIndex, strings
 from traceless.memory._probe import check_database_pg, check_file
+from traceless.memory._receipt_log import ReceiptLog
 from traceless.memory._schema import SCHEMA_VERSION, check_version, check_version_pg, migrate, migrate_pg
 from traceless.memory._scrub import ScrubLock, read_wal, scrub_pages
 from traceless.memory._types import Artifact, Hit, LineageEdge, Tier, digest_text
@@ -48,7 +50,6 @@ _COLS = ", ".join(COLUMNS)
 _NCOLS = len(COLUMNS)
 _FREE_SPACE = "free_space"  # meta key; "zeroed": the store keeps the scrub invariant (``_scrub``)
 _SCRUB_FRAMES = 1000  # scrub once the WAL holds this many frames (SQLite's own autocheckpoint default)
-_GATE_MEMO_MIN = 1 << 16  # texts this long that passed the gate are remembered (by keyed digest)
 _IN_CHUNK = 500  # ids per IN (...) list: well under every engine's bound-parameter limit
 Access = Literal["create", "write", "read"]
 _NEW_ENCRYPTION = _crypto.ENCRYPTION_V3  # the format a new encrypted store gets (tests make older ones with it)
@@ -89,32 +90,6 @@ _ENCODER = json.JSONEncoder(sort_keys=True, ensure_ascii=False)
 
 def _dumps(obj: Any) -> str:
     return _ENCODER.encode(obj)
-
-
-def _text_key(text: str, salt: str) -> bytes:
-    """A keyed digest of a big text, encoded a chunk at a time (never copied whole)."""
-    h = hashlib.blake2b(digest_size=16, key=salt.encode())
-    for c in range(0, len(text), _GATE_MEMO_MIN):
-        h.update(text[c: c + _GATE_MEMO_MIN].encode("utf-8", "surrogatepass"))
-    return h.digest()
-
-
-#: metadata the pipeline itself writes (a turn's role, lineage digests, the embedder's name):
-#: never user data, and a forgotten word such as "user" must not refuse every later write
-_INTERNAL_META = frozenset({"role", "sources", "embedder"})
-
-
-def _strings(obj: Any, *, top: bool = True) -> Iterator[str]:
-    """Every string value in a JSON-like metadata value, but those of ``_INTERNAL_META``."""
-    if isinstance(obj, str):
-        yield obj
-    elif isinstance(obj, dict):
-        for k, v in obj.items():
-            if not (top and k in _INTERNAL_META):
-                yield from _strings(v, top=False)
-    elif isinstance(obj, list | tuple):
-        for v in obj:
-            yield from _strings(v, top=False)
 
 
 def check_owner(owner: str) -> None:
@@ -184,10 +159,8 @@ class MemoryStore:
         """The file path, or the URL without its password."""
         self._lock = threading.RLock()
         self._depth = 0
-        self._gate_key = gate_key
-        self._ungated: str | None = None
-        self._gate_cache: dict[str, Any] = {}
-        self._gate_passed: dict[tuple[str, bytes], frozenset[GateEntry]] = {}  # (owner, text digest) → entries
+        self._gate = GateIndex(self, gate_key)
+        self._receipts = ReceiptLog(self)
         self.finished_erasures: list[str] = []
         """Receipt ids whose interrupted physical erasure this open completed."""
         self._master: tuple[str, bytes] | None = None  # (key id, key) of an encrypted store
@@ -541,7 +514,7 @@ class MemoryStore:
                     self._b.begin()
                 except self._b.errors as e:
                     raise self._translate(e) from e
-                self._gate_cache = {}  # descriptors are re-read under the write lock
+                self._gate.cache = {}  # descriptors are re-read under the write lock
             self._depth += 1
             try:
                 if self._depth == 1:
@@ -905,8 +878,8 @@ class MemoryStore:
         checked: set[tuple[str, str]] = set()
         for n in new:
             self.gate_check(n.owner, n.text)
-            self._gate_fields(n.owner, n.session_id, n.meta, checked)
-        self._gate_split_check(new)
+            self._gate.check_fields(n.owner, n.session_id, n.meta, checked)
+        self._gate.check_split(new)
         ids = self._next_ids([n.tier for n in new])
         made = [self._artifact(art_id, n) for art_id, n in zip(ids, new, strict=True)]
         arts, rows = [a for a, _ in made], [r for _, r in made]
@@ -952,8 +925,8 @@ class MemoryStore:
         a = current if fresh and current is not None else self.get(artifact_id)
         self.gate_check(a.owner, text, old=a.text)
         if meta is not None and meta != a.meta:
-            old_strings = set(_strings(a.meta))
-            for value in _strings(meta):
+            old_strings = set(strings(a.meta))
+            for value in strings(meta):
                 if value not in old_strings:
                     self.gate_check(a.owner, value)
         new_meta = a.meta if meta is None else meta
@@ -1241,181 +1214,49 @@ class MemoryStore:
         if not reason.strip():
             raise ConfigError("say why the gate is off (e.g. 'user re-consented')")
         with self._lock, self.transaction():
-            prev, self._ungated = self._ungated, reason
+            prev, self._gate.off = self._gate.off, reason
             try:
                 self.log_event("ungated_write", reason)
                 yield self
             finally:
-                self._ungated = prev
+                self._gate.off = prev
 
     def gate(self, *, create: bool = False) -> WriteGate | None:
         """The gate under the key this store's descriptors were made with; None while the
         store has none (and ``create`` is False). Fails closed on another key."""
-        if "gate" in self._gate_cache and (self._gate_cache["gate"] is not None or not create):
-            return self._gate_cache["gate"]  # type: ignore[no-any-return]
-        recorded = self.get_meta("gate_key_id")
-        if recorded is None:
-            self._check_keyless_entries()
-        if recorded is None and not create:
-            if self._depth:  # no descriptor can appear while this transaction holds the lock
-                self._gate_cache["gate"] = None
-            return None
-        try:
-            key = self._gate_key if self._gate_key is not None else load_key(create=recorded is None)
-        except ConfigError as e:
-            raise GateKeyError(
-                f"{self.path} holds write-gate descriptors but the gate key is unusable ({e}). Writes are "
-                "refused so that no forgotten value is accepted again. Restore the gate.key this store was "
-                "used with into $TRACELESS_HOME (copy it along with the db)."
-            ) from None
-        if recorded is not None and gate_key_id(key) != recorded:
-            raise GateKeyError(
-                f"{self.path}'s write-gate descriptors were made with gate key id {recorded}, but the key in "
-                f"$TRACELESS_HOME has id {gate_key_id(key)}: with another key every descriptor would stop "
-                "matching, so writes are refused (fail closed). Restore the original gate.key (copy it with "
-                "the db), or point TRACELESS_HOME at the folder that holds it."
-            )
-        g = WriteGate(key)
-        if self._depth:
-            self._gate_cache["gate"] = g
-        return g
-
-    def _check_keyless_entries(self) -> None:
-        """Descriptors without the key id they were made under: the gate cannot be checked,
-        so every write is refused (an unset id must never read as "no gate")."""
-        row = self._exec("SELECT key_id FROM gate_entries LIMIT 1").fetchone()
-        if row is not None:
-            raise GateKeyError(
-                f"{self.path} holds write-gate descriptors (made with gate key id {str(row[0])[:16]}) but its meta "
-                "table no longer records the gate key id: the store was altered. Writes are refused (fail closed) "
-                "so that no forgotten value is accepted again; restore the store from a backup."
-            )
+        return self._gate.get(create=create)
 
     def gate_descriptors(self, owner: str) -> frozenset[GateEntry]:
         """The owner's stored gate entries (looked up under the owner's keyed pseudonym)."""
-        g = self.gate()
-        if g is None:
-            return frozenset()
-        ref = g.owner_ref(owner)
-        cached = self._gate_cache.get(ref)
-        if cached is not None:
-            return cached  # type: ignore[no-any-return]
-        rows = self._exec("SELECT kind, mac, attribute, sealed FROM gate_entries WHERE owner_ref = ?", (ref,))
-        out = frozenset(GateEntry(r[0], r[1], r[2], r[3]) for r in rows)
-        if self._depth:
-            self._gate_cache[ref] = out
-        return out
+        return self._gate.descriptors(owner)
 
     def gate_check(self, owner: str, text: str | None, *, old: str | None = None) -> None:
         """Refuse ``text`` if it carries a value ``owner`` asked to forget. A rewrite (``old``
         given) that already carried it is let through: forgetting must stay possible."""
-        if self._ungated is not None or not text:
-            return
-        stored = self.gate_descriptors(owner)
-        if not stored:
-            return
-        g = self.gate()
-        assert g is not None
-        # a writer checks its texts before its transaction and the store again on insert: a
-        # big text that passed under the same descriptors is not matched twice
-        seen = _text_key(text, g.key_id) if len(text) >= _GATE_MEMO_MIN else None
-        if seen is not None and self._gate_passed.get((owner, seen)) == stored:
-            return
-        hit = g.match(text, stored)
-        if hit is None or (old is not None and g.match(old, stored) is not None):
-            if seen is not None and hit is None:
-                if len(self._gate_passed) >= 64:
-                    self._gate_passed.clear()
-                self._gate_passed[(owner, seen)] = stored
-            return
-        raise GateBlockedError(
-            f"write refused by the {'normalised' if hit.kind == 'norm' else 'exact-literal'} gate: owner {owner!r} "
-            f"asked that a value of attribute {hit.attribute!r} be forgotten, and this write carries it"
-            f"{' (a near variant)' if hit.kind == 'norm' else ''}. Nothing was written. Remove that "
-            "value from the input; write without the gate (--no-gate) only if the user re-consented."
-        )
-
-    def _gate_fields(self, owner: str, session_id: str | None, meta: dict[str, Any],
-                     checked: set[tuple[str, str]] | None = None) -> None:
-        """The gate on what a write stores besides its text: the session id and every string
-        value of the metadata (a date, a title). ``checked``: values of this batch
-        already let through (a session's many rows share one id and date)."""
-        for value in (session_id, *_strings(meta)):
-            if value and (checked is None or (owner, value) not in checked):
-                self.gate_check(owner, value)
-                if checked is not None:
-                    checked.add((owner, value))
-
-    def _gate_split_check(self, new: Sequence[NewArtifact]) -> None:
-        """Under ``norm`` descriptors (a value forgotten with ``match="normalized"``), refuse a raw
-        record that completes a copy split across it and the session's previous raw record."""
-        last: dict[tuple[str, str], str] = {}
-        for n in new:
-            if self._ungated is not None or n.tier != Tier.RAW or not n.session_id or not n.text:
-                continue
-            stored = self.gate_descriptors(n.owner)
-            if not any(e.kind == "norm" for e in stored):
-                continue
-            key = (n.owner, n.session_id)
-            if key not in last:
-                prev = self.artifacts(owner=n.owner, tier=Tier.RAW, session_id=n.session_id)
-                last[key] = max(prev, key=lambda a: (a.seq, a.id)).text or "" if prev else ""
-            g = self.gate()
-            assert g is not None
-            hit = g.match_normalized(last[key] + "\n" + n.text, stored)
-            if hit is not None and g.match_normalized(last[key], stored) is None:
-                raise GateBlockedError(
-                    f"write refused by the normalised write gate: owner {n.owner!r} asked that a value of attribute "
-                    f"{hit.attribute!r} be forgotten, and this record completes a copy of it split with the "
-                    "session's previous record. Nothing was written. Remove that value from the input."
-                )
-            last[key] = n.text
+        self._gate.check(owner, text, old=old)
 
     def gate_add(self, owner: str, entry: GateEntry) -> None:
         """Store one gate entry for ``owner`` (made by ``self.gate(create=True)``)."""
-        self._require_tx()
-        g = self.gate(create=True)
-        assert g is not None
-        if self.get_meta("gate_key_id") is None:
-            self.set_meta("gate_key_id", g.key_id)
-        self._exec(
-            self._b.upsert("gate_entries", ("owner_ref", "kind", "mac", "attribute", "sealed", "key_id", "created_at"),
-                           ("owner_ref", "kind", "mac"), replace=False),
-            (g.owner_ref(owner), entry.kind, entry.mac, entry.attribute, entry.sealed, g.key_id, time.time()),
-        )
-        self._gate_cache.pop(g.owner_ref(owner), None)
+        self._gate.add(owner, entry)
 
     def gate_forget(self, owner: str, attribute: str, value: str, *, normalized: bool = False) -> int:
         """Store the descriptors of a forgotten attribute–value pair (with ``normalized`` also
         the ``norm`` descriptor of its compact form); returns how many."""
-        self._require_tx()
-        g = self.gate(create=True)
-        assert g is not None
-        entries = g.descriptors(attribute, value) + ([g.norm_descriptor(attribute, value)] if normalized else [])
-        for e in entries:
-            self.gate_add(owner, e)
-        return len(entries)
+        return self._gate.forget(owner, attribute, value, normalized=normalized)
 
-    # ----------------------------------------------------------------- receipts
+    # ----------------------------------------------------------------- receipts (``_receipt_log``)
     def add_receipt(self, receipt_id: str, body: str) -> None:
         """Store a signed receipt in the same transaction as the forget it describes."""
-        self._require_tx()
-        self._exec("INSERT INTO receipts(id, created_at, body) VALUES (?,?,?)", (receipt_id, time.time(), body))
+        self._receipts.add(receipt_id, body)
 
     def update_receipt(self, receipt_id: str, body: str) -> None:
-        self._require_tx()
-        self._exec("UPDATE receipts SET body = ? WHERE id = ?", (body, receipt_id))
+        self._receipts.update(receipt_id, body)
 
     def receipts(self) -> list[tuple[str, str]]:
-        return [(r[0], r[1]) for r in self._exec("SELECT id, body FROM receipts ORDER BY created_at, id")]
+        return self._receipts.all()
 
     def receipt(self, receipt_id: str) -> str:
-        row = self._exec("SELECT body FROM receipts WHERE id = ?", (receipt_id,)).fetchone()
-        if row is None:
-            raise MemoryStoreError(
-                f"no receipt {receipt_id!r} in {self.path}; list them with `traceless forget receipts --db {self.path}`"
-            )
-        return str(row[0])
+        return self._receipts.get(receipt_id)
 
     # ----------------------------------------------------------------- digests
     def tier_digest(self, owner: str | None, tier: Tier, *, key: bytes | None = None) -> str:
