@@ -13,8 +13,6 @@ import hashlib
 import hmac
 import json
 import os
-import secrets
-import sqlite3
 import threading
 import time
 from collections import Counter
@@ -26,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from traceless.errors import ConfigError, MemoryStoreError
 from traceless.memory import _crypto
 from traceless.memory._backend import Backend, Cursor, SQLiteBackend, is_url, open_backend
+from traceless.memory._codec import SealedRows
 from traceless.memory._gate import GateEntry, WriteGate
 from traceless.memory._gate_index import GateIndex, strings
 from traceless.memory._probe import check_database_pg, check_file
@@ -111,13 +110,6 @@ def _resourced(meta: dict[str, Any], old: dict[str, str], new: dict[str, str]) -
     return {**meta, "sources": {i: new[i] if i in new and d == old.get(i) else d for i, d in src.items()}}
 
 
-def _row_to_artifact(row: sqlite3.Row | tuple[Any, ...]) -> Artifact:
-    return Artifact(
-        id=row[0], owner=row[1], tier=Tier(row[2]), kind=row[3], session_id=row[4], seq=row[5],
-        text=row[6], vector=row[7], digest=row[8], created_at=row[9], meta=json.loads(row[10]),
-    )
-
-
 class MemoryStore:
     """Tiered, provenance-tracked memory in one SQLite file or a PostgreSQL database.
 
@@ -163,13 +155,7 @@ class MemoryStore:
         self._receipts = ReceiptLog(self)
         self.finished_erasures: list[str] = []
         """Receipt ids whose interrupted physical erasure this open completed."""
-        self._master: tuple[str, bytes] | None = None  # (key id, key) of an encrypted store
-        self._seal_sids = False  # v2 encrypted store: session ids sealed under the owner's data key
-        self._blind = False  # v3 encrypted store: owner columns hold blind indexes (``_crypto.owner_ref``)
-        self._oik: bytes | None = None  # v3: the owner index key (unwrapped)
-        self._refs: dict[str, str] = {}  # v3: owner id → blind index
-        self._names: dict[str, str] = {}  # v3: blind index → owner id
-        self._dks: dict[str, bytes] = {}
+        self._codec = SealedRows(self)  # keys and sealed rows of an encrypted store (``_codec``)
         self._created_keys: list[Path] = []  # master key files made in this transaction
         self._shred_after_commit: list[Path] = []
         self._pending = PendingWrites()  # the one write path of new rows (``_writes``)
@@ -254,7 +240,7 @@ class MemoryStore:
     # ----------------------------------------------------------------- encryption at rest
     @property
     def encrypted(self) -> bool:
-        return self._master is not None
+        return self._codec.master is not None
 
     def _open_encryption(self, encrypt: bool | None) -> None:
         mode = self.get_meta("encryption")
@@ -275,8 +261,8 @@ class MemoryStore:
                 self.set_meta("master_key_id", kid)
                 if mode == _crypto.ENCRYPTION_V3:
                     self.set_meta("owner_index_key", _crypto.wrap_index_key(key, _crypto.new_index_key()))
-        self._seal_sids = mode in (_crypto.ENCRYPTION_V2, _crypto.ENCRYPTION_V3)
-        self._blind = mode == _crypto.ENCRYPTION_V3
+        self._codec.seal_sids = mode in (_crypto.ENCRYPTION_V2, _crypto.ENCRYPTION_V3)
+        self._codec.blind = mode == _crypto.ENCRYPTION_V3
         if mode is not None:
             try:
                 self._load_master()
@@ -287,120 +273,26 @@ class MemoryStore:
     @property
     def sealed_session_ids(self) -> bool:
         """True for an encrypted store that seals session ids (encryption v2 and v3)."""
-        return self._seal_sids
+        return self._codec.seal_sids
 
     @property
     def blind_owner_ids(self) -> bool:
         """True for an encrypted store that keeps no owner id in plaintext (encryption v3):
         owner columns hold keyed blind indexes, the ids live inside the wrapped data keys."""
-        return self._blind
+        return self._codec.blind
 
     def _load_master(self) -> None:
-        kid = self.get_meta("master_key_id") or ""
-        if self._master is None or self._master[0] != kid:
-            self._master = (kid, _crypto.load_master(self.store_id, kid, self.path))
-            self._dks = {}
-            if self._blind:
-                blob = self.get_meta("owner_index_key")
-                if blob is None:
-                    raise MemoryStoreError(f"{self.path}: an encrypted store (v3) without its owner index key "
-                                           "(altered store); restore it from a backup")
-                self._oik = _crypto.unwrap_index_key(self._master[1], blob, self.path)
+        self._codec.load_master()
 
     def _ocol(self, owner: str) -> str:
-        """What an owner column holds for ``owner``: the id itself, or (v3) its blind index."""
-        if not self._blind:
-            return owner
-        ref = self._refs.get(owner)
-        if ref is None:
-            assert self._oik is not None
-            if len(self._refs) >= 1 << 16:
-                self._refs.clear()
-            ref = self._refs[owner] = _crypto.owner_ref(self._oik, owner)
-        return ref
-
-    def _oname(self, col: str) -> str:
-        """The owner id an owner column's ``col`` stands for (v3: read from the owner's
-        wrapped data key)."""
-        if not self._blind:
-            return col
-        name = self._names.get(col)
-        if name is None:
-            self._load_master()  # another process may have rotated it
-            row = self._exec("SELECT wrapped FROM data_keys WHERE owner = ?", (col,)).fetchone()
-            if row is None:
-                raise MemoryStoreError(f"{self.path}: no data key for an owner whose artifacts exist (altered store)")
-            dk, name = self._open_dk(col, row[0])
-            self._dks[name], self._names[col] = dk, name
-        return name
-
-    def _wrap_dk(self, master: bytes, dk: bytes, owner: str) -> bytes:
-        if self._blind:
-            return _crypto.wrap_owner_key(master, dk, owner, self._ocol(owner))
-        return _crypto.wrap(master, dk, owner)
-
-    def _open_dk(self, col: str, wrapped: bytes) -> tuple[bytes, str]:
-        assert self._master is not None
-        return _crypto.open_data_key(self._master[1], wrapped, col, self.path, blind=self._blind)
+        """What an owner column holds for ``owner`` (``_codec``)."""
+        return self._codec.ocol(owner)
 
     def _dk(self, owner: str, *, create: bool = False) -> bytes:
-        """The owner's data key (unwrapped); created (inside a transaction) on first write."""
-        if owner in self._dks:
-            return self._dks[owner]
-        self._load_master()  # another process may have rotated it
-        assert self._master is not None
-        col = self._ocol(owner)
-        row = self._exec("SELECT wrapped FROM data_keys WHERE owner = ?", (col,)).fetchone()
-        if row is None:
-            if not create:
-                raise MemoryStoreError(f"{self.path}: no data key for an owner whose artifacts exist (altered store)")
-            self._require_tx()
-            dk = secrets.token_bytes(32)
-            self._exec("INSERT INTO data_keys(owner, wrapped, created_at) VALUES (?,?,?)",
-                       (col, self._wrap_dk(self._master[1], dk, owner), time.time()))
-        else:
-            dk = self._open_dk(col, row[0])[0]
-        if self._blind:
-            self._names[col] = owner
-        self._dks[owner] = dk
-        return dk
-
-    def _seal_row(self, art_id: str, owner: str, text: str | None, vec: bytes | None,
-                  meta: dict[str, Any]) -> tuple[bytes, str]:
-        return _crypto.seal(self._dk(owner, create=True), art_id, _crypto.Sealed(text, vec, meta))
+        return self._codec.dk(owner, create=create)
 
     def _art(self, row: Any) -> Artifact:
-        if row[11] is None:
-            return _row_to_artifact(row)
-        sid, owner = row[4], self._oname(row[1])
-        try:
-            p = _crypto.unseal(self._dk(owner), row[0], row[11])
-            if _crypto.is_sealed_id(sid):
-                sid = _crypto.open_id(self._dk(owner), sid)
-        except _crypto.InvalidTag:
-            self._dks.pop(owner, None)  # rotated by another connection: reload once
-            p = _crypto.unseal(self._dk(owner), row[0], row[11])
-            if _crypto.is_sealed_id(sid):
-                sid = _crypto.open_id(self._dk(owner), sid)
-        return Artifact(
-            id=row[0], owner=owner, tier=Tier(row[2]), kind=row[3], session_id=sid, seq=row[5],
-            text=p.text, vector=p.vector, digest=row[8], created_at=row[9], meta=p.meta,
-        )
-
-    def _sid_col(self, owner: str, session_id: str | None, *, create: bool = False) -> str | None:
-        """What the session_id column holds for ``session_id`` of ``owner``: the id itself, or
-        (v2 encrypted store) its token sealed under the owner's data key. ``MemoryStoreError``
-        when the owner has no data key and ``create`` is False."""
-        if not self._seal_sids or session_id is None:
-            return session_id
-        return _crypto.seal_id(self._dk(owner, create=create), session_id)
-
-    def _sid_lookup(self, owner: str, session_id: str) -> str | None:
-        """``_sid_col`` for a lookup: None when the owner has no data key (nothing stored)."""
-        try:
-            return self._sid_col(owner, session_id)
-        except MemoryStoreError:
-            return None
+        return self._codec.art(row)
 
     def master_key_gone(self, kid: str) -> bool:
         """True when no file of master key ``kid`` is left for this store."""
@@ -409,7 +301,7 @@ class MemoryStore:
     def older_master_keys(self) -> list[str]:
         """Ids of master key files the current key superseded and that still exist (a forget
         killed between its commit and the shredding); empty for a plaintext store."""
-        if self._master is None:
+        if self._codec.master is None:
             return []
         return [p.stem for p in _crypto.older_keys(self.store_id, self.get_meta("master_key_id") or "")]
 
@@ -432,43 +324,43 @@ class MemoryStore:
         artifacts are re-sealed under a fresh data key. Then every data key is re-wrapped
         under a new master key; the old master key file is shredded after the commit."""
         self._require_tx()
-        assert self._master is not None
-        old_kid = self._master[0]
+        assert self._codec.master is not None
+        old_kid = self._codec.master[0]
         resealed, col = 0, self._ocol(owner)
         if erase:
             self._exec("DELETE FROM data_keys WHERE owner = ?", (col,))
-            self._names.pop(col, None)
-            self._refs.pop(owner, None)
+            self._codec.names.pop(col, None)
+            self._codec.refs.pop(owner, None)
         else:
             rows = self._rows(f"SELECT {_COLS} FROM artifacts WHERE owner = ?", (col,)).fetchall()
             arts = [self._art(r) for r in rows]
             self._exec("DELETE FROM data_keys WHERE owner = ?", (col,))
-            self._dks.pop(owner, None)
+            self._codec.dks.pop(owner, None)
             old = {a.id: a.digest for a in arts}
             new: dict[str, str] = {}
             # sources first: a consolidation records its sources' digests (keyed, so they
             # change with the key) and must name the new ones, as it did the old
             for a in sorted(arts, key=lambda a: isinstance(a.meta.get("sources"), dict)):
                 meta = _resourced(a.meta, old, new)
-                sealed, new[a.id] = self._seal_row(a.id, owner, a.text, a.vector, meta)
+                sealed, new[a.id] = self._codec.seal_row(a.id, owner, a.text, a.vector, meta)
                 self._rows("UPDATE artifacts SET sealed = ?, digest = ?, session_id = ? WHERE id = ?",
-                           (sealed, new[a.id], self._sid_col(owner, a.session_id, create=True), a.id))
+                           (sealed, new[a.id], self._codec.sid_col(owner, a.session_id, create=True), a.id))
                 resealed += 1
-        self._dks.pop(owner, None)
-        wrapped = {c: self._open_dk(c, w) for c, w in self._exec("SELECT owner, wrapped FROM data_keys").fetchall()}
+        self._codec.dks.pop(owner, None)
+        wrapped = {c: self._codec.open_dk(c, w) for c, w in self._exec("SELECT owner, wrapped FROM data_keys").fetchall()}
         gen = _crypto.key_generation(_crypto.master_dir(self.store_id) / f"{old_kid}.key") + 1
         kid, key = _crypto.new_master(self.store_id, gen)
         self._created_keys.append(_crypto.master_dir(self.store_id) / f"{kid}.key")
         try:  # one batch: a forget's cost should not grow with round trips per owner
             self._b.executemany("UPDATE data_keys SET wrapped = ? WHERE owner = ?",
-                                [(self._wrap_dk(key, dk, o), c) for c, (dk, o) in wrapped.items()])
+                                [(self._codec.wrap_dk(key, dk, o), c) for c, (dk, o) in wrapped.items()])
         except self._b.errors as e:
             raise self._translate(e) from e
-        if self._blind:  # the index key stays (owner columns keep their values), re-wrapped like the data keys
-            assert self._oik is not None
-            self.set_meta("owner_index_key", _crypto.wrap_index_key(key, self._oik))
+        if self._codec.blind:  # the index key stays (owner columns keep their values), re-wrapped like the data keys
+            assert self._codec.oik is not None
+            self.set_meta("owner_index_key", _crypto.wrap_index_key(key, self._codec.oik))
         self.set_meta("master_key_id", kid)
-        self._master = (kid, key)
+        self._codec.master = (kid, key)
         d = _crypto.master_dir(self.store_id)
         # the old key, and any left by a rotation that died before its shredding
         self._shred_after_commit += [p for p in d.glob("*.key") if p.stem not in (kid,)]
@@ -556,9 +448,9 @@ class MemoryStore:
         for p in self._created_keys:
             with contextlib.suppress(OSError):
                 _crypto.shred_file(p)
-        self._created_keys, self._shred_after_commit, self._dks = [], [], {}
-        if self._master is not None:
-            self._master = None
+        self._created_keys, self._shred_after_commit, self._codec.dks = [], [], {}
+        if self._codec.master is not None:
+            self._codec.master = None
             with contextlib.suppress(MemoryStoreError):
                 self._load_master()
 
@@ -899,14 +791,14 @@ class MemoryStore:
         else:
             vec = None
         if self.encrypted:
-            sealed, digest = self._seal_row(art_id, n.owner, n.text, vec, n.meta)
+            sealed, digest = self._codec.seal_row(art_id, n.owner, n.text, vec, n.meta)
             payload: tuple[Any, ...] = (None, None, "{}", sealed)
         else:
             digest = digest_text(n.text, vec)
             payload = (n.text, vec, _dumps(n.meta), None)
         a = Artifact(id=art_id, owner=n.owner, tier=n.tier, kind=n.kind, session_id=n.session_id, seq=n.seq,
                      text=n.text, vector=vec, digest=digest, created_at=time.time(), meta=n.meta)
-        sid = self._sid_col(n.owner, n.session_id, create=True) if self.encrypted else n.session_id
+        sid = self._codec.sid_col(n.owner, n.session_id, create=True) if self.encrypted else n.session_id
         return a, (a.id, self._ocol(a.owner), a.tier.value, a.kind, sid, a.seq, payload[0], payload[1], a.digest,
                    a.created_at, payload[2], payload[3])
 
@@ -933,7 +825,7 @@ class MemoryStore:
         # the row written is the artifact returned: no second read of a big text
         a = a.model_copy(update={"text": text, "meta": new_meta})
         if self.encrypted:
-            sealed, digest = self._seal_row(a.id, a.owner, text, a.vector, new_meta)
+            sealed, digest = self._codec.seal_row(a.id, a.owner, text, a.vector, new_meta)
             self._rows("UPDATE artifacts SET sealed = ?, digest = ? WHERE id = ?", (sealed, digest, artifact_id))
             return a.model_copy(update={"digest": digest})
         digest = digest_text(text, a.vector)
@@ -950,7 +842,7 @@ class MemoryStore:
 
         vec = np.asarray(vector, dtype=np.float32).tobytes()
         if self.encrypted:
-            sealed, digest = self._seal_row(a.id, a.owner, text, vec, a.meta)
+            sealed, digest = self._codec.seal_row(a.id, a.owner, text, vec, a.meta)
             self._rows("UPDATE artifacts SET sealed = ?, digest = ? WHERE id = ?", (sealed, digest, artifact_id))
             return self.get(artifact_id)
         self._rows(
@@ -981,11 +873,11 @@ class MemoryStore:
         itself holds a forgotten value is replaced by a pseudonym)."""
         self._require_tx()
         self.gate_check(owner, new)
-        old_col = self._sid_lookup(owner, old)
+        old_col = self._codec.sid_lookup(owner, old)
         if old_col is None:
             return 0
         return int(self._rows("UPDATE artifacts SET session_id = ? WHERE owner = ? AND session_id = ?",
-                              (self._sid_col(owner, new, create=True), self._ocol(owner), old_col)).rowcount)
+                              (self._codec.sid_col(owner, new, create=True), self._ocol(owner), old_col)).rowcount)
 
     def present_sessions(self, pairs: Iterable[tuple[str, str]], *, tier: Tier = Tier.RAW) -> set[tuple[str, str]]:
         """The (owner, session id) pairs among ``pairs`` that hold an artifact of ``tier``:
@@ -995,7 +887,7 @@ class MemoryStore:
             by_owner.setdefault(owner, {})[sid] = None
         found: set[tuple[str, str]] = set()
         for owner, sids in by_owner.items():
-            cols = {sid: self._sid_lookup(owner, sid) for sid in sids}  # sealed per owner (v2)
+            cols = {sid: self._codec.sid_lookup(owner, sid) for sid in sids}  # sealed per owner (v2)
             back = {c: sid for sid, c in cols.items() if c is not None}
             uniq = list(back)
             for i in range(0, len(uniq), _IN_CHUNK):
@@ -1012,7 +904,7 @@ class MemoryStore:
         cols = [r[0] for r in self._rows(
             "SELECT DISTINCT session_id FROM artifacts WHERE owner = ? AND session_id IS NOT NULL ORDER BY 1",
             (self._ocol(owner),))]
-        if not self._seal_sids:
+        if not self._codec.seal_sids:
             return cols
         return sorted(_crypto.open_id(self._dk(owner), c) if _crypto.is_sealed_id(c) else c for c in cols)
 
@@ -1040,11 +932,11 @@ class MemoryStore:
     ) -> list[Artifact]:
         """Artifacts matching every given filter, ordered by id (creation order); at most
         ``limit`` of them (``limit=1`` asks whether any exists without reading the rest)."""
-        if session_id is not None and self._seal_sids:
+        if session_id is not None and self._codec.seal_sids:
             if owner is None:  # the column is sealed per owner: filter after opening
                 got = [a for a in self.artifacts(tier=tier, kind=kind, ids=ids) if a.session_id == session_id]
                 return got if limit is None else got[:limit]
-            col = self._sid_lookup(owner, session_id)
+            col = self._codec.sid_lookup(owner, session_id)
             if col is None:
                 return []
             session_id = col
@@ -1080,10 +972,10 @@ class MemoryStore:
         every artifact: a write checks its owners against these, and must not cost more as
         the store grows. An encrypted v3 store reads the ids from the data keys of the owners
         that hold an artifact (one seek each)."""
-        if self._blind:
+        if self._codec.blind:
             cols = [r[0] for r in self._exec("SELECT owner FROM data_keys")]
             held = [c for c in cols if self._rows("SELECT 1 FROM artifacts WHERE owner = ? LIMIT 1", (c,)).fetchone()]
-            return sorted(self._oname(c) for c in held)
+            return sorted(self._codec.oname(c) for c in held)
         return [r[0] for r in self._rows(
             "WITH RECURSIVE o(x) AS (SELECT min(owner) FROM artifacts UNION ALL "
             "SELECT (SELECT min(owner) FROM artifacts WHERE owner > o.x) FROM o WHERE o.x IS NOT NULL) "
