@@ -30,7 +30,7 @@ from traceless.memory._gate_index import GateIndex, strings
 from traceless.memory._probe import check_database_pg, check_file
 from traceless.memory._receipt_log import ReceiptLog
 from traceless.memory._schema import SCHEMA_VERSION, check_version, check_version_pg, migrate, migrate_pg
-from traceless.memory._scrub import ScrubLock, read_wal, scrub_pages
+from traceless.memory._scrub_policy import FREE_SPACE, ScrubPolicy
 from traceless.memory._types import Artifact, Hit, LineageEdge, Tier, digest_text
 from traceless.memory._writes import COLUMNS, PendingWrites
 
@@ -47,7 +47,6 @@ ERASURE_FINISHERS: list[Callable[[MemoryStore, str], None]] = []
 _PREFIX = {Tier.RAW: "r", Tier.SUMMARY: "s", Tier.EMBEDDING: "e", Tier.CACHE: "c"}
 _COLS = ", ".join(COLUMNS)
 _NCOLS = len(COLUMNS)
-_FREE_SPACE = "free_space"  # meta key; "zeroed": the store keeps the scrub invariant (``_scrub``)
 _SCRUB_FRAMES = 1000  # scrub once the WAL holds this many frames (SQLite's own autocheckpoint default)
 _IN_CHUNK = 500  # ids per IN (...) list: well under every engine's bound-parameter limit
 Access = Literal["create", "write", "read"]
@@ -161,12 +160,7 @@ class MemoryStore:
         self._pending = PendingWrites()  # the one write path of new rows (``_writes``)
         self._bulk = False  # inside bulk(): rows wait for the block's end
         self._timeout = timeout
-        self._scrub_lock: ScrubLock | None = None  # plaintext files only (``_writer``)
-        self._writer_depth = 0
-        self._scrub_wanted, self._in_scrub = scrub, False
-        self.scrubs = False
-        """True while the store keeps every b-tree page's free space zeroed, so a forget
-        rewrites only the pages it touched (``checkpoint``) instead of the whole file."""
+        self._sp = ScrubPolicy(self, scrub)  # the free-space scrub of a plaintext file (``_scrub_policy``)
         try:
             new = self._prepare()
             _ = self.store_id  # an altered id is refused before anything uses it
@@ -177,10 +171,10 @@ class MemoryStore:
             raise
         self._open_encryption(encrypt)
         try:
-            self._init_scrub(new)
+            self._sp.init(new)
         except BaseException:
             self._b.close()
-            lock, self._scrub_lock = self._scrub_lock, None
+            lock, self._sp.lock = self._sp.lock, None
             if lock is not None:
                 lock.release_ref()
             raise
@@ -401,7 +395,7 @@ class MemoryStore:
                                    "access='write' to change it")
         with self._lock, contextlib.ExitStack() as outer:
             if self._depth == 0:
-                outer.enter_context(self._writer())
+                outer.enter_context(self._sp.writer())
                 try:
                     self._b.begin()
                 except self._b.errors as e:
@@ -410,7 +404,7 @@ class MemoryStore:
             self._depth += 1
             try:
                 if self._depth == 1:
-                    self._refresh_scrub_mode()  # the flag is read under the write lock too
+                    self._sp.refresh()  # the flag is read under the write lock too
                 yield self
             except BaseException:
                 self._depth -= 1
@@ -437,11 +431,11 @@ class MemoryStore:
                     with contextlib.suppress(OSError):
                         _crypto.shred_file(p)
                 self._shred_after_commit, self._created_keys = [], []
-                if self.scrubs and not self._in_scrub and self._wal_frames() >= _SCRUB_FRAMES:
+                if self.scrubs and not self._sp.busy and self._sp.wal_frames() >= _SCRUB_FRAMES:
                     # still under the writer lock: no frame can slip in unscrubbed. The commit
                     # stands; a scrub that fails leaves the frames in the WAL for the next one
                     with contextlib.suppress(MemoryStoreError):
-                        self._scrub()
+                        self._sp.scrub()
 
     def _after_rollback(self) -> None:
         """Keys made for a transaction that did not commit are removed; caches reloaded."""
@@ -515,114 +509,18 @@ class MemoryStore:
         """
         if self.path == ":memory:" or not self.scannable or self.read_only:
             return True  # PostgreSQL: the server owns its WAL (see docs/scale.md); a reader writes nothing
-        with self._lock, self._writer():
+        with self._lock, self._sp.writer():
             if self.scrubs:
-                return self._scrub()
+                return self._sp.scrub()
             row = self._exec("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
         return row is None or int(row[0]) == 0
 
     # ----------------------------------------------------------------- free-space scrub
-    def _init_scrub(self, new: bool) -> None:
-        """A plaintext file takes part in the writer lock; a store this open created keeps
-        the scrub invariant from its first page (an older one gets it after its first VACUUM)."""
-        if self.path == ":memory:" or not self.scannable or self.encrypted or self.read_only:
-            return
-        self._scrub_lock = ScrubLock.acquire_for(self.path)
-        self._page_size = int(self._exec("PRAGMA page_size").fetchone()[0])
-        flag = self.get_meta(_FREE_SPACE) == "zeroed"
-        if (new and self._scrub_wanted) or (flag and not self._scrub_wanted):
-            with self.transaction():  # BEGIN drops the flag of a scrub=False open
-                if new:
-                    self.set_meta(_FREE_SPACE, "zeroed")
-        with self._lock, self._writer():
-            self._refresh_scrub_mode()
-        if self.scrubs and self._wal_frames():
-            with contextlib.suppress(MemoryStoreError, *self._b.errors):
-                self.checkpoint()  # frames a crashed process left are scrubbed before anything else
-
-    @contextlib.contextmanager
-    def _writer(self) -> Iterator[None]:
-        """The traceless writer lock of a plaintext file (``_scrub.ScrubLock``), held from
-        ``BEGIN`` until the frames are scrubbed; reentrant within this store."""
-        if self._scrub_lock is None or self._writer_depth:
-            self._writer_depth += 1
-            try:
-                yield
-            finally:
-                self._writer_depth -= 1
-            return
-        with self._scrub_lock.held(self._timeout, self.path):
-            self._writer_depth += 1
-            try:
-                yield
-            finally:
-                self._writer_depth -= 1
-
-    def _refresh_scrub_mode(self) -> None:
-        """Follow the file's meta flag (another connection may have set it by its VACUUM).
-        While scrubbing, SQLite must never checkpoint on its own: a frame it copied into the
-        main file unscrubbed would break the invariant silently."""
-        if self._scrub_lock is None:
-            return
-        flag = self.get_meta(_FREE_SPACE) == "zeroed"
-        if flag and not self._scrub_wanted and self._depth:
-            # this connection does not scrub: its frames would reach the main file unscrubbed
-            self._exec("DELETE FROM meta WHERE key = ?", (_FREE_SPACE,))
-            self.log_event("free_space_scrub_off", "opened with scrub=False; the next forget rebuilds the file")
-        self._set_scrubs(flag and self._scrub_wanted)
-
-    def _set_scrubs(self, on: bool) -> None:
-        if on != self.scrubs:
-            self._exec(f"PRAGMA wal_autocheckpoint = {0 if on else 1000}")
-            self.scrubs = on
-
-    def _wal_frames(self) -> int:
-        try:
-            size = os.stat(f"{self.path}-wal").st_size
-        except FileNotFoundError:
-            return 0
-        return max(size - 32, 0) // (self._page_size + 24)
-
-    def _scrub(self) -> bool:
-        """Checkpoint, then zero the free space of every page the WAL held (writer lock held,
-        no transaction open). Order matters for a crash: PASSIVE copies the frames into the
-        main file but leaves the WAL intact, the pages are scrubbed and synced, and only then
-        is the WAL truncated; a crash in between leaves the frames for the next open to scrub.
-        Returns ``checkpoint()``'s verdict."""
-        assert self._scrub_lock is not None
-        self._in_scrub = True
-        try:
-            return self._scrub_frames(self._scrub_lock.fd)
-        finally:
-            self._in_scrub = False
-
-    def _scrub_frames(self, fd: int) -> bool:
-        try:
-            wal = read_wal(f"{self.path}-wal")
-        except ValueError:
-            wal = None
-            self._drop_scrub("the WAL file could not be read")
-        busy, log, done = self._exec("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-        try:
-            _, unparsed = scrub_pages(fd, wal.pages if wal else ())
-        except OSError as e:
-            raise MemoryStoreError(f"{self.path}: scrubbing free space failed ({e}); the WAL keeps its frames, "
-                                   "so reopening the store retries it") from e
-        if unparsed:
-            self._drop_scrub(f"{unparsed} b-tree page(s) did not parse")
-        if int(busy) or int(done) < int(log):
-            # a reader holds frames back (or another checkpointer runs): they stay in the WAL,
-            # which is not truncated, for a later scrub
-            return False
-        row = self._exec("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-        return row is None or int(row[0]) == 0
-
-    def _drop_scrub(self, why: str) -> None:
-        """The invariant cannot be proven: the next forget rebuilds the file (VACUUM)."""
-        with self.transaction():
-            self._exec("DELETE FROM meta WHERE key = ?", (_FREE_SPACE,))
-            self.log_event("free_space_scrub_off", f"{why}; the next forget rebuilds the file (VACUUM)")
-        self._set_scrubs(False)
+    @property
+    def scrubs(self) -> bool:
+        """True while the store keeps every b-tree page's free space zeroed, so a forget
+        rewrites only the pages it touched (``checkpoint``) instead of the whole file."""
+        return self._sp.on
 
     @property
     def needs_vacuum(self) -> bool:
@@ -641,16 +539,16 @@ class MemoryStore:
         """
         if self._depth:
             raise MemoryStoreError("internal: vacuum() cannot run inside a transaction")
-        with self._lock, self._writer():
+        with self._lock, self._sp.writer():
             # PostgreSQL: VACUUM marks dead tuples' space reusable (it does not overwrite them;
             # an encrypted store's guarantee does not rest on it)
             self._exec("VACUUM" if self.scannable else "VACUUM artifacts")
             done = self.checkpoint()
-            if done and self._scrub_lock is not None and self._scrub_wanted and not self.scrubs:
+            if done and self._sp.lock is not None and self._sp.wanted and not self.scrubs:
                 # every page is fresh: from here on, scrubbing the touched pages keeps it so
                 with self.transaction():
-                    self.set_meta(_FREE_SPACE, "zeroed")
-                self._refresh_scrub_mode()
+                    self.set_meta(FREE_SPACE, "zeroed")
+                self._sp.refresh()
                 done = self.checkpoint()
         return done
 
@@ -665,7 +563,7 @@ class MemoryStore:
         with contextlib.suppress(MemoryStoreError, *self._b.errors):
             self.checkpoint()
         self._b.close()
-        lock, self._scrub_lock = self._scrub_lock, None
+        lock, self._sp.lock = self._sp.lock, None
         if lock is not None:
             lock.release_ref()
 
@@ -673,7 +571,7 @@ class MemoryStore:
         # a store dropped without close(): SQLite's own close-time checkpoint would copy
         # the WAL into the main file unscrubbed, so scrub first
         with contextlib.suppress(Exception):
-            if self._scrub_lock is not None:
+            if self._sp.lock is not None:
                 self.close()
 
     def __enter__(self) -> MemoryStore:
