@@ -15,7 +15,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from traceless.memory import MemoryStore, MemoryWriter, Session, Tier, WriteConfig
+from traceless.errors import MemoryStoreError
+from traceless.memory import MemoryStore, MemoryWriter, Session, Tier, WriteConfig, _crypto
 from traceless.models import ChatMessage, GenerationConfig, HashingEmbedder, ScriptedBackend
 
 CANARY = "XQ7-VIOLET-3829"
@@ -119,6 +120,20 @@ def make_writer(store: MemoryStore, level: int, *, keep: bool = True, pad: bool 
         embedder=HashingEmbedder(64),
         config=write_config(level, extractive=extractive),
     )
+
+
+def unwraps_for(home: Path, rows: Sequence[tuple[str, bytes]], owner: str) -> bool:
+    """An attacker with a copy's ``data_keys`` rows (owner column, wrapped key) and the CURRENT
+    $TRACELESS_HOME: does any key file unwrap ``owner``'s data key? (v3 stores: the owner id is
+    inside the wrapped key; v1/v2: it is the owner column.)"""
+    for col, wrapped in rows:
+        if not str(col).startswith(_crypto.OWNER_REF_PREFIX) and col != owner:
+            continue
+        for f in home.rglob("*.key"):
+            with contextlib.suppress(MemoryStoreError):
+                if _crypto.open_data_key(f.read_bytes()[:32], bytes(wrapped), str(col), "copy")[1] == owner:
+                    return True
+    return False
 
 
 def copies(store: MemoryStore, literal: str, owner: str | None = None) -> dict[Tier, int]:

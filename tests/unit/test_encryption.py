@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _forget_helpers import CANARY, alice_sessions, bob_sessions, make_writer
+from _forget_helpers import CANARY, alice_sessions, bob_sessions, make_writer, unwraps_for
 
 from traceless.errors import ConfigError, MemoryStoreError
 from traceless.forget import ForgetTarget, forget, scan_files
-from traceless.memory import MemoryStore, Tier, _crypto
+from traceless.memory import MemoryStore, Tier
 from traceless.models import HashingEmbedder
 
 PLAIN = "ALICE I adopted a dog named Rex"
@@ -50,16 +50,10 @@ def _try_every_master_key(copy: Path, home: Path, owner: str) -> bool:
     """An attacker with the copy and the CURRENT $TRACELESS_HOME: can any key file unwrap
     the copy's data key for ``owner``?"""
     conn = sqlite3.connect(copy)
-    row = conn.execute("SELECT wrapped FROM data_keys WHERE owner = ?", (owner,)).fetchone()
+    rows = conn.execute("SELECT owner, wrapped FROM data_keys").fetchall()
     conn.close()
-    assert row is not None
-    for f in home.rglob("*.key"):
-        try:
-            _crypto.unwrap(f.read_bytes()[:32], row[0], owner, "copy")
-            return True
-        except MemoryStoreError:
-            continue
-    return False
+    assert rows
+    return unwraps_for(home, rows, owner)
 
 
 def test_encrypted_store_works_and_never_writes_plaintext(store_url: str) -> None:

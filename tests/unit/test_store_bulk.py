@@ -11,7 +11,7 @@ import pytest
 from _forget_helpers import CANARY, alice_sessions, bob_sessions, make_writer
 
 from traceless.forget import ForgetTarget, forget
-from traceless.memory import MemoryStore, Tier, _store
+from traceless.memory import MemoryStore, Tier, _writes
 
 
 @pytest.fixture(autouse=True)
@@ -59,7 +59,7 @@ def _write(store: MemoryStore, *, batched: bool) -> list[int]:
 def test_bulk_and_row_by_row_store_identical_rows(store_url: str, more_stores: Any, encrypt: bool,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     # small batches: sends in the middle of a block (every 7 artifacts) and at its end
-    monkeypatch.setattr(_store, "_BATCH_ROWS", 7)
+    monkeypatch.setattr(_writes, "BATCH_ROWS", 7)
     rows = MemoryStore(store_url, encrypt=encrypt)
     bulk = MemoryStore(more_stores(), encrypt=encrypt)
     assert _write(rows, batched=False) == []

@@ -19,7 +19,7 @@ if not os.environ.get("TRACELESS_REQUIRE_PG"):
     pytest.importorskip("psycopg", reason="pip install 'traceless[postgres]' for the PostgreSQL tests")
 import psycopg
 from _cli import cli
-from _forget_helpers import CANARY, alice_sessions, bob_sessions, make_writer
+from _forget_helpers import CANARY, alice_sessions, bob_sessions, make_writer, unwraps_for
 
 from traceless.errors import MemoryStoreError, SchemaVersionError, StoreConnectionError, StoreLockedError
 from traceless.forget import ForgetTarget, forget
@@ -79,22 +79,17 @@ def test_postgres_store_is_encrypted_by_default_and_the_server_holds_no_plaintex
     assert store.search("bob", q, 50) and all(h.artifact.owner == "bob" for h in store.search("bob", q, 50))
 
 
-def _wrapped_dk(url: str, owner: str) -> bytes:
+def _wrapped_dk(url: str, owner: str) -> list[tuple[str, bytes]]:
+    """The database's data-key rows (owner column, wrapped key): a v3 store names no owner."""
     with psycopg.connect(url) as c:
-        row = c.execute("SELECT wrapped FROM data_keys WHERE owner = %s", (owner,)).fetchone()
-    assert row is not None
-    return bytes(row[0])
+        rows = [(str(r[0]), bytes(r[1])) for r in c.execute("SELECT owner, wrapped FROM data_keys")]
+    assert rows
+    return rows
 
 
-def _unwraps_with_any_key(home: Path, wrapped: bytes, owner: str) -> bool:
+def _unwraps_with_any_key(home: Path, rows: list[tuple[str, bytes]], owner: str) -> bool:
     """An attacker with the dump and the CURRENT $TRACELESS_HOME: can any key file unwrap it?"""
-    for f in home.rglob("*.key"):
-        try:
-            _crypto.unwrap(f.read_bytes()[:32], wrapped, owner, "dump")
-            return True
-        except MemoryStoreError:
-            continue
-    return False
+    return unwraps_for(home, rows, owner)
 
 
 @pytest.mark.parametrize("target", ["literal", "user"])
@@ -109,7 +104,7 @@ def test_pg_dump_taken_before_the_forget_reveals_nothing_after(
     _restore(dump_path, restored)
     with MemoryStore(restored) as copy:  # control: before the forget the backup IS readable
         assert copy.containing(CANARY, owner="alice")
-        sealed = copy._exec("SELECT id, sealed FROM artifacts WHERE owner = 'alice'").fetchall()
+        sealed = copy._exec("SELECT id, sealed FROM artifacts WHERE owner = ?", (copy._ocol("alice"),)).fetchall()
     assert _unwraps_with_any_key(_home, _wrapped_dk(restored, "alice"), "alice")
 
     t = ForgetTarget.literal(CANARY, "alice") if target == "literal" else ForgetTarget.user("alice")

@@ -14,7 +14,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from _forget_helpers import CANARY, alice_sessions, bob_sessions, make_writer
+from _forget_helpers import CANARY, alice_sessions, bob_sessions, make_writer, unwraps_for
 
 import traceless
 from traceless.errors import MemoryStoreError
@@ -43,15 +43,7 @@ def _decryptable(copy: Path, home: Path, owner: str) -> bool:
     conn = sqlite3.connect(copy)
     rows = conn.execute("SELECT owner, wrapped FROM data_keys").fetchall()
     conn.close()
-    for o, wrapped in rows:
-        for f in home.rglob("*.key"):
-            for aad in {owner, o}:
-                try:
-                    _crypto.unwrap(f.read_bytes()[:32], wrapped, aad, "copy")
-                    return True
-                except MemoryStoreError:
-                    continue
-    return False
+    return unwraps_for(home, rows, owner)
 
 
 # ------------------------------------------------------------------ item 3: SIGKILL after commit

@@ -525,9 +525,16 @@ def _not_covered(store: MemoryStore) -> list[str]:
     """What crypto-shredding leaves readable in copies of an encrypted store (issue #22.4)."""
     if not store.encrypted:
         return []
-    out = ["owner ids: the owner column of every artifact row and of the data-key table holds the owner id in "
-           "plaintext; copies of the store taken before the forget (backups, WAL, freed blocks, dead PostgreSQL "
-           "tuples) still hold it"]
+    if store.blind_owner_ids:
+        out = ["owner ids: the store keeps none in plaintext (owner columns hold a keyed blind index, the id is "
+               "inside the owner's wrapped data key); the blind index key stays for the other owners, so whoever "
+               "holds this machine's TRACELESS_HOME and the live store can test a guessed id against a copy "
+               "taken before the forget"]
+    else:
+        out = ["owner ids: this store was created before owner ids were sealed (encryption v1/v2): the owner "
+               "column of every artifact row and of the data-key table holds the owner id in plaintext; copies "
+               "of the store taken before the forget (backups, WAL, freed blocks, dead PostgreSQL tuples) still "
+               "hold it"]
     if not store.sealed_session_ids:
         out.append("session ids: this store was created before session ids were sealed (encryption v1); copies "
                    "taken before the forget hold them in plaintext")

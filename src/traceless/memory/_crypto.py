@@ -52,13 +52,20 @@ from traceless.paths import state_dir
 
 __all__ = ["InvalidTag", "ENCRYPTION", "STORE_ID", "Sealed", "check_store_id", "master_dir", "new_master", "load_master",
            "shred_file", "wrap", "unwrap", "seal", "unseal", "key_generation", "older_keys", "ENCRYPTION_V2", "seal_id",
-           "open_id", "is_sealed_id"]
+           "open_id", "is_sealed_id", "ENCRYPTION_V3", "OWNER_REF_PREFIX", "new_index_key", "wrap_index_key",
+           "unwrap_index_key", "owner_ref", "wrap_owner_key", "open_data_key"]
 
 ENCRYPTION = "aes-256-gcm/per-owner-data-keys/v1"
 ENCRYPTION_V2 = "aes-256-gcm/per-owner-data-keys/v2"
 """v2 (every store created encrypted from issue #22.4 on): session ids are sealed too
 (``seal_id``), so copies of the store keep them only as ciphertext under the owner's data
 key, which a forget of that owner replaces. v1 stores keep session ids in plaintext."""
+ENCRYPTION_V3 = "aes-256-gcm/per-owner-data-keys/v3"
+"""v3 (every store created encrypted from issue #22.4's owner ids on): v2, and no owner id in
+plaintext: every owner column (``artifacts.owner``, ``data_keys.owner``) holds a blind index
+(``owner_ref``: an HMAC of the id under the store's index key), and the id itself is kept only
+inside the owner's wrapped data key (``wrap_owner_key``). v1 and v2 stores keep owner ids in
+plaintext."""
 
 
 @dataclass(frozen=True)
@@ -204,6 +211,53 @@ def _open(key: bytes, blob: bytes, aad: bytes) -> bytes:
 
 def wrap(master: bytes, data_key: bytes, owner: str) -> bytes:
     return _aead(master, data_key, b"dk\x00" + owner.encode("utf-8"))
+
+
+OWNER_REF_PREFIX = "o3:"
+
+
+def new_index_key() -> bytes:
+    """A store's owner index key (v3): random, kept in the store wrapped by the master key."""
+    return secrets.token_bytes(32)
+
+
+def wrap_index_key(master: bytes, key: bytes) -> str:
+    return base64.b64encode(_aead(master, key, b"owner-index-key")).decode("ascii")
+
+
+def unwrap_index_key(master: bytes, blob: str, path: str) -> bytes:
+    try:
+        return _open(master, base64.b64decode(blob), b"owner-index-key")
+    except (InvalidTag, ValueError):
+        raise MemoryStoreError(f"{path}: the owner index key does not unwrap under the master key (wrong key or "
+                               "altered store); restore the TRACELESS_HOME this store was used with") from None
+
+
+def owner_ref(index_key: bytes, owner: str) -> str:
+    """The blind index of an owner id (v3): what every owner column holds. Deterministic under
+    the store's index key (lookups stay indexed); without that key no guess can be tested."""
+    mac = hmac.new(index_key, b"owner\x00" + owner.encode("utf-8", "surrogatepass"), hashlib.sha256)
+    return OWNER_REF_PREFIX + mac.hexdigest()[:32]
+
+
+def wrap_owner_key(master: bytes, data_key: bytes, owner: str, ref: str) -> bytes:
+    """A v3 data key wrapped together with its owner's id (the only place the id is kept), bound
+    to the owner's blind index ``ref``."""
+    return _aead(master, data_key + owner.encode("utf-8", "surrogatepass"), b"dk3\x00" + ref.encode("ascii"))
+
+
+def open_data_key(master: bytes, wrapped: bytes, col: str, path: str, *, blind: bool | None = None) -> tuple[bytes, str]:
+    """(data key, owner id) of a ``data_keys`` row whose owner column holds ``col``: a v3 blind
+    index (``blind``; the id is inside the wrapped key) or, in a v1/v2 store, the owner id
+    itself. ``blind=None``: told apart by the prefix (tests and forensic readers)."""
+    if not (col.startswith(OWNER_REF_PREFIX) if blind is None else blind):
+        return unwrap(master, wrapped, col, path), col
+    try:
+        raw = _open(master, wrapped, b"dk3\x00" + col.encode("ascii"))
+    except InvalidTag:
+        raise MemoryStoreError(f"{path}: a data key does not unwrap under the master key (wrong key or altered "
+                               "store); restore the TRACELESS_HOME this store was used with") from None
+    return raw[:32], raw[32:].decode("utf-8", "surrogatepass")
 
 
 def unwrap(master: bytes, wrapped: bytes, owner: str, path: str) -> bytes:

@@ -13,8 +13,6 @@ import hashlib
 import hmac
 import json
 import os
-import secrets
-import sqlite3
 import threading
 import time
 from collections import Counter
@@ -23,14 +21,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from traceless.errors import ConfigError, GateBlockedError, GateKeyError, MemoryStoreError
+from traceless.errors import ConfigError, MemoryStoreError
 from traceless.memory import _crypto
 from traceless.memory._backend import Backend, Cursor, SQLiteBackend, is_url, open_backend
-from traceless.memory._gate import GateEntry, WriteGate, gate_key_id, load_key
+from traceless.memory._codec import SealedRows
+from traceless.memory._gate import GateEntry, WriteGate
+from traceless.memory._gate_index import GateIndex, strings
 from traceless.memory._probe import check_database_pg, check_file
+from traceless.memory._receipt_log import ReceiptLog
 from traceless.memory._schema import SCHEMA_VERSION, check_version, check_version_pg, migrate, migrate_pg
-from traceless.memory._scrub import ScrubLock, read_wal, scrub_pages
+from traceless.memory._scrub_policy import FREE_SPACE, ScrubPolicy
 from traceless.memory._types import Artifact, Hit, LineageEdge, Tier, digest_text
+from traceless.memory._writes import COLUMNS, PendingWrites
 
 if TYPE_CHECKING:  # numpy is imported where vectors are handled: `memory show` starts without it
     import numpy as np
@@ -43,14 +45,12 @@ ERASURE_FINISHERS: list[Callable[[MemoryStore, str], None]] = []
 (the forget package registers the completion of the stored receipt)."""
 
 _PREFIX = {Tier.RAW: "r", Tier.SUMMARY: "s", Tier.EMBEDDING: "e", Tier.CACHE: "c"}
-_COLS = "id, owner, tier, kind, session_id, seq, text, vector, digest, created_at, meta, sealed"
-_NCOLS = 12
-_BATCH_ROWS = 20_000  # bulk(): rows held before a batch is sent (bounds the memory a large load takes)
-_FREE_SPACE = "free_space"  # meta key; "zeroed": the store keeps the scrub invariant (``_scrub``)
+_COLS = ", ".join(COLUMNS)
+_NCOLS = len(COLUMNS)
 _SCRUB_FRAMES = 1000  # scrub once the WAL holds this many frames (SQLite's own autocheckpoint default)
-_GATE_MEMO_MIN = 1 << 16  # texts this long that passed the gate are remembered (by keyed digest)
 _IN_CHUNK = 500  # ids per IN (...) list: well under every engine's bound-parameter limit
 Access = Literal["create", "write", "read"]
+_NEW_ENCRYPTION = _crypto.ENCRYPTION_V3  # the format a new encrypted store gets (tests make older ones with it)
 
 
 @dataclass(frozen=True)
@@ -90,32 +90,6 @@ def _dumps(obj: Any) -> str:
     return _ENCODER.encode(obj)
 
 
-def _text_key(text: str, salt: str) -> bytes:
-    """A keyed digest of a big text, encoded a chunk at a time (never copied whole)."""
-    h = hashlib.blake2b(digest_size=16, key=salt.encode())
-    for c in range(0, len(text), _GATE_MEMO_MIN):
-        h.update(text[c: c + _GATE_MEMO_MIN].encode("utf-8", "surrogatepass"))
-    return h.digest()
-
-
-#: metadata the pipeline itself writes (a turn's role, lineage digests, the embedder's name):
-#: never user data, and a forgotten word such as "user" must not refuse every later write
-_INTERNAL_META = frozenset({"role", "sources", "embedder"})
-
-
-def _strings(obj: Any, *, top: bool = True) -> Iterator[str]:
-    """Every string value in a JSON-like metadata value, but those of ``_INTERNAL_META``."""
-    if isinstance(obj, str):
-        yield obj
-    elif isinstance(obj, dict):
-        for k, v in obj.items():
-            if not (top and k in _INTERNAL_META):
-                yield from _strings(v, top=False)
-    elif isinstance(obj, list | tuple):
-        for v in obj:
-            yield from _strings(v, top=False)
-
-
 def check_owner(owner: str) -> None:
     """Owner ids are compared byte for byte; refuse ids that would silently differ from
     what a person typed (surrounding whitespace, control characters, empty)."""
@@ -127,29 +101,12 @@ def check_owner(owner: str) -> None:
         )
 
 
-class _Batch:
-    """Rows of a ``bulk()`` block not yet sent: artifacts, lineage edges (by key: a later
-    edge replaces an earlier one, as the upsert does) and the id counters handed out."""
-
-    def __init__(self) -> None:
-        self.artifacts: list[tuple[Any, ...]] = []
-        self.lineage: dict[tuple[str, str], tuple[str, str, str, str]] = {}
-        self.seq: dict[str, int] = {}
-
-
 def _resourced(meta: dict[str, Any], old: dict[str, str], new: dict[str, str]) -> dict[str, Any]:
     """``meta`` with each recorded source digest that named a source's old digest naming its new one."""
     src = meta.get("sources")
     if not isinstance(src, dict):
         return meta
     return {**meta, "sources": {i: new[i] if i in new and d == old.get(i) else d for i, d in src.items()}}
-
-
-def _row_to_artifact(row: sqlite3.Row | tuple[Any, ...]) -> Artifact:
-    return Artifact(
-        id=row[0], owner=row[1], tier=Tier(row[2]), kind=row[3], session_id=row[4], seq=row[5],
-        text=row[6], vector=row[7], digest=row[8], created_at=row[9], meta=json.loads(row[10]),
-    )
 
 
 class MemoryStore:
@@ -193,25 +150,17 @@ class MemoryStore:
         """The file path, or the URL without its password."""
         self._lock = threading.RLock()
         self._depth = 0
-        self._gate_key = gate_key
-        self._ungated: str | None = None
-        self._gate_cache: dict[str, Any] = {}
-        self._gate_passed: dict[tuple[str, bytes], frozenset[GateEntry]] = {}  # (owner, text digest) → entries
+        self._gate = GateIndex(self, gate_key)
+        self._receipts = ReceiptLog(self)
         self.finished_erasures: list[str] = []
         """Receipt ids whose interrupted physical erasure this open completed."""
-        self._master: tuple[str, bytes] | None = None  # (key id, key) of an encrypted store
-        self._seal_sids = False  # v2 encrypted store: session ids sealed under the owner's data key
-        self._dks: dict[str, bytes] = {}
+        self._codec = SealedRows(self)  # keys and sealed rows of an encrypted store (``_codec``)
         self._created_keys: list[Path] = []  # master key files made in this transaction
         self._shred_after_commit: list[Path] = []
-        self._batch: _Batch | None = None  # inside bulk(): rows waiting to be sent
+        self._pending = PendingWrites()  # the one write path of new rows (``_writes``)
+        self._bulk = False  # inside bulk(): rows wait for the block's end
         self._timeout = timeout
-        self._scrub_lock: ScrubLock | None = None  # plaintext files only (``_writer``)
-        self._writer_depth = 0
-        self._scrub_wanted, self._in_scrub = scrub, False
-        self.scrubs = False
-        """True while the store keeps every b-tree page's free space zeroed, so a forget
-        rewrites only the pages it touched (``checkpoint``) instead of the whole file."""
+        self._sp = ScrubPolicy(self, scrub)  # the free-space scrub of a plaintext file (``_scrub_policy``)
         try:
             new = self._prepare()
             _ = self.store_id  # an altered id is refused before anything uses it
@@ -222,10 +171,10 @@ class MemoryStore:
             raise
         self._open_encryption(encrypt)
         try:
-            self._init_scrub(new)
+            self._sp.init(new)
         except BaseException:
             self._b.close()
-            lock, self._scrub_lock = self._scrub_lock, None
+            lock, self._sp.lock = self._sp.lock, None
             if lock is not None:
                 lock.release_ref()
             raise
@@ -285,7 +234,7 @@ class MemoryStore:
     # ----------------------------------------------------------------- encryption at rest
     @property
     def encrypted(self) -> bool:
-        return self._master is not None
+        return self._codec.master is not None
 
     def _open_encryption(self, encrypt: bool | None) -> None:
         mode = self.get_meta("encryption")
@@ -301,10 +250,13 @@ class MemoryStore:
             with self.transaction():
                 kid, key = _crypto.new_master(self.store_id)
                 self._created_keys.append(_crypto.master_dir(self.store_id) / f"{kid}.key")
-                self.set_meta("encryption", _crypto.ENCRYPTION_V2)
+                mode = _NEW_ENCRYPTION
+                self.set_meta("encryption", mode)
                 self.set_meta("master_key_id", kid)
-            mode = _crypto.ENCRYPTION_V2
-        self._seal_sids = mode == _crypto.ENCRYPTION_V2
+                if mode == _crypto.ENCRYPTION_V3:
+                    self.set_meta("owner_index_key", _crypto.wrap_index_key(key, _crypto.new_index_key()))
+        self._codec.seal_sids = mode in (_crypto.ENCRYPTION_V2, _crypto.ENCRYPTION_V3)
+        self._codec.blind = mode == _crypto.ENCRYPTION_V3
         if mode is not None:
             try:
                 self._load_master()
@@ -314,70 +266,27 @@ class MemoryStore:
 
     @property
     def sealed_session_ids(self) -> bool:
-        """True for an encrypted store that seals session ids (encryption v2)."""
-        return self._seal_sids
+        """True for an encrypted store that seals session ids (encryption v2 and v3)."""
+        return self._codec.seal_sids
+
+    @property
+    def blind_owner_ids(self) -> bool:
+        """True for an encrypted store that keeps no owner id in plaintext (encryption v3):
+        owner columns hold keyed blind indexes, the ids live inside the wrapped data keys."""
+        return self._codec.blind
 
     def _load_master(self) -> None:
-        kid = self.get_meta("master_key_id") or ""
-        if self._master is None or self._master[0] != kid:
-            self._master = (kid, _crypto.load_master(self.store_id, kid, self.path))
-            self._dks = {}
+        self._codec.load_master()
+
+    def _ocol(self, owner: str) -> str:
+        """What an owner column holds for ``owner`` (``_codec``)."""
+        return self._codec.ocol(owner)
 
     def _dk(self, owner: str, *, create: bool = False) -> bytes:
-        """The owner's data key (unwrapped); created (inside a transaction) on first write."""
-        if owner in self._dks:
-            return self._dks[owner]
-        self._load_master()  # another process may have rotated it
-        assert self._master is not None
-        row = self._exec("SELECT wrapped FROM data_keys WHERE owner = ?", (owner,)).fetchone()
-        if row is None:
-            if not create:
-                raise MemoryStoreError(f"{self.path}: no data key for an owner whose artifacts exist (altered store)")
-            self._require_tx()
-            dk = secrets.token_bytes(32)
-            self._exec("INSERT INTO data_keys(owner, wrapped, created_at) VALUES (?,?,?)",
-                       (owner, _crypto.wrap(self._master[1], dk, owner), time.time()))
-        else:
-            dk = _crypto.unwrap(self._master[1], row[0], owner, self.path)
-        self._dks[owner] = dk
-        return dk
-
-    def _seal_row(self, art_id: str, owner: str, text: str | None, vec: bytes | None,
-                  meta: dict[str, Any]) -> tuple[bytes, str]:
-        return _crypto.seal(self._dk(owner, create=True), art_id, _crypto.Sealed(text, vec, meta))
+        return self._codec.dk(owner, create=create)
 
     def _art(self, row: Any) -> Artifact:
-        if row[11] is None:
-            return _row_to_artifact(row)
-        sid = row[4]
-        try:
-            p = _crypto.unseal(self._dk(row[1]), row[0], row[11])
-            if _crypto.is_sealed_id(sid):
-                sid = _crypto.open_id(self._dk(row[1]), sid)
-        except _crypto.InvalidTag:
-            self._dks.pop(row[1], None)  # rotated by another connection: reload once
-            p = _crypto.unseal(self._dk(row[1]), row[0], row[11])
-            if _crypto.is_sealed_id(sid):
-                sid = _crypto.open_id(self._dk(row[1]), sid)
-        return Artifact(
-            id=row[0], owner=row[1], tier=Tier(row[2]), kind=row[3], session_id=sid, seq=row[5],
-            text=p.text, vector=p.vector, digest=row[8], created_at=row[9], meta=p.meta,
-        )
-
-    def _sid_col(self, owner: str, session_id: str | None, *, create: bool = False) -> str | None:
-        """What the session_id column holds for ``session_id`` of ``owner``: the id itself, or
-        (v2 encrypted store) its token sealed under the owner's data key. ``MemoryStoreError``
-        when the owner has no data key and ``create`` is False."""
-        if not self._seal_sids or session_id is None:
-            return session_id
-        return _crypto.seal_id(self._dk(owner, create=create), session_id)
-
-    def _sid_lookup(self, owner: str, session_id: str) -> str | None:
-        """``_sid_col`` for a lookup: None when the owner has no data key (nothing stored)."""
-        try:
-            return self._sid_col(owner, session_id)
-        except MemoryStoreError:
-            return None
+        return self._codec.art(row)
 
     def master_key_gone(self, kid: str) -> bool:
         """True when no file of master key ``kid`` is left for this store."""
@@ -386,7 +295,7 @@ class MemoryStore:
     def older_master_keys(self) -> list[str]:
         """Ids of master key files the current key superseded and that still exist (a forget
         killed between its commit and the shredding); empty for a plaintext store."""
-        if self._master is None:
+        if self._codec.master is None:
             return []
         return [p.stem for p in _crypto.older_keys(self.store_id, self.get_meta("master_key_id") or "")]
 
@@ -409,39 +318,43 @@ class MemoryStore:
         artifacts are re-sealed under a fresh data key. Then every data key is re-wrapped
         under a new master key; the old master key file is shredded after the commit."""
         self._require_tx()
-        assert self._master is not None
-        old_kid = self._master[0]
-        resealed = 0
+        assert self._codec.master is not None
+        old_kid = self._codec.master[0]
+        resealed, col = 0, self._ocol(owner)
         if erase:
-            self._exec("DELETE FROM data_keys WHERE owner = ?", (owner,))
+            self._exec("DELETE FROM data_keys WHERE owner = ?", (col,))
+            self._codec.names.pop(col, None)
+            self._codec.refs.pop(owner, None)
         else:
-            rows = self._exec(f"SELECT {_COLS} FROM artifacts WHERE owner = ?", (owner,)).fetchall()
+            rows = self._rows(f"SELECT {_COLS} FROM artifacts WHERE owner = ?", (col,)).fetchall()
             arts = [self._art(r) for r in rows]
-            self._exec("DELETE FROM data_keys WHERE owner = ?", (owner,))
-            self._dks.pop(owner, None)
+            self._exec("DELETE FROM data_keys WHERE owner = ?", (col,))
+            self._codec.dks.pop(owner, None)
             old = {a.id: a.digest for a in arts}
             new: dict[str, str] = {}
             # sources first: a consolidation records its sources' digests (keyed, so they
             # change with the key) and must name the new ones, as it did the old
             for a in sorted(arts, key=lambda a: isinstance(a.meta.get("sources"), dict)):
                 meta = _resourced(a.meta, old, new)
-                sealed, new[a.id] = self._seal_row(a.id, owner, a.text, a.vector, meta)
-                self._exec("UPDATE artifacts SET sealed = ?, digest = ?, session_id = ? WHERE id = ?",
-                           (sealed, new[a.id], self._sid_col(owner, a.session_id, create=True), a.id))
+                sealed, new[a.id] = self._codec.seal_row(a.id, owner, a.text, a.vector, meta)
+                self._rows("UPDATE artifacts SET sealed = ?, digest = ?, session_id = ? WHERE id = ?",
+                           (sealed, new[a.id], self._codec.sid_col(owner, a.session_id, create=True), a.id))
                 resealed += 1
-        self._dks.pop(owner, None)
-        wrapped = {o: _crypto.unwrap(self._master[1], w, o, self.path)
-                   for o, w in self._exec("SELECT owner, wrapped FROM data_keys").fetchall()}
+        self._codec.dks.pop(owner, None)
+        wrapped = {c: self._codec.open_dk(c, w) for c, w in self._exec("SELECT owner, wrapped FROM data_keys").fetchall()}
         gen = _crypto.key_generation(_crypto.master_dir(self.store_id) / f"{old_kid}.key") + 1
         kid, key = _crypto.new_master(self.store_id, gen)
         self._created_keys.append(_crypto.master_dir(self.store_id) / f"{kid}.key")
         try:  # one batch: a forget's cost should not grow with round trips per owner
             self._b.executemany("UPDATE data_keys SET wrapped = ? WHERE owner = ?",
-                                [(_crypto.wrap(key, dk, o), o) for o, dk in wrapped.items()])
+                                [(self._codec.wrap_dk(key, dk, o), c) for c, (dk, o) in wrapped.items()])
         except self._b.errors as e:
             raise self._translate(e) from e
+        if self._codec.blind:  # the index key stays (owner columns keep their values), re-wrapped like the data keys
+            assert self._codec.oik is not None
+            self.set_meta("owner_index_key", _crypto.wrap_index_key(key, self._codec.oik))
         self.set_meta("master_key_id", kid)
-        self._master = (kid, key)
+        self._codec.master = (kid, key)
         d = _crypto.master_dir(self.store_id)
         # the old key, and any left by a rotation that died before its shredding
         self._shred_after_commit += [p for p in d.glob("*.key") if p.stem not in (kid,)]
@@ -482,16 +395,16 @@ class MemoryStore:
                                    "access='write' to change it")
         with self._lock, contextlib.ExitStack() as outer:
             if self._depth == 0:
-                outer.enter_context(self._writer())
+                outer.enter_context(self._sp.writer())
                 try:
                     self._b.begin()
                 except self._b.errors as e:
                     raise self._translate(e) from e
-                self._gate_cache = {}  # descriptors are re-read under the write lock
+                self._gate.cache = {}  # descriptors are re-read under the write lock
             self._depth += 1
             try:
                 if self._depth == 1:
-                    self._refresh_scrub_mode()  # the flag is read under the write lock too
+                    self._sp.refresh()  # the flag is read under the write lock too
                 yield self
             except BaseException:
                 self._depth -= 1
@@ -518,20 +431,20 @@ class MemoryStore:
                     with contextlib.suppress(OSError):
                         _crypto.shred_file(p)
                 self._shred_after_commit, self._created_keys = [], []
-                if self.scrubs and not self._in_scrub and self._wal_frames() >= _SCRUB_FRAMES:
+                if self.scrubs and not self._sp.busy and self._sp.wal_frames() >= _SCRUB_FRAMES:
                     # still under the writer lock: no frame can slip in unscrubbed. The commit
                     # stands; a scrub that fails leaves the frames in the WAL for the next one
                     with contextlib.suppress(MemoryStoreError):
-                        self._scrub()
+                        self._sp.scrub()
 
     def _after_rollback(self) -> None:
         """Keys made for a transaction that did not commit are removed; caches reloaded."""
         for p in self._created_keys:
             with contextlib.suppress(OSError):
                 _crypto.shred_file(p)
-        self._created_keys, self._shred_after_commit, self._dks = [], [], {}
-        if self._master is not None:
-            self._master = None
+        self._created_keys, self._shred_after_commit, self._codec.dks = [], [], {}
+        if self._codec.master is not None:
+            self._codec.master = None
             with contextlib.suppress(MemoryStoreError):
                 self._load_master()
 
@@ -540,49 +453,51 @@ class MemoryStore:
             raise MemoryStoreError("internal: writes must run inside MemoryStore.transaction()")
 
     def _exec(self, sql: str, params: Sequence[Any] = ()) -> Cursor:
-        if self._batch is not None and ("artifacts" in sql or "lineage" in sql):
-            self._send_batch()  # a statement on those tables must see every earlier add
+        """A statement on the store's own tables (meta, keys, gate, receipts, events); one on
+        artifacts or lineage goes through ``_rows``."""
         try:
             return self._b.execute(sql, params)
         except self._b.errors as e:
             raise self._translate(e) from e
 
-    # ----------------------------------------------------------------- bulk loading
-    @contextlib.contextmanager
-    def bulk(self) -> Iterator[MemoryStore]:
-        """A transaction whose inserts travel in batches: ``add``/``add_edge`` rows are kept
-        here and sent when the block ends or ``_BATCH_ROWS`` artifacts are waiting
-        (PostgreSQL: one COPY of the artifacts and one pipelined batch of lineage upserts;
-        SQLite: ``executemany``); ids come from counters read once. The stored rows are those the same calls write without it (the batch
-        is sent before any other statement on artifacts or lineage, so reads in the block
-        see every earlier write). Nested uses join the outer batch."""
-        with self.transaction():
-            if self._batch is not None:
-                yield self
-                return
-            self._batch = _Batch()
-            try:
-                yield self
-                self._send_batch()
-            finally:
-                self._batch = None
+    def _rows(self, sql: str, params: Sequence[Any] = ()) -> Cursor:
+        """A statement on stored artifacts or lineage: every waiting write is sent first."""
+        self._flush()
+        return self._exec(sql, params)
 
-    def _send_batch(self) -> None:
-        b = self._batch
-        assert b is not None
-        self._batch = None  # the statements below run unbatched
+    # ----------------------------------------------------------------- the write path
+    def _write(self, rows: Sequence[tuple[Any, ...]], edges: Sequence[tuple[str, str, str, str]]) -> None:
+        """Put new rows on the one write path; sent now, or (``bulk()``) at the block's end."""
+        self._pending.put(rows, edges)
+        if not self._bulk or self._pending.full:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self._pending:
+            return
         try:
-            if b.artifacts:
-                self._b.insert_many("artifacts", [c.strip() for c in _COLS.split(",")], b.artifacts)
-            if b.lineage:
-                self._b.executemany(self._b.upsert("lineage", ("child", "parent", "op", "params"),
-                                                   ("child", "parent"), replace=True), list(b.lineage.values()))
+            self._pending.flush(self._b, self.set_meta, bulk=self._bulk)
         except self._b.errors as e:
             raise self._translate(e) from e
-        for key, n in b.seq.items():
-            self.set_meta(key, str(n))
-        b.artifacts, b.lineage = [], {}
-        self._batch = b
+
+    @contextlib.contextmanager
+    def bulk(self) -> Iterator[MemoryStore]:
+        """A transaction whose inserts travel in batches: ``add``/``add_edge`` rows wait on
+        the write path (``_writes``) until the block ends or ``BATCH_ROWS`` artifacts wait
+        (PostgreSQL: one COPY of the artifacts); ids come from counters read once. The stored
+        rows are those the same calls write without it, and a read in the block sees every
+        earlier write (``_rows`` flushes). Nested uses join the outer batch."""
+        with self.transaction():
+            if self._bulk:
+                yield self
+                return
+            self._bulk = True
+            try:
+                yield self
+                self._flush()
+            finally:
+                self._bulk = False
+                self._pending.clear()
 
     def checkpoint(self) -> bool:
         """Flush the WAL into the main file and truncate it to zero bytes, so no old page
@@ -594,114 +509,18 @@ class MemoryStore:
         """
         if self.path == ":memory:" or not self.scannable or self.read_only:
             return True  # PostgreSQL: the server owns its WAL (see docs/scale.md); a reader writes nothing
-        with self._lock, self._writer():
+        with self._lock, self._sp.writer():
             if self.scrubs:
-                return self._scrub()
+                return self._sp.scrub()
             row = self._exec("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
         return row is None or int(row[0]) == 0
 
     # ----------------------------------------------------------------- free-space scrub
-    def _init_scrub(self, new: bool) -> None:
-        """A plaintext file takes part in the writer lock; a store this open created keeps
-        the scrub invariant from its first page (an older one gets it after its first VACUUM)."""
-        if self.path == ":memory:" or not self.scannable or self.encrypted or self.read_only:
-            return
-        self._scrub_lock = ScrubLock.acquire_for(self.path)
-        self._page_size = int(self._exec("PRAGMA page_size").fetchone()[0])
-        flag = self.get_meta(_FREE_SPACE) == "zeroed"
-        if (new and self._scrub_wanted) or (flag and not self._scrub_wanted):
-            with self.transaction():  # BEGIN drops the flag of a scrub=False open
-                if new:
-                    self.set_meta(_FREE_SPACE, "zeroed")
-        with self._lock, self._writer():
-            self._refresh_scrub_mode()
-        if self.scrubs and self._wal_frames():
-            with contextlib.suppress(MemoryStoreError, *self._b.errors):
-                self.checkpoint()  # frames a crashed process left are scrubbed before anything else
-
-    @contextlib.contextmanager
-    def _writer(self) -> Iterator[None]:
-        """The traceless writer lock of a plaintext file (``_scrub.ScrubLock``), held from
-        ``BEGIN`` until the frames are scrubbed; reentrant within this store."""
-        if self._scrub_lock is None or self._writer_depth:
-            self._writer_depth += 1
-            try:
-                yield
-            finally:
-                self._writer_depth -= 1
-            return
-        with self._scrub_lock.held(self._timeout, self.path):
-            self._writer_depth += 1
-            try:
-                yield
-            finally:
-                self._writer_depth -= 1
-
-    def _refresh_scrub_mode(self) -> None:
-        """Follow the file's meta flag (another connection may have set it by its VACUUM).
-        While scrubbing, SQLite must never checkpoint on its own: a frame it copied into the
-        main file unscrubbed would break the invariant silently."""
-        if self._scrub_lock is None:
-            return
-        flag = self.get_meta(_FREE_SPACE) == "zeroed"
-        if flag and not self._scrub_wanted and self._depth:
-            # this connection does not scrub: its frames would reach the main file unscrubbed
-            self._exec("DELETE FROM meta WHERE key = ?", (_FREE_SPACE,))
-            self.log_event("free_space_scrub_off", "opened with scrub=False; the next forget rebuilds the file")
-        self._set_scrubs(flag and self._scrub_wanted)
-
-    def _set_scrubs(self, on: bool) -> None:
-        if on != self.scrubs:
-            self._exec(f"PRAGMA wal_autocheckpoint = {0 if on else 1000}")
-            self.scrubs = on
-
-    def _wal_frames(self) -> int:
-        try:
-            size = os.stat(f"{self.path}-wal").st_size
-        except FileNotFoundError:
-            return 0
-        return max(size - 32, 0) // (self._page_size + 24)
-
-    def _scrub(self) -> bool:
-        """Checkpoint, then zero the free space of every page the WAL held (writer lock held,
-        no transaction open). Order matters for a crash: PASSIVE copies the frames into the
-        main file but leaves the WAL intact, the pages are scrubbed and synced, and only then
-        is the WAL truncated; a crash in between leaves the frames for the next open to scrub.
-        Returns ``checkpoint()``'s verdict."""
-        assert self._scrub_lock is not None
-        self._in_scrub = True
-        try:
-            return self._scrub_frames(self._scrub_lock.fd)
-        finally:
-            self._in_scrub = False
-
-    def _scrub_frames(self, fd: int) -> bool:
-        try:
-            wal = read_wal(f"{self.path}-wal")
-        except ValueError:
-            wal = None
-            self._drop_scrub("the WAL file could not be read")
-        busy, log, done = self._exec("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-        try:
-            _, unparsed = scrub_pages(fd, wal.pages if wal else ())
-        except OSError as e:
-            raise MemoryStoreError(f"{self.path}: scrubbing free space failed ({e}); the WAL keeps its frames, "
-                                   "so reopening the store retries it") from e
-        if unparsed:
-            self._drop_scrub(f"{unparsed} b-tree page(s) did not parse")
-        if int(busy) or int(done) < int(log):
-            # a reader holds frames back (or another checkpointer runs): they stay in the WAL,
-            # which is not truncated, for a later scrub
-            return False
-        row = self._exec("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-        return row is None or int(row[0]) == 0
-
-    def _drop_scrub(self, why: str) -> None:
-        """The invariant cannot be proven: the next forget rebuilds the file (VACUUM)."""
-        with self.transaction():
-            self._exec("DELETE FROM meta WHERE key = ?", (_FREE_SPACE,))
-            self.log_event("free_space_scrub_off", f"{why}; the next forget rebuilds the file (VACUUM)")
-        self._set_scrubs(False)
+    @property
+    def scrubs(self) -> bool:
+        """True while the store keeps every b-tree page's free space zeroed, so a forget
+        rewrites only the pages it touched (``checkpoint``) instead of the whole file."""
+        return self._sp.on
 
     @property
     def needs_vacuum(self) -> bool:
@@ -720,16 +539,16 @@ class MemoryStore:
         """
         if self._depth:
             raise MemoryStoreError("internal: vacuum() cannot run inside a transaction")
-        with self._lock, self._writer():
+        with self._lock, self._sp.writer():
             # PostgreSQL: VACUUM marks dead tuples' space reusable (it does not overwrite them;
             # an encrypted store's guarantee does not rest on it)
             self._exec("VACUUM" if self.scannable else "VACUUM artifacts")
             done = self.checkpoint()
-            if done and self._scrub_lock is not None and self._scrub_wanted and not self.scrubs:
+            if done and self._sp.lock is not None and self._sp.wanted and not self.scrubs:
                 # every page is fresh: from here on, scrubbing the touched pages keeps it so
                 with self.transaction():
-                    self.set_meta(_FREE_SPACE, "zeroed")
-                self._refresh_scrub_mode()
+                    self.set_meta(FREE_SPACE, "zeroed")
+                self._sp.refresh()
                 done = self.checkpoint()
         return done
 
@@ -744,7 +563,7 @@ class MemoryStore:
         with contextlib.suppress(MemoryStoreError, *self._b.errors):
             self.checkpoint()
         self._b.close()
-        lock, self._scrub_lock = self._scrub_lock, None
+        lock, self._sp.lock = self._sp.lock, None
         if lock is not None:
             lock.release_ref()
 
@@ -752,7 +571,7 @@ class MemoryStore:
         # a store dropped without close(): SQLite's own close-time checkpoint would copy
         # the WAL into the main file unscrubbed, so scrub first
         with contextlib.suppress(Exception):
-            if self._scrub_lock is not None:
+            if self._sp.lock is not None:
                 self.close()
 
     def __enter__(self) -> MemoryStore:
@@ -767,10 +586,10 @@ class MemoryStore:
         last: dict[Tier, int] = {}
         for tier, n in Counter(tiers).items():
             key = f"seq:{tier.value}"
-            if self._batch is not None:  # bulk(): the counter is read once, written with the batch
-                start = self._batch.seq.get(key)
+            if self._bulk:  # bulk(): the counter is read once, written with the batch
+                start = self._pending.seq.get(key)
                 last[tier] = int(self.get_meta(key) or 0) if start is None else start
-                self._batch.seq[key] = last[tier] + n
+                self._pending.seq[key] = last[tier] + n
                 continue
             if self._b.dialect == "postgres":  # one round trip to the server instead of two
                 (top,) = self._exec(
@@ -849,27 +668,15 @@ class MemoryStore:
         checked: set[tuple[str, str]] = set()
         for n in new:
             self.gate_check(n.owner, n.text)
-            self._gate_fields(n.owner, n.session_id, n.meta, checked)
-        self._gate_split_check(new)
+            self._gate.check_fields(n.owner, n.session_id, n.meta, checked)
+        self._gate.check_split(new)
         ids = self._next_ids([n.tier for n in new])
         made = [self._artifact(art_id, n) for art_id, n in zip(ids, new, strict=True)]
         arts, rows = [a for a, _ in made], [r for _, r in made]
         dumped: dict[int, str] = {}  # one dump per params object: a batch often shares one
         edges = [(a.id, p, n.op, dumped.get(id(n.params)) or dumped.setdefault(id(n.params), _dumps(n.params)))
                  for a, n in zip(arts, new, strict=True) for p in n.parents]
-        if self._batch is not None:  # bulk(): the rows wait for the batch to be sent
-            self._batch.artifacts += rows
-            self._batch.lineage.update(((e[0], e[1]), e) for e in edges)
-            if len(self._batch.artifacts) >= _BATCH_ROWS:
-                self._send_batch()
-            return arts
-        try:
-            self._b.executemany(f"INSERT INTO artifacts({_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", rows)
-            if edges:
-                self._b.executemany(self._b.upsert("lineage", ("child", "parent", "op", "params"),
-                                                   ("child", "parent"), replace=True), edges)
-        except self._b.errors as e:
-            raise self._translate(e) from e
+        self._write(rows, edges)
         return arts
 
     def _artifact(self, art_id: str, n: NewArtifact) -> tuple[Artifact, tuple[Any, ...]]:
@@ -882,26 +689,20 @@ class MemoryStore:
         else:
             vec = None
         if self.encrypted:
-            sealed, digest = self._seal_row(art_id, n.owner, n.text, vec, n.meta)
+            sealed, digest = self._codec.seal_row(art_id, n.owner, n.text, vec, n.meta)
             payload: tuple[Any, ...] = (None, None, "{}", sealed)
         else:
             digest = digest_text(n.text, vec)
             payload = (n.text, vec, _dumps(n.meta), None)
         a = Artifact(id=art_id, owner=n.owner, tier=n.tier, kind=n.kind, session_id=n.session_id, seq=n.seq,
                      text=n.text, vector=vec, digest=digest, created_at=time.time(), meta=n.meta)
-        sid = self._sid_col(n.owner, n.session_id, create=True) if self.encrypted else n.session_id
-        return a, (a.id, a.owner, a.tier.value, a.kind, sid, a.seq, payload[0], payload[1], a.digest,
+        sid = self._codec.sid_col(n.owner, n.session_id, create=True) if self.encrypted else n.session_id
+        return a, (a.id, self._ocol(a.owner), a.tier.value, a.kind, sid, a.seq, payload[0], payload[1], a.digest,
                    a.created_at, payload[2], payload[3])
 
     def add_edge(self, child: str, parent: str, op: str, params: dict[str, Any]) -> None:
         self._require_tx()
-        if self._batch is not None:
-            self._batch.lineage[(child, parent)] = (child, parent, op, _dumps(params))
-            return
-        self._exec(
-            self._b.upsert("lineage", ("child", "parent", "op", "params"), ("child", "parent"), replace=True),
-            (child, parent, op, _dumps(params)),
-        )
+        self._write((), [(child, parent, op, _dumps(params))])
 
     def update_text(self, artifact_id: str, text: str, *, meta: dict[str, Any] | None = None,
                     current: Artifact | None = None) -> Artifact:
@@ -909,24 +710,24 @@ class MemoryStore:
         ``current``: the artifact as the caller read it in this transaction (a big text is
         not read again); used only when its digest is still the stored one."""
         self._require_tx()
-        row = self._exec("SELECT digest FROM artifacts WHERE id = ?", (artifact_id,)).fetchone()
+        row = self._rows("SELECT digest FROM artifacts WHERE id = ?", (artifact_id,)).fetchone()
         fresh = current is not None and current.id == artifact_id and row is not None and row[0] == current.digest
         a = current if fresh and current is not None else self.get(artifact_id)
         self.gate_check(a.owner, text, old=a.text)
         if meta is not None and meta != a.meta:
-            old_strings = set(_strings(a.meta))
-            for value in _strings(meta):
+            old_strings = set(strings(a.meta))
+            for value in strings(meta):
                 if value not in old_strings:
                     self.gate_check(a.owner, value)
         new_meta = a.meta if meta is None else meta
         # the row written is the artifact returned: no second read of a big text
         a = a.model_copy(update={"text": text, "meta": new_meta})
         if self.encrypted:
-            sealed, digest = self._seal_row(a.id, a.owner, text, a.vector, new_meta)
-            self._exec("UPDATE artifacts SET sealed = ?, digest = ? WHERE id = ?", (sealed, digest, artifact_id))
+            sealed, digest = self._codec.seal_row(a.id, a.owner, text, a.vector, new_meta)
+            self._rows("UPDATE artifacts SET sealed = ?, digest = ? WHERE id = ?", (sealed, digest, artifact_id))
             return a.model_copy(update={"digest": digest})
         digest = digest_text(text, a.vector)
-        self._exec("UPDATE artifacts SET text = ?, digest = ?, meta = ? WHERE id = ?",
+        self._rows("UPDATE artifacts SET text = ?, digest = ?, meta = ? WHERE id = ?",
                    (text, digest, _dumps(new_meta), artifact_id))
         return a.model_copy(update={"digest": digest})
 
@@ -939,10 +740,10 @@ class MemoryStore:
 
         vec = np.asarray(vector, dtype=np.float32).tobytes()
         if self.encrypted:
-            sealed, digest = self._seal_row(a.id, a.owner, text, vec, a.meta)
-            self._exec("UPDATE artifacts SET sealed = ?, digest = ? WHERE id = ?", (sealed, digest, artifact_id))
+            sealed, digest = self._codec.seal_row(a.id, a.owner, text, vec, a.meta)
+            self._rows("UPDATE artifacts SET sealed = ?, digest = ? WHERE id = ?", (sealed, digest, artifact_id))
             return self.get(artifact_id)
-        self._exec(
+        self._rows(
             "UPDATE artifacts SET vector = ?, text = ?, digest = ? WHERE id = ?",
             (vec, text, digest_text(text, vec), artifact_id),
         )
@@ -954,7 +755,7 @@ class MemoryStore:
         self._require_tx()
         n = 0
         for i in ids:
-            n += self._exec("DELETE FROM artifacts WHERE id = ?", (i,)).rowcount
+            n += self._rows("DELETE FROM artifacts WHERE id = ?", (i,)).rowcount
         return n
 
     def delete_lineage(self, ids: Iterable[str]) -> int:
@@ -962,7 +763,7 @@ class MemoryStore:
         self._require_tx()
         n = 0
         for i in ids:
-            n += self._exec("DELETE FROM lineage WHERE child = ? OR parent = ?", (i, i)).rowcount
+            n += self._rows("DELETE FROM lineage WHERE child = ? OR parent = ?", (i, i)).rowcount
         return n
 
     def rename_session(self, owner: str, old: str, new: str) -> int:
@@ -970,11 +771,11 @@ class MemoryStore:
         itself holds a forgotten value is replaced by a pseudonym)."""
         self._require_tx()
         self.gate_check(owner, new)
-        old_col = self._sid_lookup(owner, old)
+        old_col = self._codec.sid_lookup(owner, old)
         if old_col is None:
             return 0
-        return int(self._exec("UPDATE artifacts SET session_id = ? WHERE owner = ? AND session_id = ?",
-                              (self._sid_col(owner, new, create=True), owner, old_col)).rowcount)
+        return int(self._rows("UPDATE artifacts SET session_id = ? WHERE owner = ? AND session_id = ?",
+                              (self._codec.sid_col(owner, new, create=True), self._ocol(owner), old_col)).rowcount)
 
     def present_sessions(self, pairs: Iterable[tuple[str, str]], *, tier: Tier = Tier.RAW) -> set[tuple[str, str]]:
         """The (owner, session id) pairs among ``pairs`` that hold an artifact of ``tier``:
@@ -984,30 +785,30 @@ class MemoryStore:
             by_owner.setdefault(owner, {})[sid] = None
         found: set[tuple[str, str]] = set()
         for owner, sids in by_owner.items():
-            cols = {sid: self._sid_lookup(owner, sid) for sid in sids}  # sealed per owner (v2)
+            cols = {sid: self._codec.sid_lookup(owner, sid) for sid in sids}  # sealed per owner (v2)
             back = {c: sid for sid, c in cols.items() if c is not None}
             uniq = list(back)
             for i in range(0, len(uniq), _IN_CHUNK):
                 chunk = uniq[i:i + _IN_CHUNK]
                 # neither a tier term nor DISTINCT: with either, SQLite's planner may walk all the
                 # owner's rows through (owner, tier, kind) instead of seeking (owner, session_id)
-                rows = self._exec(
+                rows = self._rows(
                     f"SELECT session_id, tier FROM artifacts WHERE owner = ? AND session_id IN "
-                    f"({','.join('?' * len(chunk))})", (owner, *chunk))
+                    f"({','.join('?' * len(chunk))})", (self._ocol(owner), *chunk))
                 found |= {(owner, back[r[0]]) for r in rows if r[1] == tier.value}
         return found
 
     def session_ids(self, owner: str) -> list[str]:
-        cols = [r[0] for r in self._exec(
+        cols = [r[0] for r in self._rows(
             "SELECT DISTINCT session_id FROM artifacts WHERE owner = ? AND session_id IS NOT NULL ORDER BY 1",
-            (owner,))]
-        if not self._seal_sids:
+            (self._ocol(owner),))]
+        if not self._codec.seal_sids:
             return cols
         return sorted(_crypto.open_id(self._dk(owner), c) if _crypto.is_sealed_id(c) else c for c in cols)
 
     # ----------------------------------------------------------------- reads
     def get(self, artifact_id: str) -> Artifact:
-        row = self._exec(f"SELECT {_COLS} FROM artifacts WHERE id = ?", (artifact_id,)).fetchone()
+        row = self._rows(f"SELECT {_COLS} FROM artifacts WHERE id = ?", (artifact_id,)).fetchone()
         if row is None:
             raise MemoryStoreError(
                 f"no artifact {artifact_id!r} in {self.path}; list ids with `traceless memory show --db {self.path}`"
@@ -1015,7 +816,7 @@ class MemoryStore:
         return self._art(row)
 
     def exists(self, artifact_id: str) -> bool:
-        return self._exec("SELECT 1 FROM artifacts WHERE id = ?", (artifact_id,)).fetchone() is not None
+        return self._rows("SELECT 1 FROM artifacts WHERE id = ?", (artifact_id,)).fetchone() is not None
 
     def artifacts(
         self,
@@ -1029,16 +830,16 @@ class MemoryStore:
     ) -> list[Artifact]:
         """Artifacts matching every given filter, ordered by id (creation order); at most
         ``limit`` of them (``limit=1`` asks whether any exists without reading the rest)."""
-        if session_id is not None and self._seal_sids:
+        if session_id is not None and self._codec.seal_sids:
             if owner is None:  # the column is sealed per owner: filter after opening
                 got = [a for a in self.artifacts(tier=tier, kind=kind, ids=ids) if a.session_id == session_id]
                 return got if limit is None else got[:limit]
-            col = self._sid_lookup(owner, session_id)
+            col = self._codec.sid_lookup(owner, session_id)
             if col is None:
                 return []
             session_id = col
         where, params = [], []
-        for col, val in (("owner", owner), ("tier", None if tier is None else Tier(tier).value),
+        for col, val in (("owner", None if owner is None else self._ocol(owner)), ("tier", None if tier is None else Tier(tier).value),
                          ("kind", kind), ("session_id", session_id)):
             if val is not None:
                 where.append(f"{col} = ?")
@@ -1051,24 +852,29 @@ class MemoryStore:
             params.extend(id_list)
         sql = f"SELECT {_COLS} FROM artifacts" + (f" WHERE {' AND '.join(where)}" if where else "")
         sql += " ORDER BY id" + (f" LIMIT {int(limit)}" if limit is not None else "")
-        return [self._art(r) for r in self._exec(sql, params).fetchall()]
+        return [self._art(r) for r in self._rows(sql, params).fetchall()]
 
     def iter_artifacts(self, *, owner: str | None = None) -> Iterator[Artifact]:
         """``artifacts(owner=...)`` one at a time (ids first, then each row): a scan over big
         texts holds one of them at a time, not all."""
         sql, params = "SELECT id FROM artifacts", []
         if owner is not None:
-            sql, params = sql + " WHERE owner = ?", [owner]
-        for (art_id,) in self._exec(sql + " ORDER BY id", params).fetchall():
-            row = self._exec(f"SELECT {_COLS} FROM artifacts WHERE id = ?", (art_id,)).fetchone()
+            sql, params = sql + " WHERE owner = ?", [self._ocol(owner)]
+        for (art_id,) in self._rows(sql + " ORDER BY id", params).fetchall():
+            row = self._rows(f"SELECT {_COLS} FROM artifacts WHERE id = ?", (art_id,)).fetchone()
             if row is not None:
                 yield self._art(row)
 
     def owners(self) -> list[str]:
         """Every owner, sorted. One index seek per owner (a loose index scan), not a walk over
         every artifact: a write checks its owners against these, and must not cost more as
-        the store grows."""
-        return [r[0] for r in self._exec(
+        the store grows. An encrypted v3 store reads the ids from the data keys of the owners
+        that hold an artifact (one seek each)."""
+        if self._codec.blind:
+            cols = [r[0] for r in self._exec("SELECT owner FROM data_keys")]
+            held = [c for c in cols if self._rows("SELECT 1 FROM artifacts WHERE owner = ? LIMIT 1", (c,)).fetchone()]
+            return sorted(self._codec.oname(c) for c in held)
+        return [r[0] for r in self._rows(
             "WITH RECURSIVE o(x) AS (SELECT min(owner) FROM artifacts UNION ALL "
             "SELECT (SELECT min(owner) FROM artifacts WHERE owner > o.x) FROM o WHERE o.x IS NOT NULL) "
             "SELECT x FROM o WHERE x IS NOT NULL")]
@@ -1083,8 +889,8 @@ class MemoryStore:
         params: list[Any] = [literal]
         if owner is not None:
             sql += " AND owner = ?"
-            params.append(owner)
-        return [(r[0], r[1], r[2]) for r in self._exec(sql + " ORDER BY id", params).fetchall()]
+            params.append(self._ocol(owner))
+        return [(r[0], r[1], r[2]) for r in self._rows(sql + " ORDER BY id", params).fetchall()]
 
     def containing(self, literal: str, *, owner: str | None = None) -> list[Artifact]:
         """Artifacts whose text contains ``literal`` exactly (case-sensitive byte match)."""
@@ -1094,16 +900,16 @@ class MemoryStore:
         params: list[Any] = [literal]
         if owner is not None:
             sql += " AND owner = ?"
-            params.append(owner)
-        return [self._art(r) for r in self._exec(sql + " ORDER BY id", params).fetchall()]
+            params.append(self._ocol(owner))
+        return [self._art(r) for r in self._rows(sql + " ORDER BY id", params).fetchall()]
 
     def parents(self, artifact_id: str) -> list[LineageEdge]:
-        rows = self._exec("SELECT child, parent, op, params FROM lineage WHERE child = ? ORDER BY parent",
+        rows = self._rows("SELECT child, parent, op, params FROM lineage WHERE child = ? ORDER BY parent",
                           (artifact_id,))
         return [LineageEdge(child=r[0], parent=r[1], op=r[2], params=json.loads(r[3])) for r in rows]
 
     def children(self, artifact_id: str) -> list[LineageEdge]:
-        rows = self._exec("SELECT child, parent, op, params FROM lineage WHERE parent = ? ORDER BY child",
+        rows = self._rows("SELECT child, parent, op, params FROM lineage WHERE parent = ? ORDER BY child",
                           (artifact_id,))
         return [LineageEdge(child=r[0], parent=r[1], op=r[2], params=json.loads(r[3])) for r in rows]
 
@@ -1122,7 +928,7 @@ class MemoryStore:
             )
             SELECT id FROM closure ORDER BY id
         """
-        return [r[0] for r in self._exec(sql, id_list)]
+        return [r[0] for r in self._rows(sql, id_list)]
 
     def descendants(self, ids: Iterable[str]) -> list[str]:
         """Every artifact id derived (transitively) from any of ``ids`` (existing or removed)."""
@@ -1133,7 +939,7 @@ class MemoryStore:
         return self._closure(ids, down=False)
 
     def embedding_of(self, artifact_id: str) -> Artifact | None:
-        rows = self._exec(
+        rows = self._rows(
             f"SELECT {', '.join('a.' + c.strip() for c in _COLS.split(','))} FROM lineage l "
             "JOIN artifacts a ON a.id = l.child WHERE l.parent = ? AND l.op = 'embed'",
             (artifact_id,),
@@ -1163,19 +969,19 @@ class MemoryStore:
             "JOIN artifacts e ON e.id = l.child "
             f"WHERE s.owner = ? AND e.owner = ? AND s.tier IN ({','.join('?' * len(tier_vals))})"
         )
-        params: list[Any] = [owner, owner, *tier_vals]
+        params: list[Any] = [self._ocol(owner), self._ocol(owner), *tier_vals]
         kind_list = None if kinds is None else list(kinds)
         if kind_list is not None:
             sql += f" AND s.kind IN ({','.join('?' * len(kind_list))})"
             params.extend(kind_list)
-        rows = self._exec(sql + " ORDER BY s.id", params).fetchall()
+        rows = self._rows(sql + " ORDER BY s.id", params).fetchall()
         if not rows or k <= 0:
             return []
         import numpy as np
 
         vecs = [r[_NCOLS] for r in rows]
         if self.encrypted:  # the vectors are sealed: decrypt this owner's only, rank here
-            vecs = [self._art((r[_NCOLS + 1], owner, *r[2:11], r[_NCOLS + 2])).vector for r in rows]
+            vecs = [self._art((r[_NCOLS + 1], r[1], *r[2:11], r[_NCOLS + 2])).vector for r in rows]
         mat = np.stack([np.frombuffer(v or b"", dtype=np.float32) for v in vecs])
         q = np.asarray(query_vector, dtype=np.float32).reshape(-1)
         if q.shape[0] != mat.shape[1]:
@@ -1198,181 +1004,49 @@ class MemoryStore:
         if not reason.strip():
             raise ConfigError("say why the gate is off (e.g. 'user re-consented')")
         with self._lock, self.transaction():
-            prev, self._ungated = self._ungated, reason
+            prev, self._gate.off = self._gate.off, reason
             try:
                 self.log_event("ungated_write", reason)
                 yield self
             finally:
-                self._ungated = prev
+                self._gate.off = prev
 
     def gate(self, *, create: bool = False) -> WriteGate | None:
         """The gate under the key this store's descriptors were made with; None while the
         store has none (and ``create`` is False). Fails closed on another key."""
-        if "gate" in self._gate_cache and (self._gate_cache["gate"] is not None or not create):
-            return self._gate_cache["gate"]  # type: ignore[no-any-return]
-        recorded = self.get_meta("gate_key_id")
-        if recorded is None:
-            self._check_keyless_entries()
-        if recorded is None and not create:
-            if self._depth:  # no descriptor can appear while this transaction holds the lock
-                self._gate_cache["gate"] = None
-            return None
-        try:
-            key = self._gate_key if self._gate_key is not None else load_key(create=recorded is None)
-        except ConfigError as e:
-            raise GateKeyError(
-                f"{self.path} holds write-gate descriptors but the gate key is unusable ({e}). Writes are "
-                "refused so that no forgotten value is accepted again. Restore the gate.key this store was "
-                "used with into $TRACELESS_HOME (copy it along with the db)."
-            ) from None
-        if recorded is not None and gate_key_id(key) != recorded:
-            raise GateKeyError(
-                f"{self.path}'s write-gate descriptors were made with gate key id {recorded}, but the key in "
-                f"$TRACELESS_HOME has id {gate_key_id(key)}: with another key every descriptor would stop "
-                "matching, so writes are refused (fail closed). Restore the original gate.key (copy it with "
-                "the db), or point TRACELESS_HOME at the folder that holds it."
-            )
-        g = WriteGate(key)
-        if self._depth:
-            self._gate_cache["gate"] = g
-        return g
-
-    def _check_keyless_entries(self) -> None:
-        """Descriptors without the key id they were made under: the gate cannot be checked,
-        so every write is refused (an unset id must never read as "no gate")."""
-        row = self._exec("SELECT key_id FROM gate_entries LIMIT 1").fetchone()
-        if row is not None:
-            raise GateKeyError(
-                f"{self.path} holds write-gate descriptors (made with gate key id {str(row[0])[:16]}) but its meta "
-                "table no longer records the gate key id: the store was altered. Writes are refused (fail closed) "
-                "so that no forgotten value is accepted again; restore the store from a backup."
-            )
+        return self._gate.get(create=create)
 
     def gate_descriptors(self, owner: str) -> frozenset[GateEntry]:
         """The owner's stored gate entries (looked up under the owner's keyed pseudonym)."""
-        g = self.gate()
-        if g is None:
-            return frozenset()
-        ref = g.owner_ref(owner)
-        cached = self._gate_cache.get(ref)
-        if cached is not None:
-            return cached  # type: ignore[no-any-return]
-        rows = self._exec("SELECT kind, mac, attribute, sealed FROM gate_entries WHERE owner_ref = ?", (ref,))
-        out = frozenset(GateEntry(r[0], r[1], r[2], r[3]) for r in rows)
-        if self._depth:
-            self._gate_cache[ref] = out
-        return out
+        return self._gate.descriptors(owner)
 
     def gate_check(self, owner: str, text: str | None, *, old: str | None = None) -> None:
         """Refuse ``text`` if it carries a value ``owner`` asked to forget. A rewrite (``old``
         given) that already carried it is let through: forgetting must stay possible."""
-        if self._ungated is not None or not text:
-            return
-        stored = self.gate_descriptors(owner)
-        if not stored:
-            return
-        g = self.gate()
-        assert g is not None
-        # a writer checks its texts before its transaction and the store again on insert: a
-        # big text that passed under the same descriptors is not matched twice
-        seen = _text_key(text, g.key_id) if len(text) >= _GATE_MEMO_MIN else None
-        if seen is not None and self._gate_passed.get((owner, seen)) == stored:
-            return
-        hit = g.match(text, stored)
-        if hit is None or (old is not None and g.match(old, stored) is not None):
-            if seen is not None and hit is None:
-                if len(self._gate_passed) >= 64:
-                    self._gate_passed.clear()
-                self._gate_passed[(owner, seen)] = stored
-            return
-        raise GateBlockedError(
-            f"write refused by the {'normalised' if hit.kind == 'norm' else 'exact-literal'} gate: owner {owner!r} "
-            f"asked that a value of attribute {hit.attribute!r} be forgotten, and this write carries it"
-            f"{' (a near variant)' if hit.kind == 'norm' else ''}. Nothing was written. Remove that "
-            "value from the input; write without the gate (--no-gate) only if the user re-consented."
-        )
-
-    def _gate_fields(self, owner: str, session_id: str | None, meta: dict[str, Any],
-                     checked: set[tuple[str, str]] | None = None) -> None:
-        """The gate on what a write stores besides its text: the session id and every string
-        value of the metadata (a date, a title). ``checked``: values of this batch
-        already let through (a session's many rows share one id and date)."""
-        for value in (session_id, *_strings(meta)):
-            if value and (checked is None or (owner, value) not in checked):
-                self.gate_check(owner, value)
-                if checked is not None:
-                    checked.add((owner, value))
-
-    def _gate_split_check(self, new: Sequence[NewArtifact]) -> None:
-        """Under ``norm`` descriptors (a value forgotten with ``match="normalized"``), refuse a raw
-        record that completes a copy split across it and the session's previous raw record."""
-        last: dict[tuple[str, str], str] = {}
-        for n in new:
-            if self._ungated is not None or n.tier != Tier.RAW or not n.session_id or not n.text:
-                continue
-            stored = self.gate_descriptors(n.owner)
-            if not any(e.kind == "norm" for e in stored):
-                continue
-            key = (n.owner, n.session_id)
-            if key not in last:
-                prev = self.artifacts(owner=n.owner, tier=Tier.RAW, session_id=n.session_id)
-                last[key] = max(prev, key=lambda a: (a.seq, a.id)).text or "" if prev else ""
-            g = self.gate()
-            assert g is not None
-            hit = g.match_normalized(last[key] + "\n" + n.text, stored)
-            if hit is not None and g.match_normalized(last[key], stored) is None:
-                raise GateBlockedError(
-                    f"write refused by the normalised write gate: owner {n.owner!r} asked that a value of attribute "
-                    f"{hit.attribute!r} be forgotten, and this record completes a copy of it split with the "
-                    "session's previous record. Nothing was written. Remove that value from the input."
-                )
-            last[key] = n.text
+        self._gate.check(owner, text, old=old)
 
     def gate_add(self, owner: str, entry: GateEntry) -> None:
         """Store one gate entry for ``owner`` (made by ``self.gate(create=True)``)."""
-        self._require_tx()
-        g = self.gate(create=True)
-        assert g is not None
-        if self.get_meta("gate_key_id") is None:
-            self.set_meta("gate_key_id", g.key_id)
-        self._exec(
-            self._b.upsert("gate_entries", ("owner_ref", "kind", "mac", "attribute", "sealed", "key_id", "created_at"),
-                           ("owner_ref", "kind", "mac"), replace=False),
-            (g.owner_ref(owner), entry.kind, entry.mac, entry.attribute, entry.sealed, g.key_id, time.time()),
-        )
-        self._gate_cache.pop(g.owner_ref(owner), None)
+        self._gate.add(owner, entry)
 
     def gate_forget(self, owner: str, attribute: str, value: str, *, normalized: bool = False) -> int:
         """Store the descriptors of a forgotten attribute–value pair (with ``normalized`` also
         the ``norm`` descriptor of its compact form); returns how many."""
-        self._require_tx()
-        g = self.gate(create=True)
-        assert g is not None
-        entries = g.descriptors(attribute, value) + ([g.norm_descriptor(attribute, value)] if normalized else [])
-        for e in entries:
-            self.gate_add(owner, e)
-        return len(entries)
+        return self._gate.forget(owner, attribute, value, normalized=normalized)
 
-    # ----------------------------------------------------------------- receipts
+    # ----------------------------------------------------------------- receipts (``_receipt_log``)
     def add_receipt(self, receipt_id: str, body: str) -> None:
         """Store a signed receipt in the same transaction as the forget it describes."""
-        self._require_tx()
-        self._exec("INSERT INTO receipts(id, created_at, body) VALUES (?,?,?)", (receipt_id, time.time(), body))
+        self._receipts.add(receipt_id, body)
 
     def update_receipt(self, receipt_id: str, body: str) -> None:
-        self._require_tx()
-        self._exec("UPDATE receipts SET body = ? WHERE id = ?", (body, receipt_id))
+        self._receipts.update(receipt_id, body)
 
     def receipts(self) -> list[tuple[str, str]]:
-        return [(r[0], r[1]) for r in self._exec("SELECT id, body FROM receipts ORDER BY created_at, id")]
+        return self._receipts.all()
 
     def receipt(self, receipt_id: str) -> str:
-        row = self._exec("SELECT body FROM receipts WHERE id = ?", (receipt_id,)).fetchone()
-        if row is None:
-            raise MemoryStoreError(
-                f"no receipt {receipt_id!r} in {self.path}; list them with `traceless forget receipts --db {self.path}`"
-            )
-        return str(row[0])
+        return self._receipts.get(receipt_id)
 
     # ----------------------------------------------------------------- digests
     def tier_digest(self, owner: str | None, tier: Tier, *, key: bytes | None = None) -> str:
@@ -1385,8 +1059,8 @@ class MemoryStore:
         # ids and stored digests only: nothing to decrypt
         sql, params = "SELECT id, digest FROM artifacts WHERE tier = ?", [Tier(tier).value]
         if owner is not None:
-            sql, params = sql + " AND owner = ?", [*params, owner]
-        for art_id, digest in self._exec(sql + " ORDER BY id", params).fetchall():
+            sql, params = sql + " AND owner = ?", [*params, self._ocol(owner)]
+        for art_id, digest in self._rows(sql + " ORDER BY id", params).fetchall():
             h.update(f"{art_id}:{digest}\n".encode())
         return h.hexdigest()
 
