@@ -1,12 +1,13 @@
 """Memory systems the audit can measure: the ``MemorySystem`` plug-in interface, its
 registry ``MEMORY_SYSTEMS`` and the built-in adapters (``traceless``, ``mem0``,
-``langgraph``, ``agno``, ``openai-agents``, ``llamaindex``). Adapters of other packages register through the entry-point group
+``langgraph``, ``agno``, ``openai-agents``, ``llamaindex``, ``crewai``, ``adk``). Adapters of other packages register through the entry-point group
 ``traceless.memory_systems``; see docs/memory-systems.md.
 
 The third-party adapters import their packages only when opened, so listing the
 systems works without them.
 """
 
+from traceless.systems._adk import AdkConfig, AdkSystem
 from traceless.systems._agno import AgnoConfig, AgnoSystem
 from traceless.systems._base import (
     ENTRY_POINT_GROUP,
@@ -26,6 +27,7 @@ from traceless.systems._base import (
     system_class,
     system_status,
 )
+from traceless.systems._crewai import CrewAIConfig, CrewAISystem
 from traceless.systems._erase import (
     CLAIM_LEVELS,
     ClaimLevel,
@@ -44,10 +46,14 @@ from traceless.systems._native import NativeConfig, NativeSystem
 from traceless.systems._openai_agents import OpenAIAgentsConfig, OpenAIAgentsSystem
 
 __all__ = [
+    "AdkConfig",
+    "AdkSystem",
     "AgnoConfig",
     "AgnoSystem",
     "CLAIM_LEVELS",
     "ClaimLevel",
+    "CrewAIConfig",
+    "CrewAISystem",
     "ErasurePlan",
     "FileHit",
     "PlannedAction",

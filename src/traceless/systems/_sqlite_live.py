@@ -97,7 +97,8 @@ def rows(path: Path) -> dict[str, list[Row]]:
     con = _connect(path, True)
     try:
         tables = [r[0] for r in con.execute(
-            "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%' ORDER BY name")]
+            "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%' "
+            "AND sql NOT LIKE 'CREATE VIRTUAL TABLE%' ORDER BY name")]  # a virtual table's rows live in real ones
         out: dict[str, list[Row]] = {}
         for t in tables:
             cur = con.execute(f'SELECT rowid, * FROM "{t}"')  # noqa: S608 - names from sqlite_master
