@@ -56,6 +56,7 @@ ADK_VERSION = "2.13.0"
 DB_NAME = "adk.db"
 APP = "traceless"
 AGENT = "assistant"
+FTS = "memory_events_fts"
 _DELETIONS = ("delete_memory", "delete_session", "delete_sessions")
 T = TypeVar("T")
 
@@ -204,6 +205,11 @@ class AdkSystem(live.SqliteInstance):
 
     def row_owner(self, table: str, row: dict[str, Any]) -> str | None:
         return _owner(table, row)
+
+    def bystander_digests(self, user: str | None) -> dict[str, tuple[int, str]]:
+        # the FTS5 index's shadow tables are derived from memory_events (and rebuilt by the
+        # erasure): not records of any user
+        return {t: d for t, d in super().bystander_digests(user).items() if not t.startswith(FTS)}
 
     def execute_erasure(self, plan: ErasurePlan, literals: Sequence[str]) -> list[StoreOutcome]:
         if plan.user is not None:  # ADK's own deletion first (its memory service has none)
