@@ -23,7 +23,7 @@ that holds the secret), ``forget_scope`` (``Memory.forget(scope="/user/USER")``)
 table, every user's memories). LanceDB deletes by writing a deletion file and a new table
 version; the old versions (and their data files) stay until ``optimize`` cleans versions
 older than its threshold (7 days by default), so the stores are every table's current rows
-(``memories``) and every row of every older version (``memories@versions``).
+(``memories``) and each distinct row only an older version still holds (``memories@versions``).
 """
 
 from __future__ import annotations
@@ -110,23 +110,41 @@ def _llm(model: ModelBackend | None) -> Any:
     return LLM(model=f"openai/{name}", base_url=base, api_key="local", temperature=0.0)
 
 
+def _tables(db: Any) -> list[str]:
+    """Every table of a LanceDB database (``list_tables`` pages its answer)."""
+    names: list[str] = []
+    token = None
+    while True:
+        page = db.list_tables(page_token=token)
+        names += list(page.tables)
+        token = page.page_token
+        if not token or not page.tables:
+            return sorted(names)
+
+
 def _versions(path: Path) -> dict[str, list[dict[str, Any]]]:
-    """Store → rows: every table's current rows, and the rows of every older version."""
+    """Store → rows: every table's current rows, and (``TABLE@versions``) each distinct row that
+    only an older version still holds (what a deletion left in LanceDB's history)."""
     import lancedb
 
     out: dict[str, list[dict[str, Any]]] = {TABLE: [], TABLE + OLD: []}
     if not path.is_dir():
         return out
     db = lancedb.connect(str(path))
-    for name in sorted(db.table_names()):
+    for name in _tables(db):
         tbl = db.open_table(name)
         latest = tbl.version
-        out.setdefault(name, []).extend(tbl.to_arrow().to_pylist())
+        current = tbl.to_arrow().to_pylist()
+        out.setdefault(name, []).extend(current)
+        seen = {_text(r) for r in current}
         for v in sorted(int(x["version"]) for x in tbl.list_versions()):
             if v == latest:
                 continue
             tbl.checkout(v)
-            out.setdefault(name + OLD, []).extend(tbl.to_arrow().to_pylist())
+            for r in tbl.to_arrow().to_pylist():
+                if _text(r) not in seen:
+                    seen.add(_text(r))
+                    out.setdefault(name + OLD, []).append(r)
         tbl.checkout_latest()
     return out
 
@@ -281,5 +299,5 @@ def _purge_versions(path: Path) -> None:
     import lancedb
 
     db = lancedb.connect(str(path))
-    for name in db.table_names():
+    for name in _tables(db):
         db.open_table(name).optimize(cleanup_older_than=timedelta(0), delete_unverified=True)
