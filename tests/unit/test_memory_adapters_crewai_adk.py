@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import importlib.util
 import os
 import shutil
 from pathlib import Path
@@ -138,3 +139,36 @@ def test_attach_refuses_a_missing_instance(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="holds no LanceDB table"):
         system_class("crewai").attach(load_system_config("crewai", {"storage_path": str(tmp_path)}), read_only=True)
     assert not list(tmp_path.iterdir())
+
+
+def test_a_missing_package_names_its_extra(tmp_path: Path) -> None:
+    from traceless.systems import MissingPackageError
+
+    for name, module in (("crewai", "crewai"), ("adk", "google.adk")):
+        if importlib.util.find_spec(module.split(".")[0]) is not None and importlib.util.find_spec(module):
+            continue  # installed here (the crewai venv)
+        with pytest.raises(MissingPackageError, match=rf"pip install 'traceless\[{name}\]'"):
+            open_system(name, tmp_path / name, None, _runtime())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, module, ops", [("adk", "google.adk", None), ("crewai", "crewai", ("forget", "reset_all"))])
+def test_the_audit_runs_on_the_real_package(tmp_path: Path, name: str, module: str, ops: Any) -> None:
+    """``traceless audit --memory NAME`` through the engine (3 users, scripted agent): what the
+    committed bundles show (docs/scorecard.md)."""
+    _need(module)
+    from traceless.audit import run_system_audit
+
+    cfg = SystemAuditConfig(system=name, model="scripted", profiles=3, operations=ops)
+    res = run_system_audit(cfg, _runtime(), tmp_path / "a")
+    c = res.copies
+    if name == "adk":
+        assert c["before"]["events"] == 3 and c["before"]["memory_events"] == 3
+        assert c["delete_memory"]["memory_events"] == 3 and c["delete_memory"]["events"] == 3  # no delete
+        for op in ("delete_session", "delete_sessions"):
+            assert c[op]["memory_events"] == 3 and c[op]["events"] == 0 and res.bystanders[op]["intact"]
+    else:
+        assert c["before"] == {"memories": 3, "memories@versions": 0}
+        assert c["forget"] == {"memories": 0, "memories@versions": 3} and res.bystanders["forget"]["intact"]
+        assert not any(c["reset_all"].values()) and not res.bystanders["reset_all"]["intact"]
+    assert all(e["passed"] and set(e["claims"].values()) == {"clear"} for e in res.erasure.values())
