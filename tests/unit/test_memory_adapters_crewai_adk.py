@@ -151,7 +151,6 @@ def test_a_missing_package_names_its_extra(tmp_path: Path) -> None:
             open_system(name, tmp_path / name, None, _runtime())
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("name, module, ops", [("adk", "google.adk", None), ("crewai", "crewai", ("forget", "reset_all"))])
 def test_the_audit_runs_on_the_real_package(tmp_path: Path, name: str, module: str, ops: Any) -> None:
     """``traceless audit --memory NAME`` through the engine (3 users, scripted agent): what the
