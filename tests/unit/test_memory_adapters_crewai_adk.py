@@ -129,6 +129,15 @@ def test_live_scan_is_read_only_and_the_erasure_is_complete(tmp_path: Path, name
     assert after.empty() and after.files_scanned >= 1
     theirs = scan_system(system_class(name).attach(cfg, read_only=True), OTHER.owner, [OTHER.canary])
     assert any(h.literal_count for h in theirs.hits)  # the other user's records are all still there
+    if name == "adk":  # FTS5 keeps a deleted row's terms (after VACUUM too): the erasure rebuilt the index
+        import re
+        import sqlite3
+
+        con = sqlite3.connect(tmp_path / "live" / "adk.db")
+        blocks = b"".join(r[0] or b"" for r in con.execute("SELECT block FROM memory_events_fts_data"))
+        con.close()
+        terms = [t for t in re.split(r"[^0-9a-z]+", ME.canary.lower()) if len(t) >= 4 and t not in OTHER.canary.lower()]
+        assert terms and not any(t.encode() in blocks for t in terms)
 
 
 def test_attach_refuses_a_missing_instance(tmp_path: Path) -> None:

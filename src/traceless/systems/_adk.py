@@ -223,7 +223,8 @@ class AdkSystem(live.SqliteInstance):
 
 def _rebuild_fts(path: Path) -> None:
     """Rebuild the memory service's FTS5 index from its content table: FTS5 records a deleted
-    row as a tombstone and keeps the row's terms in its segments until they merge."""
+    row as a tombstone and keeps the row's terms in its segments until they merge (measured: a
+    term of the deleted canary is still in ``memory_events_fts_data`` after DELETE and VACUUM)."""
     con = sqlite3.connect(str(path))
     try:
         if con.execute("SELECT 1 FROM sqlite_master WHERE name = 'memory_events_fts'").fetchone():
