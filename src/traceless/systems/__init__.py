@@ -1,6 +1,6 @@
 """Memory systems the audit can measure: the ``MemorySystem`` plug-in interface, its
 registry ``MEMORY_SYSTEMS`` and the built-in adapters (``traceless``, ``mem0``,
-``langgraph``, ``agno``, ``openai-agents``, ``llamaindex``). Adapters of other packages register through the entry-point group
+``langgraph``, ``agno``, ``openai-agents``, ``llamaindex``, ``crewai``, ``adk``). Adapters of other packages register through the entry-point group
 ``traceless.memory_systems``; see docs/memory-systems.md.
 
 The third-party adapters import their packages only when opened, so listing the
@@ -8,6 +8,7 @@ systems works without them. The memory views an audit probes (``VIEWS``: what th
 sees of a memory, ``view_config``, ``probe_view``) are defined here too.
 """
 
+from traceless.systems._adk import AdkConfig, AdkSystem
 from traceless.systems._agno import AgnoConfig, AgnoSystem
 from traceless.systems._base import (
     ENTRY_POINT_GROUP,
@@ -27,6 +28,7 @@ from traceless.systems._base import (
     system_class,
     system_status,
 )
+from traceless.systems._crewai import CrewAIConfig, CrewAISystem
 from traceless.systems._erase import (
     CLAIM_LEVELS,
     ClaimLevel,
@@ -46,10 +48,14 @@ from traceless.systems._openai_agents import OpenAIAgentsConfig, OpenAIAgentsSys
 from traceless.systems._views import VIEWS, probe_view, view_config
 
 __all__ = [
+    "AdkConfig",
+    "AdkSystem",
     "AgnoConfig",
     "AgnoSystem",
     "CLAIM_LEVELS",
     "ClaimLevel",
+    "CrewAIConfig",
+    "CrewAISystem",
     "ErasurePlan",
     "FileHit",
     "PlannedAction",

@@ -109,11 +109,12 @@ def rows(path: Path) -> dict[str, list[Row]]:
     """Every row of every table (read-only)."""
     con = _connect(path, True)
     try:
-        tables = [r[0] for r in con.execute(
-            "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%' ORDER BY name")]
+        tables = [(r[0], "WITHOUT ROWID" in r[1].upper()) for r in con.execute(
+            "SELECT name, sql FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%' "
+            "AND sql NOT LIKE 'CREATE VIRTUAL TABLE%' ORDER BY name")]  # a virtual table's rows live in real ones
         out: dict[str, list[Row]] = {}
-        for t in tables:
-            cur = con.execute(f'SELECT rowid, * FROM "{t}"')  # noqa: S608 - names from sqlite_master
+        for t, no_rowid in tables:  # a WITHOUT ROWID table (FTS5's index) gets rowid -1: read, never edited
+            cur = con.execute(f'SELECT {"-1" if no_rowid else "rowid"}, * FROM "{t}"')  # noqa: S608
             cols = [d[0] for d in cur.description][1:]
             pk = _pk(con, t)
             out[t] = [Row(t, int(r[0]), str(r[1 + cols.index(pk)]) if pk else str(r[0]),
@@ -174,7 +175,7 @@ def erase_residue(path: Path, owner_of: OwnerOf, user: str | None, literals: Seq
     try:
         for table, rs in found.items():
             o = StoreOutcome(store=table, compacted=True)
-            for r in rs:
+            for r in (r for r in rs if r.rowid >= 0):
                 if user is not None and owner_of(table, r.values) == user:
                     con.execute(f'DELETE FROM "{table}" WHERE rowid = ?', (r.rowid,))  # noqa: S608
                     o.removed += 1

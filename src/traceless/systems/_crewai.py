@@ -1,0 +1,304 @@
+"""The ``crewai`` memory system: CrewAI's unified ``Memory`` on its default ``LanceDBStorage``,
+on the real ``crewai`` package, offline.
+
+* one LanceDB database, ``memory/`` in the work dir (table ``memories``: one Lance dataset
+  with its ``data/`` fragments, ``_versions/`` manifests, ``_transactions/`` and
+  ``_deletions/`` files), created by CrewAI itself;
+* a user turn is one ``Memory.remember(content, scope="/user/USER", categories, importance,
+  metadata={user_id, session_id}, source=USER)``: every field is given, so CrewAI's
+  LLM analysis is skipped (its documented LLM-free use); it still calls its LLM to
+  consolidate a new memory with a stored one more similar than 0.85 — that LLM is the
+  audit's served model over the OpenAI API (``--model llamacpp:NAME``), or a loopback
+  placeholder that nothing answers when the audit's model is not served;
+* embeddings: the audit's local embedder (a callable on lists of texts, CrewAI's embedder
+  interface);
+* what the agent reads: ``Memory.recall(query, scope="/user/USER", depth="shallow")`` (a
+  vector search; ``deep`` recall calls the LLM to plan the search);
+* telemetry and tracing off (``CREWAI_DISABLE_TELEMETRY``, ``OTEL_SDK_DISABLED`` and
+  ``CREWAI_TRACING_ENABLED=false``, read by ``crewai_core``'s telemetry check).
+
+Native deletions: ``forget`` (``Memory.forget(record_ids=...)`` of each of the user's memories
+that holds the secret), ``forget_scope`` (``Memory.forget(scope="/user/USER")``), ``reset``
+(``Memory.reset(scope="/user/USER")``) and ``reset_all`` (``Memory.reset_all()``: drops the
+table, every user's memories). LanceDB deletes by writing a deletion file and a new table
+version; the old versions (and their data files) stay until ``optimize`` cleans versions
+older than its threshold (7 days by default), so the stores are every table's current rows
+(``memories``) and each distinct row only an older version still holds (``memories@versions``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from collections.abc import Iterable, Sequence
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from traceless.errors import ConfigError
+from traceless.memory import Session
+from traceless.models import Embedder, ModelBackend
+from traceless.systems._base import (
+    ContextItem,
+    DeletionTarget,
+    MemorySystem,
+    SystemConfig,
+    SystemRuntime,
+    memory_system,
+)
+from traceless.systems._erase import ErasurePlan, PlannedAction, ScanHit, ScanReport, StoreOutcome
+
+__all__ = ["CrewAIConfig", "CrewAISystem"]
+
+CREWAI_VERSION = "1.15.28"
+DIR_NAME = "memory"
+TABLE = "memories"
+OLD = "@versions"
+_DELETIONS = ("forget", "forget_scope", "reset", "reset_all")
+_TEXT_COLS = ("id", "content", "scope", "categories", "metadata", "source")
+
+
+class CrewAIConfig(SystemConfig):
+    """Settings of the CrewAI adapter."""
+
+    k: int = 5
+    """Memories recalled per query (``Memory.recall(limit=k)``)."""
+    storage_path: str | None = None
+    """A live instance's LanceDB directory (``scan``/``forget --memory crewai``); the audit uses its work dir."""
+
+
+def _quiet_env() -> None:
+    os.environ["CREWAI_DISABLE_TELEMETRY"] = "true"
+    os.environ["CREWAI_DISABLE_TRACKING"] = "true"
+    os.environ["OTEL_SDK_DISABLED"] = "true"
+    os.environ["CREWAI_TRACING_ENABLED"] = "false"
+
+
+def scope_of(user: str) -> str:
+    return f"/user/{user}"
+
+
+def _owner(row: dict[str, Any]) -> str | None:
+    scope = row.get("scope")
+    if isinstance(scope, str) and scope.startswith("/user/"):
+        return scope[len("/user/"):].split("/", 1)[0]
+    return None
+
+
+def _text(row: dict[str, Any]) -> str:
+    return "\t".join(str(row.get(c, "")) for c in _TEXT_COLS)
+
+
+class _Embed:
+    """CrewAI's embedder interface (a callable on a list of texts) over traceless's embedder."""
+
+    def __init__(self, embedder: Embedder) -> None:
+        self.embedder = embedder
+
+    def __call__(self, input: list[str]) -> list[list[float]]:  # noqa: A002 - chromadb's name
+        return [[float(x) for x in v] for v in self.embedder.embed(list(input))]
+
+
+def _llm(model: ModelBackend | None) -> Any:
+    from crewai import LLM
+
+    ep = model.endpoint() if model is not None else None  # the served model, over the OpenAI API
+    if ep is None:
+        return LLM(model="openai/unused", base_url="http://127.0.0.1:9/v1", api_key="local",  # loopback; unused
+                   temperature=0.0)
+    key = ep.api_key.get_secret_value() if ep.api_key is not None else "local"
+    return LLM(model=f"openai/{ep.model}", base_url=ep.base_url, api_key=key, temperature=0.0)
+
+
+def _tables(db: Any) -> list[str]:
+    """Every table of a LanceDB database (``list_tables`` pages its answer)."""
+    names: list[str] = []
+    token = None
+    while True:
+        page = db.list_tables(page_token=token)
+        names += list(page.tables)
+        token = page.page_token
+        if not token or not page.tables:
+            return sorted(names)
+
+
+def _versions(path: Path) -> dict[str, list[dict[str, Any]]]:
+    """Store → rows: every table's current rows, and (``TABLE@versions``) each distinct row that
+    only an older version still holds (what a deletion left in LanceDB's history)."""
+    import lancedb
+
+    out: dict[str, list[dict[str, Any]]] = {TABLE: [], TABLE + OLD: []}
+    if not path.is_dir():
+        return out
+    db = lancedb.connect(str(path))
+    for name in _tables(db):
+        tbl = db.open_table(name)
+        latest = tbl.version
+        current = tbl.to_arrow().to_pylist()
+        out.setdefault(name, []).extend(current)
+        seen = {_text(r) for r in current}
+        for v in sorted(int(x["version"]) for x in tbl.list_versions()):
+            if v == latest:
+                continue
+            tbl.checkout(v)
+            for r in tbl.to_arrow().to_pylist():
+                if _text(r) not in seen:
+                    seen.add(_text(r))
+                    out.setdefault(name + OLD, []).append(r)
+        tbl.checkout_latest()
+    return out
+
+
+@memory_system("crewai", help="CrewAI Memory on LanceDB (every table and version); deletions forget/"
+                              "forget_scope/reset/reset_all")
+class CrewAISystem(MemorySystem):
+    """CrewAI's ``Memory`` with ``LanceDBStorage`` in ``work_dir/memory`` (or a live ``storage_path``)."""
+
+    extra = "crewai"
+    requires = ("crewai", "crewai.memory", "lancedb")
+    config_class = CrewAIConfig
+
+    def __init__(self, work_dir: Path, config: SystemConfig, runtime: SystemRuntime | None,
+                 *, path: Path | None = None, read_only: bool = False) -> None:
+        super().__init__(work_dir, config, runtime)  # type: ignore[arg-type]
+        assert isinstance(config, CrewAIConfig)
+        self.cfg = config
+        self.path = path or work_dir / DIR_NAME
+        self.read_only = read_only
+        self._memory: Any = None
+        _quiet_env()
+
+    def _open(self) -> Any:
+        if self.read_only:
+            raise ConfigError("crewai: this instance was attached read-only; attach it with read_only=False")
+        if self._memory is None:
+            from crewai.memory import Memory
+            from crewai.memory.storage.lancedb_storage import LanceDBStorage
+
+            if self.runtime is None:
+                raise ConfigError("crewai: erasing a live instance needs the embedder it was written with")
+            self._memory = Memory(llm=_llm(self.runtime.model), storage=LanceDBStorage(path=str(self.path)),
+                                  embedder=_Embed(self.runtime.embedder))
+        return self._memory
+
+    @classmethod
+    def deletions(cls, config: SystemConfig) -> tuple[str, ...]:
+        return _DELETIONS
+
+    def write(self, sessions: Sequence[Session]) -> None:
+        mem = self._open()
+        for s in sessions:
+            for i, t in enumerate(s.turns):
+                if t.role == "user" and t.content.strip():
+                    mem.remember(t.content, scope=scope_of(s.user_id), categories=["conversation"], importance=0.5,
+                                 metadata={"user_id": s.user_id, "session_id": s.session_id, "turn": i},
+                                 source=s.user_id)
+        mem.drain_writes()
+
+    def context(self, owner: str, query: str, view: str = "agent") -> list[ContextItem]:
+        found = self._open().recall(query, scope=scope_of(owner), limit=self.cfg.k, depth="shallow")
+        return [ContextItem(str(m.record.id), str(m.record.content)) for m in found if str(m.record.content).strip()]
+
+    def _user_records(self, owner: str) -> list[Any]:
+        return list(self._open().list_records(scope=scope_of(owner), limit=1_000_000))
+
+    def delete(self, operation: str, target: DeletionTarget) -> dict[str, Any]:
+        if operation not in _DELETIONS:
+            raise ConfigError(f"crewai: unknown deletion {operation!r}; known: {', '.join(_DELETIONS)}")
+        mem = self._open()
+        if operation == "forget":
+            ids = sorted(str(r.id) for r in self._user_records(target.owner) if target.literal in str(r.content))
+            return {"record_ids": ids, "deleted": mem.forget(record_ids=ids) if ids else 0}
+        if operation == "forget_scope":
+            return {"deleted": mem.forget(scope=scope_of(target.owner))}
+        if operation == "reset":
+            mem.reset(scope=scope_of(target.owner))
+        else:
+            mem.reset_all()
+        return {}
+
+    # ------------------------------------------------------------------ scanning
+    def stores(self) -> dict[str, Iterable[str]]:
+        return {k: [_text(r) for r in rs] for k, rs in _versions(self.path).items()}
+
+    def files(self) -> list[Path]:
+        return sorted(p for p in self.path.rglob("*") if p.is_file()) if self.path.is_dir() else []
+
+    def close(self) -> None:
+        if self._memory is not None:
+            self._memory.drain_writes()
+            self._memory.close()
+            self._memory = None
+        for t in threading.enumerate():  # LanceDBStorage's fire-and-forget compaction
+            if t.name == "lancedb-compact":
+                t.join()
+
+    # ------------------------------------------------- live instances: scan and erase
+    @classmethod
+    def attach(cls, config: SystemConfig, runtime: SystemRuntime | None = None, *, read_only: bool) -> MemorySystem:
+        assert isinstance(config, CrewAIConfig)
+        if not config.storage_path:
+            raise ConfigError("crewai: give the live instance's LanceDB directory in the memory config (`storage_path`)")
+        p = Path(config.storage_path)
+        if not (p / f"{TABLE}.lance").is_dir():
+            raise ConfigError(f"crewai: {p} holds no LanceDB table {TABLE!r}; give CrewAI's memory directory "
+                              "($CREWAI_STORAGE_DIR/memory)")
+        return cls(p.parent, config, runtime, path=p, read_only=read_only)
+
+    def instance_files(self) -> list[Path]:
+        return self.files()
+
+    def scan(self, user: str | None, literals: Sequence[str], *, reveal: bool = False) -> ScanReport:
+        rep = ScanReport(system=self.name, user=user, literals=len(literals))
+        for store, rs in _versions(self.path).items():
+            rep.stores[store] = len(rs)
+            for r in rs:
+                text = _text(r)
+                mine = user is not None and _owner(r) == user
+                n = sum(text.count(lit) for lit in literals if lit)
+                if mine or n:
+                    rep.hits.append(ScanHit(store=store, record_id=str(r.get("id")), field="*", owner_match=mine,
+                                            literal_count=n, value=text if reveal else None))
+        return rep
+
+    def plan_erasure(self, user: str | None, literals: Sequence[str]) -> ErasurePlan:
+        rep = self.scan(user, literals)
+        acts = [PlannedAction(store=h.store, record_id=h.record_id, action="remove",
+                              reason="owned by the user" if h.owner_match else "holds a literal") for h in rep.hits]
+        comp = [f"LanceDB optimize {TABLE} (old versions cleaned up, deleted rows compacted)"] if acts else []
+        return ErasurePlan(system=self.name, user=user, actions=acts, compaction=comp)
+
+    def execute_erasure(self, plan: ErasurePlan, literals: Sequence[str]) -> list[StoreOutcome]:
+        mem = self._open()
+        before = {k: len(v) for k, v in _versions(self.path).items()}
+        if plan.user is not None:  # CrewAI's own deletion first
+            mem.forget(scope=scope_of(plan.user))
+        ids = sorted({a.record_id for a in plan.actions if a.store == TABLE})
+        if ids:
+            mem.forget(record_ids=ids)
+        self.close()
+        _purge_versions(self.path)
+        after = {k: len(v) for k, v in _versions(self.path).items()}
+        return [StoreOutcome(store=k, removed=max(0, before[k] - after.get(k, 0)), compacted=True) for k in before]
+
+    def bystander_digests(self, user: str | None) -> dict[str, tuple[int, str]]:
+        out: dict[str, tuple[int, str]] = {}
+        rows = _versions(self.path)
+        for store in (TABLE,):  # older versions are history, not records of a bystander
+            other = sorted(_text(r) for r in rows.get(store, []) if user is None or _owner(r) != user)
+            h = hashlib.sha256()
+            for t in other:
+                h.update(t.encode("utf-8") + b"\0")
+            out[store] = (len(other), h.hexdigest())
+        return out
+
+
+def _purge_versions(path: Path) -> None:
+    """Compact every table and remove every version but the newest (LanceDB's ``optimize``
+    with no age threshold): the deleted rows' data files and old manifests go."""
+    import lancedb
+
+    db = lancedb.connect(str(path))
+    for name in _tables(db):
+        db.open_table(name).optimize(cleanup_older_than=timedelta(0), delete_unverified=True)

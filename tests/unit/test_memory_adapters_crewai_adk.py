@@ -1,0 +1,182 @@
+"""The crewai and adk adapters on their real packages (no LLM is called: CrewAI is given every
+field of a memory and recalls shallow; ADK's session and memory services call none), what
+each native deletion leaves, measured on two users, and the read-only scan and complete
+erasure of a live instance.
+
+These packages cannot share the main environment (pyproject: the ``crewai``/``adk`` extras);
+CI runs this file in its own venv with ``TRACELESS_REQUIRE_CREWAI=1`` (absence = failure).
+Expected counts come from what the packages do, measured with the pinned versions."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from traceless.audit import SystemAuditConfig, plant_canaries, store_copies
+from traceless.errors import ConfigError
+from traceless.models import CachingBackend, HashingEmbedder, ScriptedBackend
+from traceless.systems import (
+    SystemRuntime,
+    erase_system,
+    load_system_config,
+    open_system,
+    scan_system,
+    system_class,
+)
+
+PLANTED = plant_canaries(SystemAuditConfig(profiles=2))
+ME, OTHER = PLANTED
+Q = "What is my private session token?"
+
+
+def _need(module: str) -> None:
+    if os.environ.get("TRACELESS_REQUIRE_CREWAI"):
+        importlib.import_module(module)
+    else:
+        pytest.importorskip(module)
+
+
+def _runtime() -> SystemRuntime:
+    return SystemRuntime(CachingBackend(ScriptedBackend(lambda m, c: "no")), HashingEmbedder(), "scripted")
+
+
+def _written(name: str, base: Path) -> None:
+    sys = open_system(name, base, load_system_config(name, {}), _runtime())
+    try:
+        sys.write([s for p in PLANTED for s in p.sessions])
+    finally:
+        sys.close()
+
+
+def _after(name: str, base: Path, tmp: Path, op: str) -> tuple[dict[str, int], dict[str, int], bool, bool, Any]:
+    """(my canary's copies per store, the other user's, mine retrieved, theirs retrieved, notes)
+    after ``op`` for me, on a fresh copy of ``base``."""
+    work = tmp / op
+    shutil.copytree(base, work)
+    sys = open_system(name, work, load_system_config(name, {}), _runtime())
+    try:
+        notes = sys.delete(op, ME.target)
+        return (store_copies(sys, [ME.canary]), store_copies(sys, [OTHER.canary]),
+                any(ME.canary in c.text for c in sys.context(ME.owner, Q)),
+                any(OTHER.canary in c.text for c in sys.context(OTHER.owner, Q)), notes)
+    finally:
+        sys.close()
+
+
+def _digest(root: Path) -> str:
+    h = hashlib.sha256()
+    for p in sorted(q for q in root.rglob("*") if q.is_file()):
+        h.update(str(p.relative_to(root)).encode() + b"\0" + p.read_bytes())
+    return h.hexdigest()
+
+
+def test_adk_native_deletions_leave_the_memory_services_copy(tmp_path: Path) -> None:
+    _need("google.adk")
+    _written("adk", tmp_path / "base")
+    # before: the canary's turn is one session event and one memory event per user
+    mine, theirs, seen, _, _ = _after("adk", tmp_path / "base", tmp_path, "delete_session")
+    assert mine == {"events": 0, "memory_events": 1, "sessions": 0, "app_states": 0, "user_states": 0,
+                    "adk_internal_metadata": 0, "adk_memory_metadata": 0} | {
+        k: 0 for k in mine if k.startswith("memory_events_fts")}
+    assert theirs["events"] == 1 and theirs["memory_events"] == 1
+    assert seen  # delete_session leaves the memory copy, and the agent's search still finds it (adk #7109)
+    mine, _, seen, seen_theirs, notes = _after("adk", tmp_path / "base", tmp_path, "delete_memory")
+    assert mine["events"] == 1 and mine["memory_events"] == 1 and seen and seen_theirs
+    assert notes["memories"] and notes["deleted"] == 0  # SqliteMemoryService has no delete: it raises
+    assert notes["refused"] == ["SqliteMemoryService.delete_memory: NotImplementedError: "
+                                "This memory service does not support deleting individual memories."]
+    mine, theirs, seen, _, notes = _after("adk", tmp_path / "base", tmp_path, "delete_sessions")
+    assert mine["events"] == 0 and mine["memory_events"] == 1 and seen and len(notes["deleted_sessions"]) == 2
+    assert theirs["events"] == 1
+
+
+def test_crewai_native_deletions_leave_old_lancedb_versions(tmp_path: Path) -> None:
+    _need("crewai")
+    _written("crewai", tmp_path / "base")
+    for op in ("forget", "forget_scope", "reset"):
+        mine, theirs, seen, seen_theirs, _ = _after("crewai", tmp_path / "base", tmp_path, op)
+        # the current rows lose it; every older table version still holds it (LanceDB keeps them)
+        assert mine["memories"] == 0 and mine["memories@versions"] == 1 and not seen, op
+        assert theirs["memories"] == 1 and seen_theirs, op
+    _, theirs, _, seen_theirs, _ = _after("crewai", tmp_path / "base", tmp_path, "reset_all")
+    assert theirs["memories"] == 0 and not seen_theirs  # reset_all drops every user's memories
+
+
+@pytest.mark.parametrize("name, module", [("adk", "google.adk"), ("crewai", "crewai")])
+def test_live_scan_is_read_only_and_the_erasure_is_complete(tmp_path: Path, name: str, module: str) -> None:
+    _need(module)
+    _written(name, tmp_path / "live")
+    cfg = load_system_config(name, {"db_file": str(tmp_path / "live" / "adk.db")} if name == "adk"
+                             else {"storage_path": str(tmp_path / "live" / "memory")})
+    before = _digest(tmp_path / "live")
+    ro = system_class(name).attach(cfg, read_only=True)
+    rep = scan_system(ro, ME.owner, [ME.canary])
+    assert _digest(tmp_path / "live") == before  # reading wrote nothing
+    assert rep.hits and all(h.value is None for h in rep.hits) and any(h.literal_count for h in rep.hits)
+    with pytest.raises(ConfigError, match="read-only"):
+        ro.delete(system_class(name).deletions(cfg)[-1], ME.target)
+    rw = system_class(name).attach(cfg, _runtime(), read_only=False)
+    receipt = erase_system(rw, ME.owner, [ME.canary], state_dir=tmp_path / "state", key=b"k" * 32)
+    assert receipt.verification.passed and receipt.verification.checks["bystanders_intact"]
+    after = scan_system(system_class(name).attach(cfg, read_only=True), ME.owner, [ME.canary])
+    assert after.empty() and after.files_scanned >= 1
+    theirs = scan_system(system_class(name).attach(cfg, read_only=True), OTHER.owner, [OTHER.canary])
+    assert any(h.literal_count for h in theirs.hits)  # the other user's records are all still there
+    if name == "adk":  # FTS5 keeps a deleted row's terms (after VACUUM too): the erasure rebuilt the index
+        import re
+        import sqlite3
+
+        con = sqlite3.connect(tmp_path / "live" / "adk.db")
+        blocks = b"".join(r[0] or b"" for r in con.execute("SELECT block FROM memory_events_fts_data"))
+        con.close()
+        terms = [t for t in re.split(r"[^0-9a-z]+", ME.canary.lower()) if len(t) >= 4 and t not in OTHER.canary.lower()]
+        assert terms and not any(t.encode() in blocks for t in terms)
+
+
+def test_attach_refuses_a_missing_instance(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="does not exist"):
+        system_class("adk").attach(load_system_config("adk", {"db_file": str(tmp_path / "no.db")}), read_only=True)
+    with pytest.raises(ConfigError, match="storage_path"):
+        system_class("crewai").attach(load_system_config("crewai", {}), read_only=True)
+    with pytest.raises(ConfigError, match="holds no LanceDB table"):
+        system_class("crewai").attach(load_system_config("crewai", {"storage_path": str(tmp_path)}), read_only=True)
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_missing_package_names_its_extra(tmp_path: Path) -> None:
+    from traceless.systems import MissingPackageError
+
+    for name, module in (("crewai", "crewai"), ("adk", "google.adk")):
+        if importlib.util.find_spec(module.split(".")[0]) is not None and importlib.util.find_spec(module):
+            continue  # installed here (the crewai venv)
+        with pytest.raises(MissingPackageError, match=rf"pip install 'traceless\[{name}\]'"):
+            open_system(name, tmp_path / name, None, _runtime())
+
+
+@pytest.mark.parametrize("name, module, ops", [("adk", "google.adk", None), ("crewai", "crewai", ("forget", "reset_all"))])
+def test_the_audit_runs_on_the_real_package(tmp_path: Path, name: str, module: str, ops: Any) -> None:
+    """``traceless audit --memory NAME`` through the engine (3 users, scripted agent): what the
+    committed bundles show (docs/scorecard.md)."""
+    _need(module)
+    from traceless.audit import run_system_audit
+
+    cfg = SystemAuditConfig(system=name, model="scripted", profiles=3, operations=ops)
+    res = run_system_audit(cfg, _runtime(), tmp_path / "a")
+    c = res.copies
+    if name == "adk":
+        assert c["before"]["events"] == 3 and c["before"]["memory_events"] == 3
+        assert c["delete_memory"]["memory_events"] == 3 and c["delete_memory"]["events"] == 3  # no delete
+        for op in ("delete_session", "delete_sessions"):
+            assert c[op]["memory_events"] == 3 and c[op]["events"] == 0 and res.bystanders[op]["intact"]
+    else:
+        assert c["before"] == {"memories": 3, "memories@versions": 0}
+        assert c["forget"] == {"memories": 0, "memories@versions": 3} and res.bystanders["forget"]["intact"]
+        assert not any(c["reset_all"].values()) and not res.bystanders["reset_all"]["intact"]
+    assert all(e["passed"] and set(e["claims"].values()) == {"clear"} for e in res.erasure.values())
