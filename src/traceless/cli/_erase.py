@@ -11,14 +11,12 @@ from typing import TYPE_CHECKING
 import typer
 
 from traceless.cli._common import safe
+from traceless.cli._receipts import VERIFICATION_FAILED_EXIT, echo_receipt, exit_if_unverified
 
 if TYPE_CHECKING:
-    from traceless.forget import Receipt
     from traceless.systems import ErasurePlan, ScanReport
 
-__all__ = ["forget_memory", "scan_cmd"]
-
-VERIFICATION_FAILED_EXIT = 11
+__all__ = ["VERIFICATION_FAILED_EXIT", "forget_memory", "scan_cmd"]
 _READ_ONLY = "read-only: the instance was opened with SQLite mode=ro; not one byte of it was changed"
 
 
@@ -99,18 +97,5 @@ def forget_memory(memory: str, memory_config: Path | None, user: str | None, lit
     receipt = erase(memory, memory_config, user=user, literals=literals,
                     receipt=receipt_out or Path(f"receipt-erase-{memory}.json"), certify=certify, model=model,
                     wordings=wordings, engine=engine_from_env() if certify else None)
-    _report(receipt, receipt_out or Path(f"receipt-erase-{memory}.json"), as_json)
-
-
-def _report(receipt: Receipt, path: Path, as_json: bool) -> None:
-    if as_json:
-        typer.echo(receipt.model_dump_json(indent=2))
-    else:
-        for line in receipt.summary_lines():
-            typer.echo(safe(line))
-        typer.echo(f"receipt written to {path}")
-    if not receipt.verification.passed:
-        failed = [k for k, ok in receipt.verification.checks.items() if not ok]
-        typer.secho(f"verification FAILED ({', '.join(failed)}); see the receipt's notes", fg=typer.colors.RED,
-                    err=True)
-        sys.exit(VERIFICATION_FAILED_EXIT)
+    echo_receipt(receipt, receipt_out or Path(f"receipt-erase-{memory}.json"), as_json)
+    exit_if_unverified(receipt, "notes")
