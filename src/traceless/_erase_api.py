@@ -99,8 +99,8 @@ def erase(system: str, config: Config, *, user: str | None = None, literals: Seq
         s = attach_system(system, config, read_only=False)
         if certify and not callable(getattr(s, "probe_instance", None)):
             s.close()
-            raise UnsupportedError(f"--certify is not available for {system!r} live instances yet (mem0 only); "
-                                   "run the erasure without --certify: its receipt is signed as before")
+            raise UnsupportedError(f"--certify is not available for {system!r} live instances yet "
+                                   "(mem0 and langgraph only); run the erasure without --certify: its receipt is signed as before")
         try:
             r = erase_system(s, user, list(literals), state_dir=Path(state_dir) if state_dir else default_state(),
                              key=receipt_key(), receipt_out=out)
@@ -151,7 +151,11 @@ def certify_live(s: MemorySystem, user: str, literals: Sequence[str], model: Mod
 
 
 def _embedder_name(s: MemorySystem) -> str:
-    """The embedder of the instance's config (``provider:model``; mem0's default in the probes: MiniLM)."""
+    """The embedder of the instance's config (``provider:model``; mem0's default in the probes:
+    MiniLM; LangGraph: the store index's ``embed``, or ``none`` for a store searched without one)."""
+    if s.name == "langgraph":
+        idx = getattr(getattr(s.config, "store", None), "index", None)
+        return f"langgraph-index:{idx.embed}" if idx is not None else "none (store searched without an index)"
     emb = getattr(s.config, "embedder", None)
     if not isinstance(emb, dict):
         return "huggingface:all-MiniLM-L6-v2"

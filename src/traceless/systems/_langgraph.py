@@ -212,6 +212,8 @@ class LangGraphSystem(MemorySystem):
     """Probes answered (each in a thread of its own)."""
     _literals: tuple[str, ...] = ()
     """The literals of the last plan (records holding one are targets, not bystanders)."""
+    _store_only: bool = False
+    """The agent's context is the store's search alone (a live instance's probe, no graph)."""
 
     def __init__(self, work_dir: Path, config: SystemConfig, runtime: SystemRuntime) -> None:
         super().__init__(work_dir, config, runtime)
@@ -338,7 +340,7 @@ class LangGraphSystem(MemorySystem):
             order = sorted(range(len(items)), key=lambda j: (-float(scores[j]), items[j].key))
             hits = [items[j] for j in order[: self.cfg.k]]
         out = [ContextItem(f"store:{h.key}", _item_text(h.value)) for h in hits]
-        if self._factory is not None:
+        if self._factory is not None or self._store_only:
             return [c for c in out if c.text.strip()]
         for tid in self._threads(owner):
             cfg: Any = {"configurable": {"thread_id": tid}}
@@ -408,6 +410,35 @@ class LangGraphSystem(MemorySystem):
         MemorySystem.__init__(self, root, config, runtime)  # type: ignore[arg-type]
         self._live = live
         return self
+
+    def probe_instance(self, runtime: SystemRuntime) -> LangGraphSystem:
+        """The attached instance as the audit's agent reads it, for ``forget --certify``: the
+        user's graph (``graph``) answering in threads kept in memory, over the instance's
+        store (``SqliteStore`` with the config's index); no graph: the audit's agent with the
+        store's own search of the user's namespace as its context. Store and threads are
+        in-memory copies of the files (probing writes nothing to them). Close it."""
+        from langgraph.checkpoint.sqlite import SqliteSaver
+        from langgraph.store.sqlite import SqliteStore
+
+        live, cfg = self._attached(), self.config
+        assert isinstance(cfg, LangGraphConfig)  # attach checked it
+        probe = LangGraphSystem.__new__(LangGraphSystem)
+        MemorySystem.__init__(probe, self.work_dir, cfg, runtime)
+        probe.cfg, probe._users = cfg, cfg.users.mapping()
+        index = _user_index(cfg, runtime.embedder)
+        empty = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
+        probe._store_conn = live.snapshot("store") or empty
+        probe._ckpt_conn = live.snapshot("checkpoints") or empty
+        probe._indexed = index is not None
+        probe.store, probe.saver = SqliteStore(probe._store_conn, index=index), SqliteSaver(probe._ckpt_conn)
+        probe.store.setup()  # on the copies: a file not attached gets its (empty) tables
+        probe.saver.setup()
+        probe._factory, probe._store_only = _audit_factory(cfg), True
+        if probe._factory is not None:
+            from traceless.systems._langgraph_byo import audit_chat_model
+
+            probe._chat = audit_chat_model(runtime.model, cfg.summary_max_tokens)
+        return probe
 
     def _attached(self) -> LiveLangGraph:
         if self._live is None:

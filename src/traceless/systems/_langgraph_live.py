@@ -352,6 +352,17 @@ class LiveLangGraph:
             out += [q for q in (p, *(p.with_name(p.name + s) for s in ("-wal", "-shm", "-journal"))) if q.is_file()]
         return out
 
+    def snapshot(self, db: str) -> sqlite3.Connection | None:
+        """An in-memory copy of one file (``store`` or ``checkpoints``; None: not attached),
+        read through SQLite's backup API: what the certificate's probes read through the
+        store's own search and the user's graph, so probing writes nothing to the instance."""
+        conn = self._conns.get(db)
+        if conn is None:
+            return None
+        mem = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
+        conn.backup(mem)
+        return mem
+
     def close(self) -> None:
         for conn in self._conns.values():
             conn.close()
