@@ -96,11 +96,7 @@ def erase(system: str, config: Config, *, user: str | None = None, literals: Seq
 
     be = _certify_model(model, engine) if certify else None
     try:
-        s = attach_system(system, config, read_only=False)
-        if certify and not callable(getattr(s, "probe_instance", None)):
-            s.close()
-            raise UnsupportedError(f"--certify is not available for {system!r} live instances yet "
-                                   "(mem0 and langgraph only); run the erasure without --certify: its receipt is signed as before")
+        s = _attach_to_erase(system, config, be)
         try:
             r = erase_system(s, user, list(literals), state_dir=Path(state_dir) if state_dir else default_state(),
                              key=receipt_key(), receipt_out=out)
@@ -118,6 +114,25 @@ def erase(system: str, config: Config, *, user: str | None = None, literals: Seq
             be.close()
 
 
+def _attach_to_erase(system: str, config: Config, certify_model: ModelBackend | None) -> MemorySystem:
+    """The live instance opened read-write; with a certificate to make, one the adapter can
+    probe (``probe_instance``), and what the probes would fail on after the erasure refused
+    now (``probe_ready``, e.g. the user's graph module)."""
+    s = attach_system(system, config, read_only=False)
+    try:
+        if certify_model is not None and not callable(getattr(s, "probe_instance", None)):
+            raise UnsupportedError(f"--certify is not available for {system!r} live instances yet "
+                                   "(mem0 and langgraph only); run the erasure without --certify: "
+                                   "its receipt is signed as before")
+        ready = getattr(s, "probe_ready", None)
+        if certify_model is not None and callable(ready):
+            ready(_probe_runtime(certify_model))
+    except BaseException:
+        s.close()
+        raise
+    return s
+
+
 def certify_live(s: MemorySystem, user: str, literals: Sequence[str], model: ModelBackend, *, wordings: int = 1,
                  max_new_tokens: int = 40) -> Certificate:
     """After the erasure: the audit's probes (every level × ``wordings``) asked of ``user``'s
@@ -126,9 +141,8 @@ def certify_live(s: MemorySystem, user: str, literals: Sequence[str], model: Mod
     (the read-only scan). One certificate for all literals: a probe counts as extracted when
     its reply holds any of them."""
     from traceless.audit import certify
-    from traceless.models import HashingEmbedder
 
-    probe = s.probe_instance(SystemRuntime(model, HashingEmbedder(), model.name))  # type: ignore[attr-defined]
+    probe = s.probe_instance(_probe_runtime(model))  # type: ignore[attr-defined]
     try:
         certs = [certify(probe, DeletionTarget(user, lit, ""), model, embedder=_embedder_name(s),
                          wordings=wordings, max_new_tokens=max_new_tokens) for lit in literals]
@@ -148,6 +162,13 @@ def certify_live(s: MemorySystem, user: str, literals: Sequence[str], model: Mod
     return first.model_copy(update={
         "probes": probes, "aer": {v: {lv: sum(xs) / len(xs) for lv, xs in lvs.items()} for v, lvs in per.items()},
         "store_copies": copies, "seconds": sum(c.seconds for c in certs)})
+
+
+def _probe_runtime(model: ModelBackend) -> SystemRuntime:
+    """What the certificate's probe instance runs with: the agent's model, the hashing embedder."""
+    from traceless.models import HashingEmbedder
+
+    return SystemRuntime(model, HashingEmbedder(), model.name)
 
 
 def _embedder_name(s: MemorySystem) -> str:

@@ -114,3 +114,15 @@ def test_certified_erasure_signs_the_probes_and_a_tampered_certificate_fails(
     tampered = tmp_path / "tampered.json"
     tampered.write_text(json.dumps(doc))
     assert cli("forget", "verify", str(tampered), "--public-key", str(pub)) != 0
+
+
+def test_a_graph_the_probes_cannot_import_is_refused_before_anything_is_erased(
+        instance: tuple[Path, dict[str, Any]], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root, cfg = instance
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({**cfg, "graph": str(tmp_path / "missing_agent.py") + ":build"}))
+    before = snapshot(root)
+    code = cli("forget", "--memory", "langgraph", "--memory-config", str(bad), "--user", X, "--literal", canary(X),
+               "--certify", "--model", "scripted", "--receipt", str(tmp_path / "r.json"))
+    assert code == 2 and "missing_agent.py does not exist" in capsys.readouterr().err
+    assert snapshot(root) == before and not (tmp_path / "r.json").exists()

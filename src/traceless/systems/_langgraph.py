@@ -425,12 +425,13 @@ class LangGraphSystem(MemorySystem):
         probe = LangGraphSystem.__new__(LangGraphSystem)
         MemorySystem.__init__(probe, self.work_dir, cfg, runtime)
         probe.cfg, probe._users = cfg, cfg.users.mapping()
-        index = _user_index(cfg, runtime.embedder)
-        empty = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
-        probe._store_conn = live.snapshot("store") or empty
-        probe._ckpt_conn = live.snapshot("checkpoints") or empty
+        index = self._probe_index(runtime)
+        probe._store_conn = live.snapshot("store") or sqlite3.connect(":memory:", check_same_thread=False)
+        probe._ckpt_conn = live.snapshot("checkpoints") or sqlite3.connect(":memory:", check_same_thread=False)
+        index = index if hasattr(probe._store_conn, "enable_load_extension") else None  # sqlite-vec loads
         probe._indexed = index is not None
-        probe.store, probe.saver = SqliteStore(probe._store_conn, index=index), SqliteSaver(probe._ckpt_conn)
+        probe.store = SqliteStore(probe._store_conn, index=index)  # type: ignore[arg-type]  # a TypedDict
+        probe.saver = SqliteSaver(probe._ckpt_conn)
         probe.store.setup()  # on the copies: a file not attached gets its (empty) tables
         probe.saver.setup()
         probe._factory, probe._store_only = _audit_factory(cfg), True
@@ -439,6 +440,20 @@ class LangGraphSystem(MemorySystem):
 
             probe._chat = audit_chat_model(runtime.model, cfg.summary_max_tokens)
         return probe
+
+    def probe_ready(self, runtime: SystemRuntime) -> None:
+        """Refuse, before anything is erased, what ``probe_instance`` would fail on after it:
+        the user's graph module and the store index's embedder are imported here."""
+        assert isinstance(self.config, LangGraphConfig)
+        _audit_factory(self.config)
+        self._probe_index(runtime)
+
+    def _probe_index(self, runtime: SystemRuntime) -> dict[str, Any] | None:
+        """The instance's vectors are its own embedder's: searched with it where the config names
+        it (``module:callable``), else without the index (the store's filter search)."""
+        assert isinstance(self.config, LangGraphConfig)
+        idx = self.config.store.index if self.config.store is not None else None
+        return _user_index(self.config, runtime.embedder) if idx is not None and idx.embed != "traceless" else None
 
     def _attached(self) -> LiveLangGraph:
         if self._live is None:
