@@ -4,15 +4,6 @@ certificate (``certify``) behind ``forget --certify``. The public verb ``tracele
 is the plain function ``traceless._api.audit``."""
 
 from traceless.audit._baseline import NO_BASELINE, baseline_note
-from traceless.audit._bystanders import BystanderCheck, bystander_cell
-from traceless.audit._canary import (
-    CANARY_SPACE,
-    CANARY_WORDS,
-    canary_sentence,
-    inject_canary,
-    is_canary,
-    make_canary,
-)
 from traceless.audit._certify import certify
 from traceless.audit._engine import (
     PhaseProbes,
@@ -24,7 +15,6 @@ from traceless.audit._engine import (
     store_copies,
 )
 from traceless.audit._probes import PROBE_LEVELS, Probe, extracted, probes
-from traceless.audit._synthetic import synthetic_users
 from traceless.audit._system_audit import (
     PAPER_LADDER,
     Planted,
@@ -44,7 +34,16 @@ from traceless.audit._system_audit import (
     STUDY_VERSION as AUDIT_STUDY_VERSION,
 )
 from traceless.audit._table import AuditRow, AuditTable, audit_table
-from traceless.systems import VIEWS, probe_view, view_config
+from traceless.datasets import (
+    CANARY_SPACE,
+    CANARY_WORDS,
+    canary_sentence,
+    inject_canary,
+    is_canary,
+    make_canary,
+    synthetic_users,
+)
+from traceless.systems import VIEWS, BystanderCheck, bystander_cell, probe_view, view_config
 
 __all__ = [
     "AuditRow",
