@@ -323,14 +323,22 @@ class FrontierStudy(Study[FrontierConfig]):
                     plan(c, ph.system, c.params["tier"], c.params["S"])
             receipts[mode] = {**_receipt(ph.notes[owner]), "copies": ph.copies, "files": ph.files}
 
-        # batches: contexts shared by ≥2 prompts go together; singletons batched by length
-        needed = {plans[k].job for k in pending}
-        batches = self._batches([jk for jk in jobs if jk in needed], jobs, cfg.max_batch)
-        done_jobs: set[str] = set()
         base_extra = {"instance": inst.id, "question_type": inst.questions[0].question_type if inst.questions else None,
                       "canary": canary, **where, "data_sha256": ctx.state["data_sha256"],
                       "embedder": ctx.state["embedder"], "memory_counts": counts,
                       "n_questions": len(inst.questions)}
+        yield from self._generate(ctx, inst, all_cells, pending, jobs, plans, canary, base_extra, receipts, gens)
+
+    def _generate(
+        self, ctx: RunContext[FrontierConfig], inst: Instance, all_cells: list[Cell], pending: set[str],
+        jobs: dict[str, _Job], plans: dict[str, _Plan], canary: str, base_extra: dict[str, Any],
+        receipts: dict[str, dict[str, Any]], gens: dict[str, GenerationConfig],
+    ) -> Iterator[CellResult]:
+        """Engine step 5's generations in batches, and the cells' results as their jobs finish."""
+        # batches: contexts shared by ≥2 prompts go together; singletons batched by length
+        needed = {plans[k].job for k in pending}
+        batches = self._batches([jk for jk in jobs if jk in needed], jobs, ctx.config.max_batch)
+        done_jobs: set[str] = set()
         pr_ready: list[Cell] = []
         by_key = {c.key: c for c in all_cells}
         for gen_name, batch in batches:
