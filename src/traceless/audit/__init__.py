@@ -1,7 +1,8 @@
-"""Audits: canaries, probes, memory views, and the one audit engine (``run_system_audit``)
+"""Audits: probes and the one audit engine (``run_system_audit``)
 behind ``traceless audit`` for every memory system, and the behavioural deletion
 certificate (``certify``) behind ``forget --certify``. The public verb ``traceless.audit(...)``
-is the plain function ``traceless._api.audit``."""
+is the plain function ``traceless._api.audit``. Canaries and synthetic users (``traceless.datasets``),
+bystander checks and memory views (``traceless.systems``) are re-exported here."""
 
 from traceless.audit._baseline import NO_BASELINE, baseline_note
 from traceless.audit._certify import certify
