@@ -132,7 +132,7 @@ def _summary_prompts(out: Path) -> list[list[ChatMessage]]:
     """The summary prompts of the memory write, rebuilt from the sessions the way the writer does."""
     import numpy as np
 
-    from traceless.audit._canary import inject_canary, make_canary
+    from traceless.datasets import inject_canary, make_canary
     from traceless.memory import MemoryStore, MemoryWriter, WriteConfig
     from traceless.studies import derive_seed, read_manifest
     from traceless.studies.frontier import FrontierConfig

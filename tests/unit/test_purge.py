@@ -16,7 +16,7 @@ from test_frontier import FIXTURE, cfg, leaky  # noqa: E402  (same folder)
 from test_system_audit import CANARY, _parrot  # noqa: E402  (same folder)
 
 from traceless.audit import SystemAuditConfig, plant_canaries, run_system_audit
-from traceless.audit._redact import redact_canaries
+from traceless.datasets import redact_canaries
 from traceless.errors import StudyError
 from traceless.models import CachingBackend, ChatMessage, GenerationConfig, HashingEmbedder, ScriptedBackend
 from traceless.report import render_report

@@ -1,18 +1,10 @@
-"""Audits: canaries, probes, memory views, and the one audit engine (``run_system_audit``)
+"""Audits: probes and the one audit engine (``run_system_audit``)
 behind ``traceless audit`` for every memory system, and the behavioural deletion
 certificate (``certify``) behind ``forget --certify``. The public verb ``traceless.audit(...)``
-is the plain function ``traceless._api.audit``."""
+is the plain function ``traceless._api.audit``. Canaries and synthetic users (``traceless.datasets``),
+bystander checks and memory views (``traceless.systems``) are re-exported here."""
 
 from traceless.audit._baseline import NO_BASELINE, baseline_note
-from traceless.audit._bystanders import BystanderCheck, bystander_cell
-from traceless.audit._canary import (
-    CANARY_SPACE,
-    CANARY_WORDS,
-    canary_sentence,
-    inject_canary,
-    is_canary,
-    make_canary,
-)
 from traceless.audit._certify import certify
 from traceless.audit._engine import (
     PhaseProbes,
@@ -24,7 +16,6 @@ from traceless.audit._engine import (
     store_copies,
 )
 from traceless.audit._probes import PROBE_LEVELS, Probe, extracted, probes
-from traceless.audit._synthetic import synthetic_users
 from traceless.audit._system_audit import (
     PAPER_LADDER,
     Planted,
@@ -44,7 +35,16 @@ from traceless.audit._system_audit import (
     STUDY_VERSION as AUDIT_STUDY_VERSION,
 )
 from traceless.audit._table import AuditRow, AuditTable, audit_table
-from traceless.systems import VIEWS, probe_view, view_config
+from traceless.datasets import (
+    CANARY_SPACE,
+    CANARY_WORDS,
+    canary_sentence,
+    inject_canary,
+    is_canary,
+    make_canary,
+    synthetic_users,
+)
+from traceless.systems import VIEWS, BystanderCheck, bystander_cell, probe_view, view_config
 
 __all__ = [
     "AuditRow",

@@ -47,8 +47,6 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from traceless._version import code_version
-from traceless.audit._bystanders import BystanderCheck, bystander_check, erasure_claims
-from traceless.audit._canary import inject_canary, make_canary
 from traceless.audit._engine import (
     PhaseProbes,
     agent_replies,
@@ -58,9 +56,8 @@ from traceless.audit._engine import (
     store_copies,
 )
 from traceless.audit._probes import PROBE_LEVELS, Probe, probes
-from traceless.audit._redact import redact_canaries
-from traceless.audit._synthetic import synthetic_users
 from traceless.audit._table import AuditRow, audit_table, residue_key
+from traceless.datasets import inject_canary, make_canary, redact_canaries, synthetic_users
 from traceless.errors import ConfigError, InputFormatError, ResumeError, StudyError
 from traceless.forget import scan_files
 from traceless.memory import Session
@@ -84,10 +81,13 @@ from traceless.run import (
     run_study,
 )
 from traceless.systems import (
+    BystanderCheck,
     DeletionTarget,
     MemorySystem,
     SystemConfig,
     SystemRuntime,
+    bystander_check,
+    erasure_claims,
     open_system,
     system_class,
 )

@@ -1,7 +1,8 @@
 """Data for the studies and audits: datasets shipped in the package, and importers that
 turn common conversation datasets into the generic session format.
 
-Also the audit's and the studies' data loaders: LongMemEval's upstream JSON and the generic
+Also the audit's planted data (high-entropy canaries, their near-copy redaction, synthetic
+users) and the audit's and the studies' data loaders: LongMemEval's upstream JSON and the generic
 JSON Lines sessions (``load_instances``).
 
 Layering: above memory (it reuses its session parser), below audit and studies (which find
@@ -15,6 +16,14 @@ from traceless.datasets._bundled import (
     dataset_path,
     license_text,
     resolve_data,
+)
+from traceless.datasets._canary import (
+    CANARY_SPACE,
+    CANARY_WORDS,
+    canary_sentence,
+    inject_canary,
+    is_canary,
+    make_canary,
 )
 from traceless.datasets._data import (
     export_jsonl,
@@ -32,6 +41,8 @@ from traceless.datasets._longmemeval import (
     parse_longmemeval,
     read_longmemeval,
 )
+from traceless.datasets._redact import redact_canaries
+from traceless.datasets._synthetic import synthetic_users
 
 __all__ = [
     "DATA_ENV",
@@ -41,6 +52,14 @@ __all__ = [
     "dataset_path",
     "license_text",
     "resolve_data",
+    "CANARY_SPACE",
+    "CANARY_WORDS",
+    "canary_sentence",
+    "inject_canary",
+    "is_canary",
+    "make_canary",
+    "redact_canaries",
+    "synthetic_users",
     "IMPORTERS",
     "Imported",
     "import_file",

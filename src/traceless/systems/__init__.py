@@ -28,6 +28,7 @@ from traceless.systems._base import (
     system_class,
     system_status,
 )
+from traceless.systems._bystanders import BystanderCheck, bystander_cell, bystander_check, erasure_claims
 from traceless.systems._crewai import CrewAIConfig, CrewAISystem
 from traceless.systems._erase import (
     CLAIM_LEVELS,
@@ -52,6 +53,10 @@ __all__ = [
     "AdkSystem",
     "AgnoConfig",
     "AgnoSystem",
+    "BystanderCheck",
+    "bystander_cell",
+    "bystander_check",
+    "erasure_claims",
     "CLAIM_LEVELS",
     "ClaimLevel",
     "CrewAIConfig",

@@ -240,6 +240,22 @@ def fit_ppo(table: ReplyTable, cfg: TrainConfig) -> tuple[Any, dict[str, Any]]:
         torch.set_num_threads(threads)
 
 
+def _advantages(alive: np.ndarray, vals: np.ndarray, rews: np.ndarray) -> np.ndarray:
+    """Per-step advantages of a rollout batch: GAE with gamma = 1, lambda = 0.95 (no draws)."""
+    B, T = alive.shape
+    adv = np.zeros((B, T), dtype=np.float32)
+    for i in range(B):
+        last = 0.0
+        for t in reversed(range(T)):
+            if not alive[i, t]:
+                continue
+            nxt = vals[i, t + 1] if t + 1 < T and alive[i, t + 1] else 0.0
+            delta = rews[i, t] + nxt - vals[i, t]
+            last = delta + 0.95 * last
+            adv[i, t] = last
+    return adv
+
+
 def _fit_ppo(torch: Any, table: ReplyTable, cfg: TrainConfig) -> tuple[Any, dict[str, Any]]:
     torch.manual_seed(cfg.seed)
     rng = np.random.default_rng(cfg.seed)
@@ -285,17 +301,7 @@ def _fit_ppo(torch: Any, table: ReplyTable, cfg: TrainConfig) -> tuple[Any, dict
                     else:
                         _sim_step(views[i], ep, TEMPLATE_NAMES[ai])
                         rews[i, t] = -cfg.query_cost
-        # returns / GAE (gamma = 1, lambda = 0.95)
-        adv = np.zeros((B, T), dtype=np.float32)
-        for i in range(B):
-            last = 0.0
-            for t in reversed(range(T)):
-                if not alive[i, t]:
-                    continue
-                nxt = vals[i, t + 1] if t + 1 < T and alive[i, t + 1] else 0.0
-                delta = rews[i, t] + nxt - vals[i, t]
-                last = delta + 0.95 * last
-                adv[i, t] = last
+        adv = _advantages(alive, vals, rews)
         ret = adv + vals
         am = alive
         a_n = (adv - adv[am].mean()) / (adv[am].std() + 1e-8)

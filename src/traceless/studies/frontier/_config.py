@@ -6,11 +6,21 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-__all__ = ["FrontierConfig", "PAPER_MODES", "PAPER_K", "PAPER_S"]
+__all__ = ["FrontierConfig", "PAPER_MODES", "PAPER_K", "PAPER_S", "checked_probe_levels"]
 
 PAPER_MODES = ("noop", "raw_only", "raw_plus_resummarize", "full_purge", "tombstone")
 PAPER_K = (1, 3, 6, 10, 25)
 PAPER_S = (0, 1, 2)
+
+
+def checked_probe_levels(v: list[str]) -> list[str]:
+    """``v`` without repeats, or a ValueError unless it is a non-empty subset of the probe levels."""
+    from traceless.audit import PROBE_LEVELS
+
+    bad = [x for x in v if x not in PROBE_LEVELS]
+    if bad or not v:
+        raise ValueError(f"probe levels must be a non-empty subset of {list(PROBE_LEVELS)}, got {v}")
+    return list(dict.fromkeys(v))
 
 
 class FrontierConfig(BaseModel):
@@ -104,9 +114,4 @@ class FrontierConfig(BaseModel):
     @field_validator("probe_levels")
     @classmethod
     def _levels(cls, v: list[str]) -> list[str]:
-        from traceless.audit import PROBE_LEVELS
-
-        bad = [x for x in v if x not in PROBE_LEVELS]
-        if bad or not v:
-            raise ValueError(f"probe levels must be a non-empty subset of {list(PROBE_LEVELS)}, got {v}")
-        return list(dict.fromkeys(v))
+        return checked_probe_levels(v)

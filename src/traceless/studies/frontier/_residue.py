@@ -45,6 +45,7 @@ from traceless.studies.frontier._study import (
     _Plan,
     _slug,
     select_instances,
+    setup_state,
 )
 from traceless.systems import NativeConfig, NativeSystem, SystemRuntime, open_system
 
@@ -119,16 +120,7 @@ class ResidueStudy(Study[ResidueConfig]):
         cfg = ctx.config
         instances, digest = _data(cfg)
         chosen = residue_instances(instances, cfg)
-        ctx.state["instances"] = {i.id: i for i in chosen}
-        ctx.state["data_sha256"] = digest
-        ctx.state["group_cells"] = {}
-        for c in self.cells(cfg):
-            ctx.state["group_cells"].setdefault(c.group, []).append(c)
-        prs = self._probes(cfg)
-        ctx.state["probes"] = {f"{p.level}:{p.wording}": p for p in prs}
-        vecs = ctx.embedder.embed([p.text for p in prs])
-        ctx.state["probe_vecs"] = {f"{p.level}:{p.wording}": v for p, v in zip(prs, vecs, strict=True)}
-        ctx.state["embedder"] = ctx.embedder.describe()
+        setup_state(ctx, chosen, digest, self.cells(cfg), self._probes(cfg))
 
     @staticmethod
     def native_config(cfg: ResidueConfig, supersede: float | None = None) -> NativeConfig:

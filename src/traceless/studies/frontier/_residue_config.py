@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from traceless.studies.frontier._config import PAPER_MODES
+from traceless.studies.frontier._config import PAPER_MODES, checked_probe_levels
 
 __all__ = ["ResidueConfig", "SUPERSEDE_GRID"]
 
@@ -93,12 +93,7 @@ class ResidueConfig(BaseModel):
     @field_validator("probe_levels")
     @classmethod
     def _probe_levels(cls, v: list[str]) -> list[str]:
-        from traceless.audit import PROBE_LEVELS
-
-        bad = [x for x in v if x not in PROBE_LEVELS]
-        if bad or not v:
-            raise ValueError(f"probe levels must be a non-empty subset of {list(PROBE_LEVELS)}, got {v}")
-        return list(dict.fromkeys(v))
+        return checked_probe_levels(v)
 
     @model_validator(mode="after")
     def _slice_screened(self) -> ResidueConfig:

@@ -35,7 +35,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -143,6 +143,21 @@ def _receipt(notes: dict[str, Any]) -> dict[str, Any]:
             "copies_after": rc["verification"]["literal_scan"]}
 
 
+def setup_state(ctx: RunContext[Any], chosen: list[Instance], digest: str, cells: Iterable[Cell],
+                prs: list[Probe]) -> None:
+    """The state a frontier study's setup shares: the chosen instances, the cells by group,
+    the probes and their query vectors, the data's digest and the embedder's description."""
+    ctx.state["instances"] = {i.id: i for i in chosen}
+    ctx.state["data_sha256"] = digest
+    ctx.state["group_cells"] = {}
+    for c in cells:
+        ctx.state["group_cells"].setdefault(c.group, []).append(c)
+    ctx.state["probes"] = {f"{p.level}:{p.wording}": p for p in prs}
+    vecs = ctx.embedder.embed([p.text for p in prs])
+    ctx.state["probe_vecs"] = {f"{p.level}:{p.wording}": v for p, v in zip(prs, vecs, strict=True)}
+    ctx.state["embedder"] = ctx.embedder.describe()
+
+
 @STUDIES.register("frontier", help="paper 000: privacy–utility frontier (S, k) and forgetting residue (FRS)")
 class FrontierStudy(Study[FrontierConfig]):
     """Paper 000 on LongMemEval with canaries."""
@@ -205,16 +220,7 @@ class FrontierStudy(Study[FrontierConfig]):
         cfg = ctx.config
         instances, digest = _data(cfg)
         chosen = select_instances(instances, cfg.n, cfg.seed)
-        ctx.state["instances"] = {i.id: i for i in chosen}
-        ctx.state["data_sha256"] = digest
-        ctx.state["group_cells"] = {}
-        for c in self.cells(cfg):
-            ctx.state["group_cells"].setdefault(c.group, []).append(c)
-        prs = self._probes(cfg)
-        ctx.state["probes"] = {f"{p.level}:{p.wording}": p for p in prs}
-        vecs = ctx.embedder.embed([p.text for p in prs])
-        ctx.state["probe_vecs"] = {f"{p.level}:{p.wording}": v for p, v in zip(prs, vecs, strict=True)}
-        ctx.state["embedder"] = ctx.embedder.describe()
+        setup_state(ctx, chosen, digest, self.cells(cfg), self._probes(cfg))
         judge: ModelBackend | None = None
         if cfg.judge == "self":
             judge = ctx.require_model()
@@ -323,14 +329,22 @@ class FrontierStudy(Study[FrontierConfig]):
                     plan(c, ph.system, c.params["tier"], c.params["S"])
             receipts[mode] = {**_receipt(ph.notes[owner]), "copies": ph.copies, "files": ph.files}
 
-        # batches: contexts shared by ≥2 prompts go together; singletons batched by length
-        needed = {plans[k].job for k in pending}
-        batches = self._batches([jk for jk in jobs if jk in needed], jobs, cfg.max_batch)
-        done_jobs: set[str] = set()
         base_extra = {"instance": inst.id, "question_type": inst.questions[0].question_type if inst.questions else None,
                       "canary": canary, **where, "data_sha256": ctx.state["data_sha256"],
                       "embedder": ctx.state["embedder"], "memory_counts": counts,
                       "n_questions": len(inst.questions)}
+        yield from self._generate(ctx, inst, all_cells, pending, jobs, plans, canary, base_extra, receipts, gens)
+
+    def _generate(
+        self, ctx: RunContext[FrontierConfig], inst: Instance, all_cells: list[Cell], pending: set[str],
+        jobs: dict[str, _Job], plans: dict[str, _Plan], canary: str, base_extra: dict[str, Any],
+        receipts: dict[str, dict[str, Any]], gens: dict[str, GenerationConfig],
+    ) -> Iterator[CellResult]:
+        """Engine step 5's generations in batches, and the cells' results as their jobs finish."""
+        # batches: contexts shared by ≥2 prompts go together; singletons batched by length
+        needed = {plans[k].job for k in pending}
+        batches = self._batches([jk for jk in jobs if jk in needed], jobs, ctx.config.max_batch)
+        done_jobs: set[str] = set()
         pr_ready: list[Cell] = []
         by_key = {c.key: c for c in all_cells}
         for gen_name, batch in batches:

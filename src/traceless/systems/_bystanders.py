@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from traceless.systems import MemorySystem, SystemConfig, SystemRuntime
+from traceless.systems._base import MemorySystem, SystemConfig, SystemRuntime
 
 __all__ = ["BystanderCheck", "bystander_cell", "bystander_check", "erasure_claims"]
 
@@ -95,7 +95,7 @@ def erasure_claims(name: str, phase_dir: Path, config: SystemConfig, runtime: Sy
     every receipt verified. Runs on a copy (the phase's memory stays as the native deletion left
     it, for ``--keep-memory``). None for a system whose adapter implements no erasure."""
     from traceless.errors import UnsupportedError
-    from traceless.systems import open_system, system_class
+    from traceless.systems._base import open_system, system_class
 
     if system_class(name).execute_erasure is MemorySystem.execute_erasure:
         return None
@@ -113,7 +113,8 @@ def erasure_claims(name: str, phase_dir: Path, config: SystemConfig, runtime: Sy
 
 def _erase_each(system: MemorySystem, targets: Sequence[tuple[str, str]], state: Path) -> tuple[dict[str, str], bool]:
     from traceless.errors import NothingToEraseError
-    from traceless.systems import CLAIM_LEVELS, erase_system, scan_system
+    from traceless.systems._erase import CLAIM_LEVELS
+    from traceless.systems._erase_run import erase_system, scan_system
 
     claims: dict[str, str] = {}
 
