@@ -1,0 +1,119 @@
+"""The read-only scan and the complete erasure of a live LlamaIndex instance (``Memory`` chat
+store ``chat.db`` and the persisted ``storage/`` stores), on the real ``llama-index-core``."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from traceless.audit import SystemAuditConfig, plant_canaries
+from traceless.errors import ConfigError
+from traceless.forget import verify_signature
+from traceless.models import CachingBackend, HashingEmbedder, ScriptedBackend
+from traceless.systems import (
+    SystemRuntime,
+    erase_system,
+    load_system_config,
+    open_system,
+    scan_system,
+    system_class,
+)
+
+pytest.importorskip("llama_index.core")
+
+PLANTED = plant_canaries(SystemAuditConfig(profiles=3))
+ME, BOB, CAROL = PLANTED
+
+
+def _runtime() -> SystemRuntime:
+    return SystemRuntime(CachingBackend(ScriptedBackend(lambda m, c: "no")), HashingEmbedder(), "scripted")
+
+
+def _live(tmp: Path) -> dict[str, Any]:
+    sys = open_system("llamaindex", tmp / "live", load_system_config("llamaindex", {}), _runtime())
+    try:
+        sys.write([s for p in PLANTED for s in p.sessions])
+    finally:
+        sys.close()
+    return {"chat_db": str(tmp / "live" / "chat.db"), "persist_dir": str(tmp / "live" / "storage")}
+
+
+def _fingerprint(root: Path) -> dict[str, tuple[str, int]]:
+    return {str(p): (hashlib.sha256(p.read_bytes()).hexdigest(), p.stat().st_mtime_ns)
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_scan_is_read_only_and_finds_the_user_in_every_store(tmp_path: Path) -> None:
+    cfg = load_system_config("llamaindex", _live(tmp_path))
+    before = _fingerprint(tmp_path / "live")
+    rep = scan_system(system_class("llamaindex").attach(cfg, read_only=True), ME.owner, [ME.canary])
+    assert _fingerprint(tmp_path / "live") == before  # sha256 and mtime of every file unchanged
+    mine = {h.store for h in rep.hits if h.owner_match}
+    assert {"chat_store", "docstore", "vector_store", "index_store"} <= mine
+    assert {h.store for h in rep.hits if h.literal_count} >= {"chat_store", "docstore"}
+    assert all(h.value is None for h in rep.hits) and all(h.owner_match for h in rep.hits)
+    assert {Path(f.path).name for f in rep.files} >= {"chat.db", "docstore.json"}
+
+
+def test_erasure_is_complete_and_leaves_bystanders_intact(tmp_path: Path) -> None:
+    conf = _live(tmp_path)
+    cfg = load_system_config("llamaindex", conf)
+    cls = system_class("llamaindex")
+    others = {p.owner: [h.model_dump() for h in scan_system(cls.attach(cfg, read_only=True), p.owner, [],
+                                                            reveal=True).hits] for p in (BOB, CAROL)}
+    digests = cls.attach(cfg, read_only=True).bystander_digests(ME.owner)
+    receipt = erase_system(cls.attach(cfg, read_only=False), ME.owner, [ME.canary],
+                           state_dir=tmp_path / "state", key=b"k" * 32)
+    assert receipt.verification.passed and receipt.verification.checks["bystanders_intact"]
+    claims = dict(g.split("=") for g in receipt.guarantee)
+    assert set(claims) >= {"chat_store", "docstore", "vector_store", "index_store"}
+    assert set(claims.values()) == {"clear"}
+    after = scan_system(cls.attach(cfg, read_only=True), ME.owner, [ME.canary])
+    assert after.empty() and after.files_scanned >= 4  # 0 copies in every store, 0 bytes in every file
+    blob = b"".join(p.read_bytes() for p in (tmp_path / "live").rglob("*") if p.is_file())
+    assert ME.canary.encode() not in blob
+    assert cls.attach(cfg, read_only=True).bystander_digests(ME.owner) == digests
+    for p in (BOB, CAROL):  # their records byte-for-byte as before, and still what the agent reads
+        hits = [h.model_dump() for h in scan_system(cls.attach(cfg, read_only=True), p.owner, [], reveal=True).hits]
+        assert hits == others[p.owner]
+    sys = open_system("llamaindex", tmp_path / "live", load_system_config("llamaindex", {}), _runtime())
+    try:
+        for p in (BOB, CAROL):
+            assert any(p.canary in c.text for c in sys.context(p.owner, "What is my private session token?"))
+        assert not any(ME.canary in c.text for c in sys.context(ME.owner, "What is my private session token?"))
+    finally:
+        sys.close()
+    assert not list((tmp_path / "state" / "erasures").iterdir())
+
+
+def test_a_tampered_receipt_fails_verification(tmp_path: Path) -> None:
+    cfg = load_system_config("llamaindex", _live(tmp_path))
+    receipt = erase_system(system_class("llamaindex").attach(cfg, read_only=False), ME.owner, [ME.canary],
+                           state_dir=tmp_path / "state", key=b"k" * 32)
+    assert verify_signature(receipt)
+    forged = receipt.model_copy(update={"guarantee": [g.replace("=none", "=clear") for g in receipt.guarantee]
+                                        + ["chat_store=purge-crypto"]})
+    assert not verify_signature(forged)
+
+
+def test_read_only_attach_refuses_changes(tmp_path: Path) -> None:
+    cfg = load_system_config("llamaindex", _live(tmp_path))
+    ro = system_class("llamaindex").attach(cfg, read_only=True)
+    before = _fingerprint(tmp_path / "live")
+    with pytest.raises(ConfigError, match="read-only"):
+        ro.delete("reset", ME.target)
+    with pytest.raises(ConfigError, match="read-only"):
+        ro.execute_erasure(ro.plan_erasure(ME.owner, [ME.canary]), [ME.canary])
+    assert _fingerprint(tmp_path / "live") == before
+
+
+@pytest.mark.parametrize("conf, match", [({}, "chat_db"), ({"chat_db": "nope.db"}, "does not exist"),
+                                         ({"persist_dir": "nope"}, "docstore.json")])
+def test_attach_refuses_a_missing_instance(tmp_path: Path, conf: dict[str, str], match: str) -> None:
+    conf = {k: str(tmp_path / v) for k, v in conf.items()}
+    with pytest.raises(ConfigError, match=match):
+        system_class("llamaindex").attach(load_system_config("llamaindex", conf), read_only=True)
+    assert not list(tmp_path.iterdir())  # nothing was created
