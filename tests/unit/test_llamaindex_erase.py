@@ -117,3 +117,17 @@ def test_attach_refuses_a_missing_instance(tmp_path: Path, conf: dict[str, str],
     with pytest.raises(ConfigError, match=match):
         system_class("llamaindex").attach(load_system_config("llamaindex", conf), read_only=True)
     assert not list(tmp_path.iterdir())  # nothing was created
+
+
+def test_audit_rows_say_what_the_erasure_reaches_after_each_native_deletion(tmp_path: Path) -> None:
+    """The audit's erasure-claim column for llamaindex: after ``reset`` (the index keeps the
+    user's nodes) and after the default ``delete_ref_doc`` (the docstore keeps them, the chat
+    store keeps the rows), traceless's erasure reaches ``clear`` in every store it counts."""
+    from traceless.audit import run_system_audit
+
+    cfg = SystemAuditConfig(system="llamaindex", model="scripted", profiles=2, operations=("reset", "delete_ref_doc"))
+    res = run_system_audit(cfg, _runtime(), tmp_path / "a")
+    assert res.copies["reset"]["docstore"] and res.copies["delete_ref_doc"]["chat_store"]  # what they left
+    for op in ("reset", "delete_ref_doc"):
+        assert res.erasure[op]["passed"] and set(res.erasure[op]["claims"].values()) == {"clear"}
+        assert set(res.erasure[op]["claims"]) >= set(res.copies[op])

@@ -267,10 +267,15 @@ class LlamaIndexSystem(MemorySystem):
         if user is not None:
             if self._chat() is not None:
                 self._memory(user).reset()
-            refs, _ = li_live.owned(li_live.records(self._persist), user)
+            recs = li_live.records(self._persist)
+            refs, _ = li_live.owned(recs, user)
             if refs and (self._persist / "docstore.json").is_file():
-                for ref in sorted(refs):
-                    self.index.delete_ref_doc(ref, delete_from_docstore=True)
+                indexed = li_live.indexed_refs(recs)
+                for ref in sorted(refs):  # a ref doc an earlier delete_ref_doc left in the docstore only
+                    if ref in indexed:
+                        self.index.delete_ref_doc(ref, delete_from_docstore=True)
+                    else:
+                        self.index.docstore.delete_ref_doc(ref, raise_error=False)
                 self._save()
         self.close()
         self._index = None

@@ -24,7 +24,7 @@ from typing import Any
 from traceless.systems import _sqlite_live as live
 from traceless.systems._erase import ErasurePlan, PlannedAction, ScanHit, ScanReport, StoreOutcome
 
-__all__ = ["CHAT_TABLE", "JsonRecord", "bystander_digests", "erase_json", "json_files", "owned", "plan",
+__all__ = ["CHAT_TABLE", "JsonRecord", "bystander_digests", "erase_json", "indexed_refs", "json_files", "owned", "plan",
            "records", "scan"]
 
 CHAT_TABLE = "llama_index_memory"
@@ -120,6 +120,11 @@ def owned(recs: dict[str, list[JsonRecord]], user: str | None) -> tuple[set[str]
         if r.collection in ("docstore/metadata", "metadata_dict") and ref in refs:
             nodes.add(r.key)
     return refs, nodes
+
+
+def indexed_refs(recs: dict[str, list[JsonRecord]]) -> set[str]:
+    """The ref docs the vector stores still hold nodes of (``delete_ref_doc`` raises on the others)."""
+    return {str(r.value) for rs in recs.values() for r in rs if r.collection == "text_id_to_ref_doc_id"}
 
 
 def _is_mine(r: JsonRecord, refs: set[str], nodes: set[str]) -> bool:
