@@ -131,3 +131,32 @@ def test_audit_rows_say_what_the_erasure_reaches_after_each_native_deletion(tmp_
     for op in ("reset", "delete_ref_doc"):
         assert res.erasure[op]["passed"] and set(res.erasure[op]["claims"].values()) == {"clear"}
         assert set(res.erasure[op]["claims"]) >= set(res.copies[op])
+
+
+def test_another_users_record_quoting_the_literal_is_rewritten_not_removed(tmp_path: Path) -> None:
+    from traceless.memory import Session, Turn
+
+    conf = _live(tmp_path)
+    quote = Session(user_id=BOB.owner, session_id="quote",
+                    turns=[Turn(role="user", content=f"Alice told me her token is {ME.canary}."),
+                           Turn(role="assistant", content="Noted.")])
+    sys = open_system("llamaindex", tmp_path / "live", load_system_config("llamaindex", {}), _runtime())
+    try:
+        sys.write([quote])
+    finally:
+        sys.close()
+    cfg = load_system_config("llamaindex", conf)
+    cls = system_class("llamaindex")
+    plan = cls.attach(cfg, read_only=True).plan_erasure(ME.owner, [ME.canary])
+    rewrites = {(a.store, a.record_id) for a in plan.actions if a.action == "rewrite"}
+    assert ("docstore", f"docstore/data:{BOB.owner}/quote#0") in rewrites
+    assert {s for s, _ in rewrites} == {"chat_store", "docstore"}  # bob's chat row and his node's text
+    receipt = erase_system(cls.attach(cfg, read_only=False), ME.owner, [ME.canary],
+                           state_dir=tmp_path / "state", key=b"k" * 32)
+    assert receipt.verification.passed and receipt.verification.checks["bystanders_intact"]
+    assert any("not re-embedded" in n for n in receipt.notes)  # said, not hidden
+    assert scan_system(cls.attach(cfg, read_only=True), ME.owner, [ME.canary]).empty()
+    bob = scan_system(cls.attach(cfg, read_only=True), BOB.owner, [BOB.canary], reveal=True)
+    quoted = [h.value or "" for h in bob.hits if "quote" in h.record_id and h.store == "docstore"]
+    assert any("Alice told me her token is [erased]." in v for v in quoted)  # kept, without the literal
+    assert any(h.literal_count for h in bob.hits)  # bob's own canary is untouched

@@ -118,6 +118,7 @@ class LlamaIndexSystem(MemorySystem):
         self._persist = persist or work_dir / "storage"
         self._index: Any = None
         self._memories: dict[str, Any] = {}
+        self._literals: tuple[str, ...] = ()
 
     @property
     def index(self) -> Any:
@@ -253,10 +254,11 @@ class LlamaIndexSystem(MemorySystem):
         return li_live.scan(self.name, self._chat(), self._persist, user, literals, reveal)
 
     def plan_erasure(self, user: str | None, literals: Sequence[str]) -> ErasurePlan:
+        self._literals = tuple(literals)  # what the bystander digests normalise (records the plan rewrites)
         return li_live.plan(self.name, self._chat(), self._persist, user, literals)
 
     def bystander_digests(self, user: str | None) -> dict[str, tuple[int, str]]:
-        return li_live.bystander_digests(self._chat(), self._persist, user)
+        return li_live.bystander_digests(self._chat(), self._persist, user, self._literals)
 
     def execute_erasure(self, plan: ErasurePlan, literals: Sequence[str]) -> list[StoreOutcome]:
         """LlamaIndex's own deletions (``Memory.reset()``, ``delete_ref_doc`` with the docstore of
@@ -280,4 +282,9 @@ class LlamaIndexSystem(MemorySystem):
         self.close()
         self._index = None
         out = li_live.erase_chat(self._chat_db, user, literals) if self._chat() is not None else []
-        return out + li_live.erase_json(self._persist, user, literals)
+        out += li_live.erase_json(self._persist, user, literals)
+        rewritten = sum(o.rewritten for o in out if o.store == "docstore")
+        for o in (o for o in out if o.store == "vector_store" and rewritten):
+            o.notes.append(f"{rewritten} docstore record(s) rewritten without the literal keep the embedding "
+                           "of their original text (not re-embedded: no embedder is attached)")
+        return out

@@ -235,17 +235,26 @@ def erase_chat(chat_db: Path, user: str | None, literals: Sequence[str]) -> list
             for o in live.erase_residue(chat_db, _chat_owner, user, literals)]
 
 
-def bystander_digests(chat_db: Path | None, persist: Path, user: str | None) -> dict[str, tuple[int, str]]:
-    """Per store: count and SHA-256 of every record that is not the user's."""
+def _digest(texts: list[str]) -> tuple[int, str]:
+    h = hashlib.sha256()
+    for t in sorted(texts):
+        h.update(t.encode("utf-8") + b"\0")
+    return len(texts), h.hexdigest()
+
+
+def bystander_digests(chat_db: Path | None, persist: Path, user: str | None,
+                      literals: Sequence[str] = ()) -> dict[str, tuple[int, str]]:
+    """Per store: count and SHA-256 of every record that is not the user's, each with the
+    literals replaced as the erasure replaces them (a record the erasure rewrites digests the
+    same before and after; any other change to it does not)."""
     out: dict[str, tuple[int, str]] = {}
     if chat_db is not None and chat_db.is_file():
-        out.update({_chat_store(t): v for t, v in live.bystander_digests(chat_db, _chat_owner, user).items()})
+        for table, rows in live.rows(chat_db).items():
+            out[_chat_store(table)] = _digest([live._replace(row.text(), literals) for row in rows
+                                               if user is None or _chat_owner(table, row.values) != user])
     recs = records(persist)
     refs, nodes = owned(recs, user)
     for store, rs in recs.items():
-        other = sorted(r.text() for r in rs if not _is_mine(r, refs, nodes))
-        h = hashlib.sha256()
-        for t in other:
-            h.update(t.encode("utf-8") + b"\0")
-        out[store] = (len(other), h.hexdigest())
+        out[store] = _digest([JsonRecord(r.store, r.collection, r.key, _scrub(r.value, literals)[0]).text()
+                              for r in rs if not _is_mine(r, refs, nodes)])
     return out
