@@ -160,3 +160,27 @@ def test_another_users_record_quoting_the_literal_is_rewritten_not_removed(tmp_p
     quoted = [h.value or "" for h in bob.hits if "quote" in h.record_id and h.store == "docstore"]
     assert any("Alice told me her token is [erased]." in v for v in quoted)  # kept, without the literal
     assert any(h.literal_count for h in bob.hits)  # bob's own canary is untouched
+
+
+def test_an_interrupted_erasure_finishes_on_the_rerun(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Killed after LlamaIndex's own deletions and the chat store's VACUUM, before the JSON
+    rewrite: the journal stays, the rerun plans what is left and signs a verified receipt."""
+    from traceless.systems import _llamaindex_live as li_live
+
+    cfg = load_system_config("llamaindex", _live(tmp_path))
+    cls = system_class("llamaindex")
+    real = li_live.erase_json
+
+    def crash(*a: Any, **k: Any) -> Any:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(li_live, "erase_json", crash)
+    with pytest.raises(KeyboardInterrupt):
+        erase_system(cls.attach(cfg, read_only=False), ME.owner, [ME.canary], state_dir=tmp_path / "s", key=b"k" * 32)
+    assert len(list((tmp_path / "s" / "erasures").iterdir())) == 1
+    monkeypatch.setattr(li_live, "erase_json", real)
+    receipt = erase_system(cls.attach(cfg, read_only=False), ME.owner, [ME.canary], state_dir=tmp_path / "s",
+                           key=b"k" * 32)
+    assert receipt.verification.passed and receipt.verification.checks["bystanders_intact"]
+    assert scan_system(cls.attach(cfg, read_only=True), ME.owner, [ME.canary]).empty()
+    assert not list((tmp_path / "s" / "erasures").iterdir())
