@@ -184,3 +184,28 @@ def test_an_interrupted_erasure_finishes_on_the_rerun(tmp_path: Path, monkeypatc
     assert receipt.verification.passed and receipt.verification.checks["bystanders_intact"]
     assert scan_system(cls.attach(cfg, read_only=True), ME.owner, [ME.canary]).empty()
     assert not list((tmp_path / "s" / "erasures").iterdir())
+
+
+def test_cli_scan_and_forget_memory_llamaindex(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from traceless.cli import main
+
+    (tmp_path / "cfg.json").write_text(json.dumps(_live(tmp_path)))
+    before = _fingerprint(tmp_path / "live")
+    args = ["--memory", "llamaindex", "--memory-config", str(tmp_path / "cfg.json"), "--user", ME.owner,
+            "--literal", ME.canary]
+
+    def run(*argv: str, rc: int = 0) -> str:
+        try:
+            main(list(argv))
+        except SystemExit as e:
+            assert (e.code or 0) == rc
+        return capsys.readouterr().out
+
+    out = json.loads(run("scan", *args, "--json"))
+    assert out["hits"] and out["files"] and _fingerprint(tmp_path / "live") == before
+    run("forget", *args, "--receipt", str(tmp_path / "r.json"))
+    receipt = json.loads((tmp_path / "r.json").read_text())
+    assert receipt["verification"]["passed"] and ME.canary not in (tmp_path / "r.json").read_text()
+    assert not json.loads(run("scan", *args, "--json", rc=7))["hits"]  # 7: nothing found
