@@ -88,4 +88,6 @@ def test_llamaindex(served: ModelBackend, tmp_path: Path) -> None:
     assert c["delete_ref_doc+docstore"]["docstore"] == 0 and set(f["delete_ref_doc+docstore"]) == {"chat.db"}
     assert not any(c["reset+delete_ref_doc+docstore"].values()) and f["reset+delete_ref_doc+docstore"] == {}
     _intact(res, *res.bystanders)
+    # traceless's erasure finishes every deletion: no record and no byte left, bystanders kept
+    assert all(e["passed"] and set(e["claims"].values()) == {"clear"} for e in res.erasure.values())
     assert res.erasure == {}  # the adapter implements no live erasure

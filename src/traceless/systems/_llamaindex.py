@@ -19,6 +19,12 @@ Native deletions: ``reset`` (``Memory.reset()`` of the user's chat session),
 ``delete_ref_doc`` (``index.delete_ref_doc(USER/SESSION)``, LlamaIndex's default
 ``delete_from_docstore=False``), ``delete_ref_doc+docstore`` (``delete_from_docstore=True``),
 and ``reset+delete_ref_doc+docstore`` (all of them).
+
+A live instance (``chat_db`` and/or ``persist_dir`` in the config) is scanned read-only and
+erased (``_llamaindex_live``): ``Memory.reset()`` of the user's session and ``delete_ref_doc``
+(with the docstore) of each of the user's documents, then the rows, nodes, vector entries and
+index-store refs those leave, and every record quoting a literal; ``VACUUM`` of ``chat.db`` and
+a rewrite of every JSON store.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from pydantic import Field
 from traceless.errors import ConfigError
 from traceless.memory import Session
 from traceless.models import Embedder
+from traceless.systems import _llamaindex_live as li_live
 from traceless.systems._base import (
     ContextItem,
     DeletionTarget,
@@ -41,6 +48,7 @@ from traceless.systems._base import (
     SystemRuntime,
     memory_system,
 )
+from traceless.systems._erase import ErasurePlan, ScanReport, StoreOutcome
 from traceless.systems._sqlite_live import table_texts
 
 __all__ = ["LlamaIndexConfig", "LlamaIndexSystem"]
@@ -60,6 +68,10 @@ class LlamaIndexConfig(SystemConfig):
     """``SentenceSplitter`` chunk size (tokens) of a session's document."""
     token_limit: int = Field(30000, ge=64)
     """``Memory`` token limit of the chat history (LlamaIndex's default)."""
+    chat_db: str | None = None
+    """A live instance's chat store SQLite file (``scan``/``forget --memory llamaindex``)."""
+    persist_dir: str | None = None
+    """A live instance's ``StorageContext`` persist dir (``docstore.json`` …); the audit uses its work dir."""
 
 
 def _embedding(embedder: Embedder) -> Any:
@@ -96,32 +108,49 @@ class LlamaIndexSystem(MemorySystem):
     requires = ("llama_index.core", "aiosqlite")
     config_class = LlamaIndexConfig
 
-    def __init__(self, work_dir: Path, config: SystemConfig, runtime: SystemRuntime) -> None:
-        super().__init__(work_dir, config, runtime)
+    def __init__(self, work_dir: Path, config: SystemConfig, runtime: SystemRuntime | None, *,
+                 chat_db: Path | None = None, persist: Path | None = None, read_only: bool = False) -> None:
+        super().__init__(work_dir, config, runtime)  # type: ignore[arg-type]
         assert isinstance(config, LlamaIndexConfig)
         self.cfg = config
-        from llama_index.core import StorageContext, VectorStoreIndex, load_index_from_storage
-        from llama_index.core.node_parser import SentenceSplitter
-
-        self._embed = _embedding(runtime.embedder)
-        self._persist = work_dir / "storage"
-        self._splitter = SentenceSplitter(chunk_size=config.chunk_size, chunk_overlap=0,
-                                          id_func=lambda i, doc: f"{doc.doc_id}#{i}")
-        if (self._persist / "docstore.json").exists():
-            sc = StorageContext.from_defaults(persist_dir=str(self._persist))
-            self.index = load_index_from_storage(sc, embed_model=self._embed, transformations=[self._splitter])
-        else:
-            self.index = VectorStoreIndex([], storage_context=StorageContext.from_defaults(),
-                                          embed_model=self._embed, transformations=[self._splitter])
+        self.read_only = read_only
+        self._chat_db = chat_db or work_dir / "chat.db"
+        self._persist = persist or work_dir / "storage"
+        self._index: Any = None
         self._memories: dict[str, Any] = {}
+        self._literals: tuple[str, ...] = ()
+
+    @property
+    def index(self) -> Any:
+        """The ``VectorStoreIndex`` (loaded from the persist dir on first use)."""
+        if self.read_only:
+            raise ConfigError("llamaindex: this instance was attached read-only; attach it with read_only=False")
+        if self._index is None:
+            from llama_index.core import StorageContext, VectorStoreIndex, load_index_from_storage
+            from llama_index.core.embeddings import MockEmbedding
+            from llama_index.core.node_parser import SentenceSplitter
+
+            # without the runtime (erasing a live instance) nothing is embedded: deletions only
+            embed = _embedding(self.runtime.embedder) if self.runtime is not None else MockEmbedding(embed_dim=1)
+            splitter = SentenceSplitter(chunk_size=self.cfg.chunk_size, chunk_overlap=0,
+                                        id_func=lambda i, doc: f"{doc.doc_id}#{i}")
+            if (self._persist / "docstore.json").exists():
+                sc = StorageContext.from_defaults(persist_dir=str(self._persist))
+                self._index = load_index_from_storage(sc, embed_model=embed, transformations=[splitter])
+            else:
+                self._index = VectorStoreIndex([], storage_context=StorageContext.from_defaults(),
+                                               embed_model=embed, transformations=[splitter])
+        return self._index
 
     def _memory(self, owner: str) -> Any:
+        if self.read_only:
+            raise ConfigError("llamaindex: this instance was attached read-only; attach it with read_only=False")
         if owner not in self._memories:
             from llama_index.core.memory import Memory
 
             self._memories[owner] = Memory.from_defaults(
                 session_id=owner, token_limit=self.cfg.token_limit, tokenizer_fn=lambda s: s.split(),
-                async_database_uri=f"sqlite+aiosqlite:///{self.work_dir / 'chat.db'}")
+                async_database_uri=f"sqlite+aiosqlite:///{self._chat_db}")
         return self._memories[owner]
 
     @classmethod
@@ -177,8 +206,8 @@ class LlamaIndexSystem(MemorySystem):
                 for key, value in entries.items()]
 
     def _chat_rows(self) -> list[str]:
-        db = self.work_dir / "chat.db"
-        return table_texts(db, "llama_index_memory") if db.exists() else []
+        db = self._chat_db
+        return table_texts(db, li_live.CHAT_TABLE) if db.exists() else []
 
     def stores(self) -> dict[str, Iterable[str]]:
         return {"chat_store": self._chat_rows(), **{s: self._json_store(f) for s, f in _STORES.items()}}
@@ -191,3 +220,71 @@ class LlamaIndexSystem(MemorySystem):
             if engine is not None:
                 asyncio.run(engine.dispose())
         self._memories.clear()
+
+    # ------------------------------------------------- live instances: scan and erase
+    @classmethod
+    def attach(cls, config: SystemConfig, runtime: SystemRuntime | None = None, *, read_only: bool) -> MemorySystem:
+        """The live instance named by ``chat_db`` and/or ``persist_dir`` (refused, before anything
+        is opened, when neither is given or one does not exist)."""
+        if not isinstance(config, LlamaIndexConfig):
+            raise ConfigError(f"llamaindex: attach takes a LlamaIndexConfig, not {type(config).__name__}")
+        if not config.chat_db and not config.persist_dir:
+            raise ConfigError("llamaindex: give the live instance's chat store file (`chat_db`) and/or its "
+                              "index persist dir (`persist_dir`) in the memory config")
+        chat = Path(config.chat_db) if config.chat_db else None
+        persist = Path(config.persist_dir) if config.persist_dir else None
+        if chat is not None and not chat.is_file():
+            raise ConfigError(f"llamaindex: {chat} does not exist; give the path of the Memory's SQLite file")
+        if persist is not None and not (persist / "docstore.json").is_file():
+            raise ConfigError(f"llamaindex: {persist} does not exist or holds no docstore.json; give the "
+                              "StorageContext persist dir")
+        base = chat.parent if chat is not None else persist
+        assert base is not None
+        # only the paths named are read: without `persist_dir`, a path that holds nothing
+        return cls(base, config, runtime, chat_db=chat, persist=persist or base / "\0none", read_only=read_only)
+
+    def _chat(self) -> Path | None:
+        return self._chat_db if self._chat_db.is_file() else None
+
+    def instance_files(self) -> list[Path]:
+        chat = sorted(p for p in self._chat_db.parent.glob(self._chat_db.name + "*") if p.is_file())
+        return chat + (sorted(p for p in self._persist.rglob("*") if p.is_file()) if self._persist.is_dir() else [])
+
+    def scan(self, user: str | None, literals: Sequence[str], *, reveal: bool = False) -> ScanReport:
+        return li_live.scan(self.name, self._chat(), self._persist, user, literals, reveal)
+
+    def plan_erasure(self, user: str | None, literals: Sequence[str]) -> ErasurePlan:
+        self._literals = tuple(literals)  # what the bystander digests normalise (records the plan rewrites)
+        return li_live.plan(self.name, self._chat(), self._persist, user, literals)
+
+    def bystander_digests(self, user: str | None) -> dict[str, tuple[int, str]]:
+        return li_live.bystander_digests(self._chat(), self._persist, user, self._literals)
+
+    def execute_erasure(self, plan: ErasurePlan, literals: Sequence[str]) -> list[StoreOutcome]:
+        """LlamaIndex's own deletions (``Memory.reset()``, ``delete_ref_doc`` with the docstore of
+        each of the user's documents), then what they leave, then VACUUM / the JSON rewrite."""
+        if self.read_only:
+            raise ConfigError("llamaindex: this instance was attached read-only; attach it with read_only=False")
+        user = plan.user
+        if user is not None:
+            if self._chat() is not None:
+                self._memory(user).reset()
+            recs = li_live.records(self._persist)
+            refs, _ = li_live.owned(recs, user)
+            if refs and (self._persist / "docstore.json").is_file():
+                indexed = li_live.indexed_refs(recs)
+                for ref in sorted(refs):  # a ref doc an earlier delete_ref_doc left in the docstore only
+                    if ref in indexed:
+                        self.index.delete_ref_doc(ref, delete_from_docstore=True)
+                    else:
+                        self.index.docstore.delete_ref_doc(ref, raise_error=False)
+                self._save()
+        self.close()
+        self._index = None
+        out = li_live.erase_chat(self._chat_db, user, literals) if self._chat() is not None else []
+        out += li_live.erase_json(self._persist, user, literals)
+        rewritten = sum(o.rewritten for o in out if o.store == "docstore")
+        for o in (o for o in out if o.store == "vector_store" and rewritten):
+            o.notes.append(f"{rewritten} docstore record(s) rewritten without the literal keep the embedding "
+                           "of their original text (not re-embedded: no embedder is attached)")
+        return out
