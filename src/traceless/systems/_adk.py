@@ -88,6 +88,7 @@ class AdkSystem(live.SqliteInstance):
     """ADK's session and memory services on one SQLite file in ``work_dir`` (or a live ``db_file``)."""
 
     extra = "adk"
+    install_note = "in a venv of its own (not beside agentdojo, openai-agents, inspect)"
     requires = ("google.adk", "sqlalchemy", "aiosqlite")  # a dotted name below a missing one raises in find_spec
     config_class = AdkConfig
 

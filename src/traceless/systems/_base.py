@@ -120,6 +120,8 @@ class MemorySystem(abc.ABC):
     """Registered name (set by ``@memory_system``)."""
     extra: ClassVar[str | None] = None
     """The traceless extra that installs its packages (``pip install 'traceless[EXTRA]'``)."""
+    install_note: ClassVar[str] = ""
+    """Said after the install command (e.g. that the extra needs a venv of its own)."""
     requires: ClassVar[tuple[str, ...]] = ()
     """Importable modules it needs; a missing one makes the system 'not installed'."""
     config_class: ClassVar[type[SystemConfig]] = SystemConfig
@@ -288,7 +290,7 @@ def system_class(name: str) -> type[MemorySystem]:
     load_entry_points()
     if name not in MEMORY_SYSTEMS:
         rows = system_status()
-        ready = [r.name for r in rows if r.installed]
+        ready = sorted(r.name for r in rows if r.installed)
         absent = [f"{r.name} ({r.install})" for r in rows if not r.installed]
         hint = f"installed: {', '.join(ready) or '(none)'}" + (f"; not installed: {', '.join(absent)}" if absent else "")
         raise UnknownNameError("memory system", name, MEMORY_SYSTEMS.names(), hint)
@@ -313,7 +315,9 @@ def _missing(cls: type[MemorySystem]) -> tuple[str, ...]:
 
 
 def _install_hint(cls: type[MemorySystem]) -> str:
-    return f"pip install 'traceless[{cls.extra}]'" if cls.extra else "(a third-party package)"
+    if not cls.extra:
+        return "(a third-party package)"
+    return f"pip install 'traceless[{cls.extra}]'" + (f" {cls.install_note}" if cls.install_note else "")
 
 
 def system_status() -> list[SystemStatus]:

@@ -156,6 +156,7 @@ class CrewAISystem(MemorySystem):
     """CrewAI's ``Memory`` with ``LanceDBStorage`` in ``work_dir/memory`` (or a live ``storage_path``)."""
 
     extra = "crewai"
+    install_note = "in a venv of its own (not beside agentdojo, openai-agents, inspect)"
     requires = ("crewai", "crewai.memory", "lancedb")
     config_class = CrewAIConfig
 
