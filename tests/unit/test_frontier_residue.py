@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _http import JsonHandler
 from pydantic import ValidationError
 
 from traceless.errors import ConfigError
@@ -237,19 +238,9 @@ class _OpenAIServer:
     def __init__(self) -> None:
         import json
         import threading
-        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+        from http.server import ThreadingHTTPServer
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def _send(self, body: dict[str, Any]) -> None:
-                raw = json.dumps(body).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(raw)))
-                self.end_headers()
-                self.wfile.write(raw)
+        class Handler(JsonHandler):
 
             def do_GET(self) -> None:  # noqa: N802 - http.server API
                 if self.path == "/v1/models":

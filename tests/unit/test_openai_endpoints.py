@@ -8,11 +8,12 @@ import json
 import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _http import JsonHandler
 from test_runner import ToyStudy  # noqa: F401  (registers the toy study)
 
 from traceless.errors import BackendError
@@ -34,17 +35,7 @@ class FakeServer:
         self._lock = threading.Lock()
         outer = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def _send(self, body: dict[str, Any]) -> None:
-                raw = json.dumps(body).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(raw)))
-                self.end_headers()
-                self.wfile.write(raw)
+        class Handler(JsonHandler):
 
             def do_GET(self) -> None:  # noqa: N802 - http.server API
                 if self.path == "/v1/models":
