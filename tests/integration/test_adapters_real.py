@@ -10,7 +10,6 @@ user's canary sits in one user turn of one of their two sessions.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,7 +28,6 @@ SPEC = "llamacpp:smollm2-135m-instruct"
 @pytest.fixture(scope="module")
 def served() -> Iterator[ModelBackend]:
     pytest.importorskip("xllamacpp")
-    os.environ.setdefault("TRACELESS_NUM_THREADS", "2")
     be = CachingBackend(load_backend(SPEC, timeout=900))
     yield be
     be.close()

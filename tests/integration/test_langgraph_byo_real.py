@@ -5,7 +5,6 @@ loopback answering inside that graph (its factory takes ``model=``)."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -22,7 +21,6 @@ FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "lg_memory_agent.py
 def test_the_users_graph_answers_with_the_served_model(tmp_path: Path) -> None:
     pytest.importorskip("xllamacpp")
     pytest.importorskip("langmem")
-    os.environ.setdefault("TRACELESS_NUM_THREADS", "2")
     model = CachingBackend(load_backend(SPEC, timeout=900))
     cfg = {"graph": f"{FIXTURE}:build",
            "users": {"namespace": ["memories", "{user_id}"], "configurable": {"langgraph_user_id": "{user_id}"}}}

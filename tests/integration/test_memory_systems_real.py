@@ -9,7 +9,6 @@ deletions leave in their stores, as measured (docs/memory-systems.md has the def
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,7 +26,6 @@ SPEC = "llamacpp:smollm2-135m-instruct"
 @pytest.fixture(scope="module")
 def served() -> Iterator[ModelBackend]:
     pytest.importorskip("xllamacpp")
-    os.environ.setdefault("TRACELESS_NUM_THREADS", "2")
     be = CachingBackend(load_backend(SPEC, timeout=900))
     yield be
     be.close()
