@@ -7,6 +7,7 @@ rows quoting a literal), then ``VACUUM``.
 
 from __future__ import annotations
 
+import abc
 import hashlib
 import json
 import shutil
@@ -232,9 +233,10 @@ class SqliteInstance(MemorySystem):
         path = live_db(getattr(config, "db_file", None), cls.name)
         return cls(path.parent, config, runtime, db_path=path, read_only=read_only)
 
+    @abc.abstractmethod
     def row_owner(self, table: str, row: dict[str, Any]) -> str | None:
-        """The user a row of ``table`` belongs to (None: nobody's, e.g. a schema table)."""
-        raise NotImplementedError
+        """The user a row of ``table`` belongs to (None: nobody's, e.g. a schema table);
+        every SQLite-backed adapter says it for its own tables."""
 
     def scan(self, user: str | None, literals: Sequence[str], *, reveal: bool = False) -> ScanReport:
         return scan(self.name, self.path, self.row_owner, user, literals, reveal)
