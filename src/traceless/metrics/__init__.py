@@ -8,6 +8,7 @@ from traceless.metrics._metrics import (
     STOPWORDS,
     PRJudgement,
     aer,
+    aer_columns,
     aer_max,
     agreement,
     bootstrap_ci,
@@ -43,7 +44,7 @@ from traceless.metrics._verdict import (
 
 __all__ = [
     "CI", "LEVEL", "MIN_UNITS", "N_CAP", "POWER", "PR_COSINE_THRESHOLD", "STOPWORDS", "ClaimVerdict", "PRJudgement", "Verdict",
-    "aer", "aer_max", "agreement", "bootstrap_ci", "claim_verdict", "combine_verdicts", "construction_verdict",
+    "aer", "aer_columns", "aer_max", "agreement", "bootstrap_ci", "claim_verdict", "combine_verdicts", "construction_verdict",
     "content_match", "content_words", "count_verdict", "decides", "delta_di", "delta_s", "either_verdict",
     "frs_worst", "n_needed", "paired_ci", "pinned", "pr", "pr_judge", "pr_judge_many", "proportion_ci", "pua",
 ]

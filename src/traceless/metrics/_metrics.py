@@ -49,6 +49,7 @@ __all__ = [
     "pr_judge",
     "pr_judge_many",
     "aer",
+    "aer_columns",
     "pr",
     "aer_max",
     "pua",
@@ -142,6 +143,16 @@ def aer(extracted: Iterable[bool | float] | npt.NDArray[np.float64]) -> float:
     """Mean of per-canary extraction indicators (eq. 1); 0 for no canaries."""
     vals = np.asarray(extracted if isinstance(extracted, np.ndarray) else list(extracted), dtype=np.float64)
     return float(vals.mean()) if vals.size else 0.0
+
+
+def aer_columns(extracted: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """``aer`` of every column at once: ``extracted`` (n, ...) → an array of shape ``(...)``
+    whose entry ``c`` equals ``aer(extracted[:, c])`` bit for bit (the same pairwise sum over
+    the same n values, in the same order: the column is made contiguous, then averaged)."""
+    x = np.asarray(extracted, dtype=np.float64)
+    if x.shape[0] == 0:
+        return np.zeros(x.shape[1:], dtype=np.float64)
+    return np.ascontiguousarray(np.moveaxis(x, 0, -1)).mean(axis=-1)  # type: ignore[no-any-return]
 
 
 def pr(correct: Iterable[bool | float] | npt.NDArray[np.float64]) -> float:

@@ -27,6 +27,7 @@ from traceless.metrics import (
     ClaimVerdict,
     Verdict,
     aer,
+    aer_columns,
     aer_max,
     agreement,
     bootstrap_ci,
@@ -187,10 +188,14 @@ def _nanmean(a: Arr, axis: int | tuple[int, ...] | None = None) -> Any:
 
 
 # --- statistics of resampled instance arrays, each through the tested metric functions
+def _max_then_avg_k(cols: Arr) -> float:
+    """cols (K, L) per-column AER → AER_max over levels per k, averaged over k."""
+    return float(np.mean([aer_max({str(j): v for j, v in enumerate(row)}) for row in cols.tolist()]))
+
+
 def aer_avg_k(x: Arr) -> float:
     """Table 2's AER: x (n, K, L) instance extraction rates → AER_max per k, averaged over k."""
-    return float(np.mean([aer_max({str(j): aer(x[:, k, j]) for j in range(x.shape[2])})
-                          for k in range(x.shape[1])]))
+    return _max_then_avg_k(aer_columns(x))
 
 
 def pr_avg_k(x: Arr) -> float:
@@ -201,7 +206,8 @@ def pr_avg_k(x: Arr) -> float:
 def frs_by_tier(x: Arr) -> dict[str, float]:
     """Primary FRS_t: x (n, K, L, T) attributed extraction rates → per origin tier, AER_max
     per k averaged over k."""
-    return {t: aer_avg_k(x[..., i]) for i, t in enumerate(FRS_TIERS)}
+    cols = aer_columns(x)
+    return {t: _max_then_avg_k(cols[..., i]) for i, t in enumerate(FRS_TIERS)}
 
 
 def _di_stat(x: Arr, d: int, i: int) -> float:
@@ -210,7 +216,7 @@ def _di_stat(x: Arr, d: int, i: int) -> float:
 
 
 def _frs_tier_stat(x: Arr, tier: str) -> float:
-    return frs_by_tier(x)[tier]
+    return aer_avg_k(x[..., FRS_TIERS.index(tier)])
 
 
 def frontier_numbers(rows: Sequence[ResultRow], cfg: dict[str, Any], model_tag: str, identity: dict[str, Any],
@@ -394,12 +400,12 @@ def _frs_numbers(out: FrontierNumbers, a: _Arrays, fr: Arr, fa: Arr, boot: Boot)
     S, M, mi, si, vi = a.S, a.M, a.mi, a.si, a.vi
     for m in M:
         out.frs_tier[m] = {v: boot(fr[:, mi[m], vi[v]], lambda x: aer_max(
-            {str(lv): aer(x[:, lv]) for lv in range(x.shape[1])}), f"ft{m}{v}") for v in a.views}
+            {str(lv): c for lv, c in enumerate(aer_columns(x).tolist())}), f"ft{m}{v}") for v in a.views}
         out.frs_worst_view[m] = {}
         for s in S:
             cols = [vi["raw"]] + ([vi[f"summary@S={s}"]] if s > 0 else [])
             out.frs_worst_view[m][s] = boot(fr[:, mi[m]][:, cols], lambda x: frs_worst(
-                {str(c): aer_max({str(lv): aer(x[:, c, lv]) for lv in range(x.shape[2])}) for c in range(x.shape[1])}),
+                {str(c): aer_max({str(lv): v for lv, v in enumerate(row)}) for c, row in enumerate(aer_columns(x).tolist())}),
                 f"fw{m}{s}")
         if out.has_primary_frs:
             out.frs_worst[m] = {s: boot(fa[:, mi[m], si[s]], lambda x: frs_worst(frs_by_tier(x)), f"fp{m}{s}")
