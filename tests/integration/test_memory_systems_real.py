@@ -61,9 +61,19 @@ def test_mem0_infer_true_extracts_with_the_served_model(tmp_path: Path) -> None:
     from traceless.systems import Mem0Config, Mem0System
 
     assert Mem0System.context_tokens(Mem0Config(infer=True)) == 16384
+    # one user with one session: every mem0 add with infer=true is an ~8.7k-token extraction
+    # call plus an update call, ~70 s on 2 cores; the synthetic user's second session would
+    # double that and test nothing more
+    import numpy as np
+
+    from traceless.datasets import synthetic_users
+    from traceless.memory import write_sessions_jsonl
+
+    data = tmp_path / "one-session.jsonl"
+    write_sessions_jsonl(synthetic_users(1, np.random.default_rng(0))[0][:1], data)
     spec = "llamacpp:qwen2.5-coder-0.5b-instruct"
     res = audit("mem0", model=spec, embedder="all-MiniLM-L6-v2", out=tmp_path / "b", system_config={"infer": True},
-                profiles=1, max_new_tokens=24, operations=("delete_all", "reset"))
+                data=data, profiles=1, max_new_tokens=24, operations=("delete_all", "reset"))
     c = res.copies
     assert set(c["before"]) == {"vector_store", "history", "messages"}
     assert all(n == 0 for n in c["reset"].values())  # reset clears every store, whatever was extracted
