@@ -35,7 +35,7 @@ from traceless.audit import Planted, Probe, deletion_phase, extracted, plant, pr
 from traceless.datasets import Instance
 from traceless.memory import KIND_BY_LEVEL, Tier
 from traceless.models import GenerationConfig
-from traceless.studies._runner import STUDIES, Cell, CellResult, RunContext, Study, derive_seed
+from traceless.run import STUDIES, Cell, CellResult, RunContext, Study, derive_seed
 from traceless.studies.frontier._residue_config import ResidueConfig
 from traceless.studies.frontier._study import (
     SYSTEM,

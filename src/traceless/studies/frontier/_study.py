@@ -49,7 +49,7 @@ from traceless.datasets import Instance, load_instances, resolve_data
 from traceless.errors import ConfigError
 from traceless.metrics import pr_judge_many
 from traceless.models import ChatMessage, Generation, GenerationConfig, ModelBackend
-from traceless.studies._runner import STUDIES, Cell, CellResult, RunContext, Study, derive_seed
+from traceless.run import STUDIES, Cell, CellResult, RunContext, Study, derive_seed
 from traceless.studies.frontier._config import FrontierConfig
 from traceless.systems import MemorySystem, NativeConfig, NativeSystem, SystemRuntime, open_system
 
