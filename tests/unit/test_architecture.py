@@ -230,14 +230,20 @@ def _registrars() -> list[str]:
 
 
 def _defaults() -> list[str]:
-    """The built-in modules every registry of a pluggable kind loads through its door."""
-    from traceless.forget import FORGET_MODES
-    from traceless.models import BACKENDS, EMBEDDERS
-    from traceless.run import STUDIES
-    from traceless.systems import MEMORY_SYSTEMS
+    """The built-in modules every registry of a pluggable kind loads through its door (an
+    older tree measured with ``PYTHONPATH`` may lack a registry or its ``defaults``)."""
+    import importlib
 
-    return [m for reg in (MEMORY_SYSTEMS, FORGET_MODES, BACKENDS, EMBEDDERS, STUDIES)
-            for m in getattr(reg, "defaults", ())]
+    out = []
+    for module, name in (("traceless.systems", "MEMORY_SYSTEMS"), ("traceless.forget", "FORGET_MODES"),
+                         ("traceless.models", "BACKENDS"), ("traceless.models", "EMBEDDERS"),
+                         ("traceless.run", "STUDIES")):
+        try:
+            reg = getattr(importlib.import_module(module), name, None)
+        except ImportError:
+            continue
+        out += list(getattr(reg, "defaults", ()))
+    return out
 
 
 def _mine(root: str, module: str) -> bool:
