@@ -24,6 +24,7 @@ to import is a bug of traceless and raises.
 from __future__ import annotations
 
 import importlib
+import threading
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -94,6 +95,8 @@ class Registry(Generic[T]):
         """The in-tree modules that register the built-ins, imported in this order on first use."""
         self._entries: dict[str, Entry[T]] = {}
         self._discovered = entry_points is None and not self.defaults
+        self._loading = False
+        self._lock = threading.RLock()
         self.adopt: Callable[[str, object], bool] | None = None
         """How a plug-in object that its module's import did not register is registered under
         its entry point's name (returns False when it is not one of this kind; None: never)."""
@@ -103,8 +106,19 @@ class Registry(Generic[T]):
         again); returns the names they added."""
         if self._discovered and not force:
             return []
-        self._discovered = True
-        before = set(self._entries)
+        with self._lock:  # another thread's first lookup waits for the full registry
+            if (self._discovered and not force) or self._loading:  # _loading: a default's own import
+                return []
+            self._loading = True
+            before = set(self._entries)
+            try:
+                self._load()
+            finally:
+                self._loading = False
+            self._discovered = True
+            return [n for n in self._entries if n not in before]
+
+    def _load(self) -> None:
         for module in self.defaults:
             importlib.import_module(module)
         self._builtins_first()
@@ -112,8 +126,7 @@ class Registry(Generic[T]):
             if ep.name not in self._entries and not (self.adopt is not None and self.adopt(ep.name, obj)):
                 warnings.warn(f"entry point {ep.name!r} = {ep.value} of {_dist(ep)} is not a traceless "
                               f"{self.kind} (its import registered none named {ep.name!r}); skipped: fix or "
-                              f"uninstall {_dist(ep)}", PluginWarning, stacklevel=2)
-        return [n for n in self._entries if n not in before]
+                              f"uninstall {_dist(ep)}", PluginWarning, stacklevel=3)
 
     def _builtins_first(self) -> None:
         """Order the entries: built-ins by their module's place in ``defaults`` (a built-in

@@ -135,3 +135,44 @@ def test_builtins_are_default_plugins_loaded_through_the_registry_door() -> None
     # a built-in imported before the first listing does not move it up the list
     assert _probe("import traceless.systems._openai_agents, traceless.systems._mem0")[1] == listing
     assert sorted(BUILTIN_MODULES) == sorted([*MEMORY_SYSTEMS.defaults, *FORGET_MODES.defaults, *STUDIES.defaults])
+
+
+RACE_REGISTRY = '''
+from traceless.registry import Registry
+REG = Registry("race thing", defaults=("tl_race_builtins",))
+seen = []
+'''
+
+RACE_BUILTINS = '''
+import threading
+from tl_race_registry import REG, seen
+
+def lookup():
+    try:
+        seen.append(REG.get("late"))
+    except Exception as e:
+        seen.append(type(e).__name__)
+
+other = threading.Thread(target=lookup)
+other.start()
+other.join(0.5)  # a second thread's first lookup while the built-ins are still loading
+REG.register("early")(1)
+REG.register("late")(2)
+'''
+
+
+def test_a_lookup_during_the_builtins_load_waits_for_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another thread that asks for a built-in while the first lookup is still importing them
+    (an audit's worker threads) gets it, not an unknown-name error from a half-filled registry."""
+    (tmp_path / "tl_race_registry.py").write_text(RACE_REGISTRY)
+    (tmp_path / "tl_race_builtins.py").write_text(RACE_BUILTINS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        mod = importlib.import_module("tl_race_registry")
+        assert mod.REG.names() == ["early", "late"]
+        builtins = sys.modules["tl_race_builtins"]
+        builtins.other.join(10)
+        assert mod.seen == [2]
+    finally:
+        sys.modules.pop("tl_race_registry", None)
+        sys.modules.pop("tl_race_builtins", None)
