@@ -103,30 +103,31 @@ class Registry(Generic[T]):
 
     def discover(self, *, force: bool = False) -> list[str]:
         """Load the built-ins (``defaults``), then this kind's plug-ins (once; ``force``:
-        again); returns the names they added."""
+        again); returns the names the plug-ins added."""
         if self._discovered and not force:
             return []
         with self._lock:  # another thread's first lookup waits for the full registry
             if (self._discovered and not force) or self._loading:  # _loading: a default's own import
                 return []
             self._loading = True
-            before = set(self._entries)
             try:
-                self._load()
+                added = self._load()
             finally:
                 self._loading = False
             self._discovered = True
-            return [n for n in self._entries if n not in before]
+            return added
 
-    def _load(self) -> None:
+    def _load(self) -> list[str]:
         for module in self.defaults:
             importlib.import_module(module)
         self._builtins_first()
+        before = set(self._entries)
         for ep, obj in load_plugins(self.group, self.kind) if self.group is not None else ():
             if ep.name not in self._entries and not (self.adopt is not None and self.adopt(ep.name, obj)):
                 warnings.warn(f"entry point {ep.name!r} = {ep.value} of {_dist(ep)} is not a traceless "
                               f"{self.kind} (its import registered none named {ep.name!r}); skipped: fix or "
                               f"uninstall {_dist(ep)}", PluginWarning, stacklevel=3)
+        return [n for n in self._entries if n not in before]
 
     def _builtins_first(self) -> None:
         """Order the entries: built-ins by their module's place in ``defaults`` (a built-in
