@@ -160,3 +160,12 @@ def more_stores(request: pytest.FixtureRequest, store_url: str, tmp_path: Any) -
         make_db = request.getfixturevalue("pg_new_db")
         return lambda: str(make_db())
     return lambda: str(tmp_path / f"memory-{next(made)}.db")
+
+
+@pytest.fixture
+def _home(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """``TRACELESS_HOME`` (gate, receipt and master keys) in this test's own tmp dir, returned:
+    a module that needs fresh keys per test says ``pytestmark = pytest.mark.usefixtures("_home")``."""
+    home = tmp_path / "home"
+    monkeypatch.setenv("TRACELESS_HOME", str(home))
+    return home

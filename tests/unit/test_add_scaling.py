@@ -23,10 +23,7 @@ from _forget_helpers import session
 from traceless.memory import MemoryStore, MemoryWriter, WriteConfig
 from traceless.models import HashingEmbedder
 
-
-@pytest.fixture(autouse=True)
-def _home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TRACELESS_HOME", str(tmp_path / "home"))
+pytestmark = pytest.mark.usefixtures("_home")  # TRACELESS_HOME in this test's tmp dir (conftest)
 
 
 def _store(path: Path, n: int) -> tuple[MemoryStore, MemoryWriter]:

@@ -204,6 +204,112 @@ def test_no_private_cross_package_import() -> None:
     assert not found, "imports of another package's private names:\n" + "\n".join(found)
 
 
+PLUGGABLE = {"memory_system", "forget_mode", "MEMORY_SYSTEMS", "FORGET_MODES", "BACKENDS", "EMBEDDERS", "STUDIES"}
+"""The decorators (``@memory_system``, ``@forget_mode``) and registries (``@STUDIES.register``)
+of the kinds with an entry-point group: what a plug-in of traceless registers with."""
+
+REGISTRY_HOMES = {"traceless.models._load": "defines BACKENDS and EMBEDDERS; its built-in factories stand beside "
+                                            "the registry (same decorator as a plug-in's) and import nothing heavy"}
+"""Modules that register built-ins of a kind in the module that defines its registry (so
+nothing is loaded through the door for them), with the reason."""
+
+
+def _registrars() -> list[str]:
+    """The modules that register a built-in of a pluggable kind at module level."""
+    out = []
+    for module, path in _modules().items():
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            decos = node.decorator_list if isinstance(node, (ast.FunctionDef, ast.ClassDef)) else []
+            for d in decos:
+                f = d.func if isinstance(d, ast.Call) else d
+                if isinstance(f, ast.Attribute) and f.attr == "register":
+                    f = f.value
+                if isinstance(f, ast.Name) and f.id in PLUGGABLE:
+                    out.append(module)
+    return sorted(set(out))
+
+
+def _defaults() -> list[str]:
+    """The built-in modules every registry of a pluggable kind loads through its door (an
+    older tree measured with ``PYTHONPATH`` may lack a registry or its ``defaults``)."""
+    import importlib
+
+    out = []
+    for module, name in (("traceless.systems", "MEMORY_SYSTEMS"), ("traceless.forget", "FORGET_MODES"),
+                         ("traceless.models", "BACKENDS"), ("traceless.models", "EMBEDDERS"),
+                         ("traceless.run", "STUDIES")):
+        try:
+            reg = getattr(importlib.import_module(module), name, None)
+        except ImportError:
+            continue
+        out += list(getattr(reg, "defaults", ()))
+    return out
+
+
+def _mine(root: str, module: str) -> bool:
+    """``module`` is ``root`` or one of its own modules (``_mem0`` -> ``_mem0_live``; a
+    package -> its submodules)."""
+    return module == root or module.startswith((root + ".", root + "_"))
+
+
+def plugin_units() -> dict[str, list[str]]:
+    """Every in-tree plug-in (a registry's default module, or a module that registers a built-in
+    and is no default's) with its own modules."""
+    known = _modules()
+    roots = _defaults()
+    roots += [m for m in _registrars() if m not in REGISTRY_HOMES and not any(_mine(r, m) for r in roots)]
+    return {r: [m for m in known if _mine(r, m)] for r in roots}
+
+
+def _private(target: str) -> bool:
+    """A private module or name below a package (``traceless.systems._base``); the top-level
+    modules are packages of their own, as in ``private_imports`` (``traceless._version``)."""
+    return any(p.startswith("_") and not p.startswith("__") for p in target.split(".")[2:])
+
+
+def _private_attributes(root: str, module: str) -> list[str]:
+    """``alias._name`` uses of a traceless module or name bound by an import, the plug-in's
+    own excepted (``from traceless.systems import _sqlite_live as live``, then ``live._count``)."""
+    tree = ast.parse(_modules()[module].read_text(encoding="utf-8"))
+    aliases = {}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            base = node.module or "" if isinstance(node, ast.ImportFrom) else ""
+            for a in node.names:
+                full = f"{base}.{a.name}" if base else a.name
+                if full.startswith("traceless") and (a.asname or "." not in a.name) and not _mine(root, full):
+                    aliases[a.asname or a.name] = full
+    return [f"{module}:{n.lineno} -> {aliases[n.value.id]}.{n.attr}" for n in ast.walk(tree)
+            if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id in aliases
+            and n.attr.startswith("_") and not n.attr.startswith("__")]
+
+
+def plugin_private_imports() -> list[str]:
+    """Imports (and ``alias._name`` uses) by an in-tree plug-in of a private name of any
+    package, its own modules excepted: an in-tree adapter, mode or study uses only what a
+    third-party one can."""
+    found = []
+    for root, own in plugin_units().items():
+        for i in imports():
+            if i.importer in own and _private(i.target) and not _mine(root, _module_of(i.target, set(_modules()))):
+                found.append(i.where())
+        found += [w for m in own for w in _private_attributes(root, m)]
+    return found
+
+
+def test_in_tree_plugins_import_only_public_names() -> None:
+    assert "traceless.systems._mem0" in plugin_units()  # the rule sees the adapters
+    found = plugin_private_imports()
+    assert not found, "in-tree plug-ins importing private names (use the public ones a third-party " \
+                      "plug-in imports, e.g. `from traceless.systems import MemorySystem`):\n" + "\n".join(found)
+
+
+def test_every_builtin_plugin_is_loaded_through_the_registry_door() -> None:
+    defaults = _defaults()
+    outside = [m for m in _registrars() if m not in REGISTRY_HOMES and not any(_mine(r, m) for r in defaults)]
+    assert not outside, f"modules that register built-ins but are no registry's `defaults`: {outside}"
+
+
 def test_public_verbs_are_plain_functions_not_callable_packages() -> None:
     import importlib
 
@@ -235,6 +341,10 @@ def _main() -> None:
     print(f"private cross-package imports: {len(private)}")
     for i in private:
         print("  ", i.where())
+    plug = plugin_private_imports()
+    print(f"in-tree plug-ins: {len(plugin_units())}, their private imports: {len(plug)}")
+    for w in plug:
+        print("  ", w)
 
 
 if __name__ == "__main__":

@@ -22,11 +22,7 @@ from traceless.models import HashingEmbedder
 PLAIN = "ALICE I adopted a dog named Rex"
 
 
-@pytest.fixture(autouse=True)
-def _home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    home = tmp_path / "home"
-    monkeypatch.setenv("TRACELESS_HOME", str(home))
-    return home
+pytestmark = pytest.mark.usefixtures("_home")  # TRACELESS_HOME in this test's tmp dir (conftest)
 
 
 def _bytes(db: Path) -> bytes:

@@ -16,9 +16,7 @@ from traceless.memory import MemoryStore, Tier
 LONG = " ".join(f"filler{i}" for i in range(900))  # > 4 KiB: overflow pages
 
 
-@pytest.fixture(autouse=True)
-def _home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TRACELESS_HOME", str(tmp_path / "home"))
+pytestmark = pytest.mark.usefixtures("_home")  # TRACELESS_HOME in this test's tmp dir (conftest)
 
 
 def _files(db: Path) -> list[Path]:

@@ -38,9 +38,7 @@ ALL_MODES = ["noop", "raw_only", "raw_plus_resummarize", "full_purge", "tombston
 ERASING = ("full_purge", "tombstone", "lineage_closure")
 
 
-@pytest.fixture(autouse=True)
-def _home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TRACELESS_HOME", str(tmp_path / "home"))
+pytestmark = pytest.mark.usefixtures("_home")  # TRACELESS_HOME in this test's tmp dir (conftest)
 
 
 def _disk(db: Path, literal: str) -> dict[str, int]:

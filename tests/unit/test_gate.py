@@ -14,12 +14,7 @@ from traceless.errors import GateBlockedError
 from traceless.forget import ForgetTarget, forget
 from traceless.memory import MemoryStore, MemoryWriter, WriteConfig, WriteGate, load_key
 
-
-@pytest.fixture(autouse=True)
-def _home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    home = tmp_path / "home"
-    monkeypatch.setenv("TRACELESS_HOME", str(home))
-    return home
+pytestmark = pytest.mark.usefixtures("_home")  # TRACELESS_HOME in this test's tmp dir (conftest)
 
 
 def _gated(where: str, *, enabled: bool = True, level: int = 1) -> tuple[MemoryStore, MemoryWriter]:

@@ -13,10 +13,7 @@ from traceless.errors import InputFormatError, MemoryStoreError, SchemaVersionEr
 from traceless.forget import ForgetTarget, forget
 from traceless.memory import SCHEMA_VERSION, MemoryStore, parse_session_lines, read_sessions
 
-
-@pytest.fixture(autouse=True)
-def _home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TRACELESS_HOME", str(tmp_path / "home"))
+pytestmark = pytest.mark.usefixtures("_home")  # TRACELESS_HOME in this test's tmp dir (conftest)
 
 
 def _snapshot(db: Path) -> dict[str, bytes]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import random
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,10 +10,7 @@ from _forget_helpers import alice_sessions, make_writer
 
 from traceless.memory import MemoryStore, Tier
 
-
-@pytest.fixture(autouse=True)
-def _home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TRACELESS_HOME", str(tmp_path / "home"))
+pytestmark = pytest.mark.usefixtures("_home")  # TRACELESS_HOME in this test's tmp dir (conftest)
 
 
 def _graph(store: MemoryStore) -> dict[str, str]:

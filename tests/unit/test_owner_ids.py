@@ -13,6 +13,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from _dirtyread import dirty_rows, use_dirtyread
 from _forget_helpers import make_writer, session
 
 from traceless.forget import ForgetTarget, forget, verify_receipt
@@ -20,12 +21,7 @@ from traceless.memory import MemoryStore, Tier, _crypto
 from traceless.memory import _store as store_mod
 from traceless.models import HashingEmbedder
 
-
-@pytest.fixture(autouse=True)
-def _home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    home = tmp_path / "home"
-    monkeypatch.setenv("TRACELESS_HOME", str(home))
-    return home
+pytestmark = pytest.mark.usefixtures("_home")  # TRACELESS_HOME in this test's tmp dir (conftest)
 
 
 def _owner_id(where: str) -> str:
@@ -104,18 +100,12 @@ def test_postgres_dead_tuples_and_wal_hold_no_owner_id_after_a_forget(pg_url: st
     _check_others(store, owner)
     store.close()
     with psycopg.connect(pg_url, autocommit=True) as conn:
-        try:
-            conn.execute("CREATE EXTENSION IF NOT EXISTS pg_dirtyread")
-        except psycopg.Error as e:
-            pytest.skip(f"pg_dirtyread is not installed ({e}): apt-get install postgresql-15-dirtyread")
+        use_dirtyread(conn)
         tables = [t for (t,) in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")]
         assert {"artifacts", "data_keys", "meta", "receipts", "events", "lineage", "gate_entries"} <= set(tables)
         dead = 0
         for t in tables:
-            cols = conn.execute("SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid "
-                                "= %s::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum", (t,)).fetchall()
-            spec = ", ".join(['"xmax" xid', *(f'"{c}" {typ}' for c, typ in cols)])
-            rows = conn.execute(f"SELECT * FROM pg_dirtyread('{t}') AS t({spec})").fetchall()  # noqa: S608
+            rows = dirty_rows(conn, t)
             dead += sum(str(row[0]) != "0" for row in rows)
             for row in rows:
                 blob = b"".join(c if isinstance(c, bytes) else str(c).encode() for c in row)

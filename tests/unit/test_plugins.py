@@ -91,3 +91,88 @@ def test_a_broken_plugin_of_any_kind_warns_naming_its_package(plugins: None, kin
     msgs = [str(w.message) for w in rec]
     assert any("plug-pkg" in m and f"no_such_plug_module_{kind.replace(' ', '_')}" in m and kind in m
                for m in msgs), msgs
+
+
+BUILTINS_PROBE = '''
+import sys
+import traceless.forget, traceless.run, traceless.systems
+from traceless.forget import FORGET_MODES
+from traceless.run import STUDIES
+from traceless.systems import MEMORY_SYSTEMS
+builtins = {builtins!r}
+print(sorted(m for m in builtins if m in sys.modules))
+{early}
+print(MEMORY_SYSTEMS.names(), FORGET_MODES.names()[:2], STUDIES.names())
+print(sorted(m for m in builtins if m not in sys.modules))
+'''
+
+
+BUILTIN_MODULES = [*(f"traceless.systems._{m}" for m in ("adk", "agno", "crewai", "langgraph", "llamaindex", "mem0",
+                                                          "native", "openai_agents")),
+                   "traceless.forget._modes", "traceless.studies.afterdelete", "traceless.studies.frontier",
+                   "traceless.studies.replay"]
+
+
+def _probe(early: str = "") -> list[str]:
+    import os
+    import subprocess
+
+    import traceless
+
+    env = {**os.environ, "PYTHONPATH": str(Path(traceless.__file__).resolve().parents[1])}  # this traceless
+    out = subprocess.run([sys.executable, "-c", BUILTINS_PROBE.format(early=early, builtins=BUILTIN_MODULES)], capture_output=True, text=True,
+                         env=env, check=True, timeout=120)
+    return out.stdout.splitlines()
+
+
+def test_builtins_are_default_plugins_loaded_through_the_registry_door() -> None:
+    """Importing the registries' packages imports none of their built-ins (no adapter, no
+    mode, no study); the first listing loads every default module, in the declared order."""
+    before, listing, never = _probe()
+    assert before == "[]" and never == "[]"
+    assert listing.startswith("['adk', 'agno', 'crewai', 'langgraph', 'llamaindex', 'mem0', 'traceless', "
+                              "'openai-agents'] ['noop', 'raw_only'] ['afterdelete', 'frontier', "), listing
+    # a built-in imported before the first listing does not move it up the list
+    assert _probe("import traceless.systems._openai_agents, traceless.systems._mem0")[1] == listing
+    assert sorted(BUILTIN_MODULES) == sorted([*MEMORY_SYSTEMS.defaults, *FORGET_MODES.defaults, *STUDIES.defaults])
+
+
+RACE_REGISTRY = '''
+from traceless.registry import Registry
+REG = Registry("race thing", defaults=("tl_race_builtins",))
+seen = []
+'''
+
+RACE_BUILTINS = '''
+import threading
+from tl_race_registry import REG, seen
+
+def lookup():
+    try:
+        seen.append(REG.get("late"))
+    except Exception as e:
+        seen.append(type(e).__name__)
+
+other = threading.Thread(target=lookup)
+other.start()
+other.join(0.5)  # a second thread's first lookup while the built-ins are still loading
+REG.register("early")(1)
+REG.register("late")(2)
+'''
+
+
+def test_a_lookup_during_the_builtins_load_waits_for_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another thread that asks for a built-in while the first lookup is still importing them
+    (an audit's worker threads) gets it, not an unknown-name error from a half-filled registry."""
+    (tmp_path / "tl_race_registry.py").write_text(RACE_REGISTRY)
+    (tmp_path / "tl_race_builtins.py").write_text(RACE_BUILTINS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        mod = importlib.import_module("tl_race_registry")
+        assert mod.REG.names() == ["early", "late"]
+        builtins = sys.modules["tl_race_builtins"]
+        builtins.other.join(10)
+        assert mod.seen == [2]
+    finally:
+        sys.modules.pop("tl_race_registry", None)
+        sys.modules.pop("tl_race_builtins", None)

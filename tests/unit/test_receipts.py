@@ -26,11 +26,7 @@ from traceless.memory import MemoryStore, MemoryWriter, WriteGate
 MODES = FORGET_MODES.names()
 
 
-@pytest.fixture(autouse=True)
-def _home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    home = tmp_path / "home"
-    monkeypatch.setenv("TRACELESS_HOME", str(home))
-    return home
+pytestmark = pytest.mark.usefixtures("_home")  # TRACELESS_HOME in this test's tmp dir (conftest)
 
 
 @pytest.fixture

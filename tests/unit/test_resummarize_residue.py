@@ -6,8 +6,6 @@ the new summaries say; the residue follows from that, at S=1 and at S=2."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from _forget_helpers import CANARY, alice_sessions, copies, make_summarizer
 
@@ -16,10 +14,7 @@ from traceless.forget._modes import SUPERSEDE_COSINE
 from traceless.memory import MemoryStore, MemoryWriter, Tier, WriteConfig
 from traceless.models import ChatMessage, GenerationConfig, HashingEmbedder, ScriptedBackend
 
-
-@pytest.fixture(autouse=True)
-def _home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TRACELESS_HOME", str(tmp_path / "home"))
+pytestmark = pytest.mark.usefixtures("_home")  # TRACELESS_HOME in this test's tmp dir (conftest)
 
 
 def _focus_summarizer(*, mention_token_after: bool = False) -> ScriptedBackend:

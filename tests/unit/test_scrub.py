@@ -24,9 +24,7 @@ from traceless.models import HashingEmbedder
 PAGE = 4096
 
 
-@pytest.fixture(autouse=True)
-def _home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TRACELESS_HOME", str(tmp_path / "home"))
+pytestmark = pytest.mark.usefixtures("_home")  # TRACELESS_HOME in this test's tmp dir (conftest)
 
 
 def _marker(k: int, tag: str = "S") -> bytes:

@@ -3,7 +3,6 @@ stores exactly what the row-by-row path stores, on both backends (issue #14, sca
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -13,10 +12,7 @@ from _forget_helpers import CANARY, alice_sessions, bob_sessions, make_writer
 from traceless.forget import ForgetTarget, forget
 from traceless.memory import MemoryStore, Tier, _writes
 
-
-@pytest.fixture(autouse=True)
-def _home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TRACELESS_HOME", str(tmp_path / "home"))
+pytestmark = pytest.mark.usefixtures("_home")  # TRACELESS_HOME in this test's tmp dir (conftest)
 
 
 def _meta(store: MemoryStore, meta: dict[str, Any]) -> dict[str, Any]:

@@ -26,14 +26,9 @@ from traceless.forget import ForgetTarget, forget
 from traceless.memory import SCHEMA_VERSION, MemoryStore, Tier, _crypto
 from traceless.models import HashingEmbedder
 
-pytestmark = pytest.mark.postgres
+pytestmark = [pytest.mark.postgres, pytest.mark.usefixtures("_home")]
 
 
-@pytest.fixture(autouse=True)
-def _home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    home = tmp_path / "home"
-    monkeypatch.setenv("TRACELESS_HOME", str(home))
-    return home
 
 
 def _bin(name: str) -> str:

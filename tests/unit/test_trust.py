@@ -38,12 +38,7 @@ from traceless.forget import (
 from traceless.memory import MemoryStore, MemoryWriter, WriteConfig, read_sessions
 from traceless.models import HashingEmbedder
 
-
-@pytest.fixture(autouse=True)
-def _home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    home = tmp_path / "home"
-    monkeypatch.setenv("TRACELESS_HOME", str(home))
-    return home
+pytestmark = pytest.mark.usefixtures("_home")  # TRACELESS_HOME in this test's tmp dir (conftest)
 
 
 

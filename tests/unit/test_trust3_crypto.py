@@ -14,6 +14,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from _dirtyread import dirty_rows, use_dirtyread
 from _forget_helpers import CANARY, alice_sessions, bob_sessions, make_writer, unwraps_for
 
 import traceless
@@ -25,11 +26,7 @@ HERE = Path(__file__).resolve().parent
 SRC = Path(traceless.__file__).resolve().parents[1]  # the child imports the same traceless
 
 
-@pytest.fixture(autouse=True)
-def _home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    home = tmp_path / "home"
-    monkeypatch.setenv("TRACELESS_HOME", str(home))
-    return home
+pytestmark = pytest.mark.usefixtures("_home")  # TRACELESS_HOME in this test's tmp dir (conftest)
 
 
 def _copy(db: Path, to: Path) -> Path:
@@ -361,16 +358,8 @@ def test_postgres_dead_tuples_hold_no_plaintext_literal_after_a_forget(pg_url: s
     assert r.verification.passed and "key_destroyed" in r.guarantee
     store.close()
     with psycopg.connect(pg_url, autocommit=True) as conn:
-        try:
-            conn.execute("CREATE EXTENSION IF NOT EXISTS pg_dirtyread")
-        except psycopg.Error as e:
-            pytest.skip(f"pg_dirtyread is not installed ({e}): apt-get install postgresql-15-dirtyread")
-        tuples = conn.execute(
-            "SELECT * FROM pg_dirtyread('artifacts') AS t(xmax xid, id text, owner text, tier text, kind text, "
-            "session_id text, seq integer, text text, vector bytea, digest text, created_at double precision, "
-            "meta text, sealed bytea)").fetchall()
-        keys = conn.execute("SELECT * FROM pg_dirtyread('data_keys') AS t(xmax xid, owner text, "
-                            "wrapped bytea, created_at double precision)").fetchall()
+        use_dirtyread(conn)
+        tuples, keys = dirty_rows(conn, "artifacts"), dirty_rows(conn, "data_keys")
     # row versions the forget replaced or deleted (xmax set) are still in the heap, unvacuumed
     assert sum(str(t[0]) != "0" for t in tuples) >= 3, "the reader must see the row versions the forget replaced"
     for t in [*tuples, *keys]:

@@ -28,12 +28,7 @@ from traceless.forget import ForgetTarget, check_store, forget, load_receipt, ve
 from traceless.memory import MemoryStore
 from traceless.memory._schema import MIGRATIONS
 
-
-@pytest.fixture(autouse=True)
-def _home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    home = tmp_path / "home"
-    monkeypatch.setenv("TRACELESS_HOME", str(home))
-    return home
+pytestmark = pytest.mark.usefixtures("_home")  # TRACELESS_HOME in this test's tmp dir (conftest)
 
 
 def _pg(db: str) -> bool:

@@ -35,9 +35,7 @@ from traceless.models import HashingEmbedder  # noqa: E402
 GOLDEN = Path(__file__).parents[1] / "fixtures" / "write_golden.json"
 
 
-@pytest.fixture(autouse=True)
-def _home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TRACELESS_HOME", str(tmp_path / "home"))
+pytestmark = pytest.mark.usefixtures("_home")  # TRACELESS_HOME in this test's tmp dir (conftest)
 
 
 def _crowd(first: int, n: int) -> list[Session]:

@@ -11,12 +11,12 @@ from collections import defaultdict
 from typing import TYPE_CHECKING
 
 from traceless.errors import ConfigError
-from traceless.forget._registry import forget_mode
+from traceless.forget import forget_mode
 from traceless.memory import EXTRACTIVE, KIND_BY_LEVEL, Artifact, Tier
 from traceless.prompts import REDACTED
 
 if TYPE_CHECKING:  # this module is imported to list the modes: it must stay light (issue #13.4)
-    from traceless.forget._forget import ForgetOp
+    from traceless.forget import ForgetOp
 
 __all__: list[str] = []
 

@@ -2,8 +2,9 @@
 
 Kept apart from ``forget()`` and the store so that listing the modes (``traceless forget
 modes``, ``--help``) imports neither numpy nor the memory store (issue #13.4). The built-in
-modes register themselves when this module is imported (see the end of the file), so
-``FORGET_MODES`` is never seen half-filled.
+modes are a default plug-in (``DEFAULT_MODES``): ``traceless.forget._modes`` registers them
+with the public ``@forget_mode``, as a third-party package does, and the registry imports it
+the first time it is used, before the entry points (``traceless.registry``).
 """
 
 from __future__ import annotations
@@ -44,8 +45,12 @@ class ForgetMode:
         return Tier.SUMMARY in self.claims and Tier.RAW in self.claims
 
 
+DEFAULT_MODES = ("traceless.forget._modes",)
+"""The modules that register the built-in modes (loaded like plug-ins, in this order)."""
+
 FORGET_MODES: Registry[ForgetMode] = Registry("forget mode", hint="list them with `traceless forget modes`",
-                                               entry_points=ENTRY_POINT_GROUPS["forget mode"])
+                                               entry_points=ENTRY_POINT_GROUPS["forget mode"],
+                                               defaults=DEFAULT_MODES)
 
 
 def forget_mode(
@@ -57,7 +62,7 @@ def forget_mode(
     ``uses_recorded_summarizer``) and callers supply exactly those."""
 
     def deco(fn: Callable[[ForgetOp], None]) -> Callable[[ForgetOp], None]:
-        FORGET_MODES.register(name, help=help)(
+        FORGET_MODES.register(name, help=help, module=fn.__module__)(
             ForgetMode(name, fn, tuple(claims), help, needs_summarizer=needs_summarizer,
                        needs_embedder=needs_embedder, uses_recorded_summarizer=uses_recorded_summarizer,
                        closure=closure, gates=gates)
@@ -66,5 +71,3 @@ def forget_mode(
 
     return deco
 
-
-from traceless.forget import _modes as _modes  # noqa: E402,F401  (registers the built-in modes)

@@ -37,6 +37,7 @@ from traceless.run._runner import (
     served_options,
 )
 from traceless.run._study import (
+    DEFAULT_STUDIES,
     STUDIES,
     Cell,
     CellResult,
@@ -50,6 +51,7 @@ from traceless.run._study import (
 
 __all__ = [
     "BUNDLE_ROWS",
+    "DEFAULT_STUDIES",
     "BundleSummary",
     "Cell",
     "CellResult",

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import abc
 import hashlib
-import importlib
 import json
 import threading
 from collections.abc import Callable, Iterable, Sequence
@@ -25,6 +24,7 @@ if TYPE_CHECKING:
     from traceless.run._results import Manifest
 
 __all__ = [
+    "DEFAULT_STUDIES",
     "STUDIES",
     "Cell",
     "CellResult",
@@ -136,14 +136,17 @@ class Study(abc.ABC, Generic[C]):
         (cells that must appear together)."""
 
 
+DEFAULT_STUDIES = ("traceless.studies.afterdelete", "traceless.studies.frontier", "traceless.studies.replay")
+"""The packages of the built-in studies: default plug-ins of this kernel, loaded by name through
+the registry's door on first use (the kernel does not import the studies)."""
+
 STUDIES: Registry[type[Study[Any]]] = Registry("study", hint="list them with `traceless study list`",
-                                               entry_points=ENTRY_POINT_GROUPS["study"])
+                                               entry_points=ENTRY_POINT_GROUPS["study"], defaults=DEFAULT_STUDIES)
 
 
 def registered_studies() -> Registry[type[Study[Any]]]:
-    """``STUDIES`` with the built-in studies registered (``traceless.studies`` is loaded by
-    name, as a plug-in of this kernel: the kernel does not import the studies)."""
-    importlib.import_module("traceless.studies")
+    """``STUDIES`` with the built-in studies and the plug-ins registered."""
+    STUDIES.discover()
     return STUDIES
 
 

@@ -5,6 +5,10 @@ Public surface: the ``STUDIES`` registry, the ``Study`` base class with ``Cell``
 ``CellResult`` / ``RunContext``, ``run_study``, config helpers, and the read-only results
 API (``read_manifest``, ``read_rows``) that reports use; ``read_rows`` also reads an export
 bundle (``export_bundle``: metrics-level Parquet rows plus the manifest, no conversation text).
+
+The built-in studies (``afterdelete``, ``frontier``, ``replay``) are default plug-ins of the
+kernel's ``STUDIES`` (``traceless.run.DEFAULT_STUDIES``): they register with
+``@STUDIES.register`` as a third-party study does and are imported on the registry's first use.
 """
 
 from traceless.run import (
@@ -80,7 +84,3 @@ __all__ = [
     "run_study",
     "study_run_result",
 ]
-
-from traceless.studies import afterdelete as _afterdelete  # noqa: E402,F401  (registers AfterDeleteBench, paper 001)
-from traceless.studies import frontier as _frontier  # noqa: E402,F401  (registers the frontier study)
-from traceless.studies import replay as _replay  # noqa: E402,F401  (registers the replay study, paper 002)

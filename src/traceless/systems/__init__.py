@@ -1,16 +1,27 @@
 """Memory systems the audit can measure: the ``MemorySystem`` plug-in interface, its
 registry ``MEMORY_SYSTEMS`` and the built-in adapters (``traceless``, ``mem0``,
-``langgraph``, ``agno``, ``openai-agents``, ``llamaindex``, ``crewai``, ``adk``). Adapters of other packages register through the entry-point group
-``traceless.memory_systems``; see docs/memory-systems.md.
+``langgraph``, ``agno``, ``openai-agents``, ``llamaindex``, ``crewai``, ``adk``). Adapters of
+other packages register through the entry-point group ``traceless.memory_systems``; see
+docs/memory-systems.md.
 
-The third-party adapters import their packages only when opened, so listing the
-systems works without them. The memory views an audit probes (``VIEWS``: what the agent
-sees of a memory, ``view_config``, ``probe_view``) are defined here too.
+What an adapter imports is this module's public names, in-tree or third-party alike:
+``MemorySystem`` and ``@memory_system``, ``SystemConfig`` / ``SystemRuntime`` /
+``ContextItem`` / ``DeletionTarget``, the scan and erasure types (``ScanReport``, ``ScanHit``,
+``ErasurePlan``, ``PlannedAction``, ``StoreOutcome``, ...), ``MissingPackageError``, and for a
+live instance kept in one SQLite file ``SqliteInstance`` with the helpers of
+``traceless.systems.sqlite``. The built-in adapters are default plug-ins (``DEFAULT_SYSTEMS``):
+the registry imports them on first use, just before the entry points, so importing this
+package imports no adapter (and none of mem0, LangGraph, ...; those are imported when a
+system is opened). The memory views an audit probes (``VIEWS``: what the agent sees of a
+memory, ``view_config``, ``probe_view``) and the scan/erase verbs are defined here too; every
+name below the adapter surface is imported on first use (``traceless._lazy``).
 """
 
-from traceless.systems._adk import AdkConfig, AdkSystem
-from traceless.systems._agno import AgnoConfig, AgnoSystem
+from typing import TYPE_CHECKING
+
+from traceless._lazy import lazy_exports as _lazy_exports
 from traceless.systems._base import (
+    DEFAULT_SYSTEMS,
     ENTRY_POINT_GROUP,
     MEMORY_SYSTEMS,
     ContextItem,
@@ -28,8 +39,6 @@ from traceless.systems._base import (
     system_class,
     system_status,
 )
-from traceless.systems._bystanders import BystanderCheck, bystander_cell, bystander_check, erasure_claims
-from traceless.systems._crewai import CrewAIConfig, CrewAISystem
 from traceless.systems._erase import (
     CLAIM_LEVELS,
     ClaimLevel,
@@ -40,13 +49,20 @@ from traceless.systems._erase import (
     ScanReport,
     StoreOutcome,
 )
-from traceless.systems._erase_run import erase_system, plan_system_erasure, scan_system
-from traceless.systems._langgraph import LangGraphConfig, LangGraphSystem
-from traceless.systems._llamaindex import LlamaIndexConfig, LlamaIndexSystem
-from traceless.systems._mem0 import Mem0Config, Mem0System
-from traceless.systems._native import NativeConfig, NativeSystem
-from traceless.systems._openai_agents import OpenAIAgentsConfig, OpenAIAgentsSystem
-from traceless.systems._views import VIEWS, probe_view, view_config
+from traceless.systems._sqlite_live import SqliteInstance
+
+if TYPE_CHECKING:
+    from traceless.systems._adk import AdkConfig, AdkSystem
+    from traceless.systems._agno import AgnoConfig, AgnoSystem
+    from traceless.systems._bystanders import BystanderCheck, bystander_cell, bystander_check, erasure_claims
+    from traceless.systems._crewai import CrewAIConfig, CrewAISystem
+    from traceless.systems._erase_run import erase_system, plan_system_erasure, scan_system
+    from traceless.systems._langgraph import LangGraphConfig, LangGraphSystem
+    from traceless.systems._llamaindex import LlamaIndexConfig, LlamaIndexSystem
+    from traceless.systems._mem0 import Mem0Config, Mem0System
+    from traceless.systems._native import NativeConfig, NativeSystem
+    from traceless.systems._openai_agents import OpenAIAgentsConfig, OpenAIAgentsSystem
+    from traceless.systems._views import VIEWS, probe_view, view_config
 
 __all__ = [
     "AdkConfig",
@@ -70,6 +86,7 @@ __all__ = [
     "erase_system",
     "plan_system_erasure",
     "scan_system",
+    "DEFAULT_SYSTEMS",
     "ENTRY_POINT_GROUP",
     "MEMORY_SYSTEMS",
     "ContextItem",
@@ -87,6 +104,7 @@ __all__ = [
     "NativeSystem",
     "OpenAIAgentsConfig",
     "OpenAIAgentsSystem",
+    "SqliteInstance",
     "SystemConfig",
     "SystemRuntime",
     "SystemStatus",
@@ -100,3 +118,20 @@ __all__ = [
     "probe_view",
     "view_config",
 ]
+
+EXPORTS: dict[str, tuple[str, ...]] = {
+    "._adk": ("AdkConfig", "AdkSystem"),
+    "._agno": ("AgnoConfig", "AgnoSystem"),
+    "._bystanders": ("BystanderCheck", "bystander_cell", "bystander_check", "erasure_claims"),
+    "._crewai": ("CrewAIConfig", "CrewAISystem"),
+    "._erase_run": ("erase_system", "plan_system_erasure", "scan_system"),
+    "._langgraph": ("LangGraphConfig", "LangGraphSystem"),
+    "._llamaindex": ("LlamaIndexConfig", "LlamaIndexSystem"),
+    "._mem0": ("Mem0Config", "Mem0System"),
+    "._native": ("NativeConfig", "NativeSystem"),
+    "._openai_agents": ("OpenAIAgentsConfig", "OpenAIAgentsSystem"),
+    "._views": ("VIEWS", "probe_view", "view_config"),
+}
+"""Which submodule defines each name imported on first use (the rest are imported above)."""
+
+__getattr__, __dir__ = _lazy_exports(__name__, EXPORTS)

@@ -39,16 +39,17 @@ from typing import Any, TypeVar
 
 from traceless.errors import ConfigError
 from traceless.memory import Session
-from traceless.systems import _sqlite_live as live
-from traceless.systems._base import (
+from traceless.systems import (
     ContextItem,
     DeletionTarget,
+    ErasurePlan,
     MemorySystem,
+    StoreOutcome,
     SystemConfig,
     SystemRuntime,
     memory_system,
 )
-from traceless.systems._erase import ErasurePlan, StoreOutcome
+from traceless.systems import sqlite as live
 
 __all__ = ["AdkConfig", "AdkSystem"]
 

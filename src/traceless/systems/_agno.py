@@ -32,15 +32,16 @@ from typing import Any
 
 from traceless.errors import ConfigError
 from traceless.memory import Session
-from traceless.systems import _sqlite_live as live
-from traceless.systems._base import (
+from traceless.systems import (
     ContextItem,
     DeletionTarget,
+    ErasurePlan,
+    StoreOutcome,
     SystemConfig,
     SystemRuntime,
     memory_system,
 )
-from traceless.systems._erase import ErasurePlan, StoreOutcome
+from traceless.systems import sqlite as live
 
 __all__ = ["AgnoConfig", "AgnoSystem"]
 

@@ -17,7 +17,8 @@ closes it, copies the directory for each deletion operation and reopens it there
 every operation starts from the same memory.
 
 Systems register with ``@memory_system("name")``; other packages register theirs
-through the entry-point group ``traceless.memory_systems`` (``name = module:Class``).
+through the entry-point group ``traceless.memory_systems`` (``name = module:Class``), and the
+built-in adapters are loaded through the same door (``DEFAULT_SYSTEMS``).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from traceless.registry import ENTRY_POINT_GROUPS, PluginWarning, Registry
 from traceless.systems._erase import ErasurePlan, ScanReport, StoreOutcome
 
 __all__ = [
+    "DEFAULT_SYSTEMS",
     "ENTRY_POINT_GROUP",
     "MEMORY_SYSTEMS",
     "ContextItem",
@@ -243,8 +245,15 @@ def _versions(system: MemorySystem) -> dict[str, str]:
     return out
 
 
+DEFAULT_SYSTEMS = tuple(f"traceless.systems._{m}" for m in (
+    "adk", "agno", "crewai", "langgraph", "llamaindex", "mem0", "native", "openai_agents"))
+"""The modules of the built-in adapters: default plug-ins, imported in this order (the order of
+``traceless memory systems``) on the registry's first use, through the same door as the entry
+points; each imports only public ``traceless.systems`` names, as a third-party adapter does."""
+
 MEMORY_SYSTEMS: Registry[type[MemorySystem]] = Registry(
-    "memory system", hint="list them with `traceless memory systems`", entry_points=ENTRY_POINT_GROUP
+    "memory system", hint="list them with `traceless memory systems`", entry_points=ENTRY_POINT_GROUP,
+    defaults=DEFAULT_SYSTEMS,
 )
 
 S = TypeVar("S", bound=type[MemorySystem])
@@ -278,9 +287,7 @@ def load_entry_points(*, force: bool = False) -> list[str]:
     ``traceless.registry``). Importing an entry point's module is what registers it (via
     ``@memory_system``); an entry point may also name a ``MemorySystem`` subclass that is not
     registered yet, which is then registered under the entry point's name. Returns the names
-    added."""
-    import traceless.systems  # noqa: F401  (registers the built-in adapters first)
-
+    added. The built-in adapters (``DEFAULT_SYSTEMS``) are loaded first, through the same door."""
     return MEMORY_SYSTEMS.discover(force=force)
 
 

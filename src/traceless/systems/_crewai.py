@@ -39,15 +39,19 @@ from typing import Any
 from traceless.errors import ConfigError
 from traceless.memory import Session
 from traceless.models import Embedder, ModelBackend
-from traceless.systems._base import (
+from traceless.systems import (
     ContextItem,
     DeletionTarget,
+    ErasurePlan,
     MemorySystem,
+    PlannedAction,
+    ScanHit,
+    ScanReport,
+    StoreOutcome,
     SystemConfig,
     SystemRuntime,
     memory_system,
 )
-from traceless.systems._erase import ErasurePlan, PlannedAction, ScanHit, ScanReport, StoreOutcome
 
 __all__ = ["CrewAIConfig", "CrewAISystem"]
 

@@ -34,15 +34,17 @@ from traceless import prompts
 from traceless.errors import ConfigError, UnsupportedError
 from traceless.memory import Session
 from traceless.models import ChatMessage, Generation, GenerationConfig
-from traceless.systems._base import (
+from traceless.systems import (
     ContextItem,
     DeletionTarget,
+    ErasurePlan,
     MemorySystem,
+    ScanReport,
+    StoreOutcome,
     SystemConfig,
     SystemRuntime,
     memory_system,
 )
-from traceless.systems._erase import ErasurePlan, ScanReport, StoreOutcome
 from traceless.systems._langgraph_live import LiveLangGraph, NamespaceMap
 
 __all__ = ["CheckpointerConfig", "LangGraphConfig", "LangGraphSystem", "StoreConfig", "StoreIndexConfig", "UserMapping"]

@@ -36,7 +36,7 @@ from typing import Any
 
 from traceless.errors import ConfigError, UnsupportedError
 from traceless.forget import encodings_of
-from traceless.systems._erase import ErasurePlan, PlannedAction, ScanHit, ScanReport, StoreOutcome
+from traceless.systems import ErasurePlan, PlannedAction, ScanHit, ScanReport, StoreOutcome
 
 __all__ = ["LiveLangGraph", "NamespaceMap"]
 

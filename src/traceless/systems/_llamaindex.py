@@ -39,17 +39,19 @@ from pydantic import Field
 from traceless.errors import ConfigError
 from traceless.memory import Session
 from traceless.models import Embedder
-from traceless.systems import _llamaindex_live as li_live
-from traceless.systems._base import (
+from traceless.systems import (
     ContextItem,
     DeletionTarget,
+    ErasurePlan,
     MemorySystem,
+    ScanReport,
+    StoreOutcome,
     SystemConfig,
     SystemRuntime,
     memory_system,
 )
-from traceless.systems._erase import ErasurePlan, ScanReport, StoreOutcome
-from traceless.systems._sqlite_live import table_texts
+from traceless.systems import _llamaindex_live as li_live
+from traceless.systems.sqlite import table_texts
 
 __all__ = ["LlamaIndexConfig", "LlamaIndexSystem"]
 

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from traceless.systems import _sqlite_live as live
-from traceless.systems._erase import ErasurePlan, PlannedAction, ScanHit, ScanReport, StoreOutcome
+from traceless.systems import ErasurePlan, PlannedAction, ScanHit, ScanReport, StoreOutcome
+from traceless.systems import sqlite as live
 
 __all__ = ["CHAT_TABLE", "JsonRecord", "bystander_digests", "erase_json", "indexed_refs", "json_files", "owned", "plan",
            "records", "scan"]
@@ -153,7 +153,7 @@ def scan(system: str, chat_db: Path | None, persist: Path, user: str | None, lit
     for store, rs in recs.items():
         report.stores[store] = len(rs)
         for r in rs:
-            mine, n = _is_mine(r, refs, nodes), live._count(r.text(), literals)
+            mine, n = _is_mine(r, refs, nodes), live.count_literals(r.text(), literals)
             if mine or n:
                 report.hits.append(ScanHit(store=store, record_id=r.record_id, field="*", owner_match=mine,
                                            literal_count=n, value=r.text() if reveal else None))
@@ -174,8 +174,8 @@ def plan(system: str, chat_db: Path | None, persist: Path, user: str | None, lit
 def _scrub(v: Any, literals: Sequence[str]) -> tuple[Any, int]:
     """``v`` with every literal (and its JSON-escaped form) in every string replaced."""
     if isinstance(v, str):
-        n = live._count(v, literals)
-        return (live._replace(v, literals), n) if n else (v, 0)
+        n = live.count_literals(v, literals)
+        return (live.replace_literals(v, literals), n) if n else (v, 0)
     if isinstance(v, list):
         pairs = [_scrub(x, literals) for x in v]
         return [p[0] for p in pairs], sum(p[1] for p in pairs)
@@ -250,7 +250,7 @@ def bystander_digests(chat_db: Path | None, persist: Path, user: str | None,
     out: dict[str, tuple[int, str]] = {}
     if chat_db is not None and chat_db.is_file():
         for table, rows in live.rows(chat_db).items():
-            out[_chat_store(table)] = _digest([live._replace(row.text(), literals) for row in rows
+            out[_chat_store(table)] = _digest([live.replace_literals(row.text(), literals) for row in rows
                                                if user is None or _chat_owner(table, row.values) != user])
     recs = records(persist)
     refs, nodes = owned(recs, user)

@@ -26,15 +26,17 @@ from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, mod
 from traceless.errors import ConfigError, UnsupportedError
 from traceless.memory import Session
 from traceless.models import ModelBackend
-from traceless.systems._base import (
+from traceless.systems import (
     ContextItem,
     DeletionTarget,
+    ErasurePlan,
     MemorySystem,
+    ScanReport,
+    StoreOutcome,
     SystemConfig,
     SystemRuntime,
     memory_system,
 )
-from traceless.systems._erase import ErasurePlan, ScanReport, StoreOutcome
 from traceless.systems._mem0_live import LiveLayout, Mem0Live, live_layout, probe_config
 
 __all__ = ["Mem0Config", "Mem0System"]
@@ -267,7 +269,7 @@ class Mem0System(MemorySystem):
                     break
 
     def _table(self, table: str) -> Iterable[str]:
-        from traceless.systems._sqlite_live import table_texts
+        from traceless.systems.sqlite import table_texts
 
         return table_texts(self.work_dir / "history.db", table)
 

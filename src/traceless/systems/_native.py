@@ -13,15 +13,15 @@ from traceless.errors import ConfigError
 from traceless.forget import FORGET_MODES, ForgetTarget, forget
 from traceless.memory import KIND_BY_LEVEL, MemoryStore, MemoryWriter, Session, Tier, WriteConfig
 from traceless.models import GenerationConfig
-from traceless.systems._base import (
+from traceless.systems import (
     ContextItem,
     DeletionTarget,
     MemorySystem,
     SystemConfig,
     SystemRuntime,
     memory_system,
+    view_config,
 )
-from traceless.systems._views import view_config
 
 if TYPE_CHECKING:
     import numpy as np

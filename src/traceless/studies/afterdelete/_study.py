@@ -36,7 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from traceless.errors import ConfigError, UnknownNameError
 from traceless.models import CachingBackend, GenerationConfig, ModelBackend
-from traceless.studies._runner import STUDIES, Cell, CellResult, RunContext, Study, derive_seed
+from traceless.run import STUDIES, Cell, CellResult, RunContext, Study, derive_seed
 from traceless.studies.afterdelete._auditors import AUDITORS, Auditor, make_auditor
 from traceless.studies.afterdelete._contracts import CONTRACTS
 from traceless.studies.afterdelete._episodes import (

@@ -35,7 +35,7 @@ from traceless.audit import Planted, Probe, deletion_phase, extracted, plant, pr
 from traceless.datasets import Instance
 from traceless.memory import KIND_BY_LEVEL, Tier
 from traceless.models import GenerationConfig
-from traceless.studies._runner import STUDIES, Cell, CellResult, RunContext, Study, derive_seed
+from traceless.run import STUDIES, Cell, CellResult, RunContext, Study, derive_seed
 from traceless.studies.frontier._residue_config import ResidueConfig
 from traceless.studies.frontier._study import (
     SYSTEM,
@@ -44,6 +44,7 @@ from traceless.studies.frontier._study import (
     _Job,
     _Plan,
     _slug,
+    instance_cells,
     select_instances,
     setup_state,
 )
@@ -99,13 +100,7 @@ class ResidueStudy(Study[ResidueConfig]):
     def cells(self, config: ResidueConfig) -> Iterator[Cell]:
         prs = self._probes(config)
         for inst in residue_instances(_data(config)[0], config):
-            g = f"inst={inst.id}"
-
-            def cell(key: str, _g: str = g, _id: str = inst.id, **params: Any) -> Cell:
-                full = f"{_g}/{key}"
-                return Cell(key=full, group=_g, params={"instance": _id, **params},
-                            seed=derive_seed(config.seed, full))
-
+            cell = instance_cells(config.seed, inst.id)
             for s in config.screen_S:
                 yield cell(f"screen/S={s}", kind="screen", S=s)
             for s in config.slice_S:

@@ -35,7 +35,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -49,7 +49,7 @@ from traceless.datasets import Instance, load_instances, resolve_data
 from traceless.errors import ConfigError
 from traceless.metrics import pr_judge_many
 from traceless.models import ChatMessage, Generation, GenerationConfig, ModelBackend
-from traceless.studies._runner import STUDIES, Cell, CellResult, RunContext, Study, derive_seed
+from traceless.run import STUDIES, Cell, CellResult, RunContext, Study, derive_seed
 from traceless.studies.frontier._config import FrontierConfig
 from traceless.systems import MemorySystem, NativeConfig, NativeSystem, SystemRuntime, open_system
 
@@ -158,6 +158,18 @@ def setup_state(ctx: RunContext[Any], chosen: list[Instance], digest: str, cells
     ctx.state["embedder"] = ctx.embedder.describe()
 
 
+def instance_cells(seed: int, inst_id: str) -> Callable[..., Cell]:
+    """The cell maker of one instance's group ``inst=ID`` (the frontier and residue grids):
+    ``cell(key, **params)`` is the cell ``inst=ID/key`` seeded from the study seed and that key."""
+    group = f"inst={inst_id}"
+
+    def cell(key: str, **params: Any) -> Cell:
+        full = f"{group}/{key}"
+        return Cell(key=full, group=group, params={"instance": inst_id, **params}, seed=derive_seed(seed, full))
+
+    return cell
+
+
 @STUDIES.register("frontier", help="paper 000: privacy–utility frontier (S, k) and forgetting residue (FRS)")
 class FrontierStudy(Study[FrontierConfig]):
     """Paper 000 on LongMemEval with canaries."""
@@ -188,13 +200,7 @@ class FrontierStudy(Study[FrontierConfig]):
         chosen = select_instances(instances, config.n, config.seed)
         prs = self._probes(config)
         for inst in chosen:
-            g = f"inst={inst.id}"
-
-            def cell(key: str, _g: str = g, _id: str = inst.id, **params: Any) -> Cell:
-                full = f"{_g}/{key}"
-                return Cell(key=full, group=_g, params={"instance": _id, **params},
-                            seed=derive_seed(config.seed, full))
-
+            cell = instance_cells(config.seed, inst.id)
             for s in config.S:
                 for k in config.k:
                     for qi in range(len(inst.questions)):

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from traceless.errors import ConfigError, StudyError
 from traceless.models import GenerationConfig
+from traceless.run import STUDIES, Cell, CellResult, RunContext, Study, derive_seed
 from traceless.runtime import (
     FORGET_OPERATORS,
     AgentRuntime,
@@ -26,7 +27,6 @@ from traceless.runtime import (
     forget_state,
     independent_steps,
 )
-from traceless.studies._runner import STUDIES, Cell, CellResult, RunContext, Study, derive_seed
 from traceless.studies.replay._audits import (
     PROBE_NAMES,
     ProbeCache,
