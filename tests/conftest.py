@@ -25,6 +25,13 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 os.environ["HF_DATASETS_OFFLINE"] = "1"
 
+# Under pytest-xdist (``-n 2``: one worker per core) every model engine gets one thread: two
+# workers each running a 2-thread llama.cpp server or torch would oversubscribe the cores, and
+# a 2-thread server's per-token sync collapses when the other worker takes a core (measured
+# 630 s vs 105 s for one audit test). Replies do not depend on the thread count.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("TRACELESS_NUM_THREADS", "1")
+
 _SESSION_HOME = tempfile.mkdtemp(prefix="traceless-test-home-")
 os.environ["TRACELESS_HOME"] = _SESSION_HOME
 atexit.register(shutil.rmtree, _SESSION_HOME, ignore_errors=True)
