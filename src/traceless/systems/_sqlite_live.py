@@ -194,11 +194,15 @@ def erase_residue(path: Path, owner_of: OwnerOf, user: str | None, literals: Seq
     return out
 
 
-def bystander_digests(path: Path, owner_of: OwnerOf, user: str | None) -> dict[str, tuple[int, str]]:
-    """Per table: count and SHA-256 of the rows of every other user (and of no user)."""
+def bystander_digests(path: Path, owner_of: OwnerOf, user: str | None,
+                      literals: Sequence[str] = ()) -> dict[str, tuple[int, str]]:
+    """Per table: count and SHA-256 of the rows of every other user (and of no user), each
+    with the literals replaced as ``erase_residue`` replaces them: a row the erasure rewrites
+    digests the same before and after; any other change to it does not."""
     out: dict[str, tuple[int, str]] = {}
     for table, rs in rows(path).items():
-        other = sorted(r.text() for r in rs if user is None or owner_of(table, r.values) != user)
+        other = sorted(Row(r.table, r.rowid, r.record_id, {c: _replace(v, literals) for c, v in r.values.items()}).text()
+                       for r in rs if user is None or owner_of(table, r.values) != user)
         h = hashlib.sha256()
         for t in other:
             h.update(t.encode("utf-8") + b"\0")
@@ -224,6 +228,7 @@ class SqliteInstance(MemorySystem):
         super().__init__(work_dir, config, runtime)  # type: ignore[arg-type]
         self.path = db_path or work_dir / self.db_name
         self.read_only = read_only
+        self._literals: tuple[str, ...] = ()
 
     @classmethod
     def attach(cls, config: SystemConfig, runtime: SystemRuntime | None = None, *, read_only: bool) -> MemorySystem:
@@ -242,6 +247,7 @@ class SqliteInstance(MemorySystem):
         return scan(self.name, self.path, self.row_owner, user, literals, reveal)
 
     def plan_erasure(self, user: str | None, literals: Sequence[str]) -> ErasurePlan:
+        self._literals = tuple(literals)  # what the bystander digests normalise (the rows the plan rewrites)
         return plan(self.name, self.path, self.row_owner, user, literals)
 
     def erase_residue(self, plan: ErasurePlan, literals: Sequence[str]) -> list[StoreOutcome]:
@@ -250,7 +256,8 @@ class SqliteInstance(MemorySystem):
         return erase_residue(self.path, self.row_owner, plan.user, literals)
 
     def bystander_digests(self, user: str | None) -> dict[str, tuple[int, str]]:
-        return bystander_digests(self.path, self.row_owner, user)
+        # the literals are those of the last plan (the driver plans before it digests)
+        return bystander_digests(self.path, self.row_owner, user, self._literals)
 
     def instance_files(self) -> list[Path]:
         return sorted(p for p in self.path.parent.glob(self.path.name + "*") if p.is_file())
