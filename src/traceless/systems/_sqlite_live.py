@@ -8,6 +8,7 @@ rows quoting a literal), then ``VACUUM``.
 from __future__ import annotations
 
 import abc
+import functools
 import hashlib
 import json
 import shutil
@@ -125,14 +126,21 @@ def rows(path: Path) -> dict[str, list[Row]]:
         con.close()
 
 
-def _forms(literal: str) -> list[str]:
-    """The literal and, for a non-ASCII one, its JSON-escaped form (Agno and the SDK store JSON)."""
+@functools.lru_cache(maxsize=1024)
+def _forms(literal: str) -> tuple[str, ...]:
+    """The literal and, for a non-ASCII one, its JSON-escaped form (Agno and the SDK store JSON);
+    cached: a scan asks for it once per row and literal."""
     escaped = json.dumps(literal)[1:-1]
-    return [literal] if escaped == literal else [literal, escaped]
+    return (literal,) if escaped == literal else (literal, escaped)
+
+
+@functools.lru_cache(maxsize=64)
+def _all_forms(literals: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(f for lit in literals if lit for f in _forms(lit))
 
 
 def _count(text: str, literals: Sequence[str]) -> int:
-    return sum(text.count(f) for lit in literals if lit for f in _forms(lit))
+    return sum(map(text.count, _all_forms(tuple(literals))))
 
 
 def scan(system: str, path: Path, owner_of: OwnerOf, user: str | None, literals: Sequence[str],
@@ -143,10 +151,11 @@ def scan(system: str, path: Path, owner_of: OwnerOf, user: str | None, literals:
         report.stores[table] = len(rs)
         for r in rs:
             mine = user is not None and owner_of(table, r.values) == user
-            n = _count(r.text(), literals)
+            text = r.text()
+            n = _count(text, literals)
             if mine or n:
                 report.hits.append(ScanHit(store=table, record_id=r.record_id, field="*", owner_match=mine,
-                                           literal_count=n, value=r.text() if reveal else None))
+                                           literal_count=n, value=text if reveal else None))
     return report
 
 
