@@ -39,7 +39,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import importlib.util
-import json
 import os
 import sqlite3
 import statistics
