@@ -215,8 +215,13 @@ class OpenAIAgentsSystem(live.SqliteInstance):
             token = env["payload"].encode("utf-8")
         except (ValueError, TypeError, KeyError, AttributeError):
             return None
+        from cryptography.fernet import InvalidToken
+
         cipher = self._session(str(row.get("session_id"))).cipher
-        return str(cipher.fernet.decrypt(token).decode("utf-8"))
+        try:
+            return str(cipher.fernet.decrypt(token).decode("utf-8"))
+        except InvalidToken:  # another key's row: nothing this instance's key can read
+            return None
 
     def close(self) -> None:
         for s in self._open.values():
