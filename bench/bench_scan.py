@@ -174,8 +174,6 @@ def build_crewai(root: Path, n: int, canaries: list[str]) -> dict[str, Any]:
     tmpl = [r for r in tbl.to_arrow().to_pylist() if TMPL_USER in str(r.get("scope"))]
     rows = [{c: (str(uuid.UUID(int=j * 16 + i)) if c == "id" else _sub(v, j)) for c, v in r.items()}
             for j in range(_copies(n, len(canaries))) for i, r in enumerate(tmpl)]
-    for r in rows:  # metadata is a JSON string in CrewAI's table; scope and source name the user
-        r["metadata"] = _sub(r["metadata"], 0) if isinstance(r["metadata"], str) else r["metadata"]
     tbl.add(rows)
     return {"storage_path": str(root / "memory")}
 

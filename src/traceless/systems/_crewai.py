@@ -56,7 +56,7 @@ DIR_NAME = "memory"
 TABLE = "memories"
 OLD = "@versions"
 _DELETIONS = ("forget", "forget_scope", "reset", "reset_all")
-_TEXT_COLS = ("id", "content", "scope", "categories", "metadata", "source")
+_TEXT_COLS = ("id", "content", "scope", "categories_str", "metadata_str", "source")  # CrewAI 1.15's columns
 
 
 class CrewAIConfig(SystemConfig):
