@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from io import BufferedReader
 from pathlib import Path
 
@@ -34,9 +34,10 @@ def encodings_of(literal: str) -> list[bytes]:
     return list(dict.fromkeys(forms))
 
 
-def scan_files(files: Iterable[Path], literal: str) -> dict[str, int]:
-    """Occurrences of ``literal``'s bytes (any encoding above) per file."""
-    forms = [f for f in encodings_of(literal) if f]
+def scan_files(files: Iterable[Path], literal: str | Sequence[str]) -> dict[str, int]:
+    """Occurrences of ``literal``'s bytes (any encoding above) per file; given several
+    literals, the sum of their occurrences, each file read once (not once per literal)."""
+    forms = [f for lit in ([literal] if isinstance(literal, str) else literal) for f in encodings_of(lit) if f]
     out: dict[str, int] = {}
     for f in files:
         try:

@@ -60,7 +60,7 @@ DIR_NAME = "memory"
 TABLE = "memories"
 OLD = "@versions"
 _DELETIONS = ("forget", "forget_scope", "reset", "reset_all")
-_TEXT_COLS = ("id", "content", "scope", "categories", "metadata", "source")
+_TEXT_COLS = ("id", "content", "scope", "categories_str", "metadata_str", "source")  # CrewAI 1.15's columns
 
 
 class CrewAIConfig(SystemConfig):
@@ -127,6 +127,14 @@ def _tables(db: Any) -> list[str]:
             return sorted(names)
 
 
+def _pylist(tbl: Any) -> list[dict[str, Any]]:
+    """The rows of a table's checked-out version, with the columns a record is made of
+    (``_TEXT_COLS``: id, scope and the texts) only: the vectors are never turned into Python
+    lists (most of a scan's time at 10^4 memories)."""
+    data = tbl.to_arrow()
+    return list(data.select([c for c in _TEXT_COLS if c in data.column_names]).to_pylist())
+
+
 def _versions(path: Path) -> dict[str, list[dict[str, Any]]]:
     """Store → rows: every table's current rows, and (``TABLE@versions``) each distinct row that
     only an older version still holds (what a deletion left in LanceDB's history)."""
@@ -139,14 +147,14 @@ def _versions(path: Path) -> dict[str, list[dict[str, Any]]]:
     for name in _tables(db):
         tbl = db.open_table(name)
         latest = tbl.version
-        current = tbl.to_arrow().to_pylist()
+        current = _pylist(tbl)
         out.setdefault(name, []).extend(current)
         seen = {_text(r) for r in current}
         for v in sorted(int(x["version"]) for x in tbl.list_versions()):
             if v == latest:
                 continue
             tbl.checkout(v)
-            for r in tbl.to_arrow().to_pylist():
+            for r in _pylist(tbl):
                 if _text(r) not in seen:
                     seen.add(_text(r))
                     out.setdefault(name + OLD, []).append(r)

@@ -50,10 +50,7 @@ def scan_system(system: MemorySystem, user: str | None, literals: Sequence[str],
     report = system.scan(user, literals, reveal=reveal)
     if literals and not report.files:
         files = system.instance_files()
-        counts: dict[str, int] = {}
-        for lit in literals:
-            for path, n in scan_files(files, lit).items():
-                counts[path] = counts.get(path, 0) + n
+        counts = scan_files(files, literals)  # every literal, each file read once
         report = report.model_copy(update={
             "files": [FileHit(path=p, count=n) for p, n in sorted(counts.items()) if n],
             "files_scanned": len(files)})

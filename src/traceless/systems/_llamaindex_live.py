@@ -153,11 +153,31 @@ def scan(system: str, chat_db: Path | None, persist: Path, user: str | None, lit
     for store, rs in recs.items():
         report.stores[store] = len(rs)
         for r in rs:
-            mine, n = _is_mine(r, refs, nodes), live.count_literals(r.text(), literals)
+            mine, n = _is_mine(r, refs, nodes), _record_count(r, literals)
             if mine or n:
                 report.hits.append(ScanHit(store=store, record_id=r.record_id, field="*", owner_match=mine,
                                            literal_count=n, value=r.text() if reveal else None))
     return report
+
+
+_NUMBER_CHARS = frozenset("0123456789.-+eE[], NaInfity")  # every character of a JSON list of numbers
+_MIN_NUMBERS = 32
+
+
+def _record_count(r: JsonRecord, literals: Sequence[str]) -> int:
+    """``live.count_literals(r.text(), literals)``, without serialising a long list of numbers (an
+    embedding, most of a vector store's bytes) when no literal form could lie inside one: then
+    every occurrence starts before the list, in ``["collection", "key", ``, and ends within its
+    first ``len(form) - 1`` characters, so only that head is serialised (exactly the same count)."""
+    v = r.value
+    forms = [f for lit in literals if lit for f in live.literal_forms(lit)]
+    if (type(v) is not list or len(v) < _MIN_NUMBERS or not forms or any(set(f) <= _NUMBER_CHARS for f in forms)
+            or not all(type(x) is float or type(x) is int for x in v)):
+        return live.count_literals(r.text(), literals)
+    m = max(len(f) for f in forms)
+    head = json.dumps([r.collection, r.key], ensure_ascii=False)[:-1] + ", "
+    part = json.dumps(v[:m])[:-1] if len(v) > m else json.dumps(v) + "]"  # a prefix of the list's text
+    return sum((head + part).count(f) for f in forms)
 
 
 def plan(system: str, chat_db: Path | None, persist: Path, user: str | None, literals: Sequence[str]) -> ErasurePlan:

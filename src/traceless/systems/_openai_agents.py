@@ -17,6 +17,16 @@ Native deletions: ``pop_item`` (``SQLiteSession.pop_item()``: it removes only th
 item, so it is called until no item holding the secret is left, as a user undoing turns
 would) and ``clear_session`` (``SQLiteSession.clear_session()`` of the session that carried it).
 
+Options, as an app configures the SDK: ``session: "sqlalchemy"`` stores through
+``SQLAlchemySession`` (``sqlite+aiosqlite`` on the same file, ``create_tables=True``: the same
+two tables); ``encrypted_ttl: SECONDS`` wraps every session in ``EncryptedSession`` (Fernet,
+one key per session derived from the instance's key) and adds the deletion ``ttl_expiry``:
+the reads' clock moves past the TTL (every item, of every user, is then older than it), what
+the SDK's expiry is. Measured (tests/unit/test_openai_agents_sessions.py): an expired item is
+skipped by ``get_items`` but its row stays in ``agent_messages``; the file holds only the
+Fernet token (no plaintext bytes), which the key still decrypts (Fernet checks the TTL only
+when asked): the store ``agent_messages@decrypted`` is every row the key opens.
+
 A live instance (``db_file``) is scanned read-only (``mode=ro``) and erased: ``clear_session``
 of every session of the user, then the rows it leaves and rows quoting a literal, then ``VACUUM``.
 """
@@ -26,9 +36,10 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import Coroutine, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, TypeVar
 
 from pydantic import Field
 
@@ -50,6 +61,10 @@ __all__ = ["OpenAIAgentsConfig", "OpenAIAgentsSystem"]
 OPENAI_AGENTS_VERSION = "0.24.0"
 DB_NAME = "sessions.db"
 _DELETIONS = ("pop_item", "clear_session")
+TTL_EXPIRY = "ttl_expiry"
+AUDIT_KEY = "traceless-audit-instance-key"  # the audit's own fresh instance: its key is no secret
+DECRYPTED = "agent_messages@decrypted"
+T = TypeVar("T")
 
 
 class OpenAIAgentsConfig(SystemConfig):
@@ -61,6 +76,10 @@ class OpenAIAgentsConfig(SystemConfig):
     """Newest items the agent is given (``get_items(limit)``; None: all, the Runner's default)."""
     db_file: str | None = None
     """A live instance's SQLite file (``scan``/``forget --memory openai-agents``)."""
+    session: Literal["sqlite", "sqlalchemy"] = "sqlite"
+    """The SDK's session class: ``SQLiteSession``, or ``SQLAlchemySession`` on the same SQLite file."""
+    encrypted_ttl: int | None = Field(None, ge=1)
+    """Wrap each session in ``EncryptedSession`` with this TTL in seconds (adds ``ttl_expiry``)."""
 
 
 def _import_sdk() -> Any:
@@ -94,29 +113,55 @@ class OpenAIAgentsSystem(live.SqliteInstance):
         assert isinstance(config, OpenAIAgentsConfig)
         self.cfg = config
         self._open: dict[str, Any] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.clock_shift = 0
+        """Seconds the encrypted sessions' reads are ahead of the wall clock (``ttl_expiry``)."""
         if not read_only:
             _import_sdk()
+
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        if self._loop is None:  # one loop: SQLAlchemy's async engine keeps connections bound to it
+            self._loop = asyncio.new_event_loop()
+        return self._loop.run_until_complete(coro)
 
     def _session(self, sid: str) -> Any:
         if self.read_only:
             raise ConfigError("openai-agents: this instance was attached read-only; attach it with read_only=False")
         if sid not in self._open:
-            from agents import SQLiteSession
-
-            self._open[sid] = SQLiteSession(sid, str(self.path))
+            self._open[sid] = self._encrypted(sid, self._underlying(sid))
         return self._open[sid]
+
+    def _underlying(self, sid: str) -> Any:
+        if self.cfg.session == "sqlalchemy":
+            from agents.extensions.memory import SQLAlchemySession
+
+            return SQLAlchemySession.from_url(sid, url=f"sqlite+aiosqlite:///{self.path.resolve()}", create_tables=True)
+        from agents import SQLiteSession
+
+        return SQLiteSession(sid, str(self.path))
+
+    def _encrypted(self, sid: str, under: Any) -> Any:
+        if self.cfg.encrypted_ttl is None:
+            return under
+        from agents.extensions.memory import EncryptedSession
+
+        sess = EncryptedSession(session_id=sid, underlying_session=under, encryption_key=AUDIT_KEY,
+                                ttl=self.cfg.encrypted_ttl)
+        sess.cipher = _Clock(sess.cipher, self)  # type: ignore[assignment]
+        return sess
 
     def _sid(self, owner: str, session_id: str) -> str:
         return f"{owner}/{session_id}" if self.cfg.per_session else owner
 
     @classmethod
     def deletions(cls, config: SystemConfig) -> tuple[str, ...]:
-        return _DELETIONS
+        ttl = isinstance(config, OpenAIAgentsConfig) and config.encrypted_ttl is not None
+        return (*_DELETIONS, TTL_EXPIRY) if ttl else _DELETIONS
 
     def write(self, sessions: Sequence[Session]) -> None:
         for s in sessions:
             items = [{"role": t.role, "content": t.content} for t in s.turns if t.role in ("user", "assistant")]
-            asyncio.run(self._session(self._sid(s.user_id, s.session_id)).add_items(items))
+            self._run(self._session(self._sid(s.user_id, s.session_id)).add_items(items))
 
     def _user_sessions(self, owner: str) -> list[str]:
         if not self.path.exists():
@@ -131,20 +176,26 @@ class OpenAIAgentsSystem(live.SqliteInstance):
     def context(self, owner: str, query: str, view: str = "agent") -> list[ContextItem]:
         out = []
         for sid in self._user_sessions(owner):
-            items = asyncio.run(self._session(sid).get_items(self.cfg.limit))
+            items = self._run(self._session(sid).get_items(self.cfg.limit))
             out += [ContextItem(f"{sid}#{i}", _text(it)) for i, it in enumerate(items) if _text(it).strip()]
         return out
 
     def delete(self, operation: str, target: DeletionTarget) -> dict[str, Any]:
-        if operation not in _DELETIONS:
-            raise ConfigError(f"openai-agents: unknown deletion {operation!r}; known: {', '.join(_DELETIONS)}")
+        known = self.deletions(self.cfg)
+        if operation not in known:
+            raise ConfigError(f"openai-agents: unknown deletion {operation!r}; known: {', '.join(known)}"
+                              + ("" if self.cfg.encrypted_ttl else f" ({TTL_EXPIRY} needs `encrypted_ttl`)"))
+        if operation == TTL_EXPIRY:  # the TTL passes: every item, of every user, is older than it
+            assert self.cfg.encrypted_ttl is not None
+            self.clock_shift = max(self.clock_shift, self.cfg.encrypted_ttl + 1)
+            return {"clock_advanced_s": self.clock_shift}
         sess = self._session(self._sid(target.owner, target.session_id))
         if operation == "clear_session":
-            asyncio.run(sess.clear_session())
+            self._run(sess.clear_session())
             return {"cleared": sess.session_id}
         popped = 0
-        while any(target.literal in json.dumps(it, ensure_ascii=False) for it in asyncio.run(sess.get_items())):
-            asyncio.run(sess.pop_item())
+        while any(target.literal in json.dumps(it, ensure_ascii=False) for it in self._run(sess.get_items())):
+            self._run(sess.pop_item())
             popped += 1
         return {"popped": popped}
 
@@ -152,12 +203,38 @@ class OpenAIAgentsSystem(live.SqliteInstance):
     def stores(self) -> dict[str, Iterable[str]]:
         if not self.path.exists():
             return {}
-        return {t: [r.text() for r in rs] for t, rs in live.rows(self.path).items()}
+        tables = live.rows(self.path)
+        out: dict[str, Iterable[str]] = {t: [r.text() for r in rs] for t, rs in tables.items()}
+        if self.cfg.encrypted_ttl is not None and not self.read_only:
+            out[DECRYPTED] = [t for r in tables.get("agent_messages", []) if (t := self._decrypt(r.values)) is not None]
+        return out
+
+    def _decrypt(self, row: dict[str, Any]) -> str | None:
+        """The plaintext of an encrypted message row, with the instance's key and no TTL check."""
+        try:
+            env = json.loads(str(row.get("message_data")))
+            token = env["payload"].encode("utf-8")
+        except (ValueError, TypeError, KeyError, AttributeError):
+            return None
+        from cryptography.fernet import InvalidToken
+
+        cipher = self._session(str(row.get("session_id"))).cipher
+        try:
+            return str(cipher.fernet.decrypt(token).decode("utf-8"))
+        except InvalidToken:  # another key's row: nothing this instance's key can read
+            return None
 
     def close(self) -> None:
         for s in self._open.values():
-            s.close()
+            under = getattr(s, "underlying_session", s)
+            if hasattr(under, "engine"):  # SQLAlchemySession: its async engine's pool
+                self._run(under.engine.dispose())
+            else:
+                under.close()
         self._open.clear()
+        if self._loop is not None:
+            self._loop.close()
+            self._loop = None
 
     # ------------------------------------------------- live instances: scan and erase
     def row_owner(self, table: str, row: dict[str, Any]) -> str | None:
@@ -167,5 +244,24 @@ class OpenAIAgentsSystem(live.SqliteInstance):
     def execute_erasure(self, plan: ErasurePlan, literals: Sequence[str]) -> list[StoreOutcome]:
         if plan.user is not None:  # the SDK's own deletion first, then what it leaves
             for sid in self._user_sessions(plan.user):
-                asyncio.run(self._session(sid).clear_session())
+                self._run(self._session(sid).clear_session())
         return self.erase_residue(plan, literals)
+
+
+class _Clock:
+    """An ``EncryptedSession``'s Fernet with its reads' clock ``system.clock_shift`` seconds
+    ahead: what the SDK's TTL check (``decrypt(token, ttl)``) sees once that time has passed."""
+
+    def __init__(self, fernet: Any, system: OpenAIAgentsSystem) -> None:
+        self.fernet, self.system = fernet, system
+
+    def encrypt(self, data: bytes) -> bytes:
+        return bytes(self.fernet.encrypt(data))
+
+    def decrypt(self, token: bytes, ttl: int | None = None) -> bytes:
+        if ttl is None:
+            return bytes(self.fernet.decrypt(token))
+        return bytes(self.fernet.decrypt_at_time(token, ttl, int(time.time()) + self.system.clock_shift))
+
+    def extract_timestamp(self, token: bytes) -> int:
+        return int(self.fernet.extract_timestamp(token))

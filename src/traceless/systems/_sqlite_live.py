@@ -8,6 +8,7 @@ rows quoting a literal), then ``VACUUM``.
 from __future__ import annotations
 
 import abc
+import functools
 import hashlib
 import json
 import shutil
@@ -125,14 +126,21 @@ def rows(path: Path) -> dict[str, list[Row]]:
         con.close()
 
 
-def _forms(literal: str) -> list[str]:
-    """The literal and, for a non-ASCII one, its JSON-escaped form (Agno and the SDK store JSON)."""
+@functools.lru_cache(maxsize=1024)
+def _forms(literal: str) -> tuple[str, ...]:
+    """The literal and, for a non-ASCII one, its JSON-escaped form (Agno and the SDK store JSON);
+    cached: a scan asks for it once per row and literal."""
     escaped = json.dumps(literal)[1:-1]
-    return [literal] if escaped == literal else [literal, escaped]
+    return (literal,) if escaped == literal else (literal, escaped)
+
+
+@functools.lru_cache(maxsize=64)
+def _all_forms(literals: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(f for lit in literals if lit for f in _forms(lit))
 
 
 def _count(text: str, literals: Sequence[str]) -> int:
-    return sum(text.count(f) for lit in literals if lit for f in _forms(lit))
+    return sum(map(text.count, _all_forms(tuple(literals))))
 
 
 def scan(system: str, path: Path, owner_of: OwnerOf, user: str | None, literals: Sequence[str],
@@ -143,10 +151,11 @@ def scan(system: str, path: Path, owner_of: OwnerOf, user: str | None, literals:
         report.stores[table] = len(rs)
         for r in rs:
             mine = user is not None and owner_of(table, r.values) == user
-            n = _count(r.text(), literals)
+            text = r.text()
+            n = _count(text, literals)
             if mine or n:
                 report.hits.append(ScanHit(store=table, record_id=r.record_id, field="*", owner_match=mine,
-                                           literal_count=n, value=r.text() if reveal else None))
+                                           literal_count=n, value=text if reveal else None))
     return report
 
 
@@ -194,11 +203,15 @@ def erase_residue(path: Path, owner_of: OwnerOf, user: str | None, literals: Seq
     return out
 
 
-def bystander_digests(path: Path, owner_of: OwnerOf, user: str | None) -> dict[str, tuple[int, str]]:
-    """Per table: count and SHA-256 of the rows of every other user (and of no user)."""
+def bystander_digests(path: Path, owner_of: OwnerOf, user: str | None,
+                      literals: Sequence[str] = ()) -> dict[str, tuple[int, str]]:
+    """Per table: count and SHA-256 of the rows of every other user (and of no user), each
+    with the literals replaced as ``erase_residue`` replaces them: a row the erasure rewrites
+    digests the same before and after; any other change to it does not."""
     out: dict[str, tuple[int, str]] = {}
     for table, rs in rows(path).items():
-        other = sorted(r.text() for r in rs if user is None or owner_of(table, r.values) != user)
+        other = sorted(Row(r.table, r.rowid, r.record_id, {c: _replace(v, literals) for c, v in r.values.items()}).text()
+                       for r in rs if user is None or owner_of(table, r.values) != user)
         h = hashlib.sha256()
         for t in other:
             h.update(t.encode("utf-8") + b"\0")
@@ -224,6 +237,7 @@ class SqliteInstance(MemorySystem):
         super().__init__(work_dir, config, runtime)  # type: ignore[arg-type]
         self.path = db_path or work_dir / self.db_name
         self.read_only = read_only
+        self._literals: tuple[str, ...] = ()
 
     @classmethod
     def attach(cls, config: SystemConfig, runtime: SystemRuntime | None = None, *, read_only: bool) -> MemorySystem:
@@ -242,6 +256,7 @@ class SqliteInstance(MemorySystem):
         return scan(self.name, self.path, self.row_owner, user, literals, reveal)
 
     def plan_erasure(self, user: str | None, literals: Sequence[str]) -> ErasurePlan:
+        self._literals = tuple(literals)  # what the bystander digests normalise (the rows the plan rewrites)
         return plan(self.name, self.path, self.row_owner, user, literals)
 
     def erase_residue(self, plan: ErasurePlan, literals: Sequence[str]) -> list[StoreOutcome]:
@@ -250,7 +265,8 @@ class SqliteInstance(MemorySystem):
         return erase_residue(self.path, self.row_owner, plan.user, literals)
 
     def bystander_digests(self, user: str | None) -> dict[str, tuple[int, str]]:
-        return bystander_digests(self.path, self.row_owner, user)
+        # the literals are those of the last plan (the driver plans before it digests)
+        return bystander_digests(self.path, self.row_owner, user, self._literals)
 
     def instance_files(self) -> list[Path]:
         return sorted(p for p in self.path.parent.glob(self.path.name + "*") if p.is_file())

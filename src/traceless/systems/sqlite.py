@@ -9,7 +9,8 @@ package's own deletions before ``erase_residue``. The functions read through ``m
 ``immutable=1`` connections (``ro_connect``) unless they erase. ``count_literals(text,
 literals)`` counts the literals (and their JSON-escaped forms) in a text;
 ``replace_literals(value, literals)`` is a string value with each of them replaced by
-``ERASED`` (any other value unchanged).
+``ERASED`` (any other value unchanged); ``literal_forms(literal)`` is the literal and, for a
+non-ASCII one, its JSON-escaped form (the forms the two count).
 """
 
 from traceless.systems._sqlite_live import (
@@ -27,7 +28,8 @@ from traceless.systems._sqlite_live import (
     table_texts,
 )
 from traceless.systems._sqlite_live import _count as count_literals
+from traceless.systems._sqlite_live import _forms as literal_forms
 from traceless.systems._sqlite_live import _replace as replace_literals
 
 __all__ = ["ERASED", "OwnerOf", "Row", "SqliteInstance", "bystander_digests", "count_literals", "erase_residue",
-           "live_db", "plan", "replace_literals", "ro_connect", "rows", "scan", "table_texts"]
+           "literal_forms", "live_db", "plan", "replace_literals", "ro_connect", "rows", "scan", "table_texts"]

@@ -1,0 +1,106 @@
+"""The OpenAI Agents SDK's other sessions on the real ``openai-agents`` package, offline:
+``EncryptedSession``'s TTL expiry and ``SQLAlchemySession`` on SQLite, as native deletions
+of the ``openai-agents`` adapter; what each leaves, measured on two users."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from traceless.audit import SystemAuditConfig, plant_canaries, store_copies
+from traceless.errors import ConfigError
+from traceless.models import HashingEmbedder, ScriptedBackend
+from traceless.systems import SystemRuntime, load_system_config, open_system
+
+pytest.importorskip("agents")
+
+ME, OTHER = plant_canaries(SystemAuditConfig(profiles=2))
+Q = "What is my private session token?"
+
+
+def _open(work: Path, **cfg: Any) -> Any:
+    rt = SystemRuntime(ScriptedBackend(lambda m, c: "no"), HashingEmbedder(), "scripted")
+    return open_system("openai-agents", work, load_system_config("openai-agents", cfg), rt)
+
+
+def _rows(db: Path) -> int:
+    con = sqlite3.connect(str(db))
+    try:
+        return int(con.execute("SELECT count(*) FROM agent_messages").fetchone()[0])
+    finally:
+        con.close()
+
+
+def _seen(system: Any, who: Any) -> bool:
+    return any(who.canary in c.text for c in system.context(who.owner, Q))
+
+
+def test_encrypted_session_ttl_expiry_hides_every_item_and_erases_none(tmp_path: Path) -> None:
+    system = _open(tmp_path / "m", encrypted_ttl=600)
+    try:
+        assert "ttl_expiry" in system.deletions(system.cfg)
+        system.write([s for p in (ME, OTHER) for s in p.sessions])
+        db = tmp_path / "m" / "sessions.db"
+        rows = _rows(db)
+        assert _seen(system, ME) and _seen(system, OTHER)  # within the TTL the agent reads both
+        # encrypted at rest: no plaintext byte of a canary in the file, but the key opens every row
+        assert ME.canary.encode() not in db.read_bytes()
+        assert store_copies(system, [ME.canary]) == {"agent_messages": 0, "agent_sessions": 0,
+                                                     "agent_messages@decrypted": 1}
+        notes = system.delete("ttl_expiry", ME.target)
+        assert notes == {"clock_advanced_s": 601}
+        # expired: the SDK skips every item (the other user's too: the TTL is no per-user deletion) ...
+        assert not _seen(system, ME) and not _seen(system, OTHER)
+        assert system.context(ME.owner, Q) == [] and system.context(OTHER.owner, Q) == []
+        # ... and deletes none: every row stays, and the key still decrypts the canary's
+        assert _rows(db) == rows
+        assert store_copies(system, [ME.canary])["agent_messages@decrypted"] == 1
+    finally:
+        system.close()
+
+
+def test_ttl_expiry_is_refused_without_an_encrypted_session(tmp_path: Path) -> None:
+    system = _open(tmp_path / "m")
+    try:
+        assert system.deletions(system.cfg) == ("pop_item", "clear_session")
+        with pytest.raises(ConfigError, match="encrypted_ttl"):
+            system.delete("ttl_expiry", ME.target)
+    finally:
+        system.close()
+    with pytest.raises(ConfigError):
+        load_system_config("openai-agents", {"session": "redis"})
+
+
+@pytest.mark.parametrize("op", ["pop_item", "clear_session"])
+def test_sqlalchemy_session_on_sqlite(tmp_path: Path, op: str) -> None:
+    base = tmp_path / "base"
+    system = _open(base, session="sqlalchemy")
+    try:
+        system.write([s for p in (ME, OTHER) for s in p.sessions])
+        assert _seen(system, ME)
+    finally:
+        system.close()
+    db = base / "sessions.db"
+    con = sqlite3.connect(str(db))
+    try:  # SQLAlchemySession's own schema, in the tables SQLiteSession names
+        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    finally:
+        con.close()
+    assert {"agent_sessions", "agent_messages"} <= tables
+    work = tmp_path / op
+    shutil.copytree(base, work)
+    system = _open(work, session="sqlalchemy")
+    try:
+        before = _rows(work / "sessions.db")
+        system.delete(op, ME.target)
+        # the rows go (pop_item: the carrier and every later item of the user's one session)
+        assert store_copies(system, [ME.canary]) == {"agent_messages": 0, "agent_sessions": 0}
+        assert not _seen(system, ME) and _seen(system, OTHER)
+        left = _rows(work / "sessions.db")
+        assert left < before and (op == "pop_item" or left == before // 2)
+    finally:
+        system.close()

@@ -1,0 +1,31 @@
+"""``scan_files`` with several literals reads each file once and counts exactly what one scan
+per literal sums to (the byte scan of ``scan_system``), also across the reader's chunk
+boundary and for repeated, overlapping, non-ASCII and UTF-16 literals."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from traceless.forget import scan_files
+
+CHUNK = 1 << 24  # the reader's chunk (forget._erasure._CHUNK)
+
+
+def test_several_literals_count_what_one_scan_each_sums_to(tmp_path: Path) -> None:
+    big = tmp_path / "big.bin"
+    data = bytearray(b"x" * (CHUNK + 4096))
+    data[CHUNK - 5:CHUNK + 8] = b"TOKEN-AB12-CD"  # across the first chunk's end
+    data[100:113] = b"TOKEN-AB12-CD"
+    data[200:200 + 26] = "TOKEN-AB12-CD".encode("utf-16-le")
+    big.write_bytes(bytes(data))
+    small = tmp_path / "small.json"
+    small.write_text('{"a": "caf\\u00e9-77 and café-77", "b": "TOKEN-AB12-CDTOKEN-AB12-CD"}', encoding="utf-8")
+    files = [big, small, tmp_path / "gone.db"]
+    literals = ["TOKEN-AB12-CD", "AB12", "café-77", "TOKEN-AB12-CD", "KEN-AB"]
+    one_each: dict[str, int] = {}
+    for lit in literals:
+        for path, n in scan_files(files, lit).items():
+            one_each[path] = one_each.get(path, 0) + n
+    assert scan_files(files, literals) == one_each
+    assert scan_files(files, "TOKEN-AB12-CD") == {str(big): 3, str(small): 2}  # 2 UTF-8 (one across), 1 UTF-16
+    assert scan_files(files, "café-77") == {str(big): 0, str(small): 2}  # UTF-8 and its JSON escape
