@@ -14,8 +14,7 @@ import pytest
 from traceless.errors import ConfigError, StudyError
 from traceless.report._replay import PAPER_LONG_RATIO, structural_max
 from traceless.run import read_bundle_rows
-from traceless.studies.replay import ReplayConfig, ReplayStudy, agentdojo_status
-from traceless.studies.replay._study import long_episodes
+from traceless.studies.replay import ReplayConfig, ReplayStudy, agentdojo_status, long_episodes
 from traceless.studies.replay._suites import longmemeval_episodes, read_longmemeval_records
 
 BUNDLE = Path(__file__).resolve().parents[2] / "docs" / "results" / "replay-long-smollm2"
