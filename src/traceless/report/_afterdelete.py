@@ -714,12 +714,13 @@ def _findings_writediag(T: dict[str, list[dict[str, Any]]], add: Add) -> None:
                      "the no-write state, and greedy decoding of the same prompt gives the same reply")
               if r["separate"] else
               _not_run("rows generated in one cached batch (study version 1) cannot show nondeterminism")
-              for r in t9]), guarantee=True)
+              for r in t9 if r["R1"]]) if any(r["R1"] for r in t9) else _not_run(
+                  "no forget-world R=1 unit" if t9 else "block not run"), guarantee=True)
     add("Writing the recovered candidate back raises later activation (Qwen; conditional on R=1)",
         "+0.158 [0.079,0.250] IID, +0.147 [0.067,0.227] OOD",
         "; ".join(f"{r['split']}: A no-write {r['A_no_write']}/{r['R1']} vs write {r['A_write_allowed']}/{r['R1']}, "
                   f"diff {r['diff_conditional']}" for r in t9),
-        _all([_untested(pinned("A no-write among R=1", r["A_no_write"] / r["R1"] if r["R1"] else None, "rise"))
+        _all([_few_r1(r) or _untested(pinned("A no-write among R=1", r["A_no_write"] / r["R1"], "rise"))
               or claim_verdict(_nci(r.get("diff_conditional_nc")), gt=0) for r in t9]))
     t10 = T.get("table10_legacy_activation", [])
     add("Table 10: on the frozen module-B states, changing only the activation contract to legacy changes "
@@ -727,9 +728,19 @@ def _findings_writediag(T: dict[str, list[dict[str, Any]]], add: Add) -> None:
         "IID write-allowed −0.276 [−0.382,−0.184]; target in every raw reply",
         "; ".join(f"{r['split']}: legacy−aligned " + ", ".join(f"{b} {r[f'legacy_minus_aligned_{b}']}"
                                                               for b in BRANCH_NAMES) for r in t10),
-        _all([either_verdict(*(either_verdict(claim_verdict(_nci(r.get(f"lma_nc_{b}")), gt=0),
-                                              claim_verdict(_nci(r.get(f"lma_nc_{b}")), lt=0))
-                               for b in BRANCH_NAMES)) for r in t10]))
+        _all([_few_r1(r) or either_verdict(*(either_verdict(claim_verdict(_nci(r.get(f"lma_nc_{b}")), gt=0),
+                                                           claim_verdict(_nci(r.get(f"lma_nc_{b}")), lt=0))
+                                            for b in BRANCH_NAMES)) for r in t10]))
+
+
+def _few_r1(r: dict[str, Any]) -> ClaimVerdict | None:
+    """A claim conditional on forget-world R=1 in a split whose profiles gave no R=1 unit: too few
+    units (INCONCLUSIVE: more profiles give some; at least ``MIN_UNITS`` R=1 units are needed), not
+    "no data" NOT TESTABLE. None when the split has R=1 units."""
+    if r["R1"]:
+        return None
+    return ClaimVerdict(verdict=Verdict.INCONCLUSIVE, n=0, min_n=MIN_UNITS, n_needed=MIN_UNITS,
+                        reason=f"{r['split']}: no forget-world R=1 unit among {r['n']} profiles")
 
 
 def _findings_contracts(T: dict[str, list[dict[str, Any]]], add: Add) -> None:

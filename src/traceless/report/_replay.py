@@ -637,7 +637,8 @@ def long_ratio_verdict(ms: list[dict[str, Any]], seed: int = 0) -> tuple[ClaimVe
                       n_resamples=REPLAY_BOOTSTRAP)
     reach = top >= PAPER_LONG_RATIO
     why = (f"{PAPER_LONG_RATIO}× is out of reach by design: these episodes (T={_span(steps)}, τ={_span(taus)}) allow "
-           f"at most Σ T/Σ(T−τ+1) = {top:.1f}×; run T ≥ 32 with late targets (T/(T−τ+1) ≥ 10)")
+           f"at most Σ T/Σ(T−τ+1) = {top:.1f}×; run T ≥ 32 with late targets (T/(T−τ+1) ≥ 10: "
+           "--set long_steps=32 --set long_min_ratio=10 --set long_pad=true)")
     text = (f"B5/B7 = {_show(ci)} over episodes; structural maximum T/(T−τ+1) of these episodes = {top:.1f}× "
             "(equal cost per step).")
     return claim_verdict(ci, ge=PAPER_LONG_RATIO, testable=reach, why_not=why), text

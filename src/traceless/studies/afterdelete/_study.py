@@ -205,7 +205,8 @@ class AfterDelete(Study[AfterDeleteConfig]):
         for split in splits or config.splits:
             profiles = generate_profiles(split, n, composed=composed, seed=_panel_seed(split, panel))
             for var in variants:
-                tag = _key(**var)
+                # module B's branches share a group: each unit's three activations are generated once
+                tag = _key(**{k: v for k, v in var.items() if k != "branch"})
                 for p in profiles:
                     chunk = p.index // config.batch
                     for w in WORLDS:

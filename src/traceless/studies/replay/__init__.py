@@ -9,6 +9,7 @@ from traceless.studies.replay._study import (
     ReplayConfig,
     ReplayStudy,
     late_target,
+    long_episodes,
     place_target,
 )
 from traceless.studies.replay._suites import SUITES, Choice, Episode, Task, agentdojo_status, make_env
@@ -27,6 +28,7 @@ __all__ = [
     "executed_actions",
     "late_target",
     "leaked",
+    "long_episodes",
     "make_env",
     "place_target",
     "probes_for",

@@ -46,7 +46,7 @@ from traceless.studies.replay._suites import (
     read_longmemeval_records,
 )
 
-__all__ = ["ReplayConfig", "ReplayStudy", "DEFAULT_OPERATORS", "place_target", "late_target"]
+__all__ = ["ReplayConfig", "ReplayStudy", "DEFAULT_OPERATORS", "place_target", "late_target", "long_episodes"]
 
 DEFAULT_OPERATORS: tuple[str, ...] = ("B5", "B0", "B1", "B2", "B3", "B4", "B5p", "B6", "B6b", "B7", "B7s", "B8",
                                       "B9", "kv_excision")
@@ -92,6 +92,15 @@ class ReplayConfig(BaseModel):
     B5, B7 (and B6) cost and wall time, the attribution-oracle ablation, independent-seed draws."""
     long_steps: int = Field(16, ge=4)
     """Steps of a long episode (the paper's 9.3× needs long trajectories with late targets)."""
+    long_min_ratio: float = Field(0.0, ge=0.0)
+    """When > 0, every long episode's target step τ is placed so that T/(T−τ+1) ≥ this (the largest
+    B5/B7 ratio an episode allows): ``--set long_steps=32 --set long_min_ratio=10`` makes the paper's
+    9.3× reachable. 0: the target anywhere in the last quarter (the first long slices)."""
+    long_pad: bool = False
+    """LongMemEval long episodes: pad an instance with fewer user turns than ``long_steps`` with user
+    turns of other instances placed before its own (distractor history, as LongMemEval's S split
+    builds its haystacks from other instances' sessions). Off: such instances are skipped (the shipped
+    99 hold one with 32 user turns)."""
     oracle_fractions: list[float] = Field(default_factory=lambda: [0.0, 0.5, 1.0])
     """Attribution-oracle ablation: fractions of the truly independent post-target steps the oracle
     certifies (0 = B7; 1 = every independent step re-entered without decoding)."""
@@ -111,18 +120,37 @@ def place_target(ep: Episode, tau: int) -> Episode:
     return ep.model_copy(update={"observations": obs, "episode_id": f"{ep.episode_id}@tau{tau}"})
 
 
-def late_target(ep: Episode, index: int) -> Episode:
+def late_target(ep: Episode, index: int, min_ratio: float = 0.0) -> Episode:
     """A long episode with its target in the last quarter: kept where it already is, else moved
     into one of the latest observations of the same kind (a tool return stays a tool return),
     the ``index``-th episode taking the ``index``-th latest such step (never the final one when
-    another exists)."""
+    another exists). ``min_ratio`` > 0 narrows "late" to the steps τ with T/(T−τ+1) ≥ min_ratio."""
     n = len(ep.observations)
-    if 4 * ep.tau > 3 * n:
+
+    def late_enough(t: int) -> bool:
+        return 4 * t > 3 * n and n >= min_ratio * (n - t + 1)
+
+    if late_enough(ep.tau):
         return ep
     kind = ep.observations[ep.tau - 1].kind
-    late = [t for t in range(n, (3 * n) // 4, -1) if 4 * t > 3 * n]
+    late = [t for t in range(n, 0, -1) if late_enough(t)]
     cands = [t for t in late if ep.observations[t - 1].kind == kind and t < n] or [t for t in late if t < n] or late
     return place_target(ep, cands[index % len(cands)])
+
+
+def long_episodes(cfg: ReplayConfig, suite: str) -> list[Episode]:
+    """The long-episode slice of one suite: ``long_episodes`` episodes of ``long_steps`` steps,
+    their targets placed late by ``late_target`` (seeded from ``cfg.seed``: the same config gives
+    the same episodes)."""
+    rng = np.random.default_rng(derive_seed(cfg.seed, "long-episodes", suite))
+    kw: dict[str, Any] = {"late": True} if suite == "agentdojo" else {}
+    if suite == "longmemeval":
+        if cfg.longmemeval:
+            kw["path"] = cfg.longmemeval
+        if cfg.long_pad:
+            kw["pad"] = True
+    eps = SUITES.get(suite)(cfg.long_episodes, cfg.long_steps, rng, **kw)
+    return [late_target(ep, i, cfg.long_min_ratio) for i, ep in enumerate(eps)]
 
 
 def _kv_backend(ctx: RunContext[Any]) -> Any:
@@ -165,6 +193,10 @@ class ReplayStudy(Study[ReplayConfig]):
             SUITES.get(s)
         if config.main and "B5" not in config.operators:
             raise ConfigError("operators must include B5: it is the reference every audit compares with")
+        if config.long_episodes and config.long_min_ratio > config.long_steps:
+            raise ConfigError(f"long_min_ratio={config.long_min_ratio:g} cannot be met by {config.long_steps}-step "
+                              f"episodes (T/(T-tau+1) is at most T); raise long_steps to at least "
+                              f"{config.long_min_ratio:g} or lower long_min_ratio")
         if any(not 0.0 <= f <= 1.0 for f in config.oracle_fractions):
             raise ConfigError(f"oracle_fractions must lie in [0, 1]; got {config.oracle_fractions}")
         for s in config.suites:
@@ -212,13 +244,7 @@ class ReplayStudy(Study[ReplayConfig]):
     def _long_episodes(self, ctx: RunContext[ReplayConfig], suite: str) -> list[Episode]:
         key = f"episodes/{suite}/long"
         if key not in ctx.state:
-            cfg = ctx.config
-            rng = np.random.default_rng(derive_seed(cfg.seed, "long-episodes", suite))
-            kw: dict[str, Any] = {"late": True} if suite == "agentdojo" else {}
-            if suite == "longmemeval" and cfg.longmemeval:
-                kw["path"] = cfg.longmemeval
-            eps = SUITES.get(suite)(cfg.long_episodes, cfg.long_steps, rng, **kw)
-            ctx.state[key] = [late_target(ep, i) for i, ep in enumerate(eps)]
+            ctx.state[key] = long_episodes(ctx.config, suite)
         out: list[Episode] = ctx.state[key]
         return out
 

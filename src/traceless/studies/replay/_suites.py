@@ -138,18 +138,38 @@ def _read_lme(path: Path) -> list[dict[str, Any]]:
     return data
 
 
+def _user_turns(rec: dict[str, Any]) -> list[tuple[int, dict[str, Any]]]:
+    return [(si, t) for si, s in enumerate(rec["haystack_sessions"]) for t in s
+            if isinstance(t, dict) and t.get("role") == "user" and str(t.get("content", "")).strip()]
+
+
+def _padded(recs: list[dict[str, Any]], order: list[int], at: int, steps: int) -> list[tuple[int, dict[str, Any]]]:
+    """The user turns of ``recs[order[at]]`` preceded by user turns of the instances after it in
+    ``order`` (cyclically) until there are ``steps``: distractor history, never evidence."""
+    own = _user_turns(recs[order[at]])
+    fill: list[tuple[int, dict[str, Any]]] = []
+    for j in range(1, len(order)):
+        if len(fill) + len(own) >= steps:
+            break
+        other = _user_turns(recs[order[(at + j) % len(order)]])
+        fill += [(-1, {**t, "has_answer": False}) for _, t in other[: steps - len(own) - len(fill)]]
+    return fill + own
+
+
 @SUITES.register("longmemeval", help="LongMemEval oracle instances, canary in a non-evidence user turn")
 def longmemeval_episodes(n: int, steps: int, rng: np.random.Generator, *, path: str | None = None,
-                         tau: int | None = None, words: int = 40) -> list[Episode]:
+                         tau: int | None = None, words: int = 40, pad: bool = False) -> list[Episode]:
+    """``pad``: an instance with fewer than ``steps`` user turns is padded (``_padded``) instead of skipped."""
     recs = read_longmemeval_records(path)
     out: list[Episode] = []
     order = [int(i) for i in rng.permutation(len(recs))]
-    for idx in order:
+    for at, idx in enumerate(order):
         if len(out) >= n:
             break
         rec = recs[idx]
-        turns = [(si, t) for si, s in enumerate(rec["haystack_sessions"]) for t in s
-                 if isinstance(t, dict) and t.get("role") == "user" and str(t.get("content", "")).strip()]
+        turns = _user_turns(rec)
+        if len(turns) < steps and pad:
+            turns = _padded(recs, order, at, steps)
         if len(turns) < steps:
             continue
         evid = [i for i, (_, t) in enumerate(turns) if t.get("has_answer")]
@@ -179,7 +199,7 @@ def longmemeval_episodes(n: int, steps: int, rng: np.random.Generator, *, path: 
             tasks=[Task(query=str(rec["question"]), expected=[str(rec["answer"])])],
         ))
     if len(out) < n:
-        raise StudyError(f"{path or DEFAULT_DATASET} has only {len(out)} LongMemEval instances with {steps} user turns; lower n or steps")
+        raise StudyError(f"{path or DEFAULT_DATASET} has only {len(out)} LongMemEval instances with {steps} user turns; lower n or steps (the long slice can pad them: --set long_pad=true)")
     return out
 
 
