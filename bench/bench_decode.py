@@ -39,8 +39,8 @@ from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-import traceless.audit._system_audit as engine  # noqa: E402
 from traceless.audit import SystemAuditConfig, audit_model, run_system_audit  # noqa: E402
+from traceless.audit import _system_audit as engine  # noqa: E402
 from traceless.models import CachingBackend, EngineOptions, load_backend, load_embedder  # noqa: E402
 from traceless.models._openai import OpenAIBackend  # noqa: E402
 from traceless.systems import SystemRuntime  # noqa: E402

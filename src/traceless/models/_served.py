@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from traceless.models._base import ChatMessage, GenerationConfig
+from traceless.models._base import ChatMessage, Generation, GenerationConfig
 from traceless.models._llamacpp_server import LlamaCppServer
 from traceless.models._openai import OpenAIBackend
+from traceless.models._options import Endpoint
 
 __all__ = ["ServedBackend"]
 
@@ -34,6 +35,14 @@ class ServedBackend(OpenAIBackend):
 
     def _payload(self, messages: list[ChatMessage], cfg: GenerationConfig) -> dict[str, Any]:
         return {**super()._payload(messages, cfg), "cache_prompt": self.cache_prompt}
+
+    def generate(self, messages: list[ChatMessage], config: GenerationConfig | None = None) -> Generation:
+        with self.server.serving():  # between requests the server may change its threads (same port)
+            return super().generate(messages, config)
+
+    def endpoint(self) -> Endpoint:
+        self.server.share()  # another client will call it over HTTP: never restarted under it
+        return super().endpoint()
 
     def slots(self) -> int:
         return self.server.parallel
