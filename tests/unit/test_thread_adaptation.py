@@ -16,35 +16,7 @@ from traceless.models import _cpu
 from traceless.models import _llamacpp_server as srv_mod
 from traceless.models._base import ChatMessage
 
-# The server child, without llama.cpp: serves /health and /v1/chat/completions on cfg's port and
-# replies with the threads it was given, so a reply shows which server computed it.
-_STUB_CHILD = r"""
-import http.server, json, sys, threading
-cfg = json.loads(sys.argv[1])
-class H(http.server.BaseHTTPRequestHandler):
-    def _send(self, d):
-        b = json.dumps(d).encode()
-        self.send_response(200)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(b)))
-        self.end_headers()
-        self.wfile.write(b)
-    def do_GET(self):
-        self._send({"status": "ok"})
-    def do_POST(self):
-        self.rfile.read(int(self.headers.get("content-length", 0)))
-        self._send({"choices": [{"message": {"content": "threads=%d" % cfg["threads"]}, "finish_reason": "stop"}],
-                    "usage": {"prompt_tokens": 1, "completion_tokens": 1}})
-    def log_message(self, *a):
-        pass
-http.server.ThreadingHTTPServer.allow_reuse_address = True
-srv = http.server.ThreadingHTTPServer((cfg["host"], cfg["port"]), H)
-threading.Thread(target=srv.serve_forever, daemon=True).start()
-sys.stdout.write(json.dumps({"address": "http://%s:%d" % (cfg["host"], srv.server_address[1])}) + "\n")
-sys.stdout.flush()
-sys.stdin.read()
-"""
-
+from tests.unit._stub_llamacpp import STUB_CHILD
 
 class FakeStat:
     """``/proc/stat`` of 2 CPUs; each read advances both by 100 jiffies, ``idle`` of them idle."""
@@ -165,7 +137,7 @@ def _serve(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> tuple[Any, FakeSt
     from traceless.models import _load
 
     stat = FakeStat()
-    monkeypatch.setattr(srv_mod, "_CHILD", _STUB_CHILD)
+    monkeypatch.setattr(srv_mod, "_CHILD", STUB_CHILD)
     monkeypatch.setattr(_load, "free_cpus", lambda: 2)
     monkeypatch.setattr(_cpu.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
     monkeypatch.setattr(srv_mod, "cpu_limit", lambda: 2, raising=False)
@@ -180,7 +152,7 @@ def _serve(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> tuple[Any, FakeSt
 
 
 def _ask(be: Any) -> tuple[str, str]:
-    return be.generate([ChatMessage(role="user", content="hi")]).text, be.server.address
+    return be.generate([ChatMessage(role="user", content="hi")]).text.split()[0], be.server.address
 
 
 def test_a_running_server_follows_the_free_cpus_on_the_same_port(monkeypatch: pytest.MonkeyPatch,

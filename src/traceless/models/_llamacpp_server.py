@@ -33,6 +33,7 @@ import json
 import logging
 import os
 import queue
+import re
 import subprocess
 import sys
 import tempfile
@@ -49,7 +50,7 @@ import httpx
 from traceless.errors import BackendError, ModelNotAvailableError
 from traceless.models._cpu import CpuMeter, ThreadAdapter, cpu_limit
 
-__all__ = ["SPECULATION_TYPES", "LlamaCppServer", "main"]
+__all__ = ["SPECULATION_TYPES", "LlamaCppServer", "main", "turn_markers"]
 
 SPECULATION_TYPES = ("none", "ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod", "ngram-cache")
 """llama.cpp's speculative decoding without a draft model: drafts come from n-grams of the
@@ -58,6 +59,19 @@ greedy reply keeps the model's tokens unless batched-logit numerics differ (llam
 #25618; bench/bench_decode.py checks every reply)."""
 
 _API_KEY_ENV = "TRACELESS_LLAMACPP_API_KEY"
+
+_MARKER = re.compile(r"<\|[A-Za-z_]{2,24}\|>|<(?:start|end)_of_turn>")
+"""A chat template's turn marker: ``<|im_start|>``, ``<|im_end|>``, ``<|eot_id|>``, ``<end_of_turn>`` …"""
+
+
+def turn_markers(props: dict[str, Any]) -> tuple[str, ...]:
+    """The turn markers of a llama.cpp server's chat template and its end-of-sequence text
+    (``GET /props``), sorted: where a reply that writes one as text has ended its turn. The
+    model's own end-of-turn token already stops it; these catch the marker spelt out as text
+    (or a new turn begun) after the answer."""
+    found = set(_MARKER.findall(str(props.get("chat_template") or "")))
+    found.update(t for k in ("eos_token", "bos_token") if _MARKER.fullmatch(t := str(props.get(k) or "")))
+    return tuple(sorted(found))
 
 log = logging.getLogger(__name__)
 
@@ -257,6 +271,16 @@ class LlamaCppServer:
     @property
     def pid(self) -> int | None:
         return self._proc.pid if self._proc is not None else None
+
+    def props(self) -> dict[str, Any]:
+        """llama.cpp's ``GET /props`` of the running server (chat template, tokens …); {} if none."""
+        headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
+        try:
+            r = httpx.get(self.address + "/props", headers=headers, timeout=10.0)
+            data = r.json() if r.status_code == 200 else {}
+        except (httpx.HTTPError, ValueError):
+            data = {}
+        return data if isinstance(data, dict) else {}
 
     def engine(self) -> dict[str, Any]:
         """The serving engine's identity (recorded in every result row): llama.cpp through the

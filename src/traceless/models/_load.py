@@ -162,7 +162,8 @@ def _llamacpp(arg: str, *, engine: EngineOptions, **kw: Any) -> ModelBackend:
     server.start()
     kw.setdefault("max_concurrency", max(parallel, 4))
     return ServedBackend(server, weights_sha256=sha, name=f"llamacpp:{name}", context_set=engine.context is not None,
-                         cache_prompt=kw.pop("request_cache_prompt", None), **kw)
+                         cache_prompt=kw.pop("request_cache_prompt", None),
+                         turn_stop=bool(kw.pop("turn_stop", None) or engine.turn_stop), **kw)
 
 
 def parse_speculation(spec: str) -> tuple[str, int]:

@@ -25,6 +25,7 @@ ENGINE_ENV: dict[str, str] = {
     "timeout": "TRACELESS_LLAMACPP_TIMEOUT",
     "context": "TRACELESS_LLAMACPP_CONTEXT",
     "speculation": "TRACELESS_SPECULATION",
+    "turn_stop": "TRACELESS_TURN_STOP",
 }
 """The environment variable the edge reads for each ``EngineOptions`` field (the CLI binds
 them with click's ``envvar=``; ``EngineOptions.from_env`` reads the same names)."""
@@ -102,6 +103,12 @@ class EngineOptions(BaseModel):
     speculation: str = "none"
     """llama.cpp n-gram speculative decoding, ``TYPE[:DRAFT_MAX]`` (e.g. ``ngram-map-k:16``);
     ``none`` is off. Opt-in; recorded in the identity."""
+    turn_stop: bool = False
+    """Stop a llama.cpp reply where it writes one of its chat template's turn markers as text
+    (``<|im_end|>``, ``<|im_start|>`` …: its turn is over), not only at its end-of-turn token
+    (which always stops it). Greedy decoding is causal, so the kept reply is the stopped-at
+    prefix of the plain one, token for token; a reply that writes no marker is unchanged.
+    Opt-in (it shortens such a reply); the markers are recorded in the identity."""
     credentials: Credentials = Field(default_factory=Credentials, exclude=True, repr=False)
     """Provider keys and base URLs, from the edge's environment (never dumped or shown)."""
 
@@ -141,10 +148,11 @@ class EngineOptions(BaseModel):
 
 def _parse(field: str, var: str, raw: str) -> Any:
     """One environment value as the field's type, or a ``ConfigError`` that says how to write it."""
-    if field == "prompt_cache":
+    if field in ("prompt_cache", "turn_stop"):
         low = raw.lower()
         if low not in (*_TRUE, *_FALSE):
-            raise ConfigError(f"{var}={raw!r}: use 1 (prompt cache on) or 0 (off, the default)")
+            what = "prompt cache" if field == "prompt_cache" else "stop at the template's turn markers"
+            raise ConfigError(f"{var}={raw!r}: use 1 ({what} on) or 0 (off, the default)")
         return low in _TRUE
     if field == "speculation":
         return raw
