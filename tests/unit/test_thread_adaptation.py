@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.unit._stub_llamacpp import STUB_CHILD
 
 from traceless.models import _cpu
 from traceless.models import _llamacpp_server as srv_mod
 from traceless.models._base import ChatMessage
 
-from tests.unit._stub_llamacpp import STUB_CHILD
 
 class FakeStat:
     """``/proc/stat`` of 2 CPUs; each read advances both by 100 jiffies, ``idle`` of them idle."""

@@ -10,9 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from tests.unit._stub_llamacpp import STUB_CHILD
-from traceless.errors import ConfigError
+
 from traceless.models import EngineOptions
 from traceless.models import _llamacpp_server as srv_mod
 from traceless.models._base import ChatMessage, GenerationConfig
@@ -61,10 +60,3 @@ def test_off_by_default_nothing_sent_and_the_identity_as_before(monkeypatch: pyt
         assert "stop" not in be.describe()["engine"]
     finally:
         be.close()
-
-
-def test_turn_stop_from_the_environment() -> None:
-    assert EngineOptions.from_env({"TRACELESS_TURN_STOP": "1"}).turn_stop is True
-    assert EngineOptions.from_env({}).turn_stop is False
-    with pytest.raises(ConfigError, match="TRACELESS_TURN_STOP"):
-        EngineOptions.from_env({"TRACELESS_TURN_STOP": "maybe"})

@@ -25,7 +25,6 @@ ENGINE_ENV: dict[str, str] = {
     "timeout": "TRACELESS_LLAMACPP_TIMEOUT",
     "context": "TRACELESS_LLAMACPP_CONTEXT",
     "speculation": "TRACELESS_SPECULATION",
-    "turn_stop": "TRACELESS_TURN_STOP",
 }
 """The environment variable the edge reads for each ``EngineOptions`` field (the CLI binds
 them with click's ``envvar=``; ``EngineOptions.from_env`` reads the same names)."""
@@ -108,7 +107,8 @@ class EngineOptions(BaseModel):
     (``<|im_end|>``, ``<|im_start|>`` …: its turn is over), not only at its end-of-turn token
     (which always stops it). Greedy decoding is causal, so the kept reply is the stopped-at
     prefix of the plain one, token for token; a reply that writes no marker is unchanged.
-    Opt-in (it shortens such a reply); the markers are recorded in the identity."""
+    Opt-in (it shortens such a reply), from the API only (no CLI option yet); the markers are
+    recorded in the identity."""
     credentials: Credentials = Field(default_factory=Credentials, exclude=True, repr=False)
     """Provider keys and base URLs, from the edge's environment (never dumped or shown)."""
 
@@ -148,11 +148,10 @@ class EngineOptions(BaseModel):
 
 def _parse(field: str, var: str, raw: str) -> Any:
     """One environment value as the field's type, or a ``ConfigError`` that says how to write it."""
-    if field in ("prompt_cache", "turn_stop"):
+    if field == "prompt_cache":
         low = raw.lower()
         if low not in (*_TRUE, *_FALSE):
-            what = "prompt cache" if field == "prompt_cache" else "stop at the template's turn markers"
-            raise ConfigError(f"{var}={raw!r}: use 1 ({what} on) or 0 (off, the default)")
+            raise ConfigError(f"{var}={raw!r}: use 1 (prompt cache on) or 0 (off, the default)")
         return low in _TRUE
     if field == "speculation":
         return raw
