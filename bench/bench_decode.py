@@ -4,6 +4,7 @@
     python bench/bench_decode.py                                  # the default audit, plain vs ngram-map-k:16
     python bench/bench_decode.py --profiles 1 --modes none        # a small slice (1 user, before-row only)
     python bench/bench_decode.py --spec ngram-simple:16 --spec ngram-mod:16 --frontier
+    python bench/bench_decode.py --no-spec --turn-stop            # plain vs stopped at the turn markers
 
 Each run is ``traceless audit``'s engine (``audit_model``: one slot, prompt cache off, the
 generation cache; defaults: 3 synthetic users, S=1, k=3, every forget mode, 40-token replies)
@@ -11,6 +12,13 @@ with the same settings, once per decoding setting, the plain one first. Every re
 gets (the memory write's summaries, every probe) is recorded. ``--frontier`` adds the frontier
 study's bench slice (bench/bench_frontier.py's ``SLICE``, one instance; needs LongMemEval)
 run the same way.
+
+``--turn-stop`` adds plain decoding with ``EngineOptions(turn_stop=True)`` (stop strings: the chat
+template's turn markers); its replies are checked to be the plain ones or a prefix of them cut
+where the plain reply writes a marker or a new turn, with no more decoded tokens. After the
+table, per reply budget (summaries, probes) and finish reason: the replies, their decoded
+tokens, how many write a turn marker or a new turn, and the tails of those cut by the budget
+(what is decoded at the end of a reply).
 
 Printed per setting: wall, decoded tokens, the server's decode rate (tokens / decode time, from
 each response's ``timings``), draft tokens and the share accepted, and the replies that hit the
