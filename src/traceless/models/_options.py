@@ -91,7 +91,10 @@ class EngineOptions(BaseModel):
     (a reply then depends on its prompt only), on with several (already not reproducible)."""
     threads: int | None = Field(None, ge=1)
     """CPU threads of the local engine (llama.cpp server or transformers). ``None``: the CPUs
-    free when it starts (``free_cpus``). Not part of the identity."""
+    free when it starts (``free_cpus``); a llama.cpp server then follows them during the run
+    (restarted between requests when they change persistently: ``ThreadAdapter``), unless a
+    memory system was given its URL. Not part of the identity (replies are the same for every
+    count: bench/bench_threads.py)."""
     timeout: float | None = Field(None, gt=0)
     """Seconds to wait for one reply from a served model. ``None``: 900 for a llama.cpp server
     of ours (queued requests on a loaded machine are slow, not dead), 120 for a remote API.
