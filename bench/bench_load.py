@@ -4,10 +4,15 @@ in one run (issue #27 item 1).
     python bench/bench_load.py                                 # 1 user, before-row only (the slice)
     python bench/bench_load.py --profiles 3 --modes all        # the full default audit
     python bench/bench_load.py --loads 2,4 --fixed-threads     # also the old default: threads = cores
+    python bench/bench_load.py --loads 2 --late                # also: the load starts after the server did
 
 Each run is ``traceless audit``'s engine (``audit_model``: llama.cpp, one slot, prompt cache off;
-threads from ``free_cpus``, chosen when the server starts, i.e. after the background processes
-started) on the same slice. The background processes are bounded busy loops (pure Python,
+threads from ``free_cpus`` when the server starts, i.e. after the background processes started,
+then following the free CPUs between requests: ``LlamaCppServer(adapt_threads=True)``) on the
+same slice. ``--late`` adds, per load, a run whose background processes start just after the
+server started (with the threads the machine had free then): the run then depends on the
+server changing its threads mid-run (the "server threads" column lists the count at each
+start, i.e. ``2,1`` = started with 2, restarted with 1). The background processes are bounded busy loops (pure Python,
 each ends by itself after ``--limit`` seconds and is killed when its run ends). With N of them
 on C cores (the affinity mask), printed: wall(loaded) / wall(alone) against the bound
 1.5 × (N + C) / C (no worse than 1.5 times the slowdown a fair share of the CPU implies), the
@@ -21,12 +26,14 @@ too, so "alone" is this process with no background processes of its own.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import os
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -55,12 +62,17 @@ def busy(n: int, limit: float) -> Iterator[None]:
 
 
 @contextmanager
-def threads_seen(seen: list[int]) -> Iterator[None]:
+def threads_seen(seen: list[int], on_first: Callable[[], None] = lambda: None) -> Iterator[None]:
+    """Records the threads of every server start (restarts included); ``on_first`` runs once
+    the first server is up."""
     orig = LlamaCppServer.start
 
     def start(self: LlamaCppServer) -> LlamaCppServer:
         seen.append(self.threads)
-        return orig(self)
+        out = orig(self)
+        if len(seen) == 1:
+            on_first()
+        return out
 
     LlamaCppServer.start = start  # type: ignore[method-assign]
     try:
@@ -79,11 +91,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--loads", default="2,4", help="numbers of background processes")
     ap.add_argument("--limit", type=float, default=1200.0, help="seconds a background process runs at most")
     ap.add_argument("--fixed-threads", action="store_true", help="also threads = cores (the old default) per load")
+    ap.add_argument("--late", action="store_true", help="also, per load, the processes started after the server")
     a = ap.parse_args(argv)
     cores = len(os.sched_getaffinity(0))
     runs: list[tuple[str, int, int | None]] = [("alone", 0, None)]
     for n in (int(x) for x in a.loads.split(",") if x.strip()):
         runs.append((f"{n} busy", n, None))
+        if a.late:
+            runs.append((f"{n} busy, started after the server", n, None))
         if a.fixed_threads:
             runs.append((f"{n} busy, threads={cores} (old default)", n, cores))
     load0 = os.getloadavg()
@@ -93,7 +108,12 @@ def main(argv: list[str] | None = None) -> int:
         for i, (label, n, fixed) in enumerate(runs):
             rec, seen = Recorder(), []
             la = os.getloadavg()
-            with busy(n, a.limit), threads_seen(seen):
+            late = "after the server" in label
+            with contextlib.ExitStack() as stack:
+                start_load = functools.partial(stack.enter_context, busy(n, a.limit))
+                if not late:
+                    start_load()
+                stack.enter_context(threads_seen(seen, start_load if late else lambda: None))
                 a.threads = fixed
                 wall = _audit("none", a, Path(tmp) / str(i), rec)
             res[label] = (wall, rec, seen, la)

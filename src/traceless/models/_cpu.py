@@ -6,6 +6,12 @@ another job holds stalls all of them (measured, 2 cores beside 2 CPU-bound proce
 as there are idle CPUs among those this process may run on, sampled from ``/proc/stat`` over a
 short window; this process's own CPU time in that window counts as free (its work is what the
 engine threads will do). Where ``/proc/stat`` is unreadable: the CPUs of the affinity mask.
+
+The free CPUs change during a run (another job starts or ends), so a running server re-reads
+them between requests: ``CpuMeter`` measures the free CPUs since its previous reading without
+waiting (``/proc/stat`` and the CPU time of this process and of the server's process), and
+``ThreadAdapter`` decides, rate-limited and only on a persistent change, when the server's
+thread count should follow (``LlamaCppServer.serving`` then restarts it between requests).
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ import resource
 import time
 from collections.abc import Callable, Iterable
 
-__all__ = ["free_cpus", "idle_cpus"]
+__all__ = ["CpuMeter", "ThreadAdapter", "cpu_limit", "free_cpus", "idle_cpus"]
 
 Snapshot = dict[int, tuple[int, int]]
 """CPU number -> (idle jiffies incl. iowait, total jiffies)."""
@@ -54,6 +60,11 @@ def _read_stat() -> str:
         return f.read()
 
 
+def cpu_limit() -> int:
+    """The CPUs this process may run on (its affinity mask; the core count where there is none)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
 def free_cpus(sample_seconds: float = 0.25, *, read_stat: Callable[[], str] = _read_stat,
               own_cpu: Callable[[], float] = _own_cpu, clock: Callable[[], float] = time.perf_counter) -> int:
     """CPUs free to this process now (at least 1, at most its affinity mask): idle CPUs plus
@@ -69,3 +80,120 @@ def free_cpus(sample_seconds: float = 0.25, *, read_stat: Callable[[], str] = _r
         return len(cpus)
     free = idle_cpus(s0, s1, cpus) + (c1 - c0) / max(t1 - t0, 1e-3)
     return max(1, min(len(cpus), round(free)))
+
+
+def _self_cpu() -> float:
+    s = resource.getrusage(resource.RUSAGE_SELF)
+    return s.ru_utime + s.ru_stime
+
+
+def _pid_cpu(pid: int) -> float | None:
+    """CPU seconds (user + system) of a live process, from ``/proc/PID/stat``; None if gone."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime (fields 14, 15)
+
+
+class CpuMeter:
+    """The CPUs free to this process over the time since the previous reading, without
+    waiting: idle CPUs of the affinity mask (``/proc/stat``) plus the CPU time this process
+    and the live processes ``pids()`` names (the engine's server) used in that window, per
+    second of it. A reading costs two small file reads, so it can be taken between requests."""
+
+    def __init__(self, pids: Callable[[], Iterable[int]] = tuple, *, read_stat: Callable[[], str] | None = None,
+                 own_cpu: Callable[[], float] | None = None, pid_cpu: Callable[[int], float | None] | None = None,
+                 clock: Callable[[], float] = time.perf_counter, cpus: Iterable[int] | None = None) -> None:
+        self._pids, self._clock = pids, clock
+        self._read_stat = read_stat or _read_stat
+        self._own = own_cpu or _self_cpu
+        self._pid_cpu = pid_cpu or _pid_cpu
+        self.cpus = sorted(cpus) if cpus is not None else (
+            sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1)))
+        self._last: tuple[float, str, float, dict[int, float]] | None = None
+
+    def _take(self) -> tuple[float, str, float, dict[int, float]] | None:
+        try:
+            stat = self._read_stat()
+        except OSError:
+            return None
+        used = {p: c for p in self._pids() if (c := self._pid_cpu(p)) is not None}
+        return self._clock(), stat, self._own(), used
+
+    def reset(self) -> None:
+        """Start a new window now (after the server was restarted: its CPU time starts again)."""
+        self._last = self._take()
+
+    def read(self) -> float | None:
+        """Free CPUs since the previous reading (or ``reset``), and start the next window;
+        None on the first reading or where ``/proc/stat`` is unreadable."""
+        prev, cur = self._last, self._take()
+        self._last = cur
+        if prev is None or cur is None or cur[0] <= prev[0] or not _snapshot(cur[1], self.cpus):
+            return None
+        ours = cur[2] - prev[2] + sum(c - prev[3][p] for p, c in cur[3].items() if p in prev[3])
+        return idle_cpus(prev[1], cur[1], self.cpus) + max(0.0, ours) / (cur[0] - prev[0])
+
+
+ADAPT_INTERVAL = 5.0
+"""Seconds between two free-CPU readings of a running server (``ThreadAdapter``)."""
+ADAPT_COOLDOWN = 30.0
+"""Seconds at least between two thread changes of a running server (each restarts it)."""
+
+
+class ThreadAdapter:
+    """When a running engine's thread count should change, from free-CPU readings taken between
+    requests: at most one reading per ``interval`` seconds; a change only after ``persist``
+    readings in a row all say the same direction (one busy burst does not restart a server),
+    and at most one change per ``cooldown`` seconds (a restart costs a model load).
+
+    A reading of ``free`` CPUs asks for ``floor(free + 0.25)`` threads, within 1..``max_threads``
+    (a thread waiting for a busy core stalls the others every token, so a partly taken core is
+    not counted); after ``persist`` readings on one side of the current count the nearest of
+    them is taken."""
+
+    def __init__(self, threads: int, sample: Callable[[], float | None], *, max_threads: int,
+                 clock: Callable[[], float] = time.monotonic, interval: float | None = None, persist: int = 2,
+                 cooldown: float | None = None) -> None:
+        interval = ADAPT_INTERVAL if interval is None else interval
+        cooldown = ADAPT_COOLDOWN if cooldown is None else cooldown
+        if threads < 1 or max_threads < 1 or persist < 1 or interval < 0 or cooldown < 0:
+            raise ValueError("threads, max_threads and persist must be >= 1, interval and cooldown >= 0")
+        self.threads, self.max_threads = threads, max_threads
+        self._sample, self._clock = sample, clock
+        self.interval, self.persist, self.cooldown = interval, persist, cooldown
+        self._next_reading = clock() + interval
+        self._last_change = clock()
+        self._wanted: list[int] = []
+
+    def want(self, free: float) -> int:
+        """The thread count ``free`` CPUs ask for."""
+        return max(1, min(self.max_threads, int(free + 0.25)))
+
+    def propose(self) -> int | None:
+        """Called before a request: the thread count to switch to now, or None (keep)."""
+        now = self._clock()
+        if now < self._next_reading:
+            return None
+        self._next_reading = now + self.interval
+        free = self._sample()
+        if free is None:
+            return None
+        w = self.want(free)
+        if w == self.threads or (self._wanted and (w > self.threads) != (self._wanted[0] > self.threads)):
+            self._wanted = [] if w == self.threads else [w]
+            return None
+        self._wanted = [*self._wanted[1 - self.persist:], w] if self.persist > 1 else [w]
+        if len(self._wanted) < self.persist or now - self._last_change < self.cooldown:
+            return None
+        up = w > self.threads
+        target = min(self._wanted) if up else max(self._wanted)
+        self._wanted = []
+        return target
+
+    def changed(self, threads: int) -> None:
+        """The engine now runs ``threads`` threads (the cooldown starts again)."""
+        self.threads, self._last_change, self._wanted = threads, self._clock(), []
+        self._next_reading = self._clock() + self.interval

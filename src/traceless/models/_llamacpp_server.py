@@ -30,14 +30,17 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import logging
 import os
 import queue
+import re
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 import weakref
+from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
@@ -45,8 +48,9 @@ from typing import IO, Any
 import httpx
 
 from traceless.errors import BackendError, ModelNotAvailableError
+from traceless.models._cpu import CpuMeter, ThreadAdapter, cpu_limit
 
-__all__ = ["SPECULATION_TYPES", "LlamaCppServer", "main"]
+__all__ = ["SPECULATION_TYPES", "LlamaCppServer", "main", "turn_markers"]
 
 SPECULATION_TYPES = ("none", "ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod", "ngram-cache")
 """llama.cpp's speculative decoding without a draft model: drafts come from n-grams of the
@@ -55,6 +59,21 @@ greedy reply keeps the model's tokens unless batched-logit numerics differ (llam
 #25618; bench/bench_decode.py checks every reply)."""
 
 _API_KEY_ENV = "TRACELESS_LLAMACPP_API_KEY"
+
+_MARKER = re.compile(r"<\|[A-Za-z_]{2,24}\|>|<(?:start|end)_of_turn>")
+"""A chat template's turn marker: ``<|im_start|>``, ``<|im_end|>``, ``<|eot_id|>``, ``<end_of_turn>`` …"""
+
+
+def turn_markers(props: dict[str, Any]) -> tuple[str, ...]:
+    """The turn markers of a llama.cpp server's chat template and its end-of-sequence text
+    (``GET /props``), sorted: where a reply that writes one as text has ended its turn. The
+    model's own end-of-turn token already stops it; these catch the marker spelt out as text
+    (or a new turn begun) after the answer."""
+    found = set(_MARKER.findall(str(props.get("chat_template") or "")))
+    found.update(t for k in ("eos_token", "bos_token") if _MARKER.fullmatch(t := str(props.get(k) or "")))
+    return tuple(sorted(found))
+
+log = logging.getLogger(__name__)
 
 # Runs in the child interpreter. Imports only xllamacpp (not traceless, not torch).
 _CHILD = r"""
@@ -145,6 +164,17 @@ class LlamaCppServer:
     never on the command line or in logs. ``speculation`` (one of ``SPECULATION_TYPES``)
     turns on n-gram speculative decoding: after a match of the last ``ngram_size`` tokens
     in the prompt or reply, up to ``draft_max`` tokens that followed it are drafted.
+
+    ``adapt_threads=True`` lets the thread count follow the CPUs free to this process during
+    the run: requests sent inside :meth:`serving` (``ServedBackend`` does) first ask the
+    ``adapter`` (a ``ThreadAdapter`` on a ``CpuMeter``: rate-limited, only on a persistent
+    change), and when it says so the server is restarted with the new count on the same
+    port, between requests (none in flight, new ones wait). llama.cpp's server has no way to
+    change a running server's threads (xllamacpp's ``Server`` exposes none), hence the
+    restart. Never once :meth:`share` was called: another client (a memory system calling the
+    model over HTTP itself) could be mid-request. Replies are the same whatever the count
+    (bench/bench_threads.py checks it on the full default audit); ``thread_changes`` lists
+    each change.
     """
 
     def __init__(
@@ -165,6 +195,7 @@ class LlamaCppServer:
         speculation: str = "none",
         draft_max: int = 16,
         ngram_size: int = 3,
+        adapt_threads: bool = False,
     ) -> None:
         path = Path(gguf_path).expanduser()
         if not path.is_file():
@@ -198,6 +229,18 @@ class LlamaCppServer:
         self._finalizer: weakref.finalize[Any, Any] | None = None
         self.startup_seconds: float | None = None
         """Seconds from process spawn until ``/health`` answered (model load included)."""
+        self.meter: CpuMeter | None = CpuMeter(lambda: [p] if (p := self.pid) else []) if adapt_threads else None
+        """Free CPUs between requests (this process and the server's), for the adapter."""
+        self.adapter: ThreadAdapter | None = (
+            ThreadAdapter(threads, self.meter.read, max_threads=cpu_limit()) if self.meter is not None else None)
+        """Decides thread changes during the run (``adapt_threads``); replaceable (tests)."""
+        self.thread_changes: list[tuple[int, int, float]] = []
+        """(old, new, restart seconds) for each thread change during the run."""
+        self._gate = threading.Condition()
+        self._in_flight = 0
+        self._restarting = False
+        self._shared = False
+        self._restarts = 0
 
     def __repr__(self) -> str:
         state = self._address or "stopped"
@@ -228,6 +271,16 @@ class LlamaCppServer:
     @property
     def pid(self) -> int | None:
         return self._proc.pid if self._proc is not None else None
+
+    def props(self) -> dict[str, Any]:
+        """llama.cpp's ``GET /props`` of the running server (chat template, tokens …); {} if none."""
+        headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
+        try:
+            r = httpx.get(self.address + "/props", headers=headers, timeout=10.0)
+            data = r.json() if r.status_code == 200 else {}
+        except (httpx.HTTPError, ValueError):
+            data = {}
+        return data if isinstance(data, dict) else {}
 
     def engine(self) -> dict[str, Any]:
         """The serving engine's identity (recorded in every result row): llama.cpp through the
@@ -275,7 +328,8 @@ class LlamaCppServer:
             # nameless: the kernel frees it when the last holder (this process or the child) exits
             self._log_file = tempfile.TemporaryFile(prefix="traceless-llamacpp-", suffix=".log")  # noqa: SIM115
         else:
-            self._log_file = open(self.log_path, "w+b")  # noqa: SIM115 - closed in stop()
+            # a restart (new thread count) appends to the log of the same run
+            self._log_file = open(self.log_path, "a+b" if self._restarts else "w+b")  # noqa: SIM115 - closed in stop()
         t0 = time.perf_counter()
         try:
             proc = subprocess.Popen(
@@ -298,7 +352,61 @@ class LlamaCppServer:
             self.stop()
             raise
         self.startup_seconds = time.perf_counter() - t0
+        if self.meter is not None:
+            self.meter.reset()  # the window starts now: not the model load, not the old server's time
         return self
+
+    # ----------------------------------------------------------------- threads during the run
+    def share(self) -> None:
+        """Another client will call this server over HTTP (its ``base_url`` was handed out):
+        from now on it is never restarted, so its threads stay as they are."""
+        with self._gate:
+            self._shared = True
+
+    @contextlib.contextmanager
+    def serving(self) -> Iterator[None]:
+        """Hold around one request: first, when the ``adapter`` asks for another thread count
+        (and the server is not shared), waits until no request is in flight and restarts the
+        server with that count on the same port (requests arriving meanwhile wait)."""
+        with self._gate:
+            while self._restarting:
+                self._gate.wait()
+            n = self.adapter.propose() if self.adapter is not None and not self._shared else None
+            if n is not None and n != self.threads and self._proc is not None:
+                self._restarting = True
+                try:
+                    while self._in_flight:
+                        self._gate.wait()
+                    self._restart(n)
+                finally:
+                    self._restarting = False
+                    self._gate.notify_all()
+            self._in_flight += 1
+        try:
+            yield
+        finally:
+            with self._gate:
+                self._in_flight -= 1
+                self._gate.notify_all()
+
+    def _restart(self, threads: int) -> None:
+        """Stop and start again with ``threads`` on the same port (the URL clients hold)."""
+        old, port, t0 = self.threads, self.port, time.perf_counter()
+        self.stop()
+        self.threads, self.requested_port = threads, port
+        self._restarts += 1
+        try:
+            self.start()
+        except BackendError as e:
+            raise BackendError(f"restarting the llama.cpp server on port {port} with {threads} threads "
+                               f"(was {old}) failed: {e}. Fix the thread count with --threads N "
+                               "($TRACELESS_NUM_THREADS) to keep one server for the whole run") from None
+        took = time.perf_counter() - t0
+        self.thread_changes.append((old, threads, took))
+        if self.adapter is not None:
+            self.adapter.changed(threads)
+        log.info("llama.cpp server: free CPUs changed, threads %d -> %d (restarted on port %d in %.1f s)",
+                 old, threads, port, took)
 
     def _wait_ready(self, proc: subprocess.Popen[str], t0: float) -> str:
         lines: queue.Queue[str | None] = queue.Queue()

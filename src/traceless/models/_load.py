@@ -139,8 +139,10 @@ def _llamacpp(arg: str, *, engine: EngineOptions, **kw: Any) -> ModelBackend:
     # the engine options decide; a keyword (num_threads, parallel, ctx, cache_prompt,
     # speculation: what a caller such as the audit engine fixes) overrides them.
     # threads: default the CPUs free now, not the core count (llama.cpp's threads sync every
-    # token, and one waiting for a busy core stalls them all)
-    threads = int(kw.pop("num_threads", None) or engine.threads or 0) or free_cpus()
+    # token, and one waiting for a busy core stalls them all), and follow them during the run
+    # (LlamaCppServer(adapt_threads=True): restarted between requests when they change)
+    fixed = int(kw.pop("num_threads", None) or engine.threads or 0)
+    threads = fixed or free_cpus()
     # parallel > 1: continuous batching over that many server slots (much faster on CPU, where
     # decoding is memory-bound; replies are then not guaranteed bit-identical to parallel=1)
     parallel = int(kw.pop("parallel", None) or engine.parallel or 1)
@@ -156,11 +158,12 @@ def _llamacpp(arg: str, *, engine: EngineOptions, **kw: Any) -> ModelBackend:
     server = LlamaCppServer(gguf, ctx=int(ctx or engine.context or 8192), threads=threads, parallel=parallel,
                             cache_prompt=_prompt_cache(engine.prompt_cache if asked_cache is None else asked_cache,
                                                        parallel),
-                            alias=gguf.stem, speculation=kind, draft_max=draft)
+                            alias=gguf.stem, speculation=kind, draft_max=draft, adapt_threads=not fixed)
     server.start()
     kw.setdefault("max_concurrency", max(parallel, 4))
     return ServedBackend(server, weights_sha256=sha, name=f"llamacpp:{name}", context_set=engine.context is not None,
-                         cache_prompt=kw.pop("request_cache_prompt", None), **kw)
+                         cache_prompt=kw.pop("request_cache_prompt", None),
+                         turn_stop=bool(kw.pop("turn_stop", None) or engine.turn_stop), **kw)
 
 
 def parse_speculation(spec: str) -> tuple[str, int]:

@@ -91,7 +91,10 @@ class EngineOptions(BaseModel):
     (a reply then depends on its prompt only), on with several (already not reproducible)."""
     threads: int | None = Field(None, ge=1)
     """CPU threads of the local engine (llama.cpp server or transformers). ``None``: the CPUs
-    free when it starts (``free_cpus``). Not part of the identity."""
+    free when it starts (``free_cpus``); a llama.cpp server then follows them during the run
+    (restarted between requests when they change persistently: ``ThreadAdapter``), unless a
+    memory system was given its URL. Not part of the identity (replies are the same for every
+    count: bench/bench_threads.py)."""
     timeout: float | None = Field(None, gt=0)
     """Seconds to wait for one reply from a served model. ``None``: 900 for a llama.cpp server
     of ours (queued requests on a loaded machine are slow, not dead), 120 for a remote API.
@@ -102,6 +105,13 @@ class EngineOptions(BaseModel):
     speculation: str = "none"
     """llama.cpp n-gram speculative decoding, ``TYPE[:DRAFT_MAX]`` (e.g. ``ngram-map-k:16``);
     ``none`` is off. Opt-in; recorded in the identity."""
+    turn_stop: bool = False
+    """Stop a llama.cpp reply where it writes one of its chat template's turn markers as text
+    (``<|im_end|>``, ``<|im_start|>`` …: its turn is over), not only at its end-of-turn token
+    (which always stops it). Greedy decoding is causal, so the kept reply is the stopped-at
+    prefix of the plain one, token for token; a reply that writes no marker is unchanged.
+    Opt-in (it shortens such a reply), from the API only (no CLI option yet); the markers are
+    recorded in the identity."""
     credentials: Credentials = Field(default_factory=Credentials, exclude=True, repr=False)
     """Provider keys and base URLs, from the edge's environment (never dumped or shown)."""
 

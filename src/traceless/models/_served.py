@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from traceless.models._base import ChatMessage, GenerationConfig
-from traceless.models._llamacpp_server import LlamaCppServer
+from traceless.models._base import ChatMessage, Generation, GenerationConfig
+from traceless.models._llamacpp_server import LlamaCppServer, turn_markers
 from traceless.models._openai import OpenAIBackend
+from traceless.models._options import Endpoint
 
 __all__ = ["ServedBackend"]
 
@@ -19,7 +20,7 @@ class ServedBackend(OpenAIBackend):
     """
 
     def __init__(self, server: LlamaCppServer, *, weights_sha256: str = "", cache_prompt: bool | None = None,
-                 context_set: bool = False, **kw: Any) -> None:
+                 context_set: bool = False, turn_stop: bool = False, **kw: Any) -> None:
         super().__init__(model=server.model, base_url=server.base_url, **kw)
         self.server = server
         self.context_set = context_set
@@ -31,9 +32,23 @@ class ServedBackend(OpenAIBackend):
         every request, so it holds whatever the server's default: a server started with the
         cache for another client, e.g. mem0's extraction calls, still computes these requests
         alone when False)."""
+        self.stop_markers = turn_markers(server.props()) if turn_stop else ()
+        """Stop strings sent with every request (``EngineOptions.turn_stop``): the chat template's
+        turn markers, where a reply that spells one out has ended its turn."""
 
     def _payload(self, messages: list[ChatMessage], cfg: GenerationConfig) -> dict[str, Any]:
-        return {**super()._payload(messages, cfg), "cache_prompt": self.cache_prompt}
+        payload = {**super()._payload(messages, cfg), "cache_prompt": self.cache_prompt}
+        if self.stop_markers:
+            payload["stop"] = list(dict.fromkeys([*cfg.stop, *self.stop_markers]))
+        return payload
+
+    def generate(self, messages: list[ChatMessage], config: GenerationConfig | None = None) -> Generation:
+        with self.server.serving():  # between requests the server may change its threads (same port)
+            return super().generate(messages, config)
+
+    def endpoint(self) -> Endpoint:
+        self.server.share()  # another client will call it over HTTP: never restarted under it
+        return super().endpoint()
 
     def slots(self) -> int:
         return self.server.parallel
@@ -42,6 +57,8 @@ class ServedBackend(OpenAIBackend):
         engine = {**self.server.engine(), "cache_prompt": self.cache_prompt}
         if self.context_set:
             engine["context"] = self.server.ctx
+        if self.stop_markers:  # a reply that spells one out is cut there: part of the identity
+            engine["stop"] = list(self.stop_markers)
         if self.server.cache_prompt != self.cache_prompt:
             engine["server_cache_prompt"] = self.server.cache_prompt
         d: dict[str, Any] = {"name": self.name, "backend": "llamacpp", "weights_sha256": self.weights_sha256,
