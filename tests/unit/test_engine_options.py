@@ -104,12 +104,6 @@ def test_a_bad_environment_value_is_named_before_anything_runs(tmp_path: Path, m
         EngineOptions.from_env({"TRACELESS_LLAMACPP_PARALLEL": "0"})
 
 
-def test_the_cli_binds_the_variables_the_models_package_names() -> None:
-    from traceless.cli._engine import _ENV
-
-    assert _ENV == ENGINE_ENV
-
-
 def _served(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, engine: EngineOptions) -> ModelBackend:
     """``load_backend('llamacpp:FILE', engine=...)`` with the server's start faked (no process)."""
     gguf = tmp_path / "w.gguf"

@@ -12,22 +12,15 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from traceless._engine_env import ENGINE_ENV
+
 if TYPE_CHECKING:
     from traceless.models import EngineOptions
 
 __all__ = ["engine_from_env", "engine_options", "opt_context", "opt_parallel", "opt_prompt_cache",
            "opt_speculation", "opt_threads", "opt_timeout"]
 
-# the variable names (traceless.models.ENGINE_ENV, repeated here so that mounting a command
-# does not import the models package; tests/unit/test_engine_options.py checks they agree)
-_ENV = {
-    "parallel": "TRACELESS_LLAMACPP_PARALLEL",
-    "prompt_cache": "TRACELESS_LLAMACPP_PROMPT_CACHE",
-    "threads": "TRACELESS_NUM_THREADS",
-    "timeout": "TRACELESS_LLAMACPP_TIMEOUT",
-    "context": "TRACELESS_LLAMACPP_CONTEXT",
-    "speculation": "TRACELESS_SPECULATION",
-}
+_ENV = ENGINE_ENV  # one table with EngineOptions.from_env (floor 0: mounting a command imports no model code)
 
 
 def opt_parallel() -> Any:

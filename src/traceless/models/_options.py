@@ -14,20 +14,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
+from traceless._engine_env import ENGINE_ENV
 from traceless.errors import ConfigError
 
 __all__ = ["ENGINE_ENV", "Credentials", "EngineOptions", "Endpoint"]
-
-ENGINE_ENV: dict[str, str] = {
-    "parallel": "TRACELESS_LLAMACPP_PARALLEL",
-    "prompt_cache": "TRACELESS_LLAMACPP_PROMPT_CACHE",
-    "threads": "TRACELESS_NUM_THREADS",
-    "timeout": "TRACELESS_LLAMACPP_TIMEOUT",
-    "context": "TRACELESS_LLAMACPP_CONTEXT",
-    "speculation": "TRACELESS_SPECULATION",
-}
-"""The environment variable the edge reads for each ``EngineOptions`` field (the CLI binds
-them with click's ``envvar=``; ``EngineOptions.from_env`` reads the same names)."""
 
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sqlite3
-from collections.abc import Coroutine, Iterable, Sequence
+from collections.abc import Coroutine, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -184,11 +184,6 @@ class AdkSystem(live.SqliteInstance):
         return sorted(str(s.id) for s in res.sessions)
 
     # ------------------------------------------------------------------ scanning
-    def stores(self) -> dict[str, Iterable[str]]:
-        if not self.path.exists():
-            return {}
-        return {t: [r.text() for r in rs] for t, rs in live.rows(self.path).items()}
-
     def close(self) -> None:
         if self._sessions_svc is not None:
             self._run(self._sessions_svc.close())

@@ -26,7 +26,7 @@ Agno's own deletions, then the rows they leave and rows quoting a literal, then 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -165,11 +165,6 @@ class AgnoSystem(live.SqliteInstance):
             con.close()
 
     # ------------------------------------------------------------------ scanning
-    def stores(self) -> dict[str, Iterable[str]]:
-        if not self.path.exists():
-            return {}
-        return {t: [r.text() for r in rs] for t, rs in live.rows(self.path).items()}
-
     def close(self) -> None:
         if self._db is not None:
             self._db.close()

@@ -14,7 +14,7 @@ import json
 import shutil
 import sqlite3
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -267,6 +267,12 @@ class SqliteInstance(MemorySystem):
     def bystander_digests(self, user: str | None) -> dict[str, tuple[int, str]]:
         # the literals are those of the last plan (the driver plans before it digests)
         return bystander_digests(self.path, self.row_owner, user, self._literals)
+
+    def stores(self) -> dict[str, Iterable[str]]:
+        """Every table of the file, as the texts of its rows (none before the file exists)."""
+        if not self.path.exists():
+            return {}
+        return {t: [r.text() for r in rs] for t, rs in rows(self.path).items()}
 
     def instance_files(self) -> list[Path]:
         return sorted(p for p in self.path.parent.glob(self.path.name + "*") if p.is_file())
