@@ -202,13 +202,18 @@ def after_the_answer(wname: str, plain: Recorder) -> None:
                 print(f"    ... {_mask(r['text'][-90:], plain.canaries)!r}")
 
 
+def add_audit_args(ap: argparse.ArgumentParser, *, profiles: int = 3, modes: str = "all") -> None:
+    """The audit's options every decoding bench takes (bench_decode, bench_threads, bench_load)."""
+    ap.add_argument("--model", default="qwen2.5-coder-0.5b-instruct", help="a catalog model name")
+    ap.add_argument("--profiles", type=int, default=profiles)
+    ap.add_argument("--S", type=int, default=1)
+    ap.add_argument("--modes", default=modes, help="'all', 'none' (before-row only) or a comma list of forget modes")
+    ap.add_argument("--max-new-tokens", type=int, default=40)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--model", default="qwen2.5-coder-0.5b-instruct", help="a catalog model name")
-    ap.add_argument("--profiles", type=int, default=3)
-    ap.add_argument("--S", type=int, default=1)
-    ap.add_argument("--modes", default="all", help="'all', 'none' (before-row only) or a comma list of forget modes")
-    ap.add_argument("--max-new-tokens", type=int, default=40)
+    add_audit_args(ap)
     ap.add_argument("--threads", type=int, default=None, help="server threads (default: the CPUs free)")
     ap.add_argument("--spec", action="append", help="speculation TYPE[:DRAFT_MAX] (repeatable; default ngram-map-k:16)")
     ap.add_argument("--no-spec", action="store_true", help="no speculative run (plain and --turn-stop only)")

@@ -40,7 +40,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from bench_decode import Recorder, _audit, differences  # noqa: E402
+from bench_decode import Recorder, _audit, add_audit_args, differences  # noqa: E402
 
 from traceless.models import load_embedder  # noqa: E402
 from traceless.models._llamacpp_server import LlamaCppServer  # noqa: E402
@@ -83,11 +83,7 @@ def threads_seen(seen: list[int], on_first: Callable[[], None] = lambda: None) -
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--model", default="qwen2.5-coder-0.5b-instruct")
-    ap.add_argument("--profiles", type=int, default=1)
-    ap.add_argument("--S", type=int, default=1)
-    ap.add_argument("--modes", default="none", help="'all', 'none' (before-row only) or a comma list")
-    ap.add_argument("--max-new-tokens", type=int, default=40)
+    add_audit_args(ap, profiles=1, modes="none")
     ap.add_argument("--loads", default="2,4", help="numbers of background processes")
     ap.add_argument("--limit", type=float, default=1200.0, help="seconds a background process runs at most")
     ap.add_argument("--fixed-threads", action="store_true", help="also threads = cores (the old default) per load")

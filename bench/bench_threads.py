@@ -32,7 +32,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from bench_decode import Recorder, _audit, _stats, differences  # noqa: E402
+from bench_decode import Recorder, _audit, _stats, add_audit_args, differences  # noqa: E402
 
 from traceless.models import load_embedder  # noqa: E402
 
@@ -52,11 +52,7 @@ def row_differences(reference: Path, out: Path) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--model", default="qwen2.5-coder-0.5b-instruct", help="a catalog model name")
-    ap.add_argument("--profiles", type=int, default=3)
-    ap.add_argument("--S", type=int, default=1)
-    ap.add_argument("--modes", default="all", help="'all', 'none' (before-row only) or a comma list of forget modes")
-    ap.add_argument("--max-new-tokens", type=int, default=40)
+    add_audit_args(ap)
     ap.add_argument("--threads", default="1,2", help="comma list of server thread counts; the first is the reference")
     ap.add_argument("--keep", type=Path, help="keep each run's results dir as KEEP/THREADS")
     ap.add_argument("--reference", type=Path, help="a results dir kept by an earlier run: compare rows with it")
