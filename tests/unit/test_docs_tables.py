@@ -86,3 +86,12 @@ def test_a_scorecard_edit_is_drift(tmp_path: Path) -> None:
     f.write_text(original.replace("| yes (", "| no (", 1))
     assert main(["--check", str(f)]) == 1
     assert main([str(f)]) == 0 and f.read_text() == original
+
+
+def test_the_files_cell_names_few_files_and_counts_many_per_folder() -> None:
+    from traceless.audit import files_cell as _files_cell
+
+    assert _files_cell({}) == "0"
+    assert _files_cell({"a.db": 2, "b/c.db": 1}) == "3 (`a.db`, `b/c.db`)"
+    many = {f"memory/t.lance/data/{i:050d}.lance": 1 for i in range(10)} | {"x.db": 2}
+    assert _files_cell(many) == "12 (10 files in `memory/t.lance/data/`, `x.db`)"

@@ -180,3 +180,52 @@ def test_the_audit_runs_on_the_real_package(tmp_path: Path, name: str, module: s
         assert c["forget"] == {"memories": 0, "memories@versions": 3} and res.bystanders["forget"]["intact"]
         assert not any(c["reset_all"].values()) and not res.bystanders["reset_all"]["intact"]
     assert all(e["passed"] and set(e["claims"].values()) == {"clear"} for e in res.erasure.values())
+
+
+def test_crewai_prints_nothing_of_its_own_on_the_terminal(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """CrewAI's event bus prints a panel per memory event (``Memory Save Started``) unless its
+    console output is suppressed; the adapter's writes, recalls and deletions print nothing."""
+    _need("crewai")
+    _written("crewai", tmp_path / "w")
+    sys = open_system("crewai", tmp_path / "w", load_system_config("crewai", {}), _runtime())
+    try:
+        sys.context(ME.owner, Q)
+        sys.delete("forget_scope", ME.target)
+    finally:
+        sys.close()
+    out, err = capfd.readouterr()
+    assert "Memory" not in out + err and "╭" not in out + err
+
+
+@pytest.mark.parametrize("name, module", [("adk", "google.adk"), ("crewai", "crewai")])
+def test_the_audit_command_on_the_real_package_and_a_served_model(
+        tmp_path: Path, name: str, module: str, capfd: pytest.CaptureFixture[str]) -> None:
+    """``traceless audit --memory NAME`` as a user runs it: the real package, SmolLM2-135M
+    served by llama.cpp on loopback as the agent (the default model's bundles are in
+    docs/results), the default local embedder, every native deletion, 3 users. The copies are
+    what the packages' deletions leave (they do not depend on the model); the replies are the
+    served model's."""
+    import json
+
+    from traceless.cli import main
+
+    _need(module)
+    _need("xllamacpp")
+    out = tmp_path / "a"
+    main(["audit", "--memory", name, "--model", "llamacpp:smollm2-135m-instruct", "--max-new-tokens", "16",
+          "--out", str(out)])
+    s = json.loads((out / "summary.json").read_text())
+    assert s["model"]["backend"] == "llamacpp" and s["model"]["engine"]["name"] == "llama.cpp"
+    c = s["copies"]
+    if name == "adk":
+        assert list(s["table"]) == ["before", "delete_memory", "delete_session", "delete_sessions"]
+        assert c["before"]["memory_events"] == 3 and c["delete_sessions"] == {**c["delete_sessions"],
+                                                                                "memory_events": 3, "events": 0}
+    else:
+        assert list(s["table"]) == ["before", "forget", "forget_scope", "reset", "reset_all"]
+        assert c["forget"] == {"memories": 0, "memories@versions": 3} and not any(c["reset_all"].values())
+        assert not s["bystanders"]["reset_all"]["intact"]
+    replies = [json.loads(ln)["reply"] for ln in (out / "results.jsonl").read_text().splitlines()]
+    assert len(replies) == 3 * 3 * len(s["table"]) and len(set(replies)) > 1  # the model's own text
+    printed = capfd.readouterr().out
+    assert "Memory Save" not in printed and f"{name}: canary extraction" in printed

@@ -35,7 +35,7 @@ from traceless.forget import (
     scan_files,
     verify_signature,
 )
-from traceless.memory import MemoryStore, MemoryWriter, WriteConfig, read_sessions
+from traceless.memory import SCHEMA_VERSION, MemoryStore, MemoryWriter, WriteConfig, read_sessions
 from traceless.models import HashingEmbedder
 
 pytestmark = pytest.mark.usefixtures("_home")  # TRACELESS_HOME in this test's tmp dir (conftest)
@@ -91,6 +91,12 @@ def _state(db: Path | str) -> list[tuple[object, ...]] | None:
         return None
     # a kill during the store's creation leaves a file without tables: nothing was written
     if not _pg(db) and not _rows(db, "SELECT 1 FROM sqlite_master WHERE name = 'artifacts'"):
+        return None
+    # or with some of its migrations applied (each is one transaction): nothing is written
+    # before the last one, so the artifacts table is there and empty
+    applied = _rows(db, "SELECT count(*) FROM _migrations")[0][0]
+    if applied < SCHEMA_VERSION:
+        assert _rows(db, "SELECT count(*) FROM artifacts") == [(0,)], f"rows written at schema version {applied}"
         return None
     return _rows(db, "SELECT id, owner, text, digest, sealed FROM artifacts ORDER BY id")
 

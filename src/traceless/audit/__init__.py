@@ -34,7 +34,7 @@ from traceless.audit._system_audit import (
 from traceless.audit._system_audit import (
     STUDY_VERSION as AUDIT_STUDY_VERSION,
 )
-from traceless.audit._table import AuditRow, AuditTable, audit_table
+from traceless.audit._table import AuditRow, AuditTable, audit_table, files_cell
 from traceless.datasets import (
     CANARY_SPACE,
     CANARY_WORDS,
@@ -70,6 +70,7 @@ __all__ = [
     "canary_sentence",
     "certify",
     "extracted",
+    "files_cell",
     "inject_canary",
     "is_canary",
     "make_canary",

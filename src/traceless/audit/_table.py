@@ -19,7 +19,7 @@ from traceless.metrics import aer, aer_max, frs_worst
 if TYPE_CHECKING:
     from traceless.run import ResultRow
 
-__all__ = ["AuditRow", "AuditTable", "audit_table", "residue_key"]
+__all__ = ["AuditRow", "AuditTable", "audit_table", "files_cell", "residue_key"]
 
 
 class AuditRow(StoredRow):
@@ -136,3 +136,17 @@ def audit_table(cells: Sequence[ResultRow]) -> AuditTable:
                       bystanders={r.group: r.metrics["bystanders"] for r in residue if "bystanders" in r.metrics},
                       erasure={r.group: r.metrics["erasure"] for r in residue if "erasure" in r.metrics},
                       probes=probe_rows)
+
+
+def files_cell(held: dict[str, int], most: int = 3) -> str:
+    """Occurrences in files, naming up to ``most`` files; more are counted per folder
+    (LanceDB's fragments have 50-character names)."""
+    if not held:
+        return "0"
+    if len(held) <= most:
+        return f"{sum(held.values())} (" + ", ".join(f"`{f}`" for f in held) + ")"
+    folders: dict[str, list[str]] = {}
+    for f in held:
+        folders.setdefault(f.rsplit("/", 1)[0] + "/" if "/" in f else "", []).append(f)
+    parts = [f"`{fs[0]}`" if len(fs) == 1 else f"{len(fs)} files in `{d or './'}`" for d, fs in folders.items()]
+    return f"{sum(held.values())} (" + ", ".join(parts) + ")"

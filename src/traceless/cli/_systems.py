@@ -140,7 +140,7 @@ def print_result(result: SystemAuditResult, model: str) -> None:
         table.add_column(c.replace("_", " "), justify="right")
     for s in stores:
         table.add_column(f"{s} copies", justify="right")
-    from traceless.audit import bystander_cell
+    from traceless.audit import bystander_cell, files_cell
 
     bys = result.bystanders
     if bys:
@@ -153,4 +153,6 @@ def print_result(result: SystemAuditResult, model: str) -> None:
     Console(width=max(180, Console().width)).print(table)
     for phase, files in result.files.items():
         if files:
-            typer.echo(f"files holding a canary after {phase}: " + ", ".join(f"{f} ({n})" for f, n in files.items()))
+            each = ", ".join(f"{f} ({n})" for f, n in files.items())
+            typer.echo(f"files holding a canary after {phase}: "
+                       + (each if len(files) <= 3 else files_cell(files).replace("`", "")))

@@ -88,13 +88,13 @@ def _erasure_cell(e: dict[str, Any] | None) -> str:
 def _scorecard(s: dict[str, Any]) -> list[str]:
     """One row per native deletion: the cross-system scorecard's rows (docs/scorecard.md
     joins every system's)."""
-    from traceless.audit import bystander_cell
+    from traceless.audit import bystander_cell, files_cell
 
     lines = ["## Erasure scorecard", "", "| " + " | ".join(SCORECARD_HEAD) + " |", "|" + "---|" * len(SCORECARD_HEAD)]
     for ph in list(s["table"])[1:]:
         left = ", ".join(f"{st} {n}" for st, n in s["copies"][ph].items() if n) or "none"
         held = s["files"].get(ph) or {}
-        files = (f"{sum(held.values())} (" + ", ".join(f"`{f}`" for f in held) + ")") if held else "0"
+        files = files_cell(held)
         lines.append("| " + " | ".join([s["system"], f"`{ph}`", f"{s['table'][ph]['AER_max']:.2f}", left, files,
                                          bystander_cell(s["bystanders"].get(ph)),
                                          _erasure_cell(s["erasure"].get(ph))]) + " |")

@@ -31,7 +31,8 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -77,6 +78,22 @@ def _quiet_env() -> None:
     os.environ["CREWAI_DISABLE_TRACKING"] = "true"
     os.environ["OTEL_SDK_DISABLED"] = "true"
     os.environ["CREWAI_TRACING_ENABLED"] = "false"
+
+
+@contextmanager
+def _console_off() -> Iterator[None]:
+    """CrewAI's event bus prints a rich panel for every memory event on stdout (``Memory Save
+    Started``, …); the audit's terminal output is traceless's own. ``crewai_core``'s
+    suppression flag is a context variable the bus copies into its handlers' context, so it
+    is set around each call into CrewAI and restored after."""
+    from crewai_core.printer import set_suppress_console_output, should_suppress_console_output
+
+    before = should_suppress_console_output()
+    set_suppress_console_output(True)
+    try:
+        yield
+    finally:
+        set_suppress_console_output(before)
 
 
 def scope_of(user: str) -> str:
@@ -201,34 +218,38 @@ class CrewAISystem(MemorySystem):
 
     def write(self, sessions: Sequence[Session]) -> None:
         mem = self._open()
-        for s in sessions:
-            for i, t in enumerate(s.turns):
-                if t.role == "user" and t.content.strip():
-                    mem.remember(t.content, scope=scope_of(s.user_id), categories=["conversation"], importance=0.5,
-                                 metadata={"user_id": s.user_id, "session_id": s.session_id, "turn": i},
-                                 source=s.user_id)
-        mem.drain_writes()
+        with _console_off():
+            for s in sessions:
+                for i, t in enumerate(s.turns):
+                    if t.role == "user" and t.content.strip():
+                        mem.remember(t.content, scope=scope_of(s.user_id), categories=["conversation"],
+                                     importance=0.5, source=s.user_id,
+                                     metadata={"user_id": s.user_id, "session_id": s.session_id, "turn": i})
+            mem.drain_writes()
 
     def context(self, owner: str, query: str, view: str = "agent") -> list[ContextItem]:
-        found = self._open().recall(query, scope=scope_of(owner), limit=self.cfg.k, depth="shallow")
+        with _console_off():
+            found = self._open().recall(query, scope=scope_of(owner), limit=self.cfg.k, depth="shallow")
         return [ContextItem(str(m.record.id), str(m.record.content)) for m in found if str(m.record.content).strip()]
 
     def _user_records(self, owner: str) -> list[Any]:
-        return list(self._open().list_records(scope=scope_of(owner), limit=1_000_000))
+        with _console_off():
+            return list(self._open().list_records(scope=scope_of(owner), limit=1_000_000))
 
     def delete(self, operation: str, target: DeletionTarget) -> dict[str, Any]:
         if operation not in _DELETIONS:
             raise ConfigError(f"crewai: unknown deletion {operation!r}; known: {', '.join(_DELETIONS)}")
         mem = self._open()
-        if operation == "forget":
-            ids = sorted(str(r.id) for r in self._user_records(target.owner) if target.literal in str(r.content))
-            return {"record_ids": ids, "deleted": mem.forget(record_ids=ids) if ids else 0}
-        if operation == "forget_scope":
-            return {"deleted": mem.forget(scope=scope_of(target.owner))}
-        if operation == "reset":
-            mem.reset(scope=scope_of(target.owner))
-        else:
-            mem.reset_all()
+        with _console_off():
+            if operation == "forget":
+                ids = sorted(str(r.id) for r in self._user_records(target.owner) if target.literal in str(r.content))
+                return {"record_ids": ids, "deleted": mem.forget(record_ids=ids) if ids else 0}
+            if operation == "forget_scope":
+                return {"deleted": mem.forget(scope=scope_of(target.owner))}
+            if operation == "reset":
+                mem.reset(scope=scope_of(target.owner))
+            else:
+                mem.reset_all()
         return {}
 
     # ------------------------------------------------------------------ scanning
@@ -240,8 +261,9 @@ class CrewAISystem(MemorySystem):
 
     def close(self) -> None:
         if self._memory is not None:
-            self._memory.drain_writes()
-            self._memory.close()
+            with _console_off():
+                self._memory.drain_writes()
+                self._memory.close()
             self._memory = None
         for t in threading.enumerate():  # LanceDBStorage's fire-and-forget compaction
             if t.name == "lancedb-compact":
@@ -285,11 +307,12 @@ class CrewAISystem(MemorySystem):
     def execute_erasure(self, plan: ErasurePlan, literals: Sequence[str]) -> list[StoreOutcome]:
         mem = self._open()
         before = {k: len(v) for k, v in _versions(self.path).items()}
-        if plan.user is not None:  # CrewAI's own deletion first
-            mem.forget(scope=scope_of(plan.user))
-        ids = sorted({a.record_id for a in plan.actions if a.store == TABLE})
-        if ids:
-            mem.forget(record_ids=ids)
+        with _console_off():
+            if plan.user is not None:  # CrewAI's own deletion first
+                mem.forget(scope=scope_of(plan.user))
+            ids = sorted({a.record_id for a in plan.actions if a.store == TABLE})
+            if ids:
+                mem.forget(record_ids=ids)
         self.close()
         _purge_versions(self.path)
         after = {k: len(v) for k, v in _versions(self.path).items()}
