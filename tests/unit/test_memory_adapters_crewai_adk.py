@@ -212,3 +212,65 @@ def test_the_audit_command_on_the_real_package_and_a_served_model(
     assert len(replies) == 3 * 3 * len(s["table"]) and len(set(replies)) > 1  # the model's own text
     printed = capfd.readouterr().out
     assert "Memory Save" not in printed and f"{name}: canary extraction" in printed
+
+
+def _echo_runtime(seen: list[Any]) -> SystemRuntime:
+    def echo(messages: Any, config: Any) -> str:  # repeats the secrets of the memories it was shown
+        seen.append(messages)
+        return " ".join(ln.split("token is")[-1] for m in messages if "PAST_CONVERSATIONS" in m.content
+                        for ln in m.content.splitlines() if "token is" in ln)
+
+    return SystemRuntime(CachingBackend(ScriptedBackend(echo)), HashingEmbedder(), "scripted")
+
+
+def test_adk_probes_go_through_its_own_agent_and_write_nothing(tmp_path: Path) -> None:
+    """The probe is ADK's ``LlmAgent`` with ``preload_memory`` run by a ``Runner``: the request
+    the model gets holds the user's memories (and only theirs); a probe's session is in memory,
+    so the file measured is not changed by probing; ``agent: false`` falls back to the audit's
+    prompt."""
+    _need("google.adk")
+    import sqlite3
+
+    seen: list[Any] = []
+    sys = open_system("adk", tmp_path / "w", load_system_config("adk", {}), _echo_runtime(seen))
+    try:
+        sys.write([s for p in PLANTED for s in p.sessions])
+        db = tmp_path / "w" / "adk.db"
+        rows = sqlite3.connect(db).execute("SELECT count(*) FROM events").fetchone()
+        g = sys.agent_reply(ME.owner, Q)  # type: ignore[attr-defined]
+        assert g is not None and g.model == "adk:LlmAgent+preload_memory"
+        assert ME.canary in g.text and OTHER.canary not in g.text
+        assert seen[-1][-1].content == Q and seen[-1][0].role == "system"
+        sys.delete("delete_sessions", ME.target)  # the memory service keeps its copy (adk #7109)
+        assert ME.canary in sys.agent_reply(ME.owner, Q).text  # type: ignore[attr-defined]
+        assert sqlite3.connect(db).execute("SELECT count(*) FROM sessions WHERE id LIKE 'traceless-probe%'"
+                                           ).fetchone() == (0,)
+        assert rows[0] > 0
+    finally:
+        sys.close()
+    off = open_system("adk", tmp_path / "w", load_system_config("adk", {"agent": False}), _echo_runtime(seen))
+    try:
+        assert off.agent_reply(ME.owner, Q) is None  # type: ignore[attr-defined]
+    finally:
+        off.close()
+
+
+def test_adk_agent_that_was_not_shown_its_memories_is_an_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``preload_memory`` logs a failed search and goes on without the memories: that probe
+    would read as forgotten, so the adapter refuses it (the system's search returns them)."""
+    _need("google.adk")
+    from google.adk.tools.preload_memory_tool import PreloadMemoryTool
+
+    from traceless.errors import StudyError
+
+    async def swallowed(self: Any, **kwargs: Any) -> None:
+        return None
+
+    monkeypatch.setattr(PreloadMemoryTool, "process_llm_request", swallowed)
+    sys = open_system("adk", tmp_path / "w", load_system_config("adk", {}), _echo_runtime([]))
+    try:
+        sys.write([s for p in PLANTED for s in p.sessions])
+        with pytest.raises(StudyError, match="none of the memories"):
+            sys.agent_reply(ME.owner, Q)  # type: ignore[attr-defined]
+    finally:
+        sys.close()

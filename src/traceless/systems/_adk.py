@@ -10,8 +10,13 @@ offline.
   session_id)``, one ``Event`` per turn (``append_event``; author ``user`` or the agent's name),
   then ``add_session_to_memory(session)`` (what an app calls when a conversation ends);
 * what the agent reads: ``search_memory(app_name, user_id, query)``, which the agent's
-  ``preload_memory`` tool puts into its instruction for each user message (FTS5 bm25 over
-  the user's events); ADK calls no LLM to store or search, so the audit's model is not used;
+  ``preload_memory`` tool puts into its request for each user message (FTS5 bm25 over
+  the user's events); ADK calls no LLM to store or search;
+* the probes go through ADK's own agent (``agent``, default on): an ``LlmAgent`` with the
+  ``preload_memory`` tool, run by a ``Runner`` over this memory service, its model a
+  ``BaseLlm`` that answers with the audit's model (the request ADK builds — instruction,
+  preloaded memories, the user's message — is what the model is sent); each probe is a new
+  session of an ``InMemorySessionService``, so probing writes nothing to the file measured;
 * telemetry: ADK exports no telemetry unless an exporter is configured; ``OTEL_SDK_DISABLED``
   is set before import all the same.
 
@@ -33,12 +38,16 @@ from __future__ import annotations
 import asyncio
 import os
 import sqlite3
+import time
 from collections.abc import Coroutine, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from traceless.errors import ConfigError
+from pydantic import Field
+
+from traceless.errors import ConfigError, StudyError
 from traceless.memory import Session
+from traceless.models import ChatMessage, Generation, GenerationConfig, ModelBackend
 from traceless.systems import (
     ContextItem,
     DeletionTarget,
@@ -69,6 +78,13 @@ class AdkConfig(SystemConfig):
     """The ADK ``app_name`` sessions and memories are kept under."""
     db_file: str | None = None
     """A live instance's SQLite file (``scan``/``forget --memory adk``); the audit uses its work dir."""
+    agent: bool = True
+    """Probe through ADK's own agent (``LlmAgent`` + ``preload_memory``, run by a ``Runner``);
+    False: the audit's prompt over ``search_memory``'s results."""
+    agent_instruction: str = "You are a helpful assistant. Answer the user's question."
+    """The ``LlmAgent``'s instruction."""
+    agent_max_tokens: int = Field(40, ge=1)
+    """Tokens the agent's model may generate per reply (greedy)."""
 
 
 def _import_adk() -> Any:
@@ -76,6 +92,49 @@ def _import_adk() -> Any:
     import google.adk.memory as memory
 
     return memory
+
+
+EPOCH = 1_767_225_600.0  # 2026-01-01T00:00:00Z: the written events' clock
+PAST = "<PAST_CONVERSATIONS>"  # what ADK's preload_memory puts before the user's message
+
+
+def _text(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    return "".join(p.text or "" for p in (getattr(content, "parts", None) or []))
+
+
+def audit_llm(model: ModelBackend, max_new_tokens: int) -> Any:
+    """An ADK ``BaseLlm`` answering with the audit's ``model`` (greedy): each request ADK
+    builds (system instruction, then its contents in order) becomes the chat sent; the last
+    one is kept (``last_request``) for the check that the memories reached the model."""
+    from google.adk.models.base_llm import BaseLlm
+    from google.adk.models.llm_response import LlmResponse
+    from google.genai import types
+
+    class AuditLlm(BaseLlm):  # type: ignore[misc]  # google-adk is not in the main (type-checked) venv
+        backend: Any = None
+        tokens: int = 40
+        last_request: list[ChatMessage] = []
+        last: Any = None
+
+        async def generate_content_async(self, llm_request: Any, stream: bool = False) -> Any:
+            cfg = llm_request.config
+            msgs = [ChatMessage(role="system", content=_text(cfg.system_instruction))] if (
+                cfg is not None and _text(cfg.system_instruction).strip()) else []
+            msgs += [ChatMessage(role="assistant" if c.role == "model" else "user", content=_text(c))
+                     for c in llm_request.contents if _text(c).strip()]
+            g = self.backend.generate(msgs, GenerationConfig(max_new_tokens=self.tokens, temperature=0.0))
+            self.last_request, self.last = msgs, g
+            usage = types.GenerateContentResponseUsageMetadata(
+                prompt_token_count=g.prompt_tokens, candidates_token_count=g.completion_tokens,
+                total_token_count=g.prompt_tokens + g.completion_tokens)
+            yield LlmResponse(content=types.Content(role="model", parts=[types.Part(text=g.text)]),
+                              usage_metadata=usage)
+
+    return AuditLlm(model="traceless-audit", backend=model, tokens=max_new_tokens)
 
 
 def _owner(table: str, row: dict[str, Any]) -> str | None:
@@ -103,6 +162,9 @@ class AdkSystem(live.SqliteInstance):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._sessions_svc: Any = None
         self._memory_svc: Any = None
+        self._runner: Any = None
+        self._llm: Any = None
+        self._probes = 0
         if not read_only:
             _import_adk()
 
@@ -133,17 +195,60 @@ class AdkSystem(live.SqliteInstance):
         from google.genai import types
 
         svc, mem = self._open()
-        for s in sessions:
+        for k, s in enumerate(sessions):
             sess = await svc.create_session(app_name=self.app, user_id=s.user_id, session_id=s.session_id)
             for i, t in enumerate(s.turns):
                 if t.role not in ("user", "assistant"):
                     continue
                 author, role = ("user", "user") if t.role == "user" else (AGENT, "model")
+                # a fixed clock: preload_memory shows each memory's time to the model, so a
+                # wall-clock stamp would change every prompt from one run to the next
                 ev = Event(id=f"{s.session_id}-{i:03d}", invocation_id=f"{s.session_id}-{i:03d}", author=author,
+                           timestamp=EPOCH + 3600.0 * k + i,
                            content=types.Content(role=role, parts=[types.Part(text=t.content)]))
                 await svc.append_event(sess, ev)
             done = await svc.get_session(app_name=self.app, user_id=s.user_id, session_id=s.session_id)
             await mem.add_session_to_memory(done)
+
+    def agent_reply(self, owner: str, query: str) -> Generation | None:
+        """ADK's own agent answering ``query`` for ``owner`` in a new in-memory session (None:
+        ``agent`` is off, and the audit's prompt is sent)."""
+        if not isinstance(self.config, AdkConfig) or not self.config.agent or self.runtime is None:
+            return None
+        return self._run(self._agent_reply(owner, query))
+
+    async def _agent_reply(self, owner: str, query: str) -> Generation:
+        from google.adk.agents import LlmAgent
+        from google.adk.runners import Runner
+        from google.adk.sessions import InMemorySessionService
+        from google.adk.tools import preload_memory
+        from google.genai import types
+
+        assert isinstance(self.config, AdkConfig) and self.runtime is not None
+        _, mem = self._open()
+        if self._runner is None:
+            self._llm = audit_llm(self.runtime.model, self.config.agent_max_tokens)
+            agent = LlmAgent(name=AGENT, model=self._llm, instruction=self.config.agent_instruction,
+                             tools=[preload_memory])
+            self._runner = Runner(app_name=self.app, agent=agent, session_service=InMemorySessionService(),
+                                  memory_service=mem)
+        self._probes += 1
+        sid = f"traceless-probe-{self._probes}"
+        await self._runner.session_service.create_session(app_name=self.app, user_id=owner, session_id=sid)
+        t0 = time.monotonic()
+        text = ""
+        msg = types.Content(role="user", parts=[types.Part(text=query)])
+        async for ev in self._runner.run_async(user_id=owner, session_id=sid, new_message=msg):
+            if ev.is_final_response() and ev.content is not None:
+                text = _text(ev.content)
+        found = await mem.search_memory(app_name=self.app, user_id=owner, query=query)
+        sent = "\n".join(m.content for m in self._llm.last_request)
+        if found.memories and PAST not in sent:  # preload_memory swallows a failed search
+            raise StudyError("adk: the agent's request held none of the memories search_memory returns "
+                                    "(preload_memory logged a failure?); the probe would read as forgotten")
+        g = self._llm.last
+        return Generation(text=text, prompt_tokens=g.prompt_tokens, completion_tokens=g.completion_tokens,
+                          total_seconds=time.monotonic() - t0, model="adk:LlmAgent+preload_memory")
 
     def context(self, owner: str, query: str, view: str = "agent") -> list[ContextItem]:
         _, mem = self._open()
@@ -185,6 +290,7 @@ class AdkSystem(live.SqliteInstance):
 
     # ------------------------------------------------------------------ scanning
     def close(self) -> None:
+        self._runner = self._llm = None
         if self._sessions_svc is not None:
             self._run(self._sessions_svc.close())
             self._run(self._memory_svc.close())
