@@ -3,6 +3,7 @@ export bundle (docs/results/<name>/) through `traceless report`, and must equal 
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -72,8 +73,11 @@ def test_the_scorecard_joins_the_erasure_bundles_and_the_readme_links_it() -> No
     assert len(bundles) >= 3 and all(b.parent == ROOT / "docs" / "results" and b.is_dir() for b in bundles)
     lines = (ROOT / "docs" / "scorecard.md").read_text().split("\n")[start + 1:end]
     assert lines[0].startswith("| system | native deletion | AER max after |")
-    systems = {ln.split(" | ")[0].strip("| ") for ln in lines[2:]}
-    assert {"agno", "openai-agents", "llamaindex"} <= systems
+    systems = {ln.split(" | ")[0].strip("| [").split("]")[0].split(" (")[0] for ln in lines[2:]}
+    assert {"agno", "openai-agents", "llamaindex", "crewai", "adk", "mem0", "langgraph"} <= systems
+    for ln in lines[2:]:  # the system cell links to its bundle
+        link = ln.split("](", 1)[1].split(")", 1)[0]
+        assert (ROOT / "docs" / link / "manifest.json").is_file() and link in {f"results/{b.name}" for b in bundles}
     assert "(docs/scorecard.md)" in (ROOT / "README.md").read_text()
 
 
@@ -95,3 +99,33 @@ def test_the_files_cell_names_few_files_and_counts_many_per_folder() -> None:
     assert _files_cell({"a.db": 2, "b/c.db": 1}) == "3 (`a.db`, `b/c.db`)"
     many = {f"memory/t.lance/data/{i:050d}.lance": 1 for i in range(10)} | {"x.db": 2}
     assert _files_cell(many) == "12 (10 files in `memory/t.lance/data/`, `x.db`)"
+
+
+def test_the_scorecard_renders_as_one_offline_page_and_the_doc_is_not_changed(tmp_path: Path) -> None:
+    import hashlib
+
+    from traceless.errors import StudyError
+    from traceless.report import render_html_report, render_report
+
+    doc = ROOT / "docs" / "scorecard.md"
+    before = hashlib.sha256(doc.read_bytes()).hexdigest()
+    page = render_html_report(doc, tmp_path / "out")
+    text = page.read_text()
+    assert page.name == "scorecard.html" and "default-src 'none'" in text and "<table>" in text
+    for b in find_scorecards_bundles(doc):  # every bundle's rows, each linked relative to the page
+        assert f'href="{os.path.relpath(b, (tmp_path / "out").resolve())}"' in text
+    assert text.count("<tr>") >= 30 and "<strong>NO</strong>" in text
+    assert hashlib.sha256(doc.read_bytes()).hexdigest() == before
+    with pytest.raises(StudyError, match="--html"):
+        render_report(doc, tmp_path / "md")
+    plain = tmp_path / "plain.md"
+    plain.write_text("# nothing marked\n")
+    with pytest.raises(ConfigError, match="no traceless:scorecard"):
+        render_html_report(plain, tmp_path / "x")
+    assert not (tmp_path / "x").exists() and not (tmp_path / "md").exists()
+
+
+def find_scorecards_bundles(doc: Path) -> list[Path]:
+    from traceless.report.docs import find_scorecards
+
+    return [Path(os.path.normpath(b)).resolve() for _, _, bs in find_scorecards(doc) for b in bs]

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from traceless.errors import StudyError
 from traceless.registry import Registry
 from traceless.studies import read_manifest
 
@@ -27,6 +28,9 @@ def render_report(results_dir: str | Path, out_dir: str | Path | None = None) ->
     """Write the report of ``results_dir`` (default into ``results_dir/report``); return
     the path of its main markdown file."""
     d = Path(results_dir)
+    if d.is_file() and d.suffix == ".md":
+        raise StudyError(f"{d} is a docs page: render it as a page with --html (traceless report {d} --html); "
+                         f"its markdown is regenerated with python -m traceless.report.docs {d}")
     man = read_manifest(d)
     fn = REPORTS.get(man.study)
     out = Path(out_dir) if out_dir is not None else d / "report"

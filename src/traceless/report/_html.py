@@ -24,7 +24,7 @@ from traceless.errors import StudyError
 from traceless.report._html_page import collapse_not_run, page_figures
 from traceless.studies import RESULTS_FORMAT, STUDIES, Manifest, read_manifest
 
-__all__ = ["render_html", "render_html_report", "check_renderable"]
+__all__ = ["render_html", "render_html_report", "render_doc_html", "check_renderable"]
 
 _MIME = {".png": "image/png", ".svg": "image/svg+xml", ".jpg": "image/jpeg", ".jpeg": "image/jpeg"}
 
@@ -148,10 +148,43 @@ def render_html(results_dir: str | Path, report_md: Path) -> Path:
     return target
 
 
+def _page(title: str, body: str) -> str:
+    return ('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+            f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">'
+            '<meta name="viewport" content="width=device-width, initial-scale=1">'
+            f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>{body}</body></html>\n")
+
+
+def render_doc_html(doc: str | Path, out_dir: str | Path | None = None) -> Path:
+    """``DOC.html`` of a marked docs page (docs/scorecard.md): its scorecards and tables
+    regenerated from their bundles (the .md is not changed), rendered to one self-contained
+    page in ``out_dir`` (default: the doc's folder, where its bundle links resolve)."""
+    from traceless.errors import ConfigError
+    from traceless.report.docs import find_markers, find_scorecards, render_doc
+
+    d = Path(doc)
+    if not find_scorecards(d) and not find_markers(d):
+        raise ConfigError(f"{d} has no traceless:scorecard or traceless:table marker; give a results dir, an "
+                          "export bundle or a marked docs page (docs/scorecard.md)")
+    out = Path(out_dir) if out_dir is not None else d.parent
+    out.mkdir(parents=True, exist_ok=True)
+    body, _ = _markdown(render_doc(d, out.resolve()), d.parent)
+    first = next((ln.lstrip("#").strip() for ln in d.read_text(encoding="utf-8").split("\n") if ln.startswith("# ")),
+                 d.stem)
+    target = out / f"{d.stem}.html"
+    tmp = target.with_suffix(".html.tmp")
+    tmp.write_text(_page(f"traceless — {first}", body), encoding="utf-8")
+    tmp.replace(target)
+    return target
+
+
 def render_html_report(results_dir: str | Path, out_dir: str | Path | None = None) -> Path:
     """Render the study's report (``render_report``) and its self-contained ``report.html``;
-    a dir from a newer study version is refused before anything is written."""
+    a dir from a newer study version is refused before anything is written. A marked docs
+    page (a ``.md`` file: docs/scorecard.md) becomes ``DOC.html`` (``render_doc_html``)."""
     from traceless.report import render_report
 
+    if Path(results_dir).is_file() and Path(results_dir).suffix == ".md":
+        return render_doc_html(results_dir, out_dir)
     check_renderable(Path(results_dir))
     return render_html(results_dir, render_report(results_dir, out_dir))

@@ -25,6 +25,7 @@ A scorecard joins the rows of several bundles' ``Erasure scorecard`` tables unde
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shlex
 import sys
@@ -34,7 +35,7 @@ from pathlib import Path
 
 from traceless.errors import ConfigError
 
-__all__ = ["Marker", "find_markers", "find_scorecards", "report_block", "regenerate", "main"]
+__all__ = ["Marker", "find_markers", "find_scorecards", "report_block", "regenerate", "render_doc", "main"]
 
 _OPEN = re.compile(r"^<!-- traceless:table (?P<args>.+?) -->$")
 _CLOSE = "<!-- /traceless:table -->"
@@ -94,19 +95,29 @@ def find_scorecards(path: Path) -> list[tuple[int, int, list[Path]]]:
             end = next((j for j in range(i + 1, len(lines)) if lines[j].strip() == _SC_CLOSE), None)
             if end is None:
                 raise ConfigError(f"{path}:{i + 1}: no closing {_SC_CLOSE} for this marker; add one after the table")
-            out.append((i, end, [(path.parent / a).resolve() for a in shlex.split(m.group("args"))]))
+            out.append((i, end, [Path(os.path.normpath(path.parent / a)) for a in shlex.split(m.group("args"))]))
     return out
 
 
-def _scorecard(bundles: list[Path], cache: dict[Path, str], where: str) -> list[str]:
+def _scorecard(bundles: list[Path], cache: dict[Path, str], where: str, doc_dir: Path) -> list[str]:
     rows: list[str] = []
     for b in bundles:
         if not b.exists():
             raise ConfigError(f"{where}: bundle {b} does not exist; export it with "
                               "`traceless study export DIR --out BUNDLE`")
         block = report_block(_render(b, cache), SCORECARD_SECTION)
-        rows += block if not rows else block[2:]
+        rows += (block[:2] if not rows else []) + [_linked(r, b, doc_dir) for r in block[2:]]
     return rows
+
+
+def _linked(row: str, bundle: Path, doc_dir: Path) -> str:
+    """A scorecard row whose system cell links to its bundle, with the bundle's variant
+    (``audit-SYSTEM-VARIANT-MODEL``: e.g. ``byo-chroma``) when its name has one."""
+    system, rest = row[2:].split(" | ", 1)
+    name = bundle.name.removeprefix("audit-").removeprefix(system + "-")
+    variant = name.rsplit("-", 1)[0] if "-" in name else ""
+    label = f"{system} ({variant})" if variant else system
+    return f"| [{label}]({os.path.relpath(bundle, doc_dir)}) | {rest}"
 
 
 def report_block(report_md: str, section: str, index: int = 1) -> list[str]:
@@ -145,6 +156,35 @@ def _render(bundle: Path, cache: dict[Path, str]) -> str:
     return cache[bundle]
 
 
+def _regenerated(f: Path, cache: dict[Path, str], link_base: Path) -> tuple[str, list[str]]:
+    """``f``'s text with every marked block regenerated from its bundles (scorecard links
+    relative to ``link_base``), and one line per block that differed."""
+    lines = f.read_text(encoding="utf-8").split("\n")
+    blocks: list[tuple[int, int, list[str], str]] = []
+    for mk in find_markers(f):
+        if not mk.bundle.exists():
+            raise ConfigError(f"{f}:{mk.start + 1}: bundle {mk.bundle} does not exist; export it with "
+                              "`traceless study export DIR --out BUNDLE`")
+        blocks.append((mk.start, mk.end, report_block(_render(mk.bundle, cache), mk.section, mk.index),
+                       f"{mk.bundle.name} / {mk.section!r} #{mk.index}"))
+    for start, end, bundles in find_scorecards(f):
+        blocks.append((start, end, _scorecard(bundles, cache, f"{f}:{start + 1}", link_base),
+                       f"scorecard of {len(bundles)} bundle(s)"))
+    drift: list[str] = []
+    for start, end, block, label in sorted(blocks, reverse=True):  # bottom-up: line numbers stay valid
+        if lines[start + 1:end] != block:
+            drift.append(f"{f}:{start + 1}: {label} differs")
+            lines[start + 1:end] = block
+    return "\n".join(lines), drift
+
+
+def render_doc(path: Path, link_base: Path | None = None) -> str:
+    """A marked markdown doc (docs/scorecard.md) with its tables and scorecards regenerated
+    from their bundles, the doc itself unchanged; links relative to ``link_base`` (default:
+    the doc's folder)."""
+    return _regenerated(path, {}, link_base or path.parent)[0]
+
+
 def regenerate(paths: list[Path], *, write: bool) -> list[str]:
     """Regenerate every marked block of the markdown files under ``paths``; return one line per
     block that differed (rewritten when ``write``)."""
@@ -152,25 +192,10 @@ def regenerate(paths: list[Path], *, write: bool) -> list[str]:
     cache: dict[Path, str] = {}
     drift: list[str] = []
     for f in files:
-        lines = f.read_text(encoding="utf-8").split("\n")
-        changed = False
-        blocks: list[tuple[int, int, list[str], str]] = []
-        for mk in find_markers(f):
-            if not mk.bundle.exists():
-                raise ConfigError(f"{f}:{mk.start + 1}: bundle {mk.bundle} does not exist; export it with "
-                                  "`traceless study export DIR --out BUNDLE`")
-            blocks.append((mk.start, mk.end, report_block(_render(mk.bundle, cache), mk.section, mk.index),
-                           f"{mk.bundle.name} / {mk.section!r} #{mk.index}"))
-        for start, end, bundles in find_scorecards(f):
-            blocks.append((start, end, _scorecard(bundles, cache, f"{f}:{start + 1}"),
-                           f"scorecard of {len(bundles)} bundle(s)"))
-        for start, end, block, label in sorted(blocks, reverse=True):  # bottom-up: line numbers stay valid
-            if lines[start + 1:end] != block:
-                drift.append(f"{f}:{start + 1}: {label} differs")
-                lines[start + 1:end] = block
-                changed = True
-        if changed and write:
-            f.write_text("\n".join(lines), encoding="utf-8")
+        text, differs = _regenerated(f, cache, f.parent)
+        drift += differs
+        if differs and write:
+            f.write_text(text, encoding="utf-8")
     return drift
 
 
