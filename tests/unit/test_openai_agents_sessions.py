@@ -104,3 +104,28 @@ def test_sqlalchemy_session_on_sqlite(tmp_path: Path, op: str) -> None:
         assert left < before and (op == "pop_item" or left == before // 2)
     finally:
         system.close()
+
+
+def test_erasure_reaches_a_literal_inside_another_users_encrypted_row(tmp_path: Path) -> None:
+    """In an ``EncryptedSession`` store a row holds a Fernet token, so a byte scan of the rows
+    cannot see a literal that another user's message quotes. The erasure decrypts with the
+    instance's key: the quoting row is re-encrypted with the literal replaced (its other text
+    kept), the receipt's re-scan reads the decrypted rows, and the bystander check compares
+    plaintexts."""
+    from traceless.memory import Session, Turn
+    from traceless.systems import erase_system
+
+    system = _open(tmp_path / "m", encrypted_ttl=86_400)
+    try:
+        quote = Session(user_id=OTHER.owner, session_id="q1",
+                        turns=[Turn(role="user", content=f"My colleague's token is {ME.canary}, keep it for me.")])
+        system.write([s for p in (ME, OTHER) for s in p.sessions] + [quote])
+        assert store_copies(system, [ME.canary])["agent_messages@decrypted"] == 2  # hers and the quote
+        receipt = erase_system(system, ME.owner, [ME.canary], state_dir=tmp_path / "state", key=b"k")
+        assert receipt.verification.passed
+        assert store_copies(system, [ME.canary])["agent_messages@decrypted"] == 0
+        kept = [t for t in system.stores()["agent_messages@decrypted"] if "keep it for me" in t]
+        assert len(kept) == 1 and "My colleague's token is" in kept[0]
+        assert _seen(system, OTHER) and ME.canary not in " ".join(c.text for c in system.context(OTHER.owner, Q))
+    finally:
+        system.close()

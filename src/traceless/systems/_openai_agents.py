@@ -34,8 +34,10 @@ of every session of the user, then the rows it leaves and rows quoting a literal
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
+import sqlite3
 import time
 from collections.abc import Coroutine, Iterable, Sequence
 from pathlib import Path
@@ -49,6 +51,9 @@ from traceless.systems import (
     ContextItem,
     DeletionTarget,
     ErasurePlan,
+    PlannedAction,
+    ScanHit,
+    ScanReport,
     StoreOutcome,
     SystemConfig,
     SystemRuntime,
@@ -245,7 +250,81 @@ class OpenAIAgentsSystem(live.SqliteInstance):
         if plan.user is not None:  # the SDK's own deletion first, then what it leaves
             for sid in self._user_sessions(plan.user):
                 self._run(self._session(sid).clear_session())
-        return self.erase_residue(plan, literals)
+        out = self.erase_residue(plan, literals)
+        if self.cfg.encrypted_ttl is not None:
+            out.append(self._reencrypt(literals))
+        return out
+
+    # ------------------------------------- EncryptedSession: what the rows' tokens hold
+    def _decrypted_rows(self) -> list[tuple[live.Row, str]]:
+        """Every ``agent_messages`` row the instance's key opens, with its plaintext (none
+        without ``encrypted_ttl``, or read-only: the key is used by an open session only)."""
+        if self.cfg.encrypted_ttl is None or self.read_only or not self.path.exists():
+            return []
+        return [(r, t) for r in live.rows(self.path).get("agent_messages", []) if (t := self._decrypt(r.values))]
+
+    def _mine(self, r: live.Row, user: str | None) -> bool:
+        return user is not None and self.row_owner("agent_messages", r.values) == user
+
+    def scan(self, user: str | None, literals: Sequence[str], *, reveal: bool = False) -> ScanReport:
+        """The rows (``SqliteInstance.scan``), and with ``encrypted_ttl`` the plaintext of each
+        encrypted row (store ``agent_messages@decrypted``): a token hides a literal from the
+        byte-level row scan, not from anyone holding the key."""
+        rep = super().scan(user, literals, reveal=reveal)
+        dec = self._decrypted_rows()
+        if dec:
+            rep.stores[DECRYPTED] = len(dec)
+            for r, t in dec:
+                n = live.count_literals(t, literals)
+                if self._mine(r, user) or n:
+                    rep.hits.append(ScanHit(store=DECRYPTED, record_id=r.record_id, field="message_data (decrypted)",
+                                            owner_match=self._mine(r, user), literal_count=n,
+                                            value=t if reveal else None))
+        return rep
+
+    def plan_erasure(self, user: str | None, literals: Sequence[str]) -> ErasurePlan:
+        plan = super().plan_erasure(user, literals)
+        extra = [PlannedAction(store=DECRYPTED, record_id=h.record_id, action="rewrite", reason="its token holds a literal")
+                 for h in self.scan(user, literals).hits if h.store == DECRYPTED and not h.owner_match]
+        return plan.model_copy(update={"actions": [*plan.actions, *extra]}) if extra else plan
+
+    def _reencrypt(self, literals: Sequence[str]) -> StoreOutcome:
+        """Every other user's row whose plaintext quotes a literal: the literal replaced, then
+        encrypted again with the session's key (a new Fernet token); then VACUUM."""
+        todo = [(r, t) for r, t in self._decrypted_rows() if live.count_literals(t, literals)]
+        o = StoreOutcome(store=DECRYPTED, compacted=True)
+        updates = []
+        for r, t in todo:
+            env = json.loads(str(r.values["message_data"]))
+            fernet = self._session(str(r.values.get("session_id"))).cipher.fernet
+            env["payload"] = fernet.encrypt(str(live.replace_literals(t, literals)).encode("utf-8")).decode("ascii")
+            updates.append((json.dumps(env), r.rowid))
+        self.close()
+        con = sqlite3.connect(str(self.path))
+        try:
+            con.executemany("UPDATE agent_messages SET message_data = ? WHERE rowid = ?", updates)
+            con.commit()
+            con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            con.execute("VACUUM")  # the old tokens' pages: still decryptable with the key
+        finally:
+            con.close()
+        o.rewritten = len(updates)
+        return o
+
+    def bystander_digests(self, user: str | None) -> dict[str, tuple[int, str]]:
+        """With ``encrypted_ttl`` the other users' messages are compared by plaintext (the
+        literals replaced): re-encryption changes every byte of a token, not what it says."""
+        out = super().bystander_digests(user)
+        if self.cfg.encrypted_ttl is not None and not self.read_only and self.path.exists():
+            rs = live.rows(self.path).get("agent_messages", [])
+            other = sorted(f"{r.values.get('session_id')}\t"
+                           f"{live.replace_literals(self._decrypt(r.values) or r.text(), self._literals)}"
+                           for r in rs if not self._mine(r, user))
+            h = hashlib.sha256()
+            for t in other:
+                h.update(t.encode("utf-8") + b"\0")
+            out["agent_messages"] = (len(other), h.hexdigest())
+        return out
 
 
 class _Clock:
