@@ -129,3 +129,20 @@ def test_erasure_reaches_a_literal_inside_another_users_encrypted_row(tmp_path: 
         assert _seen(system, OTHER) and ME.canary not in " ".join(c.text for c in system.context(OTHER.owner, Q))
     finally:
         system.close()
+
+
+def test_a_live_encrypted_instance_is_refused_before_anything_is_opened(tmp_path: Path) -> None:
+    """Without the app's key a scan would miss every literal inside a token: refused."""
+    from traceless.systems import system_class
+
+    system = _open(tmp_path / "m", encrypted_ttl=600)
+    try:
+        system.write(list(ME.sessions))
+    finally:
+        system.close()
+    db = tmp_path / "m" / "sessions.db"
+    digest = db.read_bytes()
+    cfg = load_system_config("openai-agents", {"db_file": str(db), "encrypted_ttl": 600})
+    with pytest.raises(ConfigError, match="app's key"):
+        system_class("openai-agents").attach(cfg, None, read_only=True)
+    assert db.read_bytes() == digest and sorted(p.name for p in db.parent.iterdir()) == ["sessions.db"]

@@ -51,6 +51,7 @@ from traceless.systems import (
     ContextItem,
     DeletionTarget,
     ErasurePlan,
+    MemorySystem,
     PlannedAction,
     ScanHit,
     ScanReport,
@@ -242,6 +243,16 @@ class OpenAIAgentsSystem(live.SqliteInstance):
             self._loop = None
 
     # ------------------------------------------------- live instances: scan and erase
+    @classmethod
+    def attach(cls, config: SystemConfig, runtime: SystemRuntime | None = None, *, read_only: bool) -> MemorySystem:
+        if isinstance(config, OpenAIAgentsConfig) and config.encrypted_ttl is not None:
+            # its rows are Fernet tokens under the app's key: a scan without it would find no
+            # literal another user's message quotes, and an erasure would certify that
+            raise ConfigError("openai-agents: a live EncryptedSession instance can only be read with the app's key, "
+                              "which traceless does not take; remove `encrypted_ttl` to scan its plaintext "
+                              "columns, knowing that encrypted messages are then not searched")
+        return super().attach(config, runtime, read_only=read_only)
+
     def row_owner(self, table: str, row: dict[str, Any]) -> str | None:
         sid = row.get("session_id")
         return sid.split("/", 1)[0] if isinstance(sid, str) else None
