@@ -188,3 +188,15 @@ def test_n_needed_at_the_boundary_and_old_bug() -> None:
     assert n_needed(paired_ci([1] + [0] * 9, [0] * 10), gt=0) > 50
     assert n_needed(paired_ci([0, 0], [0, 0]), gt=0) is None  # the estimate sits on the boundary
     assert n_needed(proportion_ci(0, 2), le=0.05) == 72  # 1 − 0.025^(1/72) ≤ 0.05 < 1 − 0.025^(1/71)
+
+
+def test_a_combined_verdict_with_a_part_of_no_units_says_which_part() -> None:
+    """Two splits, one with no unit at all: the combined INCONCLUSIVE is n=0, and it says why
+    (not a bare "n=0" next to the other split's observed effect)."""
+    from traceless.metrics import ClaimVerdict, Verdict, combine_verdicts
+
+    some = ClaimVerdict(verdict=Verdict.INCONCLUSIVE, n=1, min_n=6, n_needed=9, reason="1 units are fewer than 6")
+    none = ClaimVerdict(verdict=Verdict.INCONCLUSIVE, n=0, min_n=6, n_needed=6, reason="ood: no R=1 unit among 1 profiles")
+    text = combine_verdicts(some, none).fmt()
+    assert text.startswith("INCONCLUSIVE (n=0 < 6 minimum") and text.endswith("; ood: no R=1 unit among 1 profiles)")
+    assert "fewer than" not in combine_verdicts(some, some).fmt()

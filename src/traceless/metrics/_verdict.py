@@ -184,7 +184,8 @@ class ClaimVerdict(BaseModel):
             few = f" < {self.min_n} minimum" if self.n < self.min_n else ""
             need = (f"n ≈ {self.n_needed} decides it with {POWER:.0%} power at the observed effect"
                     if self.n_needed else "no n decides it at this estimate")
-            return f"{self.verdict.value} (n={self.n}{few}; {need})"
+            why = f"; {self.reason}" if self.n == 0 and self.reason else ""  # which part had no unit
+            return f"{self.verdict.value} (n={self.n}{few}; {need}{why})"
         if self.verdict in (Verdict.NOT_TESTABLE, Verdict.BY_CONSTRUCTION) and self.reason:
             return f"{self.verdict.value} ({self.reason})"
         return self.verdict.value
@@ -422,7 +423,8 @@ def combine_verdicts(*parts: ClaimVerdict) -> ClaimVerdict:
     und = [p for p in measured if p.verdict is Verdict.INCONCLUSIVE]
     needs = [p.n_needed for p in und]
     return ClaimVerdict(verdict=Verdict.INCONCLUSIVE, n=n, min_n=max(p.min_n for p in und),
-                        n_needed=None if any(x is None for x in needs) else max(x for x in needs if x is not None))
+                        n_needed=None if any(x is None for x in needs) else max(x for x in needs if x is not None),
+                        reason="; ".join(dict.fromkeys(p.reason for p in und if p.n == n and p.reason)))
 
 
 def either_verdict(*parts: ClaimVerdict) -> ClaimVerdict:
