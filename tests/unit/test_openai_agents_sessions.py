@@ -146,3 +146,56 @@ def test_a_live_encrypted_instance_is_refused_before_anything_is_opened(tmp_path
     with pytest.raises(ConfigError, match="app's key"):
         system_class("openai-agents").attach(cfg, None, read_only=True)
     assert db.read_bytes() == digest and sorted(p.name for p in db.parent.iterdir()) == ["sessions.db"]
+
+
+def _echo(seen: list[Any]) -> SystemRuntime:
+    def echo(messages: Any, config: Any) -> str:  # repeats the secrets it was shown
+        seen.append(messages)
+        return " ".join(ln.split("token is")[-1] for m in messages for ln in m.content.splitlines() if "token is" in ln)
+
+    return SystemRuntime(ScriptedBackend(echo), HashingEmbedder(), "scripted")
+
+
+@pytest.mark.parametrize("cfg", [{}, {"session": "sqlalchemy", "encrypted_ttl": 600}])
+def test_probes_go_through_the_sdks_runner_and_write_nothing(tmp_path: Path, cfg: dict[str, Any]) -> None:
+    """``Runner.run(agent, question, session=...)`` with the audit's model behind the SDK's
+    ``Model``: the request holds the user's session items (and only theirs), and the probe's
+    turn is not added to the session (the rows stay as written)."""
+    seen: list[Any] = []
+    rt = _echo(seen)
+    system = open_system("openai-agents", tmp_path / "m", load_system_config("openai-agents", cfg), rt)
+    try:
+        system.write([s for p in (ME, OTHER) for s in p.sessions])
+        db = tmp_path / "m" / "sessions.db"
+        rows = _rows(db)
+        g = system.agent_reply(ME.owner, Q)
+        assert g.model == "openai-agents:Runner" and ME.canary in g.text and OTHER.canary not in g.text
+        assert seen[-1][0].role == "system" and seen[-1][-1].content == Q and len(seen[-1]) == 2 + rows // 2
+        assert _rows(db) == rows
+        system.delete("clear_session", ME.target)
+        assert ME.canary not in system.agent_reply(ME.owner, Q).text
+    finally:
+        system.close()
+    for off in ({"agent": False}, {"per_session": True}):
+        o = open_system("openai-agents", tmp_path / "m", load_system_config("openai-agents", {**cfg, **off}), rt)
+        try:
+            assert o.agent_reply(ME.owner, Q) is None
+        finally:
+            o.close()
+
+
+def test_a_runner_request_without_the_session_is_an_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from traceless.errors import StudyError
+    from traceless.systems import _openai_agents
+
+    async def nothing(self: Any, limit: int | None = None) -> list[Any]:
+        return []
+
+    monkeypatch.setattr(_openai_agents._ProbeSession, "get_items", nothing)
+    system = open_system("openai-agents", tmp_path / "m", load_system_config("openai-agents", {}), _echo([]))
+    try:
+        system.write(list(ME.sessions))
+        with pytest.raises(StudyError, match="lacks items"):
+            system.agent_reply(ME.owner, Q)
+    finally:
+        system.close()

@@ -45,8 +45,9 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import Field
 
-from traceless.errors import ConfigError
+from traceless.errors import ConfigError, StudyError
 from traceless.memory import Session
+from traceless.models import ChatMessage, Generation, GenerationConfig, ModelBackend
 from traceless.systems import (
     ContextItem,
     DeletionTarget,
@@ -86,6 +87,70 @@ class OpenAIAgentsConfig(SystemConfig):
     """The SDK's session class: ``SQLiteSession``, or ``SQLAlchemySession`` on the same SQLite file."""
     encrypted_ttl: int | None = Field(None, ge=1)
     """Wrap each session in ``EncryptedSession`` with this TTL in seconds (adds ``ttl_expiry``)."""
+    agent: bool = True
+    """Probe through the SDK's own ``Runner.run(agent, question, session=...)`` (one session per
+    user; with ``per_session`` the audit's prompt over every session is used); False: the
+    audit's prompt over ``get_items``."""
+    agent_instructions: str = "You are a helpful assistant. Answer the user's question."
+    """The ``Agent``'s instructions."""
+    agent_max_tokens: int = Field(40, ge=1)
+    """Tokens the agent's model may generate per reply (greedy)."""
+
+
+def audit_model(backend: ModelBackend, max_new_tokens: int) -> Any:
+    """An Agents SDK ``Model`` answering with the audit's ``backend`` (greedy): the Runner's
+    system instructions and input items (the session's, then the question) become the chat
+    sent; the last one is kept (``last_request``) for the check that the session reached it."""
+    from agents.items import ModelResponse
+    from agents.models.interface import Model
+    from agents.usage import Usage
+    from openai.types.responses import ResponseOutputMessage, ResponseOutputText
+
+    class AuditModel(Model):
+        def __init__(self) -> None:
+            self.last: Generation | None = None
+            self.last_request: list[ChatMessage] = []
+
+        async def get_response(self, system_instructions: str | None, input: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: A002
+            msgs = [ChatMessage(role="system", content=system_instructions)] if system_instructions else []
+            for it in [{"role": "user", "content": input}] if isinstance(input, str) else input:
+                role, text = it.get("role"), _text(it)
+                if role in ("system", "user", "assistant") and text.strip():
+                    msgs.append(ChatMessage(role=role, content=text))
+            g = backend.generate(msgs, GenerationConfig(max_new_tokens=max_new_tokens, temperature=0.0))
+            self.last, self.last_request = g, msgs
+            out = ResponseOutputMessage(id="msg_traceless", type="message", role="assistant", status="completed",
+                                        content=[ResponseOutputText(type="output_text", text=g.text, annotations=[])])
+            usage = Usage(requests=1, input_tokens=g.prompt_tokens, output_tokens=g.completion_tokens,
+                          total_tokens=g.prompt_tokens + g.completion_tokens)
+            return ModelResponse(output=[out], usage=usage, response_id=None)
+
+        def stream_response(self, *args: Any, **kwargs: Any) -> Any:
+            raise NotImplementedError("the audit runs the agent without streaming")
+
+    return AuditModel()
+
+
+class _ProbeSession:
+    """The user's session as the Runner reads it, with its writes dropped: the probe's turn is
+    not added to the store being measured."""
+
+    session_settings: Any = None
+
+    def __init__(self, under: Any) -> None:
+        self.under, self.session_id = under, under.session_id
+
+    async def get_items(self, limit: int | None = None) -> Any:
+        return await self.under.get_items(limit)
+
+    async def add_items(self, items: Any) -> None:
+        return None
+
+    async def pop_item(self) -> Any:
+        return None
+
+    async def clear_session(self) -> None:
+        return None
 
 
 def _import_sdk() -> Any:
@@ -122,6 +187,7 @@ class OpenAIAgentsSystem(live.SqliteInstance):
         self._loop: asyncio.AbstractEventLoop | None = None
         self.clock_shift = 0
         """Seconds the encrypted sessions' reads are ahead of the wall clock (``ttl_expiry``)."""
+        self._model: Any = None
         if not read_only:
             _import_sdk()
 
@@ -178,6 +244,35 @@ class OpenAIAgentsSystem(live.SqliteInstance):
         finally:
             con.close()
         return [s for s in sids if s == owner or s.startswith(f"{owner}/")]
+
+    def agent_reply(self, owner: str, query: str) -> Generation | None:
+        """The SDK's ``Runner`` answering ``query`` with the user's session (its writes
+        dropped); None when ``agent`` is off or with ``per_session`` (the audit's prompt)."""
+        if not self.cfg.agent or self.cfg.per_session or self.runtime is None:
+            return None
+        return self._run(self._agent_reply(owner, query))
+
+    async def _agent_reply(self, owner: str, query: str) -> Generation:
+        from agents import Agent, RunConfig, Runner
+        from agents.memory import SessionSettings
+
+        assert self.runtime is not None
+        if self._model is None:
+            self._model = audit_model(self.runtime.model, self.cfg.agent_max_tokens)
+        agent = Agent(name="assistant", instructions=self.cfg.agent_instructions, model=self._model)
+        t0 = time.monotonic()
+        res = await Runner.run(agent, query, session=_ProbeSession(self._session(owner)),
+                               run_config=RunConfig(session_settings=SessionSettings(limit=self.cfg.limit),
+                                                    tracing_disabled=True))
+        sent = "\n".join(m.content for m in self._model.last_request)
+        shown = [it for it in await self._session(owner).get_items(self.cfg.limit) if _text(it).strip()]
+        if any(_text(it) not in sent for it in shown):
+            raise StudyError("openai-agents: the Runner's request lacks items of the user's session; the probe "
+                             "would not read what the agent is given")
+        g = self._model.last
+        assert g is not None
+        return Generation(text=str(res.final_output), prompt_tokens=g.prompt_tokens, completion_tokens=g.completion_tokens,
+                          total_seconds=time.monotonic() - t0, model="openai-agents:Runner")
 
     def context(self, owner: str, query: str, view: str = "agent") -> list[ContextItem]:
         out = []
