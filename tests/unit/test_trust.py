@@ -285,9 +285,13 @@ def test_receipts_verify_with_the_public_key_alone(tmp_path: Path, store_url: st
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     store = MemoryStore(store_url)
     w = make_writer(store, 0)
-    w.write_sessions([session("alice", "s1", ["my pin is 4821"])])
-    r = forget(store, ForgetTarget.literal("4821", "alice", "pin"), "full_purge", writer=w, gate=True)
-    assert any("low-entropy" in x for x in r.warnings)
+    # short (26^4 candidates: the low-entropy warning) and made of letters no hex id, clock
+    # reading or number in the store can spell: a 4-digit pin is found by the post-commit byte
+    # scan whenever a timestamp or an id happens to contain it (1796134821.25), and then the
+    # receipt rightly does not pass
+    w.write_sessions([session("alice", "s1", ["my pin is kqzx"])])
+    r = forget(store, ForgetTarget.literal("kqzx", "alice", "pin"), "full_purge", writer=w, gate=True)
+    assert any("low-entropy" in x for x in r.warnings) and r.verification.passed
     path = tmp_path / "r.json"
     from traceless.forget import write_receipt
 
@@ -302,8 +306,7 @@ def test_receipts_verify_with_the_public_key_alone(tmp_path: Path, store_url: st
     import hmac as hm
 
     pub = bytes.fromhex(r.public_key)
-    guesses = {hm.new(k, f"{i:04d}".encode(), hashlib.sha256).hexdigest()[:16] for i in range(10000)
-               for k in (pub, r.signature.encode())}
+    guesses = {hm.new(k, b"kqzx", hashlib.sha256).hexdigest()[:16] for k in (pub, r.signature.encode())}
     assert r.target.ref.removeprefix("hmac:") not in guesses
     # the gate stores no byte length in the clear
     rows = _rows(store_url, "SELECT kind, mac FROM gate_entries")
