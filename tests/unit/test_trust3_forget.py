@@ -462,3 +462,26 @@ def test_compact_ascii_fast_path_equals_the_unicode_definition() -> None:
     for _ in range(500):
         x = "".join(rng.choice(string.printable + "\x1c\x1f") for _ in range(rng.randint(0, 40)))
         assert compact(x) == slow(x)[0] and compact_spans(x) == slow(x), repr(x)
+
+
+@pytest.mark.parametrize("clock, coincidence", [(1796134821.25, True), (1796130000.5, False)])
+def test_a_short_literal_that_unrelated_bytes_spell_fails_closed_and_says_why(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clock: float, coincidence: bool) -> None:
+    """A 4-digit pin whose digits a clock reading in the store spells (1796134821.25 holds
+    "4821"): the post-commit byte scan finds it, the receipt does not pass (fail closed), and
+    a warning says the match may be a coincidence of a short literal; at another clock
+    reading the same forget passes without that warning."""
+    import time
+
+    from _forget_helpers import session
+
+    from traceless.forget import ForgetTarget, forget
+
+    monkeypatch.setattr(time, "time", lambda: clock)
+    store = MemoryStore(str(tmp_path / "m.db"))
+    w = make_writer(store, 0)
+    w.write_sessions([session("alice", "s1", ["my pin is 4821"])])
+    r = forget(store, ForgetTarget.literal("4821", "alice", "pin"), "full_purge", writer=w, gate=True)
+    store.close()
+    assert r.verification.passed is (not coincidence)
+    assert any("may be a coincidence" in x for x in r.warnings) is coincidence

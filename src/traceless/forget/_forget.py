@@ -638,6 +638,11 @@ def _erase_and_scan(store: MemoryStore, receipt: Receipt, literal: str | None, s
         held = _disk_held(store, receipt, literal, complete)
         if spec.erases_everywhere:
             checks["disk_clean"] = not held
+        if held and not _own_copies(v) and enumerable_bits(literal) < ENUMERABLE_BITS:
+            warnings.append(
+                "the literal's bytes are still in the store's files, though in none of the requester's records: "
+                "a literal this short can also match unrelated bytes (a timestamp, an id), so the failed disk "
+                "check may be a coincidence; forget a longer literal (the whole value) to tell them apart")
         v = v.model_copy(update={"disk_scan": {}, "disk_checked": True, "disk_scope": "owner", "disk_held": held})
     if receipt.keys is not None:
         complete = complete and checks["old_keys_destroyed"]  # the marker stays until they are gone
