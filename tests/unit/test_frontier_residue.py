@@ -198,6 +198,10 @@ def test_findings_follow_the_verdict_rule(done: tuple[Path, ScriptedBackend]) ->
     assert y.n == 2 and y.keep[1].successes == 0
     s1 = [t for t in (t for _, t in residue_findings(y)) if t.startswith("**") and "— S=1: raw_only leaves" in t]
     assert s1 and s1[0].startswith(f"**{Verdict.NOT_TESTABLE.value} (no instance's level-1 summary kept")
+    # ... and so is each paper value at that level: residue 0 over all instances is the
+    # summarizer's floor (the 1.5B at S=2: 0 of 74 kept gave "REPRODUCED" against the paper's 0.05)
+    v1 = [t for _, t in residue_findings(y) if "— S=1:" in t and "over all instances matches" in t]
+    assert len(v1) == 3 and all(t.startswith(f"**{Verdict.NOT_TESTABLE.value} (no instance's level-1") for t in v1)
 
 
 def test_report_section_renders_without_the_canary(done: tuple[Path, ScriptedBackend], tmp_path: Path) -> None:
