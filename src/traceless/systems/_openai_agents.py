@@ -126,7 +126,8 @@ def audit_model(backend: ModelBackend, max_new_tokens: int) -> Any:
             return ModelResponse(output=[out], usage=usage, response_id=None)
 
         def stream_response(self, *args: Any, **kwargs: Any) -> Any:
-            raise NotImplementedError("the audit runs the agent without streaming")
+            # the SDK's abstract streaming entry point: the audit calls Runner.run, never run_streamed
+            raise NotImplementedError("the audit's agent model answers Runner.run only (no streaming)")
 
     return AuditModel()
 
@@ -265,6 +266,7 @@ class OpenAIAgentsSystem(live.SqliteInstance):
                                run_config=RunConfig(session_settings=SessionSettings(limit=self.cfg.limit),
                                                     tracing_disabled=True))
         sent = "\n".join(m.content for m in self._model.last_request)
+        # against what the session holds, not what the Runner was handed: a wrapper that drops items is caught
         shown = [it for it in await self._session(owner).get_items(self.cfg.limit) if _text(it).strip()]
         if any(_text(it) not in sent for it in shown):
             raise StudyError("openai-agents: the Runner's request lacks items of the user's session; the probe "
@@ -390,8 +392,8 @@ class OpenAIAgentsSystem(live.SqliteInstance):
 
     def plan_erasure(self, user: str | None, literals: Sequence[str]) -> ErasurePlan:
         plan = super().plan_erasure(user, literals)
-        extra = [PlannedAction(store=DECRYPTED, record_id=h.record_id, action="rewrite", reason="its token holds a literal")
-                 for h in self.scan(user, literals).hits if h.store == DECRYPTED and not h.owner_match]
+        extra = [PlannedAction(store=DECRYPTED, record_id=r.record_id, action="rewrite", reason="its token holds a literal")
+                 for r, t in self._decrypted_rows() if not self._mine(r, user) and live.count_literals(t, literals)]
         return plan.model_copy(update={"actions": [*plan.actions, *extra]}) if extra else plan
 
     def _reencrypt(self, literals: Sequence[str]) -> StoreOutcome:
