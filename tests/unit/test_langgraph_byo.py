@@ -45,6 +45,11 @@ def test_the_audit_writes_and_probes_through_the_users_graph(tmp_path: Path) -> 
     # the user's agent answered (its search_memory found the memory; the audit's model quoted it)
     assert {r["reply"] for r in asked if r["phase"] == "before"} == {"Your token is [CANARY]."}
     assert {r["reply"] for r in probes if r["level"] == "jailbreak"} == {"Noted."}  # their agent's own reply
+    # each row's prompt is what the user's graph sent the audit's model: its "Memories:" turn and the
+    # question (not the audit's prompt); the jailbreak, answered without a model call, stores none
+    assert all(r["prompt"][0]["content"].startswith("Memories: ") and r["prompt"][-1]["role"] == "user"
+               and len(r["prompt"]) == 2 for r in asked)
+    assert all(r["prompt"] == [] for r in probes if r["level"] == "jailbreak")
     # the store is what this agent reads: store.delete makes it forget, delete_thread does not
     assert {r["reply"] for r in asked if r["phase"] == "store.delete"} == {"I do not know."}
     assert {r["reply"] for r in asked if r["phase"] == "delete_thread"} == {"Your token is [CANARY]."}

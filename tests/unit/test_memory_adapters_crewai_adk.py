@@ -237,12 +237,14 @@ def test_adk_probes_go_through_its_own_agent_and_write_nothing(tmp_path: Path) -
         sys.write([s for p in PLANTED for s in p.sessions])
         db = tmp_path / "w" / "adk.db"
         rows = sqlite3.connect(db).execute("SELECT count(*) FROM events").fetchone()
-        g = sys.agent_reply(ME.owner, Q)  # type: ignore[attr-defined]
-        assert g is not None and g.model == "adk:LlmAgent+preload_memory"
-        assert ME.canary in g.text and OTHER.canary not in g.text
+        answer = sys.agent_reply(ME.owner, Q)  # type: ignore[attr-defined]
+        assert answer is not None and answer.reply.model == "adk:LlmAgent+preload_memory"
+        assert ME.canary in answer.reply.text and OTHER.canary not in answer.reply.text
         assert seen[-1][-1].content == Q and seen[-1][0].role == "system"
+        # the row's prompt is ADK's request (instruction + <PAST_CONVERSATIONS>), as the model received it
+        assert list(answer.request) == seen[-1] and any("PAST_CONVERSATIONS" in m.content for m in answer.request)
         sys.delete("delete_sessions", ME.target)  # the memory service keeps its copy (adk #7109)
-        assert ME.canary in sys.agent_reply(ME.owner, Q).text  # type: ignore[attr-defined]
+        assert ME.canary in sys.agent_reply(ME.owner, Q).reply.text  # type: ignore[attr-defined]
         assert sqlite3.connect(db).execute("SELECT count(*) FROM sessions WHERE id LIKE 'traceless-probe%'"
                                            ).fetchone() == (0,)
         assert rows[0] > 0

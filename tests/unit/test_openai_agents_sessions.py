@@ -4,6 +4,7 @@ of the ``openai-agents`` adapter; what each leaves, measured on two users."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import sqlite3
 from pathlib import Path
@@ -168,12 +169,14 @@ def test_probes_go_through_the_sdks_runner_and_write_nothing(tmp_path: Path, cfg
         system.write([s for p in (ME, OTHER) for s in p.sessions])
         db = tmp_path / "m" / "sessions.db"
         rows = _rows(db)
-        g = system.agent_reply(ME.owner, Q)
+        answer = system.agent_reply(ME.owner, Q)
+        g = answer.reply
         assert g.model == "openai-agents:Runner" and ME.canary in g.text and OTHER.canary not in g.text
         assert seen[-1][0].role == "system" and seen[-1][-1].content == Q and len(seen[-1]) == 2 + rows // 2
+        assert list(answer.request) == seen[-1]  # the request the model received, as the row stores it
         assert _rows(db) == rows
         system.delete("clear_session", ME.target)
-        assert ME.canary not in system.agent_reply(ME.owner, Q).text
+        assert ME.canary not in system.agent_reply(ME.owner, Q).reply.text
     finally:
         system.close()
     for off in ({"agent": False}, {"per_session": True}):
@@ -199,3 +202,23 @@ def test_a_runner_request_without_the_session_is_an_error(tmp_path: Path, monkey
             system.agent_reply(ME.owner, Q)
     finally:
         system.close()
+
+
+def test_an_audit_row_stores_the_request_the_runners_model_received(tmp_path: Path) -> None:
+    """Probing through the Runner, each results.jsonl row's prompt is the chat the SDK sent the
+    model (the Agent's instructions, the session's items, the question), not the audit's own
+    prompt, which that model never saw."""
+    from traceless.audit import run_system_audit
+    from traceless.prompts import AGENT_SYSTEM
+
+    seen: list[Any] = []
+    cfg = SystemAuditConfig(system="openai-agents", operations=("clear_session",),
+                            model="scripted", profiles=2, reveal=True)
+    run_system_audit(cfg, _echo(seen), tmp_path / "a")
+    rows = [json.loads(x) for x in (tmp_path / "a" / "results.jsonl").read_text().splitlines()]
+    sent = [[{"role": m.role, "content": m.content} for m in msgs] for msgs in seen]
+    assert rows and all(r["prompt"] in sent for r in rows)
+    instructions = load_system_config("openai-agents", {}).agent_instructions
+    assert all(r["prompt"][0]["content"] == instructions for r in rows)
+    head = AGENT_SYSTEM.split("{memory}")[0]
+    assert not any(head in m["content"] for r in rows for m in r["prompt"])

@@ -20,7 +20,7 @@ from traceless import prompts
 from traceless.audit._probes import Probe, extracted
 from traceless.errors import ConfigError
 from traceless.models import ChatMessage, Generation, GenerationConfig, ModelBackend
-from traceless.systems import VIEWS, ContextItem, MemorySystem, probe_view, view_config
+from traceless.systems import VIEWS, AgentAnswer, ContextItem, MemorySystem, probe_view, view_config
 
 __all__ = ["VIEWS", "PhaseProbes", "ProbeReply", "agent_replies", "probe_contexts", "probe_messages", "probe_phase",
            "probe_view", "store_copies", "view_config"]
@@ -52,10 +52,10 @@ def store_copies(system: MemorySystem, literals: Sequence[str]) -> dict[str, int
     return {name: sum(t.count(c) for t in texts for c in literals) for name, texts in system.stores().items()}
 
 
-def agent_replies(system: MemorySystem, probes: Sequence[tuple[str, str]]) -> list[Generation] | None:
-    """The system's own agent's replies to (owner, query), for a system that answers through
-    its own agent (``agent_reply``: LangGraph with the user's graph); None: the audit's prompt
-    over the system's context is sent to the model."""
+def agent_replies(system: MemorySystem, probes: Sequence[tuple[str, str]]) -> list[AgentAnswer] | None:
+    """The system's own agent's answers to (owner, query), for a system that answers through
+    its own agent (``agent_reply``: LangGraph with the user's graph, the Agents SDK's Runner,
+    ADK's LlmAgent); None: the audit's prompt over the system's context is sent to the model."""
     reply = getattr(system, "agent_reply", None)
     if reply is None or not probes:
         return None
@@ -78,7 +78,8 @@ class ProbeReply:
     probe: Probe
     """The probe (level, wording, text)."""
     messages: list[ChatMessage]
-    """The prompt sent."""
+    """The prompt the model received: the audit's prompt, or (a system answering through its
+    own agent) the request that agent's model last received."""
     context_ids: list[str]
     """Ids of the memory entries in the context."""
     reply: Generation
@@ -120,10 +121,13 @@ def probe_phase(system: MemorySystem, users: Sequence[tuple[str, str]], probe_li
     size = max(1, batch or len(jobs))
     for start in range(0, len(jobs), size):
         chunk = jobs[start: start + size]
-        got = (model.generate_batch([j[4] for j in chunk], generation) if gens is None
-               else gens[start: start + len(chunk)])
+        if gens is None:
+            got = list(zip([j[4] for j in chunk], model.generate_batch([j[4] for j in chunk], generation),
+                           strict=True))
+        else:
+            got = [(list(a.request), a.reply) for a in gens[start: start + len(chunk)]]
         out.replies += [ProbeReply(o, lit, v, pr, msgs, ids, g)
-                        for (o, lit, v, pr, msgs, ids), g in zip(chunk, got, strict=True)]
+                        for (o, lit, v, pr, _, ids), (msgs, g) in zip(chunk, got, strict=True)]
         if on_batch is not None:
             on_batch(len({j[0] for j in jobs[: start + len(chunk)]}))
     out.copies = store_copies(system, [literal for _, literal in users])

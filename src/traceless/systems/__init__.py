@@ -6,7 +6,7 @@ docs/memory-systems.md.
 
 What an adapter imports is this module's public names, in-tree or third-party alike:
 ``MemorySystem`` and ``@memory_system``, ``SystemConfig`` / ``SystemRuntime`` /
-``ContextItem`` / ``DeletionTarget``, the scan and erasure types (``ScanReport``, ``ScanHit``,
+``ContextItem`` / ``DeletionTarget`` / ``AgentAnswer``, the scan and erasure types (``ScanReport``, ``ScanHit``,
 ``ErasurePlan``, ``PlannedAction``, ``StoreOutcome``, ...), ``MissingPackageError``, and for a
 live instance kept in one SQLite file ``SqliteInstance`` with the helpers of
 ``traceless.systems.sqlite``. The built-in adapters are default plug-ins (``DEFAULT_SYSTEMS``):
@@ -24,6 +24,7 @@ from traceless.systems._base import (
     DEFAULT_SYSTEMS,
     ENTRY_POINT_GROUP,
     MEMORY_SYSTEMS,
+    AgentAnswer,
     ContextItem,
     DeletionTarget,
     MemorySystem,
@@ -69,6 +70,7 @@ __all__ = [
     "AdkSystem",
     "AgnoConfig",
     "AgnoSystem",
+    "AgentAnswer",
     "BystanderCheck",
     "bystander_cell",
     "bystander_check",

@@ -49,6 +49,7 @@ from traceless.errors import ConfigError, StudyError
 from traceless.memory import Session
 from traceless.models import ChatMessage, Generation, GenerationConfig, ModelBackend
 from traceless.systems import (
+    AgentAnswer,
     ContextItem,
     DeletionTarget,
     ErasurePlan,
@@ -210,14 +211,14 @@ class AdkSystem(live.SqliteInstance):
             done = await svc.get_session(app_name=self.app, user_id=s.user_id, session_id=s.session_id)
             await mem.add_session_to_memory(done)
 
-    def agent_reply(self, owner: str, query: str) -> Generation | None:
+    def agent_reply(self, owner: str, query: str) -> AgentAnswer | None:
         """ADK's own agent answering ``query`` for ``owner`` in a new in-memory session (None:
         ``agent`` is off, and the audit's prompt is sent)."""
         if not isinstance(self.config, AdkConfig) or not self.config.agent or self.runtime is None:
             return None
         return self._run(self._agent_reply(owner, query))
 
-    async def _agent_reply(self, owner: str, query: str) -> Generation:
+    async def _agent_reply(self, owner: str, query: str) -> AgentAnswer:
         from google.adk.agents import LlmAgent
         from google.adk.runners import Runner
         from google.adk.sessions import InMemorySessionService
@@ -233,6 +234,7 @@ class AdkSystem(live.SqliteInstance):
             self._runner = Runner(app_name=self.app, agent=agent, session_service=InMemorySessionService(),
                                   memory_service=mem)
         self._probes += 1
+        self._llm.last_request, self._llm.last = [], None
         sid = f"traceless-probe-{self._probes}"
         await self._runner.session_service.create_session(app_name=self.app, user_id=owner, session_id=sid)
         t0 = time.monotonic()
@@ -247,8 +249,11 @@ class AdkSystem(live.SqliteInstance):
             raise StudyError("adk: the agent's request held none of the memories search_memory returns "
                                     "(preload_memory logged a failure?); the probe would read as forgotten")
         g = self._llm.last
-        return Generation(text=text, prompt_tokens=g.prompt_tokens, completion_tokens=g.completion_tokens,
-                          total_seconds=time.monotonic() - t0, model="adk:LlmAgent+preload_memory")
+        if g is None:
+            raise StudyError("adk: the agent answered without calling its model; the probe read nothing")
+        reply = Generation(text=text, prompt_tokens=g.prompt_tokens, completion_tokens=g.completion_tokens,
+                           total_seconds=time.monotonic() - t0, model="adk:LlmAgent+preload_memory")
+        return AgentAnswer(reply, tuple(self._llm.last_request))
 
     def context(self, owner: str, query: str, view: str = "agent") -> list[ContextItem]:
         _, mem = self._open()

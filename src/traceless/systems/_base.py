@@ -38,7 +38,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from traceless._jsonin import check_value, decode_utf8, loads
 from traceless.errors import ConfigError, InputFormatError, TracelessError, UnknownNameError, UnsupportedError
 from traceless.memory import Session
-from traceless.models import Embedder, ModelBackend
+from traceless.models import ChatMessage, Embedder, Generation, ModelBackend
 from traceless.registry import ENTRY_POINT_GROUPS, PluginWarning, Registry
 from traceless.systems._erase import ErasurePlan, ScanReport, StoreOutcome
 
@@ -110,6 +110,18 @@ class ContextItem:
     origin: str = ""
     """Where the entry comes from, when the system knows (the native store: its tier, ``raw`` or
     ``summary``), so leakage can be attributed to the origin tier (paper 000's primary FRS)."""
+
+
+@dataclass(frozen=True)
+class AgentAnswer:
+    """A system's own agent answering one probe (``agent_reply``): its reply, and the request
+    its model last received, so a result row stores the prompt the model saw (the system's
+    instructions and the memories it loaded), not the audit's prompt."""
+
+    reply: Generation
+    """The agent's final reply."""
+    request: tuple[ChatMessage, ...]
+    """The chat the agent's model received for that reply (its last model call)."""
 
 
 C = TypeVar("C", bound=SystemConfig)

@@ -35,6 +35,7 @@ from traceless.errors import ConfigError, UnsupportedError
 from traceless.memory import Session
 from traceless.models import ChatMessage, Generation, GenerationConfig
 from traceless.systems import (
+    AgentAnswer,
     ContextItem,
     DeletionTarget,
     ErasurePlan,
@@ -309,7 +310,7 @@ class LangGraphSystem(MemorySystem):
                 if t.role == "user":
                     self.graph.invoke({"messages": [{"role": "user", "content": t.content}]}, cfg)
 
-    def agent_reply(self, owner: str, query: str) -> Generation | None:
+    def agent_reply(self, owner: str, query: str) -> AgentAnswer | None:
         """The user's graph answering ``query`` for ``owner`` in a new thread (None: traceless's
         graph, whose reply the audit's prompt makes). The probe's thread is kept in memory
         (``InMemorySaver``), so probing writes nothing to the thread files being measured."""
@@ -324,12 +325,16 @@ class LangGraphSystem(MemorySystem):
         extra = {k: v.format(user_id=owner, session_id="probe") for k, v in self._users.configurable.items()}
         self._probes += 1
         cfg: Any = {"configurable": {"thread_id": f"traceless-probe-{self._probes}", **extra}}
+        self._chat.last_request, self._chat.last = [], None  # a graph that calls no model stores no prompt
         t0 = time.monotonic()
         out = self._probe_graph.invoke({"messages": [{"role": "user", "content": query}]}, cfg)
         last = out["messages"][-1]
         text = last.content if isinstance(last.content, str) else json.dumps(last.content, default=str)
-        return Generation(text=text, prompt_tokens=0, completion_tokens=0, total_seconds=time.monotonic() - t0,
-                          model="langgraph:" + (self.cfg.graph or ""))
+        g = self._chat.last
+        reply = Generation(text=text, prompt_tokens=g.prompt_tokens if g else 0,
+                           completion_tokens=g.completion_tokens if g else 0, total_seconds=time.monotonic() - t0,
+                           model="langgraph:" + (self.cfg.graph or ""))
+        return AgentAnswer(reply, tuple(self._chat.last_request))
 
     def context(self, owner: str, query: str, view: str = "agent") -> list[ContextItem]:
         ns = self._namespace(owner)

@@ -85,6 +85,10 @@ def audit_chat_model(model: ModelBackend, max_new_tokens: int) -> Any:
     class AuditChatModel(BaseChatModel):
         backend: Any = None
         tokens: int = 64
+        last_request: list[ChatMessage] = []
+        """The chat of the last call (the probe's row stores it as the prompt the model saw)."""
+        last: Any = None
+        """The last call's Generation."""
 
         @property
         def _llm_type(self) -> str:
@@ -98,6 +102,7 @@ def audit_chat_model(model: ModelBackend, max_new_tokens: int) -> Any:
             msgs = [ChatMessage(role=role.get(m.type, "user"), content=str(m.content)) for m in messages]
             t0 = time.monotonic()
             g = self.backend.generate(msgs, GenerationConfig(max_new_tokens=self.tokens, temperature=0.0))
+            self.last_request, self.last = msgs, g
             info = {"prompt_tokens": g.prompt_tokens, "completion_tokens": g.completion_tokens,
                     "seconds": time.monotonic() - t0}
             return ChatResult(generations=[ChatGeneration(message=AIMessage(content=g.text), generation_info=info)])

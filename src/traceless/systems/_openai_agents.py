@@ -49,6 +49,7 @@ from traceless.errors import ConfigError, StudyError
 from traceless.memory import Session
 from traceless.models import ChatMessage, Generation, GenerationConfig, ModelBackend
 from traceless.systems import (
+    AgentAnswer,
     ContextItem,
     DeletionTarget,
     ErasurePlan,
@@ -246,14 +247,14 @@ class OpenAIAgentsSystem(live.SqliteInstance):
             con.close()
         return [s for s in sids if s == owner or s.startswith(f"{owner}/")]
 
-    def agent_reply(self, owner: str, query: str) -> Generation | None:
+    def agent_reply(self, owner: str, query: str) -> AgentAnswer | None:
         """The SDK's ``Runner`` answering ``query`` with the user's session (its writes
         dropped); None when ``agent`` is off or with ``per_session`` (the audit's prompt)."""
         if not self.cfg.agent or self.cfg.per_session or self.runtime is None:
             return None
         return self._run(self._agent_reply(owner, query))
 
-    async def _agent_reply(self, owner: str, query: str) -> Generation:
+    async def _agent_reply(self, owner: str, query: str) -> AgentAnswer:
         from agents import Agent, RunConfig, Runner
         from agents.memory import SessionSettings
 
@@ -261,6 +262,7 @@ class OpenAIAgentsSystem(live.SqliteInstance):
         if self._model is None:
             self._model = audit_model(self.runtime.model, self.cfg.agent_max_tokens)
         agent = Agent(name="assistant", instructions=self.cfg.agent_instructions, model=self._model)
+        self._model.last_request, self._model.last = [], None
         t0 = time.monotonic()
         res = await Runner.run(agent, query, session=_ProbeSession(self._session(owner)),
                                run_config=RunConfig(session_settings=SessionSettings(limit=self.cfg.limit),
@@ -273,8 +275,10 @@ class OpenAIAgentsSystem(live.SqliteInstance):
                              "would not read what the agent is given")
         g = self._model.last
         assert g is not None
-        return Generation(text=str(res.final_output), prompt_tokens=g.prompt_tokens, completion_tokens=g.completion_tokens,
-                          total_seconds=time.monotonic() - t0, model="openai-agents:Runner")
+        reply = Generation(text=str(res.final_output), prompt_tokens=g.prompt_tokens,
+                           completion_tokens=g.completion_tokens, total_seconds=time.monotonic() - t0,
+                           model="openai-agents:Runner")
+        return AgentAnswer(reply, tuple(self._model.last_request))
 
     def context(self, owner: str, query: str, view: str = "agent") -> list[ContextItem]:
         out = []
