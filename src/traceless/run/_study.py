@@ -104,11 +104,11 @@ class Study(abc.ABC, Generic[C]):
     threads: ClassVar[str] = "cell"
     """Name prefix of the runner's worker threads for this study's groups."""
     resume_may_change: ClassVar[frozenset[str]] = frozenset()
+    """Config fields that may differ on resume (e.g. ``n``: grow the instance set). Any
+    other difference is refused, because stored cells would not match the new config."""
     bundle_extra: ClassVar[tuple[str, ...]] = ()
     """Dotted paths of a row's ``extra`` that an export bundle keeps (ids, labels and flags the
     report reads); every other key of ``extra`` (canaries, expected answers, replies) is dropped."""
-    """Config fields that may differ on resume (e.g. ``n``: grow the instance set). Any
-    other difference is refused, because stored cells would not match the new config."""
 
     def validate(self, config: C) -> None:  # noqa: B027 - optional hook
         """Check every input named by ``config`` (data files, checkpoints) before any work:

@@ -175,6 +175,10 @@ class ReplayStudy(Study[ReplayConfig]):
     bundle_extra: ClassVar[tuple[str, ...]] = ("episode", "suite", "operator", "tau")
     """Episode id, suite, operator and injection step: what the report groups by."""
     config_cls: ClassVar[type[BaseModel]] = ReplayConfig
+    resume_may_change: ClassVar[frozenset[str]] = frozenset({"episodes", "long_episodes"})
+    """``--resume --set episodes=N`` / ``long_episodes=N`` grows the grid: every suite's first
+    ``n`` episodes of a count ``m > n`` are its ``n`` episodes (seeded per suite, drawn one by
+    one; ``tests/unit/test_replay_grow.py``), so the stored cells keep their meaning."""
 
     # ------------------------------------------------------------------ grid
 
