@@ -345,7 +345,9 @@ def _findings(main: list[ResultRow], suites: list[str], any_leak: Callable[[dict
          "MIN_UNITS`); INCONCLUSIVE: fewer, or the interval admits both (with the n that decides it with 80% power "
          "if the true value is the observed one); NOT TESTABLE: no data, or a ceiling/floor or failed precondition "
          "(named). Paired claims compare operators on the same episode: leak differences by Newcombe's interval "
-         "for paired proportions, continuous ones by the percentile bootstrap; 'in every cell' claims by count.", ""]
+         "for paired proportions, continuous ones by the percentile bootstrap; 'in every cell' claims by count (one "
+         "counterexample contradicts them at any n; none reproduces them only on at least "
+         f"{MIN_UNITS} units).", ""]
     claims = replay_claims(main, suites, any_leak, sweep, seed)
     for i, c in enumerate([c for c in claims if not c.guarantee], start=1):
         L.append(f"{i}. {c.claim} — **{c.verdict.fmt()}**. {c.numbers}")
