@@ -122,8 +122,8 @@ def probe_phase(system: MemorySystem, users: Sequence[tuple[str, str]], probe_li
     for start in range(0, len(jobs), size):
         chunk = jobs[start: start + size]
         if gens is None:
-            got = list(zip([j[4] for j in chunk], model.generate_batch([j[4] for j in chunk], generation),
-                           strict=True))
+            sent = [j[4] for j in chunk]
+            got = list(zip(sent, model.generate_batch(sent, generation), strict=True))
         else:
             got = [(list(a.request), a.reply) for a in gens[start: start + len(chunk)]]
         out.replies += [ProbeReply(o, lit, v, pr, msgs, ids, g)
