@@ -1048,6 +1048,17 @@ class MemoryStore:
     def receipt(self, receipt_id: str) -> str:
         return self._receipts.get(receipt_id)
 
+    def bookkeeping_values(self) -> list[str]:
+        """The clear values of the store's own columns that hold hashes, MACs, signatures,
+        key ids and ciphertext: artifact digests, lineage ids and parameters, receipts, gate
+        entries and descriptors, meta values. A forget's disk check counts a short literal
+        found inside a hexadecimal run of these as a coincidence, not a copy
+        (``forget.copies_in_hex``)."""
+        sqls = ("SELECT digest FROM artifacts", "SELECT child || ' ' || parent || ' ' || params FROM lineage",
+                "SELECT id || ' ' || body FROM receipts", "SELECT owner_ref || ' ' || mac || ' ' || key_id FROM "
+                "gate_entries", "SELECT owner || ' ' || descriptor FROM gate_descriptors", "SELECT value FROM meta")
+        return [str(r[0]) for sql in sqls for r in self._rows(sql).fetchall() if r[0] is not None]
+
     # ----------------------------------------------------------------- digests
     def tier_digest(self, owner: str | None, tier: Tier, *, key: bytes | None = None) -> str:
         """One digest over (id, digest) of every artifact in a tier: equal iff the tier is unchanged.
