@@ -726,8 +726,9 @@ def _findings_writediag(T: dict[str, list[dict[str, Any]]], add: Add) -> None:
     add("Table 10: on the frozen module-B states, changing only the activation contract to legacy changes "
         "official activation while the raw replies still carry the target (legacy − aligned ≠ 0 in some branch)",
         "IID write-allowed −0.276 [−0.382,−0.184]; target in every raw reply",
-        "; ".join(f"{r['split']}: legacy−aligned " + ", ".join(f"{b} {r[f'legacy_minus_aligned_{b}']}"
-                                                              for b in BRANCH_NAMES) for r in t10),
+        "; ".join(f"{r['split']} ({r['R1']} R=1 units): legacy−aligned " + ", ".join(
+            f"{b} {r[f'legacy_minus_aligned_{b}']}" for b in BRANCH_NAMES) if r["R1"]
+            else f"{r['split']}: no forget-world R=1 unit" for r in t10),
         _all([_few_r1(r) or either_verdict(*(either_verdict(claim_verdict(_nci(r.get(f"lma_nc_{b}")), gt=0),
                                                            claim_verdict(_nci(r.get(f"lma_nc_{b}")), lt=0))
                                             for b in BRANCH_NAMES)) for r in t10]))
