@@ -464,19 +464,24 @@ def test_compact_ascii_fast_path_equals_the_unicode_definition() -> None:
         assert compact(x) == slow(x)[0] and compact_spans(x) == slow(x), repr(x)
 
 
-@pytest.mark.parametrize("clock, coincidence", [(1796134821.25, True), (1796130000.5, False)])
+@pytest.mark.parametrize("clock, coincidence", [(1758519496.765625, True), (1796134821.25, False),
+                                                (1796130000.5, False)])
 def test_a_short_literal_that_unrelated_bytes_spell_fails_closed_and_says_why(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clock: float, coincidence: bool) -> None:
-    """A 4-digit pin whose digits a clock reading in the store spells (1796134821.25 holds
-    "4821"): the post-commit byte scan finds it, the receipt does not pass (fail closed), and
-    a warning says the match may be a coincidence of a short literal; at another clock
-    reading the same forget passes without that warning."""
+    """A 4-digit pin whose bytes a clock reading spells where the scan cannot attribute them
+    (1758519496.765625 is b"A\xda4821\0\0" as the 8-byte REAL of a row's created_at): the
+    post-commit byte scan finds it, the receipt does not pass (fail closed), and a warning says
+    the match may be a coincidence of a short literal. A reading whose decimal digits spell it
+    (1796134821.25 holds "4821") lies in the receipt's own timestamp, at an offset the scan
+    recognises (``hex_coincidences``): it passes, as at an unrelated reading."""
+    import struct
     import time
 
     from _forget_helpers import session
 
     from traceless.forget import ForgetTarget, forget
 
+    assert (b"4821" in struct.pack(">d", clock)) is coincidence and ("4821" in repr(clock)) is (clock == 1796134821.25)
     monkeypatch.setattr(time, "time", lambda: clock)
     store = MemoryStore(str(tmp_path / "m.db"))
     w = make_writer(store, 0)

@@ -142,6 +142,9 @@ class MemoryStore:
     ) -> None:
         if access not in ("create", "write", "read"):
             raise ConfigError(f"access must be create, write or read, not {access!r}")
+        if not isinstance(path, (str, os.PathLike)):  # str() of any object would name a new file
+            raise ConfigError(f"a store is opened from a file path or a postgresql:// URL, not a {type(path).__name__} "
+                              "(to reuse an open store, pass the store itself where a store is taken)")
         self.access, self.read_only, self._on_migrate = access, access == "read", on_migrate
         if str(path) != ":memory:" and not is_url(str(path)):
             check_file(str(path), access)
@@ -1053,7 +1056,7 @@ class MemoryStore:
         key ids and ciphertext: artifact digests, lineage ids and parameters, receipts, gate
         entries and descriptors, meta values. A forget's disk check counts a short literal
         found inside a hexadecimal run of these as a coincidence, not a copy
-        (``forget.copies_in_hex``)."""
+        (``forget._material.hex_coincidences``)."""
         sqls = ("SELECT digest FROM artifacts", "SELECT child || ' ' || parent || ' ' || params FROM lineage",
                 "SELECT id || ' ' || body FROM receipts", "SELECT owner_ref || ' ' || mac || ' ' || key_id FROM "
                 "gate_entries", "SELECT owner || ' ' || descriptor FROM gate_descriptors", "SELECT value FROM meta")
