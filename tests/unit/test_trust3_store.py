@@ -330,9 +330,13 @@ def test_verify_fails_on_a_backup_taken_before_the_forget(tmp_path: Path, mode: 
     db, backup, rpath = _forgotten(tmp_path, mode, target)
     text = rpath.read_text(encoding="utf-8")
     assert CANARY not in text and CANARY.encode().hex() not in text  # the material is sealed, not stored
+    sums = {p: _sums(p) for p in (db, backup)}
     assert cli("forget", "verify", str(rpath), "--db", str(backup)) == ReceiptError.exit_code
     err = capsys.readouterr().err  # removed records are back, or (rewritten in place) their old text is
     assert "still holds what the receipt erased" in err or "removed exist again" in err
+    assert cli("forget", "verify", str(rpath), "--db", str(db)) == 0, capsys.readouterr().err
+    for p, before in sums.items():  # the re-scan (bookkeeping runs included) reads, never writes
+        assert _read_only(p, before), p
     assert cli("forget", "verify", str(rpath), "--db", str(db)) == 0, capsys.readouterr().err
     assert "none of what it erased is there" in capsys.readouterr().out
     assert cli("forget", "verify", str(rpath), "--db", str(backup), "--json") == 11
