@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, model_validator
 from traceless._version import code_version
 from traceless.errors import ConfigError, ForgetError, MemoryStoreError, NothingMatchedError
 from traceless.forget._erasure import scan_files
-from traceless.forget._material import Material, hex_coincidences, scan_files_for, seal_material
+from traceless.forget._material import Material, scan_store_files, seal_material
 from traceless.forget._normalize import compact, find_variants, scrub_variants, split_spans
 from traceless.forget._receipt import (
     KeyReport,
@@ -698,12 +698,11 @@ def _disk_held(store: MemoryStore, receipt: Receipt, literal: str, complete: boo
     requester's; when another does (out of scope, never reported), the files are the
     requester's clean iff their rows hold none and the physical erasure completed (no freed
     page or old WAL frame is left, so the only bytes are live rows). Copies inside the
-    store's own hex digests and signatures are coincidences (``hex_coincidences``)."""
+    store's own digests, signatures and timestamps are coincidences (``scan_store_files``)."""
     if not any(scan_files(store.files(), literal).values()):  # the lean scan first: flat in memory
         return False
     pep = receipt_key()
-    m = Material.of(pep, literal)
-    if not any(scan_files_for(pep, m, store.files(), hex_coincidences(pep, m, store.bookkeeping_values())).values()):
+    if not any(scan_store_files(pep, Material.of(pep, literal), store).values()):
         return False
     if not _foreign_holds(store, receipt.target.owner, literal):
         return True

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from traceless.errors import ConfigError
-from traceless.forget._material import Material, count_each, hex_coincidences, scan_files_for, unseal_material
+from traceless.forget._material import Material, count_each, scan_files_for, scan_store_files, unseal_material
 from traceless.forget._receipt import Receipt, VerifyResult, pseudonym, receipt_key, verify_signature
 from traceless.memory import store_exists
 
@@ -104,7 +104,9 @@ def _material_copies(receipt: Receipt, store: MemoryStore) -> dict[str, int] | N
     rows = 0 if owner is None else _rows_holding(store, owner, pep, m, claims, everywhere="metadata_clean" in checks)
     out = {"rows": rows}
     if "disk_clean" in checks and store.scannable:
-        files = scan_files_for(pep, m, store.files(), hex_coincidences(pep, m, store.bookkeeping_values()))
+        files = scan_files_for(pep, m, store.files())
+        if any(files.values()):
+            files = scan_store_files(pep, m, store)
         if sum(files.values()) > _live_copies(store, pep, m):
             out.update(files)
     return out

@@ -1055,8 +1055,8 @@ class MemoryStore:
         """The clear values of the store's own columns that hold hashes, MACs, signatures,
         key ids and ciphertext: artifact digests, lineage ids and parameters, receipts, gate
         entries and descriptors, meta values. A forget's disk check counts a short literal
-        found inside a hexadecimal run of these as a coincidence, not a copy
-        (``forget._material.hex_coincidences``)."""
+        found inside a run of hex digits (or a decimal timestamp) of these as a coincidence,
+        not a copy (``forget._material.hex_coincidences``)."""
         sqls = ("SELECT digest FROM artifacts", "SELECT child || ' ' || parent || ' ' || params FROM lineage",
                 "SELECT id || ' ' || body FROM receipts", "SELECT owner_ref || ' ' || mac || ' ' || key_id FROM "
                 "gate_entries", "SELECT owner || ' ' || descriptor FROM gate_descriptors", "SELECT value FROM meta")
