@@ -8,6 +8,8 @@ transaction, so a whole forget is one atomic unit.
 
 from __future__ import annotations
 
+import atexit
+import collections
 import contextlib
 import hashlib
 import hmac
@@ -85,6 +87,25 @@ class NewArtifact:
 # text columns hold. One encoder for every call (json.dumps with options builds one per call).
 _ENCODER = json.JSONEncoder(sort_keys=True, ensure_ascii=False)
 
+# Stores dropped without close(), waiting to be closed outside any lock (``MemoryStore.__del__``):
+# a deque, so the finaliser appends without a lock of its own.
+_ABANDONED: collections.deque[MemoryStore] = collections.deque()
+
+
+def close_abandoned() -> None:
+    """Close the stores that were dropped without ``close()`` (called at every open and close,
+    and at exit). Never called with a store's or the scrub registry's lock held."""
+    while True:
+        try:
+            store = _ABANDONED.popleft()
+        except IndexError:
+            return
+        with contextlib.suppress(Exception):
+            store.close()
+
+
+atexit.register(close_abandoned)
+
 
 def _dumps(obj: Any) -> str:
     return _ENCODER.encode(obj)
@@ -140,6 +161,7 @@ class MemoryStore:
         encrypt: bool | None = None, scrub: bool = True, access: Access = "create",
         on_migrate: Callable[[int, int], None] | None = None,
     ) -> None:
+        close_abandoned()  # stores dropped without close(), outside any lock (``__del__``)
         if access not in ("create", "write", "read"):
             raise ConfigError(f"access must be create, write or read, not {access!r}")
         if not isinstance(path, (str, os.PathLike)):  # str() of any object would name a new file
@@ -569,13 +591,17 @@ class MemoryStore:
         lock, self._sp.lock = self._sp.lock, None
         if lock is not None:
             lock.release_ref()
+        close_abandoned()
 
     def __del__(self) -> None:
-        # a store dropped without close(): SQLite's own close-time checkpoint would copy
-        # the WAL into the main file unscrubbed, so scrub first
+        # A store dropped without close(): SQLite's own close-time checkpoint would copy the
+        # WAL into the main file unscrubbed, so it must be closed through close(). Not here:
+        # a collection runs finalisers inside whatever code allocated, which may hold the
+        # scrub registry or a writer lock that close() takes (a hang for good). The store is
+        # queued (kept alive) and closed at the next open or close, or at exit.
         with contextlib.suppress(Exception):
             if self._sp.lock is not None:
-                self.close()
+                _ABANDONED.append(self)
 
     def __enter__(self) -> MemoryStore:
         return self
