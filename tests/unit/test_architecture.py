@@ -194,6 +194,46 @@ def test_no_import_circle_across_packages() -> None:
     assert not found, "import circles across packages:\n" + "\n".join(" <-> ".join(c) for c in found)
 
 
+# Circles between two modules of one package (lazy and TYPE_CHECKING imports included), left
+# as they are: each is a type-only or call-time import of the module that owns the type.
+INNER_CIRCLES_PENDING = (
+    ("traceless.forget._forget", "traceless.forget._registry"),
+    ("traceless.memory._codec", "traceless.memory._gate_index", "traceless.memory._receipt_log",
+     "traceless.memory._scrub_policy", "traceless.memory._store"),
+    ("traceless.models._options", "traceless.models._providers"),
+)
+
+
+def inner_circles() -> list[tuple[str, ...]]:
+    """Circles of direct module-to-module imports inside one package (``__init__`` left out:
+    it imports every module of its package by design)."""
+    mods = _modules()
+    known, inits = set(mods), {m for m, p in mods.items() if p.name == "__init__.py"}
+    graph: dict[str, set[str]] = defaultdict(set)
+    for i in imports():
+        t = _module_of(i.target, known)
+        if t not in inits and i.importer not in inits and t != i.importer and package(t) == package(i.importer):
+            graph[i.importer].add(t)
+
+    def reach(v: str) -> set[str]:
+        seen, todo = set(), [v]
+        while todo:
+            for w in graph[todo.pop()] - seen:
+                seen.add(w)
+                todo.append(w)
+        return seen
+
+    reached = {v: reach(v) for v in sorted(known)}
+    comps = {tuple(sorted({v} | {w for w in reached[v] if v in reached[w]})) for v in known if v in reached[v]}
+    return sorted(comps)
+
+
+def test_no_import_circle_inside_a_package() -> None:
+    found = [c for c in inner_circles() if c not in INNER_CIRCLES_PENDING]
+    assert not found, "import circles inside a package (move the shared name to a leaf module):\n" + \
+        "\n".join(" <-> ".join(c) for c in found)
+
+
 def _pending(circle: list[str]) -> bool:
     """A circle made only by the pending arrow (every package in it on one pending pair)."""
     return any({package(m) for m in circle} <= set(pair) for pair in PENDING)

@@ -49,10 +49,10 @@ import httpx
 
 from traceless.errors import BackendError, ModelNotAvailableError
 from traceless.models._cpu import CpuMeter, ThreadAdapter, cpu_limit
+from traceless.models._speculation import SPECULATION_TYPES
 
 __all__ = ["SPECULATION_TYPES", "LlamaCppServer", "main", "turn_markers"]
 
-SPECULATION_TYPES = ("none", "ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod", "ngram-cache")
 """llama.cpp's speculative decoding without a draft model: drafts come from n-grams of the
 prompt and the reply so far (prompt lookup) and are verified by the model in one batch, so a
 greedy reply keeps the model's tokens unless batched-logit numerics differ (llama.cpp

@@ -38,6 +38,7 @@ from traceless.models._cpu import free_cpus
 from traceless.models._embedder import Embedder, HashingEmbedder
 from traceless.models._options import EngineOptions
 from traceless.models._providers import PROVIDERS, resolve_provider, split_provider
+from traceless.models._speculation import parse_speculation
 from traceless.registry import ENTRY_POINT_GROUPS, Registry
 
 __all__ = ["BACKENDS", "EMBEDDERS", "BackendFactory", "audit_backend", "fast_spec", "llamacpp_available",
@@ -164,18 +165,6 @@ def _llamacpp(arg: str, *, engine: EngineOptions, **kw: Any) -> ModelBackend:
     return ServedBackend(server, weights_sha256=sha, name=f"llamacpp:{name}", context_set=engine.context is not None,
                          cache_prompt=kw.pop("request_cache_prompt", None),
                          turn_stop=bool(kw.pop("turn_stop", None) or engine.turn_stop), **kw)
-
-
-def parse_speculation(spec: str) -> tuple[str, int]:
-    """``TYPE[:DRAFT_MAX]`` (e.g. ``ngram-map-k:16``, ``none``) as (type, draft length);
-    a bad one raises ``ConfigError`` naming the choices."""
-    from traceless.models._llamacpp_server import SPECULATION_TYPES
-
-    kind, _, n = spec.strip().lower().partition(":")
-    if kind not in SPECULATION_TYPES or (n and (not n.isdigit() or int(n) < 1)):
-        raise ConfigError(f"speculation {spec!r}: use TYPE[:DRAFT_MAX] with TYPE one of "
-                          f"{', '.join(SPECULATION_TYPES)} and DRAFT_MAX >= 1, e.g. ngram-map-k:16")
-    return kind, int(n) if n else 16
 
 
 def _prompt_cache(asked: bool | None, parallel: int) -> bool:

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 
 from traceless._engine_env import ENGINE_ENV
 from traceless.errors import ConfigError
+from traceless.models._speculation import parse_speculation
 
 __all__ = ["ENGINE_ENV", "Credentials", "EngineOptions", "Endpoint"]
 
@@ -108,8 +109,6 @@ class EngineOptions(BaseModel):
     @field_validator("speculation")
     @classmethod
     def _check_speculation(cls, v: str) -> str:
-        from traceless.models._load import parse_speculation
-
         parse_speculation(v)  # a bad one is a ConfigError naming the choices
         return v.strip().lower()
 

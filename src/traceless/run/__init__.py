@@ -4,7 +4,14 @@ manifest, resume, thread pool or Ray executor, one generation cache), export bun
 merge and purge of results dirs. A study (``Study``) declares a grid of ``Cell`` s and
 runs one group of them; everything else is here."""
 
-from traceless.run._bundle import BUNDLE_ROWS, BundleSummary, export_bundle, is_bundle, read_bundle_rows
+from traceless.run._bundle import (
+    BUNDLE_ROWS,
+    BundleSummary,
+    export_bundle,
+    is_bundle,
+    read_bundle_rows,
+    read_rows,
+)
 from traceless.run._config import load_config, parse_sets
 from traceless.run._merge import MergeSummary, merge_results
 from traceless.run._purge import PurgeSummary, purge_results
@@ -21,7 +28,6 @@ from traceless.run._results import (
     StoredRow,
     atomic_write,
     read_manifest,
-    read_rows,
     write_manifest,
 )
 from traceless.run._run_result import ManifestSummary, StudyRunResult, run_state, study_run_result

@@ -39,9 +39,9 @@ from typing import Any
 from pydantic import BaseModel
 
 from traceless.errors import StudyError
-from traceless.run._results import MANIFEST, RESULTS_DB, ResultRow, read_manifest, read_rows
+from traceless.run._results import MANIFEST, RESULTS_DB, ResultRow, ResultsStore, read_manifest
 
-__all__ = ["BUNDLE_ROWS", "MAX_LABEL", "BundleSummary", "export_bundle", "is_bundle", "read_bundle_rows"]
+__all__ = ["BUNDLE_ROWS", "MAX_LABEL", "BundleSummary", "export_bundle", "is_bundle", "read_bundle_rows", "read_rows"]
 
 BUNDLE_ROWS = "results.parquet"
 """File name of a bundle's rows."""
@@ -116,6 +116,15 @@ def _bundle_row(r: ResultRow, keep: tuple[str, ...]) -> dict[str, Any]:
         "metrics": json.dumps(r.metrics, sort_keys=True, default=str),
         "extra": json.dumps(extra, sort_keys=True, default=str),
     }
+
+
+def read_rows(out_dir: str | Path, model_tag: str | None = None) -> list[ResultRow]:
+    """Every row of a results dir or of an export bundle (read-only), ordered by (model tag, key)."""
+    read_manifest(out_dir)
+    if is_bundle(out_dir):
+        return read_bundle_rows(out_dir, model_tag)
+    with ResultsStore(Path(out_dir) / RESULTS_DB, readonly=True) as rs:
+        return list(rs.rows(model_tag))
 
 
 def export_bundle(results_dir: str | Path, out: str | Path) -> BundleSummary:

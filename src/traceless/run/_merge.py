@@ -27,6 +27,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from traceless.errors import StudyError
+from traceless.run._bundle import read_rows
 from traceless.run._results import (
     GENERATIONS_DB,
     RESULTS_DB,
@@ -35,7 +36,6 @@ from traceless.run._results import (
     ResultsStore,
     RunRecord,
     read_manifest,
-    read_rows,
     write_manifest,
 )
 

@@ -46,7 +46,6 @@ __all__ = [
     "read_manifest",
     "write_manifest",
     "atomic_write",
-    "read_rows",
 ]
 
 RESULTS_FORMAT = 1
@@ -273,17 +272,6 @@ class ResultsStore:
     def model_tags(self) -> list[str]:
         with self._lock:
             return [r[0] for r in self._conn.execute("SELECT DISTINCT model_tag FROM cells ORDER BY model_tag")]
-
-
-def read_rows(out_dir: str | Path, model_tag: str | None = None) -> list[ResultRow]:
-    """Every row of a results dir or of an export bundle (read-only), ordered by (model tag, key)."""
-    read_manifest(out_dir)
-    from traceless.run._bundle import is_bundle, read_bundle_rows
-
-    if is_bundle(out_dir):
-        return read_bundle_rows(out_dir, model_tag)
-    with ResultsStore(Path(out_dir) / RESULTS_DB, readonly=True) as rs:
-        return list(rs.rows(model_tag))
 
 
 def now() -> float:
