@@ -36,15 +36,17 @@ from traceless.metrics._verdict import (
     count_verdict,
     decides,
     either_verdict,
+    mean_ci,
     n_needed,
     paired_ci,
     pinned,
     proportion_ci,
+    ratio_ci,
 )
 
 __all__ = [
     "CI", "LEVEL", "MIN_UNITS", "N_CAP", "POWER", "PR_COSINE_THRESHOLD", "STOPWORDS", "ClaimVerdict", "PRJudgement", "Verdict",
     "aer", "aer_columns", "aer_max", "agreement", "bootstrap_ci", "claim_verdict", "combine_verdicts", "construction_verdict",
     "content_match", "content_words", "count_verdict", "decides", "delta_di", "delta_s", "either_verdict",
-    "frs_worst", "n_needed", "paired_ci", "pinned", "pr", "pr_judge", "pr_judge_many", "proportion_ci", "pua",
+    "frs_worst", "mean_ci", "n_needed", "paired_ci", "pinned", "pr", "pr_judge", "pr_judge_many", "proportion_ci", "pua", "ratio_ci",
 ]

@@ -43,6 +43,8 @@ __all__ = [
     "ClaimVerdict",
     "proportion_ci",
     "paired_ci",
+    "mean_ci",
+    "ratio_ci",
     "claim_verdict",
     "decides",
     "count_verdict",
@@ -65,6 +67,11 @@ LEVEL = 0.95
 """Confidence level of every interval the rule judges."""
 N_CAP = 1_000_000
 """``n_needed`` beyond this is reported as None (no practical n decides the claim)."""
+SIM_MAX = 256
+"""``n_needed`` of a ratio is simulated up to this n; beyond it the delta-method normal
+approximation (accurate there) is used."""
+SIM_DRAWS = 200
+"""Simulated samples per candidate n (and bootstrap resamples within each) of a ratio's ``n_needed``."""
 EXACT_MAX = 2_000
 """Exact binomial power is searched up to about this n; beyond it the normal approximation
 (accurate there) is used."""
@@ -82,11 +89,14 @@ class CI(BaseModel):
     n: int
     """Number of units (instances, profiles, episodes) behind the interval."""
     method: str = "bootstrap"
-    """``bootstrap`` (percentile over units), ``clopper-pearson`` or ``newcombe``."""
+    """``bootstrap`` (percentile over units), ``bootstrap-ratio`` (percentile, of Σ numerator /
+    Σ denominator), ``clopper-pearson`` or ``newcombe``."""
     successes: int | None = None
     """``clopper-pearson``: k of k/n."""
     discordant: tuple[int, int] | None = None
     """``newcombe``: units where only the first outcome holds, and only the second."""
+    units: list[tuple[float, float]] | None = None
+    """``bootstrap-ratio``: (numerator, denominator) per unit, so ``n_needed`` can simulate the rule."""
 
     def fmt(self, digits: int = 2) -> str:
         return f"{self.value:.{digits}f} [{self.low:.{digits}f}, {self.high:.{digits}f}]"
@@ -152,14 +162,42 @@ def paired_ci(first: Sequence[bool | int], second: Sequence[bool | int], level: 
     return CI(value=est, low=lo, high=hi, n=n, method="newcombe", discordant=(b, c))
 
 
+def mean_ci(xs: Sequence[float], rng: np.random.Generator, n_resamples: int = 1000) -> CI:
+    """The mean of per-unit values with the interval the rule judges: a per-unit binary (every
+    value 0 or 1) is a proportion, so exact Clopper–Pearson (a percentile bootstrap of 7/8 would
+    exclude one half, which the exact interval [0.47, 1.00] does not); anything else the
+    percentile bootstrap over units."""
+    arr = np.asarray(xs, dtype=np.float64)
+    if arr.size and bool(np.all((arr == 0) | (arr == 1))):
+        return proportion_ci(int(arr.sum()), int(arr.size))
+    from traceless.metrics._metrics import bootstrap_ci
+
+    return bootstrap_ci(arr, lambda a: float(np.mean(a)), rng, n_resamples=n_resamples)
+
+
+def ratio_ci(num: Sequence[float], den: Sequence[float], rng: np.random.Generator, n_resamples: int = 1000) -> CI:
+    """Σ num / Σ den over units with the percentile bootstrap over units; keeps the units so
+    ``n_needed`` simulates the rule on them instead of a normal approximation."""
+    pairs = np.column_stack([np.asarray(num, dtype=np.float64), np.asarray(den, dtype=np.float64)])
+    n = len(pairs)
+    if n == 0:
+        return CI(value=float("nan"), low=float("nan"), high=float("nan"), n=0, method="bootstrap-ratio")
+    idx = rng.integers(0, n, size=(n_resamples, n))
+    stats = pairs[idx, 0].sum(axis=1) / pairs[idx, 1].sum(axis=1)
+    lo, hi = np.nanquantile(stats, [(1 - LEVEL) / 2, (1 + LEVEL) / 2])
+    return CI(value=float(pairs[:, 0].sum() / pairs[:, 1].sum()), low=float(lo), high=float(hi), n=n,
+              method="bootstrap-ratio", units=[(float(a), float(b)) for a, b in pairs])
+
+
 class Verdict(StrEnum):
-    """The five outcomes of checking one paper claim."""
+    """The outcomes of checking one paper claim."""
 
     REPRODUCED = "REPRODUCED"
     CONTRADICTED = "CONTRADICTED"
     INCONCLUSIVE = "INCONCLUSIVE"
     NOT_TESTABLE = "NOT TESTABLE"
     BY_CONSTRUCTION = "BY CONSTRUCTION"
+    SET_BY_DESIGN = "SET BY DESIGN"
 
 
 class ClaimVerdict(BaseModel):
@@ -176,17 +214,24 @@ class ClaimVerdict(BaseModel):
     min_n: int = MIN_UNITS
     """The claim's minimum number of units."""
     reason: str = ""
-    """Why NOT TESTABLE / BY CONSTRUCTION, or what keeps an INCONCLUSIVE open."""
+    """Why NOT TESTABLE / BY CONSTRUCTION / SET BY DESIGN, or what keeps an INCONCLUSIVE open."""
+    model: str = ""
+    """The model the verdict holds for, when it is about this model's behaviour and not the
+    paper's general claim (e.g. a level the summarizer never reaches): printed after the label."""
+    ci: CI | None = None
+    """The interval that decided (after ``_widen``): the one a report must print next to the verdict."""
 
     def fmt(self) -> str:
         """``VERDICT`` plus, for INCONCLUSIVE, the n that would decide it."""
+        if self.model and self.verdict in (Verdict.REPRODUCED, Verdict.CONTRADICTED):
+            return f"{self.verdict.value} for {self.model}"
         if self.verdict is Verdict.INCONCLUSIVE:
             few = f" < {self.min_n} minimum" if self.n < self.min_n else ""
             need = (f"n ≈ {self.n_needed} decides it with {POWER:.0%} power at the observed effect"
                     if self.n_needed else "no n decides it at this estimate")
             why = f"; {self.reason}" if self.n == 0 and self.reason else ""  # which part had no unit
             return f"{self.verdict.value} (n={self.n}{few}; {need}{why})"
-        if self.verdict in (Verdict.NOT_TESTABLE, Verdict.BY_CONSTRUCTION) and self.reason:
+        if self.verdict in (Verdict.NOT_TESTABLE, Verdict.BY_CONSTRUCTION, Verdict.SET_BY_DESIGN) and self.reason:
             return f"{self.verdict.value} ({self.reason})"
         return self.verdict.value
 
@@ -253,13 +298,14 @@ def claim_verdict(
     if ci is None or ci.n == 0 or any(math.isnan(v) for v in (ci.value, ci.low, ci.high)):
         return ClaimVerdict(verdict=Verdict.NOT_TESTABLE, n=ci.n if ci else 0, reason="no data", min_n=min_n)
     lo, hi = _widen(ci)
+    used = ci.model_copy(update={"low": lo, "high": hi})
     got = _decides(lo, hi, r)
     if got is not None and ci.n >= min_n:
-        return ClaimVerdict(verdict=got, n=ci.n, min_n=min_n)
+        return ClaimVerdict(verdict=got, n=ci.n, min_n=min_n, ci=used)
     why = (f"the interval [{lo:.2f}, {hi:.2f}] admits both" if got is None else
            f"{ci.n} units are fewer than the minimum of {min_n}")
     need = n_needed(ci, gt=gt, ge=ge, lt=lt, le=le)
-    return ClaimVerdict(verdict=Verdict.INCONCLUSIVE, n=ci.n, min_n=min_n, reason=why,
+    return ClaimVerdict(verdict=Verdict.INCONCLUSIVE, n=ci.n, min_n=min_n, reason=why, ci=used,
                         n_needed=None if need is None else max(need, min_n))
 
 
@@ -320,6 +366,8 @@ def n_needed(ci: CI, *, gt: float | None = None, ge: float | None = None, lt: fl
         if approx > EXACT_MAX:
             return approx if approx <= N_CAP else None
         return _search(lambda m: _cp_power(p, m, r) >= power, cap=4 * EXACT_MAX) or approx
+    if ci.method == "bootstrap-ratio" and ci.units:
+        return _ratio_n_needed(np.array(ci.units, dtype=np.float64), r, d, power)
     if ci.method == "clopper-pearson":  # p = 0 or 1: every sample at n is the same
         return _search(lambda m: _decides(*_cp1(round(p * m), m), r) is not None)
     sd = _unit_sd(ci)
@@ -358,10 +406,8 @@ def _unit_sd(ci: CI) -> float:
     return (max(ci.high, ci.low) - min(ci.high, ci.low)) / (2 * _z()) * math.sqrt(ci.n)
 
 
-def _cp_power(p: float, n: int, r: Bounds) -> float:
-    """P(the Clopper–Pearson interval of Binomial(n, p) decides R)."""
-    k = np.arange(n + 1)
-    lo, hi = _cp_bounds(k, n)
+def _decided(lo: np.ndarray, hi: np.ndarray, r: Bounds) -> np.ndarray:
+    """Element-wise ``_decides(lo, hi, r) is not None``."""
     gt, ge, lt, le = r
 
     def inside(x: np.ndarray) -> np.ndarray:
@@ -378,7 +424,44 @@ def _cp_power(p: float, n: int, r: Bounds) -> float:
         dec |= ~inside(lo) & (lo >= upper)
     if lower is not None:
         dec |= ~inside(hi) & (hi <= lower)
-    return float(_st.binom.pmf(k, n, p)[dec].sum())
+    return dec
+
+
+def _cp_power(p: float, n: int, r: Bounds) -> float:
+    """P(the Clopper–Pearson interval of Binomial(n, p) decides R)."""
+    k = np.arange(n + 1)
+    lo, hi = _cp_bounds(k, n)
+    return float(_st.binom.pmf(k, n, p)[_decided(lo, hi, r)].sum())
+
+
+def _ratio_power(units: np.ndarray, m: int, r: Bounds) -> float:
+    """P(the rule decides R) for m units drawn from the observed ones (the population the
+    bootstrap itself assumes), each sample judged by the same percentile bootstrap of
+    Σ num / Σ den (seeded)."""
+    rng = np.random.default_rng(m)
+    samp = units[rng.integers(0, len(units), size=(SIM_DRAWS, m))]  # draws × m × 2
+    b = rng.integers(0, m, size=(SIM_DRAWS, SIM_DRAWS, m), dtype=np.int32)
+    rows = np.arange(SIM_DRAWS)[:, None, None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        stats = samp[rows, b, 0].sum(axis=2) / samp[rows, b, 1].sum(axis=2)
+    lo, hi = np.nanquantile(stats, [(1 - LEVEL) / 2, (1 + LEVEL) / 2], axis=1)
+    return float(np.mean(_decided(lo, hi, r)))
+
+
+def _ratio_n_needed(units: np.ndarray, r: Bounds, d: float, power: float) -> int | None:
+    """``n_needed`` of a ratio of sums: the rule simulated up to ``SIM_MAX`` units, beyond it the
+    delta-method normal approximation of the ratio's per-unit spread."""
+    if _ratio_power(units, SIM_MAX, r) >= power:
+        lo, hi = MIN_UNITS - 1, SIM_MAX  # the rule decides nothing below the minimum n
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (lo, mid) if _ratio_power(units, mid, r) >= power else (mid, hi)
+        return hi
+    num, den = units[:, 0], units[:, 1]
+    q = float(num.sum() / den.sum())
+    sd = float(np.std(num - q * den, ddof=1) / np.mean(den)) if len(units) > 1 else 0.0
+    need = math.ceil(((_z() + float(_st.norm.ppf(power))) * sd / d) ** 2) if sd > 0 else None
+    return need if need is not None and need <= N_CAP else None
 
 
 def _search(ok: Callable[[int], bool], cap: int = N_CAP) -> int | None:
@@ -399,11 +482,16 @@ def _search(ok: Callable[[int], bool], cap: int = N_CAP) -> int | None:
     return hi
 
 
+def _reasons(parts: Sequence[ClaimVerdict]) -> str:
+    return "; ".join(dict.fromkeys(p.reason for p in parts if p.reason))
+
+
 def combine_verdicts(*parts: ClaimVerdict) -> ClaimVerdict:
     """A claim made of several parts (all must hold). BY CONSTRUCTION parts are guarantees,
-    not evidence: they drop out (all of them: BY CONSTRUCTION). Then NOT TESTABLE if any part
-    is, CONTRADICTED if any part is, REPRODUCED if all are, else INCONCLUSIVE (the largest
-    ``n_needed``)."""
+    not evidence: they drop out (all of them: BY CONSTRUCTION). Then CONTRADICTED if any part
+    is (one failed part sinks the claim, whatever the others), NOT TESTABLE if nothing is
+    contradicted and some part cannot be tested, REPRODUCED if all are, else INCONCLUSIVE (the
+    largest ``n_needed``)."""
     if not parts:
         return ClaimVerdict(verdict=Verdict.NOT_TESTABLE, reason="no parts")
     broken = [p for p in parts if p.verdict is Verdict.CONTRADICTED and p.reason.startswith("guarantee violated")]
@@ -411,37 +499,42 @@ def combine_verdicts(*parts: ClaimVerdict) -> ClaimVerdict:
         return broken[0]
     measured = [p for p in parts if p.verdict is not Verdict.BY_CONSTRUCTION]
     if not measured:
-        return ClaimVerdict(verdict=Verdict.BY_CONSTRUCTION, n=min(p.n for p in parts),
-                            reason="; ".join(dict.fromkeys(p.reason for p in parts if p.reason)))
+        return ClaimVerdict(verdict=Verdict.BY_CONSTRUCTION, n=min(p.n for p in parts), reason=_reasons(parts))
     n = min(p.n for p in measured)
-    for v in (Verdict.NOT_TESTABLE, Verdict.CONTRADICTED):
+    for v in (Verdict.CONTRADICTED, Verdict.NOT_TESTABLE, Verdict.SET_BY_DESIGN):
         hit = [p for p in measured if p.verdict is v]
         if hit:
-            return ClaimVerdict(verdict=v, n=n, reason="; ".join(dict.fromkeys(p.reason for p in hit if p.reason)))
+            return ClaimVerdict(verdict=v, n=n if v is not Verdict.CONTRADICTED else min(p.n for p in hit),
+                                reason=_reasons(hit), model=hit[0].model if v is Verdict.CONTRADICTED else "")
     if all(p.verdict is Verdict.REPRODUCED for p in measured):
-        return ClaimVerdict(verdict=Verdict.REPRODUCED, n=n)
+        models = {p.model for p in measured}
+        return ClaimVerdict(verdict=Verdict.REPRODUCED, n=n, model=models.pop() if len(models) == 1 else "")
     und = [p for p in measured if p.verdict is Verdict.INCONCLUSIVE]
     needs = [p.n_needed for p in und]
     return ClaimVerdict(verdict=Verdict.INCONCLUSIVE, n=n, min_n=max(p.min_n for p in und),
                         n_needed=None if any(x is None for x in needs) else max(x for x in needs if x is not None),
-                        reason="; ".join(dict.fromkeys(p.reason for p in und if p.n == n and p.reason)))
+                        reason=_reasons([p for p in und if p.n == n]))
 
 
 def either_verdict(*parts: ClaimVerdict) -> ClaimVerdict:
     """A claim that holds if any part holds: REPRODUCED if any part is (else BY CONSTRUCTION if
-    any part is), CONTRADICTED if every part is, NOT TESTABLE if every part is, else
-    INCONCLUSIVE (the smallest known ``n_needed``)."""
+    any part is), CONTRADICTED if every part is, INCONCLUSIVE if some part is (the smallest known
+    ``n_needed``), else NOT TESTABLE (every part contradicted or untestable: an untested part
+    might still hold, and no n of the others decides it)."""
     if not parts:
         return ClaimVerdict(verdict=Verdict.NOT_TESTABLE, reason="no parts")
     n = max(p.n for p in parts)
     for v in (Verdict.REPRODUCED, Verdict.BY_CONSTRUCTION):
         hit = [p for p in parts if p.verdict is v]
         if hit:
-            return ClaimVerdict(verdict=v, n=n, reason=hit[0].reason if v is Verdict.BY_CONSTRUCTION else "")
-    for v in (Verdict.NOT_TESTABLE, Verdict.CONTRADICTED):
-        if all(p.verdict is v for p in parts):
-            return ClaimVerdict(verdict=v, n=n, reason="; ".join(dict.fromkeys(p.reason for p in parts if p.reason)))
+            return ClaimVerdict(verdict=v, n=n, reason=hit[0].reason if v is Verdict.BY_CONSTRUCTION else "",
+                                model=hit[0].model)
+    if all(p.verdict is Verdict.CONTRADICTED for p in parts):
+        return ClaimVerdict(verdict=Verdict.CONTRADICTED, n=n, reason=_reasons(parts), model=parts[0].model)
     und = [p for p in parts if p.verdict is Verdict.INCONCLUSIVE]
+    if not und:
+        return ClaimVerdict(verdict=Verdict.NOT_TESTABLE, n=n, reason=_reasons(
+            [p for p in parts if p.verdict is not Verdict.CONTRADICTED]))
     needs = [p.n_needed for p in und if p.n_needed]
     return ClaimVerdict(verdict=Verdict.INCONCLUSIVE, n=n, n_needed=min(needs) if needs else None,
-                        min_n=min((p.min_n for p in und), default=MIN_UNITS))
+                        min_n=min(p.min_n for p in und))

@@ -248,9 +248,10 @@ def _calibration(P: dict[tuple[str, tuple[tuple[str, Any], ...], str], Paired],
             continue
         g = _gap(p, "R")
         chosen = sorted({str(x) for x in p.forget.get("selected_contract", [])})
+        nc = _gapnc(p, "R")  # the interval the verdict judges is the one the table prints
         out.append({"split": s, "n": g.n, "selected": ",".join(chosen), "dev_R": dev, "clean": g.clean,
-                    "forget": g.forget, "ci": _fmt(g.delta), "delta_iv": g.delta.model_dump(),
-                    "delta_nc": _gapnc(p, "R")})
+                    "forget": g.forget, "ci": _ncfmt(nc), "bootstrap_ci": _fmt(g.delta),
+                    "delta_iv": g.delta.model_dump(), "delta_nc": nc})
     return out
 
 
@@ -904,7 +905,8 @@ def _render(n: AfterDeleteNumbers, out: Path, cfg: dict[str, Any]) -> str:
                             "clean_A"]))
     parts.append("\n### Interface calibration (appendix E)\n\n"
                  "Official forget-world R per candidate contract on development profiles; the contract with the most "
-                 "was frozen before the held-out panel ran.\n\n")
+                 "was frozen before the held-out panel ran. ci: held-out ΔRec with Newcombe's paired interval, the "
+                 "one the finding's verdict judges.\n\n")
     parts.append(_md_table(T.get("calibration", []), ["split", "n", "dev_R", "selected", "clean", "forget", "ci"]))
     parts.append("\nOne-factor confirmation (only the requested contract varies; official forget-world R and raw "
                  "target-anywhere counts):\n\n")

@@ -175,16 +175,32 @@ def residue_findings(x: ResidueNumbers) -> list[tuple[bool, str]]:
     return out
 
 
+RAW_ONLY_BUILT = ("raw_only scrubs the raw turns only and leaves the summary tier untouched (paper 000: "
+                  "'summary tier untouched'), so the level-S view the probes read is noop's and greedy decoding "
+                  "gives the same replies")
+"""Why raw_only ≡ noop on the S ≥ 1 view holds by construction."""
+
+
 def _raw_only_claim(x: ResidueNumbers, s: int) -> list[tuple[bool, str]]:
     claim = (f"S={s}: raw_only leaves the summary copy recoverable, indistinguishable from noop (paper ≈0.20 at "
-             f"S=1; paired difference within ±{EQUIVALENCE_MARGIN}, residue > 0), on the kept instances")
-    d = paired_ci(x.residue.get(s, {}).get("noop", []), x.residue.get(s, {}).get("raw_only", []))
+             f"S=1, form: equality + residue > 0), on the kept instances")
+    no, ro = x.residue.get(s, {}).get("noop", []), x.residue.get(s, {}).get("raw_only", [])
+    differ = sum(a != b for a, b in zip(no, ro, strict=True))
+    same = construction_verdict(differ, len(no), RAW_ONLY_BUILT)
     v = _no_kept(x, s) or _floor(x, s, "noop") or combine_verdicts(
-        claim_verdict(d, ge=-EQUIVALENCE_MARGIN, le=EQUIVALENCE_MARGIN),
-        claim_verdict(x.conditional(s, "raw_only"), gt=0.0))
-    ours = (f"noop {_fmt(x.conditional(s, 'noop'))}, raw_only {_fmt(x.conditional(s, 'raw_only'))} given kept; "
-            f"noop − raw_only {d.fmt() if d.n else 'n/a'}")
+        same, claim_verdict(x.conditional(s, "raw_only"), gt=0.0))
+    built = (f"the equality half is **{same.verdict.value}** (outcomes equal in {len(no) - differ} of {len(no)} "
+             f"kept instances: {RAW_ONLY_BUILT})" if no else "")
+    ours = (f"noop {_fmt(x.conditional(s, 'noop'))}, raw_only {_fmt(x.conditional(s, 'raw_only'))} given kept"
+            + (f"; {built}" if built else ""))
     return [(False, f"**{v.fmt()}** — {claim}. Ours: {ours}.")]
+
+
+def _same_measurement(x: ResidueNumbers, s: int) -> bool:
+    """raw_plus_resummarize's residue and its surviving old chunk agree on every kept instance:
+    one measurement, reported as one finding."""
+    res, left = x.residue.get(s, {}).get(RPR, []), x.store_left.get(s, {}).get(RPR, [])
+    return bool(res) and res == left
 
 
 def _rpr_claim(x: ResidueNumbers, s: int) -> list[tuple[bool, str]]:
@@ -194,10 +210,16 @@ def _rpr_claim(x: ResidueNumbers, s: int) -> list[tuple[bool, str]]:
     v = _no_kept(x, s) or _floor(x, s, "raw_only") or combine_verdicts(
         claim_verdict(d, gt=0.0), claim_verdict(x.conditional(s, RPR), gt=0.0))
     ours = f"raw_plus_resummarize {_fmt(x.conditional(s, RPR))} given kept; difference {d.fmt() if d.n else 'n/a'}"
+    if _same_measurement(x, s):
+        n = len(x.residue[s][RPR])
+        ours += (f"; the same measurement as 'an old level-{s} chunk with the canary survives the regeneration' "
+                 f"(residue exactly where an old chunk is left, {n} of {n} kept instances agree; one finding)")
     return [(False, f"**{v.fmt()}** — {claim}. Ours: {ours}.")]
 
 
 def _reading_claim(x: ResidueNumbers, s: int) -> list[tuple[bool, str]]:
+    if _same_measurement(x, s):
+        return []  # folded into the raw_plus_resummarize finding
     claim = (f"S={s}: our reading of raw_plus_resummarize holds — 'pre-existing summary artifacts are not fully "
              "removed before regeneration': an old level-S chunk with the canary survives the regeneration "
              "(store scan, default supersede threshold 0.50) in some kept instances (rate > 0)")
@@ -209,6 +231,20 @@ def _reading_claim(x: ResidueNumbers, s: int) -> list[tuple[bool, str]]:
     return [(False, f"**{v.fmt()}** — {claim}. Ours: {ours}.")]
 
 
+def _paper_value_verdict(x: ResidueNumbers, s: int, u: CI, p: float) -> ClaimVerdict:
+    """The paper's all-instances value (a point ± the margin) against ours. With no kept canary
+    at this level our residue is 0 because this summarizer dropped the canary: a paper value
+    our interval excludes is CONTRADICTED for this model (a measured level, named), one it
+    admits is NOT TESTABLE (a near-zero paper value would 'match' for the wrong reason)."""
+    v = claim_verdict(u, ge=max(0.0, p - EQUIVALENCE_MARGIN), le=p + EQUIVALENCE_MARGIN)
+    none = _no_kept(x, s)
+    if none is None:
+        return v.model_copy(update={"model": x.model_tag})
+    if v.verdict is Verdict.CONTRADICTED:
+        return v.model_copy(update={"model": x.model_tag})
+    return none
+
+
 def _paper_value_claims(x: ResidueNumbers, s: int) -> list[tuple[bool, str]]:
     out = []
     for mode in ("noop", "raw_only", RPR):
@@ -216,11 +252,9 @@ def _paper_value_claims(x: ResidueNumbers, s: int) -> list[tuple[bool, str]]:
         if p is None:
             continue
         u = x.unconditional(s, mode)
-        # no kept canary at this level: the residue is 0 because the summarizer dropped the
-        # canary, not because of the deletion (a floor; a near-zero paper value would "match")
-        v = _no_kept(x, s) or claim_verdict(u, ge=max(0.0, p - EQUIVALENCE_MARGIN), le=p + EQUIVALENCE_MARGIN)
+        v = _paper_value_verdict(x, s, u, p)
         out.append((False, f"**{v.fmt()}** — S={s}: {mode} residue over all instances matches the paper's "
-                           f"{p:.2f} (within ±{EQUIVALENCE_MARGIN}). Ours: {_fmt(u)} = keep rate "
+                           f"{p:.2f} (Table 2, form: point ± {EQUIVALENCE_MARGIN}). Ours: {_fmt(u)} = keep rate "
                            f"{_fmt(x.keep[s])} × given kept {_fmt(x.conditional(s, mode))}."))
     return out
 

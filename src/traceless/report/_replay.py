@@ -18,12 +18,14 @@ from traceless.metrics import (
     CI,
     MIN_UNITS,
     ClaimVerdict,
-    bootstrap_ci,
+    Verdict,
     claim_verdict,
     construction_verdict,
     count_verdict,
+    mean_ci,
     paired_ci,
     pinned,
+    ratio_ci,
 )
 from traceless.report import REPORTS
 from traceless.studies import ResultRow, read_manifest, read_rows
@@ -402,8 +404,19 @@ def _pci(main: list[ResultRow], a: str, b: str, value: Callable[[dict[str, Any],
     return paired_ci([bool(ua[k]) for k in keys], [bool(ub[k]) for k in keys]) if keys else None
 
 
+def _paired_ci(main: list[ResultRow], a: str, b: str, value: Callable[[dict[str, Any], str], float | None],
+               rng: np.random.Generator) -> CI | None:
+    """mean(a) − mean(b) over paired units: Newcombe's interval when both are per-unit binaries
+    (the rule's interval for a paired difference of proportions), else the bootstrap."""
+    ua, ub = _units(main, a, value), _units(main, b, value)
+    if all(v in (0.0, 1.0) for v in (*ua.values(), *ub.values())):
+        return _pci(main, a, b, value)
+    return _ci(_paired(main, a, b, value), rng)
+
+
 def _ci(xs: list[float], rng: np.random.Generator) -> CI | None:
-    return bootstrap_ci(np.array(xs, dtype=float), lambda a: float(np.mean(a)), rng, n_resamples=REPLAY_BOOTSTRAP) if xs else None
+    """The mean over units with the interval the rule judges (exact for per-unit binaries)."""
+    return mean_ci(xs, rng, n_resamples=REPLAY_BOOTSTRAP) if xs else None
 
 
 def _show(ci: CI | None) -> str:
@@ -478,7 +491,7 @@ def _behaviour_claims(main: list[ResultRow], rng: np.random.Generator) -> list[R
     ceiling = pinned("acts-on-revoked B5 (reference)", min(ref.values()) if ref else None, "rise")
     out = []
     for op in ("B3", "B0"):
-        d = _ci(_paired(main, op, "B5", beh), rng)
+        d = _paired_ci(main, op, "B5", beh, rng)
         acts = op == "B0" or (bool(b0b) and float(np.mean(b0b)) > 0)
         out.append(ReplayClaim(
             claim=f"{op} still acts on a revoked preference without its string (residue above the reference)",
@@ -613,10 +626,12 @@ def _long_section(rows: list[ResultRow], out_dir: Path) -> list[str]:
           f"wall time {float(np.mean([m['B5_seconds'] for m in allm])) / float(np.mean([m['B7_seconds'] for m in allm])):.1f}× "
           f"less; bound met {sum(bool(m['bound_met']) for m in allm)}/{len(allm)}.", ""]
     v, text = long_ratio_verdict(allm)
-    L += [f"- B7 recomputes {PAPER_LONG_RATIO}× fewer tokens than B5 on long trajectories — **{v.fmt()}**. {text}"]
-    if "longmemeval" in by and len(by) > 1:  # the paper's number is LongMemEval's (1235 vs 133 tokens)
+    L += [f"- B7 recomputes up to {PAPER_LONG_RATIO}× fewer tokens than B5 on long trajectories (all suites pooled) — "
+          f"**{v.fmt()}**. {text}"]
+    if "longmemeval" in by and len(by) > 1:  # the paper does not name its suite; its LongMemEval B5 is 1330
         v, text = long_ratio_verdict(by["longmemeval"])
-        L += [f"- On LongMemEval, the suite the paper's {PAPER_LONG_RATIO}× comes from — **{v.fmt()}**. {text}"]
+        L += [f"- On LongMemEval alone (the paper does not say which suite its 133 vs 1235 is from) — "
+              f"**{v.fmt()}**. {text}"]
     L += [f"- B7 runs exactly T−τ+1 replies (counted at the backend) and ends token-identical to B5 — "
           f"**{_long_guarantee(allm).fmt()}**. bound met {sum(bool(m['bound_met']) for m in allm)}/{len(allm)}, "
           f"B7 ≡ B5 {sum(bool(m['B7_equal_B5']) for m in allm)}/{len(allm)} (a regression guarantee, not a "
@@ -631,22 +646,30 @@ def structural_max(steps: list[float], taus: list[float]) -> float:
     return sum(steps) / sum(t - tau + 1 for t, tau in zip(steps, taus, strict=True))
 
 
+PAPER_LONG_QUOTE = ('"recomputing up to 9× fewer tokens" (abstract, summary, introduction); one value, '
+                    '"9.3× fewer recomputed tokens (133 vs. 1235)", suite not named')
+"""The paper's sentences behind the 9.3× claim: a ceiling ("up to"), not a floor."""
+
+
 def long_ratio_verdict(ms: list[dict[str, Any]], seed: int = 0) -> tuple[ClaimVerdict, str]:
-    """The paper's 9.3× against the long episodes: the ratio of mean recomputed tokens with a
-    bootstrap interval over episodes, NOT TESTABLE when the structural maximum
-    (``structural_max``) of these episodes is below it (out of reach by design)."""
+    """The paper's "up to 9×" (9.3×) against the long episodes: SET BY DESIGN. B7 recomputes the
+    T−τ+1 steps from the target on and B5 all T, so B5/B7 is bounded by the structural maximum
+    (``structural_max``) of our T and τ (placed by ``long_min_ratio``), and the measured ratio is
+    a design-determined fraction of it: a ceiling or point read of the paper's one value compares
+    our design choice, not the method. The text shows the measurement, its share of the maximum
+    and the per-episode maxima."""
     steps, taus = [float(m["steps"]) for m in ms], [float(m["tau"]) for m in ms]
     top = structural_max(steps, taus)
-    pairs = np.array([[float(m["B5_tokens"]), float(m["B7_tokens"])] for m in ms])
-    ci = bootstrap_ci(pairs, lambda x: float(x[:, 0].sum() / x[:, 1].sum()), np.random.default_rng(seed),
-                      n_resamples=REPLAY_BOOTSTRAP)
-    reach = top >= PAPER_LONG_RATIO
-    why = (f"{PAPER_LONG_RATIO}× is out of reach by design: these episodes (T={_span(steps)}, τ={_span(taus)}) allow "
-           f"at most Σ T/Σ(T−τ+1) = {top:.1f}×; run T ≥ 32 with late targets (T/(T−τ+1) ≥ 10: "
-           "--set long_steps=32 --set long_min_ratio=10 --set long_pad=true)")
-    text = (f"B5/B7 = {_show(ci)} over episodes; structural maximum T/(T−τ+1) of these episodes = {top:.1f}× "
-            "(equal cost per step).")
-    return claim_verdict(ci, ge=PAPER_LONG_RATIO, testable=reach, why_not=why), text
+    ci = ratio_ci([float(m["B5_tokens"]) for m in ms], [float(m["B7_tokens"]) for m in ms],
+                  np.random.default_rng(seed), n_resamples=REPLAY_BOOTSTRAP)
+    per = sorted({t / (t - tau + 1) for t, tau in zip(steps, taus, strict=True)})
+    reach = ("" if top >= PAPER_LONG_RATIO else f"; {PAPER_LONG_RATIO}× is out of reach by design: at most "
+             f"{top:.1f}×, run T ≥ 32 with late targets (--set long_steps=32 --set long_min_ratio=10 --set long_pad=true)")
+    why = (f"T={_span(steps)} and τ={_span(taus)} are ours: B5/B7 ≤ Σ T/Σ(T−τ+1) = {top:.1f}× (per-episode maxima "
+           + ", ".join(f"{x:.2f}" for x in per) + f"); measured {ci.value / top:.0%} of it{reach}")
+    text = (f"B5/B7 = {_show(ci)} over episodes beside its structural maximum {top:.1f}× (equal cost per step). "
+            f"Paper: {PAPER_LONG_QUOTE}.")
+    return ClaimVerdict(verdict=Verdict.SET_BY_DESIGN, n=ci.n, reason=why, ci=ci), text
 
 
 def _span(xs: list[float]) -> str:
