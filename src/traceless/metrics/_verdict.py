@@ -70,8 +70,12 @@ N_CAP = 1_000_000
 SIM_MAX = 256
 """``n_needed`` of a ratio is simulated up to this n; beyond it the delta-method normal
 approximation (accurate there) is used."""
-SIM_DRAWS = 200
-"""Simulated samples per candidate n (and bootstrap resamples within each) of a ratio's ``n_needed``."""
+SIM_DRAWS = 600
+"""Simulated samples per candidate n of a ratio's ``n_needed``."""
+SIM_BOOT = 400
+"""Bootstrap resamples within each simulated sample."""
+SIM_CHUNK = 50
+"""Simulated samples resampled at once (bounds the memory at ``SIM_MAX``)."""
 EXACT_MAX = 2_000
 """Exact binomial power is searched up to about this n; beyond it the normal approximation
 (accurate there) is used."""
@@ -170,9 +174,11 @@ def mean_ci(xs: Sequence[float], rng: np.random.Generator, n_resamples: int = 10
     arr = np.asarray(xs, dtype=np.float64)
     if arr.size and bool(np.all((arr == 0) | (arr == 1))):
         return proportion_ci(int(arr.sum()), int(arr.size))
-    from traceless.metrics._metrics import bootstrap_ci
-
-    return bootstrap_ci(arr, lambda a: float(np.mean(a)), rng, n_resamples=n_resamples)
+    if arr.size == 0:
+        return CI(value=float("nan"), low=float("nan"), high=float("nan"), n=0)
+    stats = arr[rng.integers(0, arr.size, size=(n_resamples, arr.size))].mean(axis=1)  # as bootstrap_ci
+    lo, hi = np.nanquantile(stats, [(1 - LEVEL) / 2, (1 + LEVEL) / 2])
+    return CI(value=float(arr.mean()), low=float(lo), high=float(hi), n=int(arr.size))
 
 
 def ratio_ci(num: Sequence[float], den: Sequence[float], rng: np.random.Generator, n_resamples: int = 1000) -> CI:
@@ -424,7 +430,8 @@ def _decided(lo: np.ndarray, hi: np.ndarray, r: Bounds) -> np.ndarray:
         dec |= ~inside(lo) & (lo >= upper)
     if lower is not None:
         dec |= ~inside(hi) & (hi <= lower)
-    return dec
+    out: np.ndarray = dec
+    return out
 
 
 def _cp_power(p: float, n: int, r: Bounds) -> float:
@@ -437,26 +444,37 @@ def _cp_power(p: float, n: int, r: Bounds) -> float:
 def _ratio_power(units: np.ndarray, m: int, r: Bounds) -> float:
     """P(the rule decides R) for m units drawn from the observed ones (the population the
     bootstrap itself assumes), each sample judged by the same percentile bootstrap of
-    Σ num / Σ den (seeded)."""
+    Σ num / Σ den (seeded; ``SIM_DRAWS`` samples of ``SIM_BOOT`` resamples, in chunks)."""
     rng = np.random.default_rng(m)
-    samp = units[rng.integers(0, len(units), size=(SIM_DRAWS, m))]  # draws × m × 2
-    b = rng.integers(0, m, size=(SIM_DRAWS, SIM_DRAWS, m), dtype=np.int32)
-    rows = np.arange(SIM_DRAWS)[:, None, None]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        stats = samp[rows, b, 0].sum(axis=2) / samp[rows, b, 1].sum(axis=2)
-    lo, hi = np.nanquantile(stats, [(1 - LEVEL) / 2, (1 + LEVEL) / 2], axis=1)
-    return float(np.mean(_decided(lo, hi, r)))
+    decided = 0
+    for start in range(0, SIM_DRAWS, SIM_CHUNK):
+        k = min(SIM_CHUNK, SIM_DRAWS - start)
+        samp = units[rng.integers(0, len(units), size=(k, m))]  # k × m × 2
+        b = rng.integers(0, m, size=(k, SIM_BOOT, m))
+        rows = np.arange(k)[:, None, None]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            stats = samp[rows, b, 0].sum(axis=2) / samp[rows, b, 1].sum(axis=2)
+        lo, hi = np.nanquantile(stats, [(1 - LEVEL) / 2, (1 + LEVEL) / 2], axis=1)
+        decided += int(_decided(lo, hi, r).sum())
+    return decided / SIM_DRAWS
 
 
 def _ratio_n_needed(units: np.ndarray, r: Bounds, d: float, power: float) -> int | None:
-    """``n_needed`` of a ratio of sums: the rule simulated up to ``SIM_MAX`` units, beyond it the
-    delta-method normal approximation of the ratio's per-unit spread."""
-    if _ratio_power(units, SIM_MAX, r) >= power:
-        lo, hi = MIN_UNITS - 1, SIM_MAX  # the rule decides nothing below the minimum n
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            lo, hi = (lo, mid) if _ratio_power(units, mid, r) >= power else (mid, hi)
-        return hi
+    """``n_needed`` of a ratio of sums: the rule simulated from the minimum n doubling up to
+    ``SIM_MAX`` units, then bisection; beyond ``SIM_MAX`` the delta-method normal approximation
+    of the ratio's per-unit spread."""
+    lo, hi = MIN_UNITS - 1, MIN_UNITS  # the rule decides nothing below the minimum n
+    while _ratio_power(units, hi, r) < power:
+        lo, hi = hi, 2 * hi
+        if hi > SIM_MAX:
+            return _delta_n_needed(units, d, power)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if _ratio_power(units, mid, r) >= power else (mid, hi)
+    return hi
+
+
+def _delta_n_needed(units: np.ndarray, d: float, power: float) -> int | None:
     num, den = units[:, 0], units[:, 1]
     q = float(num.sum() / den.sum())
     sd = float(np.std(num - q * den, ddof=1) / np.mean(den)) if len(units) > 1 else 0.0
