@@ -116,3 +116,23 @@ def test_the_93x_row_is_set_by_design_with_its_structural_maximum(tmp_path: Path
     row = next(line for line in text.splitlines() if line.startswith("- B7 recomputes up to 9.3×"))
     assert "**SET BY DESIGN" in row and "REPRODUCED" not in row
     assert "10.98 [10.14, 11.80] (n=22)" in row and "structural maximum 12.8×" in row and "up to 9×" in row
+
+
+def test_every_registered_claim_quotes_its_sentence_and_declares_its_form(tmp_path: Path) -> None:
+    from traceless.metrics import ClaimForm
+    from traceless.studies import PAPER_CLAIMS
+
+    for key, c in PAPER_CLAIMS.items():
+        assert key.startswith(f"{c.paper}.") and len(c.quote) > 20 and c.where, key
+        assert (c.tolerance is not None) == (c.form is ClaimForm.POINT), key
+        assert c.quote in c.reading() and c.form.value in c.reading()
+    assert PAPER_CLAIMS["002.long_ratio"].form is ClaimForm.CEILING and PAPER_CLAIMS["002.long_ratio"].set_by
+    # every finding of the reports names its registered claim, and a claim fixed by our design is never judged
+    for bundle in ("replay-qwen", "replay-long32-smollm2", "frontier-residue-1.5b"):
+        text = render_report(RESULTS / bundle, tmp_path / bundle).read_text()
+        found = [line for line in text.splitlines() if re.match(r"(\d+\.|-) .*\*\*(REPRODUCED|CONTRADICTED|INCONCLUSIVE"
+                                                                 r"|NOT TESTABLE|BY CONSTRUCTION|SET BY DESIGN)", line)]
+        assert found and all(re.search(r'Paper 00\d \(.+\): ".+" — read as ', line) for line in found), bundle
+        for line in found:
+            if "value set by our" in line:
+                assert "**SET BY DESIGN" in line and "REPRODUCED" not in line, line

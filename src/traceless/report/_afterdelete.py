@@ -856,6 +856,15 @@ def _figure(n: AfterDeleteNumbers, path: Path) -> Path | None:
     return path
 
 
+def _summary(findings: list[Finding]) -> str:
+    """One row per claim: the paper's value, ours with interval and n, the verdict, and whether it
+    is measured or holds by construction."""
+    rows = [{"claim": f.claim, "paper": f.paper, "ours": f.ours, "verdict": f.verdict,
+             "kind": "by construction" if f.guarantee else "measured"} for f in findings]
+    return "\n### Summary (paper 001 → ours → verdict)\n\n" + _md_table(rows, ["claim", "paper", "ours", "verdict",
+                                                                               "kind"])
+
+
 def _render(n: AfterDeleteNumbers, out: Path, cfg: dict[str, Any]) -> str:
     T = n.tables
     fig = _figure(n, out / f"lifecycle_{n.model_tag}.png")
@@ -923,6 +932,7 @@ def _render(n: AfterDeleteNumbers, out: Path, cfg: dict[str, Any]) -> str:
     parts.append("\n### Wall time per block (this machine)\n\n")
     parts.append(_md_table([{"block": b, **v} for b, v in n.wall.items()],
                            ["block", "seconds", "profiles", "seconds_per_profile"]))
+    parts.append(_summary(n.findings))
     parts.append(f"\n### Findings\n\n{VERDICT_RULE}\n\n")
     for f in n.findings:
         if not f.guarantee:

@@ -27,7 +27,7 @@ from traceless.metrics import (
 )
 from traceless.report import REPORTS
 from traceless.report._frontier import EQUIVALENCE_MARGIN, GUARANTEE_NOTE, PAPER_TABLE2
-from traceless.studies import ResultRow, read_manifest, read_rows
+from traceless.studies import ResultRow, paper_claim, read_manifest, read_rows
 
 __all__ = ["ResidueNumbers", "residue_numbers", "residue_report", "residue_findings", "PAPER_RESIDUE"]
 
@@ -166,13 +166,36 @@ def _floor(x: ResidueNumbers, s: int, mode: str) -> ClaimVerdict | None:
     return None if why is None else claim_verdict(None, testable=False, why_not=why)
 
 
-def residue_findings(x: ResidueNumbers) -> list[tuple[bool, str]]:
-    """(is a regression guarantee, rendered line) per claim and slice level."""
-    out: list[tuple[bool, str]] = []
+@dataclass
+class Found:
+    """One judged claim of a residue run."""
+
+    guarantee: bool
+    """Holds by construction: rendered with the regression guarantees."""
+    verdict: ClaimVerdict
+    claim: str
+    """The claim as tested (ends without a full stop)."""
+    ours: str
+    """Our numbers, with intervals and n."""
+    paper: str
+    """Key of the paper claim (``traceless.studies.PAPER_CLAIMS``)."""
+
+    def line(self) -> str:
+        return f"**{self.verdict.fmt()}** — {self.claim}. Ours: {self.ours}. {paper_claim(self.paper).reading()}."
+
+
+def residue_found(x: ResidueNumbers) -> list[Found]:
+    """Every claim per slice level, judged."""
+    out: list[Found] = []
     for s in x.slice_S:
         out += _raw_only_claim(x, s) + _rpr_claim(x, s) + _reading_claim(x, s) + _paper_value_claims(x, s)
         out += _purge_guarantees(x, s)
     return out
+
+
+def residue_findings(x: ResidueNumbers) -> list[tuple[bool, str]]:
+    """(is a regression guarantee, rendered line) per claim and slice level."""
+    return [(f.guarantee, f.line()) for f in residue_found(x)]
 
 
 RAW_ONLY_BUILT = ("raw_only scrubs the raw turns only and leaves the summary tier untouched (paper 000: "
@@ -181,7 +204,7 @@ RAW_ONLY_BUILT = ("raw_only scrubs the raw turns only and leaves the summary tie
 """Why raw_only ≡ noop on the S ≥ 1 view holds by construction."""
 
 
-def _raw_only_claim(x: ResidueNumbers, s: int) -> list[tuple[bool, str]]:
+def _raw_only_claim(x: ResidueNumbers, s: int) -> list[Found]:
     claim = (f"S={s}: raw_only leaves the summary copy recoverable, indistinguishable from noop (paper ≈0.20 at "
              f"S=1, form: equality + residue > 0), on the kept instances")
     no, ro = x.residue.get(s, {}).get("noop", []), x.residue.get(s, {}).get("raw_only", [])
@@ -193,7 +216,7 @@ def _raw_only_claim(x: ResidueNumbers, s: int) -> list[tuple[bool, str]]:
              f"kept instances: {RAW_ONLY_BUILT})" if no else "")
     ours = (f"noop {_fmt(x.conditional(s, 'noop'))}, raw_only {_fmt(x.conditional(s, 'raw_only'))} given kept"
             + (f"; {built}" if built else ""))
-    return [(False, f"**{v.fmt()}** — {claim}. Ours: {ours}.")]
+    return [Found(False, v, claim, ours, "000.raw_only_noop")]
 
 
 def _same_measurement(x: ResidueNumbers, s: int) -> bool:
@@ -203,7 +226,7 @@ def _same_measurement(x: ResidueNumbers, s: int) -> bool:
     return bool(res) and res == left
 
 
-def _rpr_claim(x: ResidueNumbers, s: int) -> list[tuple[bool, str]]:
+def _rpr_claim(x: ResidueNumbers, s: int) -> list[Found]:
     claim = (f"S={s}: raw_plus_resummarize reduces but does not eliminate residue (paper 0.11 at S=1, 0.05 at "
              "S=2): raw_only − raw_plus_resummarize > 0 and residue > 0, on the kept instances")
     d = paired_ci(x.residue.get(s, {}).get("raw_only", []), x.residue.get(s, {}).get(RPR, []))
@@ -213,11 +236,12 @@ def _rpr_claim(x: ResidueNumbers, s: int) -> list[tuple[bool, str]]:
     if _same_measurement(x, s):
         n = len(x.residue[s][RPR])
         ours += (f"; the same measurement as 'an old level-{s} chunk with the canary survives the regeneration' "
-                 f"(residue exactly where an old chunk is left, {n} of {n} kept instances agree; one finding)")
-    return [(False, f"**{v.fmt()}** — {claim}. Ours: {ours}.")]
+                 f"(residue exactly where an old chunk is left, {n} of {n} kept instances agree; one finding; "
+                 f"{paper_claim('000.rpr_reading').reading()})")
+    return [Found(False, v, claim, ours, "000.rpr_reduces")]
 
 
-def _reading_claim(x: ResidueNumbers, s: int) -> list[tuple[bool, str]]:
+def _reading_claim(x: ResidueNumbers, s: int) -> list[Found]:
     if _same_measurement(x, s):
         return []  # folded into the raw_plus_resummarize finding
     claim = (f"S={s}: our reading of raw_plus_resummarize holds — 'pre-existing summary artifacts are not fully "
@@ -228,7 +252,7 @@ def _reading_claim(x: ResidueNumbers, s: int) -> list[tuple[bool, str]]:
     n_attr = sum(x.attr_only.get(s, {}).get(RPR, []))
     ours = (f"old chunk left in {_fmt(st)} of kept instances; a regenerated chunk names the attribute without the "
             f"value in {n_attr} of {st.n} (such a chunk can supersede the old one)")
-    return [(False, f"**{v.fmt()}** — {claim}. Ours: {ours}.")]
+    return [Found(False, v, claim, ours, "000.rpr_reading")]
 
 
 def _paper_value_verdict(x: ResidueNumbers, s: int, u: CI, p: float) -> ClaimVerdict:
@@ -245,22 +269,23 @@ def _paper_value_verdict(x: ResidueNumbers, s: int, u: CI, p: float) -> ClaimVer
     return none
 
 
-def _paper_value_claims(x: ResidueNumbers, s: int) -> list[tuple[bool, str]]:
-    out = []
+def _paper_value_claims(x: ResidueNumbers, s: int) -> list[Found]:
+    out: list[Found] = []
     for mode in ("noop", "raw_only", RPR):
         p = PAPER_RESIDUE.get((mode, s))
         if p is None:
             continue
         u = x.unconditional(s, mode)
         v = _paper_value_verdict(x, s, u, p)
-        out.append((False, f"**{v.fmt()}** — S={s}: {mode} residue over all instances matches the paper's "
-                           f"{p:.2f} (Table 2, form: point ± {EQUIVALENCE_MARGIN}). Ours: {_fmt(u)} = keep rate "
-                           f"{_fmt(x.keep[s])} × given kept {_fmt(x.conditional(s, mode))}."))
+        out.append(Found(False, v, f"S={s}: {mode} residue over all instances matches the paper's {p:.2f} "
+                                   f"(Table 2, form: point ± {EQUIVALENCE_MARGIN})",
+                         f"{_fmt(u)} (n={u.n}) = keep rate {_fmt(x.keep[s])} × given kept "
+                         f"{_fmt(x.conditional(s, mode))}", "000.table2_residue"))
     return out
 
 
-def _purge_guarantees(x: ResidueNumbers, s: int) -> list[tuple[bool, str]]:
-    out = []
+def _purge_guarantees(x: ResidueNumbers, s: int) -> list[Found]:
+    out: list[Found] = []
     for mode in ("full_purge", "tombstone"):
         if mode not in x.deletions:
             continue
@@ -269,8 +294,8 @@ def _purge_guarantees(x: ResidueNumbers, s: int) -> list[tuple[bool, str]]:
                                  f"{mode} removes the canary from every tier before the probes")
         if v.verdict is Verdict.NOT_TESTABLE:
             v = _no_kept(x, s) or v
-        out.append((True, f"**{v.fmt()}** — S={s}: {mode} leaves no residue on the kept instances (no probe "
-                          f"extracts it, no level-{s} chunk holds it). Ours: {bad} of {len(x.residue[s][mode])}."))
+        out.append(Found(True, v, f"S={s}: {mode} leaves no residue on the kept instances (no probe extracts it, "
+                                  f"no level-{s} chunk holds it)", f"{bad} of {len(x.residue[s][mode])}", "000.purge"))
     return out
 
 
@@ -358,6 +383,21 @@ def _write_csv(nums: list[ResidueNumbers], path: Path) -> None:
                         w.writerow([x.model_tag, s, stat, d, c.value, c.low, c.high, c.successes, c.n])
 
 
+def _kind(v: ClaimVerdict, note: str) -> str:
+    if v.verdict is Verdict.BY_CONSTRUCTION or "BY CONSTRUCTION" in note:
+        return "by construction" if v.verdict is Verdict.BY_CONSTRUCTION else "measured (equality half by construction)"
+    return "set by design" if v.verdict is Verdict.SET_BY_DESIGN else "measured"
+
+
+def summary_section(nums: list[ResidueNumbers]) -> list[str]:
+    """Per model, one row per claim: the paper's words and form, ours with interval and n, the
+    verdict, and whether it is measured or holds by construction."""
+    rows = [[x.model_tag, f.claim, f"{paper_claim(f.paper).quote} ({paper_claim(f.paper).form.value})", f.ours,
+             f.verdict.fmt().split(" (")[0], _kind(f.verdict, f.ours)] for x in nums for f in residue_found(x)]
+    return ["## Summary (paper 000 §3.3 → ours → verdict)", "",
+            *_table(["model", "claim", "paper (form)", "ours (interval, n)", "verdict", "kind"], rows)]
+
+
 def findings_section(nums: list[ResidueNumbers]) -> list[str]:
     """The judged claims per model, then the regression guarantees."""
     lines = ["## Findings (paper 000 §3.3, screened)", "", VERDICT_NOTE, ""]
@@ -395,7 +435,8 @@ def residue_report(results_dir: Path, out: Path) -> Path:
     if not nums:
         lines.append("No complete instance yet: nothing to report. Run or resume the study first.")
     else:
-        lines += screen_section(nums) + residue_section(nums) + sensitivity_section(nums) + findings_section(nums)
+        lines += (summary_section(nums) + screen_section(nums) + residue_section(nums) + sensitivity_section(nums)
+                  + findings_section(nums))
         _write_csv(nums, out / "residue.csv")
         (out / "numbers.json").write_text(json.dumps({x.model_tag: _numbers_json(x) for x in nums}, indent=1,
                                                      default=str), encoding="utf-8")

@@ -28,7 +28,7 @@ from traceless.metrics import (
     ratio_ci,
 )
 from traceless.report import REPORTS
-from traceless.studies import ResultRow, read_manifest, read_rows
+from traceless.studies import ResultRow, paper_claim, read_manifest, read_rows
 
 __all__ = ["replay_report", "render_replay", "replay_claims", "ReplayClaim"]
 
@@ -337,6 +337,19 @@ def _sweep_section(sweep: dict[str, list[dict[str, Any]]], out_dir: Path) -> lis
     return L + [""]
 
 
+def _label(v: ClaimVerdict) -> str:
+    return {Verdict.BY_CONSTRUCTION: "by construction", Verdict.SET_BY_DESIGN: "set by design"}.get(v.verdict, "measured")
+
+
+def summary_section(claims: list[ReplayClaim]) -> list[str]:
+    """One row per claim: the paper's words and form, ours with interval and n, the verdict, and
+    whether it is measured, holds by construction or is set by our design."""
+    rows = [[c.claim, f"{paper_claim(c.paper).quote} ({paper_claim(c.paper).form.value})", c.numbers,
+             c.verdict.verdict.value, _label(c.verdict)] for c in claims]
+    return (["### Summary (paper 002 → ours → verdict)", ""]
+            + _table(["claim", "paper (form)", "ours (interval, n)", "verdict", "kind"], rows) + [""])
+
+
 def _findings(main: list[ResultRow], suites: list[str], any_leak: Callable[[dict[str, Any], str], bool],
               sweep: dict[str, list[dict[str, Any]]], seed: int) -> list[str]:
     """Paper 002's claims, one verdict each (``claim_verdict`` on a bootstrap interval over the
@@ -351,13 +364,14 @@ def _findings(main: list[ResultRow], suites: list[str], any_leak: Callable[[dict
          "counterexample contradicts them at any n; none reproduces them only on at least "
          f"{MIN_UNITS} units).", ""]
     claims = replay_claims(main, suites, any_leak, sweep, seed)
+    L = summary_section(claims) + L
     for i, c in enumerate([c for c in claims if not c.guarantee], start=1):
-        L.append(f"{i}. {c.claim} — **{c.verdict.fmt()}**. {c.numbers}")
+        L.append(f"{i}. {c.line()}")
     L += ["", "### Regression guarantees (hold by construction)", "",
           "BY CONSTRUCTION: the check holds because of how the operator or the engine is built (greedy seeded "
           "decoding, what was written where); a regression guarantee (one violation is CONTRADICTED: a bug), "
           "never counted as a reproduction.", ""]
-    L += [f"- {c.claim} — **{c.verdict.fmt()}**. {c.numbers}" for c in claims if c.guarantee] or [
+    L += [f"- {c.line()}" for c in claims if c.guarantee] or [
         "_(none applies to this run)_"]
     return L + [""]
 
@@ -373,6 +387,12 @@ class ReplayClaim(BaseModel):
     """Our statistic with its interval and the supporting counts."""
     guarantee: bool = False
     """Holds by construction: a regression guarantee, rendered in its own section."""
+    paper: str
+    """Key of the paper claim it tests (``traceless.studies.PAPER_CLAIMS``: quote and form)."""
+
+    def line(self) -> str:
+        """``claim — **VERDICT**. numbers Reading.``"""
+        return f"{self.claim} — **{self.verdict.fmt()}**. {self.numbers} {paper_claim(self.paper).reading()}."
 
 
 def _units(main: list[ResultRow], op: str, value: Callable[[dict[str, Any], str], float | None]
@@ -453,14 +473,14 @@ def _memory_claims(main: list[ResultRow], al: _Value, leaks: bool, no_leak: str)
     unwritten = [k for k in d10 if mem.get(k) == 0]
     written = [k for k in d10 if k not in unwritten]
     out = [ReplayClaim(
-        claim="Memory deletion leaves leakage unchanged (B1 = B0 in every cell)",
+        claim="Memory deletion leaves leakage unchanged (B1 = B0 in every cell)", paper="002.memory_delete",
         verdict=count_verdict(sum(d10[k] != 0 for k in written), len(written)) if leaks else claim_verdict(
             None, testable=False, why_not=no_leak),
         numbers=f"B1 differs from B0 in {sum(d10[k] != 0 for k in written)} of {len(written)} units whose target was "
                 f"written to memory ({len(unwritten)} units without it are a guarantee below).")]
     if unwritten:
         out.append(ReplayClaim(
-            claim="B1 ≡ B0 where the target was never written to memory", guarantee=True,
+            claim="B1 ≡ B0 where the target was never written to memory", guarantee=True, paper="002.memory_delete",
             verdict=construction_verdict(sum(d10[k] != 0 for k in unwritten), len(unwritten),
                                          "B1 deletes memory records only, and none held the target"),
             numbers=f"any-leak B1 ≠ B0 in {sum(d10[k] != 0 for k in unwritten)} of {len(unwritten)} such units "
@@ -471,11 +491,12 @@ def _memory_claims(main: list[ResultRow], al: _Value, leaks: bool, no_leak: str)
 def _leak_claims(main: list[ResultRow], al: _Value, leaks: bool, no_leak: str) -> list[ReplayClaim]:
     """B2, B3 and B8 leak above the reference."""
     out = []
-    for op, claim in (("B2", "Forget-instructions collapse under elicitation (B2 leaks above the reference)"),
-                      ("B3", "Source redaction leaks through derived artifacts (B3 leaks above the reference)"),
-                      ("B8", "IFC-only leaks (B8 above the reference)")):
+    for op, claim, key in (
+            ("B2", "Forget-instructions collapse under elicitation (B2 leaks above the reference)", "forget_instruction"),
+            ("B3", "Source redaction leaks through derived artifacts (B3 leaks above the reference)", "source_redaction"),
+            ("B8", "IFC-only leaks (B8 above the reference)", "ifc_only")):
         d = _pci(main, op, "B5", al)
-        out.append(ReplayClaim(claim=claim, verdict=claim_verdict(d, gt=0, testable=leaks, why_not=no_leak),
+        out.append(ReplayClaim(claim=claim, paper=f"002.{key}", verdict=claim_verdict(d, gt=0, testable=leaks, why_not=no_leak),
                                numbers=f"any-leak {op} − B5 = {_show(d)}."))
     return out
 
@@ -495,6 +516,7 @@ def _behaviour_claims(main: list[ResultRow], rng: np.random.Generator) -> list[R
         acts = op == "B0" or (bool(b0b) and float(np.mean(b0b)) > 0)
         out.append(ReplayClaim(
             claim=f"{op} still acts on a revoked preference without its string (residue above the reference)",
+            paper=f"002.behaviour_{op}",
             verdict=claim_verdict(d, gt=0, testable=d is not None and acts and ceiling is None,
                                   why_not="no preference episodes" if d is None else ceiling or
                                   "B0 shows no residue above the reference (floor): nothing to forget"),
@@ -508,6 +530,7 @@ def _replay_exact_claims(main: list[ResultRow], al: _Value) -> list[ReplayClaim]
     cad7 = _paired(main, "B7", None, lambda m, s: float(m["cad"]))
     return [ReplayClaim(
         claim="Selective replay matches the full reset (B7: any-leak and CAD as B5's)", guarantee=True,
+        paper="002.replay_exact",
         verdict=construction_verdict(sum(x != 0 for x in d7) + sum(x != 0 for x in cad7), len(cad7),
                                      "the main grid decodes greedily with matched seeds, so B7 replays exactly what "
                                      "B5 recomputes" + ("; nothing leaked, so the any-leak half is 0 = 0" if not
@@ -525,12 +548,12 @@ def _cost_claims(main: list[ResultRow], sweep: dict[str, list[dict[str, Any]]],
 
     out: list[ReplayClaim] = []
     cad4 = _ci(_paired(main, "B4", None, lambda m, s: float(m["cad"])), rng)
-    out.append(ReplayClaim(claim="Sanitize-no-replay over-deletes (B4 CAD > 0)", verdict=claim_verdict(cad4, gt=0),
+    out.append(ReplayClaim(claim="Sanitize-no-replay over-deletes (B4 CAD > 0)", paper="002.b4_overdelete", verdict=claim_verdict(cad4, gt=0),
                            numbers=f"CAD(B4, B5) = {_show(cad4)}."))
     r = _ci([x for x in _paired(main, "B5", "B7", tok, lambda a, b: a / b if b > 0 else math.nan)
              if not math.isnan(x)], rng)
     out.append(ReplayClaim(claim=f"B7 recomputes fewer tokens than B5 (paper: up to {PAPER_LONG_RATIO}× on long "
-                                 "trajectories)", verdict=claim_verdict(r, gt=1),
+                                 "trajectories)", paper="002.fewer_tokens", verdict=claim_verdict(r, gt=1),
                            numbers=f"B5/B7 recomputed tokens per episode = {_show(r)}."))
     slopes = []
     for s in sorted(sweep):
@@ -539,6 +562,7 @@ def _cost_claims(main: list[ResultRow], sweep: dict[str, list[dict[str, Any]]],
             slopes.append(float(np.polyfit([m["tau"] for m in pts], [m["B7_tokens"] for m in pts], 1)[0]))
     sl = _ci(slopes, rng)
     out.append(ReplayClaim(claim="Later injection lowers B7 recomputation (slope of B7 tokens in τ < 0)",
+                           paper="002.slope",
                            verdict=claim_verdict(sl, lt=0, testable=bool(slopes), why_not="no injection sweep"),
                            numbers=f"slope per suite (tokens per step) = {_show(sl)}; units are suites."))
     return out
@@ -626,17 +650,25 @@ def _long_section(rows: list[ResultRow], out_dir: Path) -> list[str]:
           f"wall time {float(np.mean([m['B5_seconds'] for m in allm])) / float(np.mean([m['B7_seconds'] for m in allm])):.1f}× "
           f"less; bound met {sum(bool(m['bound_met']) for m in allm)}/{len(allm)}.", ""]
     v, text = long_ratio_verdict(allm)
+    summary = [ReplayClaim(claim=f"long episodes, all suites pooled: B5/B7 (paper up to {PAPER_LONG_RATIO}×)",
+                           paper="002.long_ratio", verdict=v, numbers=text.split(" over episodes")[0])]
     L += [f"- B7 recomputes up to {PAPER_LONG_RATIO}× fewer tokens than B5 on long trajectories (all suites pooled) — "
           f"**{v.fmt()}**. {text}"]
     if "longmemeval" in by and len(by) > 1:  # the paper does not name its suite; its LongMemEval B5 is 1330
         v, text = long_ratio_verdict(by["longmemeval"])
+        summary.append(ReplayClaim(claim="long episodes, LongMemEval alone: B5/B7", paper="002.long_ratio", verdict=v,
+                                   numbers=text.split(" over episodes")[0]))
         L += [f"- On LongMemEval alone (the paper does not say which suite its 133 vs 1235 is from) — "
               f"**{v.fmt()}**. {text}"]
     L += [f"- B7 runs exactly T−τ+1 replies (counted at the backend) and ends token-identical to B5 — "
           f"**{_long_guarantee(allm).fmt()}**. bound met {sum(bool(m['bound_met']) for m in allm)}/{len(allm)}, "
           f"B7 ≡ B5 {sum(bool(m['B7_equal_B5']) for m in allm)}/{len(allm)} (a regression guarantee, not a "
-          "reproduction).", ""]
-    return L
+          f"reproduction). {paper_claim('002.long_bound').reading()}.", ""]
+    g = _long_guarantee(allm)
+    summary.append(ReplayClaim(claim="B7 runs exactly T−τ+1 replies and ends token-identical to B5", paper="002.long_bound",
+                               verdict=g, numbers=f"bound met {sum(bool(m['bound_met']) for m in allm)}/{len(allm)} "
+                               f"(n={len(allm)})", guarantee=True))
+    return L + [s.replace("### Summary", "### Long episodes: summary") for s in summary_section(summary)]
 
 
 def structural_max(steps: list[float], taus: list[float]) -> float:
@@ -644,11 +676,6 @@ def structural_max(steps: list[float], taus: list[float]) -> float:
     when every step costs the same: B5 recomputes T steps, B7 the T−τ+1 from the target on, so
     Σ T / Σ (T−τ+1) over the episodes (T/(T−τ+1) for one)."""
     return sum(steps) / sum(t - tau + 1 for t, tau in zip(steps, taus, strict=True))
-
-
-PAPER_LONG_QUOTE = ('"recomputing up to 9× fewer tokens" (abstract, summary, introduction); one value, '
-                    '"9.3× fewer recomputed tokens (133 vs. 1235)", suite not named')
-"""The paper's sentences behind the 9.3× claim: a ceiling ("up to"), not a floor."""
 
 
 def long_ratio_verdict(ms: list[dict[str, Any]], seed: int = 0) -> tuple[ClaimVerdict, str]:
@@ -668,7 +695,7 @@ def long_ratio_verdict(ms: list[dict[str, Any]], seed: int = 0) -> tuple[ClaimVe
     why = (f"T={_span(steps)} and τ={_span(taus)} are ours: B5/B7 ≤ Σ T/Σ(T−τ+1) = {top:.1f}× (per-episode maxima "
            + ", ".join(f"{x:.2f}" for x in per) + f"); measured {ci.value / top:.0%} of it{reach}")
     text = (f"B5/B7 = {_show(ci)} over episodes beside its structural maximum {top:.1f}× (equal cost per step). "
-            f"Paper: {PAPER_LONG_QUOTE}.")
+            f"{paper_claim('002.long_ratio').reading()}.")
     return ClaimVerdict(verdict=Verdict.SET_BY_DESIGN, n=ci.n, reason=why, ci=ci), text
 
 

@@ -47,8 +47,11 @@ from traceless.run import (
     study_run_result,
     write_manifest,
 )
+from traceless.studies._claims import PAPER_CLAIMS, paper_claim
 
 __all__ = [
+    "PAPER_CLAIMS",
+    "paper_claim",
     "BundleSummary",
     "export_bundle",
     "is_bundle",
