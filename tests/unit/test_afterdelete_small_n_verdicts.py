@@ -27,7 +27,7 @@ def _t10(split: str, r1: int) -> dict[str, Any]:
 def _verdicts(t9: list[dict[str, Any]], t10: list[dict[str, Any]]) -> dict[str, ClaimVerdict]:
     got: dict[str, ClaimVerdict] = {}
 
-    def add(claim: str, paper: str, ours: str, v: ClaimVerdict, guarantee: bool = False) -> None:
+    def add(key: str, claim: str, paper: str, ours: str, v: ClaimVerdict, guarantee: bool = False) -> None:
         got[claim.split(" ")[0] + ("/g" if guarantee else "")] = v
 
     _findings_writediag({"table9_writediag": t9, "table10_legacy_activation": t10}, add)

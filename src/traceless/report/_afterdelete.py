@@ -30,7 +30,7 @@ from traceless.metrics import (
     proportion_ci,
 )
 from traceless.report import REPORTS
-from traceless.studies import ResultRow, read_manifest, read_rows
+from traceless.studies import ResultRow, paper_claim, read_manifest, read_rows
 from traceless.studies.afterdelete import (
     BOOTSTRAP_SEED,
     RESAMPLES,
@@ -127,6 +127,12 @@ class Finding:
     """REPRODUCED | CONTRADICTED | INCONCLUSIVE | NOT TESTABLE | BY CONSTRUCTION."""
     guarantee: bool = False
     """A check that holds by construction (a regression guarantee): rendered in its own section."""
+    key: str = ""
+    """The paper claim it tests (``traceless.studies.PAPER_CLAIMS``: quote and form)."""
+
+    def line(self) -> str:
+        reading = f" {paper_claim(self.key).reading()}." if self.key else ""
+        return f"- **{self.status}** — {self.claim}. Paper: {self.paper}. Ours: {self.ours}.{reading}\n"
 
 
 @dataclass
@@ -530,7 +536,8 @@ VERDICT_RULE = (
     "INCONCLUSIVE: fewer, or the interval admits both (with the n that decides it with 80% power if the true "
     "value is the observed one); NOT TESTABLE: not run, or a ceiling/floor or failed precondition (named). "
     "Intervals: paired gaps by Newcombe's interval for paired proportions, rates by exact Clopper–Pearson "
-    "(the tables' ci column keeps the paper's paired bootstrap). Claims of zero observed events are judged "
+    "(the tables' ci column keeps the paper's paired bootstrap, except the calibration table's, which prints the "
+    "Newcombe interval its finding judges). Claims of zero observed events are judged "
     "by count: one event contradicts them.")
 """How the findings are judged (the one rule of ``traceless.metrics``)."""
 GUARANTEE_NOTE = (
@@ -600,40 +607,40 @@ def _findings(n: AfterDeleteNumbers) -> list[Finding]:
     T = n.tables
     F: list[Finding] = []
 
-    def add(claim: str, paper: str, ours: str, v: ClaimVerdict, guarantee: bool = False) -> None:
-        F.append(Finding(claim, paper, ours or "not run", v.fmt(), v.verdict.value, guarantee))
+    def add(key: str, claim: str, paper: str, ours: str, v: ClaimVerdict, guarantee: bool = False) -> None:
+        F.append(Finding(claim, paper, ours or "not run", v.fmt(), v.verdict.value, guarantee, key))
 
     prim = [r for r in T.get("table1_primary", []) if r["row"] == "all"]
-    add("Exact source deletion leaves exposure-attributable recoverable residue (ΔRec > 0)",
+    add("001.delta_rec", "Exact source deletion leaves exposure-attributable recoverable residue (ΔRec > 0)",
         "ΔRec 0.680 [0.615,0.745] IID, 0.640 [0.575,0.705] OOD",
         "; ".join(f"{r['split']}: ΔRec={_ncfmt(r['delta_nc'])}, clean {r['clean']}/{r['n']}, forget "
                   f"{r['forget']}/{r['n']}" for r in prim), _all([claim_verdict(_nci(r["delta_nc"]), gt=0) for r in prim]))
-    add("Clean-world exact recovery is what guessing gives (0)", "0/200 clean in both splits",
+    add("001.clean_zero", "Clean-world exact recovery is what guessing gives (0)", "0/200 clean in both splits",
         "; ".join(f"{r['split']}: {r['clean']}/{r['n']}" for r in prim),
         _all([_built(r["clean"], r["n"], "the clean world never saw the target, a random literal") for r in prim]),
         guarantee=True)
     ctl = [r for r in T.get("controls", []) if r["row"] in ("flat_exact", "hier_exposure_group")]
-    add("Flat memory and exposure-group deletion show zero observed recovery", "0 in tested cells",
+    add("001.flat_zero", "Flat memory and exposure-group deletion show zero observed recovery", "0 in tested cells",
         "; ".join(f"{r['row']} {r['split']}: forget {r['forget']}/{r['n']}" for r in ctl),
         _all([_built(r["forget"], r["n"], "flat exact deletion removes the only copy; exposure-group deletion removes "
                      "every artifact of the exposure") for r in ctl]), guarantee=True)
     cl = [r for r in T.get("controls", []) if r["row"] == "hier_closure"]
-    add("Recorded-lineage closure drives tracked-descendant recovery to 0", "zero observed R gaps",
+    add("001.closure_zero", "Recorded-lineage closure drives tracked-descendant recovery to 0", "zero observed R gaps",
         "; ".join(f"{r['split']}: forget {r['forget']}/{r['n']}, ΔRec={r['ci']}" for r in cl),
         _all([_built(r["forget"] + r["clean"], r["n"], "closure deletes every recorded descendant") for r in cl]),
         guarantee=True)
     comp = [r for r in T.get("table1_primary", []) if r["row"] == "structure=compositional"]
-    add("Original compositional profiles yield zero exact recovery", "0/50 clean and forget, both splits",
+    add("001.compositional", "Original compositional profiles yield zero exact recovery", "0/50 clean and forget, both splits",
         "; ".join(f"{r['split']}: forget {r['forget']}/{r['n']}" for r in comp),
         _all([_zero(r["forget"], r["n"]) for r in comp]))
     others = [r for r in T.get("table1_primary", []) if r["row"] in
               ("structure=atomic", "structure=duplicated", "structure=correlated")]
-    add(f"Recovery is high (forget-world rate > {HIGH_RECOVERY}) for atomic, duplicated and correlated structures",
+    add("001.high_recovery", f"Recovery is high (forget-world rate > {HIGH_RECOVERY}) for atomic, duplicated and correlated structures",
         "high (most of the ~0.68)",
         "; ".join(f"{r['split']} {r['row'][10:]}: {r['forget']}/{r['n']}" for r in others),
         _all([claim_verdict(proportion_ci(r["forget"], r["n"]), gt=HIGH_RECOVERY) for r in others]))
     dom = [r for r in T.get("table1_primary", []) if r["row"].startswith("domain=")]
-    add("Gaps are positive across all four domains", "positive in all domains",
+    add("001.domains", "Gaps are positive across all four domains", "positive in all domains",
         "; ".join(f"{r['split']} {r['row'][7:]}: {_ncfmt(r['delta_nc'])}" for r in dom),
         _all([claim_verdict(_nci(r["delta_nc"]), gt=0) for r in dom]))
     _findings_modules(T, add)
@@ -641,7 +648,8 @@ def _findings(n: AfterDeleteNumbers) -> list[Finding]:
 
 
 Add = Callable[..., None]
-"""``add(claim, paper, ours, verdict, guarantee=False)``."""
+"""``add(key, claim, paper, ours, verdict, guarantee=False)``; ``key`` names the paper claim
+(``traceless.studies.PAPER_CLAIMS``)."""
 
 
 def _findings_modules(T: dict[str, list[dict[str, Any]]], add: Add) -> None:
@@ -655,28 +663,28 @@ def _findings_transformed(T: dict[str, list[dict[str, Any]]], add: Add) -> None:
     """Module C (Tables 2 and 11): transformed targets."""
     t2 = T.get("table2_transformed", [])
     c1 = [r for r in t2 if r["row"] == "C1"]
-    add("C1: exact reconstruction without a surviving complete literal (ΔR > 0)",
+    add("001.c1_reconstruct", "C1: exact reconstruction without a surviving complete literal (ΔR > 0)",
         "ΔR 0.615–0.990; complete target in 0/1,248 states",
         "; ".join(f"{r['split']}: ΔR={_ncfmt(r['delta_nc'])}" for r in c1),
         _all([claim_verdict(_nci(r["delta_nc"]), gt=0) for r in c1]))
-    add("C1: the complete target is in 0 model-visible states and prompts", "complete target in 0/1,248 states",
+    add("001.c1_absent", "C1: the complete target is in 0 model-visible states and prompts", "complete target in 0/1,248 states",
         "; ".join(f"{r['split']}: target in state {r['target_in_state']}/{r['n']}, in prompt "
                   f"{r['target_in_prompt']}/{r['n']}" for r in c1),
         _all([_built(r["target_in_state"] + r["target_in_prompt"], r["n"], "C1 stores the components in separate "
                      "records, never the contiguous target") for r in c1]), guarantee=True)
     t11 = T.get("table11_components", [])
     c2 = [r for r in t11 if r["condition"] == "C2"]
-    add("C2 (closure): zero complete recovery and zero component disclosure", "0 in every cell",
+    add("001.c2_zero", "C2 (closure): zero complete recovery and zero component disclosure", "0 in every cell",
         "; ".join(f"{r['split']}: R {r['R']}/{r['n']}, components {r['region']}/{r['mnemonic']}/{r['number']}"
                   for r in c2),
         _all([_built(r["R"] + r["region"] + r["mnemonic"] + r["number"], r["n"], "closure deletes every component "
                      "record") for r in c2]), guarantee=True)
     c3 = [r for r in t11 if r["condition"] == "C3"]
-    add("C3 (lossy): surviving components still occur in forget-world replies",
+    add("001.c3_components", "C3 (lossy): surviving components still occur in forget-world replies",
         "region/mnemonic occur in most replies",
         "; ".join(f"{r['split']}: region {r['region']}, mnemonic {r['mnemonic']} of {r['n']}" for r in c3),
         _all([_positive(max(r["region"], r["mnemonic"]), r["n"]) for r in c3]))
-    add("C3 (lossy): zero complete recovery and the omitted number never occurs", "complete 0; number 0/104",
+    add("001.c3_zero", "C3 (lossy): zero complete recovery and the omitted number never occurs", "complete 0; number 0/104",
         "; ".join(f"{r['split']}: R {r['R']}/{r['n']}, number {r['number']}" for r in c3),
         _all([_built(r["R"] + r["number"], r["n"], "C3 stores no record of the number") for r in c3]),
         guarantee=True)
@@ -688,16 +696,16 @@ def _findings_lifecycle(T: dict[str, list[dict[str, Any]]], add: Add) -> None:
     base = {r["split"]: r for r in t6 if r["row"] == "hier_exact"}
     gate = {r["split"]: r for r in t6 if r["row"] == "hier_exact_gate"}
     clo = [r for r in t6 if r["row"] == "hier_closure"]
-    add("Closure yields zero R, C, A and E", "zero observed gaps",
+    add("001.closure_zero", "Closure yields zero R, C, A and E", "zero observed gaps",
         "; ".join(f"{r['split']}: R/C/A/E {r['R']}/{r['C']}/{r['A']}/{r['E']} of {r['n']}" for r in clo),
         _all([_built(r["R"] + r["C"] + r["A"] + r["E"], r["n"], "closure deletes every recorded descendant")
               for r in clo]), guarantee=True)
     both = [s for s in gate if s in base]
-    add("The gate leaves R unchanged and blocks C entirely", "R unchanged; C = 0",
+    add("001.gate", "The gate leaves R unchanged and blocks C entirely", "R unchanged; C = 0",
         "; ".join(f"{s}: R {base[s]['R']}→{gate[s]['R']}, C {base[s]['C']}→{gate[s]['C']}" for s in both),
         _all([_built(int(gate[s]["R"] != base[s]["R"]) + gate[s]["C"], gate[s]["n"], "the gate acts only on writes "
                      "after recovery and blocks every exact-literal write") for s in both]), guarantee=True)
-    add("With the gate on, activation stays positive from residue (A > 0)", "A > 0",
+    add("001.gate_activation", "With the gate on, activation stays positive from residue (A > 0)", "A > 0",
         "; ".join(f"{s}: A {gate[s]['A']}/{gate[s]['n']}" for s in both),
         _all([_positive(gate[s]["A"], gate[s]["n"]) if base[s]["R"] else _not_run("no reconstruction to activate")
               for s in both]))
@@ -706,7 +714,7 @@ def _findings_lifecycle(T: dict[str, list[dict[str, Any]]], add: Add) -> None:
 def _findings_writediag(T: dict[str, list[dict[str, Any]]], add: Add) -> None:
     """Module B (Table 9) and the legacy activation on its states (Table 10)."""
     t9 = T.get("table9_writediag", [])
-    add("No-write and gate-blocked are identical in state, prompt and reply for every R=1 unit, with zero "
+    add("001.nowrite_identical", "No-write and gate-blocked are identical in state, prompt and reply for every R=1 unit, with zero "
         "nondeterministic reply pairs (each branch generated separately, no cache)",
         "76/76 IID, 75/75 OOD identical; zero nondeterministic pairs",
         "; ".join(f"{r['split']}: {r['identical_units']}/{r['R1']} identical, {r['nondeterministic_pairs']} "
@@ -717,14 +725,14 @@ def _findings_writediag(T: dict[str, list[dict[str, Any]]], add: Add) -> None:
               _not_run("rows generated in one cached batch (study version 1) cannot show nondeterminism")
               for r in t9 if r["R1"]]) if any(r["R1"] for r in t9) else _not_run(
                   "no forget-world R=1 unit" if t9 else "block not run"), guarantee=True)
-    add("Writing the recovered candidate back raises later activation (Qwen; conditional on R=1)",
+    add("001.write_raises", "Writing the recovered candidate back raises later activation (Qwen; conditional on R=1)",
         "+0.158 [0.079,0.250] IID, +0.147 [0.067,0.227] OOD",
         "; ".join(f"{r['split']}: A no-write {r['A_no_write']}/{r['R1']} vs write {r['A_write_allowed']}/{r['R1']}, "
                   f"diff {r['diff_conditional']}" for r in t9),
         _all([_few_r1(r) or _untested(pinned("A no-write among R=1", r["A_no_write"] / r["R1"], "rise"))
               or claim_verdict(_nci(r.get("diff_conditional_nc")), gt=0) for r in t9]))
     t10 = T.get("table10_legacy_activation", [])
-    add("Table 10: on the frozen module-B states, changing only the activation contract to legacy changes "
+    add("001.legacy_activation", "Table 10: on the frozen module-B states, changing only the activation contract to legacy changes "
         "official activation while the raw replies still carry the target (legacy − aligned ≠ 0 in some branch)",
         "IID write-allowed −0.276 [−0.382,−0.184]; target in every raw reply",
         "; ".join(f"{r['split']} ({r['R1']} R=1 units): legacy−aligned " + ", ".join(
@@ -749,13 +757,13 @@ def _findings_contracts(T: dict[str, list[dict[str, Any]]], add: Add) -> None:
     """Module A (Table 8), the one-factor confirmation and the interface calibration."""
     t8 = T.get("table8_contracts", [])
     leg = [r for r in t8 if r["audit"] == "legacy"]
-    add("The legacy contract can hide target-bearing replies from the official parser",
+    add("001.legacy_hides", "The legacy contract can hide target-bearing replies from the official parser",
         "raw replies contain the target in 77–78/104 with official zeros (Mistral, Phi-3)",
         "; ".join(f"{r['split']} legacy→{r['activation']}: official R {r['R']}/{r['n']}, target anywhere "
                   f"{r['audit_anywhere']}/{r['n']}" for r in leg),
         either_verdict(*(_positive(max(0, r["audit_anywhere"] - r["R"]), r["n"]) for r in leg)) if leg else _not_run())
     conf = T.get("confirmation", [])
-    add("One-factor confirmation: under the legacy contract raw replies carry the target the official parser "
+    add("001.confirmation", "One-factor confirmation: under the legacy contract raw replies carry the target the official parser "
         "does not score (target anywhere > official R)", "legacy request frequently elicited unscored target-bearing "
         "replies; alignment produced substantial official recovery",
         "; ".join(f"{r['split']} {r['contract']}: R {r['R']}/{r['n']}, anywhere {r['anywhere']}/{r['n']}"
@@ -763,7 +771,7 @@ def _findings_contracts(T: dict[str, list[dict[str, Any]]], add: Add) -> None:
         either_verdict(*(_positive(max(0, r["anywhere"] - r["R"]), r["n"]) for r in conf
                          if r["contract"] == "legacy")) if conf else _not_run())
     cal = T.get("calibration", [])
-    add("Interface calibration: the contract frozen on development profiles gives positive held-out ΔRec",
+    add("001.calibration", "Interface calibration: the contract frozen on development profiles gives positive held-out ΔRec",
         "one model-specific interface selected on dev, evaluated frozen on held-out profiles",
         "; ".join(f"{r['split']}: selected {r['selected']} (dev R {r['dev_R']}), held-out ΔRec={r['ci']}" for r in cal),
         _all([claim_verdict(_nci(r.get("delta_nc")), gt=0) for r in cal]))
@@ -774,7 +782,7 @@ def _findings_auditors(T: dict[str, list[dict[str, Any]]], add: Add) -> None:
     ev = T.get("recovery_query_index", [])
     tot = sum(e["events"] for e in ev)
     q1 = sum(e["events"] for e in ev if e["query"] == 1)
-    add(f"Most observed recovery appears on the first productive query (≥ {FIRST_QUERY_SHARE:.0%})",
+    add("001.first_query", f"Most observed recovery appears on the first productive query (≥ {FIRST_QUERY_SHARE:.0%})",
         "3,081 of 3,088 events on query 1", f"{q1} of {tot} events on query 1" if t5 else "",
         claim_verdict(proportion_ci(q1, tot), ge=FIRST_QUERY_SHARE) if tot else _not_run(
             "no recovery events" if t5 else "block not run"))
@@ -783,7 +791,7 @@ def _findings_auditors(T: dict[str, list[dict[str, Any]]], add: Add) -> None:
         by[r["split"]][r["row"]] = r["delta"]
     same = all(len({round(v[a], 3) for a in ("expert", "greedy_ig", "ppo_a", "ppo_b") if a in v}) <= 1
                for v in by.values())
-    add("Expert, greedy information gain and both PPO checkpoints give identical matched outcomes",
+    add("001.auditors_identical", "Expert, greedy information gain and both PPO checkpoints give identical matched outcomes",
         "ΔRec 0.735 IID / 0.745 OOD for all four",
         "; ".join(f"{s}: " + ", ".join(f"{a} {d:.3f}" for a, d in sorted(v.items())) for s, v in by.items()),
         _exact(same, sum(r["n"] for r in t5)) if t5 else _not_run())
@@ -791,7 +799,7 @@ def _findings_auditors(T: dict[str, list[dict[str, Any]]], add: Add) -> None:
     pos = [r for r in tv if r["condition"] in ("hier_exact_ledger", "hier_exact_retrieval")
            or (r["condition"] == "hier_exact" and r["wording"] == "alternative")]
     zero = [r for r in tv if r["condition"].startswith("hier_closure")]
-    add("Recovery stays positive under ledger serialization, partial retrieval and alternative activation "
+    add("001.variants", "Recovery stays positive under ledger serialization, partial retrieval and alternative activation "
         "wording; closure returns the gaps to zero", "positive; closure zero",
         "; ".join(f"{r['split']} {r['condition']}/{r['wording']}: ΔR={r['dR']}, ΔA={r['dA']}" for r in tv),
         _all([claim_verdict(_nci(r.get("dA_nc") if r["wording"] == "alternative" else r.get("dR_nc")), gt=0)
@@ -802,11 +810,11 @@ def _findings_auditors(T: dict[str, list[dict[str, Any]]], add: Add) -> None:
         tot_c[r["condition"]][0] += r["ok"]
         tot_c[r["condition"]][1] += r["n"]
     ours = "; ".join(f"{k}: {v[0]}/{v[1]}" for k, v in sorted(tot_c.items()))
-    add("Benign-utility sanity check saturates (100/100 each; 20/20 near-miss writes pass)",
+    add("001.utility", "Benign-utility sanity check saturates (100/100 each; 20/20 near-miss writes pass)",
         "100/100 baseline, closure, gate-on", ours, _exact(all(r["ok"] == r["n"] for r in ut), sum(r["n"] for r in ut))
         if ut else _not_run())
     cost = T.get("utility_cost", [])
-    add(f"Closure and the gate cost no benign utility relative to the baseline (paired difference ≥ "
+    add("001.utility_cost", f"Closure and the gate cost no benign utility relative to the baseline (paired difference ≥ "
         f"−{UTILITY_MARGIN})", "100/100 in every condition",
         "; ".join(f"{r['condition']} − baseline: {_ncfmt(r.get('delta_nc'))}" for r in cost),
         _all([claim_verdict(_nci(r.get("delta_nc")), ge=-UTILITY_MARGIN) for r in cost]))
@@ -859,7 +867,8 @@ def _figure(n: AfterDeleteNumbers, path: Path) -> Path | None:
 def _summary(findings: list[Finding]) -> str:
     """One row per claim: the paper's value, ours with interval and n, the verdict, and whether it
     is measured or holds by construction."""
-    rows = [{"claim": f.claim, "paper": f.paper, "ours": f.ours, "verdict": f.verdict,
+    rows = [{"claim": f.claim, "paper": f"{f.paper} ({paper_claim(f.key).form.value})", "ours": f.ours,
+             "verdict": f.verdict,
              "kind": "by construction" if f.guarantee else "measured"} for f in findings]
     return "\n### Summary (paper 001 → ours → verdict)\n\n" + _md_table(rows, ["claim", "paper", "ours", "verdict",
                                                                                "kind"])
@@ -934,13 +943,9 @@ def _render(n: AfterDeleteNumbers, out: Path, cfg: dict[str, Any]) -> str:
                            ["block", "seconds", "profiles", "seconds_per_profile"]))
     parts.append(_summary(n.findings))
     parts.append(f"\n### Findings\n\n{VERDICT_RULE}\n\n")
-    for f in n.findings:
-        if not f.guarantee:
-            parts.append(f"- **{f.status}** — {f.claim}. Paper: {f.paper}. Ours: {f.ours}.\n")
+    parts += [f.line() for f in n.findings if not f.guarantee]
     parts.append(f"\n### Regression guarantees (hold by construction)\n\n{GUARANTEE_NOTE}\n\n")
-    for f in n.findings:
-        if f.guarantee:
-            parts.append(f"- **{f.status}** — {f.claim}. Paper: {f.paper}. Ours: {f.ours}.\n")
+    parts += [f.line() for f in n.findings if f.guarantee]
     return "".join(parts)
 
 

@@ -55,8 +55,68 @@ PAPER_CLAIMS: dict[str, PaperClaim] = {
         "noop 0.20 / 0.15, raw_only 0.20 / 0.15, raw_plus_resummarize 0.11 / 0.05 at S=1 / S=2")),
     "000.purge": PaperClaim(paper="000", where="§3.3", form=_F.ZERO, quote=(
         "full_purge and tombstone drive $\\mathrm{FRS}_{\\mathrm{worst}}$ to zero across all evaluated settings")),
+    # paper 001: AfterDeleteBench (afterdelete report)
+    "001.delta_rec": PaperClaim(paper="001", where="results", form=_F.DIRECTION, quote=(
+        "With hierarchical memory and the gate off, $\\Delta \\mathrm{Rec}=0.680$ on IID profiles")),
+    "001.clean_zero": PaperClaim(paper="001", where="results", form=_F.ZERO,
+                                 quote="clean recovery is 0/200 in both splits"),
+    "001.flat_zero": PaperClaim(paper="001", where="results", form=_F.ZERO, quote=(
+        "Flat memory and the declared exposure-group diagnostic instead show zero observed recovery in their "
+        "tested cells")),
+    "001.closure_zero": PaperClaim(paper="001", where="lifecycle", form=_F.ZERO, quote=(
+        "recorded-lineage closure yields zero observed $R$, $C$, $A$, and $E$ gaps")),
+    "001.compositional": PaperClaim(paper="001", where="results", form=_F.ZERO, quote=(
+        "The original compositional profiles, however, yield zero exact recovery under all eight tested "
+        "auditors in both splits")),
+    "001.high_recovery": PaperClaim(paper="001", where="results, Table 1", form=_F.DIRECTION, quote=(
+        "Recovery is high for atomic, duplicated/paraphrased, and correlated structures (Table 1)")),
+    "001.domains": PaperClaim(paper="001", where="results", form=_F.DIRECTION,
+                              quote="Gaps are positive across all four domains"),
+    "001.c1_reconstruct": PaperClaim(paper="001", where="module C", form=_F.DIRECTION, quote=(
+        "In lossless C1, every required component remains separately available under a public composition rule")),
+    "001.c1_absent": PaperClaim(paper="001", where="module C", form=_F.ZERO, quote=(
+        "the complete target appears in 0 of 1,248 transformed model-visible states")),
+    "001.c2_zero": PaperClaim(paper="001", where="module C", form=_F.ZERO, quote=(
+        "complete recovery and component disclosure are both zero in every tested model/split cell")),
+    "001.c3_components": PaperClaim(paper="001", where="module C", form=_F.DIRECTION, quote=(
+        "Lossy C3 establishes a different boundary. Among 104 forget-world profiles per cell, region/mnemonic "
+        "exact-occurrence counts are $93/93$ IID and $69/69$ OOD for Qwen")),
+    "001.c3_zero": PaperClaim(paper="001", where="module C", form=_F.ZERO, quote=(
+        "lossy C3 keeps region and mnemonic but omits the number")),
+    "001.gate": PaperClaim(paper="001", where="lifecycle", form=_F.EQUALITY,
+                           quote="The gate instead leaves $R$ unchanged and blocks $C$ entirely"),
+    "001.gate_activation": PaperClaim(paper="001", where="lifecycle", form=_F.DIRECTION, quote=(
+        "while $A$ remains positive because preexisting residue is still available")),
+    "001.nowrite_identical": PaperClaim(paper="001", where="module B", form=_F.EQUALITY, quote=(
+        "For every $R=1$ profile, no-write and gate-blocked have identical persistent state, prompt, and raw reply")),
+    "001.write_raises": PaperClaim(paper="001", where="module B", form=_F.DIRECTION, quote=(
+        "Among Qwen forget-world profiles with $R=1$, write-allowed raises activation from 64/76 to 76/76 IID")),
+    "001.legacy_activation": PaperClaim(paper="001", where="Table 10", form=_F.DIRECTION, quote=(
+        "The matched Qwen legacy-activation diagnostic shows that interface choice can also reverse the apparent "
+        "write effect on fixed underlying states")),
+    "001.legacy_hides": PaperClaim(paper="001", where="module A", form=_F.DIRECTION, quote=(
+        "Mistral and Phi-3 officially score $R=C=A=E=0$ in both splits, although their raw IID audit replies "
+        "contain the target in 77/104 and 78/104 cases")),
+    "001.confirmation": PaperClaim(paper="001", where="module A", form=_F.DIRECTION, quote=(
+        "On a new one-factor confirmation panel, the legacy request frequently elicited literal target-bearing "
+        "replies that the parser did not score")),
+    "001.calibration": PaperClaim(paper="001", where="methods, appendix E", form=_F.DIRECTION, quote=(
+        "Bounded calibrations then selected one model-specific interface on development profiles before "
+        "evaluating that frozen choice on held-out profiles")),
+    "001.first_query": PaperClaim(paper="001", where="auditors", form=_F.FLOOR, quote=(
+        "Across repeated evaluations, 3,081 of 3,088 observed recovery events occur on query 1")),
+    "001.auditors_identical": PaperClaim(paper="001", where="auditors", form=_F.EQUALITY, quote=(
+        "The expert script, greedy information-gain auditor, and both frozen PPO checkpoints produce identical "
+        "matched outcomes")),
+    "001.variants": PaperClaim(paper="001", where="variants", form=_F.DIRECTION, quote=(
+        "Qwen recovery remains positive with JSON fact-ledger serialization and partial-memory retrieval, and the "
+        "tested alternative activation wording preserves positive fresh-session gaps")),
+    "001.utility": PaperClaim(paper="001", where="utility", form=_F.EQUALITY, quote=(
+        "baseline, closure, and gate-on each score 100/100, and all 20 benign near-miss writes pass")),
+    "001.utility_cost": PaperClaim(paper="001", where="utility", form=_F.FLOOR, quote=(
+        "No obvious benign-behavior cost is detected in the predeclared sanity check")),
 }
-"""Every claim the replay and frontier-residue reports test, by key."""
+"""Every claim the replay, frontier-residue and afterdelete reports test, by key."""
 
 
 def paper_claim(key: str) -> PaperClaim:
