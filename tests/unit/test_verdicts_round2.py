@@ -128,7 +128,7 @@ def test_every_registered_claim_quotes_its_sentence_and_declares_its_form(tmp_pa
         assert c.quote in c.reading() and c.form.value in c.reading()
     assert PAPER_CLAIMS["002.long_ratio"].form is ClaimForm.CEILING and PAPER_CLAIMS["002.long_ratio"].set_by
     # every finding of the reports names its registered claim, and a claim fixed by our design is never judged
-    for bundle in ("replay-qwen", "replay-long32-smollm2", "frontier-residue-1.5b", "afterdelete-primary-qwen",
+    for bundle in ("replay-qwen", "replay-long32-smollm2", "frontier-qwen", "frontier-residue-1.5b", "afterdelete-primary-qwen",
                    "afterdelete-modules-qwen"):
         text = render_report(RESULTS / bundle, tmp_path / bundle).read_text()
         found = [line for line in text.splitlines() if re.match(r"(\d+\.|-) .*\*\*(REPRODUCED|CONTRADICTED|INCONCLUSIVE"

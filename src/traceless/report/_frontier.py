@@ -44,7 +44,7 @@ from traceless.metrics import (
     pua,
 )
 from traceless.report import REPORTS
-from traceless.studies import ResultRow, derive_seed, read_manifest, read_rows
+from traceless.studies import ResultRow, derive_seed, paper_claim, read_manifest, read_rows
 
 __all__ = ["FrontierNumbers", "frontier_numbers", "frontier_report"]
 
@@ -493,6 +493,11 @@ Found = tuple[bool, str]
 """(is a regression guarantee, the rendered line) of one checked claim."""
 
 
+def _found(key: str, claim: str, v: ClaimVerdict, detail: str, guarantee: bool) -> Found:
+    """The rendered line of one claim: verdict, claim, ours, and the paper sentence it tests."""
+    return guarantee, f"**{v.fmt()}** — {claim} Ours: {detail} {paper_claim(key).reading()}."
+
+
 def findings(x: FrontierNumbers) -> list[str]:
     """One line per measured claim of paper 000 §3.2–3.3 (``claim_verdict`` on the claim's
     interval) with our numbers; the checks that hold by construction are in ``guarantees``."""
@@ -527,37 +532,37 @@ def _frontier_findings(x: FrontierNumbers) -> list[Found]:
     out: list[Found] = []
     S, K, cc = x.S, x.k, x.claim_ci
 
-    def add(claim: str, v: ClaimVerdict, detail: str, guarantee: bool = False) -> None:
-        out.append((guarantee, f"**{v.fmt()}** — {claim} Ours: {detail}"))
+    def add(key: str, claim: str, v: ClaimVerdict, detail: str, guarantee: bool = False) -> None:
+        out.append(_found(key, claim, v, detail, guarantee))
 
     if "pr_rise_k" in cc:
         k0, k1 = K[0], K[-1]
         pin = pinned(f"AER(k={k0})", x.aer_k[0][k0], "rise") or pinned(f"PR(k={k0})", x.pr_k[0][k0], "rise")
         if pin and all(v >= 1 for v in x.aer_k[0].values()):
             pin = "AER = 1.00 at every k (ceiling): a rise cannot be observed"
-        add(f"S=0: PR and AER both rise with k (paper, Gemma: PR 0.42→0.66, AER 0.70→0.86 for k={k0}→{k1}).",
+        add("000.rise_k", f"S=0: PR and AER both rise with k (paper, Gemma: PR 0.42→0.66, AER 0.70→0.86 for k={k0}→{k1}).",
             _untestable(pin) or combine_verdicts(claim_verdict(cc["pr_rise_k"], gt=0),
                                                  claim_verdict(cc["aer_rise_k"], gt=0)),
             f"PR(k={k1}) − PR(k={k0}) = {cc['pr_rise_k'].fmt()}, AER difference {cc['aer_rise_k'].fmt()}.")
     if 1 in x.delta_s:
         ds, a0 = x.delta_s[1], x.aer[0].value
         rel = ds.value / a0 if a0 > 0 else float("nan")
-        add("S=1 reduces AER (paper: −76% Gemma, Δ_S=0.63; −64% GPT-4o-mini, Δ_S=0.46).",
+        add("000.s1_reduces", "S=1 reduces AER (paper: −76% Gemma, Δ_S=0.63; −64% GPT-4o-mini, Δ_S=0.46).",
             _untestable(pinned("AER(S=0)", a0, "drop")) or claim_verdict(ds, gt=0),
             f"Δ_S(S=1) = {ds.fmt()} ({100 * rel:.0f}% of AER(S=0) = {_f(a0)}).")
         drop = x.pr_drop[1]
-        add(f"S=1 costs little PR (paper: ≈5% relative on Gemma, ≈2 pp on GPT-4o-mini; we test ≤ "
+        add("000.s1_cost", f"S=1 costs little PR (paper: ≈5% relative on Gemma, ≈2 pp on GPT-4o-mini; we test ≤ "
             f"{PR_COST_TOLERANCE:.2f}).",
             _untestable(pinned("PR(S=0)", x.pr[0].value, "drop")) or claim_verdict(drop, le=PR_COST_TOLERANCE),
             f"PR(S=0) − PR(S=1) = {drop.fmt()} (PR {_f(x.pr[0].value)} vs {_f(x.pr[1].value)}).")
     if "aer_further" in cc:
-        add("S=2 reduces AER further than S=1, at additional PR cost.",
+        add("000.s2_further", "S=2 reduces AER further than S=1, at additional PR cost.",
             _untestable(pinned("AER(S=1)", x.aer[1].value, "drop") or pinned("PR(S=1)", x.pr[1].value, "drop"))
             or combine_verdicts(claim_verdict(cc["aer_further"], gt=0), claim_verdict(cc["pr_further"], gt=0)),
             f"AER(S=1) − AER(S=2) = {cc['aer_further'].fmt()}; PR(S=1) − PR(S=2) = {cc['pr_further'].fmt()}.")
     gaps = {s: cc[f"pua_gap@{s}"] for s in S if f"pua_gap@{s}" in cc}
     if gaps:
-        add("S=1 is the best attainable frontier point (highest PUA).",
+        add("000.s1_best", "S=1 is the best attainable frontier point (highest PUA).",
             _untestable(pinned("PUA(S=1)", x.pua[1].value, "drop")) or combine_verdicts(
                 *(claim_verdict(g, ge=0) for g in gaps.values())),
             "PUA " + ", ".join(f"S={s} {x.pua[s].fmt()}" for s in S) + "; PUA(S=1) − PUA(S) "
@@ -570,8 +575,8 @@ def _compression_findings(x: FrontierNumbers) -> list[Found]:
     out: list[Found] = []
     S, cc = x.S, x.claim_ci
 
-    def add(claim: str, v: ClaimVerdict, detail: str, guarantee: bool = False) -> None:
-        out.append((guarantee, f"**{v.fmt()}** — {claim} Ours: {detail}"))
+    def add(key: str, claim: str, v: ClaimVerdict, detail: str, guarantee: bool = False) -> None:
+        out.append(_found(key, claim, v, detail, guarantee))
 
     def nothing_kept(s: int) -> bool:
         """No level-s summary view held the canary and no probe's context at S=s did."""
@@ -580,7 +585,7 @@ def _compression_findings(x: FrontierNumbers) -> list[Found]:
 
     for s in [s for s in S if s >= 1 and f"kflat@{s}" in cc]:
         rng0, empty = cc.get("kflat@0"), nothing_kept(s)
-        add(f"After compression (S={s}) AER is flat across k (range over k ≤ {K_FLAT_TOLERANCE:.2f})"
+        add("000.k_flat", f"After compression (S={s}) AER is flat across k (range over k ≤ {K_FLAT_TOLERANCE:.2f})"
             + (": no level-S summary holds the canary, so no k can retrieve it." if empty else "."),
             construction_verdict(int(cc[f"kflat@{s}"].value > 0), x.n, f"no level-{s} summary held the canary, "
                                  "so AER is 0 at every k") if empty else claim_verdict(cc[f"kflat@{s}"],
@@ -589,7 +594,7 @@ def _compression_findings(x: FrontierNumbers) -> list[Found]:
             f"(range {cc[f'kflat@{s}'].fmt()}; S=0 range {rng0.fmt() if rng0 else 'n/a'}).", guarantee=empty)
     if "di_drop" in cc:
         d0, d1, empty = x.delta_di[0], x.delta_di[1], nothing_kept(1)
-        add(f"The direct–indirect spread Δ_DI collapses under summarization (paper: 0.16→0.00 Gemma, "
+        add("000.di_collapse", f"The direct–indirect spread Δ_DI collapses under summarization (paper: 0.16→0.00 Gemma, "
             f"0.08→0.02 GPT-4o-mini; we test a drop and Δ_DI(S=1) ≤ {DI_COLLAPSED:.2f})"
             + (": no level-1 summary holds the canary, so Δ_DI(S=1) is 0." if empty else "."),
             construction_verdict(int(d1.value > 0), x.n, "no level-1 summary held the canary, so every probe "
@@ -599,7 +604,7 @@ def _compression_findings(x: FrontierNumbers) -> list[Found]:
             f"Δ_DI S=0 {d0.fmt()} → S=1 {d1.fmt()} (drop {cc['di_drop'].fmt()}).", guarantee=empty)
     if "jb_drop" in cc:
         j0, j1 = x.aer_level[0]["jailbreak"], x.aer_level[1]["jailbreak"]
-        add(f"Jailbreak AER is model-dependent: it collapses with summarization (Gemma) or stays near zero "
+        add("000.jailbreak", f"Jailbreak AER is model-dependent: it collapses with summarization (Gemma) or stays near zero "
             f"(≤ {JAILBREAK_FLOOR:.2f}) even on raw memory (GPT-4o-mini).",
             either_verdict(claim_verdict(j0, le=JAILBREAK_FLOOR), claim_verdict(cc["jb_drop"], gt=0))
             if x.aer[0].value > 0 else claim_verdict(None, testable=False,
@@ -614,8 +619,8 @@ def _frs_findings(x: FrontierNumbers) -> list[Found]:
     out: list[Found] = []
     S, cc = x.S, x.claim_ci
 
-    def add(claim: str, v: ClaimVerdict, detail: str, guarantee: bool = False) -> None:
-        out.append((guarantee, f"**{v.fmt()}** — {claim} Ours: {detail}"))
+    def add(key: str, claim: str, v: ClaimVerdict, detail: str, guarantee: bool = False) -> None:
+        out.append(_found(key, claim, v, detail, guarantee))
 
     def frs(m: str, s: int) -> CI | None:
         return x.frs_worst.get(m, {}).get(s) if x.has_primary_frs else None
@@ -627,7 +632,7 @@ def _frs_findings(x: FrontierNumbers) -> list[Found]:
     old = "" if x.has_primary_frs else " (the dir predates the primary FRS: study version < 2)"
     if "raw_only" in x.modes and 0 in S:
         v = frs("raw_only", 0)
-        add("S=0: raw_only deletion drives residue to zero (paper 0.00).",
+        add("000.raw_only_s0", "S=0: raw_only deletion drives residue to zero (paper 0.00).",
             construction_verdict(int(v.value > 0), x.n, "at S=0 the agent's view is the raw tier, which raw_only "
                                  "deletes") if v is not None else claim_verdict(None, testable=False,
                                                                                why_not="no primary FRS" + old),
@@ -635,7 +640,7 @@ def _frs_findings(x: FrontierNumbers) -> list[Found]:
     for s in [s for s in S if s >= 1]:
         gap, ro = cc.get(f"frs_gap:noop-raw_only@{s}"), frs("raw_only", s)
         if "raw_only" in x.modes and "noop" in x.modes:
-            add(f"S={s}: raw_only is indistinguishable from noop (paper ≈0.20 at S=1): derived summary copies "
+            add("000.raw_only_noop", f"S={s}: raw_only is indistinguishable from noop (paper ≈0.20 at S=1): derived summary copies "
                 f"stay recoverable (paired difference within ±{EQUIVALENCE_MARGIN:.2f}, residue > 0).",
                 combine_verdicts(claim_verdict(gap, ge=-EQUIVALENCE_MARGIN, le=EQUIVALENCE_MARGIN),
                                  claim_verdict(ro, gt=0)) if leaked(s) else claim_verdict(
@@ -645,7 +650,7 @@ def _frs_findings(x: FrontierNumbers) -> list[Found]:
         rps, gap2 = frs("raw_plus_resummarize", s), cc.get(f"frs_gap:raw_only-raw_plus_resummarize@{s}")
         if "raw_plus_resummarize" in x.modes and "raw_only" in x.modes:
             testable = ro is not None and ro.value > 0
-            add(f"S={s}: raw_plus_resummarize reduces but does not eliminate residue (paper 0.11/0.10 at S=1, "
+            add("000.rpr_reduces", f"S={s}: raw_plus_resummarize reduces but does not eliminate residue (paper 0.11/0.10 at S=1, "
                 "0.05 at S=2).",
                 combine_verdicts(claim_verdict(gap2, gt=0), claim_verdict(rps, gt=0)) if testable else
                 claim_verdict(None, testable=False, why_not="no residue after raw_only to reduce" + old),
@@ -653,7 +658,7 @@ def _frs_findings(x: FrontierNumbers) -> list[Found]:
                 f"{gap2.fmt() if gap2 else 'n/a'}.")
     for s, retained in x.kept_raw_only.items():
         kept = x.held["noop"][f"summary@S={s}"]
-        add(f"S={s} (mechanical guarantee, tier view): raw_only leaves summary-tier residue whenever the summary "
+        add("000.raw_only_tier", f"S={s} (mechanical guarantee, tier view): raw_only leaves summary-tier residue whenever the summary "
             "kept the canary.", _count_verdict(kept, retained),
             f"the level-{s} summary view held the canary in {kept} of {x.n} instances before deletion; after "
             f"raw_only it still held it in {retained} of those {kept}.", guarantee=kept > 0)
@@ -662,7 +667,7 @@ def _frs_findings(x: FrontierNumbers) -> list[Found]:
             views_held = sum(x.held.get(m, {}).values())
             frs_m = [frs(m, s) for s in S]
             bad = views_held + sum(1 for c in frs_m if c is not None and c.value > 0)
-            add(f"{m} drives FRS_worst to zero in every setting.",
+            add("000.purge", f"{m} drives FRS_worst to zero in every setting.",
                 construction_verdict(bad, x.n, f"{m} removes the canary from every tier before the probes"),
                 ", ".join(f"S={s} {c.fmt() if c else 'n/a'}" for s, c in zip(S, frs_m, strict=True))
                 + f"; the canary reached a tier view's context in {views_held} (instance, view) pairs after it.",

@@ -55,6 +55,30 @@ PAPER_CLAIMS: dict[str, PaperClaim] = {
         "noop 0.20 / 0.15, raw_only 0.20 / 0.15, raw_plus_resummarize 0.11 / 0.05 at S=1 / S=2")),
     "000.purge": PaperClaim(paper="000", where="§3.3", form=_F.ZERO, quote=(
         "full_purge and tombstone drive $\\mathrm{FRS}_{\\mathrm{worst}}$ to zero across all evaluated settings")),
+    # paper 000 §3.2–3.3 on the full grid (frontier report)
+    "000.rise_k": PaperClaim(paper="000", where="Figure 2", form=_F.DIRECTION,
+                             quote="Under $S{=}0$ the line stretches diagonally (PR/AER both rise with $k$)"),
+    "000.s1_reduces": PaperClaim(paper="000", where="§3.2", form=_F.DIRECTION,
+                                 quote="$S{=}1$ reduces AER by $76\\%$ on Gemma"),
+    "000.s1_cost": PaperClaim(paper="000", where="§3.2", form=_F.CEILING,
+                              quote="with PR costs of ${\\approx}5\\%$ and ${\\approx}2$ pp respectively"),
+    "000.s2_further": PaperClaim(paper="000", where="§3.2", form=_F.DIRECTION, quote=(
+        "One-sentence summarization ($S{=}2$) reduces AER further to ${\\approx}0.16$ on Gemma, but at additional "
+        "utility cost")),
+    "000.s1_best": PaperClaim(paper="000", where="§3.2", form=_F.DIRECTION, quote=(
+        "making $S{=}1$ the best-attainable point on the frontier across both models")),
+    "000.k_flat": PaperClaim(paper="000", where="§3.2", form=_F.CEILING, quote=(
+        "Under $S{\\geq}1$, AER is flat across all $k$: once the canary is absent from stored memory "
+        "representations, retrieving more chunks does not restore it")),
+    "000.di_collapse": PaperClaim(paper="000", where="§3.2", form=_F.DIRECTION, quote=(
+        "The direct–indirect spread $\\Delta_{\\mathrm{DI}}$ collapses under summarization on both models")),
+    "000.jailbreak": PaperClaim(paper="000", where="§3.2", form=_F.DIRECTION, quote=(
+        "on Gemma, jailbreak AER joins the same collapse at $S{=}1$; on GPT-4o-mini, jailbreak AER is near zero "
+        "even under raw memory")),
+    "000.raw_only_s0": PaperClaim(paper="000", where="Table 2", form=_F.ZERO,
+                                  quote="raw_only FRS_worst 0.00 [0.00, 0.00] at S=0"),
+    "000.raw_only_tier": PaperClaim(paper="000", where="abstract", form=_F.DIRECTION, quote=(
+        "raw-only deletion leaves derived summary copies recoverable in ${\\approx}20\\%$ of instances")),
     # paper 001: AfterDeleteBench (afterdelete report)
     "001.delta_rec": PaperClaim(paper="001", where="results", form=_F.DIRECTION, quote=(
         "With hierarchical memory and the gate off, $\\Delta \\mathrm{Rec}=0.680$ on IID profiles")),
