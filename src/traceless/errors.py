@@ -24,6 +24,7 @@ __all__ = [
     "ForgetError",
     "NothingMatchedError",
     "NothingToEraseError",
+    "ErasureScopeError",
     "GateBlockedError",
     "GateKeyError",
     "ReceiptError",
@@ -127,6 +128,11 @@ class NothingMatchedError(ForgetError):
 class NothingToEraseError(NothingMatchedError):
     """A scan or erasure found nothing of the user or the literals: no receipt is signed,
     because a proof of nothing is not an erasure (exit 7)."""
+
+
+class ErasureScopeError(ForgetError):
+    """An erasure would change another user's records (a literal they hold, a literal too short
+    or too common): refused before any change (exit 6)."""
 
 
 class GateBlockedError(TracelessError):

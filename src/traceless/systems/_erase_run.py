@@ -40,6 +40,7 @@ from traceless.forget import (
 )
 from traceless.systems._base import MemorySystem
 from traceless.systems._erase import CLAIM_LEVELS, ClaimLevel, ErasurePlan, FileHit, ScanReport, StoreOutcome
+from traceless.systems._scope import check_literals, check_scope
 
 __all__ = ["erase_system", "plan_system_erasure", "scan_system"]
 
@@ -58,12 +59,17 @@ def scan_system(system: MemorySystem, user: str | None, literals: Sequence[str],
 
 
 def plan_system_erasure(system: MemorySystem, user: str | None, literals: Sequence[str]) -> ErasurePlan:
-    """The plan (``--dry-run``); nothing of the user → ``NothingToEraseError``."""
+    """The plan (``--dry-run``); nothing of the user → ``NothingToEraseError``; a plan that
+    would change other users' records → ``ErasureScopeError`` (``_scope``)."""
+    check_literals(literals)
     plan = system.plan_erasure(user, literals)
     if plan.empty():
         raise NothingToEraseError(
             f"{system.name}: nothing of {'the user' if user else 'the literals'} was found in any store; "
             "nothing was erased and no receipt was signed (check the user id with `traceless scan`)")
+    if literals:
+        per_literal = [system.scan(user, [lit], reveal=False) for lit in literals]
+        check_scope(system.name, plan, user, literals, per_literal)
     return plan
 
 
@@ -144,7 +150,9 @@ def _verify_and_sign(system: MemorySystem, user: str | None, literals: Sequence[
         removed = [pseudonym(a.record_id, "r", key) for a in plan.actions if a.store == store and a.action == "remove"]
         rewritten = [pseudonym(a.record_id, "r", key) for a in plan.actions if a.store == store
                      and a.action == "rewrite"]
-        tiers[store] = TierReport(removed=removed, rewritten=rewritten, left=after_scan.stores.get(store, 0),
+        # ``left``: the user's records still there (never the instance's totals: they would tell
+        # the requester how many records the other users keep)
+        tiers[store] = TierReport(removed=removed, rewritten=rewritten, left=left.get(store, 0),
                                   target_copies_after=left.get(store, 0))
     checks = {f"store_clean:{s}": left.get(s, 0) == 0 for s in tiers}
     if literals:  # without a literal there are no bytes to look for: no check true by construction

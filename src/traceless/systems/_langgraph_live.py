@@ -200,9 +200,14 @@ class LiveLangGraph:
         rx = self.users.thread_pattern(user)
         out = {str(t) for (t,) in conn.execute("SELECT DISTINCT thread_id FROM checkpoints") if rx.match(str(t))}
         for k, v in self.users.configurable.items():  # the configurable keys LangGraph copies into metadata
-            sql = ("SELECT DISTINCT thread_id FROM checkpoints WHERE json_valid(CAST(metadata AS TEXT)) "
-                   "AND json_extract(CAST(metadata AS TEXT), ?) = ?")
-            out |= {str(t) for (t,) in conn.execute(sql, ('$."' + k.replace('"', '""') + '"', v.format(user_id=user)))}
+            path, mine = '$."' + k.replace('"', '""') + '"', v.format(user_id=user)
+            sql = ("SELECT DISTINCT thread_id, json_extract(CAST(metadata AS TEXT), ?) FROM checkpoints "
+                   "WHERE json_valid(CAST(metadata AS TEXT)) AND json_extract(CAST(metadata AS TEXT), ?) IS NOT NULL")
+            named = {(str(t), str(who)) for t, who in conn.execute(sql, (path, path))}
+            out |= {t for t, who in named if who == mine}
+            # a thread whose metadata names another user is theirs, whatever its id: with
+            # ``{user_id}:{session_id}``, user ``ann`` must not take ``ann:vip:s1``
+            out -= {t for t, who in named if who != mine}
         return out
 
     def _thread_rows(self, user: str | None, forms: Sequence[bytes]) -> Iterator[_Row]:
