@@ -110,14 +110,14 @@ def _rows_digest(srv: Any, db: str) -> str:
 
 def _write_counters(srv: Any, db: str) -> list[tuple[Any, ...]]:
     with _su(srv, db) as c:
-        return c.execute("SELECT relname, n_tup_ins, n_tup_upd, n_tup_del, n_tup_hot_upd, n_mod_since_analyze "
-                         "FROM pg_stat_user_tables ORDER BY relname").fetchall()
+        return list(c.execute("SELECT relname, n_tup_ins, n_tup_upd, n_tup_del, n_tup_hot_upd, n_mod_since_analyze "
+                         "FROM pg_stat_user_tables ORDER BY relname").fetchall())
 
 
 def _catalog(srv: Any, db: str) -> list[tuple[Any, ...]]:
     with _su(srv, db) as c:
-        return c.execute("SELECT relname, relkind, relfilenode FROM pg_class WHERE relnamespace = 'public'::regnamespace "
-                         "UNION ALL SELECT extname, 'x', 0 FROM pg_extension ORDER BY 1").fetchall()
+        return list(c.execute("SELECT relname, relkind, relfilenode FROM pg_class WHERE relnamespace = 'public'::regnamespace "
+                         "UNION ALL SELECT extname, 'x', 0 FROM pg_extension ORDER BY 1").fetchall())
 
 
 def relation_copies(srv: Any, db: str, needles: list[str]) -> dict[str, int]:
