@@ -280,3 +280,38 @@ def test_sigkill_at_any_moment_then_rerun_completes(template: Path, tmp_path: Pa
     finally:
         worker.stdin.close()
         worker.wait(timeout=30)
+
+
+@pytest.mark.parametrize("literal", ["e", "ab c", "PIN"])
+def test_a_short_literal_is_refused_before_any_change(
+        instance: tuple[Path, dict[str, Any]], tmp_path: Path, literal: str) -> None:
+    """Issue 40 item 2: the own store's minimum (4 characters) holds for every live erasure;
+    on main ``--literal e`` deleted every row of every user."""
+    root, cfg = instance
+    before = snapshot(root)
+    system = _attach(cfg, read_only=False)
+    try:
+        with pytest.raises(ConfigError, match="fewer than 4 characters"):
+            plan_system_erasure(system, X, [literal])
+        with pytest.raises(ConfigError, match="fewer than 4 characters"):
+            erase_system(system, X, [canary(X), literal], state_dir=tmp_path / "state", key=receipt_key())
+    finally:
+        system.close()
+    assert snapshot(root) == before
+    assert not list((tmp_path / "state").rglob("*.json"))  # no journal either
+
+
+def test_the_journal_is_keyed_by_the_instance(template: Path, tmp_path: Path) -> None:
+    """Issue 40 item 4: the same request on two instances has two journals, so P2's run
+    never consumes P1's interrupted one."""
+    from _lg_instance import config
+
+    from traceless.systems._erase_run import _request_id
+
+    ids = []
+    for name in ("p1", "p2"):
+        shutil.copytree(template, tmp_path / name)
+        system = _attach(config(tmp_path / name), read_only=True)
+        ids.append(_request_id(system, X, [canary(X)], receipt_key()))
+        system.close()
+    assert ids[0] != ids[1]
