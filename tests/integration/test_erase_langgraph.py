@@ -315,3 +315,28 @@ def test_the_journal_is_keyed_by_the_instance(template: Path, tmp_path: Path) ->
         ids.append(_request_id(system, X, [canary(X)], receipt_key()))
         system.close()
     assert ids[0] != ids[1]
+
+
+
+def test_a_literal_held_only_by_others_changes_nothing(instance: tuple[Path, dict[str, Any]], tmp_path: Path) -> None:
+    """Issue 40 item 1: on main ``--user X --literal <another user's canary>`` deleted the
+    other user's whole thread and signed ``passed``."""
+    root, cfg = instance
+    other = canary(BYSTANDERS[0])
+    before, kept = snapshot(root), copies(root, other)
+    system = _attach(cfg, read_only=False)
+    try:
+        with pytest.raises(NothingToEraseError, match="held by [1-9][0-9]* other users' records"):
+            erase_system(system, "cust-0000", [other], state_dir=tmp_path / "s", key=receipt_key())
+    finally:
+        system.close()
+    assert {k: v[0] for k, v in snapshot(root).items()} == {k: v[0] for k, v in before.items()}
+    system = _attach(cfg, read_only=False)
+    try:
+        plan = system.plan_erasure(X, [canary(X), other])
+        assert plan.held_by_others > 0 and not any(a.reason == "holds a literal" for a in plan.actions)
+        receipt = erase_system(system, X, [canary(X), other], state_dir=tmp_path / "s", key=receipt_key())
+    finally:
+        system.close()
+    assert receipt.verification.checks["bystanders_intact"]
+    assert sum(kept.values()) > 0 and copies(root, other) == kept  # every record of the other user kept

@@ -63,6 +63,10 @@ def plan_system_erasure(system: MemorySystem, user: str | None, literals: Sequen
     own store would refuse (under ``MIN_LITERAL_CHARS``) → ``ConfigError`` before anything."""
     check_literals(literals)
     plan = system.plan_erasure(user, literals)
+    if plan.empty() and plan.held_by_others:
+        raise NothingToEraseError(
+            f"{system.name}: nothing of the user was found; the literals are held by {plan.held_by_others} "
+            "other users' records, which are left untouched; nothing was erased and no receipt was signed")
     if plan.empty():
         raise NothingToEraseError(
             f"{system.name}: nothing of {'the user' if user else 'the literals'} was found in any store; "
