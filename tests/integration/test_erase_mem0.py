@@ -300,3 +300,13 @@ def test_a_literal_held_only_by_others_changes_nothing(built: dict[str, tuple[Pa
     assert rc != 0 and "held by" in err and "other users' records" in err
     assert not (tmp_path / "r.json").exists()
     assert _copies(_scan(cfg, "bob", *_canaries("bob"))) == before
+
+
+def test_the_dry_run_names_how_many_other_users_records_hold_the_literal(
+        built: dict[str, tuple[Path, Path]], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 40 item 1: on main the dry run listed bob's memory as to be removed ("holds a literal")."""
+    cfg = _copy(built, "qdrant", tmp_path / "inst")
+    assert cli("forget", "--memory", "mem0", "--memory-config", str(cfg), "--user", "alice",
+               "--literal", mi.canary("alice", 0), "--literal", mi.canary("bob", 0), "--dry-run") == 0
+    out = capsys.readouterr().out
+    assert "held by" in out and "other users' records" in out and "holds a literal" not in out
