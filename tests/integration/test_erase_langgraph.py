@@ -16,7 +16,7 @@ import pytest
 pytest.importorskip("langgraph.checkpoint.sqlite")
 pytest.importorskip("langmem")
 
-from traceless.errors import ConfigError, NothingToEraseError  # noqa: E402
+from traceless.errors import ConfigError, ErasureScopeError, NothingToEraseError  # noqa: E402
 from traceless.forget import receipt_key, verify_signature  # noqa: E402
 from traceless.keys import public_key_bytes  # noqa: E402
 from traceless.systems import (  # noqa: E402
@@ -280,3 +280,66 @@ def test_sigkill_at_any_moment_then_rerun_completes(template: Path, tmp_path: Pa
     finally:
         worker.stdin.close()
         worker.wait(timeout=30)
+
+
+@pytest.mark.parametrize("literal", ["e", "ab c", "PIN"])
+def test_a_short_literal_is_refused_before_any_change(
+        instance: tuple[Path, dict[str, Any]], tmp_path: Path, literal: str) -> None:
+    """Issue 40 item 2: the own store's minimum (4 characters) holds for every live erasure;
+    on main ``--literal e`` deleted every row of every user."""
+    root, cfg = instance
+    before = snapshot(root)
+    system = _attach(cfg, read_only=False)
+    try:
+        with pytest.raises(ConfigError, match="fewer than 4 characters"):
+            plan_system_erasure(system, X, [literal])
+        with pytest.raises(ConfigError, match="fewer than 4 characters"):
+            erase_system(system, X, [canary(X), literal], state_dir=tmp_path / "state", key=receipt_key())
+    finally:
+        system.close()
+    assert snapshot(root) == before
+    assert not list((tmp_path / "state").rglob("*.json"))  # no journal either
+
+
+def test_the_journal_is_keyed_by_the_instance(template: Path, tmp_path: Path) -> None:
+    """Issue 40 item 4: the same request on two instances has two journals, so P2's run
+    never consumes P1's interrupted one."""
+    from _lg_instance import config
+
+    from traceless.systems._erase_run import _request_id
+
+    ids = []
+    for name in ("p1", "p2"):
+        shutil.copytree(template, tmp_path / name)
+        system = _attach(config(tmp_path / name), read_only=True)
+        ids.append(_request_id(system, X, [canary(X)], receipt_key()))
+        system.close()
+    assert ids[0] != ids[1]
+
+
+
+def test_a_literal_held_only_by_others_changes_nothing(instance: tuple[Path, dict[str, Any]], tmp_path: Path) -> None:
+    """Issue 40 item 1: on main ``--user X --literal <another user's canary>`` deleted the
+    other user's whole thread and signed ``passed``."""
+    root, cfg = instance
+    other = canary(BYSTANDERS[0])
+    before, kept = snapshot(root), copies(root, other)
+    system = _attach(cfg, read_only=False)
+    try:
+        with pytest.raises(NothingToEraseError, match="held by [1-9][0-9]* other users' records"):
+            erase_system(system, "cust-0000", [other], state_dir=tmp_path / "s", key=receipt_key())
+    finally:
+        system.close()
+    assert {k: v[0] for k, v in snapshot(root).items()} == {k: v[0] for k, v in before.items()}
+    system = _attach(cfg, read_only=False)
+    try:
+        plan = system.plan_erasure(X, [canary(X), other])
+        assert plan.held_by_others > 0 and not any(a.reason == "holds a literal" for a in plan.actions)
+        # X's request naming the other user's canary too: refused before any change (the
+        # other user's copies would stay, so the erasure could never verify)
+        with pytest.raises(ErasureScopeError, match="nothing was changed"):
+            erase_system(system, X, [canary(X), other], state_dir=tmp_path / "s", key=receipt_key())
+    finally:
+        system.close()
+    assert {k: v[0] for k, v in snapshot(root).items()} == {k: v[0] for k, v in before.items()}
+    assert sum(kept.values()) > 0 and copies(root, other) == kept  # every record of the other user kept

@@ -286,3 +286,27 @@ def test_audit_builds_a_fresh_instance_from_the_users_config(provider: str, tmp_
         s.close()
     assert not prod.exists()  # the user's paths were never touched
     assert (tmp_path / "work" / provider).is_dir()
+
+
+def test_a_literal_held_only_by_others_changes_nothing(built: dict[str, tuple[Path, Path]], tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 40 item 1: on main ``--user dave --literal <bob's canary>`` deleted bob's memory
+    and its history rows (rc 0, ``passed``); now nothing of bob's changes, rc and message say so."""
+    cfg = _copy(built, "qdrant", tmp_path / "inst")
+    before = _copies(_scan(cfg, "bob", *_canaries("bob")))
+    rc = cli("forget", "--memory", "mem0", "--memory-config", str(cfg), "--user", "dave",
+             "--literal", mi.canary("bob", 0), "--receipt", str(tmp_path / "r.json"))
+    err = capsys.readouterr().err
+    assert rc != 0 and "held by" in err and "other users' records" in err
+    assert not (tmp_path / "r.json").exists()
+    assert _copies(_scan(cfg, "bob", *_canaries("bob"))) == before
+
+
+def test_the_dry_run_names_how_many_other_users_records_hold_the_literal(
+        built: dict[str, tuple[Path, Path]], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 40 item 1: on main the dry run listed bob's memory as to be removed ("holds a literal")."""
+    cfg = _copy(built, "qdrant", tmp_path / "inst")
+    assert cli("forget", "--memory", "mem0", "--memory-config", str(cfg), "--user", "alice",
+               "--literal", mi.canary("alice", 0), "--literal", mi.canary("bob", 0), "--dry-run") == 6
+    cap = capsys.readouterr()
+    assert "held by" in cap.err and "other users' records" in cap.err and "nothing was changed" in cap.err

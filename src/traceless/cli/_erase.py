@@ -71,6 +71,9 @@ def plan_lines(plan: ErasurePlan) -> list[str]:
     out = [f"plan ({len(plan.actions)} records): " + ", ".join(f"{s}={n}" for s, n in per.items())]
     out += [f"  {a.action} {a.store}/{a.record_id} ({a.reason})" for a in plan.actions]
     out += [f"  then {c}" for c in plan.compaction]
+    if plan.held_by_others:
+        out.append(f"  left untouched: the literals are held by {plan.held_by_others} other users' records "
+                   "(a literal acts on the requester's records only)")
     return out
 
 

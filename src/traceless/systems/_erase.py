@@ -128,6 +128,9 @@ class ErasurePlan(BaseModel):
     """Records to remove or rewrite, per store."""
     compaction: list[str] = Field(default_factory=list)
     """What will be compacted afterwards (``VACUUM history.db``, ``qdrant optimize`` …)."""
+    held_by_others: int = 0
+    """Other users' records that hold a literal, left untouched (a literal acts on the
+    requester's records only); named to the operator in the dry run, never in a receipt."""
 
     def empty(self) -> bool:
         return not self.actions

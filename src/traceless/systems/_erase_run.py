@@ -40,7 +40,8 @@ from traceless.forget import (
 )
 from traceless.systems._base import MemorySystem
 from traceless.systems._erase import CLAIM_LEVELS, ClaimLevel, ErasurePlan, FileHit, ScanReport, StoreOutcome
-from traceless.systems._scope import check_literals, check_scope
+from traceless.systems._literals import check_literals
+from traceless.systems._scope import check_scope
 
 __all__ = ["erase_system", "plan_system_erasure", "scan_system"]
 
@@ -59,10 +60,16 @@ def scan_system(system: MemorySystem, user: str | None, literals: Sequence[str],
 
 
 def plan_system_erasure(system: MemorySystem, user: str | None, literals: Sequence[str]) -> ErasurePlan:
-    """The plan (``--dry-run``); nothing of the user → ``NothingToEraseError``; a plan that
-    would change other users' records → ``ErasureScopeError`` (``_scope``)."""
+    """The plan (``--dry-run``); nothing of the user → ``NothingToEraseError``; a literal the
+    own store would refuse (under ``MIN_LITERAL_CHARS``) → ``ConfigError`` before anything; a
+    plan that would change or leave other users' copies of a literal → ``ErasureScopeError``
+    (``_scope``)."""
     check_literals(literals)
     plan = system.plan_erasure(user, literals)
+    if plan.empty() and plan.held_by_others:
+        raise NothingToEraseError(
+            f"{system.name}: nothing of the user was found; the literals are held by {plan.held_by_others} "
+            "other users' records, which are left untouched; nothing was erased and no receipt was signed")
     if plan.empty():
         raise NothingToEraseError(
             f"{system.name}: nothing of {'the user' if user else 'the literals'} was found in any store; "
@@ -74,10 +81,24 @@ def plan_system_erasure(system: MemorySystem, user: str | None, literals: Sequen
 
 
 def _request_id(system: MemorySystem, user: str | None, literals: Sequence[str], key: bytes) -> str:
+    """Keyed by the instance too (its resolved config: paths, or server + db + collection), so
+    an interrupted erasure on one instance is completed on that instance only."""
     h = hashlib.sha256(key)
-    for part in (system.name, user or "", *sorted(literals)):
+    for part in (system.name, _instance_identity(system), user or "", *sorted(literals)):
         h.update(part.encode("utf-8") + b"\0")
     return h.hexdigest()[:24]
+
+
+def _instance_identity(system: MemorySystem) -> str:
+    def resolve(v: Any) -> Any:
+        if isinstance(v, dict):
+            return {k: resolve(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [resolve(x) for x in v]
+        if isinstance(v, str) and os.sep in v and os.path.exists(v):
+            return os.path.realpath(v)
+        return v
+    return json.dumps(resolve(system.config.model_dump(mode="json")), sort_keys=True, default=str)
 
 
 def _write_json(path: Path, doc: dict[str, Any]) -> None:
@@ -104,6 +125,7 @@ def erase_system(system: MemorySystem, user: str | None, literals: Sequence[str]
     verify, and sign. ``key`` is the receipts' pepper (``receipt_key()``). With ``receipt_out``
     the signed receipt is written there before the journal is removed, so a kill at any
     moment leaves either a journal (the re-run finishes) or the receipt."""
+    check_literals(literals)  # before the journal, the plan or any change
     journal_dir = state_dir / "erasures"
     journal_dir.mkdir(parents=True, exist_ok=True)
     journal = journal_dir / f"{_request_id(system, user, literals, key)}.json"

@@ -241,9 +241,12 @@ class LiveLangGraph:
         is a target whole; so is a store item whose row or vector row is one, and every vector row
         whose item is gone (an orphan index row keeps the deleted text's embedding)."""
         rows = self._rows(user, literals)
-        threads = {str(r.key[0]) for r in rows if r.store not in _STORE_TABLES and (r.owned or r.hits)}
+        # a literal acts on the requester's rows only: another user's row that holds it stays
+        mine = [r for r in rows if r.owned or (user is None and r.hits)]
+        threads = {str(r.key[0]) for r in mine if r.store not in _STORE_TABLES}
         live = {r.key[:2] for r in rows if r.store == "store"}
-        items = {r.key[:2] for r in rows if r.store in _STORE_TABLES and (r.owned or r.hits or r.key[:2] not in live)}
+        items = {r.key[:2] for r in mine if r.store in _STORE_TABLES}
+        items |= {r.key[:2] for r in rows if r.store in _STORE_TABLES and r.key[:2] not in live}
         target: list[_Row] = []
         rest: list[_Row] = []
         for r in rows:
@@ -271,11 +274,12 @@ class LiveLangGraph:
         return out + self._thread_tables()
 
     def plan(self, system: str, user: str | None, literals: Sequence[str]) -> ErasurePlan:
-        target, _ = self._targets(user, literals)
+        target, rest = self._targets(user, literals)
         actions = [PlannedAction(store=r.store, record_id=json.dumps(list(r.key), ensure_ascii=False),
                                  action="remove", reason=_reason(r)) for r in target]
         compaction = [f"VACUUM {p.name}" for p in (self.store_path, self.checkpoint_path) if p is not None]
-        return ErasurePlan(system=system, user=user, actions=actions, compaction=compaction)
+        return ErasurePlan(system=system, user=user, actions=actions, compaction=compaction,
+                           held_by_others=sum(1 for r in rest if r.hits))
 
     def bystanders(self, user: str | None, literals: Sequence[str]) -> dict[str, tuple[int, str]]:
         """Per table: the count and a SHA-256 over every column of every row that is not a

@@ -369,9 +369,15 @@ class Mem0Live:
         recs = self.records()
         actions: list[PlannedAction] = []
         hit_mem: set[str] = set()
+        others = 0
         for r in recs:
+            holds = any(lit and lit in v for lit in literals for v in r.texts.values())
+            # a literal acts on the requester's records (and unattributable ones) only
+            theirs = user is not None and r.owner is not None and r.owner != user
+            others += holds and theirs
             why = "owned by the user" if user is not None and r.owner == user else (
-                "holds a literal" if any(lit and lit in v for lit in literals for v in r.texts.values()) else "")
+                "" if not holds or theirs else "holds a literal" if user is None or r.owner else
+                "holds a literal (no owner)")  # an orphan row: unattributable residue
             if why and r.store == "vector_store":
                 hit_mem.add(r.id)
             if why:
@@ -383,7 +389,8 @@ class Mem0Live:
                 actions.append(PlannedAction(store=r.store, record_id=r.id, action="remove",
                                              reason="history of an erased memory"))
         self.targets = {(a.store, a.record_id) for a in actions}
-        return ErasurePlan(system="mem0", user=user, actions=actions, compaction=self._compaction())
+        return ErasurePlan(system="mem0", user=user, actions=actions, compaction=self._compaction(),
+                           held_by_others=others)
 
     def _compaction(self) -> list[str]:
         return [f"VACUUM {p}" for p in self.layout.sqlite_files()]

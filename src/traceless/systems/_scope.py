@@ -2,12 +2,13 @@
 
 Checked on the plan, before the journal and before any change (``_erase_run``):
 
-* every literal has at least ``MIN_LITERAL_CHARS`` characters (the own store's rule);
+* (before the plan, ``_literals``) every literal has the own store's 4 characters at least;
 * with a user, every literal is held by at least one of the user's own records: a literal
   found only in other users' records is not the requester's to erase, and nothing changes;
-* no record that is not the user's is **removed** because it holds a literal (mem0, LangGraph
-  and CrewAI remove a record whole): the erasure is refused, saying how many records of
-  others hold it; a system that rewrites such a record in place (the literal replaced, the
+* another user's record that holds a literal is never removed: mem0 and LangGraph leave it
+  (``ErasurePlan.held_by_others``), and then the erasure is refused, since the literal's bytes
+  would stay in the files; a system that plans to remove it whole (CrewAI) is refused too,
+  saying how many records hold it; a system that rewrites such a record in place (the literal replaced, the
   rest kept: the SQLite family, LlamaIndex, the SDK's encrypted rows) does so, reported in
   the receipt as rewritten, never as intact;
 * those rewrites are bounded: more than ``MAX_REWRITE_SHARE`` of the other records (and more
@@ -22,10 +23,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from traceless.errors import ErasureScopeError
-from traceless.forget import MIN_LITERAL_CHARS
 from traceless.systems._erase import ErasurePlan, PlannedAction, ScanReport
 
-__all__ = ["MAX_REWRITE_FLOOR", "MAX_REWRITE_SHARE", "OTHERS_REASONS", "check_literals", "check_scope"]
+__all__ = ["MAX_REWRITE_FLOOR", "MAX_REWRITE_SHARE", "OTHERS_REASONS", "check_scope"]
 
 OTHERS_REASONS = ("holds a literal", "its token holds a literal")
 """Plan reasons of a record that is not the requester's: it is targeted only for a literal."""
@@ -33,15 +33,6 @@ MAX_REWRITE_SHARE = 0.2
 """Largest share of the other users' records one erasure may rewrite."""
 MAX_REWRITE_FLOOR = 3
 """Rewrites allowed whatever the share (a small instance where one bystander quotes the user)."""
-
-
-def check_literals(literals: Sequence[str]) -> None:
-    """Refuse a literal shorter than the own store's minimum (before anything opens)."""
-    for i, lit in enumerate(literals, 1):
-        if len("".join(lit.split())) < MIN_LITERAL_CHARS:
-            raise ErasureScopeError(
-                f"--literal #{i} has fewer than {MIN_LITERAL_CHARS} characters: it would match other users' text; "
-                "give the whole secret (nothing was changed)")
 
 
 def _others(a: PlannedAction) -> bool:
@@ -57,11 +48,17 @@ def check_scope(system: str, plan: ErasurePlan, user: str | None, literals: Sequ
         for i, rep in enumerate(per_literal, 1):
             if not any(h.owner_match and h.literal_count for h in rep.hits):
                 held = len({(h.store, h.record_id) for h in rep.hits if not h.owner_match and h.literal_count})
-                where = (f"it is held only by {held} record(s) of other users or of no user" if held
+                where = (f"it is held by {held} other users' records (or records of no user) only" if held
                          else "it is in no record")
                 raise ErasureScopeError(
                     f"{system}: --literal #{i} is in none of the user's records ({where}); a literal erases only the "
                     "requester's records. Drop it (nothing was changed); `traceless scan --literal` shows where it is")
+    if user is not None and plan.held_by_others:
+        raise ErasureScopeError(
+            f"{system}: a literal is also held by {plan.held_by_others} other users' records, which stay untouched "
+            "(a literal acts on the requester's records only), so its bytes would stay in the instance's files and "
+            "the erasure could not be verified. Drop that literal: the user's records are still erased by owner "
+            "(nothing was changed)")
     others = [a for a in plan.actions if _others(a)]
     removed = [a for a in others if a.action == "remove"]
     if user is not None and removed:
