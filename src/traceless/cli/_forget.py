@@ -220,8 +220,8 @@ def verify(
     if not res.signature_ok:
         raise ReceiptError(f"{receipt}: signature does not verify: the receipt was altered or signed by another "
                            "key (pass the signer's key with --public-key)")
-    typer.echo(f"{receipt}: signature OK (signer {r.signer}, mode {r.mode}, passed={r.verification.passed}, "
-               f"erased={'-' if r.erased is None else r.erased})")
+    erased = "" if r.erased is None else f", erased={r.erased}"  # only where the receipt records it
+    typer.echo(f"{receipt}: signature OK (signer {r.signer}, mode {r.mode}, passed={r.verification.passed}{erased})")
     if res.store_checked:
         if not res.same_store:
             raise ReceiptError(f"{redact_url(db)} is not the store this receipt was made on (its store id differs)")
