@@ -272,7 +272,7 @@ def receipts(db: str = typer.Option(..., "--db", help="Memory file or postgresql
     for rid, body in rows:
         r = Receipt.model_validate_json(body)
         typer.echo(safe(f"{rid}  {r.created_at:.0f}  {r.mode:<22} {r.target.kind}:{r.target.ref}  "
-                        f"passed={r.verification.passed}  erased={'-' if r.erased is None else r.erased}"))
+                        f"passed={r.verification.passed}" + ("" if r.erased is None else f"  erased={r.erased}")))
     typer.echo(f"{len(rows)} receipts")
 
 
