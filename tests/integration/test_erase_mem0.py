@@ -74,6 +74,14 @@ def _canaries(user: str) -> list[str]:
     return [mi.canary(user, i) for i in range(mi.MEMORIES)]
 
 
+def _follows_schema(name: str, doc: object) -> None:
+    """Issue 36.8: ``doc`` is valid under the published ``docs/schemas/NAME.json``."""
+    import jsonschema
+
+    schema = json.loads((Path(__file__).resolve().parents[2] / "docs" / "schemas" / f"{name}.json").read_text())
+    jsonschema.validate(doc, schema)
+
+
 def _lit_args(user: str) -> list[str]:
     return [a for c in _canaries(user) for a in ("--literal", c)]
 
@@ -86,6 +94,7 @@ def test_scan_is_read_only_and_finds_every_store(built: dict[str, tuple[Path, Pa
     assert cli("scan", "--memory", "mem0", "--memory-config", str(cfg), "--user", "alice", *_lit_args("alice"),
                "--json") == 0
     report = json.loads(capsys.readouterr().out)
+    _follows_schema("scan-result", report)
     assert _fingerprint(tmp_path / "inst") == before  # not one byte, not one mtime, no new file
     copies = _copies(report)
     assert copies["vector_store"] == 3 and copies["history"] == 3 and copies["messages"] == 1
@@ -184,6 +193,9 @@ def test_bad_input_is_refused_before_anything_is_opened(built: dict[str, tuple[P
     assert not (tmp_path / "r.json").exists()
     assert cli("forget", "--memory", "mem0", "--memory-config", str(cfg_path), "--user", "alice", "--dry-run") == 0
     assert "remove vector_store/" in capsys.readouterr().out
+    assert cli("forget", "--memory", "mem0", "--memory-config", str(cfg_path), "--user", "alice", "--dry-run",
+               "--json") == 0
+    _follows_schema("erasure-plan", json.loads(capsys.readouterr().out))
     assert _fingerprint(tmp_path / "inst") == before  # a dry run and a nothing-found erasure change nothing
 
 

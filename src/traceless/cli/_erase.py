@@ -28,7 +28,8 @@ def scan_cmd(
     user: str = typer.Option(None, "--user", help="The user id whose records to list (mem0: user_id)."),
     literal: list[str] = typer.Option(None, "--literal", help="Exact text to find in every record and file (repeatable)."),
     reveal: bool = typer.Option(False, "--reveal", help="Show the matching values (default: ids and counts only)."),
-    as_json: bool = typer.Option(False, "--json", help="Print the report as one JSON document."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as one JSON document "
+                                 "(docs/schemas/scan-result.json)."),
 ) -> None:
     """Read-only discovery on a live instance: per store, the records of --user and every
     record holding a --literal (ids, field, count), plus every file under the instance's

@@ -72,7 +72,8 @@ def run_forget(
     embedder_name: str = typer.Option(None, "--embedder",
                                       help="Embedder for re-embedding (default: the one that wrote the vectors)."),
     receipt_out: Path = typer.Option(None, "--receipt", help="Receipt file (default: receipt-<id>.json)."),
-    as_json: bool = typer.Option(False, "--json", help="Print the signed receipt as JSON (docs/schemas/receipt.json)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the signed receipt as JSON (docs/schemas/receipt.json; "
+                                 "with --dry-run the plan, docs/schemas/erasure-plan.json)."),
     certify: bool = typer.Option(
         False, "--certify", help="After the forget, ask the agent on this memory the audit's probes for the literal "
         "and count its copies per store; sign the result into the receipt (a behavioural certificate; "
