@@ -298,3 +298,24 @@ def test_audit_builds_a_fresh_instance_from_the_users_config(provider: str, tmp_
         s.close()
     assert not prod.exists()  # the user's paths were never touched
     assert (tmp_path / "work" / provider).is_dir()
+
+
+def test_two_erasures_in_one_directory_keep_both_receipts(built: dict[str, tuple[Path, Path]], tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 36.3: without --receipt, erasing alice and then bob in one directory keeps both
+    signed receipts, each named by its receipt id (before: both wrote receipt-erase-mem0.json)."""
+    from traceless.forget import load_receipt, verify_signature
+
+    cfg = _copy(built, PROVIDERS[0], tmp_path / "inst")
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    for user in ("alice", "bob"):
+        assert cli("forget", "--memory", "mem0", "--memory-config", str(cfg), "--user", user, *_lit_args(user)) == 0
+    capsys.readouterr()
+    receipts = sorted(work.glob("receipt-*.json"))
+    assert len(receipts) == 2
+    loaded = [load_receipt(p) for p in receipts]
+    assert all(verify_signature(r) for r in loaded)
+    assert {p.name for p in receipts} == {f"receipt-{r.receipt_id}.json" for r in loaded}
