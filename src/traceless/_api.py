@@ -29,6 +29,7 @@ from traceless.forget import (
     verify_signature,
 )
 from traceless.forget import forget as _forget
+from traceless.keys import load_public_key
 from traceless.memory import (
     Hit,
     LineageEdge,
@@ -250,8 +251,11 @@ def _store_embedder(store: MemoryStore) -> str:
     return str(vectors[0].meta.get("embedder", "all-MiniLM-L6-v2")) if vectors else "all-MiniLM-L6-v2"
 
 
-def verify(receipt: Receipt | str | Path, memory: Memory | MemoryStore | None = None) -> Receipt:
-    """Check a receipt's signature and, given the memory, that it is the receipt's store (same
+def verify(receipt: Receipt | str | Path, memory: Memory | MemoryStore | None = None, *,
+           public_key: bytes | str | Path | None = None) -> Receipt:
+    """Check a receipt's signature (by ``public_key``: raw bytes, 64 hex characters or the file
+    ``traceless keys export`` wrote, as ``forget verify --public-key``; default: this machine's
+    signing key, never created here) and, given the memory, that it is the receipt's store (same
     store id), that what it removed is still absent and that none of what it erased is there
     (re-scanned by the keyed digests the receipt records: a pre-forget backup fails). A receipt
     whose target matched nothing proves no erasure and fails.
@@ -259,8 +263,10 @@ def verify(receipt: Receipt | str | Path, memory: Memory | MemoryStore | None = 
     Returns the receipt; raises ``ReceiptError`` saying what failed (a certificate that
     records extraction or a store copy fails too)."""
     r = receipt if isinstance(receipt, Receipt) else load_receipt(receipt)
-    if not verify_signature(r):
-        raise ReceiptError("the receipt's signature does not verify: it was altered or signed with another key")
+    pub = public_key if isinstance(public_key, bytes) or public_key is None else load_public_key(str(public_key))
+    if not verify_signature(r, pub):
+        raise ReceiptError("the receipt's signature does not verify: it was altered or signed with another key "
+                           "(pass the signer's key: verify(receipt, public_key=...))")
     if r.certificate is not None and r.certificate.failures():
         raise ReceiptError("the receipt's behavioural certificate fails: " + "; ".join(r.certificate.failures()))
     if not r.matched:

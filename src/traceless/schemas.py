@@ -17,6 +17,7 @@ from traceless.audit import SystemAuditResult
 from traceless.forget import Receipt, VerifyResult
 from traceless.memory import SearchResult
 from traceless.studies import StudyRunResult
+from traceless.systems import ErasurePlan, ScanReport
 
 __all__ = ["SCHEMAS", "schema_text", "write_schemas"]
 
@@ -26,6 +27,8 @@ SCHEMAS: dict[str, type[BaseModel]] = {
     "search-result": SearchResult,  # traceless memory search --json
     "audit-result": SystemAuditResult,  # traceless audit --json
     "study-run": StudyRunResult,  # traceless study run --json
+    "scan-result": ScanReport,  # traceless scan --memory SYSTEM --json
+    "erasure-plan": ErasurePlan,  # traceless forget --memory SYSTEM --dry-run --json
 }
 
 

@@ -74,6 +74,14 @@ def _canaries(user: str) -> list[str]:
     return [mi.canary(user, i) for i in range(mi.MEMORIES)]
 
 
+def _follows_schema(name: str, doc: object) -> None:
+    """Issue 36.8: ``doc`` is valid under the published ``docs/schemas/NAME.json``."""
+    import jsonschema
+
+    schema = json.loads((Path(__file__).resolve().parents[2] / "docs" / "schemas" / f"{name}.json").read_text())
+    jsonschema.validate(doc, schema)
+
+
 def _lit_args(user: str) -> list[str]:
     return [a for c in _canaries(user) for a in ("--literal", c)]
 
@@ -86,6 +94,7 @@ def test_scan_is_read_only_and_finds_every_store(built: dict[str, tuple[Path, Pa
     assert cli("scan", "--memory", "mem0", "--memory-config", str(cfg), "--user", "alice", *_lit_args("alice"),
                "--json") == 0
     report = json.loads(capsys.readouterr().out)
+    _follows_schema("scan-result", report)
     assert _fingerprint(tmp_path / "inst") == before  # not one byte, not one mtime, no new file
     copies = _copies(report)
     assert copies["vector_store"] == 3 and copies["history"] == 3 and copies["messages"] == 1
@@ -184,6 +193,9 @@ def test_bad_input_is_refused_before_anything_is_opened(built: dict[str, tuple[P
     assert not (tmp_path / "r.json").exists()
     assert cli("forget", "--memory", "mem0", "--memory-config", str(cfg_path), "--user", "alice", "--dry-run") == 0
     assert "remove vector_store/" in capsys.readouterr().out
+    assert cli("forget", "--memory", "mem0", "--memory-config", str(cfg_path), "--user", "alice", "--dry-run",
+               "--json") == 0
+    _follows_schema("erasure-plan", json.loads(capsys.readouterr().out))
     assert _fingerprint(tmp_path / "inst") == before  # a dry run and a nothing-found erasure change nothing
 
 
@@ -310,3 +322,24 @@ def test_the_dry_run_names_how_many_other_users_records_hold_the_literal(
                "--literal", mi.canary("alice", 0), "--literal", mi.canary("bob", 0), "--dry-run") == 6
     cap = capsys.readouterr()
     assert "held by" in cap.err and "other users' records" in cap.err and "nothing was changed" in cap.err
+
+
+def test_two_erasures_in_one_directory_keep_both_receipts(built: dict[str, tuple[Path, Path]], tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 36.3: without --receipt, erasing alice and then bob in one directory keeps both
+    signed receipts, each named by its receipt id (before: both wrote receipt-erase-mem0.json)."""
+    from traceless.forget import load_receipt, verify_signature
+
+    cfg = _copy(built, PROVIDERS[0], tmp_path / "inst")
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    for user in ("alice", "bob"):
+        assert cli("forget", "--memory", "mem0", "--memory-config", str(cfg), "--user", user, *_lit_args(user)) == 0
+    capsys.readouterr()
+    receipts = sorted(work.glob("receipt-*.json"))
+    assert len(receipts) == 2
+    loaded = [load_receipt(p) for p in receipts]
+    assert all(verify_signature(r) for r in loaded)
+    assert {p.name for p in receipts} == {f"receipt-{r.receipt_id}.json" for r in loaded}

@@ -315,6 +315,34 @@ def test_receipts_verify_with_the_public_key_alone(tmp_path: Path, store_url: st
     assert not verify_signature(tampered, pub)
 
 
+def test_python_verify_takes_the_public_key_like_the_cli(tmp_path: Path, store_url: str, _home: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 36.6: traceless.verify(receipt, public_key=...) does what `forget verify --public-key` does."""
+    import traceless
+    from traceless.forget import write_receipt
+
+    store = MemoryStore(store_url)
+    w = make_writer(store, 0)
+    w.write_sessions([session("alice", "s1", ["my pin is kqzx"])])
+    r = forget(store, ForgetTarget.literal("kqzx", "alice", "pin"), "full_purge", writer=w, gate=True)
+    path = tmp_path / "r.json"
+    write_receipt(r, path)
+    assert cli("keys", "export", "--out", str(tmp_path / "pub.txt")) == 0
+    stranger = tmp_path / "stranger-home"
+    monkeypatch.setenv("TRACELESS_HOME", str(stranger))
+    for key in (bytes.fromhex(r.public_key), r.public_key, tmp_path / "pub.txt", str(tmp_path / "pub.txt")):
+        assert traceless.verify(path, public_key=key).receipt_id == r.receipt_id
+    assert not stranger.exists() or not any(stranger.iterdir())  # verification created no key
+    with pytest.raises(ReceiptError, match="public_key="):
+        traceless.verify(r.model_copy(update={"mode": "noop"}), public_key=r.public_key)
+    with pytest.raises(ReceiptError, match="public_key="):
+        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+        from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
+        other = Ed25519PrivateKey.generate().public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
+        traceless.verify(path, public_key=other)  # another signer's key
+
+
 def test_unsigned_extra_fields_refused(tmp_path: Path, store_url: str) -> None:
     store = MemoryStore(store_url)
     w = make_writer(store, 0)

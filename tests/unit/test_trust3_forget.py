@@ -490,3 +490,30 @@ def test_a_short_literal_that_unrelated_bytes_spell_fails_closed_and_says_why(
     store.close()
     assert r.verification.passed is (not coincidence)
     assert any("may be a coincidence" in x for x in r.warnings) is coincidence
+
+
+def test_receipt_lines_name_whose_counts_they_are(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 36.6: the printed receipt never says an ambiguous ``left=`` (read as the requester's
+    records or as everyone's), says ``bystanders_intact=`` where the receipt checked other users'
+    records, and ``forget verify`` / ``forget receipts`` print no ``erased=-`` for a receipt that
+    records no erasure verdict (a memory system's receipt)."""
+    from traceless.forget import write_receipt
+
+    db = _cli_store(tmp_path, [_sess("alice", "a1", f"my token is {CANARY}", "I like tea"),
+                               _sess("bob", "b1", "bob likes coffee")])
+    out = tmp_path / "r.json"
+    capsys.readouterr()
+    assert cli("forget", "--db", str(db), "--mode", "full_purge", "--literal", CANARY, "--owner", "alice",
+               "--receipt", str(out)) == 0
+    printed = capsys.readouterr().out
+    assert "removed=" in printed and "requester_untouched=" in printed and " left=" not in printed
+    r = load_receipt(out)
+    checks = {**r.verification.checks, "bystanders_intact": True}
+    system_like = sign(r.model_copy(update={"erased": None, "verification": r.verification.model_copy(
+        update={"checks": checks})}))
+    assert any(line.strip().startswith("bystanders_intact=True") for line in system_like.summary_lines())
+    sys_path = tmp_path / "sys.json"
+    write_receipt(system_like, sys_path)
+    capsys.readouterr()
+    assert cli("forget", "verify", str(sys_path)) == 0
+    assert "erased=" not in capsys.readouterr().out

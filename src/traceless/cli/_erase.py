@@ -28,7 +28,8 @@ def scan_cmd(
     user: str = typer.Option(None, "--user", help="The user id whose records to list (mem0: user_id)."),
     literal: list[str] = typer.Option(None, "--literal", help="Exact text to find in every record and file (repeatable)."),
     reveal: bool = typer.Option(False, "--reveal", help="Show the matching values (default: ids and counts only)."),
-    as_json: bool = typer.Option(False, "--json", help="Print the report as one JSON document."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as one JSON document "
+                                 "(docs/schemas/scan-result.json)."),
 ) -> None:
     """Read-only discovery on a live instance: per store, the records of --user and every
     record holding a --literal (ids, field, count), plus every file under the instance's
@@ -97,8 +98,30 @@ def forget_memory(memory: str, memory_config: Path | None, user: str | None, lit
                 typer.echo(safe(line))
             typer.echo("dry run: nothing was changed")
         return
-    receipt = erase(memory, memory_config, user=user, literals=literals,
-                    receipt=receipt_out or Path(f"receipt-erase-{memory}.json"), certify=certify, model=model,
+    out = receipt_out or _fresh_receipt_path(memory)
+    receipt = erase(memory, memory_config, user=user, literals=literals, receipt=out, certify=certify, model=model,
                     wordings=wordings, engine=engine_from_env() if certify else None)
-    echo_receipt(receipt, receipt_out or Path(f"receipt-erase-{memory}.json"), as_json)
+    if receipt_out is None:
+        out = _name_by_receipt_id(out, receipt.receipt_id)
+    echo_receipt(receipt, out, as_json)
     exit_if_unverified(receipt, "notes")
+
+
+def _fresh_receipt_path(memory: str) -> Path:
+    """A default receipt file no earlier erasure in this directory wrote (time + random), so the
+    next request never overwrites this one's evidence; renamed to ``receipt-<id>.json`` after."""
+    import secrets
+    import time
+
+    return Path(f"receipt-erase-{memory}-{time.strftime('%Y%m%dT%H%M%S')}-{secrets.token_hex(4)}.json")
+
+
+def _name_by_receipt_id(path: Path, receipt_id: str) -> Path:
+    """``path`` renamed to ``receipt-<receipt id>.json`` beside it (kept as is if that name is taken)."""
+    import os
+
+    final = path.with_name(f"receipt-{receipt_id}.json")
+    if final.exists():
+        return path
+    os.replace(path, final)
+    return final

@@ -72,7 +72,8 @@ def run_forget(
     embedder_name: str = typer.Option(None, "--embedder",
                                       help="Embedder for re-embedding (default: the one that wrote the vectors)."),
     receipt_out: Path = typer.Option(None, "--receipt", help="Receipt file (default: receipt-<id>.json)."),
-    as_json: bool = typer.Option(False, "--json", help="Print the signed receipt as JSON (docs/schemas/receipt.json)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the signed receipt as JSON (docs/schemas/receipt.json; "
+                                 "with --dry-run the plan, docs/schemas/erasure-plan.json)."),
     certify: bool = typer.Option(
         False, "--certify", help="After the forget, ask the agent on this memory the audit's probes for the literal "
         "and count its copies per store; sign the result into the receipt (a behavioural certificate; "
@@ -220,8 +221,8 @@ def verify(
     if not res.signature_ok:
         raise ReceiptError(f"{receipt}: signature does not verify: the receipt was altered or signed by another "
                            "key (pass the signer's key with --public-key)")
-    typer.echo(f"{receipt}: signature OK (signer {r.signer}, mode {r.mode}, passed={r.verification.passed}, "
-               f"erased={'-' if r.erased is None else r.erased})")
+    erased = "" if r.erased is None else f", erased={r.erased}"  # only where the receipt records it
+    typer.echo(f"{receipt}: signature OK (signer {r.signer}, mode {r.mode}, passed={r.verification.passed}{erased})")
     if res.store_checked:
         if not res.same_store:
             raise ReceiptError(f"{redact_url(db)} is not the store this receipt was made on (its store id differs)")
@@ -272,7 +273,7 @@ def receipts(db: str = typer.Option(..., "--db", help="Memory file or postgresql
     for rid, body in rows:
         r = Receipt.model_validate_json(body)
         typer.echo(safe(f"{rid}  {r.created_at:.0f}  {r.mode:<22} {r.target.kind}:{r.target.ref}  "
-                        f"passed={r.verification.passed}  erased={'-' if r.erased is None else r.erased}"))
+                        f"passed={r.verification.passed}" + ("" if r.erased is None else f"  erased={r.erased}")))
     typer.echo(f"{len(rows)} receipts")
 
 

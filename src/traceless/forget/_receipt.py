@@ -292,10 +292,14 @@ class Receipt(BaseModel):
                        "does not erase it everywhere (passed= says only that the mode did what it promises)")
         for t, r in self.tiers.items():
             out.append(f"  {t:<10} removed={len(r.removed):<4} rewritten={len(r.rewritten):<4} "
-                       f"rebuilt={len(r.rebuilt):<4} left={r.left:<5} copies_after={r.target_copies_after}")
+                       f"rebuilt={len(r.rebuilt):<4} requester_untouched={r.left:<5} "
+                       f"copies_after={r.target_copies_after}")  # every count is the requester's own
         v = self.verification
         out.append(f"  verified: sources_gone={v.sources_gone} closure_clean={v.closure_clean} "
                    f"claims={','.join(v.claims) or '-'} passed={v.passed}")
+        if "bystanders_intact" in v.checks:  # other users' records: compared by digest, never counted here
+            out.append(f"  bystanders_intact={v.checks['bystanders_intact']} (other users' records unchanged, "
+                       "compared by digest)")
         failed = [k for k, ok in v.checks.items() if not ok]
         if failed:
             out.append(f"  FAILED checks: {', '.join(failed)}")
