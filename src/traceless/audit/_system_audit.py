@@ -348,6 +348,7 @@ class _AuditStudy(Study[SystemAuditConfig]):
 
         cls = system_class(config.system)
         self.sys_cfg = load_system_config(config.system, config.system_config)
+        cls.audit_overrides(self.sys_cfg)  # an unsupported back end is refused here, before any model or file
         known = cls.deletions(self.sys_cfg)
         ops = known if config.operations is None else config.operations
         for op in ops:
