@@ -39,7 +39,7 @@ def _is_secret_key(key: object) -> bool:
         return False
     words = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", key).lower()
     parts = [w for w in re.split(r"[^a-z0-9]+", words) if w]
-    return any(w in _SECRET_WORDS for w in parts) or any(p in _SECRET_PAIRS for p in zip(parts, parts[1:]))
+    return any(w in _SECRET_WORDS for w in parts) or any(p in _SECRET_PAIRS for p in zip(parts, parts[1:], strict=False))
 
 
 def redact_text(text: str) -> str:

@@ -46,8 +46,8 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from traceless._secrets import redact_secrets, redact_text
 from traceless._version import code_version
-from traceless._secrets import redact_secrets
 from traceless.audit._engine import (
     PhaseProbes,
     agent_replies,
@@ -328,7 +328,8 @@ class _Step:
         if e is None or isinstance(e, ConfigError | KeyboardInterrupt):
             return
         raise StudyError(
-            f"memory system {self.system!r} failed at step {self.step!r} ({type(e).__name__}: {e}); the finished "
+            f"memory system {self.system!r} failed at step {self.step!r} ({type(e).__name__}: {redact_text(str(e))}); "
+            "the finished "
             f"steps are kept in {self.out_dir}: fix the cause and rerun the same command to resume there"
         ) from e
 

@@ -35,8 +35,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from traceless._version import code_version
 from traceless._secrets import redact_secrets
+from traceless._version import code_version
 from traceless.errors import ConfigError, ResumeError, StudyError
 from traceless.models import CachingBackend, Embedder, ModelBackend
 from traceless.run._ray import GenerationFile, RaySession
