@@ -5,6 +5,8 @@ The CLI maps each class to a distinct exit code (see ``exit_code``).
 
 from __future__ import annotations
 
+import difflib
+
 __all__ = [
     "TracelessError",
     "ConfigError",
@@ -52,6 +54,9 @@ class UnknownNameError(ConfigError):
     def __init__(self, kind: str, name: str, known: list[str], hint: str = "") -> None:
         self.kind, self.name, self.known = kind, name, known
         msg = f"unknown {kind} {name!r}; known {kind}s: {', '.join(sorted(known)) or '(none)'}"
+        close = difflib.get_close_matches(name.lower(), sorted(known), n=1, cutoff=0.6) if name else []
+        if close:
+            msg += f"; did you mean {close[0]!r}?"
         if hint:
             msg += f". {hint}"
         super().__init__(msg)

@@ -32,7 +32,7 @@ kernel ``traceless.run``, issue 25.1)."""
 
 FLOORS: dict[str, int] = {
     **dict.fromkeys(("errors", "_version", "_lazy", "registry", "paths", "keys", "prompts", "_jsonin",
-                     "_rows", "_hooks", "data", "_engine_env"), 0),
+                     "_rows", "_hooks", "data", "_engine_env", "_secrets"), 0),
     "models": 1,
     "metrics": 2,
     "memory": 3,

@@ -46,6 +46,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from traceless._secrets import redact_secrets, redact_text
 from traceless._version import code_version
 from traceless.audit._engine import (
     PhaseProbes,
@@ -327,7 +328,8 @@ class _Step:
         if e is None or isinstance(e, ConfigError | KeyboardInterrupt):
             return
         raise StudyError(
-            f"memory system {self.system!r} failed at step {self.step!r} ({type(e).__name__}: {e}); the finished "
+            f"memory system {self.system!r} failed at step {self.step!r} ({type(e).__name__}: {redact_text(str(e))}); "
+            "the finished "
             f"steps are kept in {self.out_dir}: fix the cause and rerun the same command to resume there"
         ) from e
 
@@ -347,6 +349,7 @@ class _AuditStudy(Study[SystemAuditConfig]):
 
         cls = system_class(config.system)
         self.sys_cfg = load_system_config(config.system, config.system_config)
+        cls.audit_overrides(self.sys_cfg)  # an unsupported back end is refused here, before any model or file
         known = cls.deletions(self.sys_cfg)
         ops = known if config.operations is None else config.operations
         for op in ops:
@@ -362,7 +365,7 @@ class _AuditStudy(Study[SystemAuditConfig]):
             if any(out.iterdir()):
                 raise ConfigError(f"{out} exists and is not an audit results dir; use a fresh --out dir")
             return
-        if stored.study != STUDY or stored.config != config.model_dump(mode="json"):
+        if stored.study != STUDY or stored.config != redact_secrets(config.model_dump(mode="json")):
             raise ResumeError(f"{out} holds another audit ({stored.study}, other settings); use a fresh --out dir "
                               "or rerun with the settings it was started with")
         if stored.study_version != STUDY_VERSION:
@@ -392,8 +395,8 @@ class _AuditStudy(Study[SystemAuditConfig]):
         system into ``work/base``, the memory every phase copies."""
         cfg, out = ctx.config, ctx.out_dir
         if not (out / "system.json").exists():
-            atomic_write(out / "system.json", json.dumps({"system": cfg.system, "config": self.sys_cfg.model_dump(
-                mode="json"), "model": ctx.identity}, indent=2, default=str))
+            atomic_write(out / "system.json", json.dumps({"system": cfg.system, "config": redact_secrets(
+                self.sys_cfg.model_dump(mode="json")), "model": ctx.identity}, indent=2, default=str))
         steps, base = out / "steps", ctx.work_dir / "base"
         if (steps / "write.done").exists():
             return
@@ -514,7 +517,7 @@ def _collect(config: SystemAuditConfig, phases: list[str], out_dir: Path, second
                                bystanders=t.bystanders, erasure=t.erasure,
                                rows=len(t.probes), seconds=seconds, out_dir=str(out_dir))
     atomic_write(out_dir / "summary.json", json.dumps(
-        {"config": config.model_dump(mode="json"), "model": model, "code_version": code_version(),
+        {"config": redact_secrets(config.model_dump(mode="json")), "model": model, "code_version": code_version(),
          **result.model_dump(exclude={"seconds", "out_dir"})}, indent=2))
     return result
 

@@ -49,6 +49,16 @@ def _target(kind: str, value: str, owner: str | None, attribute: str, match: str
         raise ConfigError(f"--{kind}: {e.errors()[0]['msg'].removeprefix('Value error, ')}") from None
 
 
+def _refuse_store_options(**given: str | None) -> None:
+    """``--db``/``--mode`` name a traceless store's erasure: with ``--memory`` they were ignored
+    silently (issue 40.9); refused before anything is opened."""
+    both = [f"--{k}" for k, v in given.items() if v is not None]
+    if both:
+        raise ConfigError(f"{' and '.join(both)} cannot be combined with --memory (they choose a traceless store's "
+                          "erasure; --memory erases from a system's live instance): drop "
+                          f"{'them' if len(both) > 1 else 'it'}, or drop --memory")
+
+
 @forget_app.callback()
 def run_forget(
     ctx: typer.Context,
@@ -95,6 +105,8 @@ def run_forget(
         return
     if memory is not None:
         from traceless.cli._erase import forget_memory
+
+        _refuse_store_options(db=db, mode=mode)
 
         return forget_memory(memory, memory_config, user, literals or [], dry_run=dry_run, receipt_out=receipt_out,
                              as_json=as_json, certify=certify, model=model, wordings=probe_wordings)

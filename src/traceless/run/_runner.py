@@ -35,6 +35,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from traceless._secrets import redact_secrets
 from traceless._version import code_version
 from traceless.errors import ConfigError, ResumeError, StudyError
 from traceless.models import CachingBackend, Embedder, ModelBackend
@@ -330,7 +331,7 @@ def open_run(st: Study[Any], cfg: BaseModel, cells: list[Cell], out_dir: Path, o
         order = {g: i for i, g in enumerate(dict.fromkeys(c.group for c in cells))}
         todo = [c for c in todo if order[c.group] % count == index]
     run = OpenRun(st, cells, out_dir, opts, model, man, store, cache, ctx, todo, skipped, t0,
-                  by_key={c.key: c for c in cells}, config_json=cfg.model_dump(mode="json"))
+                  by_key={c.key: c for c in cells}, config_json=_config_json(cfg))
     if session is not None:  # workers build their own context; this process writes rows and cache
         run.ray_run = session.start_run(type(st), cfg, model.spec, opts.backend_options, model.tag,
                                         model.identity, embedder or _default_embedder, cache.snapshot())
@@ -517,13 +518,19 @@ def _default_workers(backend: ModelBackend | None) -> int:
     return min(n, slots) if slots else n
 
 
+def _config_json(config: BaseModel) -> dict[str, Any]:
+    """The config as written (manifest, every row): secrets of the user redacted (issue 40.7)."""
+    out: dict[str, Any] = redact_secrets(config.model_dump(mode="json"))
+    return out
+
+
 def _config_diff(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     return sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
 
 
 def _check_dir(study: Study[Any], config: BaseModel, out: Path, resume: bool) -> Manifest | None:
     """Refuse a dir this run must not write into; the stored manifest, if any."""
-    cfg = config.model_dump(mode="json")
+    cfg = _config_json(config)
     if out.exists():
         study.check_dir(out, read_manifest(out) if (out / MANIFEST).exists() else None, config)
     if out.exists() and (out / MANIFEST).exists():
@@ -562,7 +569,7 @@ def _prepare_dir(
     study: Study[Any], config: BaseModel, out: Path, resume: bool, model_tag: str, identity: dict[str, Any],
     cells_total: int,
 ) -> Manifest:
-    cfg = config.model_dump(mode="json")
+    cfg = _config_json(config)
     now = time.time()
     stored = _check_dir(study, config, out, resume)
     if stored is not None:

@@ -37,7 +37,7 @@ from traceless.systems import (
     SystemRuntime,
     memory_system,
 )
-from traceless.systems._mem0_live import LiveLayout, Mem0Live, live_layout, probe_config
+from traceless.systems._mem0_live import PROVIDERS, LiveLayout, Mem0Live, live_layout, probe_config
 
 __all__ = ["Mem0Config", "Mem0System"]
 
@@ -154,9 +154,9 @@ def audit_config(config: Mem0Config, work_dir: Path, llm: dict[str, Any], embedd
     vs = dict(user.get("vector_store") or {"provider": "qdrant"})
     provider = str(vs.get("provider", "qdrant"))
     vcfg = dict(vs.get("config") or {})
-    if provider not in ("qdrant", "chroma", "faiss"):
-        raise ConfigError(f"the audit builds a fresh mem0 instance in its work dir: vector_store provider "
-                          f"{provider!r} is not a local one; use qdrant (config.path), chroma or faiss")
+    if provider not in PROVIDERS:  # the message scan/forget give (issue 40.9): faiss crashed after 13 s
+        raise UnsupportedError(f"mem0 vector_store {provider!r} cannot be scanned or erased yet; "
+                               f"supported: {', '.join(PROVIDERS)} with a local config.path")
     for key, val in (("path", str(work_dir / provider)), ("collection_name", _COLLECTION)):
         if key in vcfg and vcfg[key] != val:
             overrides.append(f"vector_store.config.{key}: {vcfg[key]} -> {val}")
