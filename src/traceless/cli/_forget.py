@@ -15,7 +15,7 @@ from traceless.errors import ConfigError, ReceiptError
 from traceless.memory import redact_url, store_exists  # the light part (traceless.memory._backend)
 
 if TYPE_CHECKING:
-    from traceless.forget import ForgetMode, ForgetTarget
+    from traceless.forget import ForgetMode, ForgetTarget, Receipt
     from traceless.memory import MemoryStore, MemoryWriter
 
 # Each command imports what it uses (traceless.forget and traceless.memory re-export lazily):
@@ -107,8 +107,7 @@ def run_forget(
         typer.echo(ctx.get_help())
         raise typer.Exit(2)
     from traceless._api import forget
-    from traceless.cli._log import echo_logged
-    from traceless.forget import FORGET_MODES, append_receipt, check_log, check_receipt_path, write_receipt
+    from traceless.forget import FORGET_MODES, check_log, check_receipt_path
     from traceless.memory import MemoryStore
 
     spec = FORGET_MODES.get(mode)
@@ -124,7 +123,14 @@ def run_forget(
         writer = _writer_for(store, spec, model, embedder_name)
         receipt = forget(store, target, mode, writer=writer, gate=gate, certify=certify, model=model,
                          embedder=embedder_name, wordings=probe_wordings)
-    path = path or Path(f"receipt-{receipt.receipt_id}.json")
+    _finish(receipt, path or Path(f"receipt-{receipt.receipt_id}.json"), as_json, log_dir, mode)
+
+
+def _finish(receipt: Receipt, path: Path, as_json: bool, log_dir: Path | None, mode: str) -> None:
+    """Write and print the receipt (and append it to ``--log``); exit as its result says."""
+    from traceless.cli._log import echo_logged
+    from traceless.forget import append_receipt, write_receipt
+
     write_receipt(receipt, path)
     echo_receipt(receipt, path, as_json)
     if log_dir is not None:
