@@ -23,9 +23,12 @@ from traceless.errors import ConfigError, ReceiptError
 from traceless.forget import (
     ForgetTarget,
     Receipt,
+    append_receipt,
     attach_certificate,
+    check_log,
     check_store,
     load_receipt,
+    verify_logged,
     verify_signature,
 )
 from traceless.forget import forget as _forget
@@ -165,21 +168,31 @@ def forget(store: MemoryStore | None = None, target: ForgetTarget | None = None,
            model: str | ModelBackend | None = None, embedder: str | Embedder | None = None,
            wordings: int = 1, max_new_tokens: int = 40, system: str | None = None,
            config: str | Path | dict[str, Any] | None = None, user: str | None = None,
-           literals: Sequence[str] = (), receipt_path: str | Path | None = None) -> Receipt:
+           literals: Sequence[str] = (), receipt_path: str | Path | None = None,
+           log: str | Path | None = None) -> Receipt:
     """``traceless.forget.forget`` (same arguments, but the write gate is on by default, as on
     the command line; ``gate=False`` is recorded in the event log), and with ``certify`` the
     behavioural certificate signed into the receipt (see ``certify_receipt``).
 
     ``forget(system="mem0", config=CFG, user="cust-4411")``: the complete erasure of a user
     (and of every record holding one of ``literals``) from that system's live instance,
-    verified and signed (``traceless._erase_api.erase``)."""
+    verified and signed (``traceless._erase_api.erase``).
+
+    ``log``: the signed receipt is also appended to that receipt log folder
+    (``traceless.forget.append_receipt``; checked before anything is forgotten)."""
     if system is not None:
         from traceless._erase_api import erase
 
         return erase(system, config, user=user, literals=literals, receipt=receipt_path, certify=certify,
-                     model=model, wordings=wordings, max_new_tokens=max_new_tokens, engine=engine_options())
+                     model=model, wordings=wordings, max_new_tokens=max_new_tokens, engine=engine_options(), log=log)
     if store is None or target is None or mode is None:
         raise ConfigError("forget needs (store, target, mode), or system=NAME, config=CFG, user=ID")
+    if log is not None:
+        check_log(log)
+        receipt = forget(store, target, mode, writer=writer, gate=gate, strict=strict, certify=certify, model=model,
+                         embedder=embedder, wordings=wordings, max_new_tokens=max_new_tokens)
+        append_receipt(log, receipt)
+        return receipt
     if not certify:
         return _forget(store, target, mode, writer=writer, gate=gate, strict=strict)
     if target.kind != "literal":
@@ -252,13 +265,16 @@ def _store_embedder(store: MemoryStore) -> str:
 
 
 def verify(receipt: Receipt | str | Path, memory: Memory | MemoryStore | None = None, *,
-           public_key: bytes | str | Path | None = None) -> Receipt:
+           public_key: bytes | str | Path | None = None, log: str | Path | None = None) -> Receipt:
     """Check a receipt's signature (by ``public_key``: raw bytes, 64 hex characters or the file
     ``traceless keys export`` wrote, as ``forget verify --public-key``; default: this machine's
     signing key, never created here) and, given the memory, that it is the receipt's store (same
     store id), that what it removed is still absent and that none of what it erased is there
     (re-scanned by the keyed digests the receipt records: a pre-forget backup fails). A receipt
     whose target matched nothing proves no erasure and fails.
+
+    ``log``: also its inclusion proof in that receipt log against the log's latest signed
+    checkpoint (``traceless.forget.verify_logged``).
 
     Returns the receipt; raises ``ReceiptError`` saying what failed (a certificate that
     records extraction or a store copy fails too)."""
@@ -267,6 +283,8 @@ def verify(receipt: Receipt | str | Path, memory: Memory | MemoryStore | None = 
     if not verify_signature(r, pub):
         raise ReceiptError("the receipt's signature does not verify: it was altered or signed with another key "
                            "(pass the signer's key: verify(receipt, public_key=...))")
+    if log is not None:
+        verify_logged(log, r, pub)
     if r.certificate is not None and r.certificate.failures():
         raise ReceiptError("the receipt's behavioural certificate fails: " + "; ".join(r.certificate.failures()))
     if not r.matched:

@@ -14,7 +14,9 @@ from traceless.errors import ConfigError, UnsupportedError
 from traceless.forget import (
     Certificate,
     Receipt,
+    append_receipt,
     attach_certificate,
+    check_log,
     check_receipt_path,
     receipt_key,
     write_receipt,
@@ -78,7 +80,7 @@ def plan_erasure(system: str, config: Config, *, user: str | None = None,
 def erase(system: str, config: Config, *, user: str | None = None, literals: Sequence[str] = (),
           receipt: str | Path | None = None, state_dir: str | Path | None = None, certify: bool = False,
           model: str | ModelBackend | None = None, wordings: int = 1, max_new_tokens: int = 40,
-          engine: EngineOptions | None = None) -> Receipt:
+          engine: EngineOptions | None = None, log: str | Path | None = None) -> Receipt:
     """Erase ``user`` (and every record holding a literal) from the live instance: plan →
     journal → the system's own deletions + residue → compaction → re-scan → bystanders →
     signed receipt (written to ``receipt`` before the journal is removed). An interrupted
@@ -86,12 +88,15 @@ def erase(system: str, config: Config, *, user: str | None = None, literals: Seq
 
     ``certify``: then the behavioural certificate (``certify_live``) is signed into the
     receipt (and the file rewritten with it); the model (a spec is loaded with the engine options
-    ``engine``, built at the edge) is loaded before anything is erased."""
+    ``engine``, built at the edge) is loaded before anything is erased. ``log``: the final receipt
+    is appended to that receipt log (``traceless.forget.append_receipt``), checked first."""
     _need_target(user, literals)
     if certify and (user is None or not literals):
         raise ConfigError("--certify needs --user and --literal: the certificate asks the user's agent the audit's "
                           "probes and checks the replies for the literals")
     out = check_receipt_path(receipt) if receipt is not None else None  # every output checked first
+    if log is not None:
+        check_log(log)
     from traceless.paths import state_dir as default_state
 
     be = _certify_model(model, engine) if certify else None
@@ -100,14 +105,14 @@ def erase(system: str, config: Config, *, user: str | None = None, literals: Seq
         try:
             r = erase_system(s, user, list(literals), state_dir=Path(state_dir) if state_dir else default_state(),
                              key=receipt_key(), receipt_out=out)
-            if be is None or user is None:
-                return r
-            final = attach_certificate(r, certify_live(s, user, list(literals), be, wordings=wordings,
-                                                      max_new_tokens=max_new_tokens))
+            final = r if be is None or user is None else attach_certificate(
+                r, certify_live(s, user, list(literals), be, wordings=wordings, max_new_tokens=max_new_tokens))
         finally:
             s.close()
-        if out is not None:
+        if out is not None and final is not r:
             write_receipt(final, out)
+        if log is not None:
+            append_receipt(log, final)
         return final
     finally:
         if be is not None and be is not model:

@@ -30,6 +30,7 @@ __all__ = [
     "GateBlockedError",
     "GateKeyError",
     "ReceiptError",
+    "ReceiptLogError",
     "StudyError",
     "ResumeError",
     "ReplayError",
@@ -155,6 +156,11 @@ class ReceiptError(TracelessError):
     """A receipt is malformed or its signature does not verify."""
 
     exit_code = 9
+
+
+class ReceiptLogError(ReceiptError):
+    """A receipt log (``forget --log``) does not verify: a checkpoint's signature, an entry
+    removed, altered or reordered, a receipt not in it, two checkpoints that are not consistent."""
 
 
 class StudyError(TracelessError):

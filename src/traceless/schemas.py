@@ -14,7 +14,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from traceless.audit import SystemAuditResult
-from traceless.forget import Receipt, VerifyResult
+from traceless.forget import LogVerifyResult, Receipt, VerifyResult
 from traceless.memory import SearchResult
 from traceless.studies import StudyRunResult
 from traceless.systems import ErasurePlan, ScanReport
@@ -24,6 +24,7 @@ __all__ = ["SCHEMAS", "schema_text", "write_schemas"]
 SCHEMAS: dict[str, type[BaseModel]] = {
     "receipt": Receipt,  # traceless forget --json
     "verify-result": VerifyResult,  # traceless forget verify --json
+    "log-verify": LogVerifyResult,  # traceless log verify --json
     "search-result": SearchResult,  # traceless memory search --json
     "audit-result": SystemAuditResult,  # traceless audit --json
     "study-run": StudyRunResult,  # traceless study run --json

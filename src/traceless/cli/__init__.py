@@ -34,6 +34,8 @@ COMMANDS: dict[str, tuple[str, str, str, str]] = {
              "Read-only: where a user's data (or a literal) lives in a live memory system (mem0 …)."),
     "keys": ("traceless.cli._keys", "keys_app", "group",
              "The receipt-signing key: export its public half for verifiers."),
+    "log": ("traceless.cli._log", "log_app", "group",
+            "The append-only receipt log (forget --log): verify inclusion and consistency; append receipts."),
     "data": ("traceless.cli._data", "data_app", "group",
              "Shipped datasets; import LoCoMo, LongMemEval and OpenAI-style chat logs as sessions."),
     "models": ("traceless.cli._models", "models_app", "group", "List and install the embedded offline models."),

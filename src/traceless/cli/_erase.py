@@ -80,9 +80,10 @@ def plan_lines(plan: ErasurePlan) -> list[str]:
 
 def forget_memory(memory: str, memory_config: Path | None, user: str | None, literals: list[str], *,
                   dry_run: bool, receipt_out: Path | None, as_json: bool, certify: bool = False,
-                  model: str | None = None, wordings: int = 1) -> None:
+                  model: str | None = None, wordings: int = 1, log: Path | None = None) -> None:
     """``traceless forget --memory SYSTEM``: plan → execute → verify → sign (``--dry-run``: the plan);
-    ``--certify``: then the audit's probes through the system's own retrieval, signed in."""
+    ``--certify``: then the audit's probes through the system's own retrieval, signed in; ``--log``:
+    then the receipt appended to that receipt log."""
     from traceless._erase_api import erase, plan_erasure
     from traceless.cli._engine import engine_from_env
     from traceless.errors import ConfigError
@@ -100,10 +101,15 @@ def forget_memory(memory: str, memory_config: Path | None, user: str | None, lit
         return
     out = receipt_out or _fresh_receipt_path(memory)
     receipt = erase(memory, memory_config, user=user, literals=literals, receipt=out, certify=certify, model=model,
-                    wordings=wordings, engine=engine_from_env() if certify else None)
+                    wordings=wordings, engine=engine_from_env() if certify else None, log=log)
     if receipt_out is None:
         out = _name_by_receipt_id(out, receipt.receipt_id)
     echo_receipt(receipt, out, as_json)
+    if log is not None:  # erase appended it: say where, from its verified inclusion proof
+        from traceless.forget import verify_logged
+
+        inc = verify_logged(log, receipt)
+        typer.echo(f"logged as entry {inc.index} of {inc.size} in {log} (inclusion proof verified)", err=as_json)
     exit_if_unverified(receipt, "notes")
 
 

@@ -15,7 +15,7 @@ from traceless.errors import ConfigError, ReceiptError
 from traceless.memory import redact_url, store_exists  # the light part (traceless.memory._backend)
 
 if TYPE_CHECKING:
-    from traceless.forget import ForgetMode, ForgetTarget
+    from traceless.forget import ForgetMode, ForgetTarget, Receipt
     from traceless.memory import MemoryStore, MemoryWriter
 
 # Each command imports what it uses (traceless.forget and traceless.memory re-export lazily):
@@ -95,6 +95,9 @@ def run_forget(
     memory_config: Path = typer.Option(None, "--memory-config",
                                        help="With --memory: the instance's own configuration (JSON or TOML)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="With --memory: print the plan; change nothing."),
+    # the append-only receipt log (issue 38.4; traceless.cli._log)
+    log_dir: Path = typer.Option(None, "--log", help="Also append the signed receipt to this receipt log folder "
+                                 "(created on first use; checked before anything is forgotten; `traceless log verify`)."),
 ) -> None:
     """Forget with MODE. Prints a receipt summary and writes the signed receipt file.
 
@@ -109,7 +112,7 @@ def run_forget(
         _refuse_store_options(db=db, mode=mode)
 
         return forget_memory(memory, memory_config, user, literals or [], dry_run=dry_run, receipt_out=receipt_out,
-                             as_json=as_json, certify=certify, model=model, wordings=probe_wordings)
+                             as_json=as_json, certify=certify, model=model, wordings=probe_wordings, log=log_dir)
     if len(literals or []) > 1:
         raise ConfigError("give one --literal (several are accepted with --memory only)")
     literal = literals[0] if literals else None
@@ -117,7 +120,7 @@ def run_forget(
         typer.echo(ctx.get_help())
         raise typer.Exit(2)
     from traceless._api import forget
-    from traceless.forget import FORGET_MODES, check_receipt_path, write_receipt
+    from traceless.forget import FORGET_MODES, check_log, check_receipt_path
     from traceless.memory import MemoryStore
 
     spec = FORGET_MODES.get(mode)
@@ -126,14 +129,25 @@ def run_forget(
         raise ConfigError(f"{db} does not exist; create it with `traceless memory add --db {db} SESSIONS.jsonl`")
     # every output is validated before anything is forgotten
     path = check_receipt_path(receipt_out) if receipt_out is not None else None
+    if log_dir is not None:
+        check_log(log_dir)
     with MemoryStore(db, access="write", on_migrate=say_migrating(db)) as store:
         _say_finished(store)
         writer = _writer_for(store, spec, model, embedder_name)
         receipt = forget(store, target, mode, writer=writer, gate=gate, certify=certify, model=model,
                          embedder=embedder_name, wordings=probe_wordings)
-    path = path or Path(f"receipt-{receipt.receipt_id}.json")
+    _finish(receipt, path or Path(f"receipt-{receipt.receipt_id}.json"), as_json, log_dir, mode)
+
+
+def _finish(receipt: Receipt, path: Path, as_json: bool, log_dir: Path | None, mode: str) -> None:
+    """Write and print the receipt (and append it to ``--log``); exit as its result says."""
+    from traceless.cli._log import echo_logged
+    from traceless.forget import append_receipt, write_receipt
+
     write_receipt(receipt, path)
     echo_receipt(receipt, path, as_json)
+    if log_dir is not None:
+        echo_logged(append_receipt(log_dir, receipt), err=as_json)
     if not receipt.matched:
         typer.secho("nothing matched the target; nothing was changed", fg=typer.colors.YELLOW, err=True)
         sys.exit(NOTHING_MATCHED_EXIT)
@@ -215,15 +229,18 @@ def verify(
                                    help="The signer's Ed25519 public key (hex, or the file `traceless keys export` "
                                         "wrote). Default: this machine's signing key. No secret is needed."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON document (docs/schemas/verify-result.json)."),
+    log: Path = typer.Option(None, "--log", help="Also check the receipt's inclusion proof in this receipt log "
+                             "(`forget --log`) against its latest signed checkpoint."),
 ) -> None:
     """Check a receipt's signature (and, with --db, that it belongs to that store and what it
-    removed is still gone). Exits non-zero if anything does not hold. Never creates keys."""
+    removed is still gone; with --log, that it is in that log). Exits non-zero if anything does
+    not hold. Never creates keys."""
     from traceless.forget import load_receipt, verify_receipt
     from traceless.keys import load_public_key
 
     r = load_receipt(receipt)
     pub = load_public_key(public_key) if public_key is not None else None
-    res, finished = verify_receipt(r, public_key=pub, db=db)
+    res, finished = verify_receipt(r, public_key=pub, db=db, log=log)
     for rid in finished:
         typer.secho(f"finished the physical erasure of {rid}, interrupted earlier", fg=typer.colors.YELLOW, err=True)
     if as_json:
@@ -254,6 +271,9 @@ def verify(
         scanned = ("re-scanned: none of what it erased is there" if res.material_absent
                    else "not re-scanned (the receipt predates erased-material digests)")
         typer.echo(f"{redact_url(db)}: same store; every artifact the receipt removed is still absent; {scanned}")
+    if res.log_entry is not None:
+        typer.echo(f"{log}: entry {res.log_entry} of {res.log_size}; inclusion proof verified against the signed "
+                   "checkpoint")
     if res.certified and not res.certificate_failures:
         c = r.certificate
         assert c is not None

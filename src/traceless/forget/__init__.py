@@ -18,6 +18,27 @@ from traceless._lazy import lazy_exports as _lazy_exports
 if TYPE_CHECKING:
     from traceless.forget._erasure import encodings_of, scan_files
     from traceless.forget._forget import MIN_LITERAL_CHARS, TIERS, ForgetOp, ForgetTarget, forget
+    from traceless.forget._log import (
+        LogAppend,
+        LogConsistency,
+        LogInclusion,
+        LogVerifyResult,
+        append_receipt,
+        check_log,
+        receipt_entry,
+        verify_log,
+        verify_log_consistency,
+        verify_logged,
+    )
+    from traceless.forget._merkle import (
+        consistency_proof,
+        inclusion_proof,
+        leaf_hash,
+        tree_hash,
+        verify_consistency,
+        verify_inclusion,
+    )
+    from traceless.forget._note import Checkpoint, open_checkpoint, open_note, sign_note, verifier_key
     from traceless.forget._receipt import (
         Certificate,
         CertificateProbe,
@@ -66,6 +87,28 @@ __all__ = [
     "check_store",
     "pseudonym",
     "write_receipt",
+    # the append-only receipt log (forget --log; traceless log verify)
+    "Checkpoint",
+    "LogAppend",
+    "LogConsistency",
+    "LogInclusion",
+    "LogVerifyResult",
+    "append_receipt",
+    "check_log",
+    "consistency_proof",
+    "inclusion_proof",
+    "leaf_hash",
+    "open_checkpoint",
+    "open_note",
+    "receipt_entry",
+    "sign_note",
+    "tree_hash",
+    "verifier_key",
+    "verify_consistency",
+    "verify_inclusion",
+    "verify_log",
+    "verify_log_consistency",
+    "verify_logged",
 ]
 
 EXPORTS: dict[str, tuple[str, ...]] = {
@@ -74,6 +117,11 @@ EXPORTS: dict[str, tuple[str, ...]] = {
     "._receipt": ("Certificate", "CertificateProbe", "Receipt", "TargetRef", "TierReport", "Verification",
                   "VerifyResult", "attach_certificate", "check_receipt_path", "load_receipt", "pseudonym",
                   "receipt_key", "sign", "verify_signature", "write_receipt"),
+    "._log": ("LogAppend", "LogConsistency", "LogInclusion", "LogVerifyResult", "append_receipt", "check_log",
+              "receipt_entry", "verify_log", "verify_log_consistency", "verify_logged"),
+    "._merkle": ("consistency_proof", "inclusion_proof", "leaf_hash", "tree_hash", "verify_consistency",
+                 "verify_inclusion"),
+    "._note": ("Checkpoint", "open_checkpoint", "open_note", "sign_note", "verifier_key"),
     "._registry": ("FORGET_MODES", "ForgetMode", "forget_mode"),
     "._verify": ("check_store", "verify_receipt"),
 }

@@ -372,6 +372,11 @@ class VerifyResult(BaseModel):
     """The receipt carries a behavioural certificate (``forget --certify``)."""
     certificate_failures: list[str] = Field(default_factory=list)
     """Why the certificate fails (extraction > 0 or a store copy left), recomputed from its data."""
+    log_entry: int | None = None
+    """``--log``: the receipt's entry in that receipt log, its inclusion proof verified against the
+    log's latest signed checkpoint (a log that does not verify is an error). None: not checked."""
+    log_size: int | None = None
+    """``--log``: the entries that checkpoint signs."""
     ok: bool
     """Everything checked held (the exit code is 0 exactly when this is true)."""
 

@@ -20,9 +20,10 @@ __all__ = ["check_store", "verify_receipt"]
 
 
 def verify_receipt(receipt: Receipt, *, public_key: bytes | None = None, db: str | Path | None = None,
-                   ) -> tuple[VerifyResult, list[str]]:
+                   log: str | Path | None = None) -> tuple[VerifyResult, list[str]]:
     """Check ``receipt``; returns the result and, for the user, the erasures this open of
-    ``db`` finished (an interrupted forget's physical erasure)."""
+    ``db`` finished (an interrupted forget's physical erasure). ``log``: also its inclusion in
+    that receipt log (``ReceiptLogError`` when it is not there or the log does not verify)."""
     failed = [k for k, ok in receipt.verification.checks.items() if not ok]
     cert = receipt.certificate
     res = VerifyResult(
@@ -32,6 +33,11 @@ def verify_receipt(receipt: Receipt, *, public_key: bytes | None = None, db: str
         certificate_failures=cert.failures() if cert is not None else [], nothing_matched=not receipt.matched,
     )
     finished: list[str] = []
+    if log is not None and res.signature_ok:
+        from traceless.forget._log import verify_logged
+
+        inc = verify_logged(log, receipt, public_key)
+        res = res.model_copy(update={"log_entry": inc.index, "log_size": inc.size})
     if db is not None and res.signature_ok:
         if not store_exists(db):
             raise ConfigError(f"{db} does not exist")
