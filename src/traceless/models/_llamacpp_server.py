@@ -438,6 +438,8 @@ class LlamaCppServer:
             except ValueError:
                 continue  # stray output on stdout
             if "error" in msg:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(timeout=5)  # its log is complete only once it has exited (read under load: empty)
                 raise BackendError(self._fail_msg(f"failed: {str(msg['error']).rstrip('.')}"))
             address = str(msg["address"]).rstrip("/")
         headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}

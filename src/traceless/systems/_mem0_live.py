@@ -41,6 +41,7 @@ from urllib.parse import unquote
 
 from traceless.errors import ConfigError, UnsupportedError
 from traceless.systems import ErasurePlan, PlannedAction, ScanHit, ScanReport, StoreOutcome
+from traceless.systems._scope import NO_OWNER
 
 __all__ = ["LiveLayout", "Mem0Live", "Rec", "live_layout", "probe_config"]
 
@@ -377,7 +378,7 @@ class Mem0Live:
             others += holds and theirs
             why = "owned by the user" if user is not None and r.owner == user else (
                 "" if not holds or theirs else "holds a literal" if user is None or r.owner else
-                "holds a literal (no owner)")  # an orphan row: unattributable residue
+                NO_OWNER)  # an orphan row: unattributable residue
             if why and r.store == "vector_store":
                 hit_mem.add(r.id)
             if why:

@@ -3,8 +3,10 @@
 Checked on the plan, before the journal and before any change (``_erase_run``):
 
 * (before the plan, ``_literals``) every literal has the own store's 4 characters at least;
-* with a user, every literal is held by at least one of the user's own records: a literal
-  found only in other users' records is not the requester's to erase, and nothing changes;
+* with a user, a literal held by other users' records is held by at least one of the user's
+  own records too: a literal found only in others' records is not the requester's to erase,
+  and nothing changes (a literal in no record at all, e.g. only in a file's free pages after a
+  native deletion, is the user's residue: allowed);
 * another user's record that holds a literal is never removed: mem0 and LangGraph leave it
   (``ErasurePlan.held_by_others``), and then the erasure is refused, since the literal's bytes
   would stay in the files; a system that plans to remove it whole (CrewAI) is refused too,
@@ -25,9 +27,11 @@ from collections.abc import Sequence
 from traceless.errors import ErasureScopeError
 from traceless.systems._erase import ErasurePlan, PlannedAction, ScanReport
 
-__all__ = ["MAX_REWRITE_FLOOR", "MAX_REWRITE_SHARE", "OTHERS_REASONS", "check_scope"]
+__all__ = ["MAX_REWRITE_FLOOR", "MAX_REWRITE_SHARE", "NO_OWNER", "OTHERS_REASONS", "check_scope"]
 
 OTHERS_REASONS = ("holds a literal", "its token holds a literal")
+NO_OWNER = "holds a literal (no owner)"
+"""Plan reason of an unattributable record (mem0's orphan history rows): residue, removed."""
 """Plan reasons of a record that is not the requester's: it is targeted only for a literal."""
 MAX_REWRITE_SHARE = 0.2
 """Largest share of the other users' records one erasure may rewrite."""
@@ -45,14 +49,14 @@ def check_scope(system: str, plan: ErasurePlan, user: str | None, literals: Sequ
     none of the user's records, or when it rewrites too large a share of the others.
     ``per_literal``: the read-only scan of each literal alone (with ``user``), in order."""
     if user is not None:
+        orphans = {(a.store, a.record_id) for a in plan.actions if a.reason == NO_OWNER}
         for i, rep in enumerate(per_literal, 1):
-            if not any(h.owner_match and h.literal_count for h in rep.hits):
-                held = len({(h.store, h.record_id) for h in rep.hits if not h.owner_match and h.literal_count})
-                where = (f"it is held by {held} other users' records (or records of no user) only" if held
-                         else "it is in no record")
+            theirs = {(h.store, h.record_id) for h in rep.hits if not h.owner_match and h.literal_count} - orphans
+            if theirs and not any(h.owner_match and h.literal_count for h in rep.hits):
                 raise ErasureScopeError(
-                    f"{system}: --literal #{i} is in none of the user's records ({where}); a literal erases only the "
-                    "requester's records. Drop it (nothing was changed); `traceless scan --literal` shows where it is")
+                    f"{system}: --literal #{i} is in none of the user's records; it is held by {len(theirs)} other "
+                    "users' records only, and a literal erases only the requester's records. Drop it (nothing was "
+                    "changed); `traceless scan --literal` shows where it is")
     if user is not None and plan.held_by_others:
         raise ErasureScopeError(
             f"{system}: a literal is also held by {plan.held_by_others} other users' records, which stay untouched "
