@@ -50,6 +50,7 @@ from traceless.systems._erase import (
     ScanReport,
     StoreOutcome,
 )
+from traceless.systems._scope import NO_OWNER
 from traceless.systems._sqlite_live import SqliteInstance
 
 if TYPE_CHECKING:
@@ -80,6 +81,7 @@ __all__ = [
     "CrewAIConfig",
     "CrewAISystem",
     "ErasurePlan",
+    "NO_OWNER",
     "FileHit",
     "PlannedAction",
     "ScanHit",

@@ -40,8 +40,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from traceless.errors import ConfigError, UnsupportedError
-from traceless.systems import ErasurePlan, PlannedAction, ScanHit, ScanReport, StoreOutcome
-from traceless.systems._scope import NO_OWNER
+from traceless.systems import NO_OWNER, ErasurePlan, PlannedAction, ScanHit, ScanReport, StoreOutcome
 
 __all__ = ["LiveLayout", "Mem0Live", "Rec", "live_layout", "probe_config"]
 
