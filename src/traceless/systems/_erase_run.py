@@ -74,9 +74,8 @@ def plan_system_erasure(system: MemorySystem, user: str | None, literals: Sequen
         raise NothingToEraseError(
             f"{system.name}: nothing of {'the user' if user else 'the literals'} was found in any store; "
             "nothing was erased and no receipt was signed (check the user id with `traceless scan`)")
-    if literals:
-        per_literal = [system.scan(user, [lit], reveal=False) for lit in literals]
-        check_scope(system.name, plan, user, literals, per_literal)
+    if literals and user is not None:  # a literal-only request erases the literal wherever it is
+        check_scope(system.name, plan, user, [system.scan(user, [lit], reveal=False) for lit in literals])
     return plan
 
 

@@ -25,61 +25,66 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from traceless.errors import ErasureScopeError
-from traceless.systems._erase import ErasurePlan, PlannedAction, ScanReport
+from traceless.systems._erase import ErasurePlan, ScanReport
 
 __all__ = ["MAX_REWRITE_FLOOR", "MAX_REWRITE_SHARE", "NO_OWNER", "OTHERS_REASONS", "check_scope"]
 
 OTHERS_REASONS = ("holds a literal", "its token holds a literal")
+"""Plan reasons of a record that is not the requester's: it is targeted only for a literal."""
 NO_OWNER = "holds a literal (no owner)"
 """Plan reason of an unattributable record (mem0's orphan history rows): residue, removed."""
-"""Plan reasons of a record that is not the requester's: it is targeted only for a literal."""
 MAX_REWRITE_SHARE = 0.2
 """Largest share of the other users' records one erasure may rewrite."""
 MAX_REWRITE_FLOOR = 3
 """Rewrites allowed whatever the share (a small instance where one bystander quotes the user)."""
 
 
-def _others(a: PlannedAction) -> bool:
-    return a.reason in OTHERS_REASONS
+def check_scope(system: str, plan: ErasurePlan, user: str, per_literal: Sequence[ScanReport]) -> None:
+    """Refuse ``user``'s plan when a literal is held by other users' records and none of the
+    user's, when another user's record holding a literal would stay or be removed whole, or
+    when it rewrites too large a share of the others. ``per_literal``: the read-only scan of
+    each literal alone (with ``user``), in order."""
+    _literals_are_the_users(system, plan, per_literal)
+    _others_untouched(system, plan)
+    _rewrites_bounded(system, plan, per_literal)
 
 
-def check_scope(system: str, plan: ErasurePlan, user: str | None, literals: Sequence[str],
-                per_literal: Sequence[ScanReport]) -> None:
-    """Refuse the plan when it would remove another user's record, when a literal is held by
-    none of the user's records, or when it rewrites too large a share of the others.
-    ``per_literal``: the read-only scan of each literal alone (with ``user``), in order."""
-    if user is not None:
-        orphans = {(a.store, a.record_id) for a in plan.actions if a.reason == NO_OWNER}
-        for i, rep in enumerate(per_literal, 1):
-            theirs = {(h.store, h.record_id) for h in rep.hits if not h.owner_match and h.literal_count} - orphans
-            if theirs and not any(h.owner_match and h.literal_count for h in rep.hits):
-                raise ErasureScopeError(
-                    f"{system}: --literal #{i} is in none of the user's records; it is held by {len(theirs)} other "
-                    "users' records only, and a literal erases only the requester's records. Drop it (nothing was "
-                    "changed); `traceless scan --literal` shows where it is")
-    if user is not None and plan.held_by_others:
+def _literals_are_the_users(system: str, plan: ErasurePlan, per_literal: Sequence[ScanReport]) -> None:
+    orphans = {(a.store, a.record_id) for a in plan.actions if a.reason == NO_OWNER}
+    for i, rep in enumerate(per_literal, 1):
+        theirs = {(h.store, h.record_id) for h in rep.hits if not h.owner_match and h.literal_count} - orphans
+        if theirs and not any(h.owner_match and h.literal_count for h in rep.hits):
+            raise ErasureScopeError(
+                f"{system}: --literal #{i} is in none of the user's records; it is held by {len(theirs)} other "
+                "users' records only, and a literal erases only the requester's records. Drop it (nothing was "
+                "changed); `traceless scan --literal` shows where it is")
+
+
+def _others_untouched(system: str, plan: ErasurePlan) -> None:
+    if plan.held_by_others:
         raise ErasureScopeError(
             f"{system}: a literal is also held by {plan.held_by_others} other users' records, which stay untouched "
             "(a literal acts on the requester's records only), so its bytes would stay in the instance's files and "
             "the erasure could not be verified. Drop that literal: the user's records are still erased by owner "
             "(nothing was changed)")
-    others = [a for a in plan.actions if _others(a)]
-    removed = [a for a in others if a.action == "remove"]
-    if user is not None and removed:
+    removed = [a for a in plan.actions if a.reason in OTHERS_REASONS and a.action == "remove"]
+    if removed:
         stores = ", ".join(sorted({a.store for a in removed}))
         raise ErasureScopeError(
             f"{system}: {len(removed)} record(s) that are not the user's hold a literal ({stores}) and {system} can "
             "only remove such a record whole, not rewrite it; a literal erases only the requester's records. "
             "Drop the literal (the user's records are still erased by their owner), or erase those records by "
             "their owners' requests (nothing was changed)")
-    if user is None:
-        return
+
+
+def _rewrites_bounded(system: str, plan: ErasurePlan, per_literal: Sequence[ScanReport]) -> None:
+    rewrites = sum(a.reason in OTHERS_REASONS for a in plan.actions)
     total = sum(per_literal[0].stores.values()) if per_literal else 0
     mine = len({(h.store, h.record_id) for rep in per_literal for h in rep.hits if h.owner_match})
     bound = max(MAX_REWRITE_FLOOR, int(MAX_REWRITE_SHARE * max(total - mine, 0)))
-    if len(others) > bound:
-        share = len(others) / max(total - mine, 1)
+    if rewrites > bound:
+        share = rewrites / max(total - mine, 1)
         raise ErasureScopeError(
-            f"{system}: the literals are in {len(others)} other records ({share:.0%} of them, more than "
+            f"{system}: the literals are in {rewrites} other records ({share:.0%} of them, more than "
             f"{MAX_REWRITE_SHARE:.0%}): they are common text, not the user's secret. Give the whole secret "
             "(nothing was changed)")
