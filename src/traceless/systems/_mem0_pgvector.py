@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from traceless.errors import ConfigError
+from traceless.forget import scan_files
 from traceless.systems import ErasurePlan, StoreOutcome
 from traceless.systems._mem0_live import LiveLayout, Mem0Live, Rec, _payload_texts, _vacuum
 
@@ -205,17 +206,10 @@ class PgCollection:
     def _oids(self, con: Any) -> list[int]:
         return [int(con.execute("SELECT %s::regclass::oid", (t,)).fetchone()[0]) for t in self.tables]
 
-    def wal_holding(self, data: Path, needles: Sequence[bytes]) -> tuple[int, int]:
-        """(segments under pg_wal holding any needle, segments there)."""
+    def wal_holding(self, data: Path, texts: Sequence[str]) -> tuple[int, int]:
+        """(segments under pg_wal holding any of ``texts``, in any encoding the byte scan knows; segments there)."""
         segs = sorted(p for p in (data / "pg_wal").glob("0*") if p.is_file() and len(p.name) == 24)
-        hit = 0
-        for p in segs:
-            try:
-                b = p.read_bytes()
-            except OSError:
-                continue
-            hit += any(n and n in b for n in needles)
-        return hit, len(segs)
+        return sum(1 for n in scan_files(segs, texts).values() if n), len(segs)
 
 
 def _readable(p: Path) -> bool:
@@ -276,7 +270,7 @@ class Mem0PgLive(Mem0Live):
             ids.setdefault(a.store, set()).add(a.record_id)
         erased = [r for r in self.records() if r.store in ("vector_store", "entity_store")
                   and r.id in ids.get(r.store, set())]
-        needles = sorted({r.texts[k].encode() for r in erased for k in _TEXT_KEYS if len(r.texts.get(k, "")) >= 8})
+        needles = sorted({r.texts[k] for r in erased for k in _TEXT_KEYS if len(r.texts.get(k, "")) >= 8})
         self._delete_history(ids, set(ids.get("vector_store", set())))
         ent = f"{pg.target.collection}_entities"
         pg.delete({pg.target.collection: ids.get("vector_store", set()), ent: ids.get("entity_store", set())
@@ -287,7 +281,7 @@ class Mem0PgLive(Mem0Live):
         return [StoreOutcome(store=s, removed=removed.get(s, 0), compacted=True,
                              notes=notes if s == "vector_store" else []) for s in self.store_names()]
 
-    def _verify_files(self, needles: Sequence[bytes]) -> list[str]:
+    def _verify_files(self, needles: Sequence[str]) -> list[str]:
         pg = self._coll()
         files, data, version = pg.server_files()
         head = f"{pg.target.where}, PostgreSQL {version}, tables {', '.join(pg.tables)}"
@@ -296,7 +290,7 @@ class Mem0PgLive(Mem0Live):
                     "not read (the level 'clear' is not verified on the server)"]
         if not needles:
             return [f"{head}: no erased record's text was left to look for (an earlier run erased them)"]
-        left = sum(sum(p.read_bytes().count(n) for n in needles) for p in files)
+        left = sum(scan_files(files, needles).values())
         wal, segs = pg.wal_holding(data, needles)
         return [f"{head}: {len(files)} relation files (heap, TOAST, indexes) read after CHECKPOINT: {left} copies "
                 "of the erased records' texts",
