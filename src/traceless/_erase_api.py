@@ -23,6 +23,7 @@ from traceless.forget import (
 )
 from traceless.models import EngineOptions, ModelBackend
 from traceless.systems import (
+    Capability,
     DeletionTarget,
     ErasurePlan,
     MemorySystem,
@@ -125,13 +126,12 @@ def _attach_to_erase(system: str, config: Config, certify_model: ModelBackend | 
     now (``probe_ready``, e.g. the user's graph module)."""
     s = attach_system(system, config, read_only=False)
     try:
-        if certify_model is not None and not callable(getattr(s, "probe_instance", None)):
+        if certify_model is not None and Capability.CERTIFY not in s.capabilities:
             raise UnsupportedError(f"--certify is not available for {system!r} live instances yet "
                                    "(mem0 and langgraph only); run the erasure without --certify: "
                                    "its receipt is signed as before")
-        ready = getattr(s, "probe_ready", None)
-        if certify_model is not None and callable(ready):
-            ready(_probe_runtime(certify_model))
+        if certify_model is not None:
+            s.probe_ready(_probe_runtime(certify_model))
     except BaseException:
         s.close()
         raise
@@ -147,7 +147,7 @@ def certify_live(s: MemorySystem, user: str, literals: Sequence[str], model: Mod
     its reply holds any of them."""
     from traceless.audit import certify
 
-    probe = s.probe_instance(_probe_runtime(model))  # type: ignore[attr-defined]
+    probe = s.probe_instance(_probe_runtime(model))
     try:
         certs = [certify(probe, DeletionTarget(user, lit, ""), model, embedder=_embedder_name(s),
                          wordings=wordings, max_new_tokens=max_new_tokens) for lit in literals]

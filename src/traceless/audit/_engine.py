@@ -20,7 +20,15 @@ from traceless import prompts
 from traceless.audit._probes import Probe, extracted
 from traceless.errors import ConfigError
 from traceless.models import ChatMessage, Generation, GenerationConfig, ModelBackend
-from traceless.systems import VIEWS, AgentAnswer, ContextItem, MemorySystem, probe_view, view_config
+from traceless.systems import (
+    VIEWS,
+    AgentAnswer,
+    Capability,
+    ContextItem,
+    MemorySystem,
+    probe_view,
+    view_config,
+)
 
 __all__ = ["VIEWS", "PhaseProbes", "ProbeReply", "agent_replies", "probe_contexts", "probe_messages", "probe_phase",
            "probe_view", "store_copies", "view_config"]
@@ -56,13 +64,13 @@ def agent_replies(system: MemorySystem, probes: Sequence[tuple[str, str]]) -> li
     """The system's own agent's answers to (owner, query), for a system that answers through
     its own agent (``agent_reply``: LangGraph with the user's graph, the Agents SDK's Runner,
     ADK's LlmAgent); None: the audit's prompt over the system's context is sent to the model."""
-    reply = getattr(system, "agent_reply", None)
-    if reply is None or not probes:
+    if Capability.AGENT not in system.capabilities or not probes:
         return None
-    first = reply(*probes[0])
+    first = system.agent_reply(*probes[0])
     if first is None:
         return None
-    return [first, *(reply(owner, query) for owner, query in probes[1:])]
+    rest = [system.agent_reply(owner, query) for owner, query in probes[1:]]
+    return [first, *(a for a in rest if a is not None)] if all(a is not None for a in rest) else None
 
 
 @dataclass(frozen=True)

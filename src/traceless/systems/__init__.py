@@ -52,6 +52,7 @@ from traceless.systems._erase import (
 )
 from traceless.systems._scope import NO_OWNER
 from traceless.systems._sqlite_live import SqliteInstance
+from traceless.systems.contract import Capability, LiveInstance, Op, OthersPolicy, Record, Remove, Rewrite
 
 if TYPE_CHECKING:
     from traceless.systems._adk import AdkConfig, AdkSystem
@@ -77,6 +78,13 @@ __all__ = [
     "bystander_check",
     "erasure_claims",
     "CLAIM_LEVELS",
+    "Capability",
+    "LiveInstance",
+    "Op",
+    "OthersPolicy",
+    "Record",
+    "Remove",
+    "Rewrite",
     "ClaimLevel",
     "CrewAIConfig",
     "CrewAISystem",

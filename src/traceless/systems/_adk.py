@@ -50,6 +50,7 @@ from traceless.memory import Session
 from traceless.models import ChatMessage, Generation, GenerationConfig, ModelBackend
 from traceless.systems import (
     AgentAnswer,
+    Capability,
     ContextItem,
     DeletionTarget,
     ErasurePlan,
@@ -147,6 +148,8 @@ def _owner(table: str, row: dict[str, Any]) -> str | None:
                            "delete_session/delete_sessions (its memory has no delete)")
 class AdkSystem(live.SqliteInstance):
     """ADK's session and memory services on one SQLite file in ``work_dir`` (or a live ``db_file``)."""
+
+    capabilities = frozenset({Capability.AGENT, Capability.LIVE, Capability.REWRITE})
 
     extra = "adk"
     install_note = "in a venv of its own (not beside agentdojo, openai-agents, inspect)"
@@ -319,12 +322,14 @@ class AdkSystem(live.SqliteInstance):
         # erasure): not records of any user
         return {t: d for t, d in super().bystander_digests(user).items() if not t.startswith(FTS)}
 
-    def execute_erasure(self, plan: ErasurePlan, literals: Sequence[str]) -> list[StoreOutcome]:
+    def native_erasure(self, plan: ErasurePlan) -> None:
         if plan.user is not None:  # ADK's own deletion first (its memory service has none)
             svc, _ = self._open()
             for sid in self._session_ids(plan.user):
                 self._run(svc.delete_session(app_name=self.app, user_id=plan.user, session_id=sid))
-        out = self.erase_residue(plan, literals)
+
+    def execute_erasure(self, plan: ErasurePlan, literals: Sequence[str]) -> list[StoreOutcome]:
+        out = super().execute_erasure(plan, literals)
         _rebuild_fts(self.path)
         return out
 

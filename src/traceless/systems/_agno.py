@@ -33,10 +33,10 @@ from typing import Any
 from traceless.errors import ConfigError
 from traceless.memory import Session
 from traceless.systems import (
+    Capability,
     ContextItem,
     DeletionTarget,
     ErasurePlan,
-    StoreOutcome,
     SystemConfig,
     SystemRuntime,
     memory_system,
@@ -73,6 +73,8 @@ def _sid(owner: str, session_id: str) -> str:
                             "clear_user_memories/delete_session/clear_memory")
 class AgnoSystem(live.SqliteInstance):
     """Agno's ``SqliteDb`` and ``MemoryManager`` in ``work_dir`` (or on a live ``db_file``)."""
+
+    capabilities = frozenset({Capability.LIVE, Capability.REWRITE})
 
     extra = "agno"
     requires = ("agno", "agno.db.sqlite", "sqlalchemy")
@@ -175,9 +177,8 @@ class AgnoSystem(live.SqliteInstance):
         user = row.get("user_id")
         return user if isinstance(user, str) else None
 
-    def execute_erasure(self, plan: ErasurePlan, literals: Sequence[str]) -> list[StoreOutcome]:
-        db, mm = self._open()
-        if plan.user is not None:  # Agno's own deletions first, then what they leave
+    def native_erasure(self, plan: ErasurePlan) -> None:
+        if plan.user is not None:  # Agno's own deletions first, then the kernel removes what they leave
+            db, mm = self._open()
             mm.clear_user_memories(user_id=plan.user)
             db.delete_sessions(self._sessions(plan.user), user_id=plan.user)
-        return self.erase_residue(plan, literals)

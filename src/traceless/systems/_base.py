@@ -40,7 +40,9 @@ from traceless.errors import ConfigError, InputFormatError, TracelessError, Unkn
 from traceless.memory import Session
 from traceless.models import ChatMessage, Embedder, Generation, ModelBackend
 from traceless.registry import ENTRY_POINT_GROUPS, PluginWarning, Registry
+from traceless.systems import kernel
 from traceless.systems._erase import ErasurePlan, ScanReport, StoreOutcome
+from traceless.systems.contract import Capability, LiveInstance
 
 __all__ = [
     "DEFAULT_SYSTEMS",
@@ -142,6 +144,10 @@ class MemorySystem(abc.ABC):
     """Its config model (fields documented; unknown keys refused)."""
     views: ClassVar[tuple[str, ...]] = ("agent",)
     """Memory views ``context`` accepts; ``agent`` is what the agent normally reads."""
+    capabilities: ClassVar[frozenset[Capability]] = frozenset({Capability.AGENT})
+    """What it can do, declared (never probed): ``Capability.LIVE`` for ``attach``/scan/erase …"""
+    _planned: tuple[tuple[str, ...], frozenset[tuple[str, str]]] = ((), frozenset())
+    """The last plan's literals and the records it removes (what the bystander digests skip)."""
 
     def __init__(self, work_dir: Path, config: SystemConfig, runtime: SystemRuntime) -> None:
         self.work_dir = work_dir
@@ -215,22 +221,66 @@ class MemorySystem(abc.ABC):
         raise UnsupportedError(f"memory system {cls.name!r} cannot attach to a live instance "
                                "(its adapter implements no scan/erase)")
 
+    def agent_reply(self, owner: str, query: str) -> AgentAnswer | None:
+        """The system's own agent answering ``query`` for ``owner`` (``Capability.AGENT``: the
+        user's graph, the SDK's Runner …); None: the audit's prompt over ``context`` is used."""
+        return None
+
+    def probe_instance(self, runtime: SystemRuntime) -> MemorySystem:
+        """The attached instance as the audit's agent reads it, for ``forget --certify``
+        (``Capability.CERTIFY``). Close it."""
+        raise UnsupportedError(f"--certify is not available for {self.name!r} live instances; run the erasure "
+                               "without --certify: its receipt is signed as before")
+
+    def probe_ready(self, runtime: SystemRuntime) -> None:  # noqa: B027 - optional hook
+        """Refuse, before anything is erased, what ``probe_instance`` would fail on after it."""
+
+    @classmethod
+    def attach_config(cls, work_dir: Path, config: SystemConfig) -> SystemConfig | None:
+        """The config ``attach`` takes for an instance built in ``work_dir`` with ``config``
+        (``open_system`` + ``write``): how the conformance suite attaches to what it built.
+        None: the suite erases the opened instance itself."""
+        return None
+
+    def instance(self) -> LiveInstance:
+        """The instance as the erasure kernel reads and changes it (``traceless.systems.contract``):
+        an adapter that implements it gets ``scan``, the plan, the bystander digests and the
+        erasure from the kernel, the same for every system."""
+        raise UnsupportedError(f"memory system {self.name!r} implements no scan or erasure")
+
     def scan(self, user: str | None, literals: Sequence[str], *, reveal: bool = False) -> ScanReport:
         """Every record of ``user`` and every record or file holding a literal (read-only)."""
-        raise UnsupportedError(f"memory system {self.name!r} implements no scan")
+        return kernel.scan(self.name, self.instance(), user, literals, reveal=reveal)
 
     def plan_erasure(self, user: str | None, literals: Sequence[str]) -> ErasurePlan:
         """What a complete erasure of ``user`` (and of records holding a literal) will change."""
-        raise UnsupportedError(f"memory system {self.name!r} implements no erasure")
+        plan = kernel.plan(self.name, self.instance(), user, literals)
+        self._planned = (tuple(literals), frozenset((a.store, a.record_id) for a in plan.actions
+                                                    if a.action == "remove"))
+        return plan
+
+    def native_erasure(self, plan: ErasurePlan) -> None:  # noqa: B027 - optional hook
+        """The system's own deletions for ``plan.user``, run before the kernel removes what they
+        leave (Agno's ``clear_user_memories``, the SDK's ``clear_session`` …). Default: none."""
 
     def execute_erasure(self, plan: ErasurePlan, literals: Sequence[str]) -> list[StoreOutcome]:
         """Carry out ``plan`` (native deletions + the residue they leave + compaction);
         idempotent. The claim levels are set by the caller from the re-scan."""
-        raise UnsupportedError(f"memory system {self.name!r} implements no erasure")
+        if self.read_only_instance():
+            raise ConfigError(f"{self.name}: this instance was attached read-only; attach it with read_only=False "
+                              "to erase")
+        self.native_erasure(plan)
+        return kernel.execute(self.instance(), plan, literals)
+
+    def read_only_instance(self) -> bool:
+        """Attached read-only (``attach(read_only=True)``): erasure refused. Default: no."""
+        return False
 
     def bystander_digests(self, user: str | None) -> dict[str, tuple[int, str]]:
-        """Per store: (count, sha256) of every record that does not belong to ``user``."""
-        raise UnsupportedError(f"memory system {self.name!r} implements no erasure")
+        """Per store: (count, sha256) of every record that does not belong to ``user`` and that
+        the last plan does not remove (a planned rewrite digests the same before and after)."""
+        literals, removed = self._planned
+        return kernel.bystander_digests(self.instance(), user, literals, removed)
 
     def instance_files(self) -> list[Path]:
         """Every file under the instance's configured paths (what the byte scan reads)."""

@@ -96,8 +96,9 @@ def erasure_claims(name: str, phase_dir: Path, config: SystemConfig, runtime: Sy
     it, for ``--keep-memory``). None for a system whose adapter implements no erasure."""
     from traceless.errors import UnsupportedError
     from traceless.systems._base import open_system, system_class
+    from traceless.systems.contract import Capability
 
-    if system_class(name).execute_erasure is MemorySystem.execute_erasure:
+    if Capability.LIVE not in system_class(name).capabilities:
         return None
     with tempfile.TemporaryDirectory(prefix="traceless-audit-erase-") as tmp:
         shutil.copytree(phase_dir, Path(tmp) / "memory")

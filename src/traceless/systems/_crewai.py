@@ -41,6 +41,7 @@ from traceless.errors import ConfigError
 from traceless.memory import Session
 from traceless.models import Embedder, ModelBackend
 from traceless.systems import (
+    Capability,
     ContextItem,
     DeletionTarget,
     ErasurePlan,
@@ -183,6 +184,8 @@ def _versions(path: Path) -> dict[str, list[dict[str, Any]]]:
                               "forget_scope/reset/reset_all")
 class CrewAISystem(MemorySystem):
     """CrewAI's ``Memory`` with ``LanceDBStorage`` in ``work_dir/memory`` (or a live ``storage_path``)."""
+
+    capabilities = frozenset({Capability.LIVE})
 
     extra = "crewai"
     install_note = "in a venv of its own (not beside agentdojo, openai-agents, inspect)"

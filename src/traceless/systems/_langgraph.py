@@ -36,6 +36,7 @@ from traceless.memory import Session
 from traceless.models import ChatMessage, Generation, GenerationConfig
 from traceless.systems import (
     AgentAnswer,
+    Capability,
     ContextItem,
     DeletionTarget,
     ErasurePlan,
@@ -201,6 +202,8 @@ def _user_index(config: LangGraphConfig, emb: Any) -> dict[str, Any] | None:
 @memory_system("langgraph", help="LangGraph agent: SqliteStore memories + SqliteSaver thread + summary node")
 class LangGraphSystem(MemorySystem):
     """The agent graph ``remember → summarize`` compiled with a store and a checkpointer."""
+
+    capabilities = frozenset({Capability.AGENT, Capability.LIVE, Capability.CERTIFY})
 
     extra = "langgraph"
     requires = ("langgraph", "langgraph.checkpoint.sqlite", "langgraph.store.sqlite", "sqlite_vec")

@@ -40,6 +40,7 @@ from traceless.errors import ConfigError
 from traceless.memory import Session
 from traceless.models import Embedder
 from traceless.systems import (
+    Capability,
     ContextItem,
     DeletionTarget,
     ErasurePlan,
@@ -105,6 +106,8 @@ def _text(msg: Any) -> str:
                                   "stores); deletions reset/delete_ref_doc")
 class LlamaIndexSystem(MemorySystem):
     """The chat store ``chat.db`` and the index persisted in ``storage/`` of ``work_dir``."""
+
+    capabilities = frozenset({Capability.LIVE, Capability.REWRITE})
 
     extra = "llamaindex"
     requires = ("llama_index.core", "aiosqlite")

@@ -27,6 +27,7 @@ from traceless.errors import ConfigError, UnsupportedError
 from traceless.memory import Session
 from traceless.models import ModelBackend
 from traceless.systems import (
+    Capability,
     ContextItem,
     DeletionTarget,
     ErasurePlan,
@@ -185,6 +186,8 @@ def audit_config(config: Mem0Config, work_dir: Path, llm: dict[str, Any], embedd
 @memory_system("mem0", help="mem0ai (qdrant local, MiniLM, history db); deletions delete/delete_all/reset")
 class Mem0System(MemorySystem):
     """mem0's ``Memory`` in ``work_dir``; one ``add`` per session, scoped by ``user_id``."""
+
+    capabilities = frozenset({Capability.LIVE, Capability.CERTIFY})
 
     extra = "mem0"
     requires = ("mem0", "qdrant_client")

@@ -50,6 +50,7 @@ from traceless.memory import Session
 from traceless.models import ChatMessage, Generation, GenerationConfig, ModelBackend
 from traceless.systems import (
     AgentAnswer,
+    Capability,
     ContextItem,
     DeletionTarget,
     ErasurePlan,
@@ -174,6 +175,8 @@ def _text(item: dict[str, Any]) -> str:
                                      "deletions pop_item/clear_session")
 class OpenAIAgentsSystem(live.SqliteInstance):
     """``SQLiteSession``s in ``work_dir/sessions.db`` (or a live ``db_file``)."""
+
+    capabilities = frozenset({Capability.AGENT, Capability.LIVE, Capability.REWRITE, Capability.ENCRYPTED_VIEW})
 
     extra = "openai-agents"
     requires = ("agents", "agents.memory")
@@ -358,11 +361,13 @@ class OpenAIAgentsSystem(live.SqliteInstance):
         sid = row.get("session_id")
         return sid.split("/", 1)[0] if isinstance(sid, str) else None
 
-    def execute_erasure(self, plan: ErasurePlan, literals: Sequence[str]) -> list[StoreOutcome]:
-        if plan.user is not None:  # the SDK's own deletion first, then what it leaves
+    def native_erasure(self, plan: ErasurePlan) -> None:
+        if plan.user is not None:  # the SDK's own deletion first, then the kernel removes what it leaves
             for sid in self._user_sessions(plan.user):
                 self._run(self._session(sid).clear_session())
-        out = self.erase_residue(plan, literals)
+
+    def execute_erasure(self, plan: ErasurePlan, literals: Sequence[str]) -> list[StoreOutcome]:
+        out = super().execute_erasure(plan, literals)
         if self.cfg.encrypted_ttl is not None:
             out.append(self._reencrypt(literals))
         return out
@@ -430,7 +435,7 @@ class OpenAIAgentsSystem(live.SqliteInstance):
         if self.cfg.encrypted_ttl is not None and not self.read_only and self.path.exists():
             rs = live.rows(self.path).get("agent_messages", [])
             other = sorted(f"{r.values.get('session_id')}\t"
-                           f"{live.replace_literals(self._decrypt(r.values) or r.text(), self._literals)}"
+                           f"{live.replace_literals(self._decrypt(r.values) or r.text(), self._planned[0])}"
                            for r in rs if not self._mine(r, user))
             h = hashlib.sha256()
             for t in other:

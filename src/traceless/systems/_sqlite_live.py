@@ -8,28 +8,26 @@ rows quoting a literal), then ``VACUUM``.
 from __future__ import annotations
 
 import abc
-import functools
-import hashlib
-import json
 import shutil
 import sqlite3
 import tempfile
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
 from traceless.errors import ConfigError
+from traceless.systems import kernel
 from traceless.systems._base import MemorySystem, SystemConfig, SystemRuntime
-from traceless.systems._erase import ErasurePlan, PlannedAction, ScanHit, ScanReport, StoreOutcome
+from traceless.systems._erase import ErasurePlan, ScanReport, StoreOutcome
+from traceless.systems.contract import LiveInstance, Op, Record, Remove
+from traceless.systems.kernel import ERASED, replace_literals
 
-__all__ = ["OwnerOf", "Row", "SqliteInstance", "bystander_digests", "erase_residue", "live_db", "plan", "ro_connect", "rows", "scan"]
+__all__ = ["ERASED", "OwnerOf", "Row", "SqliteFile", "SqliteInstance", "bystander_digests", "erase_residue", "live_db",
+           "plan", "ro_connect", "rows", "scan"]
 
 OwnerOf = Callable[[str, dict[str, Any]], str | None]
 """(table, row as column → value) → the user the row belongs to (None: no user)."""
-
-ERASED = "[erased]"
-
 
 @dataclass(frozen=True)
 class Row:
@@ -126,97 +124,102 @@ def rows(path: Path) -> dict[str, list[Row]]:
         con.close()
 
 
-@functools.lru_cache(maxsize=1024)
-def _forms(literal: str) -> tuple[str, ...]:
-    """The literal and, for a non-ASCII one, its JSON-escaped form (Agno and the SDK store JSON);
-    cached: a scan asks for it once per row and literal."""
-    escaped = json.dumps(literal)[1:-1]
-    return (literal,) if escaped == literal else (literal, escaped)
+def _text(v: Any) -> str:
+    return "" if v is None else (v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v))
 
 
-@functools.lru_cache(maxsize=64)
-def _all_forms(literals: tuple[str, ...]) -> tuple[str, ...]:
-    return tuple(f for lit in literals if lit for f in _forms(lit))
+class SqliteFile(LiveInstance):
+    """One SQLite file as the erasure kernel reads and changes it: a table is a store, a row a
+    record (``owner_of`` says whose), a rewrite replaces the literals in its string columns;
+    ``apply`` ends with a WAL checkpoint and ``VACUUM``."""
 
+    others_policy = "rewrite"
 
-def _count(text: str, literals: Sequence[str]) -> int:
-    return sum(map(text.count, _all_forms(tuple(literals))))
+    def __init__(self, path: Path, owner_of: OwnerOf) -> None:
+        self.path, self.owner_of = path, owner_of
+
+    def stores(self) -> list[str]:
+        return list(rows(self.path)) if self.path.exists() else []
+
+    def records(self, user: str | None = None, literals: Sequence[str] = ()) -> Iterator[Record]:
+        if not self.path.exists():
+            return
+        for table, rs in rows(self.path).items():
+            for r in rs:
+                yield Record(table, r.record_id, self.owner_of(table, r.values),
+                             {c: _text(v) for c, v in r.values.items()}, ref=r.rowid)
+
+    def compaction(self) -> list[str]:
+        return [f"VACUUM {self.path.name}"]
+
+    def files(self) -> list[Path]:
+        return sorted(p for p in self.path.parent.glob(self.path.name + "*") if p.is_file())
+
+    def apply(self, ops: Sequence[Op], literals: Sequence[str]) -> list[StoreOutcome]:
+        con = sqlite3.connect(str(self.path))
+        out: dict[str, StoreOutcome] = {}
+        try:
+            for op in ops:
+                o = out.setdefault(op.record.store, StoreOutcome(store=op.record.store, compacted=True))
+                changed = self._apply_one(con, op, literals)
+                if isinstance(op, Remove):
+                    o.removed += changed
+                else:
+                    o.rewritten += changed
+            con.commit()
+            con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            con.execute("VACUUM")
+        finally:
+            con.close()
+        return list(out.values())
+
+    def _apply_one(self, con: sqlite3.Connection, op: Op, literals: Sequence[str]) -> int:
+        table = op.record.store
+        where, arg = self._locate(con, op.record)
+        if where is None:
+            return 0  # a WITHOUT ROWID table (FTS5's index): read, never edited
+        if isinstance(op, Remove):
+            return con.execute(f'DELETE FROM "{table}" WHERE {where}', (arg,)).rowcount  # noqa: S608
+        cur = con.execute(f'SELECT * FROM "{table}" WHERE {where}', (arg,))  # noqa: S608
+        row = cur.fetchone()
+        if row is None:
+            return 0
+        cols = [d[0] for d in cur.description]
+        new = {c: replace_literals(v, literals) for c, v in zip(cols, row, strict=True)}
+        sets = ", ".join(f'"{c}" = ?' for c in new)
+        con.execute(f'UPDATE "{table}" SET {sets} WHERE {where}', (*new.values(), arg))  # noqa: S608
+        return 1
+
+    def _locate(self, con: sqlite3.Connection, rec: Record) -> tuple[str | None, Any]:
+        if isinstance(rec.ref, int):
+            return ("rowid = ?", rec.ref) if rec.ref >= 0 else (None, None)
+        pk = _pk(con, rec.store)
+        return (f'"{pk}" = ?', rec.id) if pk else ("rowid = ?", int(rec.id) if rec.id.lstrip("-").isdigit() else -1)
 
 
 def scan(system: str, path: Path, owner_of: OwnerOf, user: str | None, literals: Sequence[str],
          reveal: bool) -> ScanReport:
-    """The user's rows and every row holding a literal, per table."""
-    report = ScanReport(system=system, user=user, literals=len(literals))
-    for table, rs in rows(path).items():
-        report.stores[table] = len(rs)
-        for r in rs:
-            mine = user is not None and owner_of(table, r.values) == user
-            text = r.text()
-            n = _count(text, literals)
-            if mine or n:
-                report.hits.append(ScanHit(store=table, record_id=r.record_id, field="*", owner_match=mine,
-                                           literal_count=n, value=text if reveal else None))
-    return report
+    """The user's rows and every row holding a literal, per table (the kernel's scan)."""
+    return kernel.scan(system, SqliteFile(path, owner_of), user, literals, reveal=reveal)
 
 
 def plan(system: str, path: Path, owner_of: OwnerOf, user: str | None, literals: Sequence[str]) -> ErasurePlan:
-    """Remove the user's rows; rewrite other rows that quote a literal; VACUUM."""
-    rep = scan(system, path, owner_of, user, literals, reveal=False)
-    acts = [PlannedAction(store=h.store, record_id=h.record_id, action="remove" if h.owner_match else "rewrite",
-                          reason="owned by the user" if h.owner_match else "holds a literal") for h in rep.hits]
-    return ErasurePlan(system=system, user=user, actions=acts, compaction=[f"VACUUM {path.name}"] if acts else [])
-
-
-def _replace(v: Any, literals: Sequence[str]) -> Any:
-    if not isinstance(v, str):
-        return v
-    for lit in literals:
-        for f in _forms(lit) if lit else []:
-            v = v.replace(f, ERASED)
-    return v
+    """Remove the user's rows; rewrite other rows that quote a literal; VACUUM (the kernel's plan)."""
+    return kernel.plan(system, SqliteFile(path, owner_of), user, literals)
 
 
 def erase_residue(path: Path, owner_of: OwnerOf, user: str | None, literals: Sequence[str]) -> list[StoreOutcome]:
     """What the native deletions left: the user's rows deleted, other rows quoting a literal
-    rewritten, then ``VACUUM`` (the freed pages go; the WAL is checkpointed and truncated)."""
-    found = rows(path)
-    con = _connect(path, False)
-    out: list[StoreOutcome] = []
-    try:
-        for table, rs in found.items():
-            o = StoreOutcome(store=table, compacted=True)
-            for r in (r for r in rs if r.rowid >= 0):
-                if user is not None and owner_of(table, r.values) == user:
-                    con.execute(f'DELETE FROM "{table}" WHERE rowid = ?', (r.rowid,))  # noqa: S608
-                    o.removed += 1
-                elif _count(r.text(), literals):
-                    new = {c: _replace(v, literals) for c, v in r.values.items()}
-                    sets = ", ".join(f'"{c}" = ?' for c in new)
-                    con.execute(f'UPDATE "{table}" SET {sets} WHERE rowid = ?', (*new.values(), r.rowid))  # noqa: S608
-                    o.rewritten += 1
-            out.append(o)
-        con.commit()
-        con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        con.execute("VACUUM")
-    finally:
-        con.close()
-    return out
+    rewritten, then ``VACUUM`` (the kernel's plan and execution on the file)."""
+    inst = SqliteFile(path, owner_of)
+    return kernel.execute(inst, kernel.plan("sqlite", inst, user, literals), literals)
 
 
 def bystander_digests(path: Path, owner_of: OwnerOf, user: str | None,
                       literals: Sequence[str] = ()) -> dict[str, tuple[int, str]]:
-    """Per table: count and SHA-256 of the rows of every other user (and of no user), each
-    with the literals replaced as ``erase_residue`` replaces them: a row the erasure rewrites
-    digests the same before and after; any other change to it does not."""
-    out: dict[str, tuple[int, str]] = {}
-    for table, rs in rows(path).items():
-        other = sorted(Row(r.table, r.rowid, r.record_id, {c: _replace(v, literals) for c, v in r.values.items()}).text()
-                       for r in rs if user is None or owner_of(table, r.values) != user)
-        h = hashlib.sha256()
-        for t in other:
-            h.update(t.encode("utf-8") + b"\0")
-        out[table] = (len(other), h.hexdigest())
-    return out
+    """Per table: count and SHA-256 of the rows of every other user (and of no user), the
+    literals replaced (the kernel's digest)."""
+    return kernel.bystander_digests(SqliteFile(path, owner_of), user, literals)
 
 
 class SqliteInstance(MemorySystem):
@@ -237,7 +240,6 @@ class SqliteInstance(MemorySystem):
         super().__init__(work_dir, config, runtime)  # type: ignore[arg-type]
         self.path = db_path or work_dir / self.db_name
         self.read_only = read_only
-        self._literals: tuple[str, ...] = ()
 
     @classmethod
     def attach(cls, config: SystemConfig, runtime: SystemRuntime | None = None, *, read_only: bool) -> MemorySystem:
@@ -252,21 +254,21 @@ class SqliteInstance(MemorySystem):
         """The user a row of ``table`` belongs to (None: nobody's, e.g. a schema table);
         every SQLite-backed adapter says it for its own tables."""
 
-    def scan(self, user: str | None, literals: Sequence[str], *, reveal: bool = False) -> ScanReport:
-        return scan(self.name, self.path, self.row_owner, user, literals, reveal)
+    def instance(self) -> LiveInstance:
+        return SqliteFile(self.path, self.row_owner)
 
-    def plan_erasure(self, user: str | None, literals: Sequence[str]) -> ErasurePlan:
-        self._literals = tuple(literals)  # what the bystander digests normalise (the rows the plan rewrites)
-        return plan(self.name, self.path, self.row_owner, user, literals)
+    def read_only_instance(self) -> bool:
+        return self.read_only
 
-    def erase_residue(self, plan: ErasurePlan, literals: Sequence[str]) -> list[StoreOutcome]:
-        """After the package's own deletions: close, remove what they left, compact."""
+    def execute_erasure(self, plan: ErasurePlan, literals: Sequence[str]) -> list[StoreOutcome]:
+        """The package's own deletions (``native_erasure``), then, its connections closed, what
+        they left (the kernel), then compaction."""
+        if self.read_only:
+            raise ConfigError(f"{self.name}: this instance was attached read-only; attach it with read_only=False "
+                              "to erase")
+        self.native_erasure(plan)
         self.close()
-        return erase_residue(self.path, self.row_owner, plan.user, literals)
-
-    def bystander_digests(self, user: str | None) -> dict[str, tuple[int, str]]:
-        # the literals are those of the last plan (the driver plans before it digests)
-        return bystander_digests(self.path, self.row_owner, user, self._literals)
+        return kernel.execute(self.instance(), plan, literals)
 
     def stores(self) -> dict[str, Iterable[str]]:
         """Every table of the file, as the texts of its rows (none before the file exists)."""
@@ -275,4 +277,4 @@ class SqliteInstance(MemorySystem):
         return {t: [r.text() for r in rs] for t, rs in rows(self.path).items()}
 
     def instance_files(self) -> list[Path]:
-        return sorted(p for p in self.path.parent.glob(self.path.name + "*") if p.is_file())
+        return SqliteFile(self.path, self.row_owner).files()

@@ -3,20 +3,20 @@ OpenAI Agents SDK's ``SQLiteSession``, Google ADK's session database, LlamaIndex
 store): the public face of ``traceless.systems._sqlite_live`` for in-tree and third-party
 adapters alike (``from traceless.systems import sqlite as live``).
 
-``SqliteInstance`` is a ``MemorySystem`` base that scans, plans, digests bystanders and erases
-residue for such a file; a subclass says whose each row is (``row_owner``) and runs its
-package's own deletions before ``erase_residue``. The functions read through ``mode=ro`` /
-``immutable=1`` connections (``ro_connect``) unless they erase. ``count_literals(text,
-literals)`` counts the literals (and their JSON-escaped forms) in a text;
-``replace_literals(value, literals)`` is a string value with each of them replaced by
-``ERASED`` (any other value unchanged); ``literal_forms(literal)`` is the literal and, for a
-non-ASCII one, its JSON-escaped form (the forms the two count).
+``SqliteInstance`` is a ``MemorySystem`` base whose live instance is a ``SqliteFile`` (the
+erasure kernel's ``LiveInstance`` for one SQLite file: a table is a store, a row a record): the
+kernel scans, plans, digests bystanders and erases for it; a subclass says whose each row is
+(``row_owner``) and runs its package's own deletions in ``native_erasure``. The functions read through ``mode=ro`` /
+``immutable=1`` connections (``ro_connect``) unless they erase. ``count_literals``,
+``replace_literals`` and ``literal_forms`` are the kernel's one literal-match rule
+(``traceless.systems.kernel``), re-exported.
 """
 
 from traceless.systems._sqlite_live import (
     ERASED,
     OwnerOf,
     Row,
+    SqliteFile,
     SqliteInstance,
     bystander_digests,
     erase_residue,
@@ -27,9 +27,7 @@ from traceless.systems._sqlite_live import (
     scan,
     table_texts,
 )
-from traceless.systems._sqlite_live import _count as count_literals
-from traceless.systems._sqlite_live import _forms as literal_forms
-from traceless.systems._sqlite_live import _replace as replace_literals
+from traceless.systems.kernel import count_literals, literal_forms, replace_literals
 
-__all__ = ["ERASED", "OwnerOf", "Row", "SqliteInstance", "bystander_digests", "count_literals", "erase_residue",
+__all__ = ["ERASED", "OwnerOf", "Row", "SqliteFile", "SqliteInstance", "bystander_digests", "count_literals", "erase_residue",
            "literal_forms", "live_db", "plan", "replace_literals", "ro_connect", "rows", "scan", "table_texts"]

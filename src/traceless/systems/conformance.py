@@ -1,0 +1,315 @@
+"""The conformance suite every memory system's adapter must pass (built-ins and third-party
+plug-ins alike), modelled on langgraph's ``checkpoint-conformance``: one spec per behaviour,
+run against any registered system by name.
+
+The suite builds a real instance through the system's own API (``open_system`` + ``write``
+with the runtime the caller gives), attaches to it as ``traceless scan`` / ``forget --memory``
+do (``attach_config``; else it erases the opened instance), and checks:
+
+* ``scan_changes_no_byte``: a scan changes no file (sha256 and mtime of each) and adds none,
+  and finds the user's records;
+* ``erasure_complete``: the receipt passes; after it no record of the user, no record and no
+  file byte holding the user's secret;
+* ``bystanders_intact``: the records of a user whose id is a prefix of the target's, and of a
+  third user, are all still there, their secrets still in the files;
+* ``quote_per_policy``: another user's record that quotes the target's secret is rewritten (a
+  system with ``Capability.REWRITE``: the record stays, the secret gone) or the erasure is
+  refused before any byte changes (a system without it);
+* ``unmatched_user_signs_nothing``: a user with no record: ``NothingToEraseError``, no byte
+  changed, no receipt;
+* ``audit_and_receipt_agree``: the audit's stores (``stores()``) and the scan's are the same
+  names, with the same copies of the secret per store (the kernel's one match rule);
+* ``interrupted_erasure_completes``: an erasure killed (SIGKILL) at a random point in a child
+  process completes on re-run, with a passing receipt and nothing of the user left.
+
+``run_conformance(name, runtime, root)`` returns a ``ConformanceReport``; a test asserts
+``report.passed`` (``report.failures()`` says what failed).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import multiprocessing as mp
+import os
+import random
+import signal
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from traceless.errors import ErasureScopeError, NothingToEraseError
+from traceless.forget import scan_files
+from traceless.memory import Session, Turn
+from traceless.systems._base import (
+    MemorySystem,
+    SystemConfig,
+    SystemRuntime,
+    load_system_config,
+    open_system,
+    system_class,
+)
+from traceless.systems._erase_run import erase_system, scan_system
+from traceless.systems.contract import Capability
+from traceless.systems.kernel import count_literals
+
+__all__ = ["CHECKS", "CheckOutcome", "ConformanceReport", "run_conformance"]
+
+TARGET, PREFIX, QUOTER = "user-10", "user-1", "bob"
+"""The erased user, a user whose id is a prefix of the target's, a user who quotes the target."""
+SECRETS = {TARGET: "DE89 3704 0044 0532 0130 00", PREFIX: "GB29 NWBK 6016 1331 9268 19",
+           QUOTER: "FR14 2004 1010 0505 0001 3M02 606"}
+KEY = b"traceless-conformance-key-32byte"
+
+
+class CheckOutcome(BaseModel):
+    """One check of the suite on one system."""
+
+    passed: bool
+    """The behaviour holds."""
+    detail: str = ""
+    """What was measured (and, on failure, what broke)."""
+
+
+class ConformanceReport(BaseModel):
+    """The suite's verdict on one system."""
+
+    system: str
+    """The registered name."""
+    checks: dict[str, CheckOutcome] = Field(default_factory=dict)
+    """Check name → outcome."""
+
+    @property
+    def passed(self) -> bool:
+        """Every check passed."""
+        return all(c.passed for c in self.checks.values())
+
+    def failures(self) -> str:
+        """The failed checks, one per line."""
+        return "\n".join(f"{self.system}: {k}: {c.detail}" for k, c in self.checks.items() if not c.passed)
+
+
+def _session(user: str, sid: str, text: str) -> Session:
+    return Session(user_id=user, session_id=sid, turns=[Turn(role="user", content=text),
+                                                        Turn(role="assistant", content="Noted, I will remember that.")])
+
+
+def sessions(*, quote: bool) -> list[Session]:
+    """The suite's conversations: each user tells their IBAN; with ``quote`` the third user
+    also quotes the target's."""
+    out = [_session(u, "s1", f"Please remember my IBAN for payments: {s}.") for u, s in SECRETS.items()]
+    if quote:
+        out.append(_session(QUOTER, "s2", f"My colleague's IBAN is {SECRETS[TARGET]}, keep it for the invoice."))
+    return out
+
+
+@dataclass
+class Target:
+    """One system under test: how to build, attach to and fingerprint its instance."""
+
+    name: str
+    config: SystemConfig
+    runtime: SystemRuntime
+    root: Path
+
+    def build(self, where: str, *, quote: bool = False) -> Path:
+        work = self.root / where
+        s = open_system(self.name, work, self.config, self.runtime)
+        try:
+            s.write(sessions(quote=quote))
+        finally:
+            s.close()
+        return work
+
+    def live_config(self, work: Path) -> SystemConfig | None:
+        return system_class(self.name).attach_config(work, self.config)
+
+    def open(self, work: Path, *, read_only: bool) -> MemorySystem:
+        cfg = self.live_config(work)
+        if cfg is None:
+            return open_system(self.name, work, self.config, self.runtime)
+        return system_class(self.name).attach(cfg, self.runtime, read_only=read_only)
+
+
+def fingerprint(root: Path) -> dict[str, tuple[str, int]]:
+    """Every file under ``root``: sha256 and mtime (ns)."""
+    out: dict[str, tuple[str, int]] = {}
+    for p in sorted(root.rglob("*")):
+        if p.is_file():
+            out[str(p.relative_to(root))] = (hashlib.sha256(p.read_bytes()).hexdigest(), p.stat().st_mtime_ns)
+    return out
+
+
+def _with(t: Target, work: Path, fn: Callable[[MemorySystem], Any], *, read_only: bool = False) -> Any:
+    s = t.open(work, read_only=read_only)
+    try:
+        return fn(s)
+    finally:
+        s.close()
+
+
+def _owned(rep: Any) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for h in rep.hits:
+        if h.owner_match:
+            out[h.store] = out.get(h.store, 0) + 1
+    return out
+
+
+def check_scan_changes_no_byte(t: Target) -> CheckOutcome:
+    work = t.build("scan")
+    before = fingerprint(t.root / "scan")
+    rep = _with(t, work, lambda s: scan_system(s, TARGET, [SECRETS[TARGET]]), read_only=True)
+    after = fingerprint(t.root / "scan")
+    changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
+    mine = sum(_owned(rep).values())
+    ok = not changed and mine > 0
+    return CheckOutcome(passed=ok, detail=f"{len(before)} files, changed or new: {changed or 'none'}; "
+                                          f"the user's records found: {mine}")
+
+
+def _left(t: Target, work: Path, user: str, secret: str) -> tuple[int, int, int]:
+    """(the user's records, records holding the secret, file bytes holding it)."""
+    def read(s: MemorySystem) -> tuple[int, int, int]:
+        rep = scan_system(s, user, [secret])
+        files = sum(scan_files(s.instance_files(), [secret]).values())
+        return sum(_owned(rep).values()), sum(1 for h in rep.hits if h.literal_count), files
+    out: tuple[int, int, int] = _with(t, work, read, read_only=True)
+    return out
+
+
+def check_erasure_complete_and_bystanders(t: Target) -> dict[str, CheckOutcome]:
+    work = t.build("erase")
+    by_before = {u: _left(t, work, u, SECRETS[u]) for u in (PREFIX, QUOTER)}
+    receipt = _with(t, work, lambda s: erase_system(s, TARGET, [SECRETS[TARGET]], state_dir=t.root / "state-erase",
+                                                    key=KEY))
+    mine, held, files = _left(t, work, TARGET, SECRETS[TARGET])
+    complete = CheckOutcome(
+        passed=receipt.verification.passed and (mine, held, files) == (0, 0, 0),
+        detail=f"receipt passed={receipt.verification.passed} {receipt.guarantee}; left: {mine} records of the "
+               f"user, {held} holding the secret, {files} copies in the files")
+    by_after = {u: _left(t, work, u, SECRETS[u]) for u in (PREFIX, QUOTER)}
+    intact = all(by_after[u][0] == by_before[u][0] > 0 and by_after[u][2] > 0 for u in by_after)
+    return {"erasure_complete": complete,
+            "bystanders_intact": CheckOutcome(passed=intact and receipt.verification.checks.get("bystanders_intact",
+                                                                                               False),
+                                              detail=f"(records, holding, file copies) before {by_before}, "
+                                                     f"after {by_after}")}
+
+
+def check_quote_per_policy(t: Target) -> CheckOutcome:
+    work = t.build("quote", quote=True)
+    rewrite = Capability.REWRITE in system_class(t.name).capabilities
+    before = fingerprint(work)
+    quoter = _left(t, work, QUOTER, SECRETS[QUOTER])
+    try:
+        receipt = _with(t, work, lambda s: erase_system(s, TARGET, [SECRETS[TARGET]],
+                                                        state_dir=t.root / "state-quote", key=KEY))
+    except ErasureScopeError as e:
+        unchanged = fingerprint(work) == before
+        return CheckOutcome(passed=not rewrite and unchanged,
+                            detail=f"refused ({e}); files unchanged: {unchanged}; declared rewrite: {rewrite}")
+    after = _left(t, work, QUOTER, SECRETS[QUOTER])
+    gone = _left(t, work, TARGET, SECRETS[TARGET])
+    ok = rewrite and receipt.verification.passed and after[0] == quoter[0] and gone == (0, 0, 0)
+    rewritten = sum(len(tr.rewritten) for tr in receipt.tiers.values())
+    return CheckOutcome(passed=ok, detail=f"declared rewrite: {rewrite}; rewritten: {rewritten}; quoter's records "
+                                          f"{quoter[0]} → {after[0]}; target left {gone}")
+
+
+def check_unmatched_user_signs_nothing(t: Target) -> CheckOutcome:
+    work = t.build("nobody")
+    before = fingerprint(t.root / "nobody")
+    state = t.root / "state-nobody"
+    try:
+        _with(t, work, lambda s: erase_system(s, "nobody-at-all", [], state_dir=state, key=KEY))
+    except NothingToEraseError:
+        unchanged = fingerprint(t.root / "nobody") == before
+        journals = list((state / "erasures").glob("*")) if (state / "erasures").exists() else []
+        return CheckOutcome(passed=unchanged and not journals, detail=f"refused; files unchanged: {unchanged}; "
+                                                                      f"journals left: {len(journals)}")
+    return CheckOutcome(passed=False, detail="an erasure of a user with no record signed a receipt")
+
+
+def check_audit_and_receipt_agree(t: Target) -> CheckOutcome:
+    work = t.build("agree")
+    secret = [SECRETS[TARGET]]
+
+    def both(s: MemorySystem) -> tuple[dict[str, int], dict[str, int]]:
+        audit = {k: sum(count_literals(x, secret) for x in v) for k, v in s.stores().items()}
+        rep = scan_system(s, TARGET, secret)
+        scan = dict.fromkeys(rep.stores, 0)
+        for h in rep.hits:
+            scan[h.store] += h.literal_count
+        return audit, scan
+    audit, scan = _with(t, work, both, read_only=True)
+    return CheckOutcome(passed=audit == scan and sum(scan.values()) > 0,
+                        detail=f"audit copies per store {audit}; scan copies per store {scan}")
+
+
+def _erase_child(name: str, cfg: dict[str, Any], work: str, state: str, ready: Any) -> None:
+    """The child of the interrupted-erasure check: attach, say ready, erase (killed meanwhile)."""
+    from traceless.models import HashingEmbedder, ScriptedBackend
+    from traceless.systems.testing import register_dict_system
+
+    register_dict_system()  # the suite's own test system, in a spawned child too (entry points load themselves)
+    runtime = SystemRuntime(ScriptedBackend(lambda m, c: "noted"), HashingEmbedder(), "scripted")
+    t = Target(name, load_system_config(name, cfg), runtime, Path(work).parent)
+    s = t.open(Path(work), read_only=False)
+    ready.send(True)
+    erase_system(s, TARGET, [SECRETS[TARGET]], state_dir=Path(state), key=KEY)
+    s.close()
+
+
+def check_interrupted_erasure_completes(t: Target, seed: int = 0) -> CheckOutcome:
+    work = t.build("killed")
+    state = t.root / "state-killed"
+    ctx = mp.get_context("spawn")
+    parent, child = ctx.Pipe()
+    p = ctx.Process(target=_erase_child, args=(t.name, t.config.model_dump(mode="json"), str(work), str(state), child))
+    p.start()
+    if not parent.poll(120):
+        p.kill()
+        return CheckOutcome(passed=False, detail="the child never attached")
+    parent.recv()
+    delay = random.Random(seed).uniform(0.0, 0.25)
+    p.join(delay)
+    killed = p.is_alive()
+    if killed and p.pid is not None:
+        os.kill(p.pid, signal.SIGKILL)
+    p.join()
+    try:
+        receipt = _with(t, work, lambda s: erase_system(s, TARGET, [SECRETS[TARGET]], state_dir=state, key=KEY))
+        passed = receipt.verification.passed
+    except NothingToEraseError:  # the child finished first: the re-run finds nothing, which the scan confirms
+        passed = True
+    left = _left(t, work, TARGET, SECRETS[TARGET])
+    return CheckOutcome(passed=passed and left == (0, 0, 0),
+                        detail=f"killed after {delay:.3f}s: {killed}; re-run passed: {passed}; left {left}")
+
+
+CHECKS: tuple[str, ...] = ("scan_changes_no_byte", "erasure_complete", "bystanders_intact", "quote_per_policy",
+                           "unmatched_user_signs_nothing", "audit_and_receipt_agree", "interrupted_erasure_completes")
+"""Every check of the suite, in the order it runs."""
+
+
+def run_conformance(name: str, runtime: SystemRuntime, root: Path, *, config: dict[str, Any] | None = None,
+                    checks: Sequence[str] = CHECKS, seed: int = 0) -> ConformanceReport:
+    """Run the suite on the registered system ``name`` in the empty directory ``root``."""
+    t = Target(name, load_system_config(name, config or {}), runtime, root)
+    report = ConformanceReport(system=name)
+    if "scan_changes_no_byte" in checks:
+        report.checks["scan_changes_no_byte"] = check_scan_changes_no_byte(t)
+    if {"erasure_complete", "bystanders_intact"} & set(checks):
+        report.checks.update({k: v for k, v in check_erasure_complete_and_bystanders(t).items() if k in checks})
+    if "quote_per_policy" in checks:
+        report.checks["quote_per_policy"] = check_quote_per_policy(t)
+    if "unmatched_user_signs_nothing" in checks:
+        report.checks["unmatched_user_signs_nothing"] = check_unmatched_user_signs_nothing(t)
+    if "audit_and_receipt_agree" in checks:
+        report.checks["audit_and_receipt_agree"] = check_audit_and_receipt_agree(t)
+    if "interrupted_erasure_completes" in checks:
+        report.checks["interrupted_erasure_completes"] = check_interrupted_erasure_completes(t, seed)
+    return report

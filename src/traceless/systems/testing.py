@@ -1,0 +1,172 @@
+"""A real, small memory system for tests of the erasure kernel and of the conformance suite
+itself (as pydantic-ai's ``FunctionModel`` is a real model): ``DictInstance`` keeps records in
+one JSON file, ``DictSystem`` is a ``MemorySystem`` over it (registered as ``dict`` only when a
+test calls ``register_dict_system``, never by default).
+
+Two stores: ``messages`` (every turn, owned by the session's user) and ``facts`` (a user
+turn's text, owned by the user): a native deletion (``delete_messages``) removes the user's
+messages and leaves the facts, as real systems leave derived copies. ``bug`` makes it wrong
+on purpose, so a test can show the suite fails an adapter that is: ``"over-delete"`` (the
+erasure also removes the records of a user whose id is a prefix of the requester's),
+``"keep-fact"`` (it leaves the user's facts), ``"write-on-scan"`` (scan touches the file).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from traceless.memory import Session
+from traceless.systems._base import (
+    MEMORY_SYSTEMS,
+    ContextItem,
+    DeletionTarget,
+    MemorySystem,
+    SystemConfig,
+    SystemRuntime,
+    memory_system,
+)
+from traceless.systems._erase import StoreOutcome
+from traceless.systems.contract import Capability, LiveInstance, Op, Record, Remove
+from traceless.systems.kernel import replace_literals
+
+__all__ = ["DictConfig", "DictInstance", "DictSystem", "register_dict_system"]
+
+Bug = Literal["none", "over-delete", "keep-fact", "write-on-scan"]
+STORES = ("messages", "facts")
+
+
+class DictInstance(LiveInstance):
+    """Records in one JSON file: ``{store: {id: {"owner": str, "text": str}}}``."""
+
+    others_policy = "rewrite"
+
+    def __init__(self, path: Path, bug: Bug = "none") -> None:
+        self.path, self.bug = path, bug
+
+    def load(self) -> dict[str, dict[str, dict[str, str]]]:
+        if not self.path.exists():
+            return {s: {} for s in STORES}
+        doc: dict[str, dict[str, dict[str, str]]] = json.loads(self.path.read_text(encoding="utf-8"))
+        return doc
+
+    def save(self, doc: dict[str, dict[str, dict[str, str]]]) -> None:
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(doc, sort_keys=True), encoding="utf-8")
+        os.replace(tmp, self.path)
+
+    def stores(self) -> list[str]:
+        return list(STORES)
+
+    def records(self, user: str | None = None, literals: Sequence[str] = ()) -> Iterator[Record]:
+        if self.bug == "write-on-scan" and self.path.exists():
+            self.path.touch()
+        for store, recs in self.load().items():
+            for rid, r in recs.items():
+                yield Record(store, rid, r["owner"], {"text": r["text"]})
+
+    def apply(self, ops: Sequence[Op], literals: Sequence[str]) -> list[StoreOutcome]:
+        doc = self.load()
+        out = {s: StoreOutcome(store=s, compacted=True) for s in STORES}
+        for op in ops:
+            rec = doc.get(op.record.store, {}).get(op.record.id)
+            if rec is None or (self.bug == "keep-fact" and op.record.store == "facts"):
+                continue
+            if isinstance(op, Remove):
+                del doc[op.record.store][op.record.id]
+                out[op.record.store].removed += 1
+                if self.bug == "over-delete":
+                    self._over_delete(doc, rec["owner"])
+            else:
+                rec["text"] = replace_literals(rec["text"], literals)
+                out[op.record.store].rewritten += 1
+        self.save(doc)
+        return list(out.values())
+
+    @staticmethod
+    def _over_delete(doc: dict[str, dict[str, dict[str, str]]], owner: str) -> None:
+        for recs in doc.values():
+            for rid in [k for k, r in recs.items() if r["owner"] != owner and owner.startswith(r["owner"])]:
+                del recs[rid]
+
+    def files(self) -> list[Path]:
+        return [self.path] if self.path.exists() else []
+
+
+class DictConfig(SystemConfig):
+    """The dict system's config."""
+
+    db_file: str | None = None
+    """The JSON file of a live instance (``attach``); none: ``dict.json`` in the work dir."""
+    bug: Bug = "none"
+    """Make the system wrong on purpose (the suite's own tests)."""
+
+
+class DictSystem(MemorySystem):
+    """A ``MemorySystem`` over a ``DictInstance``."""
+
+    config_class = DictConfig
+    capabilities = frozenset({Capability.LIVE, Capability.REWRITE})
+
+    def __init__(self, work_dir: Path, config: SystemConfig, runtime: SystemRuntime | None,
+                 *, read_only: bool = False) -> None:
+        super().__init__(work_dir, config, runtime)  # type: ignore[arg-type]
+        assert isinstance(config, DictConfig)
+        work_dir.mkdir(parents=True, exist_ok=True)
+        self.inst = DictInstance(Path(config.db_file) if config.db_file else work_dir / "dict.json", config.bug)
+        self.read_only = read_only
+
+    def write(self, sessions: Sequence[Session]) -> None:
+        doc = self.inst.load()
+        for s in sessions:
+            for i, t in enumerate(s.turns):
+                doc["messages"][f"{s.user_id}/{s.session_id}/{i}"] = {"owner": s.user_id, "text": t.content}
+                if t.role == "user":
+                    doc["facts"][f"{s.user_id}/{s.session_id}/{i}"] = {"owner": s.user_id, "text": t.content}
+        self.inst.save(doc)
+
+    def context(self, owner: str, query: str, view: str = "agent") -> list[ContextItem]:
+        return [ContextItem(id=r.id, text=r.fields["text"]) for r in self.inst.records() if r.owner == owner]
+
+    @classmethod
+    def deletions(cls, config: SystemConfig) -> tuple[str, ...]:
+        return ("delete_messages",)
+
+    def delete(self, operation: str, target: DeletionTarget) -> dict[str, Any]:
+        doc = self.inst.load()
+        gone = [k for k, r in doc["messages"].items() if r["owner"] == target.owner]
+        for k in gone:
+            del doc["messages"][k]
+        self.inst.save(doc)
+        return {"removed": len(gone)}
+
+    def stores(self) -> dict[str, Iterable[str]]:
+        doc = self.inst.load()
+        return {s: [r["text"] for r in doc[s].values()] for s in STORES}
+
+    @classmethod
+    def attach(cls, config: SystemConfig, runtime: SystemRuntime | None = None, *, read_only: bool) -> MemorySystem:
+        assert isinstance(config, DictConfig) and config.db_file
+        return cls(Path(config.db_file).parent, config, runtime, read_only=read_only)
+
+    @classmethod
+    def attach_config(cls, work_dir: Path, config: SystemConfig) -> SystemConfig:
+        return DictConfig(db_file=str(work_dir / "dict.json"), bug=config.bug if isinstance(config, DictConfig) else "none")
+
+    def instance(self) -> LiveInstance:
+        return self.inst
+
+    def read_only_instance(self) -> bool:
+        return self.read_only
+
+    def instance_files(self) -> list[Path]:
+        return self.inst.files()
+
+
+def register_dict_system() -> None:
+    """Register ``DictSystem`` as ``dict`` (tests only; idempotent)."""
+    if "dict" not in MEMORY_SYSTEMS:
+        memory_system("dict", help="a small JSON-file test system (traceless.systems.testing)")(DictSystem)

@@ -1,0 +1,56 @@
+"""The erasure conformance suite (``traceless.systems.conformance``): on the suite's own test
+system (``DictSystem``), on that system made wrong on purpose (each check must be able to
+fail), and on every registered built-in system whose package is installed (derived from the
+registry: a new system is picked up without editing this file)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from traceless.models import HashingEmbedder, ScriptedBackend
+from traceless.systems import MEMORY_SYSTEMS, Capability, SystemRuntime, load_entry_points, system_class
+from traceless.systems.conformance import CHECKS, run_conformance
+from traceless.systems.testing import register_dict_system
+
+RUNTIME = SystemRuntime(ScriptedBackend(lambda m, c: "noted"), HashingEmbedder(), "scripted")
+
+
+def _kernel_systems() -> list[str]:
+    """Registered systems that attach to a live instance and whose package is installed here."""
+    load_entry_points()
+    out = []
+    for name in MEMORY_SYSTEMS.names():
+        cls = system_class(name)
+        if Capability.LIVE not in cls.capabilities:
+            continue
+        if all(importlib.util.find_spec(m.split(".")[0]) is not None for m in cls.requires):
+            out.append(name)
+    return out
+
+
+def test_the_suite_passes_its_own_test_system(tmp_path: Path) -> None:
+    register_dict_system()
+    report = run_conformance("dict", RUNTIME, tmp_path)
+    assert set(report.checks) == set(CHECKS)
+    assert report.passed, report.failures()
+
+
+@pytest.mark.parametrize("bug, fails", [
+    ("over-delete", "bystanders_intact"),
+    ("keep-fact", "erasure_complete"),
+    ("write-on-scan", "scan_changes_no_byte"),
+])
+def test_each_check_fails_a_system_that_breaks_it(tmp_path: Path, bug: str, fails: str) -> None:
+    register_dict_system()
+    report = run_conformance("dict", RUNTIME, tmp_path, config={"bug": bug},
+                             checks=("scan_changes_no_byte", "erasure_complete", "bystanders_intact"))
+    assert not report.checks[fails].passed, report.checks[fails].detail
+
+
+@pytest.mark.parametrize("name", _kernel_systems())
+def test_every_registered_live_system_conforms(tmp_path: Path, name: str) -> None:
+    report = run_conformance(name, RUNTIME, tmp_path)
+    assert report.passed, report.failures()
