@@ -292,7 +292,7 @@ def test_audit_builds_a_fresh_instance_from_the_users_config(provider: str, tmp_
     try:
         s.write([Session(session_id="s1", user_id="u1", turns=[Turn(role="user", content="my pin is 4312")])])
         assert [c.text for c in s.context("u1", "what is my pin?")] == ["my pin is 4312"]
-        assert {k: len(list(v)) for k, v in s.stores().items()} == {"vector_store": 1, "history": 1, "messages": 0}
+        assert {k: len(list(v)) for k, v in s.stores().items()} == {"vector_store": 1, "entity_store": 0, "history": 1, "messages": 0}
         assert any(o.startswith("vector_store.config.path:") for o in s.describe()["overrides"])
     finally:
         s.close()

@@ -32,7 +32,7 @@ def test_the_users_graph_answers_with_the_served_model(tmp_path: Path) -> None:
         model.close()
     c = res.copies
     # the canary is in the thread the user's graph checkpointed; store.delete leaves all of it
-    assert c["before"]["checkpoints"] > 0 and c["store.delete"]["store_items"] == 0
+    assert c["before"]["checkpoints"] > 0 and c["store.delete"]["store"] == 0
     assert c["store.delete"]["checkpoints"] == c["before"]["checkpoints"]
     rows = [json.loads(x) for x in (tmp_path / "a" / "results.jsonl").read_text().splitlines()]
     replies = {r["level"]: r["reply"] for r in rows if r.get("reply") is not None and r["phase"] == "before"}

@@ -87,13 +87,13 @@ def test_langgraph_deletions_and_report(served: ModelBackend, tmp_path: Path,
     print_result(res, SPEC)  # type: ignore[arg-type]
     s = json.loads((out / "summary.json").read_text())
     c = s["copies"]
-    assert c["before"]["store_items"] == 1 and c["before"]["checkpoints"] > 0
-    assert c["store.delete"]["store_items"] == 0 and c["store.delete"]["checkpoints"] == c["before"]["checkpoints"]
+    assert c["before"]["store"] == 1 and c["before"]["checkpoints"] > 0
+    assert c["store.delete"]["store"] == 0 and c["store.delete"]["checkpoints"] == c["before"]["checkpoints"]
     assert c["delete_thread"]["checkpoints"] == 0 and c["delete_thread"]["writes"] == 0
-    assert c["delete_thread"]["store_items"] == 1
+    assert c["delete_thread"]["store"] == 1
     assert all(n == 0 for n in c["store.delete+delete_thread"].values())
     printed = capsys.readouterr().out
-    assert "store_items" in printed
+    assert "store" in printed
     assert not any(p.canary in printed for p in plant_canaries(SystemAuditConfig(profiles=1)))
     from traceless.report import render_report
 

@@ -5,13 +5,12 @@ registry: a new system is picked up without editing this file)."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
 
 from traceless.models import HashingEmbedder, ScriptedBackend
-from traceless.systems import MEMORY_SYSTEMS, Capability, SystemRuntime, load_entry_points, system_class
+from traceless.systems import Capability, SystemRuntime, load_entry_points, system_class, system_status
 from traceless.systems.conformance import CHECKS, run_conformance
 from traceless.systems.testing import register_dict_system
 
@@ -21,14 +20,7 @@ RUNTIME = SystemRuntime(ScriptedBackend(lambda m, c: "noted"), HashingEmbedder()
 def _kernel_systems() -> list[str]:
     """Registered systems that attach to a live instance and whose package is installed here."""
     load_entry_points()
-    out = []
-    for name in MEMORY_SYSTEMS.names():
-        cls = system_class(name)
-        if Capability.LIVE not in cls.capabilities:
-            continue
-        if all(importlib.util.find_spec(m.split(".")[0]) is not None for m in cls.requires):
-            out.append(name)
-    return out
+    return [s.name for s in system_status() if s.installed and Capability.LIVE in system_class(s.name).capabilities]
 
 
 def test_the_suite_passes_its_own_test_system(tmp_path: Path) -> None:

@@ -36,9 +36,9 @@ def test_the_audit_writes_and_probes_through_the_users_graph(tmp_path: Path) -> 
     res = run_system_audit(SystemAuditConfig(system="langgraph", system_config=USER_CFG, profiles=2,
                                              operations=("store.delete", "delete_thread")), rt, tmp_path / "a")
     c = res.copies
-    assert c["before"]["store_items"] == 2 and c["before"]["checkpoints"] > 2  # one LangMem memory per user
-    assert c["store.delete"]["store_items"] == 0 and c["store.delete"]["checkpoints"] == c["before"]["checkpoints"]
-    assert c["delete_thread"]["checkpoints"] == 0 and c["delete_thread"]["store_items"] == 2
+    assert c["before"]["store"] == 2 and c["before"]["checkpoints"] > 2  # one LangMem memory per user
+    assert c["store.delete"]["store"] == 0 and c["store.delete"]["checkpoints"] == c["before"]["checkpoints"]
+    assert c["delete_thread"]["checkpoints"] == 0 and c["delete_thread"]["store"] == 2
     rows = [json.loads(x) for x in (tmp_path / "a" / "results.jsonl").read_text().splitlines()]
     probes = [r for r in rows if r.get("reply") is not None]
     asked = [r for r in probes if r["level"] in ("direct", "indirect")]  # the jailbreak has no "?": "Noted."

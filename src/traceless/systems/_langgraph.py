@@ -390,7 +390,7 @@ class LangGraphSystem(MemorySystem):
 
     def stores(self) -> dict[str, Iterable[str]]:
         return {
-            "store_items": self._store_items(),
+            "store": self._store_items(),  # the scan's and the receipt's name of the store table
             "checkpoints": self._decoded("SELECT type, checkpoint, metadata FROM checkpoints"),
             "writes": self._decoded("SELECT type, value, channel FROM writes"),
         }
@@ -403,6 +403,14 @@ class LangGraphSystem(MemorySystem):
         self._ckpt_conn.close()
 
     # ------------------------------------------------- live instances: scan and erase
+    @classmethod
+    def attach_config(cls, work_dir: Path, config: SystemConfig) -> SystemConfig | None:
+        """The instance an audit built in ``work_dir`` (its two SQLite files), as a user's config names it."""
+        assert isinstance(config, LangGraphConfig)
+        return config.model_copy(update={
+            "store": StoreConfig(kind="sqlite", path=str(work_dir / "store.db")),
+            "checkpointer": CheckpointerConfig(kind="sqlite", path=str(work_dir / "checkpoints.db"))})
+
     @classmethod
     def attach(cls, config: SystemConfig, runtime: SystemRuntime | None = None, *,
                read_only: bool) -> LangGraphSystem:

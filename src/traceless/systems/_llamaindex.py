@@ -29,7 +29,6 @@ a rewrite of every JSON store.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -44,22 +43,20 @@ from traceless.systems import (
     ContextItem,
     DeletionTarget,
     ErasurePlan,
+    LiveInstance,
     MemorySystem,
-    ScanReport,
     StoreOutcome,
     SystemConfig,
     SystemRuntime,
+    kernel,
     memory_system,
 )
 from traceless.systems import _llamaindex_live as li_live
-from traceless.systems.sqlite import table_texts
 
 __all__ = ["LlamaIndexConfig", "LlamaIndexSystem"]
 
 LLAMA_INDEX_VERSION = "0.14.25"
 _DELETIONS = ("reset", "delete_ref_doc", "delete_ref_doc+docstore", "reset+delete_ref_doc+docstore")
-_STORES = {"docstore": "docstore.json", "vector_store": "default__vector_store.json",
-           "index_store": "index_store.json"}
 
 
 class LlamaIndexConfig(SystemConfig):
@@ -123,7 +120,6 @@ class LlamaIndexSystem(MemorySystem):
         self._persist = persist or work_dir / "storage"
         self._index: Any = None
         self._memories: dict[str, Any] = {}
-        self._literals: tuple[str, ...] = ()
 
     @property
     def index(self) -> Any:
@@ -201,21 +197,12 @@ class LlamaIndexSystem(MemorySystem):
         return notes
 
     # ------------------------------------------------------------------ scanning
-    def _json_store(self, name: str) -> list[str]:
-        path = self._persist / name
-        if not path.exists():
-            return []
-        doc = json.loads(path.read_text(encoding="utf-8"))
-        return [json.dumps([coll, key, value], ensure_ascii=False)
-                for coll, entries in doc.items() if isinstance(entries, dict)
-                for key, value in entries.items()]
-
-    def _chat_rows(self) -> list[str]:
-        db = self._chat_db
-        return table_texts(db, li_live.CHAT_TABLE) if db.exists() else []
-
     def stores(self) -> dict[str, Iterable[str]]:
-        return {"chat_store": self._chat_rows(), **{s: self._json_store(f) for s, f in _STORES.items()}}
+        """Every store the kernel reads (the scan's and the receipt's names), as its records' texts."""
+        out: dict[str, list[str]] = {s: [] for s in self.instance().stores()}
+        for r in self.instance().records():
+            out.setdefault(r.store, []).append(r.text())
+        return dict(out)
 
     def close(self) -> None:
         import asyncio
@@ -255,39 +242,40 @@ class LlamaIndexSystem(MemorySystem):
         chat = sorted(p for p in self._chat_db.parent.glob(self._chat_db.name + "*") if p.is_file())
         return chat + (sorted(p for p in self._persist.rglob("*") if p.is_file()) if self._persist.is_dir() else [])
 
-    def scan(self, user: str | None, literals: Sequence[str], *, reveal: bool = False) -> ScanReport:
-        return li_live.scan(self.name, self._chat(), self._persist, user, literals, reveal)
+    def instance(self) -> LiveInstance:
+        return li_live.LlamaIndexInstance(self._chat(), self._persist)
 
-    def plan_erasure(self, user: str | None, literals: Sequence[str]) -> ErasurePlan:
-        self._literals = tuple(literals)  # what the bystander digests normalise (records the plan rewrites)
-        return li_live.plan(self.name, self._chat(), self._persist, user, literals)
+    def read_only_instance(self) -> bool:
+        return self.read_only
 
-    def bystander_digests(self, user: str | None) -> dict[str, tuple[int, str]]:
-        return li_live.bystander_digests(self._chat(), self._persist, user, self._literals)
+    def native_erasure(self, plan: ErasurePlan) -> None:
+        """LlamaIndex's own deletions: ``Memory.reset()``, ``delete_ref_doc`` with the docstore of
+        each of the user's documents (then the kernel removes what they leave)."""
+        user = plan.user
+        if user is None:
+            return
+        if self._chat() is not None:
+            self._memory(user).reset()
+        recs = li_live.records(self._persist)
+        refs = li_live.owned_refs(recs, user)
+        if refs and (self._persist / "docstore.json").is_file():
+            indexed = li_live.indexed_refs(recs)
+            for ref in sorted(refs):  # a ref doc an earlier delete_ref_doc left in the docstore only
+                if ref in indexed:
+                    self.index.delete_ref_doc(ref, delete_from_docstore=True)
+                else:
+                    self.index.docstore.delete_ref_doc(ref, raise_error=False)
+            self._save()
 
     def execute_erasure(self, plan: ErasurePlan, literals: Sequence[str]) -> list[StoreOutcome]:
-        """LlamaIndex's own deletions (``Memory.reset()``, ``delete_ref_doc`` with the docstore of
-        each of the user's documents), then what they leave, then VACUUM / the JSON rewrite."""
+        """The native deletions, then (connections closed) the kernel: what they leave, VACUUM,
+        the JSON rewrite."""
         if self.read_only:
             raise ConfigError("llamaindex: this instance was attached read-only; attach it with read_only=False")
-        user = plan.user
-        if user is not None:
-            if self._chat() is not None:
-                self._memory(user).reset()
-            recs = li_live.records(self._persist)
-            refs, _ = li_live.owned(recs, user)
-            if refs and (self._persist / "docstore.json").is_file():
-                indexed = li_live.indexed_refs(recs)
-                for ref in sorted(refs):  # a ref doc an earlier delete_ref_doc left in the docstore only
-                    if ref in indexed:
-                        self.index.delete_ref_doc(ref, delete_from_docstore=True)
-                    else:
-                        self.index.docstore.delete_ref_doc(ref, raise_error=False)
-                self._save()
+        self.native_erasure(plan)
         self.close()
         self._index = None
-        out = li_live.erase_chat(self._chat_db, user, literals) if self._chat() is not None else []
-        out += li_live.erase_json(self._persist, user, literals)
+        out = kernel.execute(self.instance(), plan, literals)
         rewritten = sum(o.rewritten for o in out if o.store == "docstore")
         for o in (o for o in out if o.store == "vector_store" and rewritten):
             o.notes.append(f"{rewritten} docstore record(s) rewritten without the literal keep the embedding "

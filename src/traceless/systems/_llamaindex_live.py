@@ -13,7 +13,6 @@ id is ``USER/…``, the adapter's ids), and every node of such a doc. Files are 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from collections.abc import Iterator, Sequence
@@ -21,11 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from traceless.systems import ErasurePlan, PlannedAction, ScanHit, ScanReport, StoreOutcome
+from traceless.systems import LiveInstance, Op, Record, Remove, StoreOutcome
 from traceless.systems import sqlite as live
+from traceless.systems.kernel import count_literals, replace_literals
 
-__all__ = ["CHAT_TABLE", "JsonRecord", "bystander_digests", "erase_json", "indexed_refs", "json_files", "owned", "plan",
-           "records", "scan"]
+__all__ = ["CHAT_TABLE", "JsonRecord", "LlamaIndexInstance", "erase_json", "indexed_refs", "json_files", "owned_refs",
+           "owners", "records"]
 
 CHAT_TABLE = "llama_index_memory"
 CHAT_STORE = "chat_store"
@@ -99,36 +99,40 @@ def _meta(value: Any) -> dict[str, Any]:
     return meta if isinstance(meta, dict) else {}
 
 
-def owned(recs: dict[str, list[JsonRecord]], user: str | None) -> tuple[set[str], set[str]]:
-    """(the user's ref doc ids, the user's node ids)."""
-    if user is None:
-        return set(), set()
-    refs: set[str] = set()
-    nodes: set[str] = set()
-    for r in (r for rs in recs.values() for r in rs):
-        mine = _meta(r.value).get("user_id") == user
-        if r.collection == "docstore/ref_doc_info" and (mine or r.key.startswith(f"{user}/")):
-            refs.add(r.key)
-            ids = r.value.get("node_ids") if isinstance(r.value, dict) else None
-            nodes.update(str(i) for i in ids or [])
-        elif r.collection in ("docstore/data", "metadata_dict") and mine:
-            nodes.add(r.key)
-    for r in (r for rs in recs.values() for r in rs):
+def owners(recs: dict[str, list[JsonRecord]]) -> dict[str, str]:
+    """Node or ref doc id → its user: a ref doc's metadata ``user_id`` (else the ``USER/…`` prefix
+    of its id, the adapter's ids), inherited by every node of the doc."""
+    refs: dict[str, str] = {}
+    nodes: dict[str, str] = {}
+    every = [r for rs in recs.values() for r in rs]
+    for r in every:
+        user = _meta(r.value).get("user_id")
+        if r.collection == "docstore/ref_doc_info":
+            owner = user if isinstance(user, str) else (r.key.split("/", 1)[0] if "/" in r.key else None)
+            if owner is not None:
+                refs[r.key] = owner
+                ids = r.value.get("node_ids") if isinstance(r.value, dict) else None
+                nodes.update({str(i): owner for i in ids or []})
+        elif r.collection in ("docstore/data", "metadata_dict") and isinstance(user, str):
+            nodes[r.key] = user
+    for r in every:
         if r.collection == "text_id_to_ref_doc_id" and r.value in refs:
-            nodes.add(r.key)
+            nodes[r.key] = refs[str(r.value)]
         ref = r.value.get("ref_doc_id") if isinstance(r.value, dict) else None
         if r.collection in ("docstore/metadata", "metadata_dict") and ref in refs:
-            nodes.add(r.key)
-    return refs, nodes
+            nodes[r.key] = refs[str(ref)]
+    return {**nodes, **refs}
+
+
+def owned_refs(recs: dict[str, list[JsonRecord]], user: str) -> set[str]:
+    """The user's ref doc ids (what ``delete_ref_doc`` takes)."""
+    own = owners(recs)
+    return {r.key for r in recs.get("docstore", []) if r.collection == "docstore/ref_doc_info" and own.get(r.key) == user}
 
 
 def indexed_refs(recs: dict[str, list[JsonRecord]]) -> set[str]:
     """The ref docs the vector stores still hold nodes of (``delete_ref_doc`` raises on the others)."""
     return {str(r.value) for rs in recs.values() for r in rs if r.collection == "text_id_to_ref_doc_id"}
-
-
-def _is_mine(r: JsonRecord, refs: set[str], nodes: set[str]) -> bool:
-    return r.key in refs or r.key in nodes
 
 
 def _chat_owner(table: str, row: dict[str, Any]) -> str | None:
@@ -140,62 +144,57 @@ def _chat_store(table: str) -> str:
     return CHAT_STORE if table == CHAT_TABLE else f"chat_db:{table}"
 
 
-def scan(system: str, chat_db: Path | None, persist: Path, user: str | None, literals: Sequence[str],
-         reveal: bool) -> ScanReport:
-    """The user's records and every record holding a literal, per store (chat rows and JSON entries)."""
-    report = ScanReport(system=system, user=user, literals=len(literals))
-    if chat_db is not None and chat_db.is_file():
-        sub = live.scan(system, chat_db, _chat_owner, user, literals, reveal)
-        report.stores.update({_chat_store(t): n for t, n in sub.stores.items()})
-        report.hits += [h.model_copy(update={"store": _chat_store(h.store)}) for h in sub.hits]
-    recs = records(persist)
-    refs, nodes = owned(recs, user)
-    for store, rs in recs.items():
-        report.stores[store] = len(rs)
-        for r in rs:
-            mine, n = _is_mine(r, refs, nodes), _record_count(r, literals)
-            if mine or n:
-                report.hits.append(ScanHit(store=store, record_id=r.record_id, field="*", owner_match=mine,
-                                           literal_count=n, value=r.text() if reveal else None))
-    return report
+class LlamaIndexInstance(LiveInstance):
+    """A live LlamaIndex instance as the erasure kernel reads and changes it: the chat store's
+    rows (``SqliteFile``; table ``llama_index_memory`` is the store ``chat_store``) and every
+    entry of every JSON store; ``apply`` removes or rewrites entries and writes each JSON store
+    to a new file renamed over the old one."""
 
+    others_policy = "rewrite"
 
-_NUMBER_CHARS = frozenset("0123456789.-+eE[], NaInfity")  # every character of a JSON list of numbers
-_MIN_NUMBERS = 32
+    def __init__(self, chat_db: Path | None, persist: Path) -> None:
+        self.chat = live.SqliteFile(chat_db, _chat_owner) if chat_db is not None and chat_db.is_file() else None
+        self.persist = persist
 
+    def stores(self) -> list[str]:
+        chat = [_chat_store(t) for t in self.chat.stores()] if self.chat is not None else []
+        return chat + list(json_files(self.persist))
 
-def _record_count(r: JsonRecord, literals: Sequence[str]) -> int:
-    """``live.count_literals(r.text(), literals)``, without serialising a long list of numbers (an
-    embedding, most of a vector store's bytes) when no literal form could lie inside one: then
-    every occurrence starts before the list, in ``["collection", "key", ``, and ends within its
-    first ``len(form) - 1`` characters, so only that head is serialised (exactly the same count)."""
-    v = r.value
-    forms = [f for lit in literals if lit for f in live.literal_forms(lit)]
-    if (type(v) is not list or len(v) < _MIN_NUMBERS or not forms or any(set(f) <= _NUMBER_CHARS for f in forms)
-            or not all(type(x) is float or type(x) is int for x in v)):
-        return live.count_literals(r.text(), literals)
-    m = max(len(f) for f in forms)
-    head = json.dumps([r.collection, r.key], ensure_ascii=False)[:-1] + ", "
-    part = json.dumps(v[:m])[:-1] if len(v) > m else json.dumps(v) + "]"  # a prefix of the list's text
-    return sum((head + part).count(f) for f in forms)
+    def records(self, user: str | None = None, literals: Sequence[str] = ()) -> Iterator[Record]:
+        if self.chat is not None:
+            for r in self.chat.records():
+                yield Record(_chat_store(r.store), r.id, r.owner, r.fields, ref=r)
+        recs = records(self.persist)
+        own = owners(recs)
+        for store, rs in recs.items():
+            for j in rs:
+                yield Record(store, j.record_id, own.get(j.key), {"entry": j.text()}, ref=j)
 
+    def compaction(self) -> list[str]:
+        chat = self.chat.compaction() if self.chat is not None else []
+        return chat + [f"rewrite {p.name}" for p in json_files(self.persist).values()]
 
-def plan(system: str, chat_db: Path | None, persist: Path, user: str | None, literals: Sequence[str]) -> ErasurePlan:
-    """Remove the user's records, rewrite others quoting a literal; VACUUM the chat store, rewrite the JSON files."""
-    rep = scan(system, chat_db, persist, user, literals, reveal=False)
-    acts = [PlannedAction(store=h.store, record_id=h.record_id, action="remove" if h.owner_match else "rewrite",
-                          reason="owned by the user" if h.owner_match else "holds a literal") for h in rep.hits]
-    stores = {a.store for a in acts}
-    compaction = [f"VACUUM {chat_db.name}"] if chat_db is not None and any(s.startswith("chat") for s in stores) else []
-    compaction += [f"rewrite {p.name}" for s, p in json_files(persist).items() if s in stores]
-    return ErasurePlan(system=system, user=user, actions=acts, compaction=compaction)
+    def files(self) -> list[Path]:
+        chat = self.chat.files() if self.chat is not None else []
+        return chat + (sorted(p for p in self.persist.rglob("*") if p.is_file()) if self.persist.is_dir() else [])
+
+    def apply(self, ops: Sequence[Op], literals: Sequence[str]) -> list[StoreOutcome]:
+        json_stores = json_files(self.persist)
+        chat_ops = [o for o in ops if o.record.store not in json_stores]
+        out: list[StoreOutcome] = []
+        if self.chat is not None and chat_ops:
+            inner = [type(o)(o.record.ref or Record(CHAT_TABLE if o.record.store == CHAT_STORE else
+                                                    o.record.store.removeprefix("chat_db:"), o.record.id, None, {}),
+                             o.reason) for o in chat_ops]
+            out += [o.model_copy(update={"store": _chat_store(o.store)}) for o in self.chat.apply(inner, literals)]
+        return out + erase_json(self.persist, [o for o in ops if o.record.store in json_stores], literals)
 
 
 def _scrub(v: Any, literals: Sequence[str]) -> tuple[Any, int]:
-    """``v`` with every literal (and its JSON-escaped form) in every string replaced."""
+    """``v`` with every literal (every form the kernel matches) in every string replaced."""
     if isinstance(v, str):
-        n = live.count_literals(v, literals)
-        return (live.replace_literals(v, literals), n) if n else (v, 0)
+        n = count_literals(v, literals)
+        return (replace_literals(v, literals), n) if n else (v, 0)
     if isinstance(v, list):
         pairs = [_scrub(x, literals) for x in v]
         return [p[0] for p in pairs], sum(p[1] for p in pairs)
@@ -208,37 +207,53 @@ def _scrub(v: Any, literals: Sequence[str]) -> tuple[Any, int]:
     return v, 0
 
 
-def _erase_doc(doc: dict[str, Any], refs: set[str], nodes: set[str], literals: Sequence[str],
-               o: StoreOutcome) -> dict[str, Any]:
-    for coll, entries in doc.items():
-        if not isinstance(entries, dict):
+def _locate(op: Op) -> tuple[str, str]:
+    if isinstance(op.record.ref, JsonRecord):
+        return op.record.ref.collection, op.record.ref.key
+    coll, _, key = op.record.id.rpartition(":")
+    return coll, key
+
+
+def _apply_to_doc(doc: dict[str, Any], ops: Sequence[Op], literals: Sequence[str], o: StoreOutcome) -> None:
+    for op in ops:
+        coll, key = _locate(op)
+        base, _, rest = coll.partition(f"/{_INDEX_NODES}")
+        if rest == "" and coll != base:  # an index struct's node: ``index_store/data/<struct id>/nodes_dict``
+            struct_coll, _, struct_id = base.rpartition("/")
+            entry = doc.get(struct_coll, {}).get(struct_id)
+            parsed = _index_nodes(entry)
+            if parsed is not None and key in parsed[1]:
+                data, nodes = parsed
+                if isinstance(op, Remove):
+                    del nodes[key]
+                else:
+                    nodes[key] = _scrub(nodes[key], literals)[0]
+                doc[struct_coll][struct_id] = {**entry, "__data__": json.dumps(data)}
+                o.removed += isinstance(op, Remove)
+                o.rewritten += not isinstance(op, Remove)
             continue
-        for key in [k for k in entries if k in refs or k in nodes]:
+        entries = doc.get(coll)
+        if not isinstance(entries, dict) or key not in entries:
+            continue
+        if isinstance(op, Remove):
             del entries[key]
             o.removed += 1
-        for key, value in list(entries.items()):
-            parsed = _index_nodes(value) if coll == "index_store/data" else None
-            if parsed is not None:
-                data, idx = parsed
-                gone = [k for k in idx if k in refs or k in nodes]
-                for k in gone:
-                    del idx[k]
-                o.removed += len(gone)
-                value = {**value, "__data__": json.dumps(data)}
-            new, n = _scrub(value, literals)
-            o.rewritten += 1 if n else 0
-            entries[key] = new
-    return doc
+        else:
+            entries[key] = _scrub(entries[key], literals)[0]
+            o.rewritten += 1
 
 
-def erase_json(persist: Path, user: str | None, literals: Sequence[str]) -> list[StoreOutcome]:
-    """Every JSON store without the user's records and the literals, written to a new file that
-    replaces the old one (the old file's blocks are the filesystem's: out of scope)."""
-    refs, nodes = owned(records(persist), user)
+def erase_json(persist: Path, ops: Sequence[Op], literals: Sequence[str]) -> list[StoreOutcome]:
+    """The ops on the JSON stores, each store written to a new file that replaces the old one
+    (the old file's blocks are the filesystem's: out of scope)."""
     out: list[StoreOutcome] = []
     for store, path in json_files(persist).items():
+        mine = [op for op in ops if op.record.store == store]
+        if not mine:
+            continue
         o = StoreOutcome(store=store, compacted=True)
-        doc = _erase_doc(_load(path), refs, nodes, literals, o)
+        doc = _load(path)
+        _apply_to_doc(doc, mine, literals, o)
         tmp = path.with_name(path.name + ".traceless-tmp")
         with open(tmp, "w", encoding="utf-8") as f:
             json.dump(doc, f)
@@ -246,35 +261,4 @@ def erase_json(persist: Path, user: str | None, literals: Sequence[str]) -> list
             os.fsync(f.fileno())
         os.replace(tmp, path)
         out.append(o)
-    return out
-
-
-def erase_chat(chat_db: Path, user: str | None, literals: Sequence[str]) -> list[StoreOutcome]:
-    """The chat rows the reset left, rows quoting a literal rewritten, then VACUUM."""
-    return [o.model_copy(update={"store": _chat_store(o.store)})
-            for o in live.erase_residue(chat_db, _chat_owner, user, literals)]
-
-
-def _digest(texts: list[str]) -> tuple[int, str]:
-    h = hashlib.sha256()
-    for t in sorted(texts):
-        h.update(t.encode("utf-8") + b"\0")
-    return len(texts), h.hexdigest()
-
-
-def bystander_digests(chat_db: Path | None, persist: Path, user: str | None,
-                      literals: Sequence[str] = ()) -> dict[str, tuple[int, str]]:
-    """Per store: count and SHA-256 of every record that is not the user's, each with the
-    literals replaced as the erasure replaces them (a record the erasure rewrites digests the
-    same before and after; any other change to it does not)."""
-    out: dict[str, tuple[int, str]] = {}
-    if chat_db is not None and chat_db.is_file():
-        for table, rows in live.rows(chat_db).items():
-            out[_chat_store(table)] = _digest([live.replace_literals(row.text(), literals) for row in rows
-                                               if user is None or _chat_owner(table, row.values) != user])
-    recs = records(persist)
-    refs, nodes = owned(recs, user)
-    for store, rs in recs.items():
-        out[store] = _digest([JsonRecord(r.store, r.collection, r.key, _scrub(r.value, literals)[0]).text()
-                              for r in rs if not _is_mine(r, refs, nodes)])
     return out

@@ -259,16 +259,18 @@ class Mem0System(MemorySystem):
         raise ConfigError(f"mem0: unknown deletion {operation!r}; known: {', '.join(_DELETIONS)}")
 
     # ------------------------------------------------------------------ scanning
-    def _points(self) -> Iterable[str]:
+    def _points(self, entities: bool) -> Iterable[str]:
+        """The payloads of the memory collection (or of its entity collection, ``NAME_entities``)."""
         client = self.memory.vector_store.client
+        wanted = (lambda n: n.endswith("_entities")) if entities else (lambda n: not n.endswith("_entities"))
         if not hasattr(client, "get_collections"):  # chroma: every collection's metadata, through its own API
             for col in client.list_collections():
-                for md in col.get(include=["metadatas"])["metadatas"] or []:
+                for md in (col.get(include=["metadatas"])["metadatas"] or []) if wanted(col.name) else []:
                     yield json.dumps(md, ensure_ascii=False)
             return
         for col in client.get_collections().collections:
             offset = None
-            while True:
+            while wanted(col.name):
                 points, offset = client.scroll(col.name, limit=_PAGE, offset=offset, with_payload=True,
                                                with_vectors=False)
                 for p in points:
@@ -282,8 +284,9 @@ class Mem0System(MemorySystem):
         return table_texts(self.work_dir / "history.db", table)
 
     def stores(self) -> dict[str, Iterable[str]]:
-        return {"vector_store": list(self._points()), "history": self._table("history"),
-                "messages": self._table("messages")}
+        # the scan's and the receipt's store names (``Mem0Live.store_names``)
+        return {"vector_store": list(self._points(False)), "entity_store": list(self._points(True)),
+                "history": self._table("history"), "messages": self._table("messages")}
 
     def files(self) -> list[Path]:
         home = Path(os.environ.get("MEM0_DIR", self.work_dir.parent / "mem0-home"))
@@ -299,6 +302,13 @@ class Mem0System(MemorySystem):
             client.close()
 
     # ------------------------------------------------- live instances (issue #23)
+    @classmethod
+    def attach_config(cls, work_dir: Path, config: SystemConfig) -> SystemConfig | None:
+        """The instance an audit built in ``work_dir``, as a user's config names it."""
+        assert isinstance(config, Mem0Config)
+        cfg, _ = audit_config(config, work_dir, {}, str(config.embedder_path or "minilm"))
+        return config.model_copy(update={"vector_store": cfg["vector_store"], "history_db_path": cfg["history_db_path"]})
+
     @classmethod
     def attach(cls, config: SystemConfig, runtime: SystemRuntime | None = None, *,
                read_only: bool) -> MemorySystem:

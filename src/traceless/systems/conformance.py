@@ -237,14 +237,21 @@ def check_audit_and_receipt_agree(t: Target) -> CheckOutcome:
     work = t.build("agree")
     secret = [SECRETS[TARGET]]
 
-    def both(s: MemorySystem) -> tuple[dict[str, int], dict[str, int]]:
-        audit = {k: sum(count_literals(x, secret) for x in v) for k, v in s.stores().items()}
+    def audit_copies(s: MemorySystem) -> dict[str, int]:  # the audit reads the instance it built
+        return {k: sum(count_literals(x, secret) for x in v) for k, v in s.stores().items()}
+
+    def scan_copies(s: MemorySystem) -> dict[str, int]:  # the receipt's scan reads the attached instance
         rep = scan_system(s, TARGET, secret)
-        scan = dict.fromkeys(rep.stores, 0)
+        out = dict.fromkeys(rep.stores, 0)
         for h in rep.hits:
-            scan[h.store] += h.literal_count
-        return audit, scan
-    audit, scan = _with(t, work, both, read_only=True)
+            out[h.store] += h.literal_count
+        return out
+    opened = open_system(t.name, work, t.config, t.runtime)
+    try:
+        audit = audit_copies(opened)
+    finally:
+        opened.close()
+    scan = _with(t, work, scan_copies, read_only=True)
     return CheckOutcome(passed=audit == scan and sum(scan.values()) > 0,
                         detail=f"audit copies per store {audit}; scan copies per store {scan}")
 
