@@ -343,3 +343,22 @@ def test_two_erasures_in_one_directory_keep_both_receipts(built: dict[str, tuple
     loaded = [load_receipt(p) for p in receipts]
     assert all(verify_signature(r) for r in loaded)
     assert {p.name for p in receipts} == {f"receipt-{r.receipt_id}.json" for r in loaded}
+
+
+def test_an_instance_its_app_holds_open_is_refused_before_any_byte_changes(
+        built: dict[str, tuple[Path, Path]], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 34 (bug 1): with the app holding the qdrant instance open, ``forget`` deleted the
+    history rows (12 → 6) and then said "nothing was erased yet"; now the precondition finds
+    the lock before the first write: every file keeps its bytes and mtime, no receipt."""
+    cfg = _copy(built, "qdrant", tmp_path / "inst")
+    app = mi.mem0_memory(json.loads(cfg.read_text()), tmp_path / "home")
+    try:
+        before = _fingerprint(tmp_path / "inst")
+        rc = cli("forget", "--memory", "mem0", "--memory-config", str(cfg), "--user", "alice",
+                 *_lit_args("alice"), "--receipt", str(tmp_path / "r.json"))
+        err = capsys.readouterr().err
+        assert rc != 0 and "in use" in err and "nothing was erased yet" in err, err
+        assert _fingerprint(tmp_path / "inst") == before
+        assert not (tmp_path / "r.json").exists()
+    finally:
+        mi.close(app, "qdrant")

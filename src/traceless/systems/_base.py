@@ -259,6 +259,11 @@ class MemorySystem(abc.ABC):
                                                     if a.action == "remove"))
         return plan
 
+    def check_erasable(self) -> None:  # noqa: B027 - optional hook
+        """Preconditions checked before the first write of an erasure (after the plan, before the
+        journal): the instance not held by its application, the rights to delete … Raise a
+        ``TracelessError`` that says what to do; nothing has been changed when it is raised."""
+
     def native_erasure(self, plan: ErasurePlan) -> None:  # noqa: B027 - optional hook
         """The system's own deletions for ``plan.user``, run before the kernel removes what they
         leave (Agno's ``clear_user_memories``, the SDK's ``clear_session`` …). Default: none."""

@@ -134,9 +134,11 @@ def erase_system(system: MemorySystem, user: str | None, literals: Sequence[str]
         # what is left of an interrupted run, plus what the journal planned: a record the
         # first run removed may be what ties its residue to the user (mem0's history rows)
         plan = _union(ErasurePlan.model_validate(doc["plan"]), system.plan_erasure(user, literals))
+        system.check_erasable()
         before = {k: (int(v[0]), str(v[1])) for k, v in doc["bystanders"].items()}
     else:
         plan = plan_system_erasure(system, user, literals)
+        system.check_erasable()  # before the journal and any change: "nothing was erased yet" is true
         before = system.bystander_digests(user)  # after the plan: what it targets is no bystander
         _write_json(journal, {"plan": plan.model_dump(mode="json"), "bystanders": before, "started": time.time()})
     outcomes = {o.store: o for o in system.execute_erasure(plan, literals)}

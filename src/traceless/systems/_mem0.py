@@ -349,6 +349,28 @@ class Mem0System(MemorySystem):
     def execute_erasure(self, plan: ErasurePlan, literals: Sequence[str]) -> list[StoreOutcome]:
         return self._live().execute(plan, self._native_delete)
 
+    def check_erasable(self) -> None:
+        """The vector store opens for writing (qdrant local takes its lock: an application that
+        holds the instance open is found here, before any history row is deleted)."""
+        if self._live().layout.provider != "qdrant":
+            return
+        store = self._open_vector_store()
+        close = getattr(getattr(store, "client", None), "close", None)
+        if callable(close):
+            close()
+
+    def _open_vector_store(self) -> Any:
+        from mem0.utils.factory import VectorStoreFactory
+        from mem0.vector_stores.configs import VectorStoreConfig
+
+        vs_cfg = dict(self.cfg.vector_store or {})
+        try:
+            vc = VectorStoreConfig(provider=vs_cfg.get("provider", "qdrant"), config=vs_cfg.get("config") or {})
+            return VectorStoreFactory.create(vc.provider, vc.config)
+        except RuntimeError as e:  # qdrant local: "Storage folder ... is already accessed by another instance"
+            raise ConfigError(f"mem0's vector store at {self._live().layout.path} is in use ({e}); stop the "
+                              "application that holds it and run this again (nothing was erased yet)") from None
+
     def instance_files(self) -> list[Path]:
         return self._live().files()
 
@@ -383,16 +405,8 @@ class Mem0System(MemorySystem):
         live = self._live()
         main = _import_mem0(state_dir() / "mem0-home")
         from mem0.memory.storage import SQLiteManager
-        from mem0.utils.factory import VectorStoreFactory
-        from mem0.vector_stores.configs import VectorStoreConfig
 
-        vs_cfg = dict(self.cfg.vector_store or {})
-        try:
-            vc = VectorStoreConfig(provider=vs_cfg.get("provider", "qdrant"), config=vs_cfg.get("config") or {})
-            store = VectorStoreFactory.create(vc.provider, vc.config)
-        except RuntimeError as e:  # qdrant local: "Storage folder ... is already accessed by another instance"
-            raise ConfigError(f"mem0's vector store at {live.layout.path} is in use ({e}); stop the application "
-                              "that holds it and run this again (nothing was erased yet from it)") from None
+        store = self._open_vector_store()
         mem = main.Memory.__new__(main.Memory)  # no embedder or LLM is built: deletions need neither
         mem.config, mem.vector_store, mem._entity_store = None, store, None
         mem.db = SQLiteManager(str(live.layout.history))
