@@ -26,6 +26,7 @@ from traceless.forget import (
     append_receipt,
     attach_certificate,
     check_log,
+    check_request_id,
     check_store,
     load_receipt,
     verify_logged,
@@ -169,7 +170,7 @@ def forget(store: MemoryStore | None = None, target: ForgetTarget | None = None,
            wordings: int = 1, max_new_tokens: int = 40, system: str | None = None,
            config: str | Path | dict[str, Any] | None = None, user: str | None = None,
            literals: Sequence[str] = (), receipt_path: str | Path | None = None,
-           log: str | Path | None = None) -> Receipt:
+           log: str | Path | None = None, request_id: str | None = None) -> Receipt:
     """``traceless.forget.forget`` (same arguments, but the write gate is on by default, as on
     the command line; ``gate=False`` is recorded in the event log), and with ``certify`` the
     behavioural certificate signed into the receipt (see ``certify_receipt``).
@@ -179,22 +180,26 @@ def forget(store: MemoryStore | None = None, target: ForgetTarget | None = None,
     verified and signed (``traceless._erase_api.erase``).
 
     ``log``: the signed receipt is also appended to that receipt log folder
-    (``traceless.forget.append_receipt``; checked before anything is forgotten)."""
+    (``traceless.forget.append_receipt``; checked before anything is forgotten).
+    ``request_id``: the erasure request's ticket id, signed into the receipt (with ``system``
+    also a line in the local request log, ``traceless.forget.log_request``)."""
     if system is not None:
         from traceless._erase_api import erase
 
         return erase(system, config, user=user, literals=literals, receipt=receipt_path, certify=certify,
-                     model=model, wordings=wordings, max_new_tokens=max_new_tokens, engine=engine_options(), log=log)
+                     model=model, wordings=wordings, max_new_tokens=max_new_tokens, engine=engine_options(), log=log,
+                     request_id=request_id)
     if store is None or target is None or mode is None:
         raise ConfigError("forget needs (store, target, mode), or system=NAME, config=CFG, user=ID")
+    rid = check_request_id(request_id, [target.value, target.owner]) if request_id is not None else ""
     if log is not None:
         check_log(log)
         receipt = forget(store, target, mode, writer=writer, gate=gate, strict=strict, certify=certify, model=model,
-                         embedder=embedder, wordings=wordings, max_new_tokens=max_new_tokens)
+                         embedder=embedder, wordings=wordings, max_new_tokens=max_new_tokens, request_id=rid or None)
         append_receipt(log, receipt)
         return receipt
     if not certify:
-        return _forget(store, target, mode, writer=writer, gate=gate, strict=strict)
+        return _forget(store, target, mode, writer=writer, gate=gate, strict=strict, request_id=rid)
     if target.kind != "literal":
         raise ConfigError("certify needs a literal target: the certificate probes the agent for the literal's "
                           f"value (give ForgetTarget.literal(...) / --literal), not a {target.kind}")
@@ -202,7 +207,7 @@ def forget(store: MemoryStore | None = None, target: ForgetTarget | None = None,
     be = load_model(model or DEFAULT_MODEL)
     try:
         emb = load_embedder_named(embedder if embedder is not None else _store_embedder(store))
-        receipt = _forget(store, target, mode, writer=writer, gate=gate, strict=strict)
+        receipt = _forget(store, target, mode, writer=writer, gate=gate, strict=strict, request_id=rid)
         return certify_receipt(store, receipt, target, model=be, embedder=emb, wordings=wordings,
                                max_new_tokens=max_new_tokens)
     finally:

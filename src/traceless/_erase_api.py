@@ -10,15 +10,30 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from traceless.errors import ConfigError, UnsupportedError
+from traceless.errors import (
+    ConfigError,
+    ErasureScopeError,
+    NothingToEraseError,
+    ReceiptError,
+    UnsupportedError,
+)
 from traceless.forget import (
     Certificate,
     Receipt,
+    Verdict,
     append_receipt,
     attach_certificate,
     check_log,
     check_receipt_path,
+    check_request_id,
+    fresh_receipt_path,
+    load_receipt,
+    log_request,
+    name_receipt,
+    pseudonym,
     receipt_key,
+    verdict_of,
+    verify_signature,
     write_receipt,
 )
 from traceless.models import EngineOptions, ModelBackend
@@ -28,16 +43,19 @@ from traceless.systems import (
     ErasurePlan,
     MemorySystem,
     MissingPackageError,
+    RecheckResult,
     ScanReport,
     SystemRuntime,
+    check_recheck_target,
     erase_system,
     load_system_config,
     plan_system_erasure,
+    recheck_system,
     scan_system,
     system_class,
 )
 
-__all__ = ["attach_system", "certify_live", "erase", "plan_erasure", "scan"]
+__all__ = ["attach_system", "certify_live", "erase", "erase_request", "plan_erasure", "recheck", "scan"]
 
 Config = str | os.PathLike[str] | dict[str, Any] | None
 
@@ -81,43 +99,110 @@ def plan_erasure(system: str, config: Config, *, user: str | None = None,
 def erase(system: str, config: Config, *, user: str | None = None, literals: Sequence[str] = (),
           receipt: str | Path | None = None, state_dir: str | Path | None = None, certify: bool = False,
           model: str | ModelBackend | None = None, wordings: int = 1, max_new_tokens: int = 40,
-          engine: EngineOptions | None = None, log: str | Path | None = None) -> Receipt:
+          engine: EngineOptions | None = None, log: str | Path | None = None,
+          request_id: str | None = None) -> Receipt:
     """Erase ``user`` (and every record holding a literal) from the live instance: plan →
     journal → the system's own deletions + residue → compaction → re-scan → bystanders →
     signed receipt (written to ``receipt`` before the journal is removed). An interrupted
-    run is finished by the same call. ``state_dir`` holds the journals (default: traceless's).
+    run is finished by the same call. ``state_dir`` holds the journals and the request log
+    (default: traceless's).
 
     ``certify``: then the behavioural certificate (``certify_live``) is signed into the
     receipt (and the file rewritten with it); the model (a spec is loaded with the engine options
     ``engine``, built at the edge) is loaded before anything is erased. ``log``: the final receipt
-    is appended to that receipt log (``traceless.forget.append_receipt``), checked first."""
+    is appended to that receipt log (``traceless.forget.append_receipt``), checked first.
+    ``request_id``: the ticket the request answers, signed into the receipt. Every request is a
+    line in the request log (``traceless.forget.log_request``: pseudonymous ids only)."""
+    return erase_request(system, config, user=user, literals=literals, receipt=receipt, state_dir=state_dir,
+                         certify=certify, model=model, wordings=wordings, max_new_tokens=max_new_tokens,
+                         engine=engine, log=log, request_id=request_id)[0]
+
+
+def erase_request(system: str, config: Config, *, user: str | None = None, literals: Sequence[str] = (),
+                  receipt: str | Path | None = None, receipt_dir: str | Path | None = None,
+                  state_dir: str | Path | None = None, certify: bool = False,
+                  model: str | ModelBackend | None = None, wordings: int = 1, max_new_tokens: int = 40,
+                  engine: EngineOptions | None = None, log: str | Path | None = None,
+                  request_id: str | None = None) -> tuple[Receipt, Path | None]:
+    """``erase``, and where the receipt was written: ``receipt``, or with ``receipt_dir`` a file
+    in that folder named ``receipt-[<request id>-]<receipt id>.json`` that no other receipt has."""
     _need_target(user, literals)
     if certify and (user is None or not literals):
         raise ConfigError("--certify needs --user and --literal: the certificate asks the user's agent the audit's "
                           "probes and checks the replies for the literals")
-    out = check_receipt_path(receipt) if receipt is not None else None  # every output checked first
+    rid = check_request_id(request_id, [user, *literals]) if request_id is not None else ""
+    out = _receipt_out(system, receipt, receipt_dir)  # every output checked first
     if log is not None:
         check_log(log)
     from traceless.paths import state_dir as default_state
+
+    state, key = Path(state_dir) if state_dir else default_state(), receipt_key()
+
+    def logged(verdict: Verdict, owner: str | None, receipts: Sequence[tuple[Receipt, Path | None]] = ()) -> None:
+        log_request(state, event="forget", system=system, user=owner, request_id=rid, verdict=verdict,
+                    receipts=receipts, withhold=[user, *literals])
 
     be = _certify_model(model, engine) if certify else None
     try:
         s = _attach_to_erase(system, config, be)
         try:
-            r = erase_system(s, user, list(literals), state_dir=Path(state_dir) if state_dir else default_state(),
-                             key=receipt_key(), receipt_out=out)
+            try:
+                r = erase_system(s, user, list(literals), state_dir=state, key=key, receipt_out=out, request_id=rid)
+            except (NothingToEraseError, ErasureScopeError) as e:  # an answer too: logged, then raised
+                logged("nothing_found" if isinstance(e, NothingToEraseError) else "refused",
+                       pseudonym(user, "u", key) if user else None)
+                raise
             final = r if be is None or user is None else attach_certificate(
                 r, certify_live(s, user, list(literals), be, wordings=wordings, max_new_tokens=max_new_tokens))
         finally:
             s.close()
         if out is not None and final is not r:
             write_receipt(final, out)
+        if out is not None and receipt_dir is not None:
+            out = name_receipt(out, final)
         if log is not None:
             append_receipt(log, final)
-        return final
+        logged(verdict_of(final), final.target.owner, [(final, out)])
+        return final, out
     finally:
         if be is not None and be is not model:
             be.close()
+
+
+def _receipt_out(system: str, receipt: str | Path | None, receipt_dir: str | Path | None) -> Path | None:
+    """The receipt file, checked before anything: the one given, or a fresh one in ``receipt_dir``."""
+    if receipt is not None and receipt_dir is not None:
+        raise ConfigError("give the receipt's file or its folder, not both")
+    if receipt is not None:
+        return check_receipt_path(receipt)
+    return fresh_receipt_path(Path(receipt_dir), system) if receipt_dir is not None else None
+
+
+def recheck(system: str, config: Config, since: str | Path, *, user: str | None = None,
+            literals: Sequence[str] = (), reveal: bool = False, state_dir: str | Path | None = None) -> RecheckResult:
+    """``traceless scan --since RECEIPT``: the receipt (its signature checked with this machine's
+    key) re-checked on the live instance, read-only: is anything of its person there again?
+    Refused before the instance opens when the system or the user is not the receipt's. The
+    re-check is a line in the request log."""
+    from traceless.paths import state_dir as default_state
+
+    if user is not None or literals:  # which of the two the receipt says: check_recheck_target
+        _need_target(user, literals)
+    r = load_receipt(since)
+    if not verify_signature(r):
+        raise ReceiptError(f"--since {since}: the receipt's signature does not verify under this machine's key "
+                           "(altered, or signed elsewhere): re-check on the machine that signed it")
+    key = receipt_key(create=False)
+    check_recheck_target(system, r, user, literals, key)  # before the instance is opened
+    s = attach_system(system, config, read_only=True)
+    try:
+        res = recheck_system(s, r, user, literals, key=key, reveal=reveal)
+    finally:
+        s.close()
+    log_request(Path(state_dir) if state_dir else default_state(), event="recheck", system=system,
+                user=r.target.owner or None, request_id=r.request_id, verdict="came_back" if res.came_back else "clean",
+                receipts=[(r, Path(since))], withhold=[user, *literals])
+    return res
 
 
 def _attach_to_erase(system: str, config: Config, certify_model: ModelBackend | None) -> MemorySystem:

@@ -14,10 +14,10 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from traceless.audit import SystemAuditResult
-from traceless.forget import LogVerifyResult, Receipt, VerifyResult
+from traceless.forget import LogVerifyResult, Receipt, RequestLogEntry, VerifyResult
 from traceless.memory import SearchResult
 from traceless.studies import StudyRunResult
-from traceless.systems import ErasurePlan, ScanReport
+from traceless.systems import ErasurePlan, RecheckResult, ScanReport
 
 __all__ = ["SCHEMAS", "schema_text", "write_schemas"]
 
@@ -30,6 +30,8 @@ SCHEMAS: dict[str, type[BaseModel]] = {
     "study-run": StudyRunResult,  # traceless study run --json
     "scan-result": ScanReport,  # traceless scan --memory SYSTEM --json
     "erasure-plan": ErasurePlan,  # traceless forget --memory SYSTEM --dry-run --json
+    "recheck-result": RecheckResult,  # traceless scan --memory SYSTEM --since RECEIPT --json
+    "request-log": RequestLogEntry,  # one line of <state dir>/requests.jsonl
 }
 
 

@@ -16,7 +16,9 @@ from traceless.cli._receipts import VERIFICATION_FAILED_EXIT, echo_receipt, exit
 if TYPE_CHECKING:
     from traceless.systems import ErasurePlan, ScanReport
 
-__all__ = ["VERIFICATION_FAILED_EXIT", "forget_memory", "scan_cmd"]
+__all__ = ["CAME_BACK_EXIT", "VERIFICATION_FAILED_EXIT", "forget_memory", "scan_cmd"]
+CAME_BACK_EXIT = 13
+"""``scan --since RECEIPT``: something of the person the receipt erased is there again."""
 _READ_ONLY = "read-only: the instance was opened with SQLite mode=ro; not one byte of it was changed"
 
 
@@ -28,13 +30,19 @@ def scan_cmd(
     user: str = typer.Option(None, "--user", help="The user id whose records to list (mem0: user_id)."),
     literal: list[str] = typer.Option(None, "--literal", help="Exact text to find in every record and file (repeatable)."),
     reveal: bool = typer.Option(False, "--reveal", help="Show the matching values (default: ids and counts only)."),
+    since: Path = typer.Option(None, "--since", help="Re-check this erasure receipt (`forget --memory`): the same "
+                               "--user (and --literal) on the same system; exits 13 if anything of the person is "
+                               "there again (the command to schedule)."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as one JSON document "
-                                 "(docs/schemas/scan-result.json)."),
+                                 "(docs/schemas/scan-result.json; with --since docs/schemas/recheck-result.json)."),
 ) -> None:
     """Read-only discovery on a live instance: per store, the records of --user and every
     record holding a --literal (ids, field, count), plus every file under the instance's
     paths that holds the literal's bytes. Opens nothing read-write. Exits 7 when nothing
-    of the user or the literals is there."""
+    of the user or the literals is there; with --since (a re-check of a past erasure) 0 when
+    nothing is, 13 when something came back."""
+    if since is not None:
+        return _recheck(memory, memory_config, since, user, literal or [], reveal, as_json)
     from traceless._erase_api import scan
 
     report = scan(memory, memory_config, user=user, literals=literal or [], reveal=reveal)
@@ -47,6 +55,37 @@ def scan_cmd(
     if report.empty():
         typer.secho("nothing of the user or the literals was found", fg=typer.colors.YELLOW, err=True)
         sys.exit(7)
+
+
+def _recheck(memory: str, memory_config: Path, since: Path, user: str | None, literals: list[str], reveal: bool,
+             as_json: bool) -> None:
+    """``scan --since R``: the re-check's report; exit ``CAME_BACK_EXIT`` when anything came back."""
+    from traceless._erase_api import recheck
+
+    res = recheck(memory, memory_config, since, user=user, literals=literals, reveal=reveal)
+    if as_json:
+        typer.echo(res.model_dump_json(indent=2))
+    else:
+        req = f" (request {res.request_id})" if res.request_id else ""
+        typer.echo(f"re-check of receipt {res.receipt_id}{req}, erased {_when(res.erased_at)}, checked "
+                   f"{_when(res.checked_at)}")
+        for line in scan_lines(res.report):
+            typer.echo(safe(line))
+        for n in res.notes:
+            typer.echo(f"note: {n}")
+        typer.echo(_READ_ONLY)
+    if res.came_back:
+        typer.secho(f"CAME BACK: {res.user_records} records of the user, {res.literal_records} holding a literal, "
+                    f"{res.files} files holding a literal's bytes ({len(res.resurrected)} records are the very ones "
+                    "the receipt erased); erase again", fg=typer.colors.RED, err=True)
+        sys.exit(CAME_BACK_EXIT)
+    typer.echo("clean: nothing of the person is there again", err=as_json)
+
+
+def _when(t: float) -> str:
+    import time
+
+    return time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime(t))
 
 
 def scan_lines(report: ScanReport) -> list[str]:
@@ -80,11 +119,13 @@ def plan_lines(plan: ErasurePlan) -> list[str]:
 
 def forget_memory(memory: str, memory_config: Path | None, user: str | None, literals: list[str], *,
                   dry_run: bool, receipt_out: Path | None, as_json: bool, certify: bool = False,
-                  model: str | None = None, wordings: int = 1, log: Path | None = None) -> None:
+                  model: str | None = None, wordings: int = 1, log: Path | None = None,
+                  request_id: str | None = None) -> None:
     """``traceless forget --memory SYSTEM``: plan → execute → verify → sign (``--dry-run``: the plan);
     ``--certify``: then the audit's probes through the system's own retrieval, signed in; ``--log``:
-    then the receipt appended to that receipt log."""
-    from traceless._erase_api import erase, plan_erasure
+    then the receipt appended to that receipt log. Without ``--receipt`` the receipt is
+    ``receipt-[<request id>-]<receipt id>.json`` here, never over an earlier one."""
+    from traceless._erase_api import erase_request, plan_erasure
     from traceless.cli._engine import engine_from_env
     from traceless.errors import ConfigError
 
@@ -99,11 +140,11 @@ def forget_memory(memory: str, memory_config: Path | None, user: str | None, lit
                 typer.echo(safe(line))
             typer.echo("dry run: nothing was changed")
         return
-    out = receipt_out or _fresh_receipt_path(memory)
-    receipt = erase(memory, memory_config, user=user, literals=literals, receipt=out, certify=certify, model=model,
-                    wordings=wordings, engine=engine_from_env() if certify else None, log=log)
-    if receipt_out is None:
-        out = _name_by_receipt_id(out, receipt.receipt_id)
+    receipt, out = erase_request(memory, memory_config, user=user, literals=literals, receipt=receipt_out,
+                                 receipt_dir=Path(".") if receipt_out is None else None, request_id=request_id,
+                                 certify=certify, model=model, wordings=wordings,
+                                 engine=engine_from_env() if certify else None, log=log)
+    assert out is not None
     echo_receipt(receipt, out, as_json)
     if log is not None:  # erase appended it: say where, from its verified inclusion proof
         from traceless.forget import verify_logged
@@ -111,23 +152,3 @@ def forget_memory(memory: str, memory_config: Path | None, user: str | None, lit
         inc = verify_logged(log, receipt)
         typer.echo(f"logged as entry {inc.index} of {inc.size} in {log} (inclusion proof verified)", err=as_json)
     exit_if_unverified(receipt, "notes")
-
-
-def _fresh_receipt_path(memory: str) -> Path:
-    """A default receipt file no earlier erasure in this directory wrote (time + random), so the
-    next request never overwrites this one's evidence; renamed to ``receipt-<id>.json`` after."""
-    import secrets
-    import time
-
-    return Path(f"receipt-erase-{memory}-{time.strftime('%Y%m%dT%H%M%S')}-{secrets.token_hex(4)}.json")
-
-
-def _name_by_receipt_id(path: Path, receipt_id: str) -> Path:
-    """``path`` renamed to ``receipt-<receipt id>.json`` beside it (kept as is if that name is taken)."""
-    import os
-
-    final = path.with_name(f"receipt-{receipt_id}.json")
-    if final.exists():
-        return path
-    os.replace(path, final)
-    return final

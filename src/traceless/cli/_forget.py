@@ -98,6 +98,9 @@ def run_forget(
     # the append-only receipt log (issue 38.4; traceless.cli._log)
     log_dir: Path = typer.Option(None, "--log", help="Also append the signed receipt to this receipt log folder "
                                  "(created on first use; checked before anything is forgotten; `traceless log verify`)."),
+    request_id: str = typer.Option(None, "--request-id", help="The erasure request's ticket id (e.g. T-1042): signed "
+                                   "into the receipt, in its default file name receipt-<request id>-<receipt id>.json "
+                                   "and in the local request log (<state dir>/requests.jsonl)."),
 ) -> None:
     """Forget with MODE. Prints a receipt summary and writes the signed receipt file.
 
@@ -112,7 +115,8 @@ def run_forget(
         _refuse_store_options(db=db, mode=mode)
 
         return forget_memory(memory, memory_config, user, literals or [], dry_run=dry_run, receipt_out=receipt_out,
-                             as_json=as_json, certify=certify, model=model, wordings=probe_wordings, log=log_dir)
+                             as_json=as_json, certify=certify, model=model, wordings=probe_wordings, log=log_dir,
+                             request_id=request_id)
     if len(literals or []) > 1:
         raise ConfigError("give one --literal (several are accepted with --memory only)")
     literal = literals[0] if literals else None
@@ -120,11 +124,18 @@ def run_forget(
         typer.echo(ctx.get_help())
         raise typer.Exit(2)
     from traceless._api import forget
-    from traceless.forget import FORGET_MODES, check_log, check_receipt_path
+    from traceless.forget import (
+        FORGET_MODES,
+        check_log,
+        check_receipt_path,
+        check_request_id,
+        receipt_file_name,
+    )
     from traceless.memory import MemoryStore
 
     spec = FORGET_MODES.get(mode)
     target = _checked_target(record, literal, session, user, owner, attribute, match, certify)
+    rid = check_request_id(request_id, [user, owner, literal]) if request_id is not None else None
     if not store_exists(db):
         raise ConfigError(f"{db} does not exist; create it with `traceless memory add --db {db} SESSIONS.jsonl`")
     # every output is validated before anything is forgotten
@@ -135,16 +146,23 @@ def run_forget(
         _say_finished(store)
         writer = _writer_for(store, spec, model, embedder_name)
         receipt = forget(store, target, mode, writer=writer, gate=gate, certify=certify, model=model,
-                         embedder=embedder_name, wordings=probe_wordings)
-    _finish(receipt, path or Path(f"receipt-{receipt.receipt_id}.json"), as_json, log_dir, mode)
+                         embedder=embedder_name, wordings=probe_wordings, request_id=rid)
+    _finish(receipt, path or Path(receipt_file_name(receipt.receipt_id, receipt.request_id)), as_json, log_dir, mode,
+            withhold=[user, owner, literal])
 
 
-def _finish(receipt: Receipt, path: Path, as_json: bool, log_dir: Path | None, mode: str) -> None:
-    """Write and print the receipt (and append it to ``--log``); exit as its result says."""
+def _finish(receipt: Receipt, path: Path, as_json: bool, log_dir: Path | None, mode: str, *,
+            withhold: list[str | None]) -> None:
+    """Write and print the receipt (and append it to ``--log``), log the request (``withhold``: the
+    raw ids and literal, kept out of the request log); exit as its result says."""
     from traceless.cli._log import echo_logged
-    from traceless.forget import append_receipt, write_receipt
+    from traceless.forget import append_receipt, log_request, verdict_of, write_receipt
+    from traceless.paths import state_dir
 
     write_receipt(receipt, path)
+    log_request(state_dir(), event="forget", system="traceless", user=receipt.target.owner,
+                request_id=receipt.request_id, verdict=verdict_of(receipt), receipts=[(receipt, path)],
+                withhold=withhold)
     echo_receipt(receipt, path, as_json)
     if log_dir is not None:
         echo_logged(append_receipt(log_dir, receipt), err=as_json)

@@ -57,6 +57,19 @@ if TYPE_CHECKING:
         write_receipt,
     )
     from traceless.forget._registry import FORGET_MODES, ForgetMode, forget_mode
+    from traceless.forget._requests import (
+        LoggedReceipt,
+        RequestLogEntry,
+        Verdict,
+        check_request_id,
+        fresh_receipt_path,
+        log_request,
+        name_receipt,
+        read_requests,
+        receipt_file_name,
+        request_log_path,
+        verdict_of,
+    )
     from traceless.forget._verify import check_store, verify_receipt
 
 __all__ = [
@@ -109,6 +122,18 @@ __all__ = [
     "verify_log",
     "verify_log_consistency",
     "verify_logged",
+    # erasure requests: ticket ids, receipt file names, the local request log
+    "LoggedReceipt",
+    "RequestLogEntry",
+    "Verdict",
+    "check_request_id",
+    "fresh_receipt_path",
+    "log_request",
+    "name_receipt",
+    "read_requests",
+    "receipt_file_name",
+    "request_log_path",
+    "verdict_of",
 ]
 
 EXPORTS: dict[str, tuple[str, ...]] = {
@@ -123,6 +148,9 @@ EXPORTS: dict[str, tuple[str, ...]] = {
                  "verify_inclusion"),
     "._note": ("Checkpoint", "open_checkpoint", "open_note", "sign_note", "verifier_key"),
     "._registry": ("FORGET_MODES", "ForgetMode", "forget_mode"),
+    "._requests": ("LoggedReceipt", "RequestLogEntry", "Verdict", "check_request_id", "fresh_receipt_path",
+                   "log_request", "name_receipt", "read_requests", "receipt_file_name", "request_log_path",
+                   "verdict_of"),
     "._verify": ("check_store", "verify_receipt"),
 }
 """Which submodule defines each public name (a test checks it covers ``__all__`` exactly)."""

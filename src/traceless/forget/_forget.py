@@ -417,6 +417,7 @@ def forget(
     writer: MemoryWriter | None = None,
     gate: WriteGate | bool | None = None,
     strict: bool = False,
+    request_id: str = "",
 ) -> Receipt:
     """Forget ``target`` with ``mode``; return a signed receipt (also stored in the db).
 
@@ -428,6 +429,7 @@ def forget(
     recorded in the store's event log; ``None`` (this function's default; the public API and
     the CLI default to ``True``) stores nothing.
     ``strict``: raise ``NothingMatchedError`` (after writing the receipt) when nothing matched.
+    ``request_id``: the erasure request's ticket id, signed into the receipt.
 
     One transaction holds the mode, the verification, the gate descriptors, the receipt
     and a pending-erasure marker; the physical erasure (VACUUM, WAL truncation) and the
@@ -466,7 +468,8 @@ def forget(
             verification.checks["old_keys_destroyed"] = False
             verification.passed = False
         receipt = Receipt(
-            receipt_id=f"rcpt-{uuid.uuid4().hex[:16]}", created_at=time.time(), mode=mode, store_id=store.store_id,
+            receipt_id=f"rcpt-{uuid.uuid4().hex[:16]}", request_id=request_id, created_at=time.time(), mode=mode,
+            store_id=store.store_id,
             target=_target_ref(target, owner, pep), matched=matched, tiers=tiers, verification=verification,
             erased=_erased(verification, target) if matched else None,
             gate_descriptors_added=n_gate, seconds=0.0, code_version=code_version(),

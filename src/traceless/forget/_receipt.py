@@ -215,6 +215,9 @@ class Receipt(BaseModel):
 
     receipt_id: str
     """Unique id."""
+    request_id: str = ""
+    """The erasure request's ticket id (``forget --request-id``), signed with the rest; empty
+    when none was given (and in receipts made before this field, which verify unchanged)."""
     version: int = 2
     """Receipt format version (2: Ed25519 signatures, peppered digests, pseudonymous owners)."""
     store_id: str = ""
@@ -274,7 +277,7 @@ class Receipt(BaseModel):
         d.pop("signature", None)
         if d.get("certificate") is None:  # receipts signed before certificates existed verify unchanged
             d.pop("certificate", None)
-        for name in ("erased_material", "not_covered"):  # likewise receipts signed before these were recorded
+        for name in ("erased_material", "not_covered", "request_id"):  # likewise receipts signed before these
             if not d.get(name):
                 d.pop(name, None)
         if d.get("erased") is None:  # so do receipts signed before ``erased`` and ``disk_scope``
@@ -285,7 +288,8 @@ class Receipt(BaseModel):
         return json.dumps(d, sort_keys=True, separators=(",", ":")).encode()
 
     def summary_lines(self) -> list[str]:
-        out = [f"receipt {self.receipt_id}  mode={self.mode}  target={self.target.kind}:{self.target.ref}"
+        req = f"  request={self.request_id}" if self.request_id else ""
+        out = [f"receipt {self.receipt_id}{req}  mode={self.mode}  target={self.target.kind}:{self.target.ref}"
                f"  matched={self.matched}  erased={_yes_no(self.erased)}  {self.seconds:.2f}s"]
         if self.erased is False:
             out.append(f"  NOT ERASED: the target is still present in this owner's data; mode {self.mode} "

@@ -65,6 +65,7 @@ if TYPE_CHECKING:
     from traceless.systems._mem0 import Mem0Config, Mem0System
     from traceless.systems._native import NativeConfig, NativeSystem
     from traceless.systems._openai_agents import OpenAIAgentsConfig, OpenAIAgentsSystem
+    from traceless.systems._recheck import RecheckResult, check_recheck_target, recheck_system
     from traceless.systems._views import VIEWS, probe_view, view_config
 
 __all__ = [
@@ -98,6 +99,9 @@ __all__ = [
     "erase_system",
     "plan_system_erasure",
     "scan_system",
+    "RecheckResult",
+    "check_recheck_target",
+    "recheck_system",
     "DEFAULT_SYSTEMS",
     "ENTRY_POINT_GROUP",
     "MEMORY_SYSTEMS",
@@ -142,6 +146,7 @@ EXPORTS: dict[str, tuple[str, ...]] = {
     "._mem0": ("Mem0Config", "Mem0System"),
     "._native": ("NativeConfig", "NativeSystem"),
     "._openai_agents": ("OpenAIAgentsConfig", "OpenAIAgentsSystem"),
+    "._recheck": ("RecheckResult", "check_recheck_target", "recheck_system"),
     "._views": ("VIEWS", "probe_view", "view_config"),
 }
 """Which submodule defines each name imported on first use (the rest are imported above)."""

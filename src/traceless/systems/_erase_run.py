@@ -119,9 +119,10 @@ def _claim(outcome: StoreOutcome, records_left: int, bytes_left: bool, scanned: 
 
 
 def erase_system(system: MemorySystem, user: str | None, literals: Sequence[str], *, state_dir: Path,
-                 key: bytes, receipt_out: Path | None = None) -> Receipt:
+                 key: bytes, receipt_out: Path | None = None, request_id: str = "") -> Receipt:
     """Erase ``user`` (and every record holding a literal) from the attached live instance,
-    verify, and sign. ``key`` is the receipts' pepper (``receipt_key()``). With ``receipt_out``
+    verify, and sign (``request_id``: the ticket the receipt answers, signed into it). ``key`` is
+    the receipts' pepper (``receipt_key()``). With ``receipt_out``
     the signed receipt is written there before the journal is removed, so a kill at any
     moment leaves either a journal (the re-run finishes) or the receipt."""
     check_literals(literals)  # before the journal, the plan or any change
@@ -142,7 +143,8 @@ def erase_system(system: MemorySystem, user: str | None, literals: Sequence[str]
         before = system.bystander_digests(user)  # after the plan: what it targets is no bystander
         _write_json(journal, {"plan": plan.model_dump(mode="json"), "bystanders": before, "started": time.time()})
     outcomes = {o.store: o for o in system.execute_erasure(plan, literals)}
-    receipt = _verify_and_sign(system, user, literals, plan, outcomes, before, key, time.monotonic() - t0)
+    receipt = _verify_and_sign(system, user, literals, plan, outcomes, before, key, time.monotonic() - t0,
+                               request_id)
     if receipt_out is not None:
         write_receipt(receipt, receipt_out)
     journal.unlink(missing_ok=True)
@@ -158,7 +160,7 @@ def _union(first: ErasurePlan, now: ErasurePlan) -> ErasurePlan:
 
 def _verify_and_sign(system: MemorySystem, user: str | None, literals: Sequence[str], plan: ErasurePlan,
                      outcomes: dict[str, StoreOutcome], before: dict[str, tuple[int, str]], key: bytes,
-                     seconds: float) -> Receipt:
+                     seconds: float, request_id: str = "") -> Receipt:
     after_scan = scan_system(system, user, literals)
     after = system.bystander_digests(user)
     left: dict[str, int] = {}
@@ -194,7 +196,7 @@ def _verify_and_sign(system: MemorySystem, user: str | None, literals: Sequence[
         changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
         notes.append(f"OVER-DELETION: other users' records changed in {', '.join(changed)}")
     receipt = Receipt(
-        receipt_id=f"erase-{system.name}-{int(time.time() * 1000)}", created_at=time.time(),
+        receipt_id=f"erase-{system.name}-{int(time.time() * 1000)}", request_id=request_id, created_at=time.time(),
         mode=f"erase:{system.name}",
         target=TargetRef(kind="user" if user else "literal", ref=owner or "literals", owner=owner),
         matched=True, tiers=tiers, verification=verification, seconds=round(seconds, 3),
