@@ -32,6 +32,7 @@ import hashlib
 import multiprocessing as mp
 import os
 import random
+import shutil
 import signal
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -115,12 +116,17 @@ class Target:
     root: Path
 
     def build(self, where: str, *, quote: bool = False) -> Path:
+        """A fresh instance in ``root/where``: built once through the system's own API (per
+        ``quote``), then copied (every check changes its own copy)."""
+        template = self.root / f"template-{'quote' if quote else 'plain'}"
+        if not template.exists():
+            s = open_system(self.name, template, self.config, self.runtime)
+            try:
+                s.write(sessions(quote=quote))
+            finally:
+                s.close()
         work = self.root / where
-        s = open_system(self.name, work, self.config, self.runtime)
-        try:
-            s.write(sessions(quote=quote))
-        finally:
-            s.close()
+        shutil.copytree(template, work)
         return work
 
     def live_config(self, work: Path) -> SystemConfig | None:
@@ -160,9 +166,9 @@ def _owned(rep: Any) -> dict[str, int]:
 
 def check_scan_changes_no_byte(t: Target) -> CheckOutcome:
     work = t.build("scan")
-    before = fingerprint(t.root / "scan")
+    before = fingerprint(work)
     rep = _with(t, work, lambda s: scan_system(s, TARGET, [SECRETS[TARGET]]), read_only=True)
-    after = fingerprint(t.root / "scan")
+    after = fingerprint(work)
     changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
     mine = sum(_owned(rep).values())
     ok = not changed and mine > 0
@@ -221,12 +227,12 @@ def check_quote_per_policy(t: Target) -> CheckOutcome:
 
 def check_unmatched_user_signs_nothing(t: Target) -> CheckOutcome:
     work = t.build("nobody")
-    before = fingerprint(t.root / "nobody")
+    before = fingerprint(work)
     state = t.root / "state-nobody"
     try:
         _with(t, work, lambda s: erase_system(s, "nobody-at-all", [], state_dir=state, key=KEY))
     except NothingToEraseError:
-        unchanged = fingerprint(t.root / "nobody") == before
+        unchanged = fingerprint(work) == before
         journals = list((state / "erasures").glob("*")) if (state / "erasures").exists() else []
         return CheckOutcome(passed=unchanged and not journals, detail=f"refused; files unchanged: {unchanged}; "
                                                                       f"journals left: {len(journals)}")
