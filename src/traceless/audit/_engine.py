@@ -29,6 +29,7 @@ from traceless.systems import (
     probe_view,
     view_config,
 )
+from traceless.systems.kernel import count_literals
 
 __all__ = ["VIEWS", "PhaseProbes", "ProbeReply", "agent_replies", "probe_contexts", "probe_messages", "probe_phase",
            "probe_view", "store_copies", "view_config"]
@@ -57,7 +58,7 @@ def probe_contexts(system: MemorySystem, owner: str, probe_list: Sequence[Probe]
 
 def store_copies(system: MemorySystem, literals: Sequence[str]) -> dict[str, int]:
     """Copies of ``literals`` in each of the system's named stores (the residue scan)."""
-    return {name: sum(t.count(c) for t in texts for c in literals) for name, texts in system.stores().items()}
+    return {name: sum(count_literals(t, literals) for t in texts) for name, texts in system.stores().items()}
 
 
 def agent_replies(system: MemorySystem, probes: Sequence[tuple[str, str]]) -> list[AgentAnswer] | None:

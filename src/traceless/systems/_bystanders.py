@@ -49,7 +49,9 @@ class BystanderCheck(BaseModel):
 
 
 def _copies(system: MemorySystem, literals: Sequence[str]) -> dict[str, int]:
-    return {name: sum(t.count(c) for t in texts for c in literals) for name, texts in system.stores().items()}
+    from traceless.systems.kernel import count_literals
+
+    return {name: sum(count_literals(t, literals) for t in texts) for name, texts in system.stores().items()}
 
 
 def _retrieved(system: MemorySystem, owner: str, canary: str, queries: Sequence[str]) -> bool:

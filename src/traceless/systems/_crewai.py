@@ -28,7 +28,6 @@ older than its threshold (7 days by default), so the stores are every table's cu
 
 from __future__ import annotations
 
-import hashlib
 import os
 import threading
 from collections.abc import Iterable, Iterator, Sequence
@@ -54,6 +53,7 @@ from traceless.systems import (
     SystemRuntime,
     memory_system,
 )
+from traceless.systems.kernel import count_literals, digest
 
 __all__ = ["CrewAIConfig", "CrewAISystem"]
 
@@ -294,7 +294,7 @@ class CrewAISystem(MemorySystem):
             for r in rs:
                 text = _text(r)
                 mine = user is not None and _owner(r) == user
-                n = sum(text.count(lit) for lit in literals if lit)
+                n = count_literals(text, literals)
                 if mine or n:
                     rep.hits.append(ScanHit(store=store, record_id=str(r.get("id")), field="*", owner_match=mine,
                                             literal_count=n, value=text if reveal else None))
@@ -325,11 +325,7 @@ class CrewAISystem(MemorySystem):
         out: dict[str, tuple[int, str]] = {}
         rows = _versions(self.path)
         for store in (TABLE,):  # older versions are history, not records of a bystander
-            other = sorted(_text(r) for r in rows.get(store, []) if user is None or _owner(r) != user)
-            h = hashlib.sha256()
-            for t in other:
-                h.update(t.encode("utf-8") + b"\0")
-            out[store] = (len(other), h.hexdigest())
+            out[store] = digest(_text(r) for r in rows.get(store, []) if user is None or _owner(r) != user)
         return out
 
 

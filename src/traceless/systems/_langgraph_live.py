@@ -24,9 +24,7 @@ truncating WAL checkpoint of each file. Every step is idempotent.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import pickle
 import re
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
@@ -35,8 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from traceless.errors import ConfigError, UnsupportedError
-from traceless.forget import encodings_of
 from traceless.systems import ErasurePlan, PlannedAction, ScanHit, ScanReport, StoreOutcome
+from traceless.systems.kernel import byte_forms, count_in_blobs, digest
 
 __all__ = ["LiveLangGraph", "NamespaceMap"]
 
@@ -79,10 +77,9 @@ class _Row:
     value: str | None
 
 
-def _feed(h: Any, vals: Sequence[Any]) -> None:
-    """Every column of one row into ``h`` (pickle: self-delimiting, deterministic for SQLite's
-    value types: no two rows feed alike)."""
-    h.update(pickle.dumps(tuple(vals), protocol=5))
+def _row_text(vals: Sequence[Any]) -> str:
+    """Every column of one row as one text (JSON, a blob as hex: no two rows read alike)."""
+    return json.dumps([{"blob": v.hex()} if isinstance(v, bytes) else v for v in vals])
 
 
 def _ro_uri(path: Path) -> str:
@@ -91,16 +88,6 @@ def _ro_uri(path: Path) -> str:
         header = f.read(20)
     walmode = len(header) == 20 and header[18] == 2
     return path.resolve().as_uri() + ("?mode=ro&immutable=1" if walmode and not wal.exists() else "?mode=ro")
-
-
-def _count(blobs: Sequence[Any], forms: Sequence[bytes]) -> int:
-    n = 0
-    for b in blobs:
-        if b is None or isinstance(b, int | float):
-            continue
-        data = b.encode("utf-8") if isinstance(b, str) else bytes(b)
-        n += sum(data.count(f) for f in forms)
-    return n
 
 
 def _text(v: Any) -> str:
@@ -169,7 +156,7 @@ class LiveLangGraph:
             hits, value = 0, None
             if matched or (reveal and table == "store" and owned(key)):
                 vals = conn.execute(f'SELECT * FROM "{table}" WHERE rowid = ?', (rowid,)).fetchone()
-                hits = _count(vals, forms)
+                hits = count_in_blobs(vals, forms)
                 if reveal and table == "store":
                     value = _text(dict(zip(cols, vals, strict=True))["value"])
             yield _Row(table, key, rowid, owned(key), hits, value)
@@ -231,7 +218,7 @@ class LiveLangGraph:
                                                     for c in self._conns.values()))
         if self._cache is not None and self._cache[0] == key:
             return self._cache[1]
-        forms = [f for lit in literals for f in encodings_of(lit) if f]
+        forms = byte_forms(literals)
         rows = [*self._store_rows(user, forms, reveal), *self._thread_rows(user, forms)]
         self._cache = (key, rows)
         return rows
@@ -292,12 +279,8 @@ class LiveLangGraph:
         for name in self._empty_stores():
             conn = self._conns["store" if name in _STORE_TABLES else "checkpoints"]
             gone = skip.get(name, set())
-            h, n = hashlib.sha256(), 0
-            for rowid, *vals in conn.execute(f'SELECT rowid, * FROM "{name}" ORDER BY {_order(conn, name)}'):
-                if rowid not in gone:
-                    n += 1
-                    _feed(h, vals)
-            out[name] = (n, h.hexdigest())
+            rows = conn.execute(f'SELECT rowid, * FROM "{name}" ORDER BY {_order(conn, name)}')
+            out[name] = digest((_row_text(vals) for rowid, *vals in rows if rowid not in gone), ordered=True)
         return out
 
     # ------------------------------------------------------------------ erasure

@@ -41,6 +41,7 @@ from urllib.parse import unquote
 
 from traceless.errors import ConfigError, UnsupportedError
 from traceless.systems import NO_OWNER, ErasurePlan, PlannedAction, ScanHit, ScanReport, StoreOutcome
+from traceless.systems.kernel import count_literals, digest
 
 __all__ = ["LiveLayout", "Mem0Live", "Rec", "live_layout", "probe_config"]
 
@@ -353,7 +354,7 @@ class Mem0Live:
         for r in recs:
             stores[r.store] = stores.get(r.store, 0) + 1
             owned = user is not None and r.owner == user
-            found = {k: sum(v.count(lit) for lit in literals if lit) for k, v in r.texts.items()}
+            found = {k: count_literals(v, literals) for k, v in r.texts.items()}
             found = {k: n for k, n in found.items() if n}
             for k, n in found.items():
                 hits.append(ScanHit(store=r.store, record_id=r.id, field=k, owner_match=owned, literal_count=n,
@@ -371,7 +372,7 @@ class Mem0Live:
         hit_mem: set[str] = set()
         others = 0
         for r in recs:
-            holds = any(lit and lit in v for lit in literals for v in r.texts.values())
+            holds = any(count_literals(v, literals) for v in r.texts.values())
             # a literal acts on the requester's records (and unattributable ones) only
             theirs = user is not None and r.owner is not None and r.owner != user
             others += holds and theirs
@@ -401,7 +402,7 @@ class Mem0Live:
             if (user is not None and r.owner == user) or (r.store, r.id) in self.targets:
                 continue
             per.setdefault(r.store, []).append(self._digest_of(r))
-        return {s: (len(d), hashlib.sha256("\n".join(sorted(d)).encode()).hexdigest()) for s, d in per.items()}
+        return {s: digest(d) for s, d in per.items()}
 
     def _digest_of(self, r: Rec) -> str:
         if r.store not in ("history", "messages"):

@@ -34,7 +34,6 @@ of every session of the user, then the rows it leaves and rows quoting a literal
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import os
 import sqlite3
@@ -64,6 +63,7 @@ from traceless.systems import (
     memory_system,
 )
 from traceless.systems import sqlite as live
+from traceless.systems.kernel import digest
 
 __all__ = ["OpenAIAgentsConfig", "OpenAIAgentsSystem"]
 
@@ -434,13 +434,10 @@ class OpenAIAgentsSystem(live.SqliteInstance):
         out = super().bystander_digests(user)
         if self.cfg.encrypted_ttl is not None and not self.read_only and self.path.exists():
             rs = live.rows(self.path).get("agent_messages", [])
-            other = sorted(f"{r.values.get('session_id')}\t"
-                           f"{live.replace_literals(self._decrypt(r.values) or r.text(), self._planned[0])}"
-                           for r in rs if not self._mine(r, user))
-            h = hashlib.sha256()
-            for t in other:
-                h.update(t.encode("utf-8") + b"\0")
-            out["agent_messages"] = (len(other), h.hexdigest())
+            out["agent_messages"] = digest(
+                f"{r.values.get('session_id')}\t"
+                f"{live.replace_literals(self._decrypt(r.values) or r.text(), self._planned[0])}"
+                for r in rs if not self._mine(r, user))
         return out
 
 

@@ -27,6 +27,7 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from traceless.forget import encodings_of
 from traceless.systems._erase import ErasurePlan, PlannedAction, ScanHit, ScanReport, StoreOutcome
 from traceless.systems.contract import LiveInstance, Op, Record, Remove, Rewrite
 
@@ -35,7 +36,10 @@ __all__ = [
     "LIVE_ROUNDS",
     "NO_OWNER",
     "bystander_digests",
+    "byte_forms",
+    "count_in_blobs",
     "count_literals",
+    "digest",
     "execute",
     "literal_forms",
     "plan",
@@ -72,6 +76,34 @@ def _all_forms(literals: tuple[str, ...]) -> tuple[str, ...]:
 def count_literals(text: str, literals: Sequence[str]) -> int:
     """The one literal-match rule: occurrences of the literals (every form) in ``text``."""
     return sum(map(text.count, _all_forms(tuple(literals)))) if literals else 0
+
+
+def byte_forms(literals: Sequence[str]) -> list[bytes]:
+    """The same rule on bytes (a blob, a file): every encoding of every literal the byte scan
+    knows (``traceless.forget.encodings_of``: UTF-8, UTF-16, JSON escapes)."""
+    return [f for lit in literals for f in encodings_of(lit) if f]
+
+
+def count_in_blobs(blobs: Iterable[Any], forms: Sequence[bytes]) -> int:
+    """Occurrences of ``byte_forms`` in column values (str, bytes; numbers and NULL hold none)."""
+    n = 0
+    for b in blobs:
+        if b is None or isinstance(b, int | float):
+            continue
+        data = b.encode("utf-8") if isinstance(b, str) else bytes(b)
+        n += sum(data.count(f) for f in forms)
+    return n
+
+
+def digest(texts: Iterable[str], *, ordered: bool = False) -> tuple[int, str]:
+    """The one bystander digest: how many texts, and a SHA-256 over them (sorted, unless the
+    caller gives them in a stable order already)."""
+    h = hashlib.sha256()
+    n = 0
+    for t in (texts if ordered else sorted(texts)):
+        h.update(t.encode("utf-8") + b"\0")
+        n += 1
+    return n, h.hexdigest()
 
 
 def replace_literals(value: Any, literals: Sequence[str]) -> Any:
@@ -186,13 +218,7 @@ def bystander_digests(inst: LiveInstance, user: str | None, literals: Sequence[s
             continue
         fields = "\t".join(f"{k}={replace_literals(v, literals)}" for k, v in sorted(r.fields.items()))
         texts.setdefault(r.store, []).append(f"{r.owner}\t{fields}")  # no id: VACUUM may renumber rowids
-    out: dict[str, tuple[int, str]] = {}
-    for store, ts in texts.items():
-        h = hashlib.sha256()
-        for t in sorted(ts):
-            h.update(t.encode("utf-8") + b"\0")
-        out[store] = (len(ts), h.hexdigest())
-    return out
+    return {store: digest(ts) for store, ts in texts.items()}
 
 
 def store_copies(inst: LiveInstance, literals: Sequence[str]) -> dict[str, int]:
