@@ -366,7 +366,10 @@ def _vectors(col: Any, where: dict[str, Any]) -> dict[str, bytes]:
     return {i: np.asarray(e, dtype="<f4").tobytes() for i, e in zip(got["ids"], got["embeddings"], strict=True)}
 
 
-def _past_the_threshold(cfg: Path) -> tuple[dict[str, bytes], dict[str, bytes], int, int]:
+Past = tuple[dict[str, bytes], dict[str, bytes], int, int]
+
+
+def _past_the_threshold(cfg: Path) -> Past:
     """The instance filled past its collection's HNSW ``sync_threshold`` (chroma's default,
     1,000) with other users' memories in mem0's payload shape, in one ``add`` (mem0 adds one
     per call: 60 s for 1,000), so every vector is written to ``data_level0.bin``. Returns
@@ -390,6 +393,22 @@ def _past_the_threshold(cfg: Path) -> tuple[dict[str, bytes], dict[str, bytes], 
         client.close()
 
 
+@pytest.fixture(scope="module")
+def big(built: dict[str, tuple[Path, Path]], tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Past]:
+    """The chroma instance past its threshold (``_past_the_threshold``), built once per module."""
+    if "chroma" not in built:
+        pytest.skip("needs chromadb")
+    src = tmp_path_factory.mktemp("chroma-past-threshold") / "inst"
+    cfg = _copy(built, "chroma", src)
+    return src, cfg, _past_the_threshold(cfg)
+
+
+def _copy_big(big: tuple[Path, Path, Past], dst: Path) -> tuple[Path, Past]:
+    src, cfg, past = big
+    shutil.copytree(src, dst)
+    return mi.relocate(cfg, src, dst), past
+
+
 def _vector_copies(root: Path, vectors: Iterable[bytes]) -> dict[str, int]:
     forms = list(vectors)
     out = {}
@@ -401,7 +420,7 @@ def _vector_copies(root: Path, vectors: Iterable[bytes]) -> dict[str, int]:
 
 @CHROMA
 def test_forget_rewrites_chromas_hnsw_segment_past_its_threshold(
-        built: dict[str, tuple[Path, Path]], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        big: tuple[Path, Path, Past], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Issue 38.1: past chroma's sync threshold mem0's own deletion leaves the erased vectors'
     floats in ``data_level0.bin`` (on main: alice's 3, under a receipt saying ``clear``);
     ``forget`` rebuilds the segment from the remaining records: none of them in any file,
@@ -409,8 +428,7 @@ def test_forget_rewrites_chromas_hnsw_segment_past_its_threshold(
     bytes and found by mem0's own search."""
     from traceless.systems._mem0_chroma import vector_forms
 
-    cfg = _copy(built, "chroma", tmp_path / "inst")
-    alice, others, threshold, size = _past_the_threshold(cfg)
+    cfg, (alice, others, threshold, size) = _copy_big(big, tmp_path / "inst")
     assert size > threshold and len(alice) == mi.MEMORIES
     before = _vector_copies(tmp_path / "inst", alice.values())
     assert sum(n for f, n in before.items() if f.endswith("data_level0.bin")) == mi.MEMORIES, before
@@ -442,12 +460,11 @@ def test_forget_rewrites_chromas_hnsw_segment_past_its_threshold(
 
 @CHROMA
 def test_a_surviving_copy_of_the_segment_keeps_the_vector_store_logical(
-        built: dict[str, tuple[Path, Path]], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        big: tuple[Path, Path, Past], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The vector check can fail: a copy of the HNSW segment kept inside the chroma path (a
     backup before an upgrade) holds alice's floats and no byte of her text; the receipt says
     ``logical`` for the vector store and names the file and how many vectors survive in it."""
-    cfg = _copy(built, "chroma", tmp_path / "inst")
-    alice, _, _, _ = _past_the_threshold(cfg)
+    cfg, (alice, _, _, _) = _copy_big(big, tmp_path / "inst")
     chroma = tmp_path / "inst" / "chroma"
     seg = next(p.parent for p in chroma.rglob("data_level0.bin"))
     shutil.copytree(seg, chroma / "backup" / seg.name)
@@ -484,3 +501,41 @@ def test_the_vector_check_finds_chromas_normalised_floats(tmp_path: Path) -> Non
     assert surviving(seg, {f"m{i}": f for i, f in enumerate(vector_forms(vecs))}) == {
         str(seg[0]): {f"m{i}": 1 for i in range(20)}}
     assert surviving(seg, {f"m{i}": (f[0], f[0]) for i, f in enumerate(vector_forms(vecs))}) == {}
+
+
+@CHROMA
+@pytest.mark.parametrize("state", ["copy-complete-original-deleted", "partial-copy-beside-original"])
+def test_an_interrupted_rebuild_is_completed_by_the_next_erasure(
+        big: tuple[Path, Path, Past], tmp_path: Path, state: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """A kill inside the rebuild leaves the original whole beside a (partial) copy, or the
+    complete copy with the original deleted; the scan reads the records where they are, and
+    the next erasure finishes the rebuild before mem0 opens the collection (which would
+    otherwise create an empty one): alice erased to ``clear``, every other vector kept."""
+    from traceless.systems._mem0_chroma import REBUILD_SUFFIX
+
+    cfg, (_, others, _, size) = _copy_big(big, tmp_path / "inst")
+    client = _chroma_client(cfg)
+    try:
+        col = client.get_collection("prod_memories", embedding_function=None)
+        copy = client.create_collection("prod_memories" + REBUILD_SUFFIX, schema=col.schema, embedding_function=None)
+        got = col.get(include=["embeddings", "metadatas"], limit=size if state.startswith("copy") else 10)
+        copy.add(ids=got["ids"], embeddings=got["embeddings"], metadatas=got["metadatas"])
+        if state.startswith("copy"):
+            client.delete_collection("prod_memories")
+    finally:
+        client.close()
+    assert _copies(_scan(cfg, "alice", *_canaries("alice")))["vector_store"] == mi.MEMORIES
+    receipt = tmp_path / "receipt.json"
+    assert cli("forget", "--memory", "mem0", "--memory-config", str(cfg), "--user", "alice", *_lit_args("alice"),
+               "--receipt", str(receipt)) == 0
+    capsys.readouterr()
+    r = json.loads(receipt.read_text())
+    assert r["verification"]["passed"] and "vector_store=clear" in r["guarantee"]
+    assert any("interrupted rebuild" in n for n in r["notes"]), r["notes"]
+    client = _chroma_client(cfg)
+    try:
+        assert sorted(c.name for c in client.list_collections()) == ["prod_memories"]
+        col = client.get_collection("prod_memories", embedding_function=None)
+        assert _vectors(col, {"user_id": {"$ne": "alice"}}) == others and col.count() == size - mi.MEMORIES
+    finally:
+        client.close()

@@ -216,7 +216,8 @@ def _copy_collection(client: Any, name: str, batch: int) -> int:
     how = {"configuration": old.configuration} if legacy else {"schema": _schema_of(old)}
     new = client.create_collection(name + REBUILD_SUFFIX, metadata=old.metadata or None, embedding_function=None,
                                    **how)
-    if (got := client.get_collection(new.name, embedding_function=None).configuration) != old.configuration:
+    got = client.get_collection(new.name, embedding_function=None).configuration
+    if _comparable(got) != _comparable(old.configuration):
         client.delete_collection(new.name)
         raise RuntimeError(f"chroma: a copy of {name} would not keep its configuration ({old.configuration} became "
                            f"{got}); nothing was rebuilt, the erased vectors stay in its segment")
@@ -231,6 +232,13 @@ def _copy_collection(client: Any, name: str, batch: int) -> int:
     client.delete_collection(name)
     new.modify(name=name)
     return len(ids)
+
+
+def _comparable(config: Mapping[str, Any]) -> dict[str, Any]:
+    """A collection's configuration with its embedding function by name (the client builds a
+    new object of it on every read)."""
+    ef = config.get("embedding_function")
+    return {**config, "embedding_function": None if ef is None else ef.name()}
 
 
 def _schema_of(col: Any) -> Any:
