@@ -17,7 +17,10 @@ import json
 import os
 import shutil
 import sys
+import uuid
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -362,3 +365,195 @@ def test_an_instance_its_app_holds_open_is_refused_before_any_byte_changes(
         assert not (tmp_path / "r.json").exists()
     finally:
         mi.close(app, "qdrant")
+
+CHROMA = pytest.mark.skipif(importlib.util.find_spec("chromadb") is None, reason="needs chromadb")
+
+
+def _chroma_client(cfg: Path) -> Any:
+    import chromadb
+    from chromadb.config import Settings
+
+    path = json.loads(cfg.read_text())["vector_store"]["config"]["path"]
+    return chromadb.PersistentClient(path=path, settings=Settings(anonymized_telemetry=False))
+
+
+def _vectors(col: Any, where: dict[str, Any]) -> dict[str, bytes]:
+    import numpy as np
+
+    got = col.get(where=where, include=["embeddings"])
+    return {i: np.asarray(e, dtype="<f4").tobytes() for i, e in zip(got["ids"], got["embeddings"], strict=True)}
+
+
+Past = tuple[dict[str, bytes], dict[str, bytes], int, int]
+
+
+def _past_the_threshold(cfg: Path) -> Past:
+    """The instance filled past its collection's HNSW ``sync_threshold`` (chroma's default,
+    1,000) with other users' memories in mem0's payload shape, in one ``add`` (mem0 adds one
+    per call: 60 s for 1,000), so every vector is written to ``data_level0.bin``. Returns
+    alice's and the others' vectors (float32, read through chroma's own API), the threshold
+    and the number of memories."""
+    import numpy as np
+
+    client = _chroma_client(cfg)
+    try:
+        col = client.get_collection("prod_memories", embedding_function=None)
+        threshold = int(col.configuration["hnsw"]["sync_threshold"])
+        vecs = np.random.default_rng(38).standard_normal((threshold, 384)).astype(np.float32)
+        vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+        now = "2026-01-01T00:00:00+00:00"
+        col.add(ids=[str(uuid.UUID(int=i + 1)) for i in range(threshold)], embeddings=vecs,
+                metadatas=[{"data": f"user{i % 97} note {i}", "hash": f"{i:032x}", "user_id": f"user{i % 97}",
+                            "role": "user", "created_at": now, "updated_at": now} for i in range(threshold)])
+        return (_vectors(col, {"user_id": "alice"}), _vectors(col, {"user_id": {"$ne": "alice"}}), threshold,
+                col.count())
+    finally:
+        client.close()
+
+
+@pytest.fixture(scope="module")
+def big(built: dict[str, tuple[Path, Path]], tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Past]:
+    """The chroma instance past its threshold (``_past_the_threshold``), built once per module."""
+    if "chroma" not in built:
+        pytest.skip("needs chromadb")
+    src = tmp_path_factory.mktemp("chroma-past-threshold") / "inst"
+    cfg = _copy(built, "chroma", src)
+    return src, cfg, _past_the_threshold(cfg)
+
+
+def _copy_big(big: tuple[Path, Path, Past], dst: Path) -> tuple[Path, Past]:
+    src, cfg, past = big
+    shutil.copytree(src, dst)
+    return mi.relocate(cfg, src, dst), past
+
+
+def _vector_copies(root: Path, vectors: Iterable[bytes]) -> dict[str, int]:
+    forms = list(vectors)
+    out = {}
+    for p in sorted(root.rglob("*")):
+        if p.is_file() and (n := sum(p.read_bytes().count(v) for v in forms)):
+            out[str(p.relative_to(root))] = n
+    return out
+
+
+@CHROMA
+def test_forget_rewrites_chromas_hnsw_segment_past_its_threshold(
+        big: tuple[Path, Path, Past], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 38.1: past chroma's sync threshold mem0's own deletion leaves the erased vectors'
+    floats in ``data_level0.bin`` (on main: alice's 3, under a receipt saying ``clear``);
+    ``forget`` rebuilds the segment from the remaining records: none of them in any file,
+    raw or L2-normalised, ``vector_store=clear``, and every other user's vector is the same
+    bytes and found by mem0's own search."""
+    from traceless.systems._mem0_chroma import vector_forms
+
+    cfg, (alice, others, threshold, size) = _copy_big(big, tmp_path / "inst")
+    assert size > threshold and len(alice) == mi.MEMORIES
+    before = _vector_copies(tmp_path / "inst", alice.values())
+    assert sum(n for f, n in before.items() if f.endswith("data_level0.bin")) == mi.MEMORIES, before
+    receipt = tmp_path / "receipt.json"
+    assert cli("forget", "--memory", "mem0", "--memory-config", str(cfg), "--user", "alice", *_lit_args("alice"),
+               "--receipt", str(receipt)) == 0
+    capsys.readouterr()
+    forms = {f for pair in vector_forms(list(alice.values())) for f in pair}
+    assert _vector_copies(tmp_path / "inst", forms) == {}  # on main: 3 in data_level0.bin
+    r = json.loads(receipt.read_text())
+    assert r["verification"]["passed"] and "vector_store=clear" in r["guarantee"]
+    assert any("rebuilt from its" in n for n in r["notes"]), r["notes"]
+    assert any(f"0 of the {mi.MEMORIES} erased vectors" in n for n in r["notes"]), r["notes"]
+    assert not any("HNSW" in n for n in r["notes"] if n.startswith("out of scope"))
+    client = _chroma_client(cfg)
+    try:
+        col = client.get_collection("prod_memories", embedding_function=None)
+        assert _vectors(col, {"user_id": {"$ne": "alice"}}) == others and col.count() == size - mi.MEMORIES
+    finally:
+        client.close()
+    mem = mi.mem0_memory(json.loads(cfg.read_text()), tmp_path / "home")
+    try:
+        hits = mem.search("bob note 1: my account code", filters={"user_id": "bob"}, top_k=3)["results"]
+        assert any(mi.canary("bob", 1) in h["memory"] for h in hits)
+    finally:
+        mem.close()
+        mem.vector_store.client.close()
+
+
+@CHROMA
+def test_a_surviving_copy_of_the_segment_keeps_the_vector_store_logical(
+        big: tuple[Path, Path, Past], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The vector check can fail: a copy of the HNSW segment kept inside the chroma path (a
+    backup before an upgrade) holds alice's floats and no byte of her text; the receipt says
+    ``logical`` for the vector store and names the file and how many vectors survive in it."""
+    cfg, (alice, _, _, _) = _copy_big(big, tmp_path / "inst")
+    chroma = tmp_path / "inst" / "chroma"
+    seg = next(p.parent for p in chroma.rglob("data_level0.bin"))
+    shutil.copytree(seg, chroma / "backup" / seg.name)
+    receipt = tmp_path / "receipt.json"
+    assert cli("forget", "--memory", "mem0", "--memory-config", str(cfg), "--user", "alice", *_lit_args("alice"),
+               "--receipt", str(receipt)) == 0
+    capsys.readouterr()
+    r = json.loads(receipt.read_text())
+    assert "vector_store=logical" in r["guarantee"] and "history=clear" in r["guarantee"]
+    assert _vector_copies(tmp_path / "inst", alice.values()) == {f"chroma/backup/{seg.name}/data_level0.bin": 3}
+    assert any(f"{mi.MEMORIES} of the {mi.MEMORIES} erased vectors" in n and "backup" in n and "data_level0.bin" in n
+               for n in r["notes"]), r["notes"]
+
+
+@CHROMA
+def test_the_vector_check_finds_chromas_normalised_floats(tmp_path: Path) -> None:
+    """On a ``cosine`` collection chroma writes each vector L2-normalised by hnswlib: the check
+    finds every one of them by that form (its raw bytes are in no segment file)."""
+    import chromadb
+    import numpy as np
+    from chromadb.config import Settings
+
+    from traceless.systems._mem0_chroma import surviving, vector_forms
+
+    client = chromadb.PersistentClient(path=str(tmp_path / "c"), settings=Settings(anonymized_telemetry=False))
+    try:
+        col = client.create_collection("cosine_memories", embedding_function=None,
+                                       configuration={"hnsw": {"space": "cosine", "sync_threshold": 10}})
+        vecs = np.random.default_rng(7).standard_normal((20, 384)).astype(np.float32) * 3
+        col.add(ids=[f"m{i}" for i in range(20)], embeddings=vecs)
+    finally:
+        client.close()
+    seg = [p for p in (tmp_path / "c").rglob("data_level0.bin")]
+    assert surviving(seg, {f"m{i}": f for i, f in enumerate(vector_forms(vecs))}) == {
+        str(seg[0]): {f"m{i}": 1 for i in range(20)}}
+    assert surviving(seg, {f"m{i}": (f[0], f[0]) for i, f in enumerate(vector_forms(vecs))}) == {}
+
+
+@CHROMA
+@pytest.mark.parametrize("state", ["copy-complete-original-deleted", "partial-copy-beside-original"])
+def test_an_interrupted_rebuild_is_completed_by_the_next_erasure(
+        big: tuple[Path, Path, Past], tmp_path: Path, state: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """A kill inside the rebuild leaves the original whole beside a (partial) copy, or the
+    complete copy with the original deleted; the scan reads the records where they are, and
+    the next erasure finishes the rebuild before mem0 opens the collection (which would
+    otherwise create an empty one): alice erased to ``clear``, every other vector kept."""
+    from traceless.systems._mem0_chroma import REBUILD_SUFFIX
+
+    cfg, (_, others, _, size) = _copy_big(big, tmp_path / "inst")
+    client = _chroma_client(cfg)
+    try:
+        col = client.get_collection("prod_memories", embedding_function=None)
+        copy = client.create_collection("prod_memories" + REBUILD_SUFFIX, schema=col.schema, embedding_function=None)
+        got = col.get(include=["embeddings", "metadatas"], limit=size if state.startswith("copy") else 10)
+        copy.add(ids=got["ids"], embeddings=got["embeddings"], metadatas=got["metadatas"])
+        if state.startswith("copy"):
+            client.delete_collection("prod_memories")
+    finally:
+        client.close()
+    assert _copies(_scan(cfg, "alice", *_canaries("alice")))["vector_store"] == mi.MEMORIES
+    receipt = tmp_path / "receipt.json"
+    assert cli("forget", "--memory", "mem0", "--memory-config", str(cfg), "--user", "alice", *_lit_args("alice"),
+               "--receipt", str(receipt)) == 0
+    capsys.readouterr()
+    r = json.loads(receipt.read_text())
+    assert r["verification"]["passed"] and "vector_store=clear" in r["guarantee"]
+    assert any("interrupted rebuild" in n for n in r["notes"]), r["notes"]
+    client = _chroma_client(cfg)
+    try:
+        assert sorted(c.name for c in client.list_collections()) == ["prod_memories"]
+        col = client.get_collection("prod_memories", embedding_function=None)
+        assert _vectors(col, {"user_id": {"$ne": "alice"}}) == others and col.count() == size - mi.MEMORIES
+    finally:
+        client.close()

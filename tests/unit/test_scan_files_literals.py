@@ -29,3 +29,24 @@ def test_several_literals_count_what_one_scan_each_sums_to(tmp_path: Path) -> No
     assert scan_files(files, literals) == one_each
     assert scan_files(files, "TOKEN-AB12-CD") == {str(big): 3, str(small): 2}  # 2 UTF-8 (one across), 1 UTF-16
     assert scan_files(files, "café-77") == {str(big): 0, str(small): 2}  # UTF-8 and its JSON escape
+
+
+def test_scan_bytes_counts_each_needle_apart_across_the_chunk_boundary(tmp_path: Path) -> None:
+    """``scan_bytes`` (the chroma vector check: a vector's float32 bytes hold no literal) counts
+    each needle on its own, in the order given, once across the reader's chunk end."""
+    import random
+
+    import pytest
+
+    from traceless.forget import scan_bytes
+
+    vec = random.Random(38).randbytes(1536)  # a 384-d float32 vector
+    other = bytes(reversed(vec))
+    big = tmp_path / "data_level0.bin"
+    data = bytearray(CHUNK + 4096)
+    data[CHUNK - 700:CHUNK - 700 + len(vec)] = vec  # across the first chunk's end
+    data[10:10 + len(vec)] = vec
+    big.write_bytes(bytes(data))
+    assert scan_bytes([big, tmp_path / "gone"], [vec, other, vec[:8]]) == {str(big): [2, 0, 2]}
+    with pytest.raises(ValueError, match="empty needle"):
+        scan_bytes([big], [b""])

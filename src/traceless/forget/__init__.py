@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from traceless._lazy import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:
-    from traceless.forget._erasure import encodings_of, scan_files
+    from traceless.forget._erasure import encodings_of, scan_bytes, scan_files
     from traceless.forget._forget import MIN_LITERAL_CHARS, TIERS, ForgetOp, ForgetTarget, forget
     from traceless.forget._log import (
         LogAppend,
@@ -91,6 +91,7 @@ __all__ = [
     "forget_mode",
     "load_receipt",
     "receipt_key",
+    "scan_bytes",
     "scan_files",
     "sign",
     "verify_signature",
@@ -137,7 +138,7 @@ __all__ = [
 ]
 
 EXPORTS: dict[str, tuple[str, ...]] = {
-    "._erasure": ("encodings_of", "scan_files"),
+    "._erasure": ("encodings_of", "scan_bytes", "scan_files"),
     "._forget": ("MIN_LITERAL_CHARS", "TIERS", "ForgetOp", "ForgetTarget", "forget"),
     "._receipt": ("Certificate", "CertificateProbe", "Receipt", "TargetRef", "TierReport", "Verification",
                   "VerifyResult", "attach_certificate", "check_receipt_path", "load_receipt", "pseudonym",

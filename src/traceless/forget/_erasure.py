@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 from io import BufferedReader
 from pathlib import Path
 
-__all__ = ["encodings_of", "scan_files"]
+__all__ = ["encodings_of", "scan_bytes", "scan_files"]
 
 _CHUNK = 1 << 24
 
@@ -48,7 +48,27 @@ def scan_files(files: Iterable[Path], literal: str | Sequence[str]) -> dict[str,
     return out
 
 
+def scan_bytes(files: Iterable[Path], needles: Sequence[bytes]) -> dict[str, list[int]]:
+    """Occurrences of each of ``needles`` (raw bytes: a vector's float32 form) per file, in
+    the order given; each file read once, in chunks, as ``scan_files``."""
+    forms = [n for n in needles if n]
+    if len(forms) != len(needles):
+        raise ValueError("scan_bytes: an empty needle matches everywhere; give only non-empty byte strings")
+    out: dict[str, list[int]] = {}
+    for f in files:
+        try:
+            with open(f, "rb") as fh:
+                out[str(f)] = _counts(fh, forms) if forms else []
+        except FileNotFoundError:
+            continue
+    return out
+
+
 def _count(fh: BufferedReader, forms: list[bytes]) -> int:
+    return sum(_counts(fh, forms))
+
+
+def _counts(fh: BufferedReader, forms: list[bytes]) -> list[int]:
     """Occurrences of ``forms`` in a file read in chunks (a store of 10^6 sessions is a
     1 GB file; not mapped: another connection may truncate the WAL meanwhile). Each chunk is
     searched with the previous one's last bytes in front, so a copy across the boundary is
@@ -56,11 +76,12 @@ def _count(fh: BufferedReader, forms: list[bytes]) -> int:
     keep = max(len(f) for f in forms) - 1
     buf = bytearray(keep + _CHUNK)
     view = memoryview(buf)
-    n, have = 0, 0  # ``have``: bytes of the previous chunk's tail at the front of ``buf``
+    n, have = [0] * len(forms), 0  # ``have``: bytes of the previous chunk's tail at the front of ``buf``
     while got := fh.readinto(view[have:]):
         end = have + got
         # a form inside the tail alone was counted with the previous chunk
-        n += sum(buf.count(f, 0, end) - buf.count(f, 0, have) for f in forms)
+        for i, f in enumerate(forms):
+            n[i] += buf.count(f, 0, end) - buf.count(f, 0, have)
         tail = min(keep, end)
         buf[:tail] = buf[end - tail:end]
         have = tail

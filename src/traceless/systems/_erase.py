@@ -151,5 +151,9 @@ class StoreOutcome(BaseModel):
     """Physical compaction ran (VACUUM, segment optimisation …)."""
     claim: ClaimLevel = "none"
     """The strongest level the re-scan proved (``logical`` at least when no record is left)."""
+    ceiling: ClaimLevel = "purge-crypto"
+    """The strongest level the adapter's own check of the files allows: ``logical`` where it
+    found what the byte scan of the literals cannot see (an erased vector's floats in an index
+    file) or could not look for it."""
     notes: list[str] = Field(default_factory=list)
     """What the back end keeps that the erasure could not reach (said, not hidden)."""

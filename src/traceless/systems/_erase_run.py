@@ -115,7 +115,7 @@ def _claim(outcome: StoreOutcome, records_left: int, bytes_left: bool, scanned: 
         return "none"
     if bytes_left or not scanned:
         return "logical"
-    return max(outcome.claim, "clear", key=CLAIM_LEVELS.index)
+    return min(max(outcome.claim, "clear", key=CLAIM_LEVELS.index), outcome.ceiling, key=CLAIM_LEVELS.index)
 
 
 def erase_system(system: MemorySystem, user: str | None, literals: Sequence[str], *, state_dir: Path,

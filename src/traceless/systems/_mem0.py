@@ -379,8 +379,6 @@ class Mem0System(MemorySystem):
         server = getattr(self._live(), "server_out_of_scope", None)
         if callable(server):
             out += server()
-        if self._live().layout.provider == "chroma":
-            out.append("chroma's HNSW segment files: the erased vectors' floats (no text) until chroma rewrites them")
         return out
 
     def probe_instance(self, runtime: SystemRuntime) -> MemorySystem:

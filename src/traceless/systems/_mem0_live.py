@@ -49,6 +49,7 @@ PROVIDERS = ("qdrant", "chroma")
 _QDRANT_DB = "storage.sqlite"
 _CHROMA_DB = "chroma.sqlite3"
 _CHROMA_DELETE = 3  # embeddings_queue.operation of a delete (ADD 0, UPDATE 1, UPSERT 2 carry metadata)
+_REBUILDING = ".traceless-rebuild"  # ``_mem0_chroma.REBUILD_SUFFIX`` (not imported: a scan imports no numpy/chroma)
 
 
 @dataclass(frozen=True)
@@ -271,7 +272,7 @@ class Mem0Live:
 
     def _chroma(self) -> Iterator[Rec]:
         with closing(_ro(self.layout.path / _CHROMA_DB)) as con:
-            cols = dict(con.execute("SELECT name, id FROM collections").fetchall())
+            cols = _chroma_collections(con)
             for store, name in (("vector_store", self.layout.collection), ("entity_store", self.layout.entity_collection)):
                 if name not in cols:
                     continue
@@ -394,13 +395,21 @@ class Mem0Live:
                            held_by_others=others)
 
     def _compaction(self) -> list[str]:
-        return [f"VACUUM {p}" for p in self.layout.sqlite_files()]
+        out = [f"VACUUM {p}" for p in self.layout.sqlite_files()]
+        if self.layout.provider == "chroma":
+            out.append(f"rebuild the HNSW segment of chroma's {self.layout.collection} (and of its entity "
+                       "collection, if erased from) from the remaining records; check every file for the erased vectors")
+        return out
 
     def bystanders(self, user: str | None) -> dict[str, tuple[int, str]]:
         per: dict[str, list[str]] = {s: [] for s in self.store_names()}
-        for r in self.records():
+        recs = self.records()
+        held = {r.id for r in recs if r.store in ("vector_store", "entity_store")}
+        for r in recs:
             if (user is not None and r.owner == user) or (r.store, r.id) in self.targets:
                 continue
+            if r.store == "chroma_log" and r.memory_id in held:
+                continue  # a copy of a record its collection holds (digested there): chroma drops it when it flushes
             per.setdefault(r.store, []).append(self._digest_of(r))
         return {s: digest(d) for s, d in per.items()}
 
@@ -425,15 +434,32 @@ class Mem0Live:
         if ids.get("chroma_log"):
             mem_ids |= {r.memory_id or "" for r in self.records() if r.store == "chroma_log" and r.id in ids["chroma_log"]}
         removed = {s: len(v) for s, v in ids.items()}
+        chroma = self._chroma_erasure(mem_ids, ids.get("entity_store", set()))
+        if chroma is not None:
+            chroma.before()  # an interrupted rebuild completed before mem0 opens the collection; the vectors read
         self._delete_history(ids, mem_ids)  # before mem0's own delete: the ids can no longer be found after it
         native(plan.user, sorted(ids.get("vector_store", set())), sorted(ids.get("entity_store", set())))
         self._delete_history(ids, mem_ids)  # the DELETE rows mem0's own delete just wrote (old_memory = the text)
         notes = self._compact_vectors(mem_ids, ids)
+        if chroma is not None:
+            chroma.rebuild(self.files())
         _vacuum(self.layout.history)
         out = [StoreOutcome(store=s, removed=removed.get(s, 0), compacted=True) for s in self.store_names()]
         for o in out:
             o.notes = notes.get(o.store, [])
+        if chroma is not None:
+            chroma.verify(self.files(), {o.store: o for o in out})
         return out
+
+    def _chroma_erasure(self, mem_ids: set[str], entity_ids: set[str]) -> Any:
+        """chroma's vector part (``_mem0_chroma``: imported only for an erasure on chroma)."""
+        if self.layout.provider != "chroma":
+            return None
+        from traceless.systems._mem0_chroma import ChromaErasure
+
+        lay = self.layout
+        return ChromaErasure(lay.path, {"vector_store": (lay.collection, set(mem_ids)),
+                                        "entity_store": (lay.entity_collection, set(entity_ids))})
 
     def _delete_history(self, ids: dict[str, set[str]], mem_ids: set[str]) -> None:
         with closing(sqlite3.connect(self.layout.history)) as con:
@@ -459,9 +485,17 @@ class Mem0Live:
                 _delete_in(con, "embeddings_queue", "id", mem_ids | ids.get("entity_store", set()),
                            f" AND operation != {_CHROMA_DELETE}")
         _vacuum(db)
-        return {"vector_store": ["chroma: log entries of the erased records removed, chroma.sqlite3 VACUUMed; its "
-                                 "HNSW segment files keep the erased vectors' floats (no text) marked deleted "
-                                 "until chroma rewrites the segment"]}
+        return {"vector_store": ["chroma: log entries of the erased records removed, chroma.sqlite3 VACUUMed"]}
+
+
+def _chroma_collections(con: sqlite3.Connection) -> dict[str, str]:
+    """chroma's collections by name; a collection whose rebuild a kill interrupted after its
+    original was deleted is read under its own name (``_mem0_chroma.finish`` renames it)."""
+    cols = {str(n): str(i) for n, i in con.execute("SELECT name, id FROM collections")}
+    for name, cid in list(cols.items()):
+        if name.endswith(_REBUILDING):
+            cols.setdefault(name.removesuffix(_REBUILDING), cid)
+    return cols
 
 
 def _delete_in(con: sqlite3.Connection, table: str, col: str, values: Iterable[str], extra: str = "") -> None:
