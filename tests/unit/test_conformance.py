@@ -5,6 +5,7 @@ registry: a new system is picked up without editing this file)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -46,3 +47,11 @@ def test_each_check_fails_a_system_that_breaks_it(tmp_path: Path, bug: str, fail
 def test_every_registered_live_system_conforms(tmp_path: Path, name: str) -> None:
     report = run_conformance(name, RUNTIME, tmp_path)
     assert report.passed, report.failures()
+
+
+def test_the_crewai_venv_runs_the_suite_on_its_three_systems() -> None:
+    """CI runs this file in the CrewAI/ADK/Strands venv too (``TRACELESS_REQUIRE_CREWAI=1``):
+    there, a system missing from the suite is a failure, not a skip."""
+    if not os.environ.get("TRACELESS_REQUIRE_CREWAI"):
+        pytest.skip("runs in the CrewAI/ADK/Strands venv (TRACELESS_REQUIRE_CREWAI=1)")
+    assert {"crewai", "adk", "strands"} <= set(_kernel_systems())

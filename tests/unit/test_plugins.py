@@ -104,11 +104,11 @@ print(sorted(m for m in builtins if m in sys.modules))
 {early}
 print(MEMORY_SYSTEMS.names(), FORGET_MODES.names()[:2], STUDIES.names())
 print(sorted(m for m in builtins if m not in sys.modules))
+print([MEMORY_SYSTEMS.entry(n).module for n in MEMORY_SYSTEMS.names()])
 '''
 
 
-BUILTIN_MODULES = [*(f"traceless.systems._{m}" for m in ("adk", "agno", "crewai", "langgraph", "llamaindex", "mem0",
-                                                          "native", "openai_agents")),
+BUILTIN_MODULES = [*MEMORY_SYSTEMS.defaults,  # the adapters: derived from the registry's declaration
                    "traceless.forget._modes", "traceless.studies.afterdelete", "traceless.studies.frontier",
                    "traceless.studies.replay"]
 
@@ -128,12 +128,13 @@ def _probe(early: str = "") -> list[str]:
 def test_builtins_are_default_plugins_loaded_through_the_registry_door() -> None:
     """Importing the registries' packages imports none of their built-ins (no adapter, no
     mode, no study); the first listing loads every default module, in the declared order."""
-    before, listing, never = _probe()
+    before, listing, never, modules = _probe()
     assert before == "[]" and never == "[]"
-    assert listing.startswith("['adk', 'agno', 'crewai', 'langgraph', 'llamaindex', 'mem0', 'traceless', "
-                              "'openai-agents'] ['noop', 'raw_only'] ['afterdelete', 'frontier', "), listing
+    assert modules == repr(list(MEMORY_SYSTEMS.defaults)), modules  # every built-in, in the declared order
+    assert listing.split("] ['noop'")[0].count("'") == 2 * len(MEMORY_SYSTEMS.defaults), listing
+    assert " ['noop', 'raw_only'] ['afterdelete', 'frontier', " in listing, listing
     # a built-in imported before the first listing does not move it up the list
-    assert _probe("import traceless.systems._openai_agents, traceless.systems._mem0")[1] == listing
+    assert _probe("import traceless.systems._openai_agents, traceless.systems._mem0")[1:4:2] == [listing, modules]
     assert sorted(BUILTIN_MODULES) == sorted([*MEMORY_SYSTEMS.defaults, *FORGET_MODES.defaults, *STUDIES.defaults])
 
 

@@ -313,7 +313,7 @@ def _versions(system: MemorySystem) -> dict[str, str]:
 
 
 DEFAULT_SYSTEMS = tuple(f"traceless.systems._{m}" for m in (
-    "adk", "agno", "crewai", "langgraph", "llamaindex", "mem0", "native", "openai_agents"))
+    "adk", "agno", "crewai", "langgraph", "llamaindex", "mem0", "native", "openai_agents", "strands"))
 """The modules of the built-in adapters: default plug-ins, imported in this order (the order of
 ``traceless memory systems``) on the registry's first use, through the same door as the entry
 points; each imports only public ``traceless.systems`` names, as a third-party adapter does."""
