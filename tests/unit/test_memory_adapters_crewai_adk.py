@@ -276,3 +276,15 @@ def test_adk_agent_that_was_not_shown_its_memories_is_an_error(tmp_path: Path, m
             sys.agent_reply(ME.owner, Q)  # type: ignore[attr-defined]
     finally:
         sys.close()
+
+
+def test_crewai_forget_needs_no_runtime(tmp_path: Path) -> None:
+    """Issue 34 (bug 4): ``forget --memory crewai`` attaches without the audit's runtime and always
+    failed ("needs the embedder it was written with"); CrewAI's deletions embed nothing."""
+    _need("crewai")
+    _written("crewai", tmp_path / "live")
+    cfg = load_system_config("crewai", {"storage_path": str(tmp_path / "live" / "memory")})
+    receipt = erase_system(system_class("crewai").attach(cfg, read_only=False), ME.owner, [ME.canary],
+                           state_dir=tmp_path / "state", key=b"k" * 32)
+    assert receipt.verification.passed and receipt.verification.checks["bystanders_intact"]
+    assert scan_system(system_class("crewai").attach(cfg, read_only=True), ME.owner, [ME.canary]).empty()

@@ -122,6 +122,14 @@ class _Embed:
         return [[float(x) for x in v] for v in self.embedder.embed(list(input))]
 
 
+class _NoEmbed:
+    """The embedder of an erasure without a runtime: CrewAI's deletions never call it."""
+
+    def __call__(self, input: list[str]) -> list[list[float]]:  # noqa: A002 - chromadb's name
+        raise ConfigError("crewai: this step needs the embedder the instance was written with; run it through "
+                          "`traceless audit --memory crewai` (the erasure itself embeds nothing)")
+
+
 def _llm(model: ModelBackend | None) -> Any:
     from crewai import LLM
 
@@ -209,10 +217,12 @@ class CrewAISystem(MemorySystem):
             from crewai.memory import Memory
             from crewai.memory.storage.lancedb_storage import LanceDBStorage
 
-            if self.runtime is None:
-                raise ConfigError("crewai: erasing a live instance needs the embedder it was written with")
-            self._memory = Memory(llm=_llm(self.runtime.model), storage=LanceDBStorage(path=str(self.path)),
-                                  embedder=_Embed(self.runtime.embedder))
+            # an erasure (``forget``) embeds nothing: without the audit's runtime (``traceless forget
+            # --memory crewai``) CrewAI gets an embedder that refuses to be called, never a guess
+            runtime: SystemRuntime | None = self.runtime
+            embed = _Embed(runtime.embedder) if runtime is not None else _NoEmbed()
+            self._memory = Memory(llm=_llm(runtime.model if runtime is not None else None),
+                                  storage=LanceDBStorage(path=str(self.path)), embedder=embed)
         return self._memory
 
     @classmethod
