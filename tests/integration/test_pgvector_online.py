@@ -155,11 +155,12 @@ class AppLoad:
         proc = ctx.Process(target=_app, args=(self.url, self.mutable, self.threads, stop, ready, out), daemon=True)
         proc.start()
         try:
-            assert ready.wait(60), "the app process did not start"
+            assert ready.wait(60), f"the app process did not start (exit code {proc.exitcode})"
             yield
-        finally:
             stop.set()
             self.waits, self.errors, self.written, self.updated = out.get(timeout=60)
+        finally:
+            stop.set()
             proc.join(timeout=30)
 
     def longest(self, start: float, end: float) -> float:
@@ -249,6 +250,8 @@ def test_erasure_under_app_load_loses_no_write_and_reports_the_longest_wait(
     wait, base = load.longest(t0, t1), load.longest(0, t0 - 0.01)
     print(f"\n[pg online] level={level}: erasure {1000 * (t1 - t0):.0f} ms, longest app wait {wait:.0f} ms "
           f"(before the erasure {base:.0f} ms), {len(load.waits)} app queries, {len(load.written)} inserts, {len(load.updated)} rows updated, 0 lost")
+    if level == "vacuum":  # the default level: online (measured 67-136 ms on 2 shared cores, the app's own ~90)
+        assert wait < 1000, f"the default physical step made the app wait {wait:.0f} ms"
     notes = " ".join(receipt.notes)
     assert receipt.verification.passed and receipt.verification.checks["bystanders_intact"]
     assert "removed 3 rows, all planned" in notes and "other transactions (the application) changed " in notes
