@@ -45,7 +45,7 @@ from traceless.forget import scan_files
 from traceless.systems import ErasurePlan, StoreOutcome
 from traceless.systems._mem0_live import LiveLayout, Mem0Live, Rec, _payload_texts, _vacuum
 
-__all__ = ["DEFAULT_COMPACTION", "Mem0PgLive", "PgCollection", "PgTarget", "pg_live", "pg_target"]
+__all__ = ["DEFAULT_COMPACTION", "Mem0PgLive", "PgCollection", "PgTarget", "pg_live", "pg_target", "replica_targets"]
 
 _COMPACTIONS = ("vacuum", "full")
 DEFAULT_COMPACTION = "vacuum"
