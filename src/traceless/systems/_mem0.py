@@ -84,10 +84,15 @@ class Mem0Config(SystemConfig):
     custom_instructions: str | None = None
     """mem0's ``custom_instructions`` (its custom fact-extraction prompt)."""
     pg_compaction: str | None = None
-    """pgvector on a server: the physical step after the rows are deleted; ``full`` (default:
-    ``VACUUM FULL``, the bytes gone from heap and indexes, an ``ACCESS EXCLUSIVE`` lock while it
-    runs) or ``vacuum`` (``VACUUM (INDEX_CLEANUP ON)``, online; leaves the bytes in pages' free
-    space, so the claim stays ``logical``)."""
+    """pgvector on a server: the physical step after the rows are deleted; ``vacuum`` (default:
+    ``VACUUM (INDEX_CLEANUP ON)``, online, the app's queries do not wait; leaves the bytes in the
+    heap pages' free space, so the claim stays ``logical``) or ``full`` (opt-in: ``VACUUM FULL``,
+    the bytes gone from heap and indexes; an ``ACCESS EXCLUSIVE`` lock while it runs: the app's
+    queries on the table wait for all of it)."""
+    pg_replicas: list[str] | None = None
+    """pgvector on a server: connection strings of its physical streaming replicas; after the
+    erasure each is waited for until it has replayed it, checkpointed, and its relation files
+    read; the receipt says per replica verified or not (replicas not named: out of scope)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -112,14 +117,15 @@ class Mem0Config(SystemConfig):
         """mem0 keys not given are left out, so an audit's identity (and its resume key) is
         what it was before they existed."""
         d: dict[str, Any] = handler(self)
-        return {k: v for k, v in d.items() if (k not in MEM0_KEYS and k != "pg_compaction") or v is not None}
+        return {k: v for k, v in d.items() if (k not in MEM0_KEYS and k not in _SERVER_KEYS) or v is not None}
 
     def mem0_keys(self) -> dict[str, Any]:
         """The keys given for mem0 itself (what ``Memory.from_config`` gets)."""
         return {k: v for k in MEM0_KEYS if (v := getattr(self, k)) is not None}
 
 
-TRACELESS_KEYS = ("infer", "k", "threshold", "embedder_path", "embedding_dims", "llm_max_tokens", "pg_compaction")
+_SERVER_KEYS = ("pg_compaction", "pg_replicas")
+TRACELESS_KEYS = ("infer", "k", "threshold", "embedder_path", "embedding_dims", "llm_max_tokens", *_SERVER_KEYS)
 MEM0_KEYS = ("vector_store", "embedder", "llm", "history_db_path", "reranker", "version", "custom_instructions")
 
 
@@ -325,7 +331,8 @@ class Mem0System(MemorySystem):
         if layout.provider == "pgvector":  # a server (issue #35)
             from traceless.systems._mem0_pgvector import pg_live
 
-            self.live = pg_live(layout, dict(config.vector_store or {}), read_only, config.pg_compaction)
+            self.live = pg_live(layout, dict(config.vector_store or {}), read_only, config.pg_compaction,
+                                config.pg_replicas or ())
         else:
             self.live = Mem0Live(layout, read_only=read_only)
         return self

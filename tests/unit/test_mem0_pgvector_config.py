@@ -1,0 +1,41 @@
+"""The server-side keys of a mem0 pgvector config, without a server (issue #35): the
+physical step's default is the online one, named replicas are parsed into read-only
+targets that never repeat a credential, and a bad one is refused in one line."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("psycopg") is None, reason="needs psycopg (traceless[mem0])")
+
+
+def test_default_step_is_online_and_full_is_opt_in() -> None:
+    from traceless.errors import ConfigError
+    from traceless.systems._mem0_pgvector import DEFAULT_COMPACTION, pg_target
+
+    cfg = {"connection_string": "postgresql://app:s3cret@db.internal:5433/prod", "collection_name": "mem"}
+    assert DEFAULT_COMPACTION == "vacuum" and pg_target(cfg).compaction == "vacuum"
+    assert pg_target(cfg, "full").compaction == "full"
+    with pytest.raises(ConfigError, match="pg_compaction 'cluster': use one of vacuum, full"):
+        pg_target(cfg, "cluster")
+
+
+def test_replicas_take_the_primarys_database_and_never_repeat_a_password() -> None:
+    from traceless.errors import ConfigError
+    from traceless.systems._mem0 import Mem0Config
+    from traceless.systems._mem0_pgvector import pg_target, replica_targets
+
+    c = Mem0Config.model_validate({"traceless": {"pg_replicas": ["host=r1 port=5434 user=ro password=pw1",
+                                                                 "postgresql://ro:pw2@r2:5435/other"]}})
+    assert c.pg_replicas is not None and "pg_replicas" not in Mem0Config().model_dump()
+    primary = pg_target({"connection_string": "postgresql://app:s3cret@db:5433/prod", "collection_name": "mem"})
+    r1, r2 = replica_targets(c.pg_replicas, primary)
+    assert (r1.dbname, r1.port, r1.collection, r1.role) == ("prod", "5434", "mem", "PostgreSQL replica")
+    assert r2.dbname == "other" and r2.source == "traceless.pg_replicas[1]"
+    assert "pw" not in r1.where + r2.where
+    with pytest.raises(ConfigError) as e:
+        replica_targets(["postgresql://ro:pw3@r3:notaport/x y=z"], primary)
+    assert "traceless.pg_replicas[0] is not a valid PostgreSQL connection string" in str(e.value)
+    assert "pw3" not in str(e.value)
