@@ -182,3 +182,51 @@ def test_langgraph_a_thread_whose_metadata_names_another_user_is_not_the_request
         system.close()
     threads = {json.loads(h.record_id)[0] for h in hits if h.owner_match}
     assert threads == {"ann:s1"}, threads
+
+
+def test_langgraph_threads_named_freely_are_attributed_by_the_users_id_in_the_state(tmp_path: Path) -> None:
+    """Issue 34 (bug 2): an app that names threads ``conv-N`` and keeps ``user_id`` in the graph's
+    state: the default template matched no thread, the scan found 0 of the user's records and
+    ``forget`` signed ``passed`` while LangGraph's own ``list`` still showed the user's thread with
+    their address. Now the state's ``user_id`` attributes the thread (default ``state_key``)."""
+    import operator
+    import sqlite3
+    from typing import Annotated, TypedDict
+
+    from langgraph.checkpoint.sqlite import SqliteSaver
+    from langgraph.graph import END, START, StateGraph
+
+    from traceless.systems import LangGraphSystem, erase_system, load_system_config, scan_system
+
+    State = TypedDict("State", {"user_id": str, "notes": Annotated[list[str], operator.add]})  # noqa: UP013
+
+    db = tmp_path / "checkpoints.db"
+    conn = sqlite3.connect(str(db), check_same_thread=False)
+    SqliteSaver(conn).setup()
+    g = StateGraph(State)
+    g.add_node("ack", lambda s: {"notes": ["noted"]})
+    g.add_edge(START, "ack")
+    g.add_edge("ack", END)
+    app = g.compile(checkpointer=SqliteSaver(conn))
+    secret = "Rue des Lilas 14, 75011 Paris"
+    for tid, user, text in (("conv-1", "ann", f"my address is {secret}"), ("conv-2", "bob", "bob's own note")):
+        app.invoke({"user_id": user, "notes": [text]}, {"configurable": {"thread_id": tid}})
+    conn.close()
+    cfg = load_system_config("langgraph", {"checkpointer": {"kind": "sqlite", "path": str(db)}})
+    ro = LangGraphSystem.attach(cfg, read_only=True)
+    try:
+        mine = {json.loads(h.record_id)[0] for h in scan_system(ro, "ann", []).hits if h.owner_match}
+    finally:
+        ro.close()
+    assert mine == {"conv-1"}, mine
+    receipt = erase_system(LangGraphSystem.attach(cfg, read_only=False), "ann", [secret], state_dir=tmp_path / "s",
+                           key=b"k" * 32)
+    assert receipt.verification.passed
+    conn = sqlite3.connect(str(db), check_same_thread=False)
+    try:  # LangGraph's own API: ann's thread is gone, bob's is there
+        saver = SqliteSaver(conn)
+        assert list(saver.list({"configurable": {"thread_id": "conv-1"}})) == []
+        assert list(saver.list({"configurable": {"thread_id": "conv-2"}}))
+    finally:
+        conn.close()
+    assert secret.encode() not in db.read_bytes()

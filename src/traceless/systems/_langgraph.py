@@ -109,6 +109,10 @@ class UserMapping(_Shaped):
     configurable: dict[str, str] = Field(default_factory=dict)
     """Extra ``config["configurable"]`` keys the graph reads, e.g. ``{"langgraph_user_id": "{user_id}"}``
     (LangMem's tools); a checkpoint whose metadata carries one with the user's value is the user's."""
+    state_key: str | None = "user_id"
+    """A key of the graph's state that names the thread's user (apps that keep ``user_id`` in the
+    state and name threads freely): a thread whose checkpoints' state holds the user there is the
+    user's, whatever its id; one whose state names another user is not. None: not read."""
 
     @model_validator(mode="after")
     def _templates(self) -> UserMapping:
@@ -123,7 +127,7 @@ class UserMapping(_Shaped):
         return self
 
     def mapping(self) -> NamespaceMap:
-        return NamespaceMap(tuple(self.namespace), self.thread_id, dict(self.configurable))
+        return NamespaceMap(tuple(self.namespace), self.thread_id, dict(self.configurable), self.state_key)
 
 
 class LangGraphConfig(SystemConfig):

@@ -49,6 +49,7 @@ class NamespaceMap:
     namespace: tuple[str, ...]
     thread_id: str
     configurable: dict[str, str] = field(default_factory=dict)
+    state_key: str | None = None
 
     def prefix(self, user: str) -> str:
         """The store's text form of the user's namespace (labels joined with ``.``)."""
@@ -195,7 +196,28 @@ class LiveLangGraph:
             # a thread whose metadata names another user is theirs, whatever its id: with
             # ``{user_id}:{session_id}``, user ``ann`` must not take ``ann:vip:s1``
             out -= {t for t, who in named if who != mine}
-        return out
+        by_state = self._state_users(conn)  # the user the graph's state names: it decides, as metadata does
+        return (out | {t for t, w in by_state.items() if w == user}) - {t for t, w in by_state.items() if w != user}
+
+    def _state_users(self, conn: sqlite3.Connection) -> dict[str, str]:
+        """Thread → the user its checkpoints' state names under ``state_key`` (decoded with
+        LangGraph's own serializer; a thread whose checkpoints name two users is left out)."""
+        key = self.users.state_key
+        if key is None:
+            return {}
+        from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+        serde = JsonPlusSerializer()
+        seen: dict[str, set[str]] = {}
+        for tid, typ, blob in conn.execute("SELECT thread_id, type, checkpoint FROM checkpoints"):
+            try:
+                values = serde.loads_typed((typ, blob)).get("channel_values") or {}
+            except Exception:  # noqa: BLE001 - a checkpoint this serializer cannot read names nobody
+                continue
+            who = values.get(key) if isinstance(values, dict) else None
+            if isinstance(who, str):
+                seen.setdefault(str(tid), set()).add(who)
+        return {t: next(iter(w)) for t, w in seen.items() if len(w) == 1}
 
     def _thread_rows(self, user: str | None, forms: Sequence[bytes]) -> Iterator[_Row]:
         conn = self._conns.get("checkpoints")
