@@ -75,7 +75,7 @@ def test_mem0_infer_true_extracts_with_the_served_model(tmp_path: Path) -> None:
     res = audit("mem0", model=spec, embedder="all-MiniLM-L6-v2", out=tmp_path / "b", system_config={"infer": True},
                 data=str(data), profiles=1, max_new_tokens=24, operations=("delete_all", "reset"))
     c = res.copies
-    assert set(c["before"]) == {"vector_store", "history", "messages"}
+    assert set(c["before"]) == {"vector_store", "entity_store", "history", "messages"}
     assert all(n == 0 for n in c["reset"].values())  # reset clears every store, whatever was extracted
     assert c["delete_all"]["vector_store"] == 0
 

@@ -119,10 +119,23 @@ def run_forget(
                              request_id=request_id)
     if len(literals or []) > 1:
         raise ConfigError("give one --literal (several are accepted with --memory only)")
-    literal = literals[0] if literals else None
     if db is None or mode is None:
         typer.echo(ctx.get_help())
         raise typer.Exit(2)
+    from traceless.forget import FORGET_MODES
+
+    FORGET_MODES.get(mode)  # an unknown mode is named (with the known ones) before the target is checked
+    _forget_store(db, mode, _checked_target(record, literals[0] if literals else None, session, user, owner, attribute,
+                                            match, certify),
+                  withhold=[user, owner, literals[0] if literals else None], gate=gate, certify=certify, model=model,
+                  embedder_name=embedder_name, wordings=probe_wordings, receipt_out=receipt_out, as_json=as_json,
+                  log_dir=log_dir, request_id=request_id)
+
+
+def _forget_store(db: str, mode: str, target: ForgetTarget, *, withhold: list[str | None], gate: bool,
+                  certify: bool, model: str | None, embedder_name: str | None, wordings: int,
+                  receipt_out: Path | None, as_json: bool, log_dir: Path | None, request_id: str | None) -> None:
+    """``traceless forget --db DB --mode MODE``: every output validated, then the forget, then the receipt."""
     from traceless._api import forget
     from traceless.forget import (
         FORGET_MODES,
@@ -134,8 +147,7 @@ def run_forget(
     from traceless.memory import MemoryStore
 
     spec = FORGET_MODES.get(mode)
-    target = _checked_target(record, literal, session, user, owner, attribute, match, certify)
-    rid = check_request_id(request_id, [user, owner, literal]) if request_id is not None else None
+    rid = check_request_id(request_id, withhold) if request_id is not None else None
     if not store_exists(db):
         raise ConfigError(f"{db} does not exist; create it with `traceless memory add --db {db} SESSIONS.jsonl`")
     # every output is validated before anything is forgotten
@@ -146,9 +158,9 @@ def run_forget(
         _say_finished(store)
         writer = _writer_for(store, spec, model, embedder_name)
         receipt = forget(store, target, mode, writer=writer, gate=gate, certify=certify, model=model,
-                         embedder=embedder_name, wordings=probe_wordings, request_id=rid)
+                         embedder=embedder_name, wordings=wordings, request_id=rid)
     _finish(receipt, path or Path(receipt_file_name(receipt.receipt_id, receipt.request_id)), as_json, log_dir, mode,
-            withhold=[user, owner, literal])
+            withhold=withhold)
 
 
 def _finish(receipt: Receipt, path: Path, as_json: bool, log_dir: Path | None, mode: str, *,

@@ -32,7 +32,6 @@ the host, port and database only.
 
 from __future__ import annotations
 
-import hashlib
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
@@ -44,6 +43,7 @@ from traceless.errors import ConfigError
 from traceless.forget import scan_files
 from traceless.systems import ErasurePlan, StoreOutcome
 from traceless.systems._mem0_live import LiveLayout, Mem0Live, Rec, _payload_texts, _vacuum
+from traceless.systems.kernel import digest
 
 __all__ = ["DEFAULT_COMPACTION", "Mem0PgLive", "PgCollection", "PgTarget", "pg_live", "pg_target", "replica_targets"]
 
@@ -379,7 +379,7 @@ class Mem0PgLive(Mem0Live):
             self.first_rows = rows
         for (store, _), d in self._others(rows)[0].items():
             per.setdefault(store, []).append(d)
-        return {s: (len(d), hashlib.sha256("\n".join(sorted(d)).encode()).hexdigest()) for s, d in per.items()}
+        return {s: digest(d) for s, d in per.items()}
 
     def _others(self, now: dict[tuple[str, str], str]) -> tuple[dict[tuple[str, str], str], tuple[int, int, int]]:
         """The first digest's rows as this erasure left them: the rows its ``DELETE`` returned
