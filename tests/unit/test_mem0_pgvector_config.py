@@ -32,7 +32,7 @@ def test_replicas_take_the_primarys_database_and_never_repeat_a_password() -> No
     assert c.pg_replicas is not None and "pg_replicas" not in Mem0Config().model_dump()
     primary = pg_target({"connection_string": "postgresql://app:s3cret@db:5433/prod", "collection_name": "mem"})
     r1, r2 = replica_targets(c.pg_replicas, primary)
-    assert (r1.dbname, r1.port, r1.collection, r1.role) == ("prod", "5434", "mem", "PostgreSQL replica")
+    assert (r1.dbname, r1.port, r1.role) == ("prod", "5434", "PostgreSQL replica")
     assert r2.dbname == "other" and r2.source == "traceless.pg_replicas[1]"
     assert "pw" not in r1.where + r2.where
     with pytest.raises(ConfigError) as e:

@@ -1,0 +1,343 @@
+"""A memory system's tables on a PostgreSQL **server** (issue #35), shared by every adapter
+that keeps its records there (mem0 on pgvector, LangGraph's ``PostgresSaver`` /
+``PostgresStore``, Agno's ``PostgresDb``, the Agents SDK's ``SQLAlchemySession``).
+
+* reading: one ``BEGIN READ ONLY`` transaction per read (``connect(read_only=True)``); no
+  DDL, no ``CREATE EXTENSION``, nothing created; tables that do not exist are refused.
+* erasing: the rows go in **one** transaction (``delete``: ``DELETE … RETURNING`` the keys,
+  so the erasure knows exactly what it removed and nothing else), then the physical step on
+  the affected tables (``compact``: ``VACUUM (INDEX_CLEANUP ON)`` by default, online; or
+  ``VACUUM FULL``, opt-in, an ``ACCESS EXCLUSIVE`` lock), then ``CHECKPOINT``.
+* verification (``verify_files`` / ``verify_replica``): the relation files (heap, TOAST,
+  every index) read after the checkpoint when the data directory is readable from here,
+  the ``pg_wal`` segments that still hold the erased texts counted; a named physical
+  standby waited for until it replayed past the erasure, then its files read too.
+
+Credentials are never written: every message names the host, port and database only.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from traceless.errors import ConfigError
+from traceless.forget import scan_files
+
+__all__ = ["COMPACTIONS", "DEFAULT_COMPACTION", "PgServer", "PgTarget", "make_target", "out_of_scope", "parse_dsn",
+           "replica_targets", "verify_files", "verify_replica"]
+
+COMPACTIONS = ("vacuum", "full")
+DEFAULT_COMPACTION = "vacuum"
+"""Online by default (issue #35: the app keeps serving other users); ``full`` is opt-in."""
+_PAST = "SELECT coalesce(pg_last_wal_replay_lsn() > %s::pg_lsn, false)"
+_REACHED = "SELECT coalesce(pg_last_wal_replay_lsn() >= %s::pg_lsn, false)"
+REPLAY_TIMEOUT_S = 30.0
+"""How long a named replica may take to replay the primary's WAL past the erasure."""
+
+
+@dataclass(frozen=True)
+class PgTarget:
+    """Where the tables live (never printed whole: ``conninfo`` holds the password)."""
+
+    conninfo: str
+    host: str
+    port: str
+    dbname: str
+    compaction: str = DEFAULT_COMPACTION
+    role: str = "PostgreSQL"
+    """``PostgreSQL`` (the primary) or ``PostgreSQL replica``: how messages name it."""
+    source: str = "the memory config"
+    """The config key it came from (what an error tells the user to check)."""
+
+    @property
+    def where(self) -> str:
+        return f"{self.role} at {self.host}:{self.port} (database {self.dbname!r})"
+
+
+def parse_dsn(dsn: str, key: str) -> dict[str, Any]:
+    """A libpq connection string or URL as keywords (a SQLAlchemy ``postgresql+psycopg://``
+    URL too); the error never repeats the string (it holds the password)."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    if dsn.startswith("postgresql+") or dsn.startswith("postgres+"):
+        dsn = "postgresql" + dsn[dsn.index("://"):]
+    try:
+        return dict(conninfo_to_dict(dsn))
+    except Exception:  # psycopg's ProgrammingError quotes the string: never repeat it
+        raise ConfigError(f"{key} is not a valid PostgreSQL connection string "
+                          "(postgresql://USER:PASSWORD@HOST:PORT/DBNAME)") from None
+
+
+def make_target(base: dict[str, Any], compaction: str = DEFAULT_COMPACTION, **kw: str) -> PgTarget:
+    """A target from libpq keywords (``sslmode`` and the other TLS options passed through)."""
+    from psycopg.conninfo import make_conninfo
+
+    if compaction not in COMPACTIONS:
+        raise ConfigError(f"pg_compaction {compaction!r}: use one of {', '.join(COMPACTIONS)}")
+    base = dict(base)
+    base.setdefault("connect_timeout", 10)
+    return PgTarget(make_conninfo(**{k: str(v) for k, v in base.items()}), str(base.get("host") or "localhost"),
+                    str(base.get("port") or 5432), str(base.get("dbname") or "postgres"), compaction, **kw)
+
+
+def replica_targets(dsns: Sequence[str], primary: PgTarget) -> list[PgTarget]:
+    """The named physical standbys (``traceless.pg_replicas``: connection strings; a string
+    without a database names the primary's), read only, for the verification."""
+    out = []
+    for i, dsn in enumerate(dsns):
+        key = f"traceless.pg_replicas[{i}]"
+        base = parse_dsn(str(dsn), key)
+        base.setdefault("dbname", primary.dbname)
+        out.append(make_target(base, primary.compaction, role="PostgreSQL replica", source=key))
+    return out
+
+
+def _reason(e: Exception) -> str:
+    text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    return text.rsplit("failed: ", 1)[-1].replace("FATAL:", "").strip()
+
+
+def ident(table: str) -> Any:
+    """``schema.table`` or ``table`` as a quoted SQL identifier."""
+    from psycopg import sql
+
+    return sql.Identifier(*table.split(".", 1))
+
+
+@dataclass
+class PgServer:
+    """Reads and erases a set of tables on one server (``tables``: ``name`` or ``schema.name``)."""
+
+    target: PgTarget
+    tables: list[str] = field(default_factory=list)
+    erasure_end: tuple[str, bool] | None = None
+    """Where the erasure's WAL ends (``_wal_end``), once ``compact`` ran."""
+
+    @contextmanager
+    def connect(self, *, read_only: bool) -> Iterator[Any]:
+        import psycopg
+
+        try:
+            con = psycopg.connect(self.target.conninfo)
+        except psycopg.OperationalError as e:
+            raise ConfigError(f"cannot connect to {self.target.where}: {_reason(e)}; check host, port, user and "
+                              f"password in {self.target.source} (nothing was read or changed)") from None
+        try:
+            con.read_only = read_only  # psycopg sends BEGIN READ ONLY
+            yield con
+        finally:
+            con.close()
+
+    def existing(self, names: Sequence[str]) -> list[str]:
+        """Which of ``names`` are tables visible on the server (read only; nothing created)."""
+        with self.connect(read_only=True) as con:
+            found = {str(r[0]) for r in con.execute(
+                "SELECT n.nspname || '.' || c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+                "WHERE c.relkind IN ('r', 'p') AND (n.nspname || '.' || c.relname = ANY(%s) "
+                "OR (c.relname = ANY(%s) AND pg_table_is_visible(c.oid)))", (list(names), list(names)))}
+            con.rollback()
+        return [t for t in names if t in found or any(f.split(".", 1)[1] == t for f in found)]
+
+    def precheck_write(self) -> None:
+        """The role may DELETE and VACUUM the tables: refused before any change otherwise."""
+        with self.connect(read_only=True) as con:
+            for t in self.tables:
+                ok = con.execute("SELECT has_table_privilege(%s, 'DELETE'), pg_has_role(c.relowner, 'USAGE') "
+                                 "OR has_table_privilege(%s, 'MAINTAIN') FROM pg_class c WHERE c.oid = %s::regclass",
+                                 (t, t, t)).fetchone()
+                if not ok or not all(ok):
+                    raise ConfigError(f"{self.target.where}: the role may not DELETE from or VACUUM {t!r}; "
+                                      "grant it DELETE and MAINTAIN (or use the table's owner); nothing was changed")
+            con.rollback()
+
+    def delete(self, keys: Mapping[str, tuple[Sequence[str], Collection[tuple[str, ...]]]]) -> dict[str, set[tuple[str, ...]]]:
+        """Per table, the rows whose key columns (as text) are one of the given tuples, in one
+        transaction (every table or none); the keys each ``DELETE`` returned (what this
+        erasure removed, and nothing else)."""
+        from psycopg import sql
+
+        out: dict[str, set[tuple[str, ...]]] = {}
+        with self.connect(read_only=False) as con, con.transaction():
+            for t, (cols, vals) in keys.items():
+                if not vals:
+                    continue
+                key = sql.SQL(", ").join(sql.SQL("{}::text").format(sql.Identifier(c)) for c in cols)
+                arrays = [sorted(v[i] for v in vals) if len(cols) == 1 else [v[i] for v in sorted(vals)]
+                          for i in range(len(cols))]
+                if len(cols) == 1:
+                    q = sql.SQL("DELETE FROM {} WHERE {}::text = ANY(%s) RETURNING {}").format(
+                        ident(t), sql.Identifier(cols[0]), key)
+                else:
+                    unnest = sql.SQL(", ").join(sql.SQL("%s::text[]") for _ in cols)
+                    q = sql.SQL("DELETE FROM {} WHERE ({}) IN (SELECT * FROM unnest({})) RETURNING {}").format(
+                        ident(t), key, unnest, key)
+                out[t] = {tuple(str(x) for x in r) for r in con.execute(q, arrays)}
+        return out
+
+    def compact(self) -> list[str]:
+        """The physical step, then a checkpoint (what it could not do is said, not hidden)."""
+        import psycopg
+        from psycopg import sql
+
+        notes: list[str] = []
+        how = self.how()
+        with self.connect(read_only=False) as con:
+            con.autocommit = True
+            for t in self.tables:
+                con.execute(sql.SQL(how + " {}").format(ident(t)))
+            try:
+                con.execute("CHECKPOINT")
+                checkpointed = True
+            except psycopg.Error:
+                checkpointed = False
+                notes.append("CHECKPOINT not permitted for this role (superuser or pg_checkpoint): the relation "
+                             "files may not hold the erasure yet")
+            self.erasure_end = _wal_end(con, checkpointed)
+        lock = (" (pg_compaction: full, opt-in: an ACCESS EXCLUSIVE lock on each table while it ran; the "
+                "application's queries on it waited)") if self.target.compaction == "full" else (
+            " (pg_compaction: vacuum, the default): online, the application's queries do not wait on it; it leaves "
+            "the erased tuples' bytes in the heap pages' free space until the pages are reused (counted below); "
+            "pg_compaction: full removes them under an ACCESS EXCLUSIVE lock")
+        return [f"{how} on {', '.join(self.tables)}{lock}", *notes]
+
+    def how(self) -> str:
+        """The physical step's statement (printed in the plan)."""
+        return "VACUUM FULL" if self.target.compaction == "full" else "VACUUM (INDEX_CLEANUP ON)"
+
+    def check_standby(self) -> None:
+        """A named replica must be reachable and a standby (refused before any change otherwise)."""
+        with self.connect(read_only=True) as con:
+            standby = bool(con.execute("SELECT pg_is_in_recovery()").fetchone()[0])
+            con.rollback()
+        if not standby:
+            raise ConfigError(f"{self.target.where} ({self.target.source}) is not a standby (pg_is_in_recovery() "
+                              "is false): name the physical replicas of the server; nothing was changed")
+
+    def replayed(self, end: tuple[str, bool], timeout: float = REPLAY_TIMEOUT_S) -> str | None:
+        """Wait until this standby has replayed the erasure's WAL (``end``: see ``_wal_end``),
+        then ``CHECKPOINT`` (a restartpoint: the replayed pages reach its files); why not, or None."""
+        import psycopg
+
+        lsn, strict = end
+        with self.connect(read_only=False) as con:
+            con.autocommit = True
+            deadline = time.monotonic() + timeout
+            query = _PAST if strict else _REACHED
+            while not con.execute(query, (lsn,)).fetchone()[0]:
+                if time.monotonic() > deadline:
+                    return f"it had not replayed the WAL up to {lsn} after {timeout:.0f} s"
+                time.sleep(0.05)
+            try:
+                con.execute("CHECKPOINT")
+            except psycopg.Error:
+                return "CHECKPOINT (a restartpoint) not permitted for this role: its files may not hold the replay"
+        return None
+
+    def server_files(self) -> tuple[list[Path], Path | None, str]:
+        """The relation files (main fork, every segment) of the tables, their TOAST and
+        indexes; the data directory; the server's version. No files when not readable here."""
+        with self.connect(read_only=True) as con:
+            version = str(con.execute("SHOW server_version").fetchone()[0])
+            try:
+                data = Path(str(con.execute("SHOW data_directory").fetchone()[0]))
+            except Exception:
+                con.rollback()
+                return [], None, version
+            rels = [str(r[0]) for r in con.execute(
+                "SELECT pg_relation_filepath(x) FROM (SELECT c.oid AS x FROM pg_class c WHERE c.oid = ANY(%s) "
+                "UNION SELECT c.reltoastrelid FROM pg_class c WHERE c.oid = ANY(%s) AND c.reltoastrelid <> 0 "
+                "UNION SELECT i.indexrelid FROM pg_index i WHERE i.indrelid = ANY(%s) OR i.indrelid IN "
+                "(SELECT reltoastrelid FROM pg_class WHERE oid = ANY(%s))) s ORDER BY 1",
+                (self._oids(con),) * 4).fetchall() if r[0]]
+            con.rollback()
+        files: list[Path] = []
+        for rel in rels:
+            main = data / rel
+            files += [p for p in [main, *sorted(main.parent.glob(main.name + ".[0-9]*"))] if p.is_file()]
+        readable = all(_readable(p) for p in files) and files
+        return (files if readable else []), (data if readable else None), version
+
+    def _oids(self, con: Any) -> list[int]:
+        return [int(con.execute("SELECT %s::regclass::oid", (t,)).fetchone()[0]) for t in self.tables]
+
+    def wal_holding(self, data: Path, texts: Sequence[str]) -> tuple[int, int]:
+        """(segments under pg_wal holding any of ``texts``, in any encoding the byte scan knows; segments there)."""
+        segs = sorted(p for p in (data / "pg_wal").glob("0*") if p.is_file() and len(p.name) == 24)
+        return sum(1 for n in scan_files(segs, texts).values() if n), len(segs)
+
+
+def _wal_end(con: Any, checkpointed: bool) -> tuple[str, bool]:
+    """Where the erasure's WAL ends, taken right after its checkpoint: (that checkpoint
+    record's start, True: replayed once a standby's replay position is past it) when the role
+    may read ``pg_control_checkpoint()``; else (the insert position, False: replayed once
+    reached). Not the flush position: a flush may end inside a record, which a standby then
+    cannot replay until a later flush (seconds on an idle server, measured)."""
+    import psycopg
+
+    if checkpointed:
+        with suppress(psycopg.Error):
+            return str(con.execute("SELECT checkpoint_lsn::text FROM pg_control_checkpoint()").fetchone()[0]), True
+    return str(con.execute("SELECT pg_current_wal_insert_lsn()::text").fetchone()[0]), False
+
+
+def _readable(p: Path) -> bool:
+    try:
+        with open(p, "rb") as f:
+            f.read(1)
+        return True
+    except OSError:
+        return False
+
+
+def verify_files(pg: PgServer, needles: Sequence[str]) -> list[str]:
+    """The primary's relation files and ``pg_wal`` read for the erased texts, in words."""
+    files, data, version = pg.server_files()
+    head = f"{pg.target.where}, PostgreSQL {version}, tables {', '.join(pg.tables)}"
+    if data is None:
+        return [f"{head}: the data directory is not readable from here: the relation files and the WAL were "
+                "not read (the level 'clear' is not verified on the server)"]
+    if not needles:
+        return [f"{head}: no erased record's text was left to look for (an earlier run erased them)"]
+    left = sum(scan_files(files, needles).values())
+    wal, segs = pg.wal_holding(data, needles)
+    return [f"{head}: {len(files)} relation files (heap, TOAST, indexes) read after CHECKPOINT: {left} copies "
+            "of the erased records' texts",
+            f"pg_wal: {wal} of {segs} segments still hold the erased records' texts (WAL is rewritten only when "
+            "a recycled segment is reused; a replica or archive keeps its own copy)" if wal else
+            f"pg_wal: 0 of {segs} segments hold the erased records' texts"]
+
+
+def verify_replica(rep: PgServer, end: tuple[str, bool], needles: Sequence[str]) -> str:
+    """One named replica: replayed past the erasure, restartpoint, its relation files and
+    pg_wal read; verified or not, and why."""
+    head = f"{rep.target.where}"
+    try:
+        why = rep.replayed(end)
+        files, data, version = rep.server_files() if why is None else ([], None, "")
+    except ConfigError as e:
+        why = str(e).split(": ", 1)[-1]
+        files, data, version = [], None, ""
+    if why is None and data is None:
+        why = "its data directory is not readable from here"
+    if why is not None:
+        return f"{head}: NOT verified ({why}); its relation files and WAL were not read"
+    if not needles:
+        return f"{head}: no erased record's text was left to look for"
+    left = sum(scan_files(files, needles).values())
+    wal, segs = rep.wal_holding(data, needles) if data is not None else (0, 0)
+    return (f"{head}, PostgreSQL {version}: verified after replaying the WAL past the erasure ({end[0]}) and a "
+            f"restartpoint: {len(files)} relation files read: {left} copies of the erased records' texts; "
+            f"its pg_wal: {wal} of {segs} segments hold them")
+
+
+def out_of_scope(replicas: Sequence[PgServer]) -> list[str]:
+    """What no erasure on the server reaches, by name (every receipt lists it)."""
+    reps = (f"streaming and logical replicas other than the {len(replicas)} named in traceless.pg_replicas"
+            if replicas else "streaming and logical replicas (none named in traceless.pg_replicas)")
+    return ["PostgreSQL base backups and dumps", "WAL archives (archive_command / pg_receivewal)", reps,
+            "the server's own logs (log_statement, auto_explain)"]
