@@ -288,3 +288,38 @@ def test_crewai_forget_needs_no_runtime(tmp_path: Path) -> None:
                            state_dir=tmp_path / "state", key=b"k" * 32)
     assert receipt.verification.passed and receipt.verification.checks["bystanders_intact"]
     assert scan_system(system_class("crewai").attach(cfg, read_only=True), ME.owner, [ME.canary]).empty()
+
+
+def test_crewai_memories_outside_the_user_scope_are_attributed_by_their_metadata(tmp_path: Path) -> None:
+    """Issue 34 (bug 4): a crew run remembers at ``/`` or ``/crew/…`` with the user in its
+    metadata; the scan attributed only ``/user/USER/…`` and found such a memory only by a
+    literal. Now it is the user's, erased with no literal given, and another user's memory at
+    a shared scope stays."""
+    _need("crewai")
+    live = tmp_path / "live"
+    _written("crewai", live)
+    sys = open_system("crewai", live, load_system_config("crewai", {}), _runtime())
+    try:
+        mem = sys._open()  # type: ignore[attr-defined]
+        mem.remember("Ships go to 14 Quay Lane, Leith", scope="/", categories=["crew"], importance=0.5,
+                     metadata={"user_id": ME.owner, "task": "shipping"})
+        mem.remember("Bob prefers rail freight", scope="/crew/notes", categories=["crew"], importance=0.5,
+                     metadata={"user_id": OTHER.owner})
+        mem.drain_writes()
+    finally:
+        sys.close()
+    cfg = load_system_config("crewai", {"storage_path": str(live / "memory")})
+    hits = scan_system(system_class("crewai").attach(cfg, read_only=True), ME.owner, []).hits
+    assert any(h.owner_match and h.store == "memories" for h in hits)
+    found = {h.record_id for h in hits if h.store == "memories"}
+    receipt = erase_system(system_class("crewai").attach(cfg, read_only=False), ME.owner, [],
+                           state_dir=tmp_path / "state", key=b"k" * 32)
+    assert receipt.verification.passed and receipt.verification.checks["bystanders_intact"]
+    assert len(found) >= 2  # the /user/ memories and the one at /
+    assert b"Quay Lane" not in b"".join(p.read_bytes() for p in (live / "memory").rglob("*") if p.is_file())
+    sys = open_system("crewai", live, load_system_config("crewai", {}), _runtime())
+    try:
+        left = [str(r.content) for r in sys._open().list_records(scope="/", limit=1000)]  # type: ignore[attr-defined]
+    finally:
+        sys.close()
+    assert "Bob prefers rail freight" in left and not any("Quay Lane" in c for c in left)

@@ -28,6 +28,7 @@ older than its threshold (7 days by default), so the stores are every table's cu
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from collections.abc import Iterable, Iterator, Sequence
@@ -45,15 +46,12 @@ from traceless.systems import (
     DeletionTarget,
     ErasurePlan,
     MemorySystem,
-    PlannedAction,
-    ScanHit,
-    ScanReport,
     StoreOutcome,
     SystemConfig,
     SystemRuntime,
     memory_system,
 )
-from traceless.systems.kernel import count_literals, digest
+from traceless.systems.contract import LiveInstance, Op, Record, Remove
 
 __all__ = ["CrewAIConfig", "CrewAISystem"]
 
@@ -102,10 +100,18 @@ def scope_of(user: str) -> str:
 
 
 def _owner(row: dict[str, Any]) -> str | None:
+    """Whose memory a row is: its scope ``/user/USER/…``, else its metadata's ``user_id`` (a
+    crew run that remembers at ``/`` or ``/crew/…`` still says the user in the metadata it is
+    given), else nobody's (found only by a literal)."""
     scope = row.get("scope")
     if isinstance(scope, str) and scope.startswith("/user/"):
         return scope[len("/user/"):].split("/", 1)[0]
-    return None
+    try:
+        meta = json.loads(str(row.get("metadata_str") or "{}"))
+    except ValueError:
+        return None
+    uid = meta.get("user_id") if isinstance(meta, dict) else None
+    return str(uid) if isinstance(uid, (str, int)) and str(uid) else None
 
 
 def _text(row: dict[str, Any]) -> str:
@@ -297,46 +303,62 @@ class CrewAISystem(MemorySystem):
     def instance_files(self) -> list[Path]:
         return self.files()
 
-    def scan(self, user: str | None, literals: Sequence[str], *, reveal: bool = False) -> ScanReport:
-        rep = ScanReport(system=self.name, user=user, literals=len(literals))
-        for store, rs in _versions(self.path).items():
-            rep.stores[store] = len(rs)
-            for r in rs:
-                text = _text(r)
-                mine = user is not None and _owner(r) == user
-                n = count_literals(text, literals)
-                if mine or n:
-                    rep.hits.append(ScanHit(store=store, record_id=str(r.get("id")), field="*", owner_match=mine,
-                                            literal_count=n, value=text if reveal else None))
-        return rep
+    def instance(self) -> LiveInstance:
+        return CrewAIInstance(self.path, self._open, self.close)
 
-    def plan_erasure(self, user: str | None, literals: Sequence[str]) -> ErasurePlan:
-        rep = self.scan(user, literals)
-        acts = [PlannedAction(store=h.store, record_id=h.record_id, action="remove",
-                              reason="owned by the user" if h.owner_match else "holds a literal") for h in rep.hits]
-        comp = [f"LanceDB optimize {TABLE} (old versions cleaned up, deleted rows compacted)"] if acts else []
-        return ErasurePlan(system=self.name, user=user, actions=acts, compaction=comp)
-
-    def execute_erasure(self, plan: ErasurePlan, literals: Sequence[str]) -> list[StoreOutcome]:
-        mem = self._open()
-        before = {k: len(v) for k, v in _versions(self.path).items()}
-        with _console_off():
-            if plan.user is not None:  # CrewAI's own deletion first
-                mem.forget(scope=scope_of(plan.user))
-            ids = sorted({a.record_id for a in plan.actions if a.store == TABLE})
-            if ids:
-                mem.forget(record_ids=ids)
-        self.close()
-        _purge_versions(self.path)
-        after = {k: len(v) for k, v in _versions(self.path).items()}
-        return [StoreOutcome(store=k, removed=max(0, before[k] - after.get(k, 0)), compacted=True) for k in before]
+    def native_erasure(self, plan: ErasurePlan) -> None:
+        """CrewAI's own deletion of the user's scope first (``Memory.forget(scope=…)``)."""
+        if plan.user is not None:
+            with _console_off():
+                self._open().forget(scope=scope_of(plan.user))
 
     def bystander_digests(self, user: str | None) -> dict[str, tuple[int, str]]:
-        out: dict[str, tuple[int, str]] = {}
-        rows = _versions(self.path)
-        for store in (TABLE,):  # older versions are history, not records of a bystander
-            out[store] = digest(_text(r) for r in rows.get(store, []) if user is None or _owner(r) != user)
+        """The kernel's digests of the current table: the rows only older versions hold are
+        history that the compaction removes for every user, not a bystander's records."""
+        out = super().bystander_digests(user)
+        out.pop(TABLE + OLD, None)
         return out
+
+    def read_only_instance(self) -> bool:
+        return self.read_only
+
+
+class CrewAIInstance(LiveInstance):
+    """CrewAI's LanceDB directory as the erasure kernel reads and changes it: a record is a row
+    of the current table (``memories``) or one only an older version holds (``memories@versions``);
+    removal is CrewAI's own ``Memory.forget(record_ids=…)``, then LanceDB ``optimize`` with no age
+    threshold (the old versions and their data files go). A rewrite would keep the vector of the
+    old text, so another user's memory quoting a literal is left and the literal refused."""
+
+    others_policy = "leave"
+
+    def __init__(self, path: Path, memory: Any, close: Any) -> None:
+        self.path, self._memory, self._close = path, memory, close
+
+    def stores(self) -> list[str]:
+        return list(_versions(self.path))
+
+    def records(self, user: str | None = None, literals: Sequence[str] = ()) -> Iterator[Record]:
+        for store, rows in _versions(self.path).items():
+            for r in rows:
+                yield Record(store, str(r.get("id")), _owner(r), {c: str(r.get(c, "")) for c in _TEXT_COLS})
+
+    def files(self) -> list[Path]:
+        return sorted(p for p in self.path.rglob("*") if p.is_file()) if self.path.is_dir() else []
+
+    def compaction(self) -> list[str]:
+        return [f"LanceDB optimize {TABLE} (old versions cleaned up, deleted rows compacted)"]
+
+    def apply(self, ops: Sequence[Op], literals: Sequence[str]) -> list[StoreOutcome]:
+        before = {k: len(v) for k, v in _versions(self.path).items()}
+        ids = sorted({o.record.id for o in ops if isinstance(o, Remove) and o.record.store == TABLE})
+        if ids:
+            with _console_off():
+                self._memory().forget(record_ids=ids)
+        self._close()
+        _purge_versions(self.path)  # what only an older version held goes with the versions
+        after = {k: len(v) for k, v in _versions(self.path).items()}
+        return [StoreOutcome(store=k, removed=max(0, before[k] - after.get(k, 0)), compacted=True) for k in before]
 
 
 def _purge_versions(path: Path) -> None:
