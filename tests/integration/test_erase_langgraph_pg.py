@@ -84,12 +84,18 @@ def build_graph(saver: Any, store: Any) -> Any:
     return g.compile(checkpointer=saver, store=store)
 
 
-def run_app(url: str, order: tuple[str, ...] = USERS) -> None:
+def fake_embed(texts: list[str]) -> list[list[float]]:
+    """The app's embedder for the pgvector test (deterministic; no model)."""
+    return [[b / 255 for b in hashlib.sha256(t.encode()).digest()[:8]] for t in texts]
+
+
+def run_app(url: str, order: tuple[str, ...] = USERS, index: dict[str, Any] | None = None) -> None:
     """Three users (in ``order``), three threads each; the secret in the first thread and the free one."""
     from langgraph.checkpoint.postgres import PostgresSaver
     from langgraph.store.postgres import PostgresStore
 
-    with PostgresSaver.from_conn_string(url) as saver, PostgresStore.from_conn_string(url) as store:
+    with PostgresSaver.from_conn_string(url) as saver, PostgresStore.from_conn_string(
+            url, index=index) as store:  # type: ignore[arg-type]  # a TypedDict
         saver.setup()  # the app's own setup: traceless never calls it
         store.setup()
         graph = build_graph(saver, store)
@@ -201,17 +207,20 @@ def catalog(pg_server: str, db: str) -> list[tuple[Any, ...]]:
                               "UNION ALL SELECT extname, 'x' FROM pg_extension ORDER BY 1").fetchall())
 
 
-def relation_copies(pg_server: str, db: str, needle: str) -> dict[str, int]:
-    """After a CHECKPOINT: occurrences of ``needle`` per relation file of the four tables (heap,
+def relation_copies(pg_server: str, db: str, needle: str, *, data: Path | None = None, dsn: str | None = None,
+                    tables: tuple[str, ...] = TABLES) -> dict[str, int]:
+    """After a CHECKPOINT: occurrences of ``needle`` per relation file of the tables (heap,
     TOAST, every index), read under the data directory (readable as root)."""
-    data = Path(os.environ["TRACELESS_TEST_PG_DATA"])
-    with _su(pg_server, db) as c:
+    import psycopg
+
+    data = data or Path(os.environ["TRACELESS_TEST_PG_DATA"])
+    with (psycopg.connect(dsn, autocommit=True) if dsn else _su(pg_server, db)) as c:
         c.execute("CHECKPOINT")
         rels = c.execute(
             "SELECT c.relname, pg_relation_filepath(c.oid) FROM pg_class c WHERE c.oid = ANY(%(t)s::regclass[]) "
             "OR c.oid IN (SELECT reltoastrelid FROM pg_class WHERE oid = ANY(%(t)s::regclass[])) "
             "OR c.oid IN (SELECT indexrelid FROM pg_index WHERE indrelid = ANY(%(t)s::regclass[]))",
-            {"t": list(TABLES)}).fetchall()
+            {"t": list(tables)}).fetchall()
     out = {}
     for name, fp in rels:
         main = data / fp
@@ -344,3 +353,42 @@ def test_bad_server_input_is_one_line_and_changes_nothing(
         err = capsys.readouterr().err.strip()
         assert "no table 'checkpoints'" in err and "setup()" in err and PW not in err, err
     assert catalog(pg_server, empty) == was
+
+
+def test_forget_removes_the_items_vectors_on_pgvector(
+        pgvector_server: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The store with a pgvector index (``PostgresStore(index=...)``, PostgreSQL 18 + pgvector):
+    the user's items go with their ``store_vectors`` rows; the others' vectors stay."""
+    import psycopg
+    from langgraph.store.postgres import PostgresStore
+
+    srv = pgvector_server
+    with psycopg.connect(srv.superuser_dsn(), autocommit=True) as c:
+        c.execute("CREATE DATABASE lg_vec")
+    url = srv.url("lg_vec")
+    index = {"dims": 8, "embed": fake_embed, "fields": ["text"]}
+    run_app(url, index=index)
+    su = srv.superuser_dsn("lg_vec")
+
+    def vectors() -> dict[str, int]:
+        with psycopg.connect(su) as c:
+            return dict(c.execute("SELECT split_part(prefix, '.', 1), count(*) FROM store_vectors GROUP BY 1").fetchall())
+    before = vectors()
+    assert before == {u: 2 for u in USERS}
+    with PostgresStore.from_conn_string(url, index=index) as store:  # type: ignore[arg-type]
+        hits_before = [(i.key, i.value) for i in store.search(("bob", "memories"), query="account code")]
+    cfg = tmp_path / "lg-vec.json"
+    cfg.write_text(json.dumps({"checkpointer": {"kind": "postgres", "url": url},
+                               "store": {"kind": "postgres", "url": url, "index": {"dims": 8}},
+                               "traceless": {"pg_compaction": "full"}}), encoding="utf-8")
+    receipt = tmp_path / "receipt.json"
+    assert cli("forget", "--memory", "langgraph", "--memory-config", str(cfg), "--user", X, "--literal", secret(X),
+               "--receipt", str(receipt)) == 0, capsys.readouterr().err
+    r = json.loads(receipt.read_text())
+    assert vectors() == {u: 2 for u in USERS[1:]}  # ann's two vector rows gone, the others' kept
+    assert len(r["tiers"]["store_vectors"]["removed"]) == 2 and r["verification"]["checks"]["bystanders_intact"]
+    with PostgresStore.from_conn_string(url, index=index) as store:  # type: ignore[arg-type]
+        assert [(i.key, i.value) for i in store.search(("bob", "memories"), query="account code")] == hits_before
+        assert store.search((X, "memories"), query="account code") == []
+    copies = relation_copies("", "lg_vec", secret(X), data=srv.data, dsn=su, tables=(*TABLES, "store_vectors"))
+    assert sum(copies.values()) == 0, copies
