@@ -392,3 +392,18 @@ def test_forget_removes_the_items_vectors_on_pgvector(
         assert store.search((X, "memories"), query="account code") == []
     copies = relation_copies("", "lg_vec", secret(X), data=srv.data, dsn=su, tables=(*TABLES, "store_vectors"))
     assert sum(copies.values()) == 0, copies
+
+
+def test_forget_by_user_alone_finds_the_thread_its_state_names(
+        pg_server: str, app_db: tuple[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """No literal: the erasure finds ann's rows by attribution only, the freely named thread by
+    the ``user_id`` in its state (inline in the checkpoint's jsonb); ann2's and bob's stay."""
+    db, url = app_db
+    views = {u: api_view(url, u) for u in USERS[1:]}
+    receipt = tmp_path / "receipt.json"
+    assert cli("forget", "--memory", "langgraph", "--memory-config", str(write_cfg(tmp_path, url)), "--user", X,
+               "--receipt", str(receipt)) == 0, capsys.readouterr().err
+    assert api_view(url, X) == ([], [])
+    assert {u: api_view(url, u) for u in USERS[1:]} == views
+    r = json.loads(receipt.read_text())
+    assert r["verification"]["passed"] and len(r["tiers"]["checkpoints"]["removed"]) == 18
