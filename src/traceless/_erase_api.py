@@ -147,7 +147,8 @@ def erase_request(system: str, config: Config, *, user: str | None = None, liter
         s = _attach_to_erase(system, config, be)
         try:
             try:
-                r = erase_system(s, user, list(literals), state_dir=state, key=key, receipt_out=out, request_id=rid)
+                r = erase_system(s, user, list(literals), state_dir=state, key=key, receipt_out=out, request_id=rid,
+                                 certify=_probe_runtime(be) if be is not None else None)
             except (NothingToEraseError, ErasureScopeError) as e:  # an answer too: logged, then raised
                 logged("nothing_found" if isinstance(e, NothingToEraseError) else "refused",
                        pseudonym(user, "u", key) if user else None)
@@ -207,19 +208,14 @@ def recheck(system: str, config: Config, since: str | Path, *, user: str | None 
 
 def _attach_to_erase(system: str, config: Config, certify_model: ModelBackend | None) -> MemorySystem:
     """The live instance opened read-write; with a certificate to make, one the adapter can
-    probe (``probe_instance``), and what the probes would fail on after the erasure refused
-    now (``probe_ready``, e.g. the user's graph module)."""
+    probe (``Capability.CERTIFY``; that its probes can run is proved by ``erase_system``
+    before the first write)."""
     s = attach_system(system, config, read_only=False)
-    try:
-        if certify_model is not None and Capability.CERTIFY not in s.capabilities:
-            raise UnsupportedError(f"--certify is not available for {system!r} live instances yet "
-                                   "(mem0 and langgraph only); run the erasure without --certify: "
-                                   "its receipt is signed as before")
-        if certify_model is not None:
-            s.probe_ready(_probe_runtime(certify_model))
-    except BaseException:
+    if certify_model is not None and Capability.CERTIFY not in s.capabilities:
         s.close()
-        raise
+        raise UnsupportedError(f"--certify is not available for {system!r} live instances yet "
+                               "(mem0 and langgraph only); run the erasure without --certify: "
+                               "its receipt is signed as before")
     return s
 
 

@@ -106,3 +106,47 @@ def test_certify_needs_literals_and_is_refused_before_anything_is_erased(built: 
     before = sorted((p, p.read_bytes()) for p in (tmp_path / "inst").rglob("*") if p.is_file())
     assert cli("forget", "--memory", "mem0", "--memory-config", str(cfg), "--user", "alice", "--certify") == 2
     assert sorted((p, p.read_bytes()) for p in (tmp_path / "inst").rglob("*") if p.is_file()) == before
+
+
+def _fingerprint(root: Path) -> dict[str, tuple[str, int]]:
+    import hashlib
+
+    return {str(p): (hashlib.sha256(p.read_bytes()).hexdigest(), p.stat().st_mtime_ns)
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("embedder", [
+    # a remote embedder with no network: an OpenAI-compatible server on a loopback port that refuses
+    {"provider": "openai", "config": {"model": "text-embedding-3-small", "api_key": "sk-test-not-a-real-key",
+                                      "openai_base_url": "http://127.0.0.1:9/v1", "embedding_dims": 384}},
+    # a local model folder that is not there
+    {"provider": "huggingface", "config": {"model": "/nonexistent/all-MiniLM-L6-v2", "embedding_dims": 384}},
+], ids=["remote-offline", "missing-model"])
+def test_a_certify_that_cannot_run_is_refused_before_any_byte_changes(
+        built: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str], embedder: dict[str, object]) -> None:
+    """Issue 34 bug 3: the probes' embedder cannot run. Before the fix the erasure ran, then the
+    certificate failed with a traceback: the user erased, no certificate, a re-run exits 7."""
+    import traceless
+
+    home = tmp_path / "home"
+    monkeypatch.setenv("TRACELESS_HOME", str(home))
+    cfg = _copy(built, tmp_path / "inst")
+    doc = json.loads(cfg.read_text())
+    cfg.write_text(json.dumps({**doc, "embedder": embedder}))
+    before_hits = len(traceless.scan("mem0", cfg, user="alice").hits)
+    before = _fingerprint(tmp_path / "inst")
+    receipt = tmp_path / "r.json"
+    lits = [a for lit in _lits("alice") for a in ("--literal", lit)]
+    capsys.readouterr()
+    code = cli("forget", "--memory", "mem0", "--memory-config", str(cfg), "--user", "alice", *lits, "--certify",
+               "--model", "scripted", "--receipt", str(receipt))
+    err = capsys.readouterr().err.strip()
+    assert code == 2, err
+    assert "--certify cannot run" in err and "nothing was erased" in err and len(err.splitlines()) == 1, err
+    assert "sk-test-not-a-real-key" not in err
+    assert _fingerprint(tmp_path / "inst") == before  # not one byte, not one mtime, no new file
+    assert not receipt.exists()
+    journals = list((home / "erasures").glob("*")) if (home / "erasures").exists() else []
+    assert not journals
+    assert len(traceless.scan("mem0", cfg, user="alice").hits) == before_hits  # all there: it can run again

@@ -126,3 +126,59 @@ def test_a_graph_the_probes_cannot_import_is_refused_before_anything_is_erased(
                "--certify", "--model", "scripted", "--receipt", str(tmp_path / "r.json"))
     assert code == 2 and "missing_agent.py does not exist" in capsys.readouterr().err
     assert snapshot(root) == before and not (tmp_path / "r.json").exists()
+
+
+_NEEDS_KEY = '''
+from langgraph.graph import START, MessagesState, StateGraph
+
+
+class State(MessagesState):
+    {key}: str
+
+
+def build(checkpointer, store, model=None):
+    def reply(state):
+        return {{"messages": [{{"role": "assistant", "content": "hello " + state["{key}"]}}]}}
+    g = StateGraph(State)
+    g.add_node("reply", reply)
+    g.add_edge(START, "reply")
+    return g.compile(checkpointer=checkpointer, store=store)
+'''
+
+
+def test_a_graph_whose_input_the_probes_cannot_give_is_refused_before_any_byte_changes(
+        instance: tuple[Path, dict[str, Any]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 34 bug 3: the user's graph needs a key in its input that the probes do not give.
+    Before the fix the graph was only imported: the erasure ran, then the probes failed (KeyError)."""
+    root, cfg = instance
+    home = tmp_path / "home"
+    monkeypatch.setenv("TRACELESS_HOME", str(home))
+    (tmp_path / "tenant_agent.py").write_text(_NEEDS_KEY.format(key="tenant_id"))
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({**cfg, "graph": str(tmp_path / "tenant_agent.py") + ":build"}))
+    before = snapshot(root)
+    capsys.readouterr()
+    code = cli("forget", "--memory", "langgraph", "--memory-config", str(bad), "--user", X, "--literal", canary(X),
+               "--certify", "--model", "scripted", "--receipt", str(tmp_path / "r.json"))
+    err = capsys.readouterr().err.strip()
+    assert code == 2, err
+    assert "'tenant_id'" in err and "nothing was erased" in err and len(err.splitlines()) == 1, err
+    assert snapshot(root) == before and not (tmp_path / "r.json").exists()
+    assert not ((home / "erasures").exists() and list((home / "erasures").glob("*")))
+
+
+def test_a_graph_that_keeps_the_user_in_its_state_is_probed_with_it(
+        instance: tuple[Path, dict[str, Any]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The probes give the user under ``users.state_key`` (default ``user_id``) where the
+    graph's state has it, so such a graph is certified instead of failing after the erasure."""
+    import traceless
+    from traceless.models import ScriptedBackend
+
+    root, cfg = instance
+    monkeypatch.setenv("TRACELESS_HOME", str(tmp_path / "home"))
+    (tmp_path / "user_agent.py").write_text(_NEEDS_KEY.format(key="user_id"))
+    good = {**cfg, "graph": str(tmp_path / "user_agent.py") + ":build"}
+    r = traceless.forget(system="langgraph", config=good, user=X, literals=[canary(X)], certify=True,
+                         model=ScriptedBackend(_parrot), receipt_path=tmp_path / "r.json")
+    assert r.verification.passed and r.certificate is not None and r.certificate.probes

@@ -43,6 +43,15 @@ def test_each_check_fails_a_system_that_breaks_it(tmp_path: Path, bug: str, fail
     assert not report.checks[fails].passed, report.checks[fails].detail
 
 
+def test_the_certify_check_fails_a_system_that_erases_before_its_probes_can_run(tmp_path: Path) -> None:
+    register_dict_system()
+    checks = ("certify_refused_or_runs",)
+    good = run_conformance("dict", RUNTIME, tmp_path / "good", checks=checks).checks["certify_refused_or_runs"]
+    assert good.passed and "refused before the erasure" in good.detail, good.detail
+    bad = run_conformance("dict", RUNTIME, tmp_path / "bad", config={"bug": "certify-unchecked"}, checks=checks)
+    assert not bad.checks["certify_refused_or_runs"].passed, bad.checks["certify_refused_or_runs"].detail
+
+
 @pytest.mark.parametrize("name", _kernel_systems())
 def test_every_registered_live_system_conforms(tmp_path: Path, name: str) -> None:
     report = run_conformance(name, RUNTIME, tmp_path)

@@ -104,7 +104,10 @@ class SQLiteBackend:
         self.where = path
         target, uri = path, False
         if read_only and path != ":memory:":
-            target, uri = f"file:{quote(str(Path(path).resolve()))}?mode=ro", True
+            # even a mode=ro reader of a WAL file creates its -wal and -shm: with no -wal (no
+            # writer has it open) the file is read as immutable, and not one byte is written
+            immutable = "" if Path(f"{path}-wal").exists() else "&immutable=1"
+            target, uri = f"file:{quote(str(Path(path).resolve()))}?mode=ro{immutable}", True
         elif path != ":memory:":
             _check_path(Path(path))
         try:

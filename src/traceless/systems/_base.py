@@ -232,8 +232,14 @@ class MemorySystem(abc.ABC):
         raise UnsupportedError(f"--certify is not available for {self.name!r} live instances; run the erasure "
                                "without --certify: its receipt is signed as before")
 
-    def probe_ready(self, runtime: SystemRuntime) -> None:  # noqa: B027 - optional hook
-        """Refuse, before anything is erased, what ``probe_instance`` would fail on after it."""
+    def probe_ready(self, runtime: SystemRuntime) -> None:
+        """The precondition of ``forget --certify``, run before the first write of the erasure:
+        prove that every probe ``probe_instance`` will ask after it can run (its embedder built
+        and called as configured, the user's graph built and fed the probes' input …), writing
+        nothing; else raise a ``TracelessError`` (one line naming the fix). A system that declares
+        ``Capability.CERTIFY`` must implement it: the default refuses the certificate."""
+        raise UnsupportedError(f"--certify is not available for {self.name!r}: its adapter declares no check that "
+                               "the certificate's probes can run before the erasure; run it without --certify")
 
     @classmethod
     def attach_config(cls, work_dir: Path, config: SystemConfig) -> SystemConfig | None:

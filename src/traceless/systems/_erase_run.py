@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from traceless.errors import NothingToEraseError
+from traceless.errors import ConfigError, NothingToEraseError, TracelessError, UnsupportedError
 from traceless.forget import (
     Receipt,
     TargetRef,
@@ -38,12 +38,13 @@ from traceless.forget import (
     sign,
     write_receipt,
 )
-from traceless.systems._base import MemorySystem
+from traceless.systems._base import MemorySystem, SystemRuntime
 from traceless.systems._erase import CLAIM_LEVELS, ClaimLevel, ErasurePlan, FileHit, ScanReport, StoreOutcome
 from traceless.systems._literals import check_literals
 from traceless.systems._scope import check_scope
+from traceless.systems.contract import Capability
 
-__all__ = ["erase_system", "plan_system_erasure", "scan_system"]
+__all__ = ["check_certifiable", "erase_system", "plan_system_erasure", "scan_system"]
 
 
 def scan_system(system: MemorySystem, user: str | None, literals: Sequence[str], *,
@@ -118,13 +119,43 @@ def _claim(outcome: StoreOutcome, records_left: int, bytes_left: bool, scanned: 
     return min(max(outcome.claim, "clear", key=CLAIM_LEVELS.index), outcome.ceiling, key=CLAIM_LEVELS.index)
 
 
+def check_certifiable(system: MemorySystem, runtime: SystemRuntime) -> None:
+    """The precondition of ``forget --certify``: the system declares ``Capability.CERTIFY`` and
+    its ``probe_ready`` proves every probe can run. Any failure is one ``ConfigError`` line (a
+    plug-in's own exception included) that says nothing was erased."""
+    if Capability.CERTIFY not in system.capabilities:
+        raise UnsupportedError(f"--certify is not available for {system.name!r} live instances; run the erasure "
+                               "without --certify: its receipt is signed as before")
+    try:
+        system.probe_ready(runtime)
+    except TracelessError:
+        raise
+    except Exception as e:  # a plug-in's probe that cannot run: refused in one line, never after the erasure
+        first = str(e).splitlines()[0] if str(e) else ""
+        raise ConfigError(f"{system.name}: --certify cannot run here ({type(e).__name__}: {first}); fix the "
+                          "probes' model or embedder in the memory config, or run without --certify; "
+                          "nothing was erased") from None
+
+
+def _preconditions(system: MemorySystem, certify: SystemRuntime | None) -> None:
+    """Everything checked before the first write (the journal): the instance erasable now, the
+    certificate's probes able to run after it."""
+    system.check_erasable()
+    if certify is not None:
+        check_certifiable(system, certify)
+
+
 def erase_system(system: MemorySystem, user: str | None, literals: Sequence[str], *, state_dir: Path,
-                 key: bytes, receipt_out: Path | None = None, request_id: str = "") -> Receipt:
+                 key: bytes, receipt_out: Path | None = None, request_id: str = "",
+                 certify: SystemRuntime | None = None) -> Receipt:
     """Erase ``user`` (and every record holding a literal) from the attached live instance,
     verify, and sign (``request_id``: the ticket the receipt answers, signed into it). ``key`` is
     the receipts' pepper (``receipt_key()``). With ``receipt_out``
     the signed receipt is written there before the journal is removed, so a kill at any
-    moment leaves either a journal (the re-run finishes) or the receipt."""
+    moment leaves either a journal (the re-run finishes) or the receipt. ``certify``: the
+    runtime the certificate's probes will run with after the erasure; they are proved able to
+    run (``check_certifiable``) before the journal, so a certificate that cannot be made
+    refuses the erasure with nothing changed."""
     check_literals(literals)  # before the journal, the plan or any change
     journal_dir = state_dir / "erasures"
     journal_dir.mkdir(parents=True, exist_ok=True)
@@ -135,11 +166,11 @@ def erase_system(system: MemorySystem, user: str | None, literals: Sequence[str]
         # what is left of an interrupted run, plus what the journal planned: a record the
         # first run removed may be what ties its residue to the user (mem0's history rows)
         plan = _union(ErasurePlan.model_validate(doc["plan"]), system.plan_erasure(user, literals))
-        system.check_erasable()
+        _preconditions(system, certify)
         before = {k: (int(v[0]), str(v[1])) for k, v in doc["bystanders"].items()}
     else:
         plan = plan_system_erasure(system, user, literals)
-        system.check_erasable()  # before the journal and any change: "nothing was erased yet" is true
+        _preconditions(system, certify)  # before the journal and any change: "nothing was erased yet" is true
         before = system.bystander_digests(user)  # after the plan: what it targets is no bystander
         _write_json(journal, {"plan": plan.model_dump(mode="json"), "bystanders": before, "started": time.time()})
     outcomes = {o.store: o for o in system.execute_erasure(plan, literals)}

@@ -113,7 +113,7 @@ class CheckpointerConfig(_Shaped):
             if not self.url:
                 raise ValueError("kind \"postgres\" needs url: the connection string your app passes to "
                                  "from_conn_string(...)")
-            from traceless.systems._pg_server import parse_dsn
+            from traceless.systems.postgres import parse_dsn
 
             self._dsn = parse_dsn(self.url, "url")
         return self
@@ -262,6 +262,12 @@ def _user_index(config: LangGraphConfig, emb: Any) -> dict[str, Any] | None:
     return {"dims": idx.dims, "embed": lambda texts: emb.embed(list(texts)).tolist(), "fields": idx.fields}
 
 
+def _input_keys(graph: Any) -> tuple[set[str], set[str]]:
+    """The keys of a compiled graph's input schema, and those it requires."""
+    schema = graph.get_input_jsonschema()
+    return set(schema.get("properties") or {}), set(schema.get("required") or [])
+
+
 @memory_system("langgraph", help="LangGraph agent: SqliteStore memories + SqliteSaver thread + summary node")
 class LangGraphSystem(MemorySystem):
     """The agent graph ``remember → summarize`` compiled with a store and a checkpointer."""
@@ -395,7 +401,11 @@ class LangGraphSystem(MemorySystem):
         cfg: Any = {"configurable": {"thread_id": f"traceless-probe-{self._probes}", **extra}}
         self._chat.last_request, self._chat.last = [], None  # a graph that calls no model stores no prompt
         t0 = time.monotonic()
-        out = self._probe_graph.invoke({"messages": [{"role": "user", "content": query}]}, cfg)
+        inp: dict[str, Any] = {"messages": [{"role": "user", "content": query}]}
+        key = self._users.state_key
+        if key and key in _input_keys(self._probe_graph)[0]:  # the app keeps its user in the state
+            inp[key] = owner
+        out = self._probe_graph.invoke(inp, cfg)
         last = out["messages"][-1]
         text = last.content if isinstance(last.content, str) else json.dumps(last.content, default=str)
         g = self._chat.last
@@ -555,13 +565,37 @@ class LangGraphSystem(MemorySystem):
 
     def probe_ready(self, runtime: SystemRuntime) -> None:
         """Refuse, before anything is erased, what ``probe_instance`` would fail on after it:
-        the user's graph module and the store index's embedder are imported here."""
-        assert isinstance(self.config, LangGraphConfig)
+        the user's graph module and the store index's embedder are imported, and the graph is
+        built (on an in-memory saver and store: nothing of the instance is opened) and its input
+        schema checked against the probes' input (``messages``, and the user under
+        ``users.state_key`` where the graph's state has that key)."""
+        from langgraph.checkpoint.memory import InMemorySaver
+        from langgraph.store.memory import InMemoryStore
+
+        from traceless.systems._langgraph_byo import audit_chat_model, build_graph
+
+        cfg = self.config
+        assert isinstance(cfg, LangGraphConfig)
         if self._pg is not None:
             raise UnsupportedError("langgraph: --certify is not available yet for PostgresSaver/PostgresStore "
                                    "instances; run the erasure without --certify (its receipt is signed as before)")
-        _audit_factory(self.config)
+        factory = _audit_factory(cfg)
         self._probe_index(runtime)
+        # without an index (or without sqlite-vec) the probes rank the user's items with it
+        runtime.embedder.embed(["traceless --certify: can the probes' searches run"])
+        if factory is None:
+            return
+        graph = build_graph(factory, InMemorySaver(), InMemoryStore(), audit_chat_model(runtime.model, 8))
+        props, required = _input_keys(graph)
+        given = {"messages", *([cfg.users.state_key] if cfg.users.state_key in props else [])}
+        missing = sorted(required - given)
+        if "messages" not in props or missing:
+            need = ", ".join(missing) if missing else "messages"
+            raise ConfigError(f"langgraph: --certify cannot run: the graph {cfg.graph} needs {need!r} in its input, "
+                              "the probes give {\"messages\": [...]} and the user under users.state_key "
+                              f"({cfg.users.state_key!r}); set users.state_key to the key that names the user, or "
+                              "give the key a default in the graph's state, or run without --certify; "
+                              "nothing was erased")
 
     def _probe_index(self, runtime: SystemRuntime) -> dict[str, Any] | None:
         """The instance's vectors are its own embedder's: searched with it where the config names

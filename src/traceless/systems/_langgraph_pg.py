@@ -33,11 +33,11 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from traceless.errors import ConfigError
-from traceless.systems._erase import StoreOutcome
+from traceless.systems import StoreOutcome
 from traceless.systems._langgraph_live import NamespaceMap, owned_threads, state_users
-from traceless.systems._pg_server import PgServer, PgTarget, ident, make_target, out_of_scope, verify_files
 from traceless.systems.contract import LiveInstance, Op, Record, Remove
 from traceless.systems.kernel import count_literals
+from traceless.systems.postgres import PgServer, PgTarget, ident, make_target, out_of_scope, verify_files
 
 __all__ = ["CKPT_TABLES", "KEYS", "STORE_TABLES", "PgLangGraph", "lg_target", "pg_instance"]
 

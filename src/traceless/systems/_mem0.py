@@ -402,6 +402,44 @@ class Mem0System(MemorySystem):
             self.cfg.mem0_keys(), str(self.cfg.embedder_path or minilm_path()), self.cfg.embedding_dims))
         return probe
 
+    def probe_ready(self, runtime: SystemRuntime) -> None:
+        """Before the erasure: what ``probe_instance`` builds for its searches (mem0's embedder,
+        LLM and reranker through mem0's own factories, from the same config) is built here, and
+        the embedder embeds one text as a search does, offline as configured (a remote embedder
+        with no network, a missing model folder fail here); its vectors' size is the vector
+        store's ``embedding_model_dims`` where the config gives it. The vector store and the
+        history database are not opened: nothing of the instance is read or written."""
+        from traceless.models import minilm_path
+        from traceless.paths import state_dir
+
+        _import_mem0(state_dir() / "mem0-home")
+        from mem0.configs.base import MemoryConfig
+        from mem0.utils.factory import EmbedderFactory, LlmFactory, RerankerFactory
+
+        cfg = probe_config(self.cfg.mem0_keys(), str(self.cfg.embedder_path or minilm_path()), self.cfg.embedding_dims)
+        emb = cfg["embedder"]
+        what = f"{emb.get('provider', '?')} embedder"
+        try:
+            mc = MemoryConfig(**cfg)
+            vector = EmbedderFactory.create(mc.embedder.provider, mc.embedder.config, mc.vector_store.config).embed(
+                "traceless --certify: can the probes' searches run", "search")
+            what = f"{mc.llm.provider} LLM"
+            LlmFactory.create(mc.llm.provider, mc.llm.config)
+            if mc.reranker:
+                what = f"{mc.reranker.provider} reranker"
+                RerankerFactory.create(mc.reranker.provider, mc.reranker.config)
+        except Exception as e:  # mem0's or its provider's: any failure is the one line below
+            first = str(e).splitlines()[0][:200] if str(e) else ""
+            raise ConfigError(f"mem0: --certify cannot run: the {what} of the memory config fails here "
+                              f"({type(e).__name__}: {first}); make it reachable from this machine, or give one "
+                              "that runs offline (embedder {\"provider\": \"huggingface\", \"config\": {\"model\": "
+                              "\"/path/to/model\"}}), or run without --certify; nothing was erased") from None
+        dims = ((self.cfg.vector_store or {}).get("config") or {}).get("embedding_model_dims")
+        if isinstance(dims, int) and len(vector) != dims:
+            raise ConfigError(f"mem0: --certify cannot run: the {emb.get('provider', '?')} embedder gives vectors of "
+                              f"{len(vector)} dimensions, the vector store holds {dims}; give the embedder the "
+                              "instance was written with, or run without --certify; nothing was erased")
+
     def _native_delete(self, user: str | None, vector_ids: list[str], entity_ids: list[str]) -> None:
         """mem0's own deletions on the live instance: ``delete_all(user_id=user)``, then
         ``delete(id)`` for every other planned memory still there; entity records by id."""

@@ -41,7 +41,8 @@ from typing import Any
 from traceless.errors import ConfigError
 from traceless.systems import ErasurePlan, StoreOutcome
 from traceless.systems._mem0_live import LiveLayout, Mem0Live, Rec, _payload_texts, _vacuum
-from traceless.systems._pg_server import (
+from traceless.systems.kernel import digest
+from traceless.systems.postgres import (
     DEFAULT_COMPACTION,
     PgServer,
     PgTarget,
@@ -52,7 +53,6 @@ from traceless.systems._pg_server import (
     verify_files,
     verify_replica,
 )
-from traceless.systems.kernel import digest
 
 __all__ = ["DEFAULT_COMPACTION", "Mem0PgLive", "PgCollection", "PgTarget", "pg_live", "pg_target", "replica_targets"]
 

@@ -1,5 +1,10 @@
 """The ``traceless`` memory system: traceless's own store, with every forget mode as a
-native deletion operation (one SQLite file, tiers raw/summary/embedding/cache)."""
+native deletion operation (one SQLite file, tiers raw/summary/embedding/cache).
+
+Live (``traceless scan --memory traceless`` / ``forget --memory traceless``, config
+``{"db": "memory.db"}``, a SQLite file or a ``postgresql://`` URL): the store's tiers read as
+the kernel's records and erased through the store's own deletions (``_native_live``). The
+``traceless forget`` verb with its eight modes is unchanged."""
 
 from __future__ import annotations
 
@@ -7,13 +12,14 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, SerializerFunctionWrapHandler, field_validator, model_serializer
 
 from traceless.errors import ConfigError
 from traceless.forget import FORGET_MODES, ForgetTarget, forget
-from traceless.memory import KIND_BY_LEVEL, MemoryStore, MemoryWriter, Session, Tier, WriteConfig
+from traceless.memory import KIND_BY_LEVEL, MemoryStore, MemoryWriter, Session, Tier, WriteConfig, is_url
 from traceless.models import GenerationConfig
 from traceless.systems import (
+    Capability,
     ContextItem,
     DeletionTarget,
     MemorySystem,
@@ -22,6 +28,7 @@ from traceless.systems import (
     memory_system,
     view_config,
 )
+from traceless.systems._native_live import RECEIPTS, TIERS, StoreInstance
 
 if TYPE_CHECKING:
     import numpy as np
@@ -54,6 +61,17 @@ class NativeConfig(SystemConfig):
     """How the k retrieved entries are shown: ``score`` (by similarity) or ``store``
     (chronological memory order: probes retrieving the same set share one prompt prefix)."""
 
+    db: str | None = None
+    """The user's live store for ``scan``/``forget --memory traceless``: its SQLite file or a
+    ``postgresql://`` URL (an encrypted store is opened with its keys in traceless's home).
+    Unused by an audit, which writes its own store in the work dir."""
+
+    @model_serializer(mode="wrap")
+    def _drop_unset_db(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """An audit's config (and its resume key) is what it was before ``db`` existed."""
+        d: dict[str, Any] = handler(self)
+        return {k: v for k, v in d.items() if k != "db" or v is not None}
+
     @field_validator("levels")
     @classmethod
     def _levels(cls, v: tuple[int, ...] | None) -> tuple[int, ...] | None:
@@ -75,6 +93,8 @@ class NativeSystem(MemorySystem):
 
     config_class = NativeConfig
     views = ("agent", "raw", "summary")
+    capabilities = frozenset({Capability.LIVE, Capability.REWRITE})
+    _read_only = False
 
     def __init__(self, work_dir: Path, config: SystemConfig, runtime: SystemRuntime, *,
                  store: MemoryStore | None = None) -> None:
@@ -133,15 +153,53 @@ class NativeSystem(MemorySystem):
         return {"receipt": receipt.model_dump(mode="json")}
 
     def stores(self) -> dict[str, Iterable[str]]:
-        out: dict[str, Iterable[str]] = {}
-        for tier in (Tier.RAW, Tier.SUMMARY, Tier.EMBEDDING, Tier.CACHE):
-            out[tier.value] = [a.text or "" for a in self.store.artifacts(tier=tier)]
-        out["receipts"] = [body for _, body in self.store.receipts()]
+        out: dict[str, Iterable[str]] = {t: [a.text or "" for a in self.store.artifacts(tier=t)] for t in TIERS}
+        out[RECEIPTS] = [body for _, body in self.store.receipts()]
         return out
 
     def close(self) -> None:
         if self._owns_store:
             self.store.close()
+
+    # ------------------------------------------------- live instances: scan and erase
+    @classmethod
+    def attach(cls, config: SystemConfig, runtime: SystemRuntime | None = None, *,
+               read_only: bool) -> NativeSystem:
+        """The user's store named by ``db``, opened read-only (``access="read"``: nothing
+        migrated, checkpointed or finished) for a scan, for writing for an erasure."""
+        if not isinstance(config, NativeConfig) or not config.db:
+            raise ConfigError('memory system \'traceless\' needs the store to attach to: give {"db": "memory.db"} '
+                              "(its SQLite file or a postgresql:// URL) in --memory-config")
+        if not is_url(config.db) and not Path(config.db).expanduser().is_file():
+            raise ConfigError(f"traceless: db {config.db} does not exist; give the path of the store's SQLite file "
+                              "(nothing was opened or created)")
+        db = config.db if is_url(config.db) else str(Path(config.db).expanduser())
+        store = MemoryStore(db, access="read" if read_only else "write")
+        self = cls.__new__(cls)
+        MemorySystem.__init__(self, Path(db).parent if not is_url(db) else Path("."), config, runtime)  # type: ignore[arg-type]
+        self.cfg, self.store, self._owns_store, self._read_only = config, store, True, read_only
+        return self
+
+    @classmethod
+    def attach_config(cls, work_dir: Path, config: SystemConfig) -> SystemConfig | None:
+        """The store an audit wrote in ``work_dir``, as a user's config names it."""
+        assert isinstance(config, NativeConfig)
+        return config.model_copy(update={"db": str(work_dir / DB_NAME)})
+
+    def instance(self) -> StoreInstance:
+        return StoreInstance(self.store)
+
+    def read_only_instance(self) -> bool:
+        return self._read_only
+
+    def instance_files(self) -> list[Path]:
+        return self.store.files()
+
+    def out_of_scope(self) -> list[str]:
+        out = [*super().out_of_scope(), "the write gate's descriptors of the erased values (keyed HMACs, no text)"]
+        if not self.store.scannable:
+            out.append("the PostgreSQL server's WAL, replicas and backups (an encrypted store's rows are sealed there)")
+        return out
 
     @staticmethod
     def summary_level(store: MemoryStore) -> int:

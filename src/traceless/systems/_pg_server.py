@@ -28,7 +28,7 @@ from typing import Any
 from traceless.errors import ConfigError
 from traceless.forget import scan_files
 
-__all__ = ["COMPACTIONS", "DEFAULT_COMPACTION", "PgServer", "PgTarget", "make_target", "out_of_scope", "parse_dsn",
+__all__ = ["COMPACTIONS", "DEFAULT_COMPACTION", "PgServer", "PgTarget", "ident", "make_target", "out_of_scope", "parse_dsn",
            "replica_targets", "verify_files", "verify_replica"]
 
 COMPACTIONS = ("vacuum", "full")

@@ -20,7 +20,10 @@ do (``attach_config``; else it erases the opened instance), and checks:
 * ``audit_and_receipt_agree``: the audit's stores (``stores()``) and the scan's are the same
   names, with the same copies of the secret per store (the kernel's one match rule);
 * ``interrupted_erasure_completes``: an erasure killed (SIGKILL) at a random point in a child
-  process completes on re-run, with a passing receipt and nothing of the user left.
+  process completes on re-run, with a passing receipt and nothing of the user left;
+* ``certify_refused_or_runs`` (systems with ``Capability.CERTIFY``): a ``--certify`` whose
+  probes cannot run (their embedder unreachable) is refused before any write (no byte changed,
+  no journal), or the erasure's probes run after it; never an erasure and then a failed probe.
 
 ``run_conformance(name, runtime, root)`` returns a ``ConformanceReport``; a test asserts
 ``report.passed`` (``report.failures()`` says what failed).
@@ -28,6 +31,7 @@ do (``attach_config``; else it erases the opened instance), and checks:
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import multiprocessing as mp
 import os
@@ -41,9 +45,10 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from traceless.errors import ErasureScopeError, NothingToEraseError
+from traceless.errors import ErasureScopeError, NothingToEraseError, TracelessError
 from traceless.forget import scan_files
 from traceless.memory import Session, Turn
+from traceless.models import HashingEmbedder
 from traceless.systems._base import (
     MemorySystem,
     SystemConfig,
@@ -303,8 +308,52 @@ def check_interrupted_erasure_completes(t: Target, seed: int = 0) -> CheckOutcom
                         detail=f"killed after {delay:.3f}s: {killed}; re-run passed: {passed}; left {left}")
 
 
+class _Unreachable(HashingEmbedder):
+    """An embedder that cannot run here (a remote one with no network)."""
+
+    def embed(self, texts: list[str]) -> Any:
+        raise ConnectionError("the suite's embedder is unreachable (no network)")
+
+
+def check_certify_refused_or_runs(t: Target) -> CheckOutcome:
+    """A system with ``Capability.CERTIFY``, asked for a certificate whose probes run with an
+    embedder that cannot run: either the erasure is refused before any write (a
+    ``TracelessError``, no byte changed, no journal), or it erases and then its probes do run
+    (its retrieval never needed that embedder). An erasure followed by a probe that fails is
+    the bug (the user erased without a certificate)."""
+    if Capability.CERTIFY not in system_class(t.name).capabilities:
+        return CheckOutcome(passed=True, detail="no Capability.CERTIFY: --certify is refused before attaching")
+    work = t.build("certify")
+    state = t.root / "state-certify"
+    broken = dataclasses.replace(t.runtime, embedder=_Unreachable())
+    before = fingerprint(work)
+    try:
+        _with(t, work, lambda s: erase_system(s, TARGET, [SECRETS[TARGET]], state_dir=state, key=KEY, certify=broken))
+    except TracelessError as e:
+        unchanged = fingerprint(work) == before
+        journals = list((state / "erasures").glob("*")) if (state / "erasures").exists() else []
+        return CheckOutcome(passed=unchanged and not journals,
+                            detail=f"refused before the erasure ({str(e)[:120]}); files unchanged: {unchanged}; "
+                                   f"journals left: {len(journals)}")
+
+    def probe(s: MemorySystem) -> str:
+        p = s.probe_instance(broken)
+        try:
+            answer = p.agent_reply(TARGET, "What is my IBAN?")
+            return "agent replied" if answer is not None else f"{len(p.context(TARGET, 'What is my IBAN?'))} items"
+        finally:
+            p.close()
+    try:
+        got = _with(t, work, probe, read_only=True)
+    except Exception as e:
+        return CheckOutcome(passed=False, detail=f"erased, then the certificate's probe failed ({type(e).__name__}: "
+                                                 f"{str(e)[:120]}): probe_ready let through a certify that cannot run")
+    return CheckOutcome(passed=True, detail=f"erased, then the probe ran without the embedder ({got})")
+
+
 CHECKS: tuple[str, ...] = ("scan_changes_no_byte", "erasure_complete", "bystanders_intact", "quote_per_policy",
-                           "unmatched_user_signs_nothing", "audit_and_receipt_agree", "interrupted_erasure_completes")
+                           "unmatched_user_signs_nothing", "audit_and_receipt_agree", "interrupted_erasure_completes",
+                           "certify_refused_or_runs")
 """Every check of the suite, in the order it runs."""
 
 
@@ -325,4 +374,6 @@ def run_conformance(name: str, runtime: SystemRuntime, root: Path, *, config: di
         report.checks["audit_and_receipt_agree"] = check_audit_and_receipt_agree(t)
     if "interrupted_erasure_completes" in checks:
         report.checks["interrupted_erasure_completes"] = check_interrupted_erasure_completes(t, seed)
+    if "certify_refused_or_runs" in checks:
+        report.checks["certify_refused_or_runs"] = check_certify_refused_or_runs(t)
     return report

@@ -8,7 +8,12 @@ turn's text, owned by the user): a native deletion (``delete_messages``) removes
 messages and leaves the facts, as real systems leave derived copies. ``bug`` makes it wrong
 on purpose, so a test can show the suite fails an adapter that is: ``"over-delete"`` (the
 erasure also removes the records of a user whose id is a prefix of the requester's),
-``"keep-fact"`` (it leaves the user's facts), ``"write-on-scan"`` (scan touches the file).
+``"keep-fact"`` (it leaves the user's facts), ``"write-on-scan"`` (scan touches the file),
+``"certify-unchecked"`` (``probe_ready`` checks nothing: a ``--certify`` whose embedder cannot
+run erases, then its probe fails).
+
+``--certify``: the probes rank the user's records with the runtime's embedder
+(``probe_instance``); ``probe_ready`` embeds one text with it before the erasure.
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ from traceless.systems.kernel import replace_literals
 
 __all__ = ["DictConfig", "DictInstance", "DictSystem", "register_dict_system"]
 
-Bug = Literal["none", "over-delete", "keep-fact", "write-on-scan"]
+Bug = Literal["none", "over-delete", "keep-fact", "write-on-scan", "certify-unchecked"]
 STORES = ("messages", "facts")
 
 
@@ -109,7 +114,7 @@ class DictSystem(MemorySystem):
     """A ``MemorySystem`` over a ``DictInstance``."""
 
     config_class = DictConfig
-    capabilities = frozenset({Capability.LIVE, Capability.REWRITE})
+    capabilities = frozenset({Capability.LIVE, Capability.REWRITE, Capability.CERTIFY})
 
     def __init__(self, work_dir: Path, config: SystemConfig, runtime: SystemRuntime | None,
                  *, read_only: bool = False) -> None:
@@ -129,7 +134,19 @@ class DictSystem(MemorySystem):
         self.inst.save(doc)
 
     def context(self, owner: str, query: str, view: str = "agent") -> list[ContextItem]:
-        return [ContextItem(id=r.id, text=r.fields["text"]) for r in self.inst.records() if r.owner == owner]
+        mine = [r for r in self.inst.records() if r.owner == owner]
+        if self.runtime is not None:  # the query embedded, the records ranked by it, as a retrieval does
+            vecs = self.runtime.embedder.embed([query, *(r.fields["text"] for r in mine)])
+            scores = vecs[1:] @ vecs[0]
+            mine = [mine[j] for j in sorted(range(len(mine)), key=lambda j: (-float(scores[j]), mine[j].id))]
+        return [ContextItem(id=r.id, text=r.fields["text"]) for r in mine]
+
+    def probe_instance(self, runtime: SystemRuntime) -> MemorySystem:
+        return DictSystem(self.work_dir, self.config, runtime, read_only=True)
+
+    def probe_ready(self, runtime: SystemRuntime) -> None:
+        if self.inst.bug != "certify-unchecked":
+            runtime.embedder.embed(["can the probes' ranking run"])
 
     @classmethod
     def deletions(cls, config: SystemConfig) -> tuple[str, ...]:

@@ -1,0 +1,29 @@
+"""Helpers for an adapter whose records live in tables on a PostgreSQL server (mem0 on
+pgvector, LangGraph's ``PostgresSaver`` / ``PostgresStore``, Agno's ``PostgresDb``, the Agents
+SDK's ``SQLAlchemySession``): the public face of ``traceless.systems._pg_server`` for in-tree
+and third-party adapters alike (``from traceless.systems import postgres as pg``).
+
+``PgServer`` reads in ``BEGIN READ ONLY`` transactions, refuses missing tables and a role
+without ``DELETE``/``MAINTAIN`` before any change, deletes by key columns in one transaction
+(``DELETE … RETURNING``), runs the physical step (``VACUUM (INDEX_CLEANUP ON)`` by default,
+``VACUUM FULL`` opt-in) and a ``CHECKPOINT``; ``verify_files`` / ``verify_replica`` read the
+relation files and ``pg_wal`` of the server and of each named standby; ``out_of_scope`` names
+what no erasure on a server reaches.
+"""
+
+from traceless.systems._pg_server import (
+    COMPACTIONS,
+    DEFAULT_COMPACTION,
+    PgServer,
+    PgTarget,
+    ident,
+    make_target,
+    out_of_scope,
+    parse_dsn,
+    replica_targets,
+    verify_files,
+    verify_replica,
+)
+
+__all__ = ["COMPACTIONS", "DEFAULT_COMPACTION", "PgServer", "PgTarget", "ident", "make_target", "out_of_scope",
+           "parse_dsn", "replica_targets", "verify_files", "verify_replica"]
