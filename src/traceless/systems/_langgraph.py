@@ -28,7 +28,14 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypedDict
 
-from pydantic import Field, model_validator
+from pydantic import (
+    Field,
+    PrivateAttr,
+    SerializerFunctionWrapHandler,
+    field_serializer,
+    model_serializer,
+    model_validator,
+)
 
 from traceless import prompts
 from traceless.errors import ConfigError, UnsupportedError
@@ -40,6 +47,7 @@ from traceless.systems import (
     ContextItem,
     DeletionTarget,
     ErasurePlan,
+    LiveInstance,
     MemorySystem,
     ScanReport,
     StoreOutcome,
@@ -48,6 +56,7 @@ from traceless.systems import (
     memory_system,
 )
 from traceless.systems._langgraph_live import LiveLangGraph, NamespaceMap
+from traceless.systems._langgraph_pg import PgLangGraph
 
 __all__ = ["CheckpointerConfig", "LangGraphConfig", "LangGraphSystem", "StoreConfig", "StoreIndexConfig", "UserMapping"]
 
@@ -77,6 +86,10 @@ class StoreIndexConfig(_Shaped):
     """``traceless`` (the audit's embedder) or ``module:callable`` (texts → vectors)."""
     fields: list[str] = Field(default_factory=lambda: ["$"])
     """Value fields to embed (JSON paths, LangGraph's default ``$``: the whole value)."""
+    distance_type: str | None = None
+    """``PostgresStore``'s ``distance_type`` (as the app gives it; scan/forget do not need it)."""
+    ann_index_config: dict[str, Any] | None = None
+    """``PostgresStore``'s ``ann_index_config`` (as the app gives it; scan/forget do not need it)."""
 
 
 class CheckpointerConfig(_Shaped):
@@ -87,8 +100,35 @@ class CheckpointerConfig(_Shaped):
     """The saver: ``SqliteSaver``, ``PostgresSaver`` or ``InMemorySaver``."""
     path: str | None = None
     """The SQLite file (``sqlite``; the audit puts its own in the work dir)."""
-    url: str | None = None
-    """The PostgreSQL URL (``postgres``)."""
+    url: str | None = Field(None, repr=False)
+    """The PostgreSQL connection string exactly as the app passes it to
+    ``PostgresSaver.from_conn_string(...)`` / ``PostgresStore.from_conn_string(...)`` (a
+    ``postgresql://`` URL or ``key=value`` string; ``sslmode`` and the TLS options pass through).
+    Read once here; written nowhere (a dump shows it without its password)."""
+    _dsn: dict[str, Any] | None = PrivateAttr(default=None)
+
+    @model_validator(mode="after")
+    def _read_url(self) -> CheckpointerConfig:
+        if self.kind == "postgres":
+            if not self.url:
+                raise ValueError("kind \"postgres\" needs url: the connection string your app passes to "
+                                 "from_conn_string(...)")
+            from traceless.systems.postgres import parse_dsn
+
+            self._dsn = parse_dsn(self.url, "url")
+        return self
+
+    @field_serializer("url")
+    def _no_password(self, url: str | None) -> str | None:
+        if url is None or self._dsn is None:
+            return url
+        d = self._dsn
+        return f"postgresql://{d.get('user', '')}@{d.get('host', '')}:{d.get('port', '')}/{d.get('dbname', '')}"
+
+    def dsn(self) -> dict[str, Any]:
+        """The connection string's libpq keywords (``postgres`` only; never printed)."""
+        assert self._dsn is not None, "kind postgres: validated with a url"
+        return dict(self._dsn)
 
 
 class StoreConfig(CheckpointerConfig):
@@ -96,6 +136,17 @@ class StoreConfig(CheckpointerConfig):
 
     index: StoreIndexConfig | None = None
     """The store's vector index (none: the store is searched without one)."""
+
+
+class ServerOptions(_Shaped):
+    """traceless's own keys for a server-backed instance (the config's ``traceless:`` section)."""
+
+    pg_compaction: Literal["vacuum", "full"] = "vacuum"
+    """PostgreSQL: the physical step after the rows are deleted; ``vacuum`` (default: ``VACUUM
+    (INDEX_CLEANUP ON)``, online, the app's queries do not wait; the erased tuples' bytes may stay
+    in the pages' free space, counted in the receipt) or ``full`` (opt-in: ``VACUUM FULL`` rewrites
+    the tables and indexes, the bytes gone; an ``ACCESS EXCLUSIVE`` lock: the app's queries on
+    them wait while it runs)."""
 
 
 class UserMapping(_Shaped):
@@ -150,6 +201,14 @@ class LangGraphConfig(SystemConfig):
     """The store (None: SQLite in the audit's work dir). ``scan``/``forget`` read its path."""
     users: UserMapping = Field(default_factory=UserMapping)
     """How users map to namespaces, threads and ``configurable`` keys."""
+    traceless: ServerOptions | None = None
+    """traceless's options for an instance on a server (``{"pg_compaction": "full"}``)."""
+
+    @model_serializer(mode="wrap")
+    def _drop_unset_traceless(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """No ``traceless`` section given: left out, so an audit's identity is what it was before it existed."""
+        d: dict[str, Any] = handler(self)
+        return {k: v for k, v in d.items() if k != "traceless" or v is not None}
 
 
 def _add(left: list[dict[str, str]], right: list[dict[str, str]]) -> list[dict[str, str]]:
@@ -220,6 +279,8 @@ class LangGraphSystem(MemorySystem):
     config_class = LangGraphConfig
     _live: LiveLangGraph | None = None
     """The attached live instance (``attach``); None for an audit's instance."""
+    _pg: PgLangGraph | None = None
+    """The attached instance on a PostgreSQL server (``PostgresSaver`` / ``PostgresStore``)."""
     _factory: Callable[..., Any] | None = None
     """The user's graph factory (``graph``); None: traceless's graph."""
     _probe_graph: Any = None
@@ -410,6 +471,8 @@ class LangGraphSystem(MemorySystem):
         }
 
     def close(self) -> None:
+        if self._pg is not None:  # a connection per read: nothing held open
+            return
         if self._live is not None:
             self._live.close()
             return
@@ -430,6 +493,8 @@ class LangGraphSystem(MemorySystem):
                read_only: bool) -> LangGraphSystem:
         if not isinstance(config, LangGraphConfig):
             raise ConfigError(f"memory system 'langgraph' takes a LangGraphConfig, not {type(config).__name__}")
+        if any(c is not None and c.kind == "postgres" for c in (config.store, config.checkpointer)):
+            return cls._attach_server(config, runtime, read_only=read_only)
         paths: dict[str, Path | None] = {}
         for what, c in (("store", config.store), ("checkpointer", config.checkpointer)):
             if c is not None and c.kind != "sqlite":
@@ -442,6 +507,31 @@ class LangGraphSystem(MemorySystem):
         MemorySystem.__init__(self, root, config, runtime)  # type: ignore[arg-type]
         self._live = live
         return self
+
+    @classmethod
+    def _attach_server(cls, config: LangGraphConfig, runtime: SystemRuntime | None, *,
+                       read_only: bool) -> LangGraphSystem:
+        """``PostgresSaver`` / ``PostgresStore`` on a server: its tables checked (nothing created)."""
+        from traceless.systems._langgraph_pg import pg_instance
+
+        pg = pg_instance(config, read_only=read_only)
+        self = cls.__new__(cls)
+        MemorySystem.__init__(self, Path("."), config, runtime)  # type: ignore[arg-type]
+        self._pg = pg
+        return self
+
+    def instance(self) -> LiveInstance:
+        if self._pg is None:
+            raise UnsupportedError("langgraph: the kernel's instance is the PostgreSQL one; SQLite files are "
+                                   "scanned and erased by LiveLangGraph")
+        return self._pg
+
+    def read_only_instance(self) -> bool:
+        return self._pg is not None and self._pg.read_only
+
+    def check_erasable(self) -> None:
+        if self._pg is not None:
+            self._pg.precheck()
 
     def probe_instance(self, runtime: SystemRuntime) -> LangGraphSystem:
         """The attached instance as the audit's agent reads it, for ``forget --certify``: the
@@ -486,6 +576,9 @@ class LangGraphSystem(MemorySystem):
 
         cfg = self.config
         assert isinstance(cfg, LangGraphConfig)
+        if self._pg is not None:
+            raise UnsupportedError("langgraph: --certify is not available yet for PostgresSaver/PostgresStore "
+                                   "instances; run the erasure without --certify (its receipt is signed as before)")
         factory = _audit_factory(cfg)
         self._probe_index(runtime)
         # without an index (or without sqlite-vec) the probes rank the user's items with it
@@ -517,24 +610,40 @@ class LangGraphSystem(MemorySystem):
         return self._live
 
     def scan(self, user: str | None, literals: Sequence[str], *, reveal: bool = False) -> ScanReport:
+        if self._pg is not None:  # a server: the kernel's scan
+            self._pg.requester = user
+            return super().scan(user, literals, reveal=reveal)
         return self._attached().scan(self.name, user, literals, reveal)
 
     def plan_erasure(self, user: str | None, literals: Sequence[str]) -> ErasurePlan:
+        if self._pg is not None:
+            self._pg.requester = user
+            return super().plan_erasure(user, literals)
         live = self._attached()
         self._literals = tuple(literals)
         return live.plan(self.name, user, literals)
 
     def execute_erasure(self, plan: ErasurePlan, literals: Sequence[str]) -> list[StoreOutcome]:
+        if self._pg is not None:
+            self._pg.requester = plan.user
+            return super().execute_erasure(plan, literals)
         return self._attached().execute(plan, literals)
 
     def bystander_digests(self, user: str | None) -> dict[str, tuple[int, str]]:
+        if self._pg is not None:
+            self._pg.requester = user
+            return super().bystander_digests(user)
         # records holding a literal are the erasure's targets, not bystanders: the literals
         # are those of the last plan (the driver plans before it digests)
         return self._attached().bystanders(user, self._literals)
 
     def instance_files(self) -> list[Path]:
+        if self._pg is not None:  # the relation files of its tables, when the data directory is readable
+            return self._pg.files()
         return self._attached().files()
 
     def out_of_scope(self) -> list[str]:
+        if self._pg is not None:
+            return [*super().out_of_scope(), *self._pg.out_of_scope()]
         return [*super().out_of_scope(), "VACUUM's temporary files (freed blocks of the temp directory)",
                 "the -shm index of a file a live writer holds open (no data; SQLite rewrites it)"]

@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,7 +36,7 @@ from traceless.errors import ConfigError, UnsupportedError
 from traceless.systems import ErasurePlan, PlannedAction, ScanHit, ScanReport, StoreOutcome
 from traceless.systems.kernel import byte_forms, count_in_blobs, digest
 
-__all__ = ["LiveLangGraph", "NamespaceMap"]
+__all__ = ["LiveLangGraph", "NamespaceMap", "owned_threads", "state_users"]
 
 _STORE_TABLES = ("store", "store_vectors")
 _KEYS = {"store": ("prefix", "key"), "store_vectors": ("prefix", "key", "field_name")}
@@ -108,6 +108,32 @@ def _tables(conn: sqlite3.Connection) -> list[str]:
 
 def _columns(conn: sqlite3.Connection, table: str) -> list[str]:
     return [r[1] for r in conn.execute(f'PRAGMA table_info("{table}")')]
+
+
+def owned_threads(users: NamespaceMap, user: str, thread_ids: Iterable[str],
+                  named: Mapping[str, set[tuple[str, str]]], by_state: Mapping[str, str]) -> set[str]:
+    """The threads of ``user``: the id matches the ``users.thread_id`` template, or a checkpoint's
+    metadata names the user under a ``users.configurable`` key (``named``: key → (thread, value)),
+    or the graph's state does (``by_state``: thread → user). A thread whose metadata or state names
+    another user is theirs, whatever its id: with ``{user_id}:{session_id}``, user ``ann`` must not
+    take ``ann:vip:s1``. The one attribution rule of LangGraph's SQLite files and its server."""
+    rx = users.thread_pattern(user)
+    out = {t for t in thread_ids if rx.match(t)}
+    for k, v in users.configurable.items():
+        pairs, mine = named.get(k, set()), v.format(user_id=user)
+        out |= {t for t, who in pairs if who == mine}
+        out -= {t for t, who in pairs if who != mine}
+    return (out | {t for t, w in by_state.items() if w == user}) - {t for t, w in by_state.items() if w != user}
+
+
+def state_users(pairs: Iterable[tuple[str, Any]]) -> dict[str, str]:
+    """(thread, the value its checkpoint's state holds under ``users.state_key``) → thread → user,
+    for the threads whose checkpoints name exactly one user (a string)."""
+    seen: dict[str, set[str]] = {}
+    for tid, who in pairs:
+        if isinstance(who, str):
+            seen.setdefault(tid, set()).add(who)
+    return {t: next(iter(w)) for t, w in seen.items() if len(w) == 1}
 
 
 class LiveLangGraph:
@@ -185,19 +211,14 @@ class LiveLangGraph:
         conn = self._conns.get("checkpoints")
         if user is None or conn is None or "checkpoints" not in _tables(conn):
             return set()
-        rx = self.users.thread_pattern(user)
-        out = {str(t) for (t,) in conn.execute("SELECT DISTINCT thread_id FROM checkpoints") if rx.match(str(t))}
-        for k, v in self.users.configurable.items():  # the configurable keys LangGraph copies into metadata
-            path, mine = '$."' + k.replace('"', '""') + '"', v.format(user_id=user)
+        tids = [str(t) for (t,) in conn.execute("SELECT DISTINCT thread_id FROM checkpoints")]
+        named: dict[str, set[tuple[str, str]]] = {}
+        for k in self.users.configurable:  # the configurable keys LangGraph copies into metadata
+            path = '$."' + k.replace('"', '""') + '"'
             sql = ("SELECT DISTINCT thread_id, json_extract(CAST(metadata AS TEXT), ?) FROM checkpoints "
                    "WHERE json_valid(CAST(metadata AS TEXT)) AND json_extract(CAST(metadata AS TEXT), ?) IS NOT NULL")
-            named = {(str(t), str(who)) for t, who in conn.execute(sql, (path, path))}
-            out |= {t for t, who in named if who == mine}
-            # a thread whose metadata names another user is theirs, whatever its id: with
-            # ``{user_id}:{session_id}``, user ``ann`` must not take ``ann:vip:s1``
-            out -= {t for t, who in named if who != mine}
-        by_state = self._state_users(conn)  # the user the graph's state names: it decides, as metadata does
-        return (out | {t for t, w in by_state.items() if w == user}) - {t for t, w in by_state.items() if w != user}
+            named[k] = {(str(t), str(who)) for t, who in conn.execute(sql, (path, path))}
+        return owned_threads(self.users, user, tids, named, self._state_users(conn))
 
     def _state_users(self, conn: sqlite3.Connection) -> dict[str, str]:
         """Thread → the user its checkpoints' state names under ``state_key`` (decoded with
@@ -208,16 +229,14 @@ class LiveLangGraph:
         from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
         serde = JsonPlusSerializer()
-        seen: dict[str, set[str]] = {}
+        pairs: list[tuple[str, Any]] = []
         for tid, typ, blob in conn.execute("SELECT thread_id, type, checkpoint FROM checkpoints"):
             try:
                 values = serde.loads_typed((typ, blob)).get("channel_values") or {}
             except Exception:  # noqa: BLE001 - a checkpoint this serializer cannot read names nobody
                 continue
-            who = values.get(key) if isinstance(values, dict) else None
-            if isinstance(who, str):
-                seen.setdefault(str(tid), set()).add(who)
-        return {t: next(iter(w)) for t, w in seen.items() if len(w) == 1}
+            pairs.append((str(tid), values.get(key) if isinstance(values, dict) else None))
+        return state_users(pairs)
 
     def _thread_rows(self, user: str | None, forms: Sequence[bytes]) -> Iterator[_Row]:
         conn = self._conns.get("checkpoints")

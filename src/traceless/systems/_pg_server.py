@@ -146,9 +146,11 @@ class PgServer:
     def precheck_write(self) -> None:
         """The role may DELETE and VACUUM the tables: refused before any change otherwise."""
         with self.connect(read_only=True) as con:
+            # MAINTAIN exists from PostgreSQL 17 on; before, only the owner (or a superuser) may VACUUM
+            maintain = "has_table_privilege(%s, 'MAINTAIN')" if con.info.server_version >= 170000 else "%s::text IS NULL"
             for t in self.tables:
                 ok = con.execute("SELECT has_table_privilege(%s, 'DELETE'), pg_has_role(c.relowner, 'USAGE') "
-                                 "OR has_table_privilege(%s, 'MAINTAIN') FROM pg_class c WHERE c.oid = %s::regclass",
+                                 f"OR {maintain} FROM pg_class c WHERE c.oid = %s::regclass",
                                  (t, t, t)).fetchone()
                 if not ok or not all(ok):
                     raise ConfigError(f"{self.target.where}: the role may not DELETE from or VACUUM {t!r}; "
