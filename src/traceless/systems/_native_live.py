@@ -19,7 +19,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from traceless.memory import MemoryStore, Tier
-from traceless.systems._erase import StoreOutcome
+from traceless.systems import StoreOutcome
 from traceless.systems.contract import LiveInstance, Op, Record, Remove
 from traceless.systems.kernel import replace_literals
 
