@@ -255,7 +255,7 @@ def traceless_section(data: Any) -> Any:
 def check_url(url: str | None, key: str) -> None:
     """A server URL as the package takes it (SQLAlchemy ``postgresql+DRIVER://``); the error
     never repeats it (it holds the password)."""
-    if url is not None and not url.split("://", 1)[0].split("+", 1)[0] in ("postgresql", "postgres"):
+    if url is not None and url.split("://", 1)[0].split("+", 1)[0] not in ("postgresql", "postgres"):
         raise ValueError(f"{key} must be a PostgreSQL URL (postgresql+psycopg://USER:PASSWORD@HOST:PORT/DBNAME)")
 
 
