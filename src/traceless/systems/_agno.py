@@ -21,6 +21,14 @@ deletes every user's memories, agno #9983).
 
 A live instance (``db_file`` in the config) is scanned read-only (``mode=ro``) and erased:
 Agno's own deletions, then the rows they leave and rows quoting a literal, then ``VACUUM``.
+
+On a PostgreSQL server (``db_url``: the URL the app gives ``PostgresDb(db_url=...)``, with its
+``db_schema`` and table names): the tables (``PgTables``) are read in one read-only
+transaction; the erasure removes every row of the user (memories, sessions, runs) and
+rewrites other rows quoting a literal in **one** transaction (Agno's own
+``clear_user_memories`` and ``delete_sessions`` each commit on their own, so they are not
+called), then ``VACUUM (INDEX_CLEANUP ON)`` (or ``pg_compaction: full``: ``VACUUM FULL``),
+``CHECKPOINT``, and the relation files read for the erased texts.
 """
 
 from __future__ import annotations
@@ -29,6 +37,8 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from pydantic import SecretStr, field_validator, model_validator
 
 from traceless.errors import ConfigError
 from traceless.memory import Session
@@ -56,6 +66,40 @@ class AgnoConfig(SystemConfig):
 
     db_file: str | None = None
     """A live instance's SQLite file (``scan``/``forget --memory agno``); the audit uses its work dir."""
+    db_url: SecretStr | None = None
+    """A live instance on a PostgreSQL server: the URL the app gives ``PostgresDb(db_url=...)``
+    (``postgresql+psycopg://USER:PASSWORD@HOST:PORT/DBNAME``); never written anywhere."""
+    db_schema: str = "ai"
+    """``PostgresDb``'s ``db_schema`` (Agno's default ``ai``)."""
+    session_table: str = "agno_sessions"
+    """``PostgresDb``'s ``session_table``."""
+    memory_table: str = "agno_memories"
+    """``PostgresDb``'s ``memory_table``."""
+    runs_table: str = "agno_runs"
+    """``PostgresDb``'s ``runs_table`` (erased when it exists)."""
+    pg_compaction: str | None = None
+    """On a server: ``vacuum`` (default, ``VACUUM (INDEX_CLEANUP ON)``, online; leaves the erased
+    tuples' bytes in the heap pages' free space) or ``full`` (``VACUUM FULL``, opt-in: the bytes
+    gone; an ``ACCESS EXCLUSIVE`` lock on each changed table while it runs)."""
+    pg_replicas: list[str] | None = None
+    """On a server: connection strings of its physical standbys, whose files are read too after
+    they replayed the erasure (replicas not named: out of scope)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _traceless_section(cls, data: Any) -> Any:
+        """``pg_compaction`` / ``pg_replicas`` may sit under one ``traceless:`` section."""
+        from traceless.systems.postgres import traceless_section
+
+        return traceless_section(data)
+
+    @field_validator("db_url")
+    @classmethod
+    def _postgres(cls, v: SecretStr | None) -> SecretStr | None:
+        from traceless.systems.postgres import check_url
+
+        check_url(v.get_secret_value() if v is not None else None, "db_url")
+        return v
 
 
 def _import_agno() -> Any:
@@ -63,6 +107,11 @@ def _import_agno() -> Any:
     import agno.db.sqlite as sqlite_db
 
     return sqlite_db
+
+
+def _row_owner(table: str, row: dict[str, Any]) -> str | None:
+    user = row.get("user_id")
+    return user if isinstance(user, str) else None
 
 
 def _sid(owner: str, session_id: str) -> str:
@@ -173,9 +222,26 @@ class AgnoSystem(live.SqliteInstance):
             self._db = None
 
     # ------------------------------------------------- live instances: scan and erase
+    @classmethod
+    def server_tables(cls, config: SystemConfig) -> Any:
+        """``PostgresDb``'s tables on the server ``db_url`` names (sessions and memories
+        required, runs when present), reached and checked before anything else."""
+        assert isinstance(config, AgnoConfig)
+        if config.db_url is None:
+            return None
+        from traceless.systems.postgres import pg_tables, replica_targets, url_target
+
+        target = url_target(config.db_url.get_secret_value(), "db_url", config.pg_compaction)
+        q = f"{config.db_schema}."
+        return pg_tables(target, [q + config.memory_table, q + config.session_table],
+                         [q + config.runs_table, q + "agno_schema_versions"], _row_owner,
+                         replica_targets(config.pg_replicas or (), target), " (Agno's PostgresDb tables)")
+
+    def init_server(self) -> None:
+        self._db = self._mm = None
+
     def row_owner(self, table: str, row: dict[str, Any]) -> str | None:
-        user = row.get("user_id")
-        return user if isinstance(user, str) else None
+        return _row_owner(table, row)
 
     def native_erasure(self, plan: ErasurePlan) -> None:
         if plan.user is not None:  # Agno's own deletions first, then the kernel removes what they leave

@@ -29,6 +29,13 @@ when asked): the store ``agent_messages@decrypted`` is every row the key opens.
 
 A live instance (``db_file``) is scanned read-only (``mode=ro``) and erased: ``clear_session``
 of every session of the user, then the rows it leaves and rows quoting a literal, then ``VACUUM``.
+
+On a PostgreSQL server (``url``: the URL the app gives ``SQLAlchemySession.from_url(url=...)``,
+``postgresql+psycopg://`` or ``postgresql+asyncpg://``): the two tables (``PgTables``) are read
+in one read-only transaction; the erasure removes the user's sessions and messages and
+rewrites other messages quoting a literal in **one** transaction (``clear_session`` commits
+per session, so it is not called), then ``VACUUM (INDEX_CLEANUP ON)`` (or ``pg_compaction:
+full``: ``VACUUM FULL``), ``CHECKPOINT``, and the relation files read for the erased texts.
 """
 
 from __future__ import annotations
@@ -42,7 +49,7 @@ from collections.abc import Coroutine, Iterable, Sequence
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from pydantic import Field
+from pydantic import Field, SecretStr, field_validator, model_validator
 
 from traceless.errors import ConfigError, StudyError
 from traceless.memory import Session
@@ -87,6 +94,21 @@ class OpenAIAgentsConfig(SystemConfig):
     """A live instance's SQLite file (``scan``/``forget --memory openai-agents``)."""
     session: Literal["sqlite", "sqlalchemy"] = "sqlite"
     """The SDK's session class: ``SQLiteSession``, or ``SQLAlchemySession`` on the same SQLite file."""
+    url: SecretStr | None = None
+    """A live instance on a PostgreSQL server: the URL the app gives
+    ``SQLAlchemySession.from_url(url=...)`` (``postgresql+psycopg://USER:PASSWORD@HOST:PORT/DBNAME``);
+    never written anywhere."""
+    sessions_table: str = "agent_sessions"
+    """``SQLAlchemySession``'s ``sessions_table`` (``schema.name`` allowed)."""
+    messages_table: str = "agent_messages"
+    """``SQLAlchemySession``'s ``messages_table`` (``schema.name`` allowed)."""
+    pg_compaction: str | None = None
+    """On a server: ``vacuum`` (default, ``VACUUM (INDEX_CLEANUP ON)``, online; leaves the erased
+    tuples' bytes in the heap pages' free space) or ``full`` (``VACUUM FULL``, opt-in: the bytes
+    gone; an ``ACCESS EXCLUSIVE`` lock on each changed table while it runs)."""
+    pg_replicas: list[str] | None = None
+    """On a server: connection strings of its physical standbys, whose files are read too after
+    they replayed the erasure (replicas not named: out of scope)."""
     encrypted_ttl: int | None = Field(None, ge=1)
     """Wrap each session in ``EncryptedSession`` with this TTL in seconds (adds ``ttl_expiry``)."""
     agent: bool = True
@@ -97,6 +119,22 @@ class OpenAIAgentsConfig(SystemConfig):
     """The ``Agent``'s instructions."""
     agent_max_tokens: int = Field(40, ge=1)
     """Tokens the agent's model may generate per reply (greedy)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _traceless_section(cls, data: Any) -> Any:
+        """``pg_compaction`` / ``pg_replicas`` may sit under one ``traceless:`` section."""
+        from traceless.systems.postgres import traceless_section
+
+        return traceless_section(data)
+
+    @field_validator("url")
+    @classmethod
+    def _postgres(cls, v: SecretStr | None) -> SecretStr | None:
+        from traceless.systems.postgres import check_url
+
+        check_url(v.get_secret_value() if v is not None else None, "url")
+        return v
 
 
 def audit_model(backend: ModelBackend, max_new_tokens: int) -> Any:
@@ -311,6 +349,8 @@ class OpenAIAgentsSystem(live.SqliteInstance):
 
     # ------------------------------------------------------------------ scanning
     def stores(self) -> dict[str, Iterable[str]]:
+        if self.server is not None:
+            return super().stores()
         if not self.path.exists():
             return {}
         tables = live.rows(self.path)
@@ -358,8 +398,24 @@ class OpenAIAgentsSystem(live.SqliteInstance):
         return super().attach(config, runtime, read_only=read_only)
 
     def row_owner(self, table: str, row: dict[str, Any]) -> str | None:
-        sid = row.get("session_id")
-        return sid.split("/", 1)[0] if isinstance(sid, str) else None
+        return _row_owner(table, row)
+
+    @classmethod
+    def server_tables(cls, config: SystemConfig) -> Any:
+        """``SQLAlchemySession``'s two tables on the server ``url`` names (messages first: their
+        rows reference the sessions'), reached and checked before anything else."""
+        assert isinstance(config, OpenAIAgentsConfig)
+        if config.url is None:
+            return None
+        from traceless.systems.postgres import pg_tables, replica_targets, url_target
+
+        target = url_target(config.url.get_secret_value(), "url", config.pg_compaction)
+        return pg_tables(target, [config.messages_table, config.sessions_table], [], _row_owner,
+                         replica_targets(config.pg_replicas or (), target), " (SQLAlchemySession's tables)")
+
+    def init_server(self) -> None:
+        assert isinstance(self.config, OpenAIAgentsConfig)
+        self.cfg, self._open, self._loop, self.clock_shift, self._model = self.config, {}, None, 0, None
 
     def native_erasure(self, plan: ErasurePlan) -> None:
         if plan.user is not None:  # the SDK's own deletion first, then the kernel removes what it leaves
@@ -439,6 +495,11 @@ class OpenAIAgentsSystem(live.SqliteInstance):
                 f"{live.replace_literals(self._decrypt(r.values) or r.text(), self._planned[0])}"
                 for r in rs if not self._mine(r, user))
         return out
+
+
+def _row_owner(table: str, row: dict[str, Any]) -> str | None:
+    sid = row.get("session_id")
+    return sid.split("/", 1)[0] if isinstance(sid, str) else None
 
 
 class _Clock:

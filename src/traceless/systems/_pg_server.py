@@ -28,8 +28,8 @@ from typing import Any
 from traceless.errors import ConfigError
 from traceless.forget import scan_files
 
-__all__ = ["COMPACTIONS", "DEFAULT_COMPACTION", "PgServer", "PgTarget", "ident", "make_target", "out_of_scope", "parse_dsn",
-           "replica_targets", "verify_files", "verify_replica"]
+__all__ = ["COMPACTIONS", "DEFAULT_COMPACTION", "PgServer", "PgTarget", "delete_in", "ident", "make_target", "out_of_scope",
+           "parse_dsn", "replica_targets", "verify_files", "verify_replica"]
 
 COMPACTIONS = ("vacuum", "full")
 DEFAULT_COMPACTION = "vacuum"
@@ -143,43 +143,31 @@ class PgServer:
             con.rollback()
         return [t for t in names if t in found or any(f.split(".", 1)[1] == t for f in found)]
 
-    def precheck_write(self) -> None:
-        """The role may DELETE and VACUUM the tables: refused before any change otherwise."""
+    def precheck_write(self, privileges: Sequence[str] = ("DELETE",)) -> None:
+        """The role may ``privileges`` (DELETE; UPDATE for rewrites) and VACUUM the tables:
+        refused before any change otherwise. VACUUM: the table's owner, or ``MAINTAIN``
+        (PostgreSQL 17+; before it, the database's owner or a superuser)."""
         with self.connect(read_only=True) as con:
-            # MAINTAIN exists from PostgreSQL 17 on; before, only the owner (or a superuser) may VACUUM
-            maintain = "has_table_privilege(%s, 'MAINTAIN')" if con.info.server_version >= 170000 else "%s::text IS NULL"
+            v17 = int(con.execute("SHOW server_version_num").fetchone()[0]) >= 170000
+            may = " AND ".join("has_table_privilege(%(t)s, " + f"'{p}')" for p in privileges) or "true"
+            vac = ("has_table_privilege(%(t)s, 'MAINTAIN')" if v17 else
+                   "pg_has_role((SELECT datdba FROM pg_database WHERE datname = current_database()), 'USAGE') "
+                   "OR (SELECT rolsuper FROM pg_roles WHERE rolname = current_user)")
             for t in self.tables:
-                ok = con.execute("SELECT has_table_privilege(%s, 'DELETE'), pg_has_role(c.relowner, 'USAGE') "
-                                 f"OR {maintain} FROM pg_class c WHERE c.oid = %s::regclass",
-                                 (t, t, t)).fetchone()
+                ok = con.execute(f"SELECT {may}, pg_has_role(c.relowner, 'USAGE') OR {vac} FROM pg_class c "
+                                 "WHERE c.oid = %(t)s::regclass", {"t": t}).fetchone()
                 if not ok or not all(ok):
-                    raise ConfigError(f"{self.target.where}: the role may not DELETE from or VACUUM {t!r}; "
-                                      "grant it DELETE and MAINTAIN (or use the table's owner); nothing was changed")
+                    raise ConfigError(f"{self.target.where}: the role may not {'/'.join(privileges)} or VACUUM {t!r}; "
+                                      f"grant it {' and '.join(privileges)} (and MAINTAIN, or use the table's owner); "
+                                      "nothing was changed")
             con.rollback()
 
     def delete(self, keys: Mapping[str, tuple[Sequence[str], Collection[tuple[str, ...]]]]) -> dict[str, set[tuple[str, ...]]]:
         """Per table, the rows whose key columns (as text) are one of the given tuples, in one
         transaction (every table or none); the keys each ``DELETE`` returned (what this
         erasure removed, and nothing else)."""
-        from psycopg import sql
-
-        out: dict[str, set[tuple[str, ...]]] = {}
         with self.connect(read_only=False) as con, con.transaction():
-            for t, (cols, vals) in keys.items():
-                if not vals:
-                    continue
-                key = sql.SQL(", ").join(sql.SQL("{}::text").format(sql.Identifier(c)) for c in cols)
-                arrays = [sorted(v[i] for v in vals) if len(cols) == 1 else [v[i] for v in sorted(vals)]
-                          for i in range(len(cols))]
-                if len(cols) == 1:
-                    q = sql.SQL("DELETE FROM {} WHERE {}::text = ANY(%s) RETURNING {}").format(
-                        ident(t), sql.Identifier(cols[0]), key)
-                else:
-                    unnest = sql.SQL(", ").join(sql.SQL("%s::text[]") for _ in cols)
-                    q = sql.SQL("DELETE FROM {} WHERE ({}) IN (SELECT * FROM unnest({})) RETURNING {}").format(
-                        ident(t), key, unnest, key)
-                out[t] = {tuple(str(x) for x in r) for r in con.execute(q, arrays)}
-        return out
+            return delete_in(con, keys)
 
     def compact(self) -> list[str]:
         """The physical step, then a checkpoint (what it could not do is said, not hidden)."""
@@ -271,6 +259,28 @@ class PgServer:
         """(segments under pg_wal holding any of ``texts``, in any encoding the byte scan knows; segments there)."""
         segs = sorted(p for p in (data / "pg_wal").glob("0*") if p.is_file() and len(p.name) == 24)
         return sum(1 for n in scan_files(segs, texts).values() if n), len(segs)
+
+
+def delete_in(con: Any, keys: Mapping[str, tuple[Sequence[str], Collection[tuple[str, ...]]]]) -> dict[str, set[tuple[str, ...]]]:
+    """``PgServer.delete`` inside the caller's open transaction ``con`` (tables in the given order)."""
+    from psycopg import sql
+
+    out: dict[str, set[tuple[str, ...]]] = {}
+    for t, (cols, vals) in keys.items():
+        if not vals:
+            continue
+        key = sql.SQL(", ").join(sql.SQL("{}::text").format(sql.Identifier(c)) for c in cols)
+        arrays = [sorted(v[i] for v in vals) if len(cols) == 1 else [v[i] for v in sorted(vals)]
+                  for i in range(len(cols))]
+        if len(cols) == 1:
+            q = sql.SQL("DELETE FROM {} WHERE {}::text = ANY(%s) RETURNING {}").format(
+                ident(t), sql.Identifier(cols[0]), key)
+        else:
+            unnest = sql.SQL(", ").join(sql.SQL("%s::text[]") for _ in cols)
+            q = sql.SQL("DELETE FROM {} WHERE ({}) IN (SELECT * FROM unnest({})) RETURNING {}").format(
+                ident(t), key, unnest, key)
+        out[t] = {tuple(str(x) for x in r) for r in con.execute(q, arrays)}
+    return out
 
 
 def _wal_end(con: Any, checkpointed: bool) -> tuple[str, bool]:

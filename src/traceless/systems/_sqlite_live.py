@@ -14,7 +14,7 @@ import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from traceless.errors import ConfigError
 from traceless.systems import kernel
@@ -22,6 +22,9 @@ from traceless.systems._base import MemorySystem, SystemConfig, SystemRuntime
 from traceless.systems._erase import ErasurePlan, ScanReport, StoreOutcome
 from traceless.systems.contract import LiveInstance, Op, Record, Remove
 from traceless.systems.kernel import ERASED, replace_literals
+
+if TYPE_CHECKING:
+    from traceless.systems._pg_tables import PgTables
 
 __all__ = ["ERASED", "OwnerOf", "Row", "SqliteFile", "SqliteInstance", "bystander_digests", "erase_residue", "live_db",
            "plan", "ro_connect", "rows", "scan"]
@@ -241,13 +244,32 @@ class SqliteInstance(MemorySystem):
         self.path = db_path or work_dir / self.db_name
         self.read_only = read_only
 
+    server: PgTables | None = None
+    """The instance's tables on a PostgreSQL server, when the config names one (``server_tables``)."""
+
     @classmethod
     def attach(cls, config: SystemConfig, runtime: SystemRuntime | None = None, *, read_only: bool) -> MemorySystem:
-        """The live instance in the file named by the config's ``db_file`` (refused when absent)."""
+        """The live instance in the file named by the config's ``db_file`` (refused when
+        absent), or on the server its URL names (``server_tables``: reached and checked first)."""
         if not isinstance(config, cls.config_class):
             raise ConfigError(f"{cls.name}: attach takes a {cls.config_class.__name__}, not {type(config).__name__}")
+        server = cls.server_tables(config)
+        if server is not None:
+            self = cls.__new__(cls)
+            MemorySystem.__init__(self, Path.cwd(), config, runtime)  # type: ignore[arg-type]
+            self.path, self.read_only, self.server = Path(), read_only, server
+            self.init_server()
+            return self
         path = live_db(getattr(config, "db_file", None), cls.name)
         return cls(path.parent, config, runtime, db_path=path, read_only=read_only)
+
+    @classmethod
+    def server_tables(cls, config: SystemConfig) -> PgTables | None:
+        """The instance's tables on a PostgreSQL server when ``config`` names one (None: a file)."""
+        return None
+
+    def init_server(self) -> None:  # noqa: B027 - optional hook
+        """Set what a server-backed instance needs beyond ``MemorySystem.__init__``."""
 
     @abc.abstractmethod
     def row_owner(self, table: str, row: dict[str, Any]) -> str | None:
@@ -255,7 +277,13 @@ class SqliteInstance(MemorySystem):
         every SQLite-backed adapter says it for its own tables."""
 
     def instance(self) -> LiveInstance:
-        return SqliteFile(self.path, self.row_owner)
+        return self.server if self.server is not None else SqliteFile(self.path, self.row_owner)
+
+    def check_erasable(self) -> None:
+        """On a server: the role may DELETE, UPDATE and VACUUM every table, the named replicas
+        are standbys (refused before any change)."""
+        if self.server is not None and not self.read_only:
+            self.server.precheck()
 
     def read_only_instance(self) -> bool:
         return self.read_only
@@ -266,15 +294,26 @@ class SqliteInstance(MemorySystem):
         if self.read_only:
             raise ConfigError(f"{self.name}: this instance was attached read-only; attach it with read_only=False "
                               "to erase")
-        self.native_erasure(plan)
-        self.close()
+        if self.server is None:  # on a server every row goes in one transaction: the package's
+            self.native_erasure(plan)  # own deletions would commit one by one
+            self.close()
         return kernel.execute(self.instance(), plan, literals)
 
     def stores(self) -> dict[str, Iterable[str]]:
-        """Every table of the file, as the texts of its rows (none before the file exists)."""
+        """Every table of the file (or the server's tables), as the texts of its rows (none
+        before the file exists)."""
+        if self.server is not None:
+            out: dict[str, list[str]] = {t: [] for t in self.server.stores()}
+            for r in self.server.records():
+                out[r.store].append(r.text())
+            return dict(out)
         if not self.path.exists():
             return {}
         return {t: [r.text() for r in rs] for t, rs in rows(self.path).items()}
 
     def instance_files(self) -> list[Path]:
-        return SqliteFile(self.path, self.row_owner).files()
+        return self.instance().files()
+
+    def out_of_scope(self) -> list[str]:
+        out = super().out_of_scope()
+        return out + self.server.out_of_scope() if self.server is not None else out

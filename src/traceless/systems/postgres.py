@@ -8,7 +8,8 @@ without ``DELETE``/``MAINTAIN`` before any change, deletes by key columns in one
 (``DELETE … RETURNING``), runs the physical step (``VACUUM (INDEX_CLEANUP ON)`` by default,
 ``VACUUM FULL`` opt-in) and a ``CHECKPOINT``; ``verify_files`` / ``verify_replica`` read the
 relation files and ``pg_wal`` of the server and of each named standby; ``out_of_scope`` names
-what no erasure on a server reaches.
+what no erasure on a server reaches. ``PgTables`` is the erasure kernel's ``LiveInstance`` for
+a set of tables (the server mirror of ``sqlite.SqliteFile``: a table is a store, a row a record).
 """
 
 from traceless.systems._pg_server import (
@@ -16,6 +17,7 @@ from traceless.systems._pg_server import (
     DEFAULT_COMPACTION,
     PgServer,
     PgTarget,
+    delete_in,
     ident,
     make_target,
     out_of_scope,
@@ -24,6 +26,15 @@ from traceless.systems._pg_server import (
     verify_files,
     verify_replica,
 )
+from traceless.systems._pg_tables import (
+    SERVER_KEYS,
+    PgTables,
+    check_url,
+    pg_tables,
+    traceless_section,
+    url_target,
+)
 
-__all__ = ["COMPACTIONS", "DEFAULT_COMPACTION", "PgServer", "PgTarget", "ident", "make_target", "out_of_scope",
-           "parse_dsn", "replica_targets", "verify_files", "verify_replica"]
+__all__ = ["COMPACTIONS", "DEFAULT_COMPACTION", "SERVER_KEYS", "PgServer", "PgTables", "PgTarget", "check_url",
+           "delete_in", "ident", "make_target", "out_of_scope", "parse_dsn", "pg_tables", "replica_targets",
+           "traceless_section", "url_target", "verify_files", "verify_replica"]
