@@ -19,7 +19,17 @@ if TYPE_CHECKING:
 __all__ = ["CAME_BACK_EXIT", "VERIFICATION_FAILED_EXIT", "forget_memory", "scan_cmd"]
 CAME_BACK_EXIT = 13
 """``scan --since RECEIPT``: something of the person the receipt erased is there again."""
-_READ_ONLY = "read-only: the instance was opened with SQLite mode=ro; not one byte of it was changed"
+
+
+def _read_only(report: ScanReport) -> str:
+    """What the read-only check measured (``scan_system``), never a claim it did not check."""
+    if report.files_unchanged is None:
+        return "read-only: no file of the instance is readable from here; nothing was compared"
+    if report.files_unchanged:
+        return (f"read-only: {report.files_checked} files of the instance: the same size and mtime after the scan, "
+                "none added or removed")
+    return (f"CHANGED during the scan: a file of the instance ({report.files_checked} compared) changed size or "
+            "mtime, or one came or went; an application writing to the instance meanwhile also shows here")
 
 
 def scan_cmd(
@@ -51,7 +61,7 @@ def scan_cmd(
     else:
         for line in scan_lines(report):
             typer.echo(safe(line))
-        typer.echo(_READ_ONLY)
+        typer.echo(_read_only(report))
     if report.empty():
         typer.secho("nothing of the user or the literals was found", fg=typer.colors.YELLOW, err=True)
         sys.exit(7)
@@ -73,7 +83,7 @@ def _recheck(memory: str, memory_config: Path, since: Path, user: str | None, li
             typer.echo(safe(line))
         for n in res.notes:
             typer.echo(f"note: {n}")
-        typer.echo(_READ_ONLY)
+        typer.echo(_read_only(res.report))
     if res.came_back:
         typer.secho(f"CAME BACK: {res.user_records} records of the user, {res.literal_records} holding a literal, "
                     f"{res.files} files holding a literal's bytes ({len(res.resurrected)} records are the very ones "

@@ -94,6 +94,11 @@ class ScanReport(BaseModel):
     """Files that hold a literal's bytes."""
     files_scanned: int = 0
     """How many files under the instance's paths were read."""
+    files_unchanged: bool | None = None
+    """Measured: every file of the instance had the same size and mtime after the scan as
+    before it, and no file came or went (None: the instance has no files this side can read)."""
+    files_checked: int = 0
+    """How many files the read-only check compared."""
 
     def empty(self) -> bool:
         """Nothing of the user and no literal anywhere (records or files)."""

@@ -49,7 +49,10 @@ __all__ = ["check_certifiable", "erase_system", "plan_system_erasure", "scan_sys
 
 def scan_system(system: MemorySystem, user: str | None, literals: Sequence[str], *,
                 reveal: bool = False) -> ScanReport:
-    """The adapter's read-only scan, with the byte scan of the instance's files added."""
+    """The adapter's read-only scan, with the byte scan of the instance's files added, and
+    the read-only check measured: each file's size and mtime before and after, no file added
+    or removed (an application writing meanwhile shows up as a change too)."""
+    before = _stat_all(system.instance_files())
     report = system.scan(user, literals, reveal=reveal)
     if literals and not report.files:
         files = system.instance_files()
@@ -57,7 +60,20 @@ def scan_system(system: MemorySystem, user: str | None, literals: Sequence[str],
         report = report.model_copy(update={
             "files": [FileHit(path=p, count=n) for p, n in sorted(counts.items()) if n],
             "files_scanned": len(files)})
-    return report
+    after = _stat_all(system.instance_files())
+    return report.model_copy(update={"files_unchanged": (before == after) if before or after else None,
+                                      "files_checked": len(before)})
+
+
+def _stat_all(files: Sequence[Path]) -> dict[str, tuple[int, int]]:
+    out = {}
+    for p in files:
+        try:
+            st = os.stat(p)
+        except OSError:
+            continue
+        out[str(p)] = (st.st_size, st.st_mtime_ns)
+    return out
 
 
 def plan_system_erasure(system: MemorySystem, user: str | None, literals: Sequence[str]) -> ErasurePlan:
