@@ -302,8 +302,11 @@ class Receipt(BaseModel):
         out.append(f"  verified: sources_gone={v.sources_gone} closure_clean={v.closure_clean} "
                    f"claims={','.join(v.claims) or '-'} passed={v.passed}")
         if "bystanders_intact" in v.checks:  # other users' records: compared by digest, never counted here
-            out.append(f"  bystanders_intact={v.checks['bystanders_intact']} (other users' records unchanged, "
-                       "compared by digest)")
+            n_rw = sum(len(r.rewritten) for r in self.tiers.values())
+            out.append(f"  bystanders_intact={v.checks['bystanders_intact']} (other users' records compared by "
+                       + ("digest: unchanged)" if not n_rw else
+                          f"digest: unchanged, except {n_rw} REWRITTEN: each quoted a literal, now replaced by "
+                          "[erased], the rest byte-identical)"))
         failed = [k for k, ok in v.checks.items() if not ok]
         if failed:
             out.append(f"  FAILED checks: {', '.join(failed)}")
