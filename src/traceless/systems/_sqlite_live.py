@@ -108,15 +108,28 @@ def _pk(con: sqlite3.Connection, table: str) -> str | None:
     return keys[0] if len(keys) == 1 else None
 
 
+def _tables(con: sqlite3.Connection) -> list[tuple[str, bool]]:
+    """(name, WITHOUT ROWID) of every real table (a virtual table's rows live in real ones)."""
+    return [(r[0], "WITHOUT ROWID" in r[1].upper()) for r in con.execute(
+        "SELECT name, sql FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%' "
+        "AND sql NOT LIKE 'CREATE VIRTUAL TABLE%' ORDER BY name")]
+
+
+def tables(path: Path) -> list[str]:
+    """Every table's name, as ``rows`` lists them, without reading a row (read-only)."""
+    con = _connect(path, True)
+    try:
+        return [t for t, _ in _tables(con)]
+    finally:
+        con.close()
+
+
 def rows(path: Path) -> dict[str, list[Row]]:
     """Every row of every table (read-only)."""
     con = _connect(path, True)
     try:
-        tables = [(r[0], "WITHOUT ROWID" in r[1].upper()) for r in con.execute(
-            "SELECT name, sql FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%' "
-            "AND sql NOT LIKE 'CREATE VIRTUAL TABLE%' ORDER BY name")]  # a virtual table's rows live in real ones
         out: dict[str, list[Row]] = {}
-        for t, no_rowid in tables:  # a WITHOUT ROWID table (FTS5's index) gets rowid -1: read, never edited
+        for t, no_rowid in _tables(con):  # a WITHOUT ROWID table (FTS5's index) gets rowid -1: read, never edited
             cur = con.execute(f'SELECT {"-1" if no_rowid else "rowid"}, * FROM "{t}"')  # noqa: S608
             cols = [d[0] for d in cur.description][1:]
             pk = _pk(con, t)
@@ -142,7 +155,7 @@ class SqliteFile(LiveInstance):
         self.path, self.owner_of = path, owner_of
 
     def stores(self) -> list[str]:
-        return list(rows(self.path)) if self.path.exists() else []
+        return tables(self.path) if self.path.exists() else []
 
     def records(self, user: str | None = None, literals: Sequence[str] = ()) -> Iterator[Record]:
         if not self.path.exists():
