@@ -108,7 +108,9 @@ def scan_lines(report: ScanReport) -> list[str]:
         out.append(f"{store:<14} {total:>8} {own:>8} {lit:>8}")
     for h in report.hits:
         val = f"  {h.value!r}" if h.value is not None else ""
-        out.append(f"  {h.store}/{h.record_id} field={h.field} user={h.owner_match} literal={h.literal_count}{val}")
+        owner = "-" if h.owner is None else h.owner
+        out.append(f"  {h.store}/{h.record_id} field={h.field} owner={owner} user={h.owner_match} "
+                   f"literal={h.literal_count}{val}")
     out.append(f"files: {report.files_scanned} read, {len(report.files)} hold a literal's bytes")
     out += [f"  {f.path}: {f.count}" for f in report.files]
     return out

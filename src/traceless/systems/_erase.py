@@ -58,6 +58,10 @@ class ScanHit(BaseModel):
     """Where in the record the match is (column or payload key; ``*`` for the whole record)."""
     owner_match: bool
     """The record belongs to the user (by the system's own user field or namespace)."""
+    owner: str | None = None
+    """Whose record it is, by the system's own user field or namespace: how a ``--literal``
+    (an email, an IBAN) finds the person (None: nobody's, or not told by this adapter: LangGraph
+    on SQLite names only the scanned user's records)."""
     literal_count: int = 0
     """How many times the literals occur in the record (all encodings)."""
     value: str | None = None

@@ -291,7 +291,7 @@ class LiveLangGraph:
         for name in self._empty_stores():
             stores.setdefault(name, 0)
         hits = [ScanHit(store=r.store, record_id=json.dumps(list(r.key), ensure_ascii=False), field="*",
-                        owner_match=r.owned, literal_count=r.hits, value=r.value)
+                        owner_match=r.owned, owner=user if r.owned else None, literal_count=r.hits, value=r.value)
                 for r in rows if r.owned or r.hits]
         return ScanReport(system=system, user=user, literals=len(literals), stores=stores, hits=hits)
 

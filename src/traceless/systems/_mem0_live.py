@@ -358,11 +358,12 @@ class Mem0Live:
             found = {k: count_literals(v, literals) for k, v in r.texts.items()}
             found = {k: n for k, n in found.items() if n}
             for k, n in found.items():
-                hits.append(ScanHit(store=r.store, record_id=r.id, field=k, owner_match=owned, literal_count=n,
+                hits.append(ScanHit(store=r.store, record_id=r.id, field=k, owner_match=owned, owner=r.owner,
+                                    literal_count=n,
                                     value=r.texts[k] if reveal else None))
             if owned and not found:
                 text = next(iter(r.texts.values()), "")
-                hits.append(ScanHit(store=r.store, record_id=r.id, field="*", owner_match=True,
+                hits.append(ScanHit(store=r.store, record_id=r.id, field="*", owner_match=True, owner=r.owner,
                                     value=text if reveal else None))
         return ScanReport(system="mem0", user=user, literals=len(literals), stores=stores, hits=hits)
 

@@ -451,7 +451,8 @@ class OpenAIAgentsSystem(live.SqliteInstance):
                 n = live.count_literals(t, literals)
                 if self._mine(r, user) or n:
                     rep.hits.append(ScanHit(store=DECRYPTED, record_id=r.record_id, field="message_data (decrypted)",
-                                            owner_match=self._mine(r, user), literal_count=n,
+                                            owner_match=self._mine(r, user), owner=self.row_owner("agent_messages", r.values),
+                                            literal_count=n,
                                             value=t if reveal else None))
         return rep
 

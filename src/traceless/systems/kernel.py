@@ -135,6 +135,7 @@ def scan(system: str, inst: LiveInstance, user: str | None, literals: Sequence[s
         found = _count(r, literals)
         if mine or found:
             report.hits.append(ScanHit(store=r.store, record_id=r.id, field=",".join(found) or "*", owner_match=mine,
+                                       owner=r.owner,
                                        literal_count=sum(found.values()), value=r.text() if reveal else None))
     return report
 
