@@ -16,7 +16,7 @@ import typer
 from traceless._version import __version__
 from traceless.errors import TracelessError
 
-__all__ = ["app", "main", "build_app"]
+__all__ = ["app", "main", "console", "build_app"]
 
 _HELP = ("Agent memory that can prove it forgot: tiered memory with lineage, verifiable forget "
          "modes, leakage audits and selective-replay unlearning. Runs offline.")
@@ -124,3 +124,45 @@ def main(argv: list[str] | None = None) -> None:
             show()
             sys.exit(code)
         raise
+
+
+def console() -> None:
+    """The ``traceless`` script: :func:`main`, and then, when a native runtime that cannot
+    survive interpreter finalization was loaded by the command (an adapter's
+    ``traceless.systems.unsafe_at_finalization``: lancedb under crewai), the end of the
+    process without finalizing it: atexit handlers run, stdout and stderr are flushed, and the
+    exit status is the command's (``os._exit``)."""
+    try:
+        main()
+    except SystemExit as e:
+        _end(e.code)
+    except BaseException:
+        if not _finalization_unsafe():
+            raise
+        import traceback
+
+        traceback.print_exc()
+        _end(130 if isinstance(sys.exc_info()[1], KeyboardInterrupt) else 1)
+    _end(0)
+
+
+def _finalization_unsafe() -> bool:
+    if "traceless.systems" not in sys.modules:  # no system was opened: nothing native loaded
+        return False
+    from traceless.systems import finalization_unsafe
+
+    return bool(finalization_unsafe())
+
+
+def _end(code: str | int | None) -> None:
+    if not _finalization_unsafe():
+        sys.exit(code)
+    if code is not None and not isinstance(code, int):
+        print(code, file=sys.stderr)
+        code = 1
+    import atexit
+
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code or 0)

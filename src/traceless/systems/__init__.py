@@ -50,6 +50,7 @@ from traceless.systems._erase import (
     ScanReport,
     StoreOutcome,
 )
+from traceless.systems._exit import finalization_unsafe, unsafe_at_finalization
 from traceless.systems._scope import NO_OWNER
 from traceless.systems._sqlite_live import SqliteInstance
 from traceless.systems.contract import Capability, LiveInstance, Op, OthersPolicy, Record, Remove, Rewrite
@@ -97,6 +98,8 @@ __all__ = [
     "ScanReport",
     "StoreOutcome",
     "erase_system",
+    "finalization_unsafe",
+    "unsafe_at_finalization",
     "plan_system_erasure",
     "scan_system",
     "RecheckResult",

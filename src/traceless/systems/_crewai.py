@@ -50,10 +50,16 @@ from traceless.systems import (
     SystemConfig,
     SystemRuntime,
     memory_system,
+    unsafe_at_finalization,
 )
 from traceless.systems.contract import LiveInstance, Op, Record, Remove
 
 __all__ = ["CrewAIConfig", "CrewAISystem"]
+
+unsafe_at_finalization(
+    "lancedb._lancedb",
+    "lancedb 0.30's Tokio workers can call into Python while the interpreter finalizes "
+    "(Fatal Python error: PyGILState_Release; lancedb#4175, not in the lancedb<0.30.1 crewai pins)")
 
 CREWAI_VERSION = "1.15.28"
 DIR_NAME = "memory"
