@@ -7,7 +7,10 @@ It imports traceless and LangGraph once, then serves commands on stdin, one per 
 copies the instance SRC to DST (a fresh copy), forks a child that attaches to DST
 read-write and runs the erasure of USER (journal in DST/state), and — when DELAY >= 0 —
 SIGKILLs the child DELAY seconds after the fork. It answers ``killed SECONDS`` or
-``exit:CODE SECONDS``. Forking from a warm process keeps each trial to milliseconds.
+``exit:CODE SECONDS JOURNAL``, where JOURNAL is when the erasure journal first appeared
+in an uninterrupted run (DELAY < 0; the parent polls for it; -1 when never seen), so the
+test can aim kills at the journalled part of the run whatever the machine's load.
+Forking from a warm process keeps each trial to milliseconds.
 """
 
 from __future__ import annotations
@@ -53,15 +56,30 @@ def trial(src: str, dst: str, user: str, literal: str, delay: float) -> str:
             traceback.print_exc()
             code = 3
         os._exit(code)
+    journal_at = -1.0
     if delay >= 0:
         time.sleep(delay)
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-    _, status = os.waitpid(pid, 0)
+        _, status = os.waitpid(pid, 0)
+    else:
+        journal_at, status = _watch_journal(pid, Path(dst) / "state" / "erasures", t0)
     dt = time.monotonic() - t0
     if os.WIFSIGNALED(status):
         return f"killed {dt:.4f}"
-    return f"exit:{os.WEXITSTATUS(status)} {dt:.4f}"
+    return f"exit:{os.WEXITSTATUS(status)} {dt:.4f} {journal_at:.4f}"
+
+
+def _watch_journal(pid: int, erasures: Path, t0: float) -> tuple[float, int]:
+    """Wait for the child, noting when its journal first exists (polled every 0.5 ms)."""
+    seen = -1.0
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return seen, status
+        if seen < 0 and erasures.is_dir() and any(erasures.glob("*.json")):
+            seen = time.monotonic() - t0
+        time.sleep(0.0005)
 
 
 def main() -> None:

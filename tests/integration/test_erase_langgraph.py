@@ -233,12 +233,12 @@ def test_sigkill_at_any_moment_then_rerun_completes(template: Path, tmp_path: Pa
     assert worker.stdin is not None and worker.stdout is not None
     assert worker.stdout.readline().strip() == "ready"
 
-    def run(delay: float) -> tuple[str, float]:
+    def run(delay: float) -> tuple[str, float, float]:
         assert worker.stdin is not None and worker.stdout is not None
         worker.stdin.write(f"run {template} {tmp_path / 'live'} {X} {canary(X)} {delay}\n")
         worker.stdin.flush()
-        status, dt = worker.stdout.readline().split()
-        return status, float(dt)
+        status, dt, *journal_at = worker.stdout.readline().split()
+        return status, float(dt), float(journal_at[0]) if journal_at else -1.0
 
     bystanders = _digests(template)
     try:
@@ -247,12 +247,14 @@ def test_sigkill_at_any_moment_then_rerun_completes(template: Path, tmp_path: Pa
             if i >= KILLS and kills >= 50 and journalled >= 10:
                 break
             if i % 8 == 0:  # an uninterrupted run, every 8 trials: how long an erasure takes now
-                status, full = run(-1)  # (the machine's load changes; a schedule measured once drifts)
-                assert status == "exit:0"
-            # the first pass spreads kills over the whole run; later passes lean earlier when too
-            # many runs beat their kill, later when too few kills landed after the journal
-            lean = 1.0 if i < KILLS else (0.8 if kills < 50 else 1.15)
-            status, _ = run(full * ((i % KILLS) + 0.5) / KILLS * lean)
+                status, full, journal_at = run(-1)  # and when its journal appears (the machine's
+                assert status == "exit:0" and journal_at >= 0  # load changes; a schedule drifts)
+            # even trials spread kills over the whole run; odd ones over the part after the
+            # journal is written (a small share of the run when the machine is loaded); later
+            # passes lean earlier when too many runs beat their kill
+            lean = 0.8 if i >= KILLS and kills < 50 else 1.0
+            start = 0.0 if i % 2 == 0 else journal_at
+            status, _, _ = run((start + (full - start) * ((i % KILLS) + 0.5) / KILLS) * lean)
             root = tmp_path / "live"
             if status == "exit:0":
                 done_before += 1
