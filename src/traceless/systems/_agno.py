@@ -38,7 +38,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pydantic import SecretStr, field_validator, model_validator
+from pydantic import SecretStr, field_validator
 
 from traceless.errors import ConfigError
 from traceless.memory import Session
@@ -52,6 +52,7 @@ from traceless.systems import (
     memory_system,
 )
 from traceless.systems import sqlite as live
+from traceless.systems.postgres import PgServerOptions
 
 __all__ = ["AgnoConfig", "AgnoSystem"]
 
@@ -61,7 +62,7 @@ _DELETIONS = ("delete_user_memory", "clear_user_memories", "delete_session", "cl
               "clear_memory")
 
 
-class AgnoConfig(SystemConfig):
+class AgnoConfig(SystemConfig, PgServerOptions):
     """Settings of the Agno adapter."""
 
     db_file: str | None = None
@@ -77,21 +78,6 @@ class AgnoConfig(SystemConfig):
     """``PostgresDb``'s ``memory_table``."""
     runs_table: str = "agno_runs"
     """``PostgresDb``'s ``runs_table`` (erased when it exists)."""
-    pg_compaction: str | None = None
-    """On a server: ``vacuum`` (default, ``VACUUM (INDEX_CLEANUP ON)``, online; leaves the erased
-    tuples' bytes in the heap pages' free space) or ``full`` (``VACUUM FULL``, opt-in: the bytes
-    gone; an ``ACCESS EXCLUSIVE`` lock on each changed table while it runs)."""
-    pg_replicas: list[str] | None = None
-    """On a server: connection strings of its physical standbys, whose files are read too after
-    they replayed the erasure (replicas not named: out of scope)."""
-
-    @model_validator(mode="before")
-    @classmethod
-    def _traceless_section(cls, data: Any) -> Any:
-        """``pg_compaction`` / ``pg_replicas`` may sit under one ``traceless:`` section."""
-        from traceless.systems.postgres import traceless_section
-
-        return traceless_section(data)
 
     @field_validator("db_url")
     @classmethod

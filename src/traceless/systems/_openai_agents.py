@@ -49,7 +49,7 @@ from collections.abc import Coroutine, Iterable, Sequence
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import Field, SecretStr, field_validator
 
 from traceless.errors import ConfigError, StudyError
 from traceless.memory import Session
@@ -71,6 +71,7 @@ from traceless.systems import (
 )
 from traceless.systems import sqlite as live
 from traceless.systems.kernel import digest
+from traceless.systems.postgres import PgServerOptions
 
 __all__ = ["OpenAIAgentsConfig", "OpenAIAgentsSystem"]
 
@@ -83,7 +84,7 @@ DECRYPTED = "agent_messages@decrypted"
 T = TypeVar("T")
 
 
-class OpenAIAgentsConfig(SystemConfig):
+class OpenAIAgentsConfig(SystemConfig, PgServerOptions):
     """Settings of the OpenAI Agents SDK adapter."""
 
     per_session: bool = False
@@ -102,13 +103,6 @@ class OpenAIAgentsConfig(SystemConfig):
     """``SQLAlchemySession``'s ``sessions_table`` (``schema.name`` allowed)."""
     messages_table: str = "agent_messages"
     """``SQLAlchemySession``'s ``messages_table`` (``schema.name`` allowed)."""
-    pg_compaction: str | None = None
-    """On a server: ``vacuum`` (default, ``VACUUM (INDEX_CLEANUP ON)``, online; leaves the erased
-    tuples' bytes in the heap pages' free space) or ``full`` (``VACUUM FULL``, opt-in: the bytes
-    gone; an ``ACCESS EXCLUSIVE`` lock on each changed table while it runs)."""
-    pg_replicas: list[str] | None = None
-    """On a server: connection strings of its physical standbys, whose files are read too after
-    they replayed the erasure (replicas not named: out of scope)."""
     encrypted_ttl: int | None = Field(None, ge=1)
     """Wrap each session in ``EncryptedSession`` with this TTL in seconds (adds ``ttl_expiry``)."""
     agent: bool = True
@@ -119,14 +113,6 @@ class OpenAIAgentsConfig(SystemConfig):
     """The ``Agent``'s instructions."""
     agent_max_tokens: int = Field(40, ge=1)
     """Tokens the agent's model may generate per reply (greedy)."""
-
-    @model_validator(mode="before")
-    @classmethod
-    def _traceless_section(cls, data: Any) -> Any:
-        """``pg_compaction`` / ``pg_replicas`` may sit under one ``traceless:`` section."""
-        from traceless.systems.postgres import traceless_section
-
-        return traceless_section(data)
 
     @field_validator("url")
     @classmethod

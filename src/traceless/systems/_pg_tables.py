@@ -26,6 +26,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, model_validator
+
 from traceless.errors import ConfigError
 from traceless.systems import StoreOutcome
 from traceless.systems._pg_server import (
@@ -250,6 +252,25 @@ def traceless_section(data: Any) -> Any:
     if twice:
         raise ValueError(f"{twice[0]!r} is given both flat and under 'traceless'; give it once")
     return rest | section
+
+
+class PgServerOptions(BaseModel):
+    """The server options of a system config whose records can live on PostgreSQL (mixed into
+    Agno's and the Agents SDK's configs), given flat or under one ``traceless:`` section."""
+
+    pg_compaction: str | None = None
+    """On a server: ``vacuum`` (default, ``VACUUM (INDEX_CLEANUP ON)``, online; leaves the erased
+    tuples' bytes in the heap pages' free space) or ``full`` (``VACUUM FULL``, opt-in: the bytes
+    gone; an ``ACCESS EXCLUSIVE`` lock on each changed table while it runs)."""
+    pg_replicas: list[str] | None = None
+    """On a server: connection strings of its physical standbys, whose files are read too after
+    they replayed the erasure (replicas not named: out of scope)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _traceless_section(cls, data: Any) -> Any:
+        """``pg_compaction`` / ``pg_replicas`` may sit under one ``traceless:`` section."""
+        return traceless_section(data)
 
 
 def check_url(url: str | None, key: str) -> None:
