@@ -36,6 +36,6 @@ from traceless.systems._pg_tables import (
     url_target,
 )
 
-__all__ = ["COMPACTIONS", "DEFAULT_COMPACTION", "SERVER_KEYS", "PgServer", "PgServerOptions", "PgTables", "PgTarget", "check_url",
-           "delete_in", "ident", "make_target", "out_of_scope", "parse_dsn", "pg_tables", "replica_targets",
-           "traceless_section", "url_target", "verify_files", "verify_replica"]
+__all__ = ["COMPACTIONS", "DEFAULT_COMPACTION", "SERVER_KEYS", "PgServer", "PgServerOptions", "PgTables", "PgTarget",
+           "check_url", "delete_in", "ident", "make_target", "out_of_scope", "parse_dsn", "pg_tables",
+           "replica_targets", "traceless_section", "url_target", "verify_files", "verify_replica"]
