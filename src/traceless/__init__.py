@@ -24,8 +24,15 @@ from traceless._version import __version__, code_version
 
 if TYPE_CHECKING:
     from traceless._api import Memory, audit, forget, scan, verify
+    from traceless._deployment import (
+        erase_deployment,
+        export_deployment,
+        load_deployment,
+        recheck_deployment,
+        scan_deployment,
+    )
     from traceless.audit import SystemAuditResult
-    from traceless.forget import FORGET_MODES, ForgetTarget, Receipt
+    from traceless.forget import FORGET_MODES, ForgetTarget, Receipt, verify_bundle
     from traceless.systems import MEMORY_SYSTEMS, MemorySystem, memory_system
 
 __all__ = [
@@ -39,15 +46,24 @@ __all__ = [
     "__version__",
     "audit",
     "code_version",
+    "erase_deployment",
+    "export_deployment",
     "forget",
+    "load_deployment",
     "memory_system",
+    "recheck_deployment",
     "scan",
+    "scan_deployment",
     "verify",
+    "verify_bundle",
 ]
 
 _LAZY = {
     "Memory": "traceless._api", "forget": "traceless._api", "audit": "traceless._api", "verify": "traceless._api", "scan": "traceless._api",
     "SystemAuditResult": "traceless.audit",
+    **dict.fromkeys(("erase_deployment", "export_deployment", "load_deployment", "recheck_deployment",
+                     "scan_deployment"), "traceless._deployment"),
+    "verify_bundle": "traceless.forget",
     "FORGET_MODES": "traceless.forget", "ForgetTarget": "traceless.forget", "Receipt": "traceless.forget",
     "MEMORY_SYSTEMS": "traceless.systems", "MemorySystem": "traceless.systems", "memory_system": "traceless.systems",
 }

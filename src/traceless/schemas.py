@@ -13,8 +13,16 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from traceless._deployment import AccessExport, DeploymentRecheck, DeploymentScan, ExportedStore
 from traceless.audit import SystemAuditResult
-from traceless.forget import LogVerifyResult, Receipt, RequestLogEntry, VerifyResult
+from traceless.forget import (
+    BundleVerifyResult,
+    LogVerifyResult,
+    Receipt,
+    RequestBundle,
+    RequestLogEntry,
+    VerifyResult,
+)
 from traceless.memory import SearchResult
 from traceless.studies import StudyRunResult
 from traceless.systems import ErasurePlan, RecheckResult, ScanReport
@@ -32,6 +40,12 @@ SCHEMAS: dict[str, type[BaseModel]] = {
     "erasure-plan": ErasurePlan,  # traceless forget --memory SYSTEM --dry-run --json
     "recheck-result": RecheckResult,  # traceless scan --memory SYSTEM --since RECEIPT --json
     "request-log": RequestLogEntry,  # one line of <state dir>/requests.jsonl
+    "deployment-scan": DeploymentScan,  # traceless scan --deployment D --json
+    "request-bundle": RequestBundle,  # request-<id>/bundle.json (traceless forget --deployment D --json)
+    "bundle-verify-result": BundleVerifyResult,  # traceless forget verify request-<id> --json
+    "deployment-recheck": DeploymentRecheck,  # traceless scan --deployment D --since request-<id> --json
+    "access-export": AccessExport,  # traceless export --json (and export.json in its folder)
+    "exported-store": ExportedStore,  # each <instance>.<store>.<n>.json of an export
 }
 
 

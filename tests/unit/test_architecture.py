@@ -42,7 +42,8 @@ FLOORS: dict[str, int] = {
     "audit": 7,
     "studies": 8,
     "report": 9,
-    **dict.fromkeys(("cli", "_api", "_erase_api", "_inspect", "schemas", "traceless"), 10),
+    **dict.fromkeys(("cli", "_api", "_erase_api", "_deployment", "_deployment_file", "_inspect", "schemas",
+                     "traceless"), 10),
 }
 """The floor of every package; a new package must be given one here (a test says so)."""
 

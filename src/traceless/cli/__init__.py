@@ -32,6 +32,8 @@ COMMANDS: dict[str, tuple[str, str, str, str]] = {
                "Forget a record, literal, session or user with a named mode; list modes; verify receipts."),
     "scan": ("traceless.cli._erase", "scan_cmd", "command",
              "Read-only: where a user's data (or a literal) lives in a live memory system (mem0 …)."),
+    "export": ("traceless.cli._deployment", "export_cmd", "command",
+               "Read-only access export (Art. 15): what each instance holds on a person, one JSON file per store."),
     "keys": ("traceless.cli._keys", "keys_app", "group",
              "The receipt-signing key: export its public half for verifiers."),
     "log": ("traceless.cli._log", "log_app", "group",

@@ -33,12 +33,15 @@ def _read_only(report: ScanReport) -> str:
 
 
 def scan_cmd(
-    memory: str = typer.Option(..., "--memory", help="The memory system (`traceless memory systems`)."),
+    memory: str = typer.Option(None, "--memory", help="The memory system (`traceless memory systems`)."),
     memory_config: Path = typer.Option(
-        ..., "--memory-config", help="The system's own configuration of the LIVE instance (JSON or TOML; for mem0 "
+        None, "--memory-config", help="The system's own configuration of the LIVE instance (JSON or TOML; for mem0 "
         "exactly what you pass to Memory.from_config, plus an optional `traceless:` section)."),
-    user: str = typer.Option(None, "--user", help="The user id whose records to list (mem0: user_id)."),
+    user: list[str] = typer.Option(None, "--user", help="The user id whose records to list (mem0: user_id); repeat "
+                                   "it for each id one person has."),
     literal: list[str] = typer.Option(None, "--literal", help="Exact text to find in every record and file (repeatable)."),
+    deployment: Path = typer.Option(None, "--deployment", help="Every instance of this deployment file (TOML or "
+                                    "JSON: instances of systems with their configs) instead of --memory."),
     reveal: bool = typer.Option(False, "--reveal", help="Show the matching values (default: ids and counts only)."),
     since: Path = typer.Option(None, "--since", help="Re-check this erasure receipt (`forget --memory`): the same "
                                "--user (and --literal) on the same system; exits 13 if anything of the person is "
@@ -49,13 +52,23 @@ def scan_cmd(
     """Read-only discovery on a live instance: per store, the records of --user and every
     record holding a --literal (ids, field, count), plus every file under the instance's
     paths that holds the literal's bytes. Opens nothing read-write. Exits 7 when nothing
-    of the user or the literals is there; with --since (a re-check of a past erasure) 0 when
-    nothing is, 13 when something came back."""
+    of the user or the literals is there; with --since (a re-check of a past erasure, or of a
+    request bundle with --deployment) 0 when nothing is, 13 when something came back."""
+    users = list(user or [])
+    if deployment is not None or len(users) > 1:  # several ids of one person: each instance once per id
+        from traceless.cli._deployment import scan_deployment_cmd, the_deployment
+
+        return scan_deployment_cmd(the_deployment(deployment, memory, memory_config), users, literal or [], reveal,
+                                   as_json, since)
+    if memory is None or memory_config is None:
+        from traceless.errors import ConfigError
+
+        raise ConfigError("give --memory SYSTEM with --memory-config CFG, or --deployment D")
     if since is not None:
-        return _recheck(memory, memory_config, since, user, literal or [], reveal, as_json)
+        return _recheck(memory, memory_config, since, users[0] if users else None, literal or [], reveal, as_json)
     from traceless._erase_api import scan
 
-    report = scan(memory, memory_config, user=user, literals=literal or [], reveal=reveal)
+    report = scan(memory, memory_config, user=users[0] if users else None, literals=literal or [], reveal=reveal)
     if as_json:
         typer.echo(report.model_dump_json(indent=2))
     else:

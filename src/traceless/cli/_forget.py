@@ -68,7 +68,8 @@ def run_forget(
     literals: list[str] = typer.Option(None, "--literal", help="Exact text: every artifact containing it "
                                        "(repeatable with --memory)."),
     session: str = typer.Option(None, "--session", help="Session id (with --owner)."),
-    user: str = typer.Option(None, "--user", help="User id: everything they own (right to erasure)."),
+    users: list[str] = typer.Option(None, "--user", help="User id: everything they own (right to erasure); with "
+                                    "--deployment repeat it for each id the person has."),
     owner: str = typer.Option(None, "--owner", help="Owner in scope for --literal/--session/--record."),
     attribute: str = typer.Option("secret", "--attribute", help="Attribute name for the gate descriptor."),
     match: str = typer.Option("exact", "--match",
@@ -98,6 +99,12 @@ def run_forget(
     # the append-only receipt log (issue 38.4; traceless.cli._log)
     log_dir: Path = typer.Option(None, "--log", help="Also append the signed receipt to this receipt log folder "
                                  "(created on first use; checked before anything is forgotten; `traceless log verify`)."),
+    deployment: Path = typer.Option(None, "--deployment", help="Erase the person from every instance of this "
+                                    "deployment file (TOML or JSON) in one request: all instances' preconditions "
+                                    "checked before the first write anywhere; one signed bundle request-<id>/ "
+                                    "(needs --request-id; `forget verify request-<id>`)."),
+    out_dir: Path = typer.Option(None, "--out", help="With --deployment: the folder the bundle is written in "
+                                 "(default: here)."),
     request_id: str = typer.Option(None, "--request-id", help="The erasure request's ticket id (e.g. T-1042): signed "
                                    "into the receipt, in its default file name receipt-<request id>-<receipt id>.json "
                                    "and in the local request log (<state dir>/requests.jsonl)."),
@@ -109,6 +116,18 @@ def run_forget(
     the mode passed but does not erase the target everywhere (12: ``erased: false``)."""
     if ctx.invoked_subcommand is not None:
         return
+    if deployment is not None:
+        from traceless.cli._deployment import forget_deployment, the_deployment
+
+        _refuse_store_options(db=db, mode=mode)
+        if dry_run or certify:
+            raise ConfigError("--dry-run and --certify are per instance: run them with --memory on each instance")
+        return forget_deployment(the_deployment(deployment, memory, memory_config), list(users or []),
+                                 literals or [], request_id=request_id, out_dir=out_dir, as_json=as_json, log=log_dir)
+    if len(users or []) > 1:
+        raise ConfigError("several --user ids are one request across instances: give them with --deployment D "
+                          "(or erase each id with its own command)")
+    user = users[0] if users else None
     if memory is not None:
         from traceless.cli._erase import forget_memory
 
@@ -252,7 +271,7 @@ def modes() -> None:
 
 @forget_app.command("verify")
 def verify(
-    receipt: Path = typer.Argument(..., help="Receipt JSON file."),
+    receipt: Path = typer.Argument(..., help="Receipt JSON file, or a request bundle folder (forget --deployment)."),
     db: str = typer.Option(None, "--db", help="Also check the memory file (or postgresql:// URL): same store, removed "
                            "ids still absent, and none of what the receipt erased in its rows or bytes."),
     public_key: str = typer.Option(None, "--public-key",
@@ -265,9 +284,15 @@ def verify(
     """Check a receipt's signature (and, with --db, that it belongs to that store and what it
     removed is still gone; with --log, that it is in that log). Exits non-zero if anything does
     not hold. Never creates keys."""
-    from traceless.forget import load_receipt, verify_receipt
+    from traceless.forget import is_bundle, load_receipt, verify_receipt
     from traceless.keys import load_public_key
 
+    if is_bundle(receipt):  # a request bundle (forget --deployment): the summary and every receipt in it
+        if db is not None or log is not None:
+            raise ConfigError("--db and --log check one receipt; verify the bundle alone, or one of its receipts")
+        from traceless.cli._deployment import verify_bundle_cmd
+
+        return verify_bundle_cmd(receipt, public_key, as_json)
     r = load_receipt(receipt)
     pub = load_public_key(public_key) if public_key is not None else None
     res, finished = verify_receipt(r, public_key=pub, db=db, log=log)

@@ -16,6 +16,18 @@ from typing import TYPE_CHECKING
 from traceless._lazy import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:
+    from traceless.forget._bundle import (
+        BUNDLE_FILE,
+        BundleCheck,
+        BundleEntry,
+        BundleVerifyResult,
+        RequestBundle,
+        is_bundle,
+        load_bundle,
+        sign_bundle,
+        verify_bundle,
+        write_bundle,
+    )
     from traceless.forget._erasure import encodings_of, scan_bytes, scan_files
     from traceless.forget._forget import MIN_LITERAL_CHARS, TIERS, ForgetOp, ForgetTarget, forget
     from traceless.forget._log import (
@@ -135,9 +147,21 @@ __all__ = [
     "receipt_file_name",
     "request_log_path",
     "verdict_of",
+    # the request bundle across a deployment (forget --deployment)
+    "BUNDLE_FILE",
+    "BundleCheck",
+    "BundleEntry",
+    "BundleVerifyResult",
+    "RequestBundle",
+    "is_bundle",
+    "load_bundle",
+    "sign_bundle",
+    "verify_bundle",
+    "write_bundle",
 ]
 
 EXPORTS: dict[str, tuple[str, ...]] = {
+    "._bundle": ("BUNDLE_FILE", "BundleCheck", "BundleEntry", "BundleVerifyResult", "RequestBundle", "is_bundle", "load_bundle", "sign_bundle", "verify_bundle", "write_bundle"),
     "._erasure": ("encodings_of", "scan_bytes", "scan_files"),
     "._forget": ("MIN_LITERAL_CHARS", "TIERS", "ForgetOp", "ForgetTarget", "forget"),
     "._receipt": ("Certificate", "CertificateProbe", "Receipt", "TargetRef", "TierReport", "Verification",

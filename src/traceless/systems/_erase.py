@@ -60,8 +60,8 @@ class ScanHit(BaseModel):
     """The record belongs to the user (by the system's own user field or namespace)."""
     owner: str | None = None
     """Whose record it is, by the system's own user field or namespace: how a ``--literal``
-    (an email, an IBAN) finds the person (None: nobody's, or not told by this adapter: LangGraph
-    on SQLite names only the scanned user's records)."""
+    (an email, an IBAN) finds the person (None: nobody's, or not told by this adapter; LangGraph
+    reads it back through the namespace and thread-id templates of its user mapping)."""
     literal_count: int = 0
     """How many times the literals occur in the record (all encodings)."""
     value: str | None = None

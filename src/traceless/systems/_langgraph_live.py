@@ -61,6 +61,26 @@ class NamespaceMap:
         p = self.prefix(user)
         return prefix == p or prefix.startswith(p + ".")
 
+    def owner_of_prefix(self, prefix: str) -> str | None:
+        """Whose namespace ``prefix`` is (or is under), read back through the template."""
+        parts = re.split(r"(\{user_id\})", ".".join(self.namespace))
+        if "{user_id}" not in parts:
+            return None
+        rx = "".join("(?P<u>[^.]+)" if p == "{user_id}" else re.escape(p) for p in parts)
+        m = re.match(rf"\A{rx}(?:\.|\Z)", prefix)
+        return m.group("u") if m else None
+
+    def owner_of_thread(self, thread_id: str) -> str | None:
+        """Whose thread ``thread_id`` is by the template (the longest user id that fits: the
+        template ``t-{user_id}-{session_id}`` reads ``t-a-b-c`` as user ``a-b``)."""
+        parts = re.split(r"(\{user_id\}|\{session_id\})", self.thread_id)
+        if "{user_id}" not in parts:
+            return None
+        rx = "".join("(?P<u>.+)" if p == "{user_id}" else ".+" if p == "{session_id}" else re.escape(p)
+                     for p in parts)
+        m = re.fullmatch(rx, thread_id, re.S)
+        return m.group("u") if m else None
+
     def thread_pattern(self, user: str) -> re.Pattern[str]:
         parts = re.split(r"(\{user_id\}|\{session_id\})", self.thread_id)
         rx = "".join(re.escape(user) if p == "{user_id}" else ".+" if p == "{session_id}" else re.escape(p)
@@ -282,6 +302,12 @@ class LiveLangGraph:
             (target if hit else rest).append(r)
         return target, rest
 
+    def _owner_of(self, r: _Row) -> str | None:
+        """Whose row ``r`` is by the user mapping's templates (namespace, thread id)."""
+        if r.store in _STORE_TABLES:
+            return self.users.owner_of_prefix(str(r.key[0]))
+        return self.users.owner_of_thread(str(r.key[0]))
+
     # ------------------------------------------------------------------ the four methods
     def scan(self, system: str, user: str | None, literals: Sequence[str], reveal: bool) -> ScanReport:
         rows = self._rows(user, literals, reveal)
@@ -291,7 +317,8 @@ class LiveLangGraph:
         for name in self._empty_stores():
             stores.setdefault(name, 0)
         hits = [ScanHit(store=r.store, record_id=json.dumps(list(r.key), ensure_ascii=False), field="*",
-                        owner_match=r.owned, owner=user if r.owned else None, literal_count=r.hits, value=r.value)
+                        owner_match=r.owned, owner=user if r.owned else self._owner_of(r), literal_count=r.hits,
+                        value=r.value)
                 for r in rows if r.owned or r.hits]
         return ScanReport(system=system, user=user, literals=len(literals), stores=stores, hits=hits)
 

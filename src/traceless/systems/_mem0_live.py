@@ -361,10 +361,11 @@ class Mem0Live:
                 hits.append(ScanHit(store=r.store, record_id=r.id, field=k, owner_match=owned, owner=r.owner,
                                     literal_count=n,
                                     value=r.texts[k] if reveal else None))
-            if owned and not found:
-                text = next(iter(r.texts.values()), "")
-                hits.append(ScanHit(store=r.store, record_id=r.id, field="*", owner_match=True, owner=r.owner,
-                                    value=text if reveal else None))
+            if owned and not found and reveal:  # every field as stored (what `traceless export` writes)
+                hits += [ScanHit(store=r.store, record_id=r.id, field=k, owner_match=True, owner=r.owner, value=v)
+                         for k, v in r.texts.items()]
+            elif owned and not found:
+                hits.append(ScanHit(store=r.store, record_id=r.id, field="*", owner_match=True, owner=r.owner))
         return ScanReport(system="mem0", user=user, literals=len(literals), stores=stores, hits=hits)
 
     # ------------------------------------------------------------------ plan
