@@ -112,3 +112,36 @@ def test_a_request_across_two_instances_is_one_bound_bundle(dep: Path, capsys: p
     mine.write_bytes(other.read_bytes())
     assert [c.status for c in verify_bundle("request-T-7").receipts][0] == "altered"
     assert cli("forget", "verify", "request-T-7") == 11
+
+
+def test_the_bundle_is_one_page_for_the_dpo_in_headless_chromium(dep: Path, tmp_path: Path) -> None:
+    """Issue 36.6: ``report request-T-1 --html``, offline, checked in Chromium: every instance,
+    outcome and receipt file on the page, no console error, a screenshot that is not blank;
+    the page of an altered bundle says FAILED (the check can fail)."""
+    import html
+    import os
+    import re
+    import shutil
+
+    from test_report_html import CHROMIUM, _browser_check
+
+    if CHROMIUM is None and not os.environ.get("TRACELESS_REQUIRE_BROWSER"):
+        pytest.skip("chromium not installed (apt-get install -y chromium)")
+    assert CHROMIUM is not None, "TRACELESS_REQUIRE_BROWSER is set but chromium is not installed"
+    assert cli("forget", "--deployment", str(dep), "--user", "cust-1", "--literal", IBAN, "--request-id", "T-1") == 0
+    assert cli("report", "request-T-1", "--html") == 0
+    page = (Path("request-T-1") / "request.html").resolve()
+    dom, errors, pixels = _browser_check(page, tmp_path)
+    assert errors == []
+    text = html.unescape(re.sub(r"<[^>]+>", " ", re.sub(r"</?(code|strong|em)\b[^>]*>", "", dom)))
+    assert "Erasure request T-1" in text and "Verdict: erased" in text and "against the key it names: OK" in text
+    for name in ("receipt-sdk-0.json", "receipt-store-0.json"):
+        assert re.search(rf"{re.escape(name)}\s+\S.*?\s+ok", text, re.S), name
+    assert "cust-1" not in text and IBAN not in text  # pseudonyms only
+    assert pixels.std() > 10 and (pixels < 128).mean() > 0.005  # text on the screen, not a blank page
+    bad = tmp_path / "bad"
+    shutil.copytree("request-T-1", bad)
+    (bad / "receipt-sdk-0.json").unlink()
+    assert cli("report", str(bad), "--html") == 0
+    dom, _, _ = _browser_check(bad / "request.html", tmp_path)
+    assert "FAILED" in dom and "missing" in dom

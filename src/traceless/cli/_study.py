@@ -240,8 +240,9 @@ def export_cmd(
 
 
 def report_cmd(
-    results_dir: Path = typer.Argument(..., help="A study results dir, an export bundle, or (with --html) a "
-                                       "marked docs page such as docs/scorecard.md."),
+    results_dir: Path = typer.Argument(..., help="A study results dir, an export bundle, a request bundle "
+                                       "(forget --deployment: request.md / request.html for the DPO), or (with "
+                                       "--html) a marked docs page such as docs/scorecard.md."),
     out: Path | None = typer.Option(None, "--out", "-o", help="Where to write (default DIR/report)."),
     html: bool = typer.Option(False, "--html", help="Also write report.html: one self-contained page that opens "
                               "offline (tables, embedded figures, findings, run metadata)."),

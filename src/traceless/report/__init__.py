@@ -28,6 +28,16 @@ def render_report(results_dir: str | Path, out_dir: str | Path | None = None) ->
     """Write the report of ``results_dir`` (default into ``results_dir/report``); return
     the path of its main markdown file."""
     d = Path(results_dir)
+    from traceless.forget import is_bundle, load_bundle
+
+    if is_bundle(d):  # a request bundle (forget --deployment): request.md beside its receipts
+        from traceless.report._bundle import bundle_markdown
+
+        _, folder = load_bundle(d)
+        out = Path(out_dir) if out_dir is not None else folder
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "request.md").write_text(bundle_markdown(d), encoding="utf-8")
+        return out / "request.md"
     if d.is_file() and d.suffix == ".md":
         raise StudyError(f"{d} is a docs page: render it as a page with --html (traceless report {d} --html); "
                          f"its markdown is regenerated with python -m traceless.report.docs {d}")
