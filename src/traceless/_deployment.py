@@ -17,7 +17,7 @@ own precondition, the request stops there, and re-running it finishes the rest.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +53,10 @@ from traceless.systems import (
     scan_system,
 )
 
-__all__ = ["AccessExport", "DeploymentRecheck", "DeploymentScan", "Deployment", "ExportedStore", "InstanceScan", "erase_deployment",
+OnInstance = Callable[[int, int, str], None]
+"""``on_instance(done, total, name)``: called before each instance (and once at the end)."""
+
+__all__ = ["OnInstance", "AccessExport", "DeploymentRecheck", "DeploymentScan", "Deployment", "ExportedStore", "InstanceScan", "erase_deployment",
            "export_deployment", "load_deployment", "one_instance", "recheck_deployment",
            "scan_deployment"]
 
@@ -112,18 +115,25 @@ def _need(users: Sequence[str], literals: Sequence[str]) -> None:
 
 
 def scan_deployment(dep: Deployment, *, users: Sequence[str] = (), literals: Sequence[str] = (),
-                    reveal: bool = False) -> DeploymentScan:
+                    reveal: bool = False, on_instance: OnInstance | None = None) -> DeploymentScan:
     """Read-only: each instance's scan, for each of the person's ids there (or the literals)."""
     _need(users, literals)
     scans = []
-    for inst in dep.instances:
+    tick = on_instance or _quiet
+    for n, inst in enumerate(dep.instances):
+        tick(n, len(dep.instances), inst.name)
         s = attach_system(inst.system, inst.config, read_only=True)
         try:
             scans += [InstanceScan(instance=inst.name, report=scan_system(s, uid, list(literals), reveal=reveal))
                       for uid in _targets(inst, users)]
         finally:
             s.close()
+    tick(len(dep.instances), len(dep.instances), "done")
     return DeploymentScan(deployment=dep.name, scans=scans)
+
+
+def _quiet(done: int, total: int, what: str) -> None:
+    """No progress shown."""
 
 
 def _prefixed(inst: DeploymentInstance, e: TracelessError) -> TracelessError:
@@ -179,7 +189,8 @@ def _entries(dep: Deployment, users: Sequence[str], work: Path) -> list[BundleEn
 
 def erase_deployment(dep: Deployment, *, users: Sequence[str] = (), literals: Sequence[str] = (),
                      request_id: str, out_dir: str | Path = ".", state_dir: str | Path | None = None,
-                     log: str | Path | None = None) -> tuple[RequestBundle, Path]:
+                     log: str | Path | None = None, on_instance: OnInstance | None = None
+                     ) -> tuple[RequestBundle, Path]:
     """Erase the person from every instance; returns the signed bundle and its folder
     (``<out_dir>/request-<request id>/``). Nothing of the person anywhere →
     ``NothingToEraseError``; an instance that cannot be erased → its error, nothing changed."""
@@ -205,12 +216,15 @@ def erase_deployment(dep: Deployment, *, users: Sequence[str] = (), literals: Se
                                       "instances; nothing was erased and no bundle was written")
         work.mkdir(parents=True, exist_ok=True)
         os.chmod(work, 0o700)
-        for inst, k, uid in todo:
+        tick = on_instance or _quiet
+        for n, (inst, k, uid) in enumerate(todo):
+            tick(n, len(todo), inst.name)
             out = work / _receipt_name(inst, k)
             r = erase_system(opened[inst.name], uid, list(literals), state_dir=state, key=key, receipt_out=out,
                              request_id=rid)
             log_request(state, event="forget", system=inst.system, user=r.target.owner or None, request_id=rid,
                         verdict=verdict_of(r), receipts=[(r, out)], withhold=withhold)
+        tick(len(todo), len(todo), "signing the bundle")
     finally:
         for s in opened.values():
             s.close()
@@ -254,7 +268,8 @@ class AccessExport(BaseModel):
     """Each file written (relative to ``folder``) → how many records it holds."""
 
 
-def export_deployment(dep: Deployment, *, users: Sequence[str], out_dir: str | Path) -> AccessExport:
+def export_deployment(dep: Deployment, *, users: Sequence[str], out_dir: str | Path,
+                      on_instance: OnInstance | None = None) -> AccessExport:
     """Art. 15: per instance and store, the person's own records (the system's user field or
     namespace says they are theirs; nobody else's record is ever included), read-only, into
     ``out_dir`` (created; it must not exist, so an export is never mixed with an older one)."""
@@ -264,7 +279,7 @@ def export_deployment(dep: Deployment, *, users: Sequence[str], out_dir: str | P
     out = Path(out_dir)
     if out.exists():
         raise ConfigError(f"{out} exists; give a new folder for the export (it is never merged with an older one)")
-    scan = scan_deployment(dep, users=users, reveal=True)
+    scan = scan_deployment(dep, users=users, reveal=True, on_instance=on_instance)
     per: dict[tuple[str, str, str, str], dict[str, dict[str, Any]]] = {}
     systems = {i.name: i.system for i in dep.instances}
     for s in scan.scans:

@@ -145,3 +145,37 @@ def test_the_bundle_is_one_page_for_the_dpo_in_headless_chromium(dep: Path, tmp_
     assert cli("report", str(bad), "--html") == 0
     dom, _, _ = _browser_check(bad / "request.html", tmp_path)
     assert "FAILED" in dom and "missing" in dom
+
+
+def test_progress_is_a_bar_with_eta_on_a_terminal_and_nothing_in_a_pipe(dep: Path) -> None:
+    """Issue 36.7: stderr a terminal → rich's bar (instances counted, elapsed, ETA); stderr a
+    pipe → no bar; stdout stays one JSON document either way."""
+    import os
+    import subprocess
+
+    exe = str(Path(sys.executable).with_name("traceless"))
+    args = [exe, "scan", "--deployment", str(dep), "--user", "cust-1", "--json"]
+    env = {**os.environ, "COLUMNS": "160", "TERM": "xterm"}
+    env.pop("NO_COLOR", None)
+    env.pop("TERM_PROGRAM", None)
+    master, slave = os.openpty()
+    try:
+        p = subprocess.run(args, stdout=subprocess.PIPE, stderr=slave, env=env, timeout=120)
+        os.close(slave)
+        chunks = []
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(master)
+    tty_err = b"".join(chunks).decode("utf-8", "replace")
+    assert p.returncode == 0 and json.loads(p.stdout)["scans"]
+    assert "ETA" in tty_err and "instances" in tty_err and "2/2" in tty_err, tty_err[-800:]
+    assert "cust-1" not in tty_err  # names of instances only
+    q = subprocess.run(args, capture_output=True, env=env, timeout=120)
+    assert q.returncode == 0 and json.loads(q.stdout)["scans"] and "ETA" not in q.stderr.decode()

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from traceless.cli._common import safe
+from traceless.cli._progress import progress_bar
 
 if TYPE_CHECKING:
     from traceless._deployment import Deployment
@@ -50,7 +51,8 @@ def scan_deployment_cmd(dep: Deployment, users: list[str], literals: list[str], 
             sys.exit(CAME_BACK_EXIT)
         typer.echo("clean: nothing of the person is there again in any instance", err=as_json)
         return
-    rep = scan_deployment(dep, users=users, literals=literals, reveal=reveal)
+    with progress_bar(f"scanning {dep.name}", "instances") as tick:
+        rep = scan_deployment(dep, users=users, literals=literals, reveal=reveal, on_instance=tick)
     if as_json:
         typer.echo(rep.model_dump_json(indent=2))
     else:
@@ -76,8 +78,9 @@ def forget_deployment(dep: Deployment, users: list[str], literals: list[str], *,
     if request_id is None:
         raise ConfigError("--deployment needs --request-id TICKET: it names the request's bundle folder and is "
                           "signed into every receipt")
-    bundle, folder = erase_deployment(dep, users=users, literals=literals,
-                                      request_id=request_id, out_dir=out_dir or Path("."), log=log)
+    with progress_bar(f"erasing from {dep.name}", "instances") as tick:
+        bundle, folder = erase_deployment(dep, users=users, literals=literals, request_id=request_id,
+                                          out_dir=out_dir or Path("."), log=log, on_instance=tick)
     if as_json:
         typer.echo(bundle.model_dump_json(indent=2))
     for e in bundle.entries:
@@ -127,7 +130,9 @@ def export_cmd(
     anyone else (records are the person's by the system's own user field or namespace)."""
     from traceless._deployment import export_deployment
 
-    res = export_deployment(the_deployment(deployment, memory, memory_config), users=user, out_dir=out)
+    dep = the_deployment(deployment, memory, memory_config)
+    with progress_bar(f"exporting from {dep.name}", "instances") as tick:
+        res = export_deployment(dep, users=user, out_dir=out, on_instance=tick)
     if as_json:
         typer.echo(res.model_dump_json(indent=2))
         return

@@ -14,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from traceless.cli._common import embedder, split_list
+from traceless.cli._progress import progress_bar
 from traceless.errors import ConfigError
 
 if TYPE_CHECKING:  # the audit engine pulls in the studies (torch): imported when an audit runs
@@ -99,10 +100,7 @@ def system_audit(*, memory: str, memory_config: Path | None, data: Path | None, 
         be = audit_model(model, ctx, engine=engine)[1]  # the run caches generations
         emb = embedder(embedder_name)
     try:
-        with console.status(f"auditing {escape(memory)} ...") as status:
-            def on_progress(done: int, total: int, what: str) -> None:
-                status.update(f"auditing {escape(memory)}: {escape(what)} ({done}/{total} users)")
-
+        with progress_bar(f"auditing {memory}", "users") as on_progress:
             result = run_system_audit(cfg, SystemRuntime(be, emb, model), out, on_progress=on_progress)
     finally:
         be.close()
