@@ -15,6 +15,7 @@ from traceless.audit._engine import (
     probe_phase,
     store_copies,
 )
+from traceless.audit._inversion import InversionReport, candidate_inversion
 from traceless.audit._probes import PROBE_LEVELS, Probe, extracted, probes
 from traceless.audit._system_audit import (
     PAPER_LADDER,
@@ -53,6 +54,7 @@ __all__ = [
     "bystander_cell",
     "CANARY_SPACE",
     "CANARY_WORDS",
+    "InversionReport",
     "NO_BASELINE",
     "PAPER_LADDER",
     "Planted",
@@ -68,6 +70,7 @@ __all__ = [
     "audit_table",
     "baseline_note",
     "canary_sentence",
+    "candidate_inversion",
     "certify",
     "extracted",
     "files_cell",

@@ -64,6 +64,7 @@ if TYPE_CHECKING:
     from traceless.systems._langgraph import LangGraphConfig, LangGraphSystem
     from traceless.systems._llamaindex import LlamaIndexConfig, LlamaIndexSystem
     from traceless.systems._mem0 import Mem0Config, Mem0System
+    from traceless.systems._mem0_chroma import chroma_file_vectors
     from traceless.systems._native import NativeConfig, NativeSystem
     from traceless.systems._openai_agents import OpenAIAgentsConfig, OpenAIAgentsSystem
     from traceless.systems._recheck import RecheckResult, check_recheck_target, recheck_system
@@ -103,6 +104,7 @@ __all__ = [
     "plan_system_erasure",
     "scan_system",
     "RecheckResult",
+    "chroma_file_vectors",
     "check_recheck_target",
     "recheck_system",
     "DEFAULT_SYSTEMS",
@@ -147,6 +149,7 @@ EXPORTS: dict[str, tuple[str, ...]] = {
     "._langgraph": ("LangGraphConfig", "LangGraphSystem"),
     "._llamaindex": ("LlamaIndexConfig", "LlamaIndexSystem"),
     "._mem0": ("Mem0Config", "Mem0System"),
+    "._mem0_chroma": ("chroma_file_vectors",),
     "._native": ("NativeConfig", "NativeSystem"),
     "._openai_agents": ("OpenAIAgentsConfig", "OpenAIAgentsSystem"),
     "._recheck": ("RecheckResult", "check_recheck_target", "recheck_system"),

@@ -34,7 +34,8 @@ from typing import Any
 from traceless.forget import scan_bytes
 from traceless.systems import StoreOutcome
 
-__all__ = ["REBUILD_SUFFIX", "ChromaErasure", "erased_vectors", "finish", "rebuild", "surviving", "vector_forms"]
+__all__ = ["REBUILD_SUFFIX", "ChromaErasure", "chroma_file_vectors", "erased_vectors", "finish", "rebuild", "surviving",
+           "vector_forms"]
 
 REBUILD_SUFFIX = ".traceless-rebuild"
 """The name of a collection being rebuilt is its own plus this (chroma allows ``.`` and ``-``)."""
@@ -300,3 +301,32 @@ def surviving(files: Iterable[Path], vectors: Mapping[str, Iterable[bytes]]) -> 
         if any(per.values()):
             out[f] = {i: n for i, n in per.items() if n}
     return out
+
+
+def chroma_file_vectors(path: Path) -> Any:
+    """Every vector chroma's HNSW segments under ``path`` hold in their files, read from the
+    bytes (``header.bin``: a format version, then hnswlib's ``offsetLevel0``, ``max_elements``,
+    ``cur_element_count``, ``size_data_per_element``, ``label_offset``, ``offsetData``;
+    ``data_level0.bin``: each element's links, its float32 vector, its label), deleted ones
+    included: what anyone with the folder reads, whatever the API says. One float32 array
+    (rows: vectors of one dimension; segments of another dimension are left out)."""
+    import struct
+
+    import numpy as np
+
+    rows: list[Any] = []
+    for header in sorted(Path(path).rglob("header.bin")):
+        data = header.with_name("data_level0.bin")
+        h = header.read_bytes()
+        if not data.is_file() or len(h) < 52:
+            continue
+        _, _, _, n, size, label_off, data_off = struct.unpack_from("<I6Q", h, 0)
+        raw = data.read_bytes()
+        if not 0 < data_off < label_off <= size or n * size > len(raw):
+            continue  # not hnswlib's layout as this reader knows it: nothing read rather than garbage
+        arr = np.frombuffer(raw[: n * size], dtype=np.uint8).reshape(n, size)
+        rows.append(arr[:, data_off:label_off].copy().view("<f4"))
+    if not rows:
+        return np.zeros((0, 0), dtype=np.float32)
+    dim = rows[0].shape[1]
+    return np.concatenate([r for r in rows if r.shape[1] == dim])
