@@ -36,7 +36,7 @@ def scan_deployment_cmd(dep: Deployment, users: list[str], literals: list[str], 
                         since: Path | None) -> None:
     """``scan --deployment D``: each instance's table, then who holds the literals."""
     from traceless._deployment import recheck_deployment, scan_deployment
-    from traceless.cli._erase import CAME_BACK_EXIT, scan_lines
+    from traceless.cli._scan_table import CAME_BACK_EXIT, scan_lines
 
     if since is not None:
         res = recheck_deployment(dep, since, users=users, literals=literals)

@@ -12,13 +12,12 @@ import typer
 
 from traceless.cli._common import safe
 from traceless.cli._receipts import VERIFICATION_FAILED_EXIT, echo_receipt, exit_if_unverified
+from traceless.cli._scan_table import CAME_BACK_EXIT, scan_lines
 
 if TYPE_CHECKING:
     from traceless.systems import ErasurePlan, ScanReport
 
-__all__ = ["CAME_BACK_EXIT", "VERIFICATION_FAILED_EXIT", "forget_memory", "scan_cmd"]
-CAME_BACK_EXIT = 13
-"""``scan --since RECEIPT``: something of the person the receipt erased is there again."""
+__all__ = ["CAME_BACK_EXIT", "VERIFICATION_FAILED_EXIT", "forget_memory", "scan_cmd", "scan_lines"]
 
 
 def _read_only(report: ScanReport) -> str:
@@ -109,24 +108,6 @@ def _when(t: float) -> str:
     import time
 
     return time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime(t))
-
-
-def scan_lines(report: ScanReport) -> list[str]:
-    """The scan as a table: per store, records in all, the user's, and those holding a literal."""
-    out = [f"{'store':<14} {'records':>8} {'of user':>8} {'literal':>8}"]
-    for store, total in report.stores.items():
-        hits = [h for h in report.hits if h.store == store]
-        own = len({h.record_id for h in hits if h.owner_match})
-        lit = len({h.record_id for h in hits if h.literal_count})
-        out.append(f"{store:<14} {total:>8} {own:>8} {lit:>8}")
-    for h in report.hits:
-        val = f"  {h.value!r}" if h.value is not None else ""
-        owner = "-" if h.owner is None else h.owner
-        out.append(f"  {h.store}/{h.record_id} field={h.field} owner={owner} user={h.owner_match} "
-                   f"literal={h.literal_count}{val}")
-    out.append(f"files: {report.files_scanned} read, {len(report.files)} hold a literal's bytes")
-    out += [f"  {f.path}: {f.count}" for f in report.files]
-    return out
 
 
 def plan_lines(plan: ErasurePlan) -> list[str]:

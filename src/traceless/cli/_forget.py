@@ -49,6 +49,18 @@ def _target(kind: str, value: str, owner: str | None, attribute: str, match: str
         raise ConfigError(f"--{kind}: {e.errors()[0]['msg'].removeprefix('Value error, ')}") from None
 
 
+def _forget_deployment(deployment: Path, memory: str | None, memory_config: Path | None, users: list[str],
+                       literals: list[str], *, per_instance: bool, request_id: str | None, out_dir: Path | None,
+                       as_json: bool, log: Path | None) -> None:
+    """``forget --deployment D``: one request across every instance (``traceless.cli._deployment``)."""
+    from traceless.cli._deployment import forget_deployment, the_deployment
+
+    if per_instance:
+        raise ConfigError("--dry-run and --certify are per instance: run them with --memory on each instance")
+    forget_deployment(the_deployment(deployment, memory, memory_config), users, literals, request_id=request_id,
+                      out_dir=out_dir, as_json=as_json, log=log)
+
+
 def _refuse_store_options(**given: str | None) -> None:
     """``--db``/``--mode`` name a traceless store's erasure: with ``--memory`` they were ignored
     silently (issue 40.9); refused before anything is opened."""
@@ -68,8 +80,7 @@ def run_forget(
     literals: list[str] = typer.Option(None, "--literal", help="Exact text: every artifact containing it "
                                        "(repeatable with --memory)."),
     session: str = typer.Option(None, "--session", help="Session id (with --owner)."),
-    users: list[str] = typer.Option(None, "--user", help="User id: everything they own (right to erasure); with "
-                                    "--deployment repeat it for each id the person has."),
+    users: list[str] = typer.Option(None, "--user", help="User id: everything they own (repeatable with --deployment)."),
     owner: str = typer.Option(None, "--owner", help="Owner in scope for --literal/--session/--record."),
     attribute: str = typer.Option("secret", "--attribute", help="Attribute name for the gate descriptor."),
     match: str = typer.Option("exact", "--match",
@@ -80,8 +91,7 @@ def run_forget(
     model: str = typer.Option(None, "--model",
                               help="Summarizer for modes that re-summarize (default: the one that wrote the summaries); "
                                    "with --certify also the agent's model."),
-    embedder_name: str = typer.Option(None, "--embedder",
-                                      help="Embedder for re-embedding (default: the one that wrote the vectors)."),
+    embedder_name: str = typer.Option(None, "--embedder", help="Re-embedding's embedder (default: the vectors' own)."),
     receipt_out: Path = typer.Option(None, "--receipt", help="Receipt file (default: receipt-<id>.json)."),
     as_json: bool = typer.Option(False, "--json", help="Print the signed receipt as JSON (docs/schemas/receipt.json; "
                                  "with --dry-run the plan, docs/schemas/erasure-plan.json)."),
@@ -99,12 +109,9 @@ def run_forget(
     # the append-only receipt log (issue 38.4; traceless.cli._log)
     log_dir: Path = typer.Option(None, "--log", help="Also append the signed receipt to this receipt log folder "
                                  "(created on first use; checked before anything is forgotten; `traceless log verify`)."),
-    deployment: Path = typer.Option(None, "--deployment", help="Erase the person from every instance of this "
-                                    "deployment file (TOML or JSON) in one request: all instances' preconditions "
-                                    "checked before the first write anywhere; one signed bundle request-<id>/ "
-                                    "(needs --request-id; `forget verify request-<id>`)."),
-    out_dir: Path = typer.Option(None, "--out", help="With --deployment: the folder the bundle is written in "
-                                 "(default: here)."),
+    deployment: Path = typer.Option(None, "--deployment", help="One request across every instance of this file "
+                                    "(TOML/JSON): one signed bundle request-<id>/ (needs --request-id)."),
+    out_dir: Path = typer.Option(None, "--out", help="With --deployment: the bundle's folder (default: here)."),
     request_id: str = typer.Option(None, "--request-id", help="The erasure request's ticket id (e.g. T-1042): signed "
                                    "into the receipt, in its default file name receipt-<request id>-<receipt id>.json "
                                    "and in the local request log (<state dir>/requests.jsonl)."),
@@ -117,13 +124,9 @@ def run_forget(
     if ctx.invoked_subcommand is not None:
         return
     if deployment is not None:
-        from traceless.cli._deployment import forget_deployment, the_deployment
-
         _refuse_store_options(db=db, mode=mode)
-        if dry_run or certify:
-            raise ConfigError("--dry-run and --certify are per instance: run them with --memory on each instance")
-        return forget_deployment(the_deployment(deployment, memory, memory_config), list(users or []),
-                                 literals or [], request_id=request_id, out_dir=out_dir, as_json=as_json, log=log_dir)
+        return _forget_deployment(deployment, memory, memory_config, list(users or []), literals or [], per_instance=
+                                  dry_run or certify, request_id=request_id, out_dir=out_dir, as_json=as_json, log=log_dir)
     if len(users or []) > 1:
         raise ConfigError("several --user ids are one request across instances: give them with --deployment D "
                           "(or erase each id with its own command)")

@@ -24,18 +24,10 @@ def progress_bar(label: str, unit: str) -> Iterator[Advance]:
         yield lambda done, total, what: None
         return
     from rich.markup import escape
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
 
-    bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn(unit),
-                   TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), TextColumn("{task.fields[what]}"),
-                   console=console, transient=False)
+    from traceless.run import progress_bar as rich_bar
+
+    bar = rich_bar(unit)
     task = bar.add_task(escape(label), total=None, what="")
 
     def advance(done: int, total: int, what: str) -> None:

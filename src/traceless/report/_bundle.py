@@ -10,7 +10,7 @@ from pathlib import Path
 
 from traceless.forget import Receipt, load_bundle, load_receipt, verify_bundle
 
-__all__ = ["bundle_markdown", "render_bundle_html"]
+__all__ = ["bundle_markdown"]
 
 
 def _cell(text: object) -> str:
@@ -60,19 +60,3 @@ def bundle_markdown(path: str | Path) -> str:
         if e.receipt_file and f.is_file():
             out += _receipt_section(e.instance, load_receipt(f))
     return "\n".join(out) + "\n"
-
-
-def render_bundle_html(path: str | Path, out_dir: str | Path | None = None) -> Path:
-    """``request.html`` of the bundle (in ``out_dir``, default: the bundle's folder)."""
-    from traceless.report._html import markdown_page
-
-    _, folder = load_bundle(path)
-    out = Path(out_dir) if out_dir is not None else folder
-    out.mkdir(parents=True, exist_ok=True)
-    md = bundle_markdown(path)
-    title = next(ln[2:] for ln in md.splitlines() if ln.startswith("# "))
-    target = out / "request.html"
-    tmp = target.with_suffix(".html.tmp")
-    tmp.write_text(markdown_page(f"traceless — {title}", md, folder), encoding="utf-8")
-    tmp.replace(target)
-    return target

@@ -24,7 +24,7 @@ from traceless.errors import StudyError
 from traceless.report._html_page import collapse_not_run, page_figures
 from traceless.studies import RESULTS_FORMAT, STUDIES, Manifest, read_manifest
 
-__all__ = ["render_html", "render_html_report", "render_doc_html", "check_renderable", "markdown_page"]
+__all__ = ["render_html", "render_html_report", "render_doc_html", "check_renderable", "render_bundle_html"]
 
 _MIME = {".png": "image/png", ".svg": "image/svg+xml", ".jpg": "image/jpeg", ".jpeg": "image/jpeg"}
 
@@ -155,11 +155,6 @@ def _page(title: str, body: str) -> str:
             f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>{body}</body></html>\n")
 
 
-def markdown_page(title: str, md: str, base: Path) -> str:
-    """One self-contained page of ``md`` (local images under ``base`` inlined)."""
-    return _page(title, _markdown(md, base)[0])
-
-
 def render_doc_html(doc: str | Path, out_dir: str | Path | None = None) -> Path:
     """``DOC.html`` of a marked docs page (docs/scorecard.md): its scorecards and tables
     regenerated from their bundles (the .md is not changed), rendered to one self-contained
@@ -183,6 +178,23 @@ def render_doc_html(doc: str | Path, out_dir: str | Path | None = None) -> Path:
     return target
 
 
+def render_bundle_html(path: str | Path, out_dir: str | Path | None = None) -> Path:
+    """``request.html`` of the bundle (in ``out_dir``, default: the bundle's folder)."""
+    from traceless.forget import load_bundle
+    from traceless.report._bundle import bundle_markdown
+
+    _, folder = load_bundle(path)
+    out = Path(out_dir) if out_dir is not None else folder
+    out.mkdir(parents=True, exist_ok=True)
+    md = bundle_markdown(path)
+    title = next(ln[2:] for ln in md.splitlines() if ln.startswith("# "))
+    target = out / "request.html"
+    tmp = target.with_suffix(".html.tmp")
+    tmp.write_text(_page(f"traceless — {title}", _markdown(md, folder)[0]), encoding="utf-8")
+    tmp.replace(target)
+    return target
+
+
 def render_html_report(results_dir: str | Path, out_dir: str | Path | None = None) -> Path:
     """Render the study's report (``render_report``) and its self-contained ``report.html``;
     a dir from a newer study version is refused before anything is written. A marked docs
@@ -191,8 +203,6 @@ def render_html_report(results_dir: str | Path, out_dir: str | Path | None = Non
     from traceless.report import render_report
 
     if is_bundle(results_dir):  # a request bundle (forget --deployment): the DPO's page
-        from traceless.report._bundle import render_bundle_html
-
         return render_bundle_html(results_dir, out_dir)
     if Path(results_dir).is_file() and Path(results_dir).suffix == ".md":
         return render_doc_html(results_dir, out_dir)

@@ -14,6 +14,7 @@ from traceless.run._bundle import (
 )
 from traceless.run._config import load_config, parse_sets
 from traceless.run._merge import MergeSummary, merge_results
+from traceless.run._progress import progress_bar
 from traceless.run._purge import PurgeSummary, purge_results
 from traceless.run._ray import GenerationFile, RaySession, check_address
 from traceless.run._results import (
@@ -56,6 +57,7 @@ from traceless.run._study import (
 )
 
 __all__ = [
+    "progress_bar",
     "BUNDLE_ROWS",
     "DEFAULT_STUDIES",
     "BundleSummary",

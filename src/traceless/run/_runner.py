@@ -619,31 +619,19 @@ class _Progress:
         self._p: Any = None
         if not enabled:
             return
-        from rich.console import Console
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
-        )
+        from traceless.run._progress import progress_bar
 
-        self._p = Progress(
-            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("cells"),
-            TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), TextColumn("{task.fields[group]}"),
-            console=Console(stderr=True), transient=False,
-        )
+        self._p = progress_bar("cells")
         from rich.markup import escape
 
-        self._task = self._p.add_task(escape(label), total=total, completed=done, group="")
+        self._task = self._p.add_task(escape(label), total=total, completed=done, what="")
         self._p.start()
 
     def advance(self, group: str) -> None:
         if self._p is not None:
             from rich.markup import escape
 
-            self._p.update(self._task, advance=1, group=escape(group))
+            self._p.update(self._task, advance=1, what=escape(group))
 
     def stop(self) -> None:
         if self._p is not None:
