@@ -87,7 +87,9 @@ class DeploymentScan(BaseModel):
         out: dict[str, list[str]] = {}
         for s in self.scans:
             found = out.setdefault(s.instance, [])
-            found += [h.owner for h in s.report.hits if h.literal_count and h.owner and h.owner not in found]
+            for h in s.report.hits:
+                if h.literal_count and h.owner and h.owner not in found:
+                    found.append(h.owner)
         return out
 
     def empty(self) -> bool:

@@ -105,6 +105,9 @@ def test_a_request_across_two_instances_is_one_bound_bundle(dep: Path, capsys: p
     capsys.readouterr()
     assert cli("scan", "--deployment", str(dep), "--user", "cust-1", "--literal", IBAN) == 7  # gone from both
     assert cli("scan", "--deployment", str(dep), "--user", "cust-2") == 0  # the other user is still there
+    capsys.readouterr()
+    assert cli("scan", "--deployment", str(dep), "--literal", "cust-2: hello") == 0
+    assert "store: literals held by cust-2\n" in capsys.readouterr().out  # each owner named once per instance
     # a receipt of another request put in its place fails the bundle
     assert cli("forget", "--deployment", str(dep), "--user", "cust-2", "--request-id", "T-8") == 0
     other = sorted(Path("request-T-8").glob("receipt-sdk-*.json"))[0]
