@@ -270,7 +270,8 @@ def _store_embedder(store: MemoryStore) -> str:
 
 
 def verify(receipt: Receipt | str | Path, memory: Memory | MemoryStore | None = None, *,
-           public_key: bytes | str | Path | None = None, log: str | Path | None = None) -> Receipt:
+           public_key: bytes | str | Path | None = None, log: str | Path | None = None,
+           tsa_cert: str | Path | None = None) -> Receipt:
     """Check a receipt's signature (by ``public_key``: raw bytes, 64 hex characters or the file
     ``traceless keys export`` wrote, as ``forget verify --public-key``; default: this machine's
     signing key, never created here) and, given the memory, that it is the receipt's store (same
@@ -279,7 +280,8 @@ def verify(receipt: Receipt | str | Path, memory: Memory | MemoryStore | None = 
     whose target matched nothing proves no erasure and fails.
 
     ``log``: also its inclusion proof in that receipt log against the log's latest signed
-    checkpoint (``traceless.forget.verify_logged``).
+    checkpoint (``traceless.forget.verify_logged``). ``tsa_cert``: also its RFC 3161 time-stamp
+    against that TSA root (``traceless.forget.verify_timestamp``).
 
     Returns the receipt; raises ``ReceiptError`` saying what failed (a certificate that
     records extraction or a store copy fails too)."""
@@ -290,6 +292,10 @@ def verify(receipt: Receipt | str | Path, memory: Memory | MemoryStore | None = 
                            "(pass the signer's key: verify(receipt, public_key=...))")
     if log is not None:
         verify_logged(log, r, pub)
+    if tsa_cert is not None:  # its RFC 3161 token: chained to that root, over this signature
+        from traceless.forget import verify_timestamp
+
+        verify_timestamp(r, tsa_cert)
     if r.certificate is not None and r.certificate.failures():
         raise ReceiptError("the receipt's behavioural certificate fails: " + "; ".join(r.certificate.failures()))
     if not r.matched:

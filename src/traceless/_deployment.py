@@ -33,14 +33,17 @@ from traceless.forget import (
     append_receipt,
     check_log,
     check_request_id,
+    check_tsa_url,
     load_bundle,
     load_receipt,
     log_request,
     pseudonym,
     receipt_key,
+    stamp_receipt,
     verdict_of,
     verify_bundle,
     write_bundle,
+    write_receipt,
 )
 from traceless.systems import (
     MemorySystem,
@@ -191,8 +194,8 @@ def _entries(dep: Deployment, users: Sequence[str], work: Path) -> list[BundleEn
 
 def erase_deployment(dep: Deployment, *, users: Sequence[str] = (), literals: Sequence[str] = (),
                      request_id: str, out_dir: str | Path = ".", state_dir: str | Path | None = None,
-                     log: str | Path | None = None, on_instance: OnInstance | None = None
-                     ) -> tuple[RequestBundle, Path]:
+                     log: str | Path | None = None, on_instance: OnInstance | None = None,
+                     tsa: str | None = None) -> tuple[RequestBundle, Path]:
     """Erase the person from every instance; returns the signed bundle and its folder
     (``<out_dir>/request-<request id>/``). Nothing of the person anywhere →
     ``NothingToEraseError``; an instance that cannot be erased → its error, nothing changed."""
@@ -207,6 +210,8 @@ def erase_deployment(dep: Deployment, *, users: Sequence[str] = (), literals: Se
                           "--request-id")
     if log is not None:
         check_log(log)
+    if tsa is not None:
+        check_tsa_url(tsa)
     state, key = Path(state_dir) if state_dir else default_state(), receipt_key()
     opened: dict[str, MemorySystem] = {}
     try:
@@ -224,6 +229,9 @@ def erase_deployment(dep: Deployment, *, users: Sequence[str] = (), literals: Se
             out = work / _receipt_name(inst, k)
             r = erase_system(opened[inst.name], uid, list(literals), state_dir=state, key=key, receipt_out=out,
                              request_id=rid)
+            if tsa is not None:  # before the summary takes the file's digest
+                r = stamp_receipt(r, tsa)
+                write_receipt(r, out)
             log_request(state, event="forget", system=inst.system, user=r.target.owner or None, request_id=rid,
                         verdict=verdict_of(r), receipts=[(r, out)], withhold=withhold)
         tick(len(todo), len(todo), "signing the bundle")

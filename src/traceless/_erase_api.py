@@ -26,12 +26,14 @@ from traceless.forget import (
     check_log,
     check_receipt_path,
     check_request_id,
+    check_tsa_url,
     fresh_receipt_path,
     load_receipt,
     log_request,
     name_receipt,
     pseudonym,
     receipt_key,
+    stamp_receipt,
     verdict_of,
     verify_signature,
     write_receipt,
@@ -100,7 +102,7 @@ def erase(system: str, config: Config, *, user: str | None = None, literals: Seq
           receipt: str | Path | None = None, state_dir: str | Path | None = None, certify: bool = False,
           model: str | ModelBackend | None = None, wordings: int = 1, max_new_tokens: int = 40,
           engine: EngineOptions | None = None, log: str | Path | None = None,
-          request_id: str | None = None) -> Receipt:
+          request_id: str | None = None, tsa: str | None = None) -> Receipt:
     """Erase ``user`` (and every record holding a literal) from the live instance: plan →
     journal → the system's own deletions + residue → compaction → re-scan → bystanders →
     signed receipt (written to ``receipt`` before the journal is removed). An interrupted
@@ -115,7 +117,7 @@ def erase(system: str, config: Config, *, user: str | None = None, literals: Seq
     line in the request log (``traceless.forget.log_request``: pseudonymous ids only)."""
     return erase_request(system, config, user=user, literals=literals, receipt=receipt, state_dir=state_dir,
                          certify=certify, model=model, wordings=wordings, max_new_tokens=max_new_tokens,
-                         engine=engine, log=log, request_id=request_id)[0]
+                         engine=engine, log=log, request_id=request_id, tsa=tsa)[0]
 
 
 def erase_request(system: str, config: Config, *, user: str | None = None, literals: Sequence[str] = (),
@@ -123,9 +125,10 @@ def erase_request(system: str, config: Config, *, user: str | None = None, liter
                   state_dir: str | Path | None = None, certify: bool = False,
                   model: str | ModelBackend | None = None, wordings: int = 1, max_new_tokens: int = 40,
                   engine: EngineOptions | None = None, log: str | Path | None = None,
-                  request_id: str | None = None) -> tuple[Receipt, Path | None]:
+                  request_id: str | None = None, tsa: str | None = None) -> tuple[Receipt, Path | None]:
     """``erase``, and where the receipt was written: ``receipt``, or with ``receipt_dir`` a file
-    in that folder named ``receipt-[<request id>-]<receipt id>.json`` that no other receipt has."""
+    in that folder named ``receipt-[<request id>-]<receipt id>.json`` that no other receipt has.
+    ``tsa``: the final receipt time-stamped by that RFC 3161 authority (``stamp_receipt``)."""
     _need_target(user, literals)
     if certify and (user is None or not literals):
         raise ConfigError("--certify needs --user and --literal: the certificate asks the user's agent the audit's "
@@ -134,6 +137,8 @@ def erase_request(system: str, config: Config, *, user: str | None = None, liter
     out = _receipt_out(system, receipt, receipt_dir)  # every output checked first
     if log is not None:
         check_log(log)
+    if tsa is not None:
+        check_tsa_url(tsa)
     from traceless.paths import state_dir as default_state
 
     state, key = Path(state_dir) if state_dir else default_state(), receipt_key()
@@ -157,6 +162,13 @@ def erase_request(system: str, config: Config, *, user: str | None = None, liter
                 r, certify_live(s, user, list(literals), be, wordings=wordings, max_new_tokens=max_new_tokens))
         finally:
             s.close()
+        if tsa is not None:  # the erasure is done and signed: the stamp only dates it
+            try:
+                final = stamp_receipt(final, tsa)
+            except ConfigError as e:
+                logged(verdict_of(final), final.target.owner, [(final, out)])
+                raise ConfigError(f"{e}; the erasure itself is done and its receipt {out or ''} is signed, "
+                                  "without a time-stamp") from None
         if out is not None and final is not r:
             write_receipt(final, out)
         if out is not None and receipt_dir is not None:

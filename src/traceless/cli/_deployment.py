@@ -69,7 +69,7 @@ def scan_deployment_cmd(dep: Deployment, users: list[str], literals: list[str], 
 
 
 def forget_deployment(dep: Deployment, users: list[str], literals: list[str], *, request_id: str | None,
-                      out_dir: Path | None, as_json: bool, log: Path | None) -> None:
+                      out_dir: Path | None, as_json: bool, log: Path | None, tsa: str | None = None) -> None:
     """``forget --deployment D --request-id T``: one bundle, ``request-T/``."""
     from traceless._deployment import erase_deployment
     from traceless.cli._receipts import VERIFICATION_FAILED_EXIT
@@ -80,7 +80,7 @@ def forget_deployment(dep: Deployment, users: list[str], literals: list[str], *,
                           "signed into every receipt")
     with progress_bar(f"erasing from {dep.name}", "instances") as tick:
         bundle, folder = erase_deployment(dep, users=users, literals=literals, request_id=request_id,
-                                          out_dir=out_dir or Path("."), log=log, on_instance=tick)
+                                          out_dir=out_dir or Path("."), log=log, on_instance=tick, tsa=tsa)
     if as_json:
         typer.echo(bundle.model_dump_json(indent=2))
     for e in bundle.entries:

@@ -126,7 +126,7 @@ def plan_lines(plan: ErasurePlan) -> list[str]:
 def forget_memory(memory: str, memory_config: Path | None, user: str | None, literals: list[str], *,
                   dry_run: bool, receipt_out: Path | None, as_json: bool, certify: bool = False,
                   model: str | None = None, wordings: int = 1, log: Path | None = None,
-                  request_id: str | None = None) -> None:
+                  request_id: str | None = None, tsa: str | None = None) -> None:
     """``traceless forget --memory SYSTEM``: plan → execute → verify → sign (``--dry-run``: the plan);
     ``--certify``: then the audit's probes through the system's own retrieval, signed in; ``--log``:
     then the receipt appended to that receipt log. Without ``--receipt`` the receipt is
@@ -149,7 +149,7 @@ def forget_memory(memory: str, memory_config: Path | None, user: str | None, lit
     receipt, out = erase_request(memory, memory_config, user=user, literals=literals, receipt=receipt_out,
                                  receipt_dir=Path(".") if receipt_out is None else None, request_id=request_id,
                                  certify=certify, model=model, wordings=wordings,
-                                 engine=engine_from_env() if certify else None, log=log)
+                                 engine=engine_from_env() if certify else None, log=log, tsa=tsa)
     assert out is not None
     echo_receipt(receipt, out, as_json)
     if log is not None:  # erase appended it: say where, from its verified inclusion proof

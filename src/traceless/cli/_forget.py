@@ -51,14 +51,14 @@ def _target(kind: str, value: str, owner: str | None, attribute: str, match: str
 
 def _forget_deployment(deployment: Path, memory: str | None, memory_config: Path | None, users: list[str],
                        literals: list[str], *, per_instance: bool, request_id: str | None, out_dir: Path | None,
-                       as_json: bool, log: Path | None) -> None:
+                       as_json: bool, log: Path | None, tsa: str | None) -> None:
     """``forget --deployment D``: one request across every instance (``traceless.cli._deployment``)."""
     from traceless.cli._deployment import forget_deployment, the_deployment
 
     if per_instance:
         raise ConfigError("--dry-run and --certify are per instance: run them with --memory on each instance")
     forget_deployment(the_deployment(deployment, memory, memory_config), users, literals, request_id=request_id,
-                      out_dir=out_dir, as_json=as_json, log=log)
+                      out_dir=out_dir, as_json=as_json, log=log, tsa=tsa)
 
 
 def _refuse_store_options(**given: str | None) -> None:
@@ -77,20 +77,16 @@ def run_forget(
     db: str = typer.Option(None, "--db", help="Memory file or postgresql:// URL."),
     mode: str = typer.Option(None, "--mode", help="Forget mode (see `traceless forget modes`)."),
     record: str = typer.Option(None, "--record", help="Raw record id (with --owner)."),
-    literals: list[str] = typer.Option(None, "--literal", help="Exact text: every artifact containing it "
-                                       "(repeatable with --memory)."),
+    literals: list[str] = typer.Option(None, "--literal", help="Exact text: every artifact holding it (repeatable)."),
     session: str = typer.Option(None, "--session", help="Session id (with --owner)."),
     users: list[str] = typer.Option(None, "--user", help="User id: everything they own (repeatable with --deployment)."),
     owner: str = typer.Option(None, "--owner", help="Owner in scope for --literal/--session/--record."),
     attribute: str = typer.Option("secret", "--attribute", help="Attribute name for the gate descriptor."),
-    match: str = typer.Option("exact", "--match",
-                              help="exact (byte for byte, paper 001) or normalized (also case, spacing, dash, "
-                                   "zero-width and Unicode variants, and a copy split across two records; the "
-                                   "gate then refuses them too)."),
+    match: str = typer.Option("exact", "--match", help="exact (byte for byte, paper 001) or normalized (also case, "
+                              "spacing, dash, zero-width, Unicode variants and a copy split across two records)."),
     gate: bool = typer.Option(True, "--gate/--no-gate", help="Store a keyed gate descriptor for a literal."),
-    model: str = typer.Option(None, "--model",
-                              help="Summarizer for modes that re-summarize (default: the one that wrote the summaries); "
-                                   "with --certify also the agent's model."),
+    model: str = typer.Option(None, "--model", help="Re-summarizing modes' summarizer (default: the summaries' own); "
+                              "with --certify the agent's model."),
     embedder_name: str = typer.Option(None, "--embedder", help="Re-embedding's embedder (default: the vectors' own)."),
     receipt_out: Path = typer.Option(None, "--receipt", help="Receipt file (default: receipt-<id>.json)."),
     as_json: bool = typer.Option(False, "--json", help="Print the signed receipt as JSON (docs/schemas/receipt.json; "
@@ -103,12 +99,12 @@ def run_forget(
     memory: str = typer.Option(None, "--memory", help="Erase from this memory system's LIVE instance (e.g. mem0) "
                                "instead of a traceless store: its own deletions plus the residue they leave, "
                                "compaction, re-scan, bystander check, signed receipt (needs --memory-config, --user)."),
-    memory_config: Path = typer.Option(None, "--memory-config",
-                                       help="With --memory: the instance's own configuration (JSON or TOML)."),
+    memory_config: Path = typer.Option(None, "--memory-config", help="With --memory: the instance's own config."),
     dry_run: bool = typer.Option(False, "--dry-run", help="With --memory: print the plan; change nothing."),
     # the append-only receipt log (issue 38.4; traceless.cli._log)
-    log_dir: Path = typer.Option(None, "--log", help="Also append the signed receipt to this receipt log folder "
-                                 "(created on first use; checked before anything is forgotten; `traceless log verify`)."),
+    log_dir: Path = typer.Option(None, "--log", help="Also append the receipt to this receipt log (`traceless log`)."),
+    tsa: str = typer.Option(None, "--tsa", help="With --memory/--deployment: time-stamp each receipt by this RFC 3161 "
+                            "authority (only the signature's SHA-256 is sent); `forget verify --tsa-cert CA`."),
     deployment: Path = typer.Option(None, "--deployment", help="One request across every instance of this file "
                                     "(TOML/JSON): one signed bundle request-<id>/ (needs --request-id)."),
     out_dir: Path = typer.Option(None, "--out", help="With --deployment: the bundle's folder (default: here)."),
@@ -126,7 +122,8 @@ def run_forget(
     if deployment is not None:
         _refuse_store_options(db=db, mode=mode)
         return _forget_deployment(deployment, memory, memory_config, list(users or []), literals or [], per_instance=
-                                  dry_run or certify, request_id=request_id, out_dir=out_dir, as_json=as_json, log=log_dir)
+                                  dry_run or certify, request_id=request_id, out_dir=out_dir, as_json=as_json, log=log_dir,
+                                  tsa=tsa)
     if len(users or []) > 1:
         raise ConfigError("several --user ids are one request across instances: give them with --deployment D "
                           "(or erase each id with its own command)")
@@ -138,7 +135,9 @@ def run_forget(
 
         return forget_memory(memory, memory_config, user, literals or [], dry_run=dry_run, receipt_out=receipt_out,
                              as_json=as_json, certify=certify, model=model, wordings=probe_wordings, log=log_dir,
-                             request_id=request_id)
+                             request_id=request_id, tsa=tsa)
+    if tsa is not None:
+        raise ConfigError("--tsa time-stamps the receipts of --memory and --deployment erasures; drop it here")
     if len(literals or []) > 1:
         raise ConfigError("give one --literal (several are accepted with --memory only)")
     if db is None or mode is None:
@@ -283,6 +282,8 @@ def verify(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON document (docs/schemas/verify-result.json)."),
     log: Path = typer.Option(None, "--log", help="Also check the receipt's inclusion proof in this receipt log "
                              "(`forget --log`) against its latest signed checkpoint."),
+    tsa_cert: Path = typer.Option(None, "--tsa-cert", help="Also check the receipt's RFC 3161 time-stamp (forget "
+                                  "--tsa) against this TSA root certificate (PEM), and print the time it vouches for."),
 ) -> None:
     """Check a receipt's signature (and, with --db, that it belongs to that store and what it
     removed is still gone; with --log, that it is in that log). Exits non-zero if anything does
@@ -298,7 +299,7 @@ def verify(
         return verify_bundle_cmd(receipt, public_key, as_json)
     r = load_receipt(receipt)
     pub = load_public_key(public_key) if public_key is not None else None
-    res, finished = verify_receipt(r, public_key=pub, db=db, log=log)
+    res, finished = verify_receipt(r, public_key=pub, db=db, log=log, tsa_cert=tsa_cert)
     for rid in finished:
         typer.secho(f"finished the physical erasure of {rid}, interrupted earlier", fg=typer.colors.YELLOW, err=True)
     if as_json:
@@ -329,6 +330,8 @@ def verify(
         scanned = ("re-scanned: none of what it erased is there" if res.material_absent
                    else "not re-scanned (the receipt predates erased-material digests)")
         typer.echo(f"{redact_url(db)}: same store; every artifact the receipt removed is still absent; {scanned}")
+    if res.timestamped_at is not None:
+        typer.echo(f"time-stamp OK: {tsa_cert} vouches the receipt was signed by {res.timestamped_at}")
     if res.log_entry is not None:
         typer.echo(f"{log}: entry {res.log_entry} of {res.log_size}; inclusion proof verified against the signed "
                    "checkpoint")

@@ -82,6 +82,7 @@ if TYPE_CHECKING:
         request_log_path,
         verdict_of,
     )
+    from traceless.forget._timestamp import check_tsa_url, stamp_receipt, verify_timestamp
     from traceless.forget._verify import check_store, verify_receipt
 
 __all__ = [
@@ -147,6 +148,10 @@ __all__ = [
     "receipt_file_name",
     "request_log_path",
     "verdict_of",
+    # RFC 3161 time-stamps on receipts (forget --tsa URL; forget verify --tsa-cert CA)
+    "check_tsa_url",
+    "stamp_receipt",
+    "verify_timestamp",
     # the request bundle across a deployment (forget --deployment)
     "BUNDLE_FILE",
     "BundleCheck",
@@ -176,6 +181,7 @@ EXPORTS: dict[str, tuple[str, ...]] = {
     "._requests": ("LoggedReceipt", "RequestLogEntry", "Verdict", "check_request_id", "fresh_receipt_path",
                    "log_request", "name_receipt", "read_requests", "receipt_file_name", "request_log_path",
                    "verdict_of"),
+    "._timestamp": ("check_tsa_url", "stamp_receipt", "verify_timestamp"),
     "._verify": ("check_store", "verify_receipt"),
 }
 """Which submodule defines each public name (a test checks it covers ``__all__`` exactly)."""

@@ -271,10 +271,14 @@ class Receipt(BaseModel):
     """The signer's Ed25519 public key (hex). Trust it only if it matches a key you got out of band."""
     signature: str = ""
     """Ed25519 signature (hex) over the rest of the receipt."""
+    timestamp: str = ""
+    """An RFC 3161 time-stamp token (base64 DER ``TimeStampResp``) over the signature's bytes,
+    from the TSA ``forget --tsa URL`` named; not under the signature (it stamps it). Empty: none."""
 
     def payload(self) -> bytes:
         d = self.model_dump(mode="json")
         d.pop("signature", None)
+        d.pop("timestamp", None)
         if d.get("certificate") is None:  # receipts signed before certificates existed verify unchanged
             d.pop("certificate", None)
         for name in ("erased_material", "not_covered", "request_id"):  # likewise receipts signed before these
@@ -384,6 +388,10 @@ class VerifyResult(BaseModel):
     log's latest signed checkpoint (a log that does not verify is an error). None: not checked."""
     log_size: int | None = None
     """``--log``: the entries that checkpoint signs."""
+    timestamped_at: str | None = None
+    """``--tsa-cert``: the time (ISO 8601, UTC) the receipt's RFC 3161 token vouches for, its
+    signature chained to that root and its imprint this receipt's signature (a token that does
+    not verify is an error). None: not checked."""
     ok: bool
     """Everything checked held (the exit code is 0 exactly when this is true)."""
 

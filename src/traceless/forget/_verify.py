@@ -20,7 +20,7 @@ __all__ = ["check_store", "verify_receipt"]
 
 
 def verify_receipt(receipt: Receipt, *, public_key: bytes | None = None, db: str | Path | None = None,
-                   log: str | Path | None = None) -> tuple[VerifyResult, list[str]]:
+                   log: str | Path | None = None, tsa_cert: str | Path | None = None) -> tuple[VerifyResult, list[str]]:
     """Check ``receipt``; returns the result and, for the user, the erasures this open of
     ``db`` finished (an interrupted forget's physical erasure). ``log``: also its inclusion in
     that receipt log (``ReceiptLogError`` when it is not there or the log does not verify)."""
@@ -33,6 +33,10 @@ def verify_receipt(receipt: Receipt, *, public_key: bytes | None = None, db: str
         certificate_failures=cert.failures() if cert is not None else [], nothing_matched=not receipt.matched,
     )
     finished: list[str] = []
+    if tsa_cert is not None and res.signature_ok:  # the token stamps the signature: checked once it verifies
+        from traceless.forget._timestamp import verify_timestamp
+
+        res = res.model_copy(update={"timestamped_at": verify_timestamp(receipt, tsa_cert).isoformat()})
     if log is not None and res.signature_ok:
         from traceless.forget._log import verify_logged
 
