@@ -17,6 +17,7 @@ from traceless.audit._engine import (
 )
 from traceless.audit._inversion import InversionReport, candidate_inversion
 from traceless.audit._probes import PROBE_LEVELS, Probe, extracted, probes
+from traceless.audit._serving_cache import CachePhase, ServingCacheTier, serving_cache_check
 from traceless.audit._system_audit import (
     PAPER_LADDER,
     Planted,
@@ -54,6 +55,9 @@ __all__ = [
     "bystander_cell",
     "CANARY_SPACE",
     "CANARY_WORDS",
+    "CachePhase",
+    "ServingCacheTier",
+    "serving_cache_check",
     "InversionReport",
     "NO_BASELINE",
     "PAPER_LADDER",

@@ -389,6 +389,28 @@ class LlamaCppServer:
                 self._in_flight -= 1
                 self._gate.notify_all()
 
+    def clear_prompt_cache(self) -> float:
+        """Drop every prompt's KV this server keeps, its slots' and its host-memory prompt cache's
+        alike: a restart on the same port (the process and its memory go). Waits for requests in
+        flight; returns the seconds it took. A forgotten record that was in a prompt stays in
+        that cache until this runs (issue 38.3)."""
+        t0 = time.perf_counter()
+        with self._gate:
+            while self._restarting:
+                self._gate.wait()
+            self._restarting = True
+            try:
+                while self._in_flight:
+                    self._gate.wait()
+                port = self.port
+                self.stop()
+                self.requested_port = port
+                self.start()
+            finally:
+                self._restarting = False
+                self._gate.notify_all()
+        return time.perf_counter() - t0
+
     def _restart(self, threads: int) -> None:
         """Stop and start again with ``threads`` on the same port (the URL clients hold)."""
         old, port, t0 = self.threads, self.port, time.perf_counter()
