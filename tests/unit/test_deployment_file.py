@@ -182,3 +182,15 @@ def test_progress_is_a_bar_with_eta_on_a_terminal_and_nothing_in_a_pipe(dep: Pat
     assert "cust-1" not in tty_err  # names of instances only
     q = subprocess.run(args, capture_output=True, env=env, timeout=120)
     assert q.returncode == 0 and json.loads(q.stdout)["scans"] and "ETA" not in q.stderr.decode()
+
+
+def test_scan_with_several_ids_of_one_person_scans_each(dep: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 36.1: ``--user`` repeated on one instance (``--memory``): one scan per id."""
+    cfg = dep.parent / "sdk.json"
+    capsys.readouterr()
+    assert cli("scan", "--memory", "openai-agents", "--memory-config", str(cfg), "--user", "cust-1", "--user",
+               "cust-2", "--json") == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [s["report"]["user"] for s in doc["scans"]] == ["cust-1", "cust-2"]
+    assert all(any(h["owner_match"] for h in s["report"]["hits"]) for s in doc["scans"])
+    assert cli("scan", "--deployment", str(dep), "--memory", "openai-agents", "--user", "cust-1") == 2
