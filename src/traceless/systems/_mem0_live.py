@@ -347,13 +347,25 @@ class Mem0Live:
         out = [p for p in (h, h.with_name(h.name + "-journal"), h.with_name(h.name + "-wal")) if p.is_file()]
         return out + sorted(p for p in self.layout.path.rglob("*") if p.is_file())
 
-    # ------------------------------------------------------------------ scan
-    def scan(self, user: str | None, literals: Sequence[str], reveal: bool) -> ScanReport:
-        recs = self.records()
+    def records_for(self, user: str | None, literals: Sequence[str]) -> list[Rec]:
+        """The records a scan or a plan for ``user`` and ``literals`` must see: here every
+        record (local files are read whole); a server back end narrows the read to the user's
+        rows and the rows holding a literal (``Mem0PgLive``)."""
+        return self.records()
+
+    def store_counts(self, recs: Sequence[Rec]) -> dict[str, int]:
+        """Records per store (``recs``: what ``records_for`` returned)."""
         stores = dict.fromkeys(self.store_names(), 0)
-        hits: list[ScanHit] = []
         for r in recs:
             stores[r.store] = stores.get(r.store, 0) + 1
+        return stores
+
+    # ------------------------------------------------------------------ scan
+    def scan(self, user: str | None, literals: Sequence[str], reveal: bool) -> ScanReport:
+        recs = self.records_for(user, literals)
+        stores = self.store_counts(recs)
+        hits: list[ScanHit] = []
+        for r in recs:
             owned = user is not None and r.owner == user
             found = {k: count_literals(v, literals) for k, v in r.texts.items()}
             found = {k: n for k, n in found.items() if n}
@@ -370,7 +382,7 @@ class Mem0Live:
 
     # ------------------------------------------------------------------ plan
     def plan(self, user: str | None, literals: Sequence[str]) -> ErasurePlan:
-        recs = self.records()
+        recs = self.records_for(user, literals)
         actions: list[PlannedAction] = []
         hit_mem: set[str] = set()
         others = 0

@@ -32,6 +32,7 @@ the host, port and database only.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
@@ -41,7 +42,7 @@ from typing import Any
 from traceless.errors import ConfigError
 from traceless.systems import ErasurePlan, StoreOutcome
 from traceless.systems._mem0_live import LiveLayout, Mem0Live, Rec, _payload_texts, _vacuum
-from traceless.systems.kernel import digest
+from traceless.systems.kernel import count_literals, digest, literal_forms
 from traceless.systems.postgres import (
     DEFAULT_COMPACTION,
     PgServer,
@@ -93,16 +94,79 @@ class PgCollection(PgServer):
 
     def rows(self) -> dict[str, list[tuple[str, dict[str, Any], str]]]:
         """Every row (id, payload, vector as text) per table, in one read-only transaction."""
+        return self.select(None, (), (), every=True)
+
+    def select(self, user: str | None, patterns: Sequence[str], ids: Sequence[str] = (), *,
+               every: bool = False) -> dict[str, list[tuple[str, dict[str, Any], str]]]:
+        """Per table, the rows (id, payload, vector as text) whose ``user_id`` is ``user``
+        (through the server's index on ``payload->>'user_id'`` when the deployment has one),
+        whose id is in ``ids`` (the primary key), or whose payload's JSON text holds one of
+        ``patterns`` (a pass over the table on the server); one read-only transaction. A
+        superset of the rows the scan's match rule selects."""
         from psycopg import sql
 
+        branches = ["SELECT id FROM {t} WHERE payload->>'user_id' = %(u)s"] if user is not None else []
+        branches += ["SELECT id FROM {t} WHERE id = ANY(%(ids)s::uuid[])"] if ids else []
+        branches += ["SELECT id FROM {t} WHERE EXISTS (SELECT 1 FROM unnest(%(p)s::text[]) p "
+                     "WHERE strpos(payload::text, p) > 0)"] if patterns else []
+        if not every and not branches:
+            return {t: [] for t in self.tables}
+        q = "SELECT id::text, payload, vector::text FROM {t}"
+        q += "" if every else " WHERE id IN (" + " UNION ".join(branches) + ")"
         out: dict[str, list[tuple[str, dict[str, Any], str]]] = {}
         with self.connect(read_only=True) as con:
             for t in self.tables:
-                cur = con.execute(sql.SQL("SELECT id::text, payload, vector::text FROM {} ORDER BY id").format(
-                    sql.Identifier(t)))
+                cur = con.execute(sql.SQL(q + " ORDER BY id").format(t=sql.Identifier(t)),
+                                  {"u": user, "ids": list(ids), "p": list(patterns)})
                 out[t] = [(str(i), dict(p or {}), str(v)) for i, p, v in cur.fetchall()]
             con.rollback()
         return out
+
+    def counts(self) -> dict[str, int]:
+        """Rows per table (read only)."""
+        from psycopg import sql
+
+        with self.connect(read_only=True) as con:
+            out = {t: int(con.execute(sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(t))).fetchone()[0])
+                   for t in self.tables}
+            con.rollback()
+        return out
+
+    def owners(self, ids: Sequence[str]) -> dict[str, str | None]:
+        """The ``user_id`` of each memory of the collection among ``ids`` (absent: in no row)."""
+        if not ids:
+            return {}
+        from psycopg import sql
+
+        with self.connect(read_only=True) as con:
+            found = {str(i): (str(u) if u is not None else None) for i, u in con.execute(
+                sql.SQL("SELECT id::text, payload->>'user_id' FROM {} WHERE id::text = ANY(%s)").format(
+                    sql.Identifier(self.collection)), (list(ids),))}
+            con.rollback()
+        return found
+
+    def others(self, user: str | None) -> dict[str, dict[str, str]]:
+        """Per table, every row that is not ``user``'s: id → an MD5 of its payload and its
+        vector's exact bytes, computed on the server (the bystander digest: nothing of the
+        rows but the digests leaves the server)."""
+        from psycopg import sql
+
+        out: dict[str, dict[str, str]] = {}
+        with self.connect(read_only=True) as con:
+            for t in self.tables:
+                cur = con.execute(sql.SQL(
+                    "SELECT id::text, md5(convert_to(payload::text, 'UTF8') || coalesce(vector_send(vector), ''::bytea)) "
+                    "FROM {} WHERE payload->>'user_id' IS DISTINCT FROM %s").format(sql.Identifier(t)), (user,))
+                out[t] = {str(i): str(d) for i, d in cur.fetchall()}
+            con.rollback()
+        return out
+
+
+def patterns(literals: Sequence[str]) -> list[str]:
+    """What each literal's forms look like inside a payload's JSON text (``payload::text``
+    escapes ``"``, ``\\`` and control characters as JSON does, character by character): a
+    row whose text holds a form holds its pattern, so the server's filter is a superset."""
+    return sorted({json.dumps(f, ensure_ascii=False)[1:-1] for lit in literals for f in literal_forms(lit)})
 
 
 # ---------------------------------------------------------------- mem0's live instance
@@ -130,13 +194,41 @@ class Mem0PgLive(Mem0Live):
         return self._read()  # the server's rows change without any local file's mtime: read each time
 
     def _vector_records(self) -> list[Rec]:
+        return self._as_recs(self._coll().rows())
+
+    def _as_recs(self, per_table: dict[str, list[tuple[str, dict[str, Any], str]]]) -> list[Rec]:
         pg = self._coll()
         out: list[Rec] = []
-        for table, rows in pg.rows().items():
+        for table, rows in per_table.items():
             store = "vector_store" if table == pg.collection else "entity_store"
             for rid, payload, vec in rows:
                 out.append(Rec(store, rid, payload.get("user_id"), _payload_texts(payload), (rid, payload, vec),
                                linked=tuple(str(x) for x in payload.get("linked_memory_ids") or ())))
+        return out
+
+    def records_for(self, user: str | None, literals: Sequence[str], ids: Sequence[str] = ()) -> list[Rec]:
+        """The server's rows of the user, holding a literal (or with one of ``ids``), selected
+        on the server (``PgCollection.select``: the user's rows through an index when there is
+        one); the local history db whole, each history row owned as its memory is (the
+        server asked for the owners of the rows holding a literal; one in no row: an orphan)."""
+        pg = self._coll()
+        vec = self._as_recs(pg.select(user, patterns(literals), ids))
+        hist = list(self._history())
+        owners: dict[str, str | None] = {r.id: r.owner for r in vec if r.store == "vector_store"}
+        ask = {r.memory_id for r in hist if r.store == "history" and r.memory_id and r.memory_id not in owners
+               and any(count_literals(v, literals) for v in r.texts.values())}
+        owners.update(pg.owners(sorted(x for x in ask if x)))
+        for r in hist:
+            if r.store == "history":
+                r.owner = owners.get(r.memory_id or "")
+        return vec + hist
+
+    def store_counts(self, recs: Sequence[Rec]) -> dict[str, int]:
+        """The server's tables counted there (``count(*)``); the local stores from ``recs``."""
+        out = super().store_counts([r for r in recs if r.store not in _SERVER_STORES])
+        pg = self._coll()
+        for table, n in pg.counts().items():
+            out["vector_store" if table == pg.collection else "entity_store"] = n
         return out
 
     def files(self) -> list[Path]:
@@ -148,19 +240,24 @@ class Mem0PgLive(Mem0Live):
                 out += rep.server_files()[0]
         return out
 
+    def _server_rows(self, user: str | None) -> dict[tuple[str, str], str]:
+        """The other users' rows of the server's tables, (store, id) → the server's digest,
+        less what the last plan targets."""
+        pg = self._coll()
+        return {k: d for t, rows in pg.others(user).items()
+                for i, d in rows.items()
+                if (k := ("vector_store" if t == pg.collection else "entity_store", i)) not in self.targets}
+
     def bystanders(self, user: str | None) -> dict[str, tuple[int, str]]:
         """As the local back ends', but the server's tables are shared with a running
-        application: their bystanders are the other users' rows of the first digest, less
-        the rows this erasure's ``DELETE`` returned (``_others``)."""
+        application: their bystanders are the other users' rows of the first digest (each
+        digested on the server), less the rows this erasure's ``DELETE`` returned (``_others``)."""
         per: dict[str, list[str]] = {s: [] for s in self.store_names()}
-        rows: dict[tuple[str, str], str] = {}
-        for r in self.records():
-            if (user is not None and r.owner == user) or (r.store, r.id) in self.targets:
+        for r in self.records_for(user, ()):
+            if r.store in _SERVER_STORES or (user is not None and r.owner == user) or (r.store, r.id) in self.targets:
                 continue
-            if r.store in _SERVER_STORES:
-                rows[(r.store, r.id)] = self._digest_of(r)
-            else:
-                per.setdefault(r.store, []).append(self._digest_of(r))
+            per.setdefault(r.store, []).append(self._digest_of(r))
+        rows = self._server_rows(user)
         if self.first_rows is None:
             self.first_rows = rows
         for (store, _), d in self._others(rows)[0].items():
@@ -194,8 +291,8 @@ class Mem0PgLive(Mem0Live):
         ids: dict[str, set[str]] = {}
         for a in plan.actions:
             ids.setdefault(a.store, set()).add(a.record_id)
-        erased = [r for r in self.records() if r.store in ("vector_store", "entity_store")
-                  and r.id in ids.get(r.store, set())]
+        planned = sorted(ids.get("vector_store", set()) | ids.get("entity_store", set()))
+        erased = [r for r in self.records_for(None, (), planned) if r.id in ids.get(r.store, set())]
         needles = sorted({r.texts[k] for r in erased for k in _TEXT_KEYS if len(r.texts.get(k, "")) >= 8})
         self._delete_history(ids, set(ids.get("vector_store", set())))
         ent = f"{pg.collection}_entities"
@@ -214,8 +311,7 @@ class Mem0PgLive(Mem0Live):
                              notes=notes if s == "vector_store" else []) for s in self.store_names()]
 
     def _concurrent_note(self, user: str | None) -> str:
-        now = {(r.store, r.id): self._digest_of(r) for r in self.records() if r.store in _SERVER_STORES
-               and (r.store, r.id) not in self.targets and (user is None or r.owner != user)}
+        now = self._server_rows(user)
         changed, removed, added = self._others(now)[1]
         return (f"online: this erasure's DELETE removed {len(self.deleted)} rows, all planned; meanwhile other "
                 f"transactions (the application) changed {changed}, removed {removed} and added {added} of the other "

@@ -1,0 +1,245 @@
+"""mem0 on a PostgreSQL + pgvector **server** at scale (issue #35, item 6): one user's
+``traceless scan`` and ``traceless forget --memory mem0`` at 10^5 (and 10^6) memories over
+10^4 users, side by side with mem0's own ``delete_all(user_id=…)`` on the same data, in one run.
+
+    python bench/bench_pgvector_scale.py [--memories 100000] [--users 10000] [--dims 384] [--reps 1]
+
+The server is a real one (``tests/_pgvector_server.py``: PostgreSQL 18 + pgvector from the
+test extra's wheel, in a temp dir). The collection is mem0's own (``PGVector.create_col``:
+heap, HNSW ``vector_cosine_ops``, GIN on ``text_lemmatized``), filled with mem0's payload
+shape and random vectors (no embedder runs; the indexes are built after the load, as a DBA
+restores one), and the history db holds one ``ADD`` row per memory as mem0 writes it. mem0
+creates no index on ``payload->>'user_id'``; the bench adds one (``--no-user-index`` leaves
+it out), as a deployment at this size has: both mem0's ``list``/``delete_all`` and the
+scan then find the user's rows through it (the plans are printed and checked).
+
+Each rep makes a fresh copy of the database (``CREATE DATABASE … TEMPLATE``) and of the
+history db, then times in this process (imports excluded):
+
+* ``delete_all``: mem0's ``Memory.delete_all(user_id=U)`` (what the app would call);
+* ``scan``: ``traceless.scan("mem0", cfg, user=U)`` and with ``literals=[canary]`` (the
+  literal's rows are found by a pass over the table on the server: ``strpos`` on the JSON);
+* ``forget``: ``traceless.forget(system="mem0", …, user=U, literals=[canary])``: plan, the
+  scope check, bystander digests (on the server: one MD5 per row), one ``DELETE``, the
+  physical step (``VACUUM (INDEX_CLEANUP ON)`` by default, timed on its own), ``CHECKPOINT``,
+  the relation files and ``pg_wal`` read for the erased texts, re-scan, signed receipt.
+
+Ratios are traceless's time over ``delete_all``'s on the same data. ``uptime``'s load is
+printed before and after. Exits 1 when a receipt does not pass or the scan misses a row.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import random
+import shutil
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+TABLE = "bench_memories"
+USER = "u0007"
+CANARY = "CANARY-pg-bench-4411"
+SCAN_TARGET_S, FORGET_TARGET_S = 1.0, 5.0
+
+
+def _payload(user: str, text: str) -> dict[str, Any]:
+    now = datetime.now(UTC).isoformat()
+    return {"user_id": user, "data": text, "hash": hashlib.md5(text.encode()).hexdigest(),  # noqa: S324 - mem0's
+            "created_at": now, "updated_at": now, "text_lemmatized": text.lower()}
+
+
+def _build(srv: Any, root: Path, n: int, users: int, dims: int, user_index: bool) -> dict[str, int]:
+    """Database ``scale_tmpl`` (mem0's table, n memories) and ``root/history.db``."""
+    import psycopg
+    from mem0.memory.storage import SQLiteManager
+    from mem0.vector_stores.pgvector import PGVector
+
+    with psycopg.connect(srv.superuser_dsn(), autocommit=True) as c:
+        c.execute("CREATE DATABASE scale_tmpl")
+    store = PGVector(dbname=None, collection_name=TABLE, embedding_model_dims=dims, user=None, password=None,
+                     host=None, port=None, diskann=False, hnsw=True, maxconn=2, connection_string=srv.url("scale_tmpl"))
+    store.connection_pool.close()
+    rng = random.Random(11)
+    mine = 0
+    hist: list[tuple[str, str]] = []
+    t0 = time.monotonic()
+    with psycopg.connect(srv.superuser_dsn("scale_tmpl"), autocommit=True) as c:
+        idx = [r[0] for r in c.execute("SELECT indexdef FROM pg_indexes WHERE tablename = %s AND indexname <> %s",
+                                       (TABLE, f"{TABLE}_pkey"))]
+        c.execute(f"DROP INDEX {TABLE}_hnsw_idx, {TABLE}_text_lemmatized_idx")
+        with c.cursor().copy(f"COPY {TABLE} (id, vector, payload) FROM STDIN") as cp:
+            for i in range(n):
+                u = USER if i % (n // 10) == 7 else f"u{rng.randrange(users):04d}"
+                text = f"{u} note {i}: " + (f"my account code is {CANARY}" if u == USER else
+                                            f"likes topic {rng.randrange(10**6)}")
+                mine += u == USER
+                mid = str(uuid.UUID(int=rng.getrandbits(128)))
+                vec = "[" + ",".join(f"{rng.uniform(-1, 1):.5f}" for _ in range(dims)) + "]"
+                cp.write_row((mid, vec, json.dumps(_payload(u, text))))
+                hist.append((mid, text))
+        c.execute("SET maintenance_work_mem = '2GB'")
+        for d in idx:
+            c.execute(d)
+        if user_index:
+            c.execute(f"CREATE INDEX {TABLE}_user_id_idx ON {TABLE} ((payload->>'user_id'))")
+        c.execute(f"VACUUM ANALYZE {TABLE}")
+    SQLiteManager(str(root / "history.db")).close()  # mem0's own schema
+    with sqlite3.connect(root / "history.db") as con:
+        now = datetime.now(UTC).isoformat()
+        con.executemany("INSERT INTO history (id, memory_id, old_memory, new_memory, event, created_at, is_deleted) "
+                        "VALUES (?, ?, NULL, ?, 'ADD', ?, 0)", [(str(uuid.uuid4()), m, t, now) for m, t in hist])
+    print(f"built {n:,} memories over {users:,} users ({mine} of {USER}) in {time.monotonic() - t0:.0f} s")
+    return {"mine": mine}
+
+
+def _cfg(srv: Any, db: str, root: Path, dims: int) -> dict[str, Any]:
+    from traceless.models._st_embedder import minilm_path
+
+    return {"vector_store": {"provider": "pgvector", "config": {
+        "connection_string": srv.url(db), "collection_name": TABLE, "embedding_model_dims": dims}},
+        "history_db_path": str(root / "history.db"),
+        "embedder": {"provider": "huggingface", "config": {"model": str(minilm_path()), "embedding_dims": dims}},
+        "llm": {"provider": "openai", "config": {"model": "unused", "api_key": "unused",
+                                                 "openai_base_url": "http://127.0.0.1:9/v1"}},
+        "version": "v1.1", "traceless": {"infer": False}}
+
+
+_N = iter(range(1000))
+
+
+def _copy(srv: Any, template: Path, dims: int) -> tuple[dict[str, Any], Path]:
+    import psycopg
+
+    db = f"scale{next(_N)}"
+    work = Path(tempfile.mkdtemp(prefix="pg-scale-"))
+    with psycopg.connect(srv.superuser_dsn(), autocommit=True) as c:
+        c.execute(f"CREATE DATABASE {db} TEMPLATE scale_tmpl")
+    shutil.copy(template / "history.db", work / "history.db")
+    cfg = _cfg(srv, db, work, dims)
+    path = work / "mem0.json"
+    path.write_text(json.dumps(cfg), encoding="utf-8")
+    return cfg, path
+
+
+def _plan(srv: Any, db: str) -> str:
+    """The server's plan for the user's rows (what mem0's list and the scan ask)."""
+    import psycopg
+
+    with psycopg.connect(srv.superuser_dsn(db)) as c:
+        rows = c.execute(f"EXPLAIN SELECT id FROM {TABLE} WHERE payload->>'user_id' = %s", (USER,)).fetchall()
+    return " / ".join(str(r[0]).strip() for r in rows)
+
+
+def _delete_all(cfg: dict[str, Any]) -> float:
+    from traceless.systems._mem0 import _import_mem0
+
+    mem = _import_mem0(Path(tempfile.mkdtemp())).Memory.from_config({k: v for k, v in cfg.items() if k != "traceless"})
+    t0 = time.monotonic()
+    mem.delete_all(user_id=USER)
+    dt = time.monotonic() - t0
+    mem.vector_store.connection_pool.close()
+    return dt
+
+
+def _timed_compaction() -> list[float]:
+    """Wrap the physical step to time it apart (the bench's instrument; the code is unchanged)."""
+    from traceless.systems import _pg_server
+
+    spent: list[float] = []
+    orig = _pg_server.PgServer.compact
+
+    def compact(self: Any) -> list[str]:
+        t0 = time.monotonic()
+        try:
+            return orig(self)
+        finally:
+            spent.append(time.monotonic() - t0)
+
+    _pg_server.PgServer.compact = compact  # type: ignore[method-assign]
+    return spent
+
+
+def _rep(srv: Any, template: Path, dims: int, mine: int, spent: list[float]) -> dict[str, Any]:
+    import traceless
+
+    cfg, path = _copy(srv, template, dims)
+    row: dict[str, Any] = {"delete_all": _delete_all(cfg)}
+    cfg, path = _copy(srv, template, dims)
+    row["plan"] = _plan(srv, cfg["vector_store"]["config"]["connection_string"].rsplit("/", 1)[1])
+    t0 = time.monotonic()
+    rep = traceless.scan("mem0", str(path), user=USER)
+    row["scan"] = time.monotonic() - t0
+    t0 = time.monotonic()
+    rep_lit = traceless.scan("mem0", str(path), user=USER, literals=[CANARY])
+    row["scan_literal"] = time.monotonic() - t0
+    found = sum(1 for h in rep.hits if h.store == "vector_store" and h.owner_match)
+    row["found"] = found == mine and sum(1 for h in rep_lit.hits if h.store == "vector_store") == mine
+    t0 = time.monotonic()
+    receipt = traceless.forget(system="mem0", config=str(path), user=USER, literals=[CANARY],
+                               state_dir=path.parent / "state")
+    row["forget"] = time.monotonic() - t0
+    row["physical"] = spent.pop() if spent else float("nan")
+    row["passed"] = bool(receipt.verification.passed)
+    row["notes"] = [n for n in receipt.notes if "pg_wal" in n or "relation files" in n]
+    return row
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--memories", type=int, default=100_000)
+    ap.add_argument("--users", type=int, default=10_000)
+    ap.add_argument("--dims", type=int, default=384)
+    ap.add_argument("--reps", type=int, default=1)
+    ap.add_argument("--no-user-index", action="store_true", help="leave out the index on payload->>'user_id'")
+    args = ap.parse_args(argv)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    sys.path.insert(0, str(ROOT / "tests"))
+    import _pgvector_server
+
+    print(f"load before: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}")
+    srv = _pgvector_server.start("maintenance_work_mem = 1GB\nmax_wal_size = 4GB\nshared_buffers = 512MB\n")
+    template = Path(tempfile.mkdtemp(prefix="pg-scale-tmpl-"))
+    try:
+        built = _build(srv, template, args.memories, args.users, args.dims, not args.no_user_index)
+        spent = _timed_compaction()
+        rows = [_rep(srv, template, args.dims, built["mine"], spent) for _ in range(args.reps)]
+    finally:
+        srv.stop()
+    return _report(args, rows)
+
+
+def _report(args: argparse.Namespace, rows: list[dict[str, Any]]) -> int:
+    def p50(k: str) -> float:
+        return statistics.median(r[k] for r in rows)
+
+    base = p50("delete_all")
+    print(f"\n{args.memories:,} memories, {args.users:,} users, {args.dims}-d, user index "
+          f"{'no' if args.no_user_index else 'yes'}, reps {args.reps}")
+    print(f"plan of the user's rows: {rows[0]['plan']}")
+    print("| operation | p50 s | / mem0 delete_all |\n|---|---|---|")
+    for k in ("delete_all", "scan", "scan_literal", "forget", "physical"):
+        print(f"| {k} | {p50(k):.2f} | {p50(k) / base:.2f} |")
+    print(f"forget less the physical step: {p50('forget') - p50('physical'):.2f} s")
+    for n in rows[0]["notes"]:
+        print(f"  {n}")
+    print(f"load after: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}")
+    ok = all(r["passed"] and r["found"] for r in rows)
+    met = p50("scan") <= SCAN_TARGET_S and p50("forget") - p50("physical") <= FORGET_TARGET_S
+    print(f"receipts pass and scans find every row: {ok}; targets (scan <= {SCAN_TARGET_S} s, forget less the "
+          f"physical step <= {FORGET_TARGET_S} s): {'met' if met else 'MISSED'}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
