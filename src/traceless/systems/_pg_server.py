@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from traceless.errors import ConfigError
-from traceless.forget import scan_files
+from traceless.forget import encodings_of, scan_bytes
 
 __all__ = ["COMPACTIONS", "DEFAULT_COMPACTION", "PgServer", "PgTarget", "delete_in", "ident", "make_target", "out_of_scope",
            "parse_dsn", "replica_targets", "verify_files", "verify_replica"]
@@ -34,6 +34,8 @@ __all__ = ["COMPACTIONS", "DEFAULT_COMPACTION", "PgServer", "PgTarget", "delete_
 COMPACTIONS = ("vacuum", "full")
 DEFAULT_COMPACTION = "vacuum"
 """Online by default (issue #35: the app keeps serving other users); ``full`` is opt-in."""
+_CODECS = {"LATIN1": "latin-1", "LATIN9": "iso8859-15", "WIN1252": "cp1252", "SQL_ASCII": "utf-8"}
+"""Python's codec for a few single-byte server encodings (the rest: every form of the byte scan)."""
 _PAST = "SELECT coalesce(pg_last_wal_replay_lsn() > %s::pg_lsn, false)"
 _REACHED = "SELECT coalesce(pg_last_wal_replay_lsn() >= %s::pg_lsn, false)"
 REPLAY_TIMEOUT_S = 30.0
@@ -117,6 +119,8 @@ class PgServer:
     tables: list[str] = field(default_factory=list)
     erasure_end: tuple[str, bool] | None = None
     """Where the erasure's WAL ends (``_wal_end``), once ``compact`` ran."""
+    encoding: str = ""
+    """The server's ``server_encoding`` (read with its files: ``server_files``)."""
 
     @contextmanager
     def connect(self, *, read_only: bool) -> Iterator[Any]:
@@ -233,6 +237,7 @@ class PgServer:
         indexes; the data directory; the server's version. No files when not readable here."""
         with self.connect(read_only=True) as con:
             version = str(con.execute("SHOW server_version").fetchone()[0])
+            self.encoding = str(con.execute("SHOW server_encoding").fetchone()[0])
             try:
                 data = Path(str(con.execute("SHOW data_directory").fetchone()[0]))
             except Exception:
@@ -258,7 +263,28 @@ class PgServer:
     def wal_holding(self, data: Path, texts: Sequence[str]) -> tuple[int, int]:
         """(segments under pg_wal holding any of ``texts``, in any encoding the byte scan knows; segments there)."""
         segs = sorted(p for p in (data / "pg_wal").glob("0*") if p.is_file() and len(p.name) == 24)
-        return sum(1 for n in scan_files(segs, texts).values() if n), len(segs)
+        return sum(1 for n in self.count_in(segs, texts).values() if n), len(segs)
+
+    def forms(self, texts: Sequence[str]) -> list[bytes]:
+        """The byte forms of ``texts`` in this server's files: on a UTF8 server their UTF-8
+        bytes and, for non-ASCII texts, the JSON ``\\uXXXX`` escapes an application's JSON
+        may hold (a UTF8 server stores no UTF-16: those forms would only slow the pass); on any
+        other encoding every form the byte scan knows, and the text in that encoding."""
+        out: list[bytes] = []
+        for t in texts:
+            every = encodings_of(t)
+            if self.encoding == "UTF8":
+                every = [f for f in every if f not in (t.encode("utf-16-le"), t.encode("utf-16-be"))]
+            elif (codec := _CODECS.get(self.encoding)) is not None:
+                with suppress(UnicodeEncodeError):
+                    every.append(t.encode(codec))
+            out += every
+        return list(dict.fromkeys(f for f in out if f))
+
+    def count_in(self, files: Sequence[Path], texts: Sequence[str]) -> dict[str, int]:
+        """Copies of ``texts`` (``forms``) per file, each file read once."""
+        forms = self.forms(texts)
+        return {f: sum(n) for f, n in scan_bytes(files, forms).items()} if forms else {str(f): 0 for f in files}
 
 
 def delete_in(con: Any, keys: Mapping[str, tuple[Sequence[str], Collection[tuple[str, ...]]]]) -> dict[str, set[tuple[str, ...]]]:
@@ -315,7 +341,7 @@ def verify_files(pg: PgServer, needles: Sequence[str]) -> list[str]:
                 "not read (the level 'clear' is not verified on the server)"]
     if not needles:
         return [f"{head}: no erased record's text was left to look for (an earlier run erased them)"]
-    left = sum(scan_files(files, needles).values())
+    left = sum(pg.count_in(files, needles).values())
     wal, segs = pg.wal_holding(data, needles)
     return [f"{head}: {len(files)} relation files (heap, TOAST, indexes) read after CHECKPOINT: {left} copies "
             "of the erased records' texts",
@@ -340,7 +366,7 @@ def verify_replica(rep: PgServer, end: tuple[str, bool], needles: Sequence[str])
         return f"{head}: NOT verified ({why}); its relation files and WAL were not read"
     if not needles:
         return f"{head}: no erased record's text was left to look for"
-    left = sum(scan_files(files, needles).values())
+    left = sum(rep.count_in(files, needles).values())
     wal, segs = rep.wal_holding(data, needles) if data is not None else (0, 0)
     return (f"{head}, PostgreSQL {version}: verified after replaying the WAL past the erasure ({end[0]}) and a "
             f"restartpoint: {len(files)} relation files read: {left} copies of the erased records' texts; "
