@@ -262,3 +262,56 @@ def test_bad_server_input_is_one_line_and_creates_nothing(
     assert cli("forget", "--memory", "mem0", "--memory-config", str(bad), "--user", "ann") == 2
     assert "no table 'nope'" in capsys.readouterr().err
     assert (_catalog(srv, db), _rows_digest(srv, db)) == before  # nothing created, nothing changed
+
+
+def _hits(rep: Any) -> list[tuple[str, str, str, bool, int, str | None]]:
+    return sorted((h.store, h.record_id, h.field, h.owner_match, h.literal_count, h.owner) for h in rep.hits)
+
+
+def test_the_servers_selection_finds_what_reading_every_row_finds(
+        pgvector_server: Any, inst: tuple[Path, str, dict[str, Any]]) -> None:
+    """The scan and the plan read only the rows the server selects (the user's id, the
+    literals' JSON patterns, issue #35 item 6); on rows written to trip that filter (a quote,
+    a backslash, non-ASCII, the literal inside a nested value, in a row without a user id, in
+    another user's history row) they find exactly what reading every row finds."""
+    from psycopg.types.json import Jsonb
+
+    from traceless.systems import load_system_config, system_class
+    from traceless.systems._mem0_live import Mem0Live
+
+    path, db, _ = inst
+    odd = ['say "Ñandú" \\ twice 42', "ü-tab\tcode 9911", "nested-LIT-7781"]
+    with _su(pgvector_server, db) as c:
+        for i, (owner, payload) in enumerate([
+                ("carl", {"user_id": "carl", "data": f"carl quotes {odd[0]}"}),
+                (None, {"data": f"no owner holds {odd[1]}"}),
+                ("dora", {"user_id": "dora", "data": "dora's tags", "tags": ["x", odd[2]]}),
+                ("ann", {"user_id": "ann", "data": f"ann's own {odd[1]}"})]):
+            c.execute(f"INSERT INTO {TABLE} (id, vector, payload) VALUES (%s, %s, %s)",
+                      (f"00000000-0000-4000-8000-00000000000{i}", "[" + ",".join(["0.1"] * 384) + "]", Jsonb(payload)))
+    cfg = load_system_config("mem0", path)
+    live = system_class("mem0").attach(cfg, read_only=True).live  # type: ignore[attr-defined]
+    everything = Mem0Live.records_for.__get__(live)  # the full read: every row of every table
+    for user, literals in [("ann", []), ("ann", odd), (None, odd), ("carl", [odd[0]]), ("nobody", odd),
+                           ("ann", [canary("bob", 0)])]:
+        selected = live.scan(user, literals, False)
+        full = Mem0Live.scan(_Full(live, everything), user, literals, False)
+        assert _hits(selected) == _hits(full), (user, literals)
+        assert selected.stores == full.stores
+        assert (live.plan(user, literals).actions == Mem0Live.plan(_Full(live, everything), user, literals).actions)
+    assert any(h.owner is None and h.store == "vector_store" for h in live.scan(None, odd, False).hits)
+
+
+class _Full:
+    """``live`` with its server selection replaced by the full read (the reference)."""
+
+    def __init__(self, live: Any, everything: Any) -> None:
+        self._live, self.records_for = live, lambda user, literals: everything(user, literals)
+
+    def store_counts(self, recs: Any) -> dict[str, int]:
+        from traceless.systems._mem0_live import Mem0Live
+
+        return Mem0Live.store_counts(self._live, recs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._live, name)

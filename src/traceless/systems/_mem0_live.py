@@ -31,7 +31,7 @@ import json
 import pickle
 import sqlite3
 from array import array
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from contextlib import closing
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -234,6 +234,25 @@ def _point_rec(store: str, p: Any) -> Rec:
                linked=tuple(str(x) for x in payload.get("linked_memory_ids") or ()))
 
 
+def _narrowing(narrow: tuple[Collection[str], Sequence[str], str | None] | None) -> tuple[str, list[Any], str, list[Any]]:
+    """``WHERE`` clauses (and their arguments) of ``Mem0Live._history``'s narrowed read. A
+    messages row is the user's by ``user_id=`` in its scope, percent-decoded: it holds the id
+    as it is, or a ``%``."""
+    if narrow is None:
+        return "", [], "", []
+    ids, forms, user = narrow
+    hist = ["memory_id IN (SELECT value FROM json_each(?))"]
+    hist_args: list[Any] = [json.dumps(sorted(ids))]
+    msg: list[str] = ["instr(session_scope, ?) > 0 OR instr(session_scope, '%') > 0"] if user else []
+    msg_args: list[Any] = [user] if user else []
+    for f in forms:
+        hist.append("instr(coalesce(old_memory, ''), ?) > 0 OR instr(coalesce(new_memory, ''), ?) > 0")
+        hist_args += [f, f]
+        msg.append("instr(coalesce(content, ''), ?) > 0 OR instr(coalesce(session_scope, ''), ?) > 0")
+        msg_args += [f, f]
+    return " WHERE " + " OR ".join(hist), hist_args, " WHERE " + (" OR ".join(msg) or "0"), msg_args
+
+
 @dataclass
 class Mem0Live:
     """Read and erase one mem0 instance laid out as ``layout``."""
@@ -299,18 +318,30 @@ class Mem0Live:
                 yield Rec("chroma_log", str(seq), d.get("user_id"), _payload_texts(d), (seq, eid, d),
                           memory_id=str(eid))
 
-    def _history(self) -> Iterator[Rec]:
+    def _history(self, narrow: tuple[Collection[str], Sequence[str], str | None] | None = None) -> Iterator[Rec]:
+        """The history db's rows; ``narrow`` = (memory ids, literal forms, user): only the
+        history rows of those memories or holding a form, and the messages rows that may be
+        the user's or hold a form, selected by SQLite (a superset: the caller's match rule decides)."""
+        hist_sql, hist_args, msg_sql, msg_args = _narrowing(narrow)
         with closing(_ro(self.layout.history)) as con:
             names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
             if "history" in names:
                 for row in con.execute("SELECT id, memory_id, old_memory, new_memory, event, created_at, updated_at, "
-                                       "is_deleted, actor_id, role FROM history"):
+                                       "is_deleted, actor_id, role FROM history" + hist_sql, hist_args):
                     texts = {k: v for k, v in (("old_memory", row[2]), ("new_memory", row[3])) if v}
                     yield Rec("history", str(row[0]), None, texts, tuple(row), memory_id=str(row[1]))
             if "messages" in names:
-                for row in con.execute("SELECT id, session_scope, role, content, name, created_at FROM messages"):
+                for row in con.execute("SELECT id, session_scope, role, content, name, created_at FROM messages"
+                                       + msg_sql, msg_args):
                     yield Rec("messages", str(row[0]), _scope_user(str(row[1] or "")),
                               {"content": str(row[3] or ""), "session_scope": str(row[1] or "")}, tuple(row))
+
+    def history_counts(self) -> dict[str, int]:
+        """Rows of the history db's tables (``history``, ``messages``), counted by SQLite."""
+        with closing(_ro(self.layout.history)) as con:
+            names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            return {t: int(con.execute(f"SELECT count(*) FROM {t}").fetchone()[0])  # noqa: S608 - two fixed names
+                    for t in ("history", "messages") if t in names}
 
     def records(self) -> list[Rec]:
         """Every record of every store; a history row inherits its memory's owner. Read once
@@ -432,8 +463,8 @@ class Mem0Live:
             return r.digest  # a qdrant point's record is kept by its bytes (``_points``)
         key = (r.store, r.raw)
         d = self._row_digests.get(key)
-        if d is None:
-            d = self._row_digests[key] = r.digest
+        if d is None:  # a row of plain values: its repr is exact and stable (no JSON round trip)
+            d = self._row_digests[key] = hashlib.sha256(repr(r.raw).encode()).hexdigest()
         return d
 
     # ------------------------------------------------------------------ erase

@@ -42,7 +42,7 @@ from typing import Any
 from traceless.errors import ConfigError
 from traceless.systems import ErasurePlan, StoreOutcome
 from traceless.systems._mem0_live import LiveLayout, Mem0Live, Rec, _payload_texts, _vacuum
-from traceless.systems.kernel import count_literals, digest, literal_forms
+from traceless.systems.kernel import digest, literal_forms
 from traceless.systems.postgres import (
     DEFAULT_COMPACTION,
     PgServer,
@@ -209,14 +209,15 @@ class Mem0PgLive(Mem0Live):
     def records_for(self, user: str | None, literals: Sequence[str], ids: Sequence[str] = ()) -> list[Rec]:
         """The server's rows of the user, holding a literal (or with one of ``ids``), selected
         on the server (``PgCollection.select``: the user's rows through an index when there is
-        one); the local history db whole, each history row owned as its memory is (the
-        server asked for the owners of the rows holding a literal; one in no row: an orphan)."""
+        one); the history db's rows of those memories or holding a literal, selected by SQLite;
+        each history row owned as its memory is (the server asked for the owners of the rest;
+        a memory in no row: an orphan)."""
         pg = self._coll()
         vec = self._as_recs(pg.select(user, patterns(literals), ids))
-        hist = list(self._history())
         owners: dict[str, str | None] = {r.id: r.owner for r in vec if r.store == "vector_store"}
-        ask = {r.memory_id for r in hist if r.store == "history" and r.memory_id and r.memory_id not in owners
-               and any(count_literals(v, literals) for v in r.texts.values())}
+        forms = sorted({f for lit in literals for f in literal_forms(lit)})
+        hist = list(self._history((set(owners), forms, user)))
+        ask = {r.memory_id for r in hist if r.store == "history" and r.memory_id and r.memory_id not in owners}
         owners.update(pg.owners(sorted(x for x in ask if x)))
         for r in hist:
             if r.store == "history":
@@ -224,8 +225,10 @@ class Mem0PgLive(Mem0Live):
         return vec + hist
 
     def store_counts(self, recs: Sequence[Rec]) -> dict[str, int]:
-        """The server's tables counted there (``count(*)``); the local stores from ``recs``."""
-        out = super().store_counts([r for r in recs if r.store not in _SERVER_STORES])
+        """Every store counted where it lives: the server's tables by ``count(*)`` there, the
+        history db's by SQLite (``recs`` is a narrowed read)."""
+        out = dict.fromkeys(self.store_names(), 0)
+        out.update(self.history_counts())
         pg = self._coll()
         for table, n in pg.counts().items():
             out["vector_store" if table == pg.collection else "entity_store"] = n
@@ -253,10 +256,11 @@ class Mem0PgLive(Mem0Live):
         application: their bystanders are the other users' rows of the first digest (each
         digested on the server), less the rows this erasure's ``DELETE`` returned (``_others``)."""
         per: dict[str, list[str]] = {s: [] for s in self.store_names()}
-        for r in self.records_for(user, ()):
-            if r.store in _SERVER_STORES or (user is not None and r.owner == user) or (r.store, r.id) in self.targets:
-                continue
-            per.setdefault(r.store, []).append(self._digest_of(r))
+        mine = {r.id for r in self._as_recs(self._coll().select(user, ())) if r.store == "vector_store"}
+        for r in self._history():  # every row of the local file (``_history`` whole)
+            theirs = r.memory_id in mine if r.store == "history" else (user is not None and r.owner == user)
+            if not theirs and (r.store, r.id) not in self.targets:
+                per.setdefault(r.store, []).append(self._digest_of(r))
         rows = self._server_rows(user)
         if self.first_rows is None:
             self.first_rows = rows
