@@ -234,6 +234,11 @@ def _point_rec(store: str, p: Any) -> Rec:
                linked=tuple(str(x) for x in payload.get("linked_memory_ids") or ()))
 
 
+_HISTORY_COLUMNS = ("SELECT id, memory_id, old_memory, new_memory, event, created_at, updated_at, is_deleted, "
+                    "actor_id, role FROM history")
+_MESSAGES_COLUMNS = "SELECT id, session_scope, role, content, name, created_at FROM messages"
+
+
 def _narrowing(narrow: tuple[Collection[str], Sequence[str], str | None] | None) -> tuple[str, list[Any], str, list[Any]]:
     """``WHERE`` clauses (and their arguments) of ``Mem0Live._history``'s narrowed read. A
     messages row is the user's by ``user_id=`` in its scope, percent-decoded: it holds the id
@@ -318,23 +323,36 @@ class Mem0Live:
                 yield Rec("chroma_log", str(seq), d.get("user_id"), _payload_texts(d), (seq, eid, d),
                           memory_id=str(eid))
 
-    def _history(self, narrow: tuple[Collection[str], Sequence[str], str | None] | None = None) -> Iterator[Rec]:
-        """The history db's rows; ``narrow`` = (memory ids, literal forms, user): only the
-        history rows of those memories or holding a form, and the messages rows that may be
-        the user's or hold a form, selected by SQLite (a superset: the caller's match rule decides)."""
+    def _history_tables(self, narrow: tuple[Collection[str], Sequence[str], str | None] | None = None,
+                        ) -> Iterator[tuple[str, tuple[Any, ...]]]:
+        """(table, row) of the history db's ``history`` and ``messages`` rows (``_narrowing``)."""
         hist_sql, hist_args, msg_sql, msg_args = _narrowing(narrow)
         with closing(_ro(self.layout.history)) as con:
             names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
             if "history" in names:
-                for row in con.execute("SELECT id, memory_id, old_memory, new_memory, event, created_at, updated_at, "
-                                       "is_deleted, actor_id, role FROM history" + hist_sql, hist_args):
-                    texts = {k: v for k, v in (("old_memory", row[2]), ("new_memory", row[3])) if v}
-                    yield Rec("history", str(row[0]), None, texts, tuple(row), memory_id=str(row[1]))
+                for row in con.execute(_HISTORY_COLUMNS + hist_sql, hist_args):
+                    yield "history", tuple(row)
             if "messages" in names:
-                for row in con.execute("SELECT id, session_scope, role, content, name, created_at FROM messages"
-                                       + msg_sql, msg_args):
-                    yield Rec("messages", str(row[0]), _scope_user(str(row[1] or "")),
-                              {"content": str(row[3] or ""), "session_scope": str(row[1] or "")}, tuple(row))
+                for row in con.execute(_MESSAGES_COLUMNS + msg_sql, msg_args):
+                    yield "messages", tuple(row)
+
+    def _history(self, narrow: tuple[Collection[str], Sequence[str], str | None] | None = None) -> Iterator[Rec]:
+        """The history db's rows; ``narrow`` = (memory ids, literal forms, user): only the
+        history rows of those memories or holding a form, and the messages rows that may be
+        the user's or hold a form, selected by SQLite (a superset: the caller's match rule decides)."""
+        for table, row in self._history_tables(narrow):
+            if table == "history":
+                texts = {k: v for k, v in (("old_memory", row[2]), ("new_memory", row[3])) if v}
+                yield Rec("history", str(row[0]), None, texts, row, memory_id=str(row[1]))
+            else:
+                yield Rec("messages", str(row[0]), _scope_user(str(row[1] or "")),
+                          {"content": str(row[3] or ""), "session_scope": str(row[1] or "")}, row)
+
+    def history_rows(self) -> Iterator[tuple[str, str, str | None, tuple[Any, ...]]]:
+        """Every row of the history db as (store, id, memory id or the messages row's user,
+        its values): what the bystander digest reads, without building a ``Rec`` per row."""
+        for table, row in self._history_tables():
+            yield table, str(row[0]), str(row[1]) if table == "history" else _scope_user(str(row[1] or "")), row
 
     def history_counts(self) -> dict[str, int]:
         """Rows of the history db's tables (``history``, ``messages``), counted by SQLite."""
@@ -461,10 +479,13 @@ class Mem0Live:
     def _digest_of(self, r: Rec) -> str:
         if r.store not in ("history", "messages"):
             return r.digest  # a qdrant point's record is kept by its bytes (``_points``)
-        key = (r.store, r.raw)
-        d = self._row_digests.get(key)
-        if d is None:  # a row of plain values: its repr is exact and stable (no JSON round trip)
-            d = self._row_digests[key] = hashlib.sha256(repr(r.raw).encode()).hexdigest()
+        return self._row_digest(r.store, r.raw)
+
+    def _row_digest(self, store: str, raw: tuple[Any, ...]) -> str:
+        """A history db row's digest: its values' repr is exact and stable (no JSON round trip)."""
+        d = self._row_digests.get((store, raw))
+        if d is None:
+            d = self._row_digests[(store, raw)] = hashlib.sha256(repr(raw).encode()).hexdigest()
         return d
 
     # ------------------------------------------------------------------ erase

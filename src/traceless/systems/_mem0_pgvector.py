@@ -257,10 +257,10 @@ class Mem0PgLive(Mem0Live):
         digested on the server), less the rows this erasure's ``DELETE`` returned (``_others``)."""
         per: dict[str, list[str]] = {s: [] for s in self.store_names()}
         mine = {r.id for r in self._as_recs(self._coll().select(user, ())) if r.store == "vector_store"}
-        for r in self._history():  # every row of the local file (``_history`` whole)
-            theirs = r.memory_id in mine if r.store == "history" else (user is not None and r.owner == user)
-            if not theirs and (r.store, r.id) not in self.targets:
-                per.setdefault(r.store, []).append(self._digest_of(r))
+        for store, rid, whose, raw in self.history_rows():  # every row of the local file
+            theirs = whose in mine if store == "history" else (user is not None and whose == user)
+            if not theirs and (store, rid) not in self.targets:
+                per.setdefault(store, []).append(self._row_digest(store, raw))
         rows = self._server_rows(user)
         if self.first_rows is None:
             self.first_rows = rows
