@@ -282,11 +282,11 @@ def test_the_servers_selection_finds_what_reading_every_row_finds(
     path, db, _ = inst
     odd = ['say "Ñandú" \\ twice 42', "ü-tab\tcode 9911", "nested-LIT-7781"]
     with _su(pgvector_server, db) as c:
-        for i, (owner, payload) in enumerate([
-                ("carl", {"user_id": "carl", "data": f"carl quotes {odd[0]}"}),
-                (None, {"data": f"no owner holds {odd[1]}"}),
-                ("dora", {"user_id": "dora", "data": "dora's tags", "tags": ["x", odd[2]]}),
-                ("ann", {"user_id": "ann", "data": f"ann's own {odd[1]}"})]):
+        for i, payload in enumerate([
+                {"user_id": "carl", "data": f"carl quotes {odd[0]}"},
+                {"data": f"no owner holds {odd[1]}"},
+                {"user_id": "dora", "data": "dora's tags", "tags": ["x", odd[2]]},
+                {"user_id": "ann", "data": f"ann's own {odd[1]}"}]):
             c.execute(f"INSERT INTO {TABLE} (id, vector, payload) VALUES (%s, %s, %s)",
                       (f"00000000-0000-4000-8000-00000000000{i}", "[" + ",".join(["0.1"] * 384) + "]", Jsonb(payload)))
     cfg = load_system_config("mem0", path)

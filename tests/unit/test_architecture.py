@@ -245,9 +245,11 @@ def test_no_private_cross_package_import() -> None:
     assert not found, "imports of another package's private names:\n" + "\n".join(found)
 
 
-PLUGGABLE = {"memory_system", "forget_mode", "MEMORY_SYSTEMS", "FORGET_MODES", "BACKENDS", "EMBEDDERS", "STUDIES"}
+PLUGGABLE = {"memory_system", "forget_mode", "MEMORY_SYSTEMS", "FORGET_MODES", "BACKENDS", "EMBEDDERS", "STUDIES",
+             "ERASURE_FINISHERS"}
 """The decorators (``@memory_system``, ``@forget_mode``) and registries (``@STUDIES.register``)
-of the kinds with an entry-point group: what a plug-in of traceless registers with."""
+of the kinds with an entry-point group, and the store's ``ERASURE_FINISHERS`` (built-ins
+only: the forget package's receipt completion): what a plug-in of traceless registers with."""
 
 REGISTRY_HOMES = {"traceless.models._load": "defines BACKENDS and EMBEDDERS; its built-in factories stand beside "
                                             "the registry (same decorator as a plug-in's) and import nothing heavy"}
@@ -278,7 +280,7 @@ def _defaults() -> list[str]:
     out = []
     for module, name in (("traceless.systems", "MEMORY_SYSTEMS"), ("traceless.forget", "FORGET_MODES"),
                          ("traceless.models", "BACKENDS"), ("traceless.models", "EMBEDDERS"),
-                         ("traceless.run", "STUDIES")):
+                         ("traceless.run", "STUDIES"), ("traceless.memory", "ERASURE_FINISHERS")):
         try:
             reg = getattr(importlib.import_module(module), name, None)
         except ImportError:

@@ -102,6 +102,44 @@ def test_sigkill_between_commit_and_key_shred_is_finished_on_reopen(tmp_path: Pa
     assert res.ok and res.old_keys_gone
 
 
+_OPEN_WITH_MEMORY_ONLY = textwrap.dedent("""
+    import sys
+    sys.path[:0] = [{src!r}]
+    from traceless.memory import MemoryStore
+    assert not [m for m in sys.modules if m.startswith("traceless.forget")], "the child imported traceless.forget"
+    store = MemoryStore({db!r})  # e.g. `traceless memory add` right after the killed forget
+    print(" ".join(store.finished_erasures))
+    store.close()
+""")
+
+
+def test_a_process_that_imports_only_memory_completes_the_receipt(tmp_path: Path, _home: Path) -> None:
+    """Issue 40.9: the receipt of a forget killed between its commit and the key shred is
+    completed by the next open even from a process that never imported ``traceless.forget``
+    (before: the finisher was registered by ``traceless.forget._forget`` at its import, so
+    `memory add` or a plain ``MemoryStore`` finished the erasure and left the receipt
+    claiming no key destruction, for good)."""
+    db = tmp_path / "m.db"
+    store = MemoryStore(db, encrypt=True)
+    make_writer(store, 1, extractive=True).write_sessions(alice_sessions() + bob_sessions())
+    store.close()
+    assert _forget_killed_after_commit(db).returncode == -signal.SIGKILL
+    conn = sqlite3.connect(db)
+    (rid, body), = conn.execute("SELECT id, body FROM receipts").fetchall()
+    conn.close()
+    assert "key_destroyed" not in Receipt.model_validate_json(body).guarantee
+    child = subprocess.run([sys.executable, "-c", _OPEN_WITH_MEMORY_ONLY.format(src=str(SRC), db=str(db))],
+                           capture_output=True, text=True, env=dict(os.environ), timeout=120)
+    assert child.returncode == 0, child.stderr
+    assert child.stdout.split() == [rid]  # that open finished the erasure
+    conn = sqlite3.connect(db)
+    (body,) = conn.execute("SELECT body FROM receipts WHERE id = ?", (rid,)).fetchone()
+    conn.close()
+    final = Receipt.model_validate_json(body)
+    assert "key_destroyed" in final.guarantee and final.verification.checks["old_keys_destroyed"]
+    assert final.verification.passed and verify_receipt(final, db=db)[0].ok
+
+
 def test_verify_fails_while_a_superseded_key_file_exists(tmp_path: Path, _home: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     db = tmp_path / "m.db"

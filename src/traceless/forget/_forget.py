@@ -24,6 +24,8 @@ from pydantic import BaseModel, ConfigDict, model_validator
 from traceless._version import code_version
 from traceless.errors import ConfigError, ForgetError, MemoryStoreError, NothingMatchedError
 from traceless.forget._erasure import scan_files
+from traceless.forget._finish import KEYS_PENDING as _KEYS_PENDING
+from traceless.forget._finish import keys_gone
 from traceless.forget._material import Material, scan_store_files, seal_material
 from traceless.forget._normalize import compact, find_variants, scrub_variants, split_spans
 from traceless.forget._receipt import (
@@ -35,11 +37,9 @@ from traceless.forget._receipt import (
     pseudonym,
     receipt_key,
     sign,
-    verify_signature,
 )
 from traceless.forget._registry import FORGET_MODES, ForgetMode, forget_mode
 from traceless.memory import (
-    ERASURE_FINISHERS,
     EXTRACTIVE,
     Artifact,
     MemoryStore,
@@ -663,36 +663,6 @@ def _erase_and_scan(store: MemoryStore, receipt: Receipt, literal: str | None, s
     return final
 
 
-_KEYS_PENDING = ("signed before the old master key file was shredded (that follows the commit): this copy claims "
-                 "no key destruction; the completed receipt does, once the shredding is durable")
-
-
-def keys_gone(store: MemoryStore, old_kid: str) -> bool:
-    """The old master key and every other superseded key file of the store are gone."""
-    return store.master_key_gone(old_kid) and not store.older_master_keys()
-
-
-def complete_receipt(store: MemoryStore, receipt_id: str) -> None:
-    """An open finished the interrupted erasure of ``receipt_id`` (keys shredded): complete
-    its stored receipt (re-signed) if it still waits for the key destruction and verifies
-    under this machine's key (a tampered receipt is never re-signed)."""
-    r = Receipt.model_validate_json(store.receipt(receipt_id))
-    if r.keys is None or "key_destroyed" in r.guarantee or not verify_signature(r):
-        return
-    if not keys_gone(store, r.keys.old_master_key):
-        return
-    checks = {**r.verification.checks, "old_keys_destroyed": True}
-    v = r.verification.model_copy(update={"checks": checks, "passed": all(checks.values())})
-    notes = [n for n in r.notes if n != _KEYS_PENDING] + [
-        "the forget was interrupted after its commit; the old master key file was shredded when the store "
-        "was next opened, and this receipt completed then"]
-    final = sign(r.model_copy(update={"verification": v, "notes": notes,
-                                      "guarantee": [*r.guarantee, "key_destroyed"]}))
-    with store.transaction():
-        store.update_receipt(receipt_id, final.model_dump_json())
-
-
-ERASURE_FINISHERS.append(complete_receipt)
 
 
 def _disk_held(store: MemoryStore, receipt: Receipt, literal: str, complete: bool) -> bool:

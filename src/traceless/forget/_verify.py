@@ -45,7 +45,6 @@ def verify_receipt(receipt: Receipt, *, public_key: bytes | None = None, db: str
     if db is not None and res.signature_ok:
         if not store_exists(db):
             raise ConfigError(f"{db} does not exist")
-        from traceless.forget._forget import keys_gone  # noqa: F401  (also registers the receipt completion)
         from traceless.memory import MemoryStore
 
         with MemoryStore(str(db), access="read") as store:  # refuses what is not a traceless store, unchanged
@@ -70,7 +69,7 @@ def check_store(receipt: Receipt, store: MemoryStore) -> dict[str, Any]:
     out: dict[str, Any] = {"store_checked": True, "same_store": same, "removed_still_absent": same and not back,
                            "pending_erasure": store.get_meta("pending_erasure")}
     if receipt.keys:  # an older key file left behind would still decrypt a copy taken before the forget
-        from traceless.forget._forget import keys_gone
+        from traceless.forget._finish import keys_gone
 
         out["old_keys_gone"] = keys_gone(store, receipt.keys.old_master_key)
     copies = _material_copies(receipt, store) if same else None

@@ -35,6 +35,7 @@ from traceless.memory._schema import SCHEMA_VERSION, check_version, check_versio
 from traceless.memory._scrub_policy import FREE_SPACE, ScrubPolicy
 from traceless.memory._types import Artifact, Hit, LineageEdge, Tier, digest_text
 from traceless.memory._writes import COLUMNS, PendingWrites
+from traceless.registry import Registry
 
 if TYPE_CHECKING:  # numpy is imported where vectors are handled: `memory show` starts without it
     import numpy as np
@@ -42,9 +43,15 @@ if TYPE_CHECKING:  # numpy is imported where vectors are handled: `memory show` 
 
 __all__ = ["MemoryStore", "NewArtifact", "ERASURE_FINISHERS"]
 
-ERASURE_FINISHERS: list[Callable[[MemoryStore, str], None]] = []
-"""Called with (store, receipt id) when an open finishes a forget's interrupted erasure
-(the forget package registers the completion of the stored receipt)."""
+DEFAULT_FINISHERS = ("traceless.forget._finish",)
+"""The modules that register the built-in erasure finishers: the forget package's completion
+of the stored receipt. Named, not imported (memory imports nothing of forget): the registry
+imports them the first time an open finishes an erasure, in whatever process opens the store."""
+
+ERASURE_FINISHERS: Registry[Callable[[MemoryStore, str], None]] = Registry(
+    "erasure finisher", defaults=DEFAULT_FINISHERS)
+"""Each called with (store, receipt id) when an open finishes a forget's interrupted erasure
+(``@ERASURE_FINISHERS.register(name)``)."""
 
 _PREFIX = {Tier.RAW: "r", Tier.SUMMARY: "s", Tier.EMBEDDING: "e", Tier.CACHE: "c"}
 _COLS = ", ".join(COLUMNS)
@@ -404,9 +411,9 @@ class MemoryStore:
                     self.log_event("erasure_finished", f"receipt {pending}: physical erasure completed on reopen")
                 self.checkpoint()
                 self.finished_erasures.append(pending)
-                for finish in ERASURE_FINISHERS:
+                for entry in ERASURE_FINISHERS.entries():
                     with contextlib.suppress(Exception):  # the erasure stands; its receipt stays as signed
-                        finish(self, pending)
+                        entry.obj(self, pending)
 
     # ----------------------------------------------------------------- plumbing
     def _translate(self, e: BaseException) -> MemoryStoreError:

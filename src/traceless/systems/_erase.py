@@ -66,6 +66,11 @@ class ScanHit(BaseModel):
     """How many times the literals occur in the record (all encodings)."""
     value: str | None = None
     """The matching text, only with ``reveal`` (never otherwise: a scan report is shareable)."""
+    unattributable: str | None = None
+    """Why no user can be told as this record's owner (mem0: a history row whose memory is in
+    no collection): residue that an erasure by user cannot reach, removed by a ``--literal``
+    it holds. None: the record is attributed (to ``owner``, or to nobody by the system's own
+    fields)."""
 
 
 class FileHit(BaseModel):
@@ -94,6 +99,10 @@ class ScanReport(BaseModel):
     """Every store the instance keeps → its total record count (so an empty result is visible)."""
     hits: list[ScanHit] = Field(default_factory=list)
     """The user's records and every record holding a literal."""
+    unattributable: dict[str, int] = Field(default_factory=dict)
+    """Store → records no user can be told as the owner of (mem0's orphan history rows: a
+    ``memory_id`` in no collection), whatever they hold: an erasure by user leaves them (its
+    receipt says so under ``not_covered``); a ``--literal`` they hold removes them."""
     files: list[FileHit] = Field(default_factory=list)
     """Files that hold a literal's bytes."""
     files_scanned: int = 0

@@ -248,9 +248,20 @@ def _verify_and_sign(system: MemorySystem, user: str | None, literals: Sequence[
         target=TargetRef(kind="user" if user else "literal", ref=owner or "literals", owner=owner),
         matched=True, tiers=tiers, verification=verification, seconds=round(seconds, 3),
         code_version=_code_version(), guarantee=[f"{s}={c}" for s, c in claims.items()],
+        not_covered=_not_covered(after_scan),
         notes=notes + [f"out of scope: {x}" for x in system.out_of_scope()],
         warnings=[] if verification.passed else ["the erasure could not be verified in every store: see checks"])
     return sign(receipt)
+
+
+def _not_covered(after: ScanReport) -> list[str]:
+    """The unattributable records still there (mem0's orphan history rows): no user can be told
+    as their owner, so no erasure by user covers them, and they may hold the user's data. Named
+    per store without a count (a count would tell the requester about other users' records)."""
+    return [f"{store}: records that no user can be told as the owner of are still there (unattributable "
+            "residue, e.g. mem0 history rows whose memory is in no collection); an erasure by user does not "
+            "reach them: give the user's secret with --literal to erase those that hold it"
+            for store, n in sorted(after.unattributable.items()) if n]
 
 
 def _code_version() -> str:

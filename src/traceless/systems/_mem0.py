@@ -15,6 +15,7 @@ whose text holds the secret), ``delete_all`` (``Memory.delete_all(user_id=...)``
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 from collections.abc import Iterable, Sequence
@@ -38,6 +39,7 @@ from traceless.systems import (
     SystemRuntime,
     memory_system,
 )
+from traceless.systems._mem0_check import check_keys, validate
 from traceless.systems._mem0_live import PROVIDERS, LiveLayout, Mem0Live, live_layout, probe_config
 
 __all__ = ["Mem0Config", "Mem0System"]
@@ -213,6 +215,8 @@ class Mem0System(MemorySystem):
             base, name, key = _openai_endpoint(runtime.model)
             llm = {"model": name, "api_key": key, "openai_base_url": base, "temperature": 0.0,
                    "max_tokens": config.llm_max_tokens}
+        check_keys(config.mem0_keys())
+        validate(config.mem0_keys())
         cfg, self.overrides = audit_config(config, work_dir, llm, str(config.embedder_path or minilm_path()))
         self.memory = main.Memory.from_config(cfg)
 
@@ -323,6 +327,12 @@ class Mem0System(MemorySystem):
         through SQLite ``mode=ro`` (see ``_mem0_live``)."""
         if not isinstance(config, Mem0Config):
             raise ConfigError(f"mem0 takes a Mem0Config, not {type(config).__name__}")
+        check_keys(config.mem0_keys())  # mem0's own refusal of a nested typo, before anything (imports nothing)
+        if not read_only and importlib.util.find_spec("mem0") is not None:  # the erasure imports mem0 anyway
+            from traceless.paths import state_dir
+
+            _import_mem0(state_dir() / "mem0-home")
+            validate(config.mem0_keys())
         layout = live_layout(config.vector_store, config.history_db_path)
         self = cls.__new__(cls)
         self.work_dir, self.config, self.cfg = layout.history.parent, config, config

@@ -42,6 +42,7 @@ from urllib.parse import unquote
 from traceless.errors import ConfigError, UnsupportedError
 from traceless.systems import NO_OWNER, ErasurePlan, PlannedAction, ScanHit, ScanReport, StoreOutcome
 from traceless.systems.kernel import count_literals, digest
+from traceless.systems.sqlite import ro_connect
 
 __all__ = ["LiveLayout", "Mem0Live", "Rec", "live_layout", "probe_config"]
 
@@ -49,6 +50,8 @@ PROVIDERS = ("qdrant", "chroma")
 _QDRANT_DB = "storage.sqlite"
 _CHROMA_DB = "chroma.sqlite3"
 _CHROMA_DELETE = 3  # embeddings_queue.operation of a delete (ADD 0, UPDATE 1, UPSERT 2 carry metadata)
+ORPHAN = "a history row whose memory_id is in no collection"
+"""Why a record is unattributable residue (``ScanHit.unattributable``)."""
 _REBUILDING = ".traceless-rebuild"  # ``_mem0_chroma.REBUILD_SUFFIX`` (not imported: a scan imports no numpy/chroma)
 
 
@@ -130,11 +133,25 @@ def probe_config(mem0_keys: dict[str, Any], embedder_model: str, dims: int) -> d
     return cfg
 
 
+def _wal_mode(path: Path) -> bool:
+    """The file is in WAL mode (an application ran ``PRAGMA journal_mode=WAL`` on it: bytes 18
+    and 19 of the header are 2), or a ``-wal`` file of it exists."""
+    if path.with_name(path.name + "-wal").exists():
+        return True
+    with open(path, "rb") as f:
+        header = f.read(20)
+    return len(header) == 20 and header[18] == 2 and header[19] == 2
+
+
 def _ro(path: Path) -> sqlite3.Connection:
-    """A read-only connection: ``mode=ro`` never writes, creates a journal or bumps an mtime.
-    A hot journal (a write interrupted mid-transaction) needs a writer to roll it back:
-    refused here, never recovered read-write."""
-    con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    """A read-only connection that changes no byte, creates no file and bumps no mtime. A
+    file in rollback-journal mode (mem0's and qdrant's default): ``mode=ro``; a hot journal
+    (a write interrupted mid-transaction) needs a writer to roll it back: refused here, never
+    recovered read-write. A file an application switched to WAL mode: ``mode=ro`` would
+    create its ``-wal`` and ``-shm`` (and write to a live ``-shm``), so it is read as the
+    SQLite adapters read theirs (``ro_connect``): ``immutable=1`` when no ``-wal`` exists, a
+    private copy of the file and its ``-wal`` (whose committed frames are read) otherwise."""
+    con = ro_connect(path) if _wal_mode(path) else sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
     try:
         con.execute("SELECT count(*) FROM sqlite_master").fetchone()
     except sqlite3.DatabaseError as e:
@@ -162,6 +179,8 @@ class Rec:
     """What the bystander digest covers (hashed only when asked: a scan never needs it)."""
     memory_id: str | None = None
     linked: tuple[str, ...] = ()
+    orphan: bool = False
+    """A history row whose ``memory_id`` is in no collection: nobody's by any field (``ORPHAN``)."""
 
     @cached_property
     def digest(self) -> str:
@@ -364,8 +383,8 @@ class Mem0Live:
     def records(self) -> list[Rec]:
         """Every record of every store; a history row inherits its memory's owner. Read once
         per state of the files (the plan and the bystander digests share one read)."""
-        stamp = tuple((str(p), st.st_mtime_ns, st.st_size) for p in self.layout.sqlite_files()
-                      if (st := p.stat()))
+        files = [q for p in self.layout.sqlite_files() for q in (p, p.with_name(p.name + "-wal")) if q.exists()]
+        stamp = tuple((str(p), st.st_mtime_ns, st.st_size) for p in files if (st := p.stat()))
         if self._cache is None or self._cache[0] != stamp:
             self._cache = (stamp, self._read())
         return self._cache[1]
@@ -384,6 +403,7 @@ class Mem0Live:
         for r in hist:
             if r.store == "history":
                 r.owner = owners.get(r.memory_id or "")
+                r.orphan = (r.memory_id or "") not in owners
         return vec + hist
 
     def store_names(self) -> list[str]:
@@ -393,7 +413,7 @@ class Mem0Live:
     def files(self) -> list[Path]:
         """Every file of the instance: the history db (and its journals) and the vector store's path."""
         h = self.layout.history
-        out = [p for p in (h, h.with_name(h.name + "-journal"), h.with_name(h.name + "-wal")) if p.is_file()]
+        out = [p for p in (h, *(h.with_name(h.name + s) for s in ("-journal", "-wal", "-shm"))) if p.is_file()]
         return out + sorted(p for p in self.layout.path.rglob("*") if p.is_file())
 
     def records_for(self, user: str | None, literals: Sequence[str]) -> list[Rec]:
@@ -413,21 +433,25 @@ class Mem0Live:
     def scan(self, user: str | None, literals: Sequence[str], reveal: bool) -> ScanReport:
         recs = self.records_for(user, literals)
         stores = self.store_counts(recs)
+        orphans: dict[str, int] = {}
         hits: list[ScanHit] = []
         for r in recs:
+            if r.orphan:
+                orphans[r.store] = orphans.get(r.store, 0) + 1
             owned = user is not None and r.owner == user
             found = {k: count_literals(v, literals) for k, v in r.texts.items()}
             found = {k: n for k, n in found.items() if n}
             for k, n in found.items():
                 hits.append(ScanHit(store=r.store, record_id=r.id, field=k, owner_match=owned, owner=r.owner,
-                                    literal_count=n,
+                                    literal_count=n, unattributable=ORPHAN if r.orphan else None,
                                     value=r.texts[k] if reveal else None))
             if owned and not found and reveal:  # every field as stored (what `traceless export` writes)
                 hits += [ScanHit(store=r.store, record_id=r.id, field=k, owner_match=True, owner=r.owner, value=v)
                          for k, v in r.texts.items()]
             elif owned and not found:
                 hits.append(ScanHit(store=r.store, record_id=r.id, field="*", owner_match=True, owner=r.owner))
-        return ScanReport(system="mem0", user=user, literals=len(literals), stores=stores, hits=hits)
+        return ScanReport(system="mem0", user=user, literals=len(literals), stores=stores, hits=hits,
+                          unattributable=orphans)
 
     # ------------------------------------------------------------------ plan
     def plan(self, user: str | None, literals: Sequence[str]) -> ErasurePlan:

@@ -222,6 +222,7 @@ class Mem0PgLive(Mem0Live):
         for r in hist:
             if r.store == "history":
                 r.owner = owners.get(r.memory_id or "")
+                r.orphan = (r.memory_id or "") not in owners
         return vec + hist
 
     def store_counts(self, recs: Sequence[Rec]) -> dict[str, int]:
@@ -236,7 +237,7 @@ class Mem0PgLive(Mem0Live):
 
     def files(self) -> list[Path]:
         h = self.layout.history
-        out = [p for p in (h, h.with_name(h.name + "-journal"), h.with_name(h.name + "-wal")) if p.is_file()]
+        out = [p for p in (h, *(h.with_name(h.name + s) for s in ("-journal", "-wal", "-shm"))) if p.is_file()]
         out += self._coll().server_files()[0]
         for rep in self.replicas:  # the kernel's byte scan covers the replicas' files too
             with suppress(ConfigError):  # unreachable now: the receipt's notes say it was not verified

@@ -78,17 +78,54 @@ def _connect(path: Path, read_only: bool) -> sqlite3.Connection:
 def ro_connect(path: Path) -> sqlite3.Connection:
     """A connection that changes no byte of the instance. Even a ``mode=ro`` reader of a WAL
     database creates its ``-wal`` and ``-shm`` files (measured on Agno's and the Agents SDK's
-    files), so: no ``-wal`` file (everything is in the main file) → ``immutable=1``; a ``-wal``
-    file (a writer has it open) → the reader opens a private copy of the file and its WAL."""
+    files, and on mem0's), so: no ``-wal`` file (everything is in the main file) →
+    ``immutable=1``; a ``-wal`` file (a writer has it open, its committed frames not yet
+    checkpointed) → the reader opens a private copy of the file and its WAL (copied again when
+    a writer changed either meanwhile; the WAL gone meanwhile: checkpointed, the file is read)."""
     wal = path.with_name(path.name + "-wal")
-    if not wal.exists():
-        return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro&immutable=1", uri=True)
+    for attempt in range(_COPY_TRIES):
+        if not wal.exists():
+            return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro&immutable=1", uri=True)
+        con = _private_copy(path, wal, last=attempt == _COPY_TRIES - 1)
+        if con is not None:
+            return con
+    raise AssertionError("unreachable: the last attempt always returns")
+
+
+_COPY_TRIES = 5
+
+
+def _private_copy(path: Path, wal: Path, *, last: bool) -> sqlite3.Connection | None:
+    """A connection to a copy of ``path`` and ``wal`` in a temporary folder (removed on close);
+    None when a writer changed either while they were copied (unless ``last``)."""
     tmp = Path(tempfile.mkdtemp(prefix="traceless-ro-"))
-    shutil.copyfile(path, tmp / path.name)
-    shutil.copyfile(wal, tmp / wal.name)
+    try:
+        stamp = _stamp(path, wal)
+        shutil.copyfile(path, tmp / path.name)
+        shutil.copyfile(wal, tmp / wal.name)
+        if _stamp(path, wal) != stamp and not last:
+            shutil.rmtree(tmp, ignore_errors=True)
+            return None
+    except FileNotFoundError:  # the WAL checkpointed and removed meanwhile
+        shutil.rmtree(tmp, ignore_errors=True)
+        if last:
+            raise
+        return None
     con = sqlite3.connect(str(tmp / path.name), factory=_PrivateCopy)
     con.tmp = tmp
     return con
+
+
+def _stamp(*paths: Path) -> tuple[tuple[int, int], ...]:
+    out = []
+    for p in paths:
+        try:
+            st = p.stat()
+        except OSError:
+            out.append((-1, -1))
+            continue
+        out.append((st.st_size, st.st_mtime_ns))
+    return tuple(out)
 
 
 class _PrivateCopy(sqlite3.Connection):
