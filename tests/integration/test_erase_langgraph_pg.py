@@ -470,16 +470,19 @@ def test_replica_holds_no_copy_after_replay_and_the_receipt_names_it(
     db, url = _pgv_app_db(srv)
     was = _pgv_rows(srv, db)
     cfg = write_cfg(tmp_path, url, pg_compaction="full", pg_replicas=[url])  # the primary: not a standby
-    assert cli("forget", "--memory", "langgraph", "--memory-config", str(cfg), "--user", X, "--literal", secret(X)) == 2
+    refused = tmp_path / "refused.json"
+    assert cli("forget", "--memory", "langgraph", "--memory-config", str(cfg), "--user", X, "--literal", secret(X),
+               "--receipt", str(refused)) == 2
     err = capsys.readouterr().err.strip()
-    assert "is not a standby" in err and "nothing was changed" in err and len(err.splitlines()) == 1, err
+    assert not refused.exists() and "is not a standby" in err and "nothing was changed" in err and len(err.splitlines()) == 1, err
     assert _password(url) not in err and _pgv_rows(srv, db) == was
     two = json.loads(cfg.read_text())  # the store through another connection string: whose replica is it?
     two["store"]["url"] = url + "?application_name=store"
     cfg.write_text(json.dumps(two))
-    assert cli("forget", "--memory", "langgraph", "--memory-config", str(cfg), "--user", X) == 2
+    assert cli("forget", "--memory", "langgraph", "--memory-config", str(cfg), "--user", X, "--receipt",
+               str(refused)) == 2
     err = capsys.readouterr().err.strip()
-    assert "on two servers" in err and len(err.splitlines()) == 1 and _pgv_rows(srv, db) == was, err
+    assert not refused.exists() and "on two servers" in err and len(err.splitlines()) == 1 and _pgv_rows(srv, db) == was, err
     before = replica_copies(srv, rep, db, secret(X))
     assert sum(before.values()) > 0, before
     cfg = write_cfg(tmp_path, url, pg_compaction="full", pg_replicas=[f"postgresql://postgres:{_password(url)}"
