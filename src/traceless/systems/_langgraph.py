@@ -92,11 +92,6 @@ class StoreIndexConfig(_Shaped):
     """``PostgresStore``'s ``ann_index_config`` (as the app gives it; scan/forget do not need it)."""
 
 
-def _shown(d: dict[str, Any]) -> str:
-    """A connection string's keywords as a dump shows them: no password."""
-    return f"postgresql://{d.get('user', '')}@{d.get('host', '')}:{d.get('port', '')}/{d.get('dbname', '')}"
-
-
 class CheckpointerConfig(_Shaped):
     """Where the threads live: ``{"kind": "sqlite", "path": "checkpoints.db"}``,
     ``{"kind": "postgres", "url": "postgresql://…"}`` or ``{"kind": "memory"}``."""
@@ -127,7 +122,9 @@ class CheckpointerConfig(_Shaped):
     def _no_password(self, url: str | None) -> str | None:
         if url is None or self._dsn is None:
             return url
-        return _shown(self._dsn)
+        from traceless.systems.postgres import shown_dsn
+
+        return shown_dsn(self._dsn)
 
     def dsn(self) -> dict[str, Any]:
         """The connection string's libpq keywords (``postgres`` only; never printed)."""
@@ -168,11 +165,9 @@ class ServerOptions(_Shaped):
 
     @field_serializer("pg_replicas")
     def _no_passwords(self, dsns: list[str] | None) -> list[str] | None:
-        from traceless.systems.postgres import parse_dsn
+        from traceless.systems.postgres import shown_dsns
 
-        if dsns is None:
-            return None
-        return [_shown(parse_dsn(d, "traceless.pg_replicas")) for d in dsns]
+        return shown_dsns(dsns, "traceless.pg_replicas")
 
 
 class UserMapping(_Shaped):

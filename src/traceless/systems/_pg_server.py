@@ -33,7 +33,7 @@ from traceless.forget import scan_files
 
 __all__ = ["COMPACTIONS", "DEFAULT_COMPACTION", "OnlineBystanders", "PgServer", "PgTarget", "delete_in", "ident",
            "make_target", "out_of_scope", "parse_dsn", "physical_step", "replica_files", "replica_steps", "replica_targets",
-           "standbys", "verify_files", "verify_replica"]
+           "shown_dsn", "shown_dsns", "standbys", "verify_files", "verify_replica"]
 
 COMPACTIONS = ("vacuum", "full")
 DEFAULT_COMPACTION = "vacuum"
@@ -87,6 +87,17 @@ def make_target(base: dict[str, Any], compaction: str = DEFAULT_COMPACTION, **kw
     base.setdefault("connect_timeout", 10)
     return PgTarget(make_conninfo(**{k: str(v) for k, v in base.items()}), str(base.get("host") or "localhost"),
                     str(base.get("port") or 5432), str(base.get("dbname") or "postgres"), compaction, **kw)
+
+
+def shown_dsn(parts: Mapping[str, Any]) -> str:
+    """A connection string's keywords as a config dump shows them: no password."""
+    d = parts
+    return f"postgresql://{d.get('user', '')}@{d.get('host', '')}:{d.get('port', '')}/{d.get('dbname', '')}"
+
+
+def shown_dsns(dsns: Sequence[str] | None, key: str) -> list[str] | None:
+    """``traceless.pg_replicas`` as a config dump shows it (each without its password)."""
+    return None if dsns is None else [shown_dsn(parse_dsn(str(d), key)) for d in dsns]
 
 
 def replica_targets(dsns: Sequence[str], primary: PgTarget) -> list[PgTarget]:

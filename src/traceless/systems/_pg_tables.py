@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, model_validator
+from pydantic import BaseModel, Field, field_serializer, model_validator
 
 from traceless.errors import ConfigError
 from traceless.systems import StoreOutcome
@@ -39,6 +39,7 @@ from traceless.systems._pg_server import (
     physical_step,
     replica_files,
     replica_steps,
+    shown_dsns,
 )
 from traceless.systems.contract import LiveInstance, Op, Record, Remove
 from traceless.systems.kernel import replace_literals
@@ -254,9 +255,14 @@ class PgServerOptions(BaseModel):
     """On a server: ``vacuum`` (default, ``VACUUM (INDEX_CLEANUP ON)``, online; leaves the erased
     tuples' bytes in the heap pages' free space) or ``full`` (``VACUUM FULL``, opt-in: the bytes
     gone; an ``ACCESS EXCLUSIVE`` lock on each changed table while it runs)."""
-    pg_replicas: list[str] | None = None
+    pg_replicas: list[str] | None = Field(None, repr=False)
     """On a server: connection strings of its physical standbys, whose files are read too after
-    they replayed the erasure (replicas not named: out of scope)."""
+    they replayed the erasure (replicas not named: out of scope); a dump shows each without its
+    password."""
+
+    @field_serializer("pg_replicas")
+    def _no_passwords(self, dsns: list[str] | None) -> list[str] | None:
+        return shown_dsns(dsns, "traceless.pg_replicas")
 
     @model_validator(mode="before")
     @classmethod

@@ -29,6 +29,8 @@ from traceless.systems._pg_server import (
     replica_files,
     replica_steps,
     replica_targets,
+    shown_dsn,
+    shown_dsns,
     standbys,
     verify_files,
     verify_replica,
@@ -45,5 +47,6 @@ from traceless.systems._pg_tables import (
 
 __all__ = ["COMPACTIONS", "DEFAULT_COMPACTION", "SERVER_KEYS", "OnlineBystanders", "PgServer", "PgServerOptions",
            "PgTables", "PgTarget", "check_url", "delete_in", "ident", "make_target", "out_of_scope", "parse_dsn",
-           "pg_tables", "physical_step", "replica_files", "replica_steps", "replica_targets", "standbys",
+           "pg_tables", "physical_step", "replica_files", "replica_steps", "replica_targets", "shown_dsn",
+           "shown_dsns", "standbys",
            "traceless_section", "url_target", "verify_files", "verify_replica"]
