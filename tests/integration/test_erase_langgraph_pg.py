@@ -25,6 +25,7 @@ import importlib.util
 import json
 import operator
 import os
+import re
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -253,7 +254,7 @@ def test_scan_changes_nothing_and_the_log_shows_only_reads(
     with open(log, "rb") as f:
         f.seek(start)
         logged = [ln.split("statement: ", 1)[1].strip() for ln in f.read().decode("utf-8", "replace").splitlines()
-                  if "statement: " in ln]
+                  if "statement: " in ln and f"db={db} " in ln]  # the log is the cluster's: other tests' too
     with _su(pg_server, "postgres") as c:
         c.execute(f"ALTER DATABASE {db} RESET log_statement")
     assert rc == 0, out.err
@@ -407,3 +408,278 @@ def test_forget_by_user_alone_finds_the_thread_its_state_names(
     assert {u: api_view(url, u) for u in USERS[1:]} == views
     r = json.loads(receipt.read_text())
     assert r["verification"]["passed"] and len(r["tiers"]["checkpoints"]["removed"]) == 18
+
+
+# ---------------------------------------------------------------- on PostgreSQL 18: replicas, online
+
+_LG_N = iter(range(10_000))
+
+
+def _pgv_app_db(srv: Any) -> tuple[str, str]:
+    """A fresh database on the PostgreSQL 18 server with the app run on it: (database, URL)."""
+    import psycopg
+
+    db = f"lg_on{next(_LG_N)}"
+    with psycopg.connect(srv.superuser_dsn(), autocommit=True) as c:
+        c.execute(f"CREATE DATABASE {db}")
+    url = srv.url(db)
+    run_app(url)
+    return db, url
+
+
+def _pgv_rows(srv: Any, db: str) -> dict[str, str]:
+    import psycopg
+
+    with psycopg.connect(srv.superuser_dsn(db)) as c:
+        return {t: hashlib.sha256(json.dumps(c.execute(f"SELECT t::text FROM {t} t ORDER BY 1").fetchall())
+                                  .encode()).hexdigest() for t in TABLES}
+
+
+def replica_copies(srv: Any, rep: Any, db: str, needle: str) -> dict[str, int]:
+    """``relation_copies`` on the replica: the primary checkpointed, the replica waited for until it
+    replayed past that, then a restartpoint there and its relation files read."""
+    import psycopg
+
+    with psycopg.connect(srv.superuser_dsn(db), autocommit=True) as c:
+        c.execute("CHECKPOINT")
+        lsn = c.execute("SELECT pg_current_wal_lsn()::text").fetchone()[0]
+    deadline = time.monotonic() + 30
+    while True:
+        with suppress_operational(), psycopg.connect(rep.superuser_dsn(db), autocommit=True) as c:
+            if c.execute("SELECT pg_last_wal_replay_lsn() >= %s::pg_lsn", (lsn,)).fetchone()[0]:
+                break
+        assert time.monotonic() < deadline, "the replica did not replay within 30 s"
+        time.sleep(0.05)
+    return relation_copies("", db, needle, data=rep.data, dsn=rep.superuser_dsn(db))
+
+
+def suppress_operational() -> Any:
+    import contextlib
+
+    import psycopg
+
+    return contextlib.suppress(psycopg.OperationalError)  # the database itself not replayed yet
+
+
+def test_replica_holds_no_copy_after_replay_and_the_receipt_names_it(
+        pgvector_server: Any, pgvector_replica: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``traceless: {pg_replicas: [...]}`` for LangGraph on Postgres: the primary named as a replica
+    is refused before any change; the streaming replica's relation files hold the target's secret
+    before and 0 copies after the erasure replayed (``VACUUM FULL``); the receipt names it verified."""
+    srv, rep = pgvector_server, pgvector_replica
+    db, url = _pgv_app_db(srv)
+    was = _pgv_rows(srv, db)
+    cfg = write_cfg(tmp_path, url, pg_compaction="full", pg_replicas=[url])  # the primary: not a standby
+    refused = tmp_path / "refused.json"
+    assert cli("forget", "--memory", "langgraph", "--memory-config", str(cfg), "--user", X, "--literal", secret(X),
+               "--receipt", str(refused)) == 2
+    err = capsys.readouterr().err.strip()
+    assert not refused.exists() and "is not a standby" in err and "nothing was changed" in err and len(err.splitlines()) == 1, err
+    assert _password(url) not in err and _pgv_rows(srv, db) == was
+    two = json.loads(cfg.read_text())  # the store through another connection string: whose replica is it?
+    two["store"]["url"] = url + "?application_name=store"
+    cfg.write_text(json.dumps(two))
+    assert cli("forget", "--memory", "langgraph", "--memory-config", str(cfg), "--user", X, "--receipt",
+               str(refused)) == 2
+    err = capsys.readouterr().err.strip()
+    assert not refused.exists() and "on two servers" in err and len(err.splitlines()) == 1 and _pgv_rows(srv, db) == was, err
+    before = replica_copies(srv, rep, db, secret(X))
+    assert sum(before.values()) > 0, before
+    cfg = write_cfg(tmp_path, url, pg_compaction="full", pg_replicas=[f"postgresql://postgres:{_password(url)}"
+                                                                      f"@127.0.0.1:{rep.port}"])  # no db: the primary's
+    receipt = tmp_path / "receipt.json"
+    t0 = time.monotonic()
+    rc = cli("forget", "--memory", "langgraph", "--memory-config", str(cfg), "--user", X, "--literal", secret(X),
+             "--receipt", str(receipt))
+    took = time.monotonic() - t0
+    out = capsys.readouterr()
+    assert rc == 0, out.err
+    after = replica_copies(srv, rep, db, secret(X))
+    text = receipt.read_text()
+    r = json.loads(text)
+    notes = [n for n in r["notes"] if n.startswith(f"checkpoints: PostgreSQL replica at 127.0.0.1:{rep.port}")]
+    print(f"\n[lg replica] copies of {X}'s secret in the replica's relation files: {sum(before.values())} before "
+          f"{ {k: n for k, n in before.items() if n} }, {sum(after.values())} after (VACUUM FULL replayed); "
+          f"forget {took:.2f} s; {notes}")
+    assert sum(after.values()) == 0, after
+    assert len(notes) == 1 and "verified after replaying the WAL past the erasure" in notes[0], r["notes"]
+    assert "0 copies of the erased records' texts" in notes[0], notes
+    assert r["verification"]["passed"] and r["verification"]["checks"]["files_clean"]
+    assert all(g.endswith("=clear") for g in r["guarantee"]), r["guarantee"]
+    assert ("out of scope: streaming and logical replicas other than the 1 named in traceless.pg_replicas"
+            in r["notes"])
+    assert _password(url) not in text + out.out + out.err and secret(X) not in text
+
+
+def _password(url: str) -> str:
+    from urllib.parse import urlsplit
+
+    return urlsplit(url).password or ""
+
+
+def test_a_replica_that_has_not_replayed_is_not_verified_and_its_copy_fails_the_byte_check(
+        pgvector_server: Any, pgvector_replica: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Replay paused on the replica: the erasure waits (3 s here) and names it NOT verified; the
+    kernel's byte scan reads the replica's relation files, still holding the secret: ``files_clean``
+    fails (exit 11), not a silent pass."""
+    import psycopg
+
+    from traceless.systems import _pg_server
+
+    srv, rep = pgvector_server, pgvector_replica
+    db, url = _pgv_app_db(srv)
+    assert sum(replica_copies(srv, rep, db, secret(X)).values()) > 0
+    monkeypatch.setattr(_pg_server, "REPLAY_TIMEOUT_S", 3.0)
+    cfg = write_cfg(tmp_path, url, pg_compaction="full", pg_replicas=[rep.url(db)])
+    receipt = tmp_path / "receipt.json"
+    with psycopg.connect(rep.superuser_dsn(db), autocommit=True) as c:
+        c.execute("SELECT pg_wal_replay_pause()")
+    try:
+        rc = cli("forget", "--memory", "langgraph", "--memory-config", str(cfg), "--user", X, "--literal",
+                 secret(X), "--receipt", str(receipt))
+    finally:
+        with psycopg.connect(rep.superuser_dsn(db), autocommit=True) as c:
+            c.execute("SELECT pg_wal_replay_resume()")
+    r = json.loads(receipt.read_text())
+    notes = [n for n in r["notes"] if "PostgreSQL replica at" in n and "verified" in n]
+    assert rc == 11, capsys.readouterr().err
+    assert len(notes) == 1 and "NOT verified (it had not replayed the WAL up to" in notes[0], notes
+    assert not r["verification"]["checks"]["files_clean"] and r["verification"]["checks"]["bystanders_intact"]
+    primary = [n for n in r["notes"] if n.startswith("checkpoints: PostgreSQL at ") and "relation files" in n]
+    assert primary and "read after CHECKPOINT: 0 copies" in primary[0], r["notes"]  # the copy is the replica's
+    assert sum(replica_copies(srv, rep, db, secret(X)).values()) == 0  # once it replays: gone there too
+
+
+class AppWriter:
+    """The app while the erasure runs: a thread with LangGraph's own ``PostgresSaver`` and
+    ``PostgresStore`` (its own connections) invoking the graph for the other users (new turns on
+    their threads, new threads of a new user) and ``store.put`` over an existing item; every write
+    kept with its time (what must be there after)."""
+
+    def __init__(self, url: str) -> None:
+        import threading
+
+        self.url, self.stop, self.errors = url, threading.Event(), []  # type: ignore[var-annotated]
+        self.checkpoints: list[tuple[float, str, str]] = []
+        self.items: dict[tuple[tuple[str, ...], str], Any] = {}
+        self.item_times: list[float] = []
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def writes(self) -> int:
+        return len(self.checkpoints) + len(self.item_times)
+
+    def _run(self) -> None:
+        from langgraph.checkpoint.postgres import PostgresSaver
+        from langgraph.store.postgres import PostgresStore
+
+        try:
+            with PostgresSaver.from_conn_string(self.url) as saver, PostgresStore.from_conn_string(self.url) as store:
+                graph = build_graph(saver, store)
+                n = 0
+                while not self.stop.is_set():
+                    self._turn(graph, store, n)
+                    n += 1
+                    time.sleep(0.01)
+        except Exception as e:  # the test's evidence
+            self.errors.append(f"{type(e).__name__}: {e}")
+
+    def _turn(self, graph: Any, store: Any, n: int) -> None:
+        user = ("ann2", "bob", "carl")[n % 3]
+        tid = f"carl/s{n // 3}" if user == "carl" else threads(user)[n % 3]
+        cfg: Any = {"configurable": {"thread_id": tid}}
+        graph.invoke({"messages": [{"role": "user", "content": f"{user} says {n}"}], "user_id": user}, cfg)
+        cid = graph.get_state(cfg).config["configurable"]["checkpoint_id"]
+        self.checkpoints.append((time.monotonic(), tid, cid))
+        for it in store.search((user, "memories"), limit=1000):  # what the graph's node put, last value
+            self.items[(tuple(it.namespace), it.key)] = it.value
+        if user != "carl":
+            value = {"text": f"{user} updated during the erasure {n}"}
+            store.put((user, "memories"), "m001", value)
+            self.items[((user, "memories"), "m001")] = value
+            self.item_times.append(time.monotonic())
+
+    def lost(self) -> list[Any]:
+        from langgraph.checkpoint.postgres import PostgresSaver
+        from langgraph.store.postgres import PostgresStore
+
+        out: list[Any] = []
+        with PostgresSaver.from_conn_string(self.url) as saver, PostgresStore.from_conn_string(self.url) as store:
+            for _, tid, cid in self.checkpoints:
+                if saver.get_tuple({"configurable": {"thread_id": tid, "checkpoint_ns": "", "checkpoint_id": cid}}) \
+                        is None:
+                    out.append((tid, cid))
+            for (ns, key), value in self.items.items():
+                got = store.get(ns, key)
+                if got is None or got.value != value:
+                    out.append((ns, key))
+        return out
+
+
+@pytest.mark.parametrize("level, broken", [("full", False), ("vacuum", False), ("full", True)])
+def test_forget_online_while_the_app_writes_other_users(
+        pgvector_server: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, level: str, broken: bool,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The online bystander rule: while the app (``AppWriter``) writes other users' threads and
+    items, ``forget`` passes ``bystanders_intact`` (only rows this erasure's DELETE removed count),
+    says in the receipt what the app changed, loses no write of the app, and removes the target's
+    rows. The erasure is held at its DELETE until the app has written twice before and twice after
+    it (the writes fall inside the erasure on any machine). ``broken``: the DELETE also removes one
+    of bob's store items: the check FAILS (the rule does not hide an over-deletion)."""
+    from traceless.systems._pg_server import PgServer
+
+    srv = pgvector_server
+    db, url = _pgv_app_db(srv)
+    bob_before = api_view(url, "bob")[0]
+    app = AppWriter(url)
+    real = PgServer.delete
+
+    def delete(self: PgServer, keys: Any) -> Any:
+        def wait_for(n: int) -> None:
+            deadline = time.monotonic() + 30
+            while app.writes() < n and time.monotonic() < deadline and not app.errors:
+                time.sleep(0.01)
+        wait_for(app.writes() + 2)
+        if broken and "store" in keys:
+            cols, vals = keys["store"]
+            keys = {**keys, "store": (cols, {*vals, ("bob.memories", "m003")})}
+        out = real(self, keys)
+        wait_for(app.writes() + 2)
+        return out
+    monkeypatch.setattr(PgServer, "delete", delete)
+    cfg = write_cfg(tmp_path, url, **({"pg_compaction": "full"} if level == "full" else {}))
+    receipt = tmp_path / "receipt.json"
+    lits = ("--literal", secret(X)) if level == "full" else ()
+    app.thread.start()
+    try:
+        while app.writes() < 3 and not app.errors:
+            time.sleep(0.01)
+        t0 = time.monotonic()
+        rc = cli("forget", "--memory", "langgraph", "--memory-config", str(cfg), "--user", X, *lits,
+                 "--receipt", str(receipt))
+        t1 = time.monotonic()
+        time.sleep(0.2)
+    finally:
+        app.stop.set()
+        app.thread.join(timeout=60)
+    out = capsys.readouterr()
+    assert not app.errors, app.errors
+    r = json.loads(receipt.read_text())
+    during = sum(1 for t, *_ in app.checkpoints if t0 <= t <= t1) + sum(1 for t in app.item_times if t0 <= t <= t1)
+    online = next(n for n in r["notes"] if "online: this erasure's DELETE removed" in n)
+    print(f"\n[lg online] level={level} broken={broken}: forget {t1 - t0:.2f} s, {during} app writes during it "
+          f"({app.writes()} in all), rc {rc}, bystanders_intact {r['verification']['checks']['bystanders_intact']}; "
+          f"{online}")
+    assert during >= 4
+    assert api_view(url, X) == ([], [])  # the target's threads and items gone
+    if broken:
+        assert not r["verification"]["checks"]["bystanders_intact"] and rc == 11, out.err
+        assert "1 of them NOT in the plan" in online and any("OVER-DELETION" in n for n in r["notes"])
+        return
+    assert rc == 0 and r["verification"]["passed"] and r["verification"]["checks"]["bystanders_intact"], out.err
+    assert not app.lost()  # every write of the app is there after
+    assert set(bob_before) <= set(api_view(url, "bob")[0])  # bob's checkpoints all kept
+    assert ", all planned; meanwhile other transactions (the application) changed " in online
+    changed, removed, added = (int(x) for x in re.findall(
+        r"changed (\d+), removed (\d+) and added (\d+)", online)[0])
+    assert changed >= 1 and added >= 1 and removed == 0, online

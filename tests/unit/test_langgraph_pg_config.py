@@ -36,3 +36,34 @@ def test_bad_connection_values_are_one_line() -> None:
 def test_pg_compaction_full_is_read_from_the_traceless_section() -> None:
     cfg = load_system_config("langgraph", {"traceless": {"pg_compaction": "full"}})
     assert cfg.traceless is not None and cfg.traceless.pg_compaction == "full"  # type: ignore[attr-defined]
+
+
+def test_pg_replicas_are_read_once_and_dumped_without_their_passwords() -> None:
+    rep = f"postgresql://app:{PW}@10.0.0.7:6543/agents"
+    cfg = load_system_config("langgraph", {"checkpointer": {"kind": "postgres", "url": URL},
+                                           "traceless": {"pg_replicas": [rep, f"host=10.0.0.8 password={PW}"]}})
+    assert cfg.traceless is not None and cfg.traceless.pg_replicas == [rep, f"host=10.0.0.8 password={PW}"]  # type: ignore[attr-defined]
+    dumped = cfg.model_dump_json()
+    assert PW not in dumped and PW not in repr(cfg) and "app@10.0.0.7:6543/agents" in dumped
+    with pytest.raises(ConfigError, match=r"traceless.pg_replicas\[0\] is not a valid") as e:
+        load_system_config("langgraph", {"traceless": {"pg_replicas": [f"host=x password={PW} bogus"]}})
+    assert PW not in str(e.value) and len(str(e.value).splitlines()) == 1
+
+
+def test_the_online_rule_counts_only_what_this_erasures_delete_removed() -> None:
+    """``OnlineBystanders`` (no server needed): the app's changes, removals and additions are its
+    own; a row this erasure's DELETE returned that the first digest held is an over-deletion."""
+    from traceless.systems.postgres import OnlineBystanders
+
+    first = {("store", "a"): "1", ("store", "b"): "2", ("store", "c"): "3"}
+    rule = OnlineBystanders()
+    assert rule.rows(first) == first  # the first digest keeps them
+    now = {("store", "a"): "1-app", ("store", "c"): "3", ("store", "d"): "4"}  # the app: a changed, b removed, d added
+    assert rule.rows(now) == first
+    assert rule.kept(now)[1] == (1, 1, 1)
+    rule.deleted = {("store", "x")}  # the target's row (never a bystander)
+    assert rule.rows(now) == first and "removed 1 rows, all planned" in rule.note(now, {("store", "x")})
+    rule.deleted.add(("store", "c"))  # a bystander's row the DELETE returned: the digest loses it
+    assert rule.rows(now) != first and "1 of them NOT in the plan" in rule.note(now, {("store", "x")})
+    rule.reset()
+    assert rule.rows(now) == now  # a new erasure (or a re-run without its first digest): the rows as they are

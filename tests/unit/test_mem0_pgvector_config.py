@@ -5,6 +5,7 @@ targets that never repeat a credential, and a bad one is refused in one line."""
 from __future__ import annotations
 
 import importlib.util
+from typing import Any
 
 import pytest
 
@@ -39,3 +40,15 @@ def test_replicas_take_the_primarys_database_and_never_repeat_a_password() -> No
         replica_targets(["postgresql://ro:pw3@r3:notaport/x y=z"], primary)
     assert "traceless.pg_replicas[0] is not a valid PostgreSQL connection string" in str(e.value)
     assert "pw3" not in str(e.value)
+
+
+@pytest.mark.parametrize("name, given", [("mem0", {}), ("agno", {"db_url": "postgresql+psycopg://a:b@h:1/d"}),
+                                          ("openai-agents", {"url": "postgresql+psycopg://a:b@h:1/d"})])
+def test_pg_replicas_are_dumped_and_shown_without_their_passwords(name: str, given: dict[str, Any]) -> None:
+    from traceless.systems import load_system_config
+
+    pw = "Rep1ica-pw-55"
+    cfg = load_system_config(name, {**given, "traceless": {"pg_replicas": [f"postgresql://app:{pw}@10.0.0.9:5433/db"]}})
+    assert cfg.pg_replicas == [f"postgresql://app:{pw}@10.0.0.9:5433/db"]  # type: ignore[attr-defined]  # kept in memory
+    assert pw not in cfg.model_dump_json() and pw not in repr(cfg)
+    assert cfg.model_dump(mode="json")["pg_replicas"] == ["postgresql://app@10.0.0.9:5433/db"]

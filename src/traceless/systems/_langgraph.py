@@ -122,8 +122,9 @@ class CheckpointerConfig(_Shaped):
     def _no_password(self, url: str | None) -> str | None:
         if url is None or self._dsn is None:
             return url
-        d = self._dsn
-        return f"postgresql://{d.get('user', '')}@{d.get('host', '')}:{d.get('port', '')}/{d.get('dbname', '')}"
+        from traceless.systems.postgres import shown_dsn
+
+        return shown_dsn(self._dsn)
 
     def dsn(self) -> dict[str, Any]:
         """The connection string's libpq keywords (``postgres`` only; never printed)."""
@@ -147,6 +148,26 @@ class ServerOptions(_Shaped):
     in the pages' free space, counted in the receipt) or ``full`` (opt-in: ``VACUUM FULL`` rewrites
     the tables and indexes, the bytes gone; an ``ACCESS EXCLUSIVE`` lock: the app's queries on
     them wait while it runs)."""
+    pg_replicas: list[str] | None = Field(None, repr=False)
+    """PostgreSQL: connection strings of the server's physical streaming replicas (one without a
+    database names the primary's); each must be a standby before anything changes, and after the
+    erasure it is waited for until it replayed past it, checkpointed, and its relation files and
+    ``pg_wal`` read (the receipt says per replica verified or not; replicas not named: out of
+    scope). Read once here; written nowhere (a dump shows each without its password)."""
+
+    @model_validator(mode="after")
+    def _read_replicas(self) -> ServerOptions:
+        from traceless.systems.postgres import parse_dsn
+
+        for i, dsn in enumerate(self.pg_replicas or ()):
+            parse_dsn(dsn, f"traceless.pg_replicas[{i}]")  # refused here, in one line that never repeats it
+        return self
+
+    @field_serializer("pg_replicas")
+    def _no_passwords(self, dsns: list[str] | None) -> list[str] | None:
+        from traceless.systems.postgres import shown_dsns
+
+        return shown_dsns(dsns, "traceless.pg_replicas")
 
 
 class UserMapping(_Shaped):
@@ -618,6 +639,7 @@ class LangGraphSystem(MemorySystem):
     def plan_erasure(self, user: str | None, literals: Sequence[str]) -> ErasurePlan:
         if self._pg is not None:
             self._pg.requester = user
+            self._pg.online.reset()  # a new erasure: the online bystander rule takes its own first digest
             return super().plan_erasure(user, literals)
         live = self._attached()
         self._literals = tuple(literals)

@@ -19,6 +19,14 @@ gives ``from_conn_string``, read in read-only transactions and erased through th
   composite keys in **one** transaction per server (``PgServer.delete``), then ``VACUUM
   (INDEX_CLEANUP ON)`` (default) or ``VACUUM FULL`` (``traceless: {pg_compaction: full}``) and
   ``CHECKPOINT``; the relation files and ``pg_wal`` read for the erased texts.
+* replicas (``traceless: {pg_replicas: [DSN, ...]}``): each named physical standby is checked
+  one (``pg_is_in_recovery()``) before any change, waited for after the erasure until it
+  replayed past the erasure's checkpoint, checkpointed (a restartpoint), and its relation files
+  and ``pg_wal`` read; the kernel's byte scan reads its files too (``postgres.physical_step``,
+  ``replica_files``, as for mem0 on pgvector).
+* online: the app keeps writing other users' threads and items meanwhile; the bystanders are
+  the other users' rows of this erasure's first digest, less the rows its ``DELETE …
+  RETURNING`` removed (``postgres.OnlineBystanders``); the receipt says what the app changed.
 
 Credentials are never written: messages name host, port and database only.
 """
@@ -36,8 +44,19 @@ from traceless.errors import ConfigError
 from traceless.systems import StoreOutcome
 from traceless.systems._langgraph_live import NamespaceMap, owned_threads, state_users
 from traceless.systems.contract import LiveInstance, Op, Record, Remove
-from traceless.systems.kernel import count_literals
-from traceless.systems.postgres import PgServer, PgTarget, ident, make_target, out_of_scope, verify_files
+from traceless.systems.kernel import bystander_rows, count_literals
+from traceless.systems.postgres import (
+    OnlineBystanders,
+    PgServer,
+    PgTarget,
+    ident,
+    make_target,
+    out_of_scope,
+    physical_step,
+    replica_files,
+    replica_steps,
+    standbys,
+)
 
 __all__ = ["CKPT_TABLES", "KEYS", "STORE_TABLES", "PgLangGraph", "lg_target", "pg_instance"]
 
@@ -70,6 +89,7 @@ def pg_instance(config: Any, *, read_only: bool) -> PgLangGraph:
         raise ConfigError("langgraph: give the checkpointer and the store both as kind \"postgres\" (one on a "
                           "server and one in a SQLite file cannot be erased together yet)")
     compaction = config.traceless.pg_compaction if config.traceless is not None else "vacuum"
+    dsns = (config.traceless.pg_replicas if config.traceless is not None else None) or []
     servers: dict[str, PgServer] = {}
     for what, c, tables, required, cls in parts:
         if c is None:
@@ -83,7 +103,12 @@ def pg_instance(config: Any, *, read_only: bool) -> PgLangGraph:
                               f"{cls}.setup() creates it, traceless never does: check {what}.url "
                               "(nothing was created)")
         pg.tables += [t for t in tables if t in found and t not in pg.tables]
-    return PgLangGraph(config.users.mapping(), list(servers.values()), read_only=read_only)
+    if dsns and len(servers) > 1:
+        raise ConfigError("langgraph: traceless.pg_replicas with the checkpointer and the store on two servers "
+                          "cannot say whose replica each is; give both the same server, or no pg_replicas "
+                          "(nothing was changed)")
+    reps = standbys(next(iter(servers.values())), dsns) if dsns else []
+    return PgLangGraph(config.users.mapping(), list(servers.values()), read_only=read_only, replicas=reps)
 
 
 @dataclass
@@ -111,6 +136,10 @@ class PgLangGraph(LiveInstance):
     """The user of the current request (set by the system before the kernel reads)."""
     erased_texts: list[str] = field(default_factory=list)
     """Texts of the rows the last ``apply`` removed (what the file verification looks for)."""
+    replicas: list[PgServer] = field(default_factory=list)
+    """The server's named physical standbys (``traceless.pg_replicas``), read only."""
+    online: OnlineBystanders = field(default_factory=OnlineBystanders)
+    """The online bystander rule (this erasure's first digest, the rows its DELETE returned)."""
 
     # ------------------------------------------------------------------ reading
     def stores(self) -> list[str]:
@@ -171,12 +200,19 @@ class PgLangGraph(LiveInstance):
 
     # ------------------------------------------------------------------ erasing
     def compaction(self) -> list[str]:
-        return [f"{pg.how()} {', '.join(pg.tables)} on {pg.target.where}, CHECKPOINT" for pg in self.servers]
+        out = [f"{pg.how()} {', '.join(pg.tables)} on {pg.target.where}, CHECKPOINT" for pg in self.servers]
+        return out + replica_steps(self.replicas)
 
     def precheck(self) -> None:
-        """Every server's role may DELETE and VACUUM its tables (refused before any change)."""
+        """Every server's role may DELETE and VACUUM its tables, every named replica is a
+        standby (refused before any change)."""
         for pg in self.servers:
             pg.precheck_write()
+        for r in self.replicas:
+            r.check_standby()
+
+    def online_bystanders(self, rows: list[tuple[tuple[str, str], str]]) -> list[tuple[tuple[str, str], str]]:
+        return list(self.online.rows(dict(rows)).items())
 
     def apply(self, ops: Sequence[Op], literals: Sequence[str]) -> list[StoreOutcome]:
         if self.read_only:
@@ -190,8 +226,11 @@ class PgLangGraph(LiveInstance):
             keys = {t: (KEYS[t], {_key(r) for r in gone if r.store == t}) for t in _DELETE_ORDER if t in pg.tables}
             for t, removed in pg.delete(keys).items():
                 outcomes[t].removed += len(removed)
-            notes = pg.compact() + verify_files(pg, self.erased_texts)
-            outcomes[pg.tables[0]].notes += notes
+                self.online.deleted |= {(t, _rid(k)) for k in removed}
+            outcomes[pg.tables[0]].notes += physical_step(pg, self.erased_texts, self.replicas)
+        planned = {(r.store, r.id) for r in gone}
+        now = dict(bystander_rows(self, self.requester, literals, planned))
+        outcomes[self.stores()[0]].notes.append(self.online.note(now, planned))
         return list(outcomes.values())
 
     def _kept(self, gone: Sequence[Record]) -> list[str]:
@@ -199,10 +238,10 @@ class PgLangGraph(LiveInstance):
         return [r.text() for r in self.records(None, ()) if (r.store, r.id) not in drop]
 
     def files(self) -> list[Path]:
-        return [p for pg in self.servers for p in pg.server_files()[0]]
+        return [p for pg in self.servers for p in pg.server_files()[0]] + replica_files(self.replicas)
 
     def out_of_scope(self) -> list[str]:
-        return out_of_scope([])
+        return out_of_scope(self.replicas)
 
 
 def _rid(key: tuple[str, ...]) -> str:

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, model_validator
+from pydantic import Field, SerializerFunctionWrapHandler, field_serializer, model_serializer, model_validator
 
 from traceless.errors import ConfigError, UnsupportedError
 from traceless.memory import Session
@@ -91,10 +91,17 @@ class Mem0Config(SystemConfig):
     heap pages' free space, so the claim stays ``logical``) or ``full`` (opt-in: ``VACUUM FULL``,
     the bytes gone from heap and indexes; an ``ACCESS EXCLUSIVE`` lock while it runs: the app's
     queries on the table wait for all of it)."""
-    pg_replicas: list[str] | None = None
+    pg_replicas: list[str] | None = Field(None, repr=False)
     """pgvector on a server: connection strings of its physical streaming replicas; after the
     erasure each is waited for until it has replayed it, checkpointed, and its relation files
-    read; the receipt says per replica verified or not (replicas not named: out of scope)."""
+    read; the receipt says per replica verified or not (replicas not named: out of scope). A dump
+    shows each without its password."""
+
+    @field_serializer("pg_replicas")
+    def _no_passwords(self, dsns: list[str] | None) -> list[str] | None:
+        from traceless.systems.postgres import shown_dsns
+
+        return shown_dsns(dsns, "traceless.pg_replicas")
 
     @model_validator(mode="before")
     @classmethod

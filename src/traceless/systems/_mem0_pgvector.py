@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,14 +44,17 @@ from traceless.systems._mem0_live import LiveLayout, Mem0Live, Rec, _payload_tex
 from traceless.systems.kernel import digest, literal_forms
 from traceless.systems.postgres import (
     DEFAULT_COMPACTION,
+    OnlineBystanders,
     PgServer,
     PgTarget,
     make_target,
     out_of_scope,
     parse_dsn,
+    physical_step,
+    replica_files,
+    replica_steps,
     replica_targets,
-    verify_files,
-    verify_replica,
+    standbys,
 )
 
 __all__ = ["DEFAULT_COMPACTION", "Mem0PgLive", "PgCollection", "PgTarget", "pg_live", "pg_target", "replica_targets"]
@@ -180,11 +182,8 @@ class Mem0PgLive(Mem0Live):
     pg: PgCollection | None = None
     replicas: list[PgCollection] = field(default_factory=list)
     """The named physical standbys (``traceless.pg_replicas``), read only."""
-    first_rows: dict[tuple[str, str], str] | None = None
-    """The other users' rows of the server's tables (store, id) → digest, as the first
-    bystander digest of this process saw them."""
-    deleted: set[tuple[str, str]] = field(default_factory=set)
-    """The rows this erasure's ``DELETE`` returned."""
+    online: OnlineBystanders = field(default_factory=OnlineBystanders)
+    """The online bystander rule of the server's tables (the first digest, this erasure's DELETE)."""
 
     def _coll(self) -> PgCollection:
         assert self.pg is not None
@@ -238,11 +237,7 @@ class Mem0PgLive(Mem0Live):
     def files(self) -> list[Path]:
         h = self.layout.history
         out = [p for p in (h, *(h.with_name(h.name + s) for s in ("-journal", "-wal", "-shm"))) if p.is_file()]
-        out += self._coll().server_files()[0]
-        for rep in self.replicas:  # the kernel's byte scan covers the replicas' files too
-            with suppress(ConfigError):  # unreachable now: the receipt's notes say it was not verified
-                out += rep.server_files()[0]
-        return out
+        return out + self._coll().server_files()[0] + replica_files(self.replicas)
 
     def _server_rows(self, user: str | None) -> dict[tuple[str, str], str]:
         """The other users' rows of the server's tables, (store, id) → the server's digest,
@@ -254,37 +249,27 @@ class Mem0PgLive(Mem0Live):
 
     def bystanders(self, user: str | None) -> dict[str, tuple[int, str]]:
         """As the local back ends', but the server's tables are shared with a running
-        application: their bystanders are the other users' rows of the first digest (each
-        digested on the server), less the rows this erasure's ``DELETE`` returned (``_others``)."""
+        application: their bystanders are the other users' rows of the first digest, less
+        the rows this erasure's ``DELETE`` returned (``OnlineBystanders``)."""
         per: dict[str, list[str]] = {s: [] for s in self.store_names()}
         mine = {r.id for r in self._as_recs(self._coll().select(user, ())) if r.store == "vector_store"}
         for store, rid, whose, raw in self.history_rows():  # every row of the local file
             theirs = whose in mine if store == "history" else (user is not None and whose == user)
             if not theirs and (store, rid) not in self.targets:
                 per.setdefault(store, []).append(self._row_digest(store, raw))
-        rows = self._server_rows(user)
-        if self.first_rows is None:
-            self.first_rows = rows
-        for (store, _), d in self._others(rows)[0].items():
+        rows = self._server_rows(user)  # each row digested on the server
+        for (store, _), d in self.online.rows(rows).items():
             per.setdefault(store, []).append(d)
         return {s: digest(d) for s, d in per.items()}
 
-    def _others(self, now: dict[tuple[str, str], str]) -> tuple[dict[tuple[str, str], str], tuple[int, int, int]]:
-        """The first digest's rows as this erasure left them: the rows its ``DELETE`` returned
-        are gone; every other row counts as the first digest saw it, since this erasure writes
-        nothing else (what other transactions changed, removed or added meanwhile is theirs:
-        counted as (changed, removed, added)). Without a first digest (a re-run after a crash),
-        the rows as they are now."""
-        first = self.first_rows if self.first_rows is not None else now
-        kept = {k: d for k, d in first.items() if k not in self.deleted}
-        changed = sum(1 for k, d in kept.items() if k in now and now[k] != d)
-        removed = sum(1 for k in kept if k not in now)
-        return kept, (changed, removed, sum(1 for k in now if k not in first))
+    def plan(self, user: str | None, literals: Sequence[str]) -> ErasurePlan:
+        self.online.reset()  # a new erasure: its own first digest
+        return super().plan(user, literals)
 
     def _compaction(self) -> list[str]:
         pg = self._coll()
         out = [f"VACUUM {self.layout.history}", *(f"{pg.how()} {t} (server), CHECKPOINT" for t in pg.tables)]
-        return out + [f"wait for {r.target.where} to replay, CHECKPOINT there" for r in self.replicas]
+        return out + replica_steps(self.replicas)
 
     def execute(self, plan: ErasurePlan, native: Any) -> list[StoreOutcome]:
         """One server transaction for the user's rows (mem0's own deletions would run one per
@@ -304,23 +289,17 @@ class Mem0PgLive(Mem0Live):
         key = ("id",)
         gone = pg.delete({pg.collection: (key, {(i,) for i in ids.get("vector_store", set())}),
                           ent: (key, {(i,) for i in ids.get("entity_store", set())} if ent in pg.tables else set())})
-        self.deleted = {("vector_store" if t == pg.collection else "entity_store", i[0])
-                        for t, v in gone.items() for i in v}
-        notes = pg.compact() + verify_files(pg, needles)
-        if self.replicas and pg.erasure_end is not None:
-            notes += [verify_replica(r, pg.erasure_end, needles) for r in self.replicas]
-        notes.append(self._concurrent_note(plan.user))
+        self.online.deleted |= {("vector_store" if t == pg.collection else "entity_store", i[0])
+                                for t, v in gone.items() for i in v}
+        notes = physical_step(pg, needles, self.replicas)
+        notes.append(self._concurrent_note(plan.user, {(s, i) for s, v in ids.items() for i in v}))
         _vacuum(self.layout.history)
         removed = {s: len(v) for s, v in ids.items()}
         return [StoreOutcome(store=s, removed=removed.get(s, 0), compacted=True,
                              notes=notes if s == "vector_store" else []) for s in self.store_names()]
 
-    def _concurrent_note(self, user: str | None) -> str:
-        now = self._server_rows(user)
-        changed, removed, added = self._others(now)[1]
-        return (f"online: this erasure's DELETE removed {len(self.deleted)} rows, all planned; meanwhile other "
-                f"transactions (the application) changed {changed}, removed {removed} and added {added} of the other "
-                "users' rows (theirs: the bystander check compares the rows as this erasure left them)")
+    def _concurrent_note(self, user: str | None, planned: set[tuple[str, str]]) -> str:
+        return self.online.note(self._server_rows(user), planned)
 
     def server_out_of_scope(self) -> list[str]:
         return out_of_scope(self.replicas)
@@ -334,7 +313,4 @@ def pg_live(layout: LiveLayout, vector_store: dict[str, Any], read_only: bool, c
     pg = PgCollection(pg_target(vcfg, compaction or DEFAULT_COMPACTION),
                       collection=str(vcfg.get("collection_name") or "mem0"))
     pg.check()
-    reps = [PgCollection(t, list(pg.tables), collection=pg.collection) for t in replica_targets(replicas, pg.target)]
-    for r in reps:
-        r.check_standby()
-    return Mem0PgLive(layout, read_only=read_only, pg=pg, replicas=reps)
+    return Mem0PgLive(layout, read_only=read_only, pg=pg, replicas=standbys(pg, replicas))

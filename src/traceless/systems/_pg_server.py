@@ -8,10 +8,13 @@ that keeps its records there (mem0 on pgvector, LangGraph's ``PostgresSaver`` /
   so the erasure knows exactly what it removed and nothing else), then the physical step on
   the affected tables (``compact``: ``VACUUM (INDEX_CLEANUP ON)`` by default, online; or
   ``VACUUM FULL``, opt-in, an ``ACCESS EXCLUSIVE`` lock), then ``CHECKPOINT``.
-* verification (``verify_files`` / ``verify_replica``): the relation files (heap, TOAST,
-  every index) read after the checkpoint when the data directory is readable from here,
-  the ``pg_wal`` segments that still hold the erased texts counted; a named physical
-  standby waited for until it replayed past the erasure, then its files read too.
+* verification (``verify_files`` / ``verify_replica``, both run by ``physical_step``): the
+  relation files (heap, TOAST, every index) read after the checkpoint when the data directory
+  is readable from here, the ``pg_wal`` segments that still hold the erased texts counted; a
+  named physical standby (``standbys``) waited for until it replayed past the erasure, then
+  its files read too (``replica_files``: the kernel's byte scan reads them as well).
+* online (``OnlineBystanders``): the bystanders of tables an application keeps writing are the
+  other users' rows of the first digest, less the rows this erasure's ``DELETE`` returned.
 
 Credentials are never written: every message names the host, port and database only.
 """
@@ -23,13 +26,14 @@ from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from traceless.errors import ConfigError
 from traceless.forget import encodings_of, scan_bytes
 
-__all__ = ["COMPACTIONS", "DEFAULT_COMPACTION", "PgServer", "PgTarget", "delete_in", "ident", "make_target", "out_of_scope",
-           "parse_dsn", "replica_targets", "verify_files", "verify_replica"]
+__all__ = ["COMPACTIONS", "DEFAULT_COMPACTION", "OnlineBystanders", "PgServer", "PgTarget", "delete_in", "ident",
+           "make_target", "out_of_scope", "parse_dsn", "physical_step", "replica_files", "replica_steps", "replica_targets",
+           "shown_dsn", "shown_dsns", "standbys", "verify_files", "verify_replica"]
 
 COMPACTIONS = ("vacuum", "full")
 DEFAULT_COMPACTION = "vacuum"
@@ -85,6 +89,17 @@ def make_target(base: dict[str, Any], compaction: str = DEFAULT_COMPACTION, **kw
     base.setdefault("connect_timeout", 10)
     return PgTarget(make_conninfo(**{k: str(v) for k, v in base.items()}), str(base.get("host") or "localhost"),
                     str(base.get("port") or 5432), str(base.get("dbname") or "postgres"), compaction, **kw)
+
+
+def shown_dsn(parts: Mapping[str, Any]) -> str:
+    """A connection string's keywords as a config dump shows them: no password."""
+    d = parts
+    return f"postgresql://{d.get('user', '')}@{d.get('host', '')}:{d.get('port', '')}/{d.get('dbname', '')}"
+
+
+def shown_dsns(dsns: Sequence[str] | None, key: str) -> list[str] | None:
+    """``traceless.pg_replicas`` as a config dump shows it (each without its password)."""
+    return None if dsns is None else [shown_dsn(parse_dsn(str(d), key)) for d in dsns]
 
 
 def replica_targets(dsns: Sequence[str], primary: PgTarget) -> list[PgTarget]:
@@ -212,12 +227,14 @@ class PgServer:
             raise ConfigError(f"{self.target.where} ({self.target.source}) is not a standby (pg_is_in_recovery() "
                               "is false): name the physical replicas of the server; nothing was changed")
 
-    def replayed(self, end: tuple[str, bool], timeout: float = REPLAY_TIMEOUT_S) -> str | None:
+    def replayed(self, end: tuple[str, bool], timeout: float | None = None) -> str | None:
         """Wait until this standby has replayed the erasure's WAL (``end``: see ``_wal_end``),
-        then ``CHECKPOINT`` (a restartpoint: the replayed pages reach its files); why not, or None."""
+        then ``CHECKPOINT`` (a restartpoint: the replayed pages reach its files); why not, or
+        None. ``timeout``: ``REPLAY_TIMEOUT_S`` unless given."""
         import psycopg
 
         lsn, strict = end
+        timeout = REPLAY_TIMEOUT_S if timeout is None else timeout
         with self.connect(read_only=False) as con:
             con.autocommit = True
             deadline = time.monotonic() + timeout
@@ -379,3 +396,91 @@ def out_of_scope(replicas: Sequence[PgServer]) -> list[str]:
             if replicas else "streaming and logical replicas (none named in traceless.pg_replicas)")
     return ["PostgreSQL base backups and dumps", "WAL archives (archive_command / pg_receivewal)", reps,
             "the server's own logs (log_statement, auto_explain)"]
+
+
+_Server = TypeVar("_Server", bound=PgServer)
+
+
+def standbys(primary: _Server, dsns: Sequence[str]) -> list[_Server]:
+    """The physical standbys ``traceless.pg_replicas`` names, as servers of ``primary``'s kind
+    holding its tables; each reached and checked a standby before anything changes."""
+    from dataclasses import replace
+
+    out = [replace(primary, target=t, tables=list(primary.tables), erasure_end=None)
+           for t in replica_targets(dsns, primary.target)]
+    for r in out:
+        r.check_standby()
+    return out
+
+
+def replica_files(replicas: Sequence[PgServer]) -> list[Path]:
+    """The named replicas' relation files, for the kernel's byte scan (one not reachable now
+    has none: the receipt's notes say it was not verified)."""
+    out: list[Path] = []
+    for rep in replicas:
+        with suppress(ConfigError):
+            out += rep.server_files()[0]
+    return out
+
+
+def replica_steps(replicas: Sequence[PgServer]) -> list[str]:
+    """What the erasure does on each named replica, in words (printed in the plan)."""
+    return [f"wait for {r.target.where} to replay, CHECKPOINT there" for r in replicas]
+
+
+def physical_step(pg: PgServer, needles: Sequence[str], replicas: Sequence[PgServer] = ()) -> list[str]:
+    """After the ``DELETE``: the physical step and checkpoint (``compact``), the primary's files
+    read (``verify_files``), then each named replica waited for and read (``verify_replica``)."""
+    notes = pg.compact() + verify_files(pg, needles)
+    if pg.erasure_end is not None:
+        notes += [verify_replica(r, pg.erasure_end, needles) for r in replicas]
+    return notes
+
+
+Key = tuple[str, str]
+"""(store, record id) of a row of a server's table."""
+
+
+@dataclass
+class OnlineBystanders:
+    """The bystander rule for tables an application keeps writing while the erasure runs (the
+    app serves other users meanwhile): the bystanders are the other users' rows as the first
+    digest of this erasure saw them, less the rows this erasure's ``DELETE … RETURNING``
+    removed (``deleted``). The erasure writes nothing else there, so what other transactions
+    changed, removed or added meanwhile is theirs (counted in the receipt's notes); a
+    ``DELETE`` that removed a bystander's row fails the check. Without a first digest (a re-run
+    after a crash: the journal holds it) the rows as they are now: a live app then fails the
+    check (conservative)."""
+
+    first: dict[Key, str] | None = None
+    """The other users' rows (key → digest text) as this erasure's first digest saw them."""
+    deleted: set[Key] = field(default_factory=set)
+    """The rows this erasure's ``DELETE`` statements returned."""
+
+    def reset(self) -> None:
+        """A new erasure (its plan): no first digest, nothing deleted yet."""
+        self.first, self.deleted = None, set()
+
+    def rows(self, now: Mapping[Key, str]) -> dict[Key, str]:
+        """The rows the bystander digest covers, given the rows read now (the first call keeps them)."""
+        if self.first is None:
+            self.first = dict(now)
+        return self.kept(now)[0]
+
+    def kept(self, now: Mapping[Key, str]) -> tuple[dict[Key, str], tuple[int, int, int]]:
+        """The first digest's rows as this erasure left them, and what other transactions did
+        to them meanwhile: (changed, removed, added)."""
+        first = self.first if self.first is not None else dict(now)
+        kept = {k: d for k, d in first.items() if k not in self.deleted}
+        changed = sum(1 for k, d in kept.items() if k in now and now[k] != d)
+        removed = sum(1 for k in kept if k not in now)
+        return kept, (changed, removed, sum(1 for k in now if k not in first))
+
+    def note(self, now: Mapping[Key, str], planned: Collection[Key]) -> str:
+        """The receipt's note: what this erasure's ``DELETE`` removed, what the app changed."""
+        changed, removed, added = self.kept(now)[1]
+        stray = len(self.deleted - set(planned))
+        which = "all planned" if not stray else f"{stray} of them NOT in the plan"
+        return (f"online: this erasure's DELETE removed {len(self.deleted)} rows, {which}; meanwhile other "
+                f"transactions (the application) changed {changed}, removed {removed} and added {added} of the other "
+                "users' rows (theirs: the bystander check compares the rows as this erasure left them)")

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, model_validator
+from pydantic import BaseModel, Field, field_serializer, model_validator
 
 from traceless.errors import ConfigError
 from traceless.systems import StoreOutcome
@@ -36,8 +36,10 @@ from traceless.systems._pg_server import (
     delete_in,
     ident,
     out_of_scope,
-    verify_files,
-    verify_replica,
+    physical_step,
+    replica_files,
+    replica_steps,
+    shown_dsns,
 )
 from traceless.systems.contract import LiveInstance, Op, Record, Remove
 from traceless.systems.kernel import replace_literals
@@ -108,16 +110,10 @@ class PgTables(LiveInstance):
 
     def compaction(self) -> list[str]:
         out = [f"{self.pg.how()} on the changed tables of {self.pg.target.where}, CHECKPOINT"]
-        return out + [f"wait for {r.target.where} to replay, CHECKPOINT there" for r in self.replicas]
+        return out + replica_steps(self.replicas)
 
     def files(self) -> list[Path]:
-        out = list(self.pg.server_files()[0])
-        for rep in self.replicas:  # the kernel's byte scan covers the replicas' files too
-            try:
-                out += rep.server_files()[0]
-            except ConfigError:  # unreachable now: the receipt's notes say it was not verified
-                continue
-        return out
+        return list(self.pg.server_files()[0]) + replica_files(self.replicas)  # the replicas' too: the byte scan
 
     def precheck(self, rewrites: bool = True) -> None:
         """The role may change and VACUUM every table (refused before any change); named
@@ -148,11 +144,8 @@ class PgTables(LiveInstance):
         return list(out.values())
 
     def _physical(self, touched: list[str], needles: list[str]) -> list[str]:
-        pg = replace(self.pg, tables=touched)
-        notes = pg.compact() + verify_files(pg, needles)
-        if self.replicas and pg.erasure_end is not None:
-            notes += [verify_replica(replace(r, tables=touched), pg.erasure_end, needles) for r in self.replicas]
-        return notes
+        return physical_step(replace(self.pg, tables=touched), needles,
+                             [replace(r, tables=touched) for r in self.replicas])
 
     def _key(self, rec: Record) -> tuple[str, ...]:
         if isinstance(rec.ref, tuple):
@@ -262,9 +255,14 @@ class PgServerOptions(BaseModel):
     """On a server: ``vacuum`` (default, ``VACUUM (INDEX_CLEANUP ON)``, online; leaves the erased
     tuples' bytes in the heap pages' free space) or ``full`` (``VACUUM FULL``, opt-in: the bytes
     gone; an ``ACCESS EXCLUSIVE`` lock on each changed table while it runs)."""
-    pg_replicas: list[str] | None = None
+    pg_replicas: list[str] | None = Field(None, repr=False)
     """On a server: connection strings of its physical standbys, whose files are read too after
-    they replayed the erasure (replicas not named: out of scope)."""
+    they replayed the erasure (replicas not named: out of scope); a dump shows each without its
+    password."""
+
+    @field_serializer("pg_replicas")
+    def _no_passwords(self, dsns: list[str] | None) -> list[str] | None:
+        return shown_dsns(dsns, "traceless.pg_replicas")
 
     @model_validator(mode="before")
     @classmethod

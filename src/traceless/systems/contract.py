@@ -10,7 +10,9 @@ the erasure) is the kernel's (``traceless.systems.kernel``), the same for every 
 * ``apply(ops, literals)``: carry out ``Remove`` / ``Rewrite`` ops, idempotently (an op on a
   record that is gone is a no-op), then the physical compaction the back end allows;
 * ``stores()``: every store's name, an empty one included (an empty result stays visible);
-* ``files()``: every file the instance's configured paths hold (the byte scan's input).
+* ``files()``: every file the instance's configured paths hold (the byte scan's input);
+* ``online_bystanders(rows)`` (optional): which rows the bystander digest covers while an
+  application keeps writing other users' records (default: every row as read).
 
 What an instance can do is **declared** (``capabilities``, ``others_policy``), never probed:
 the policy for another user's record that quotes an erased literal is printed in the plan
@@ -124,3 +126,10 @@ class LiveInstance(abc.ABC):
     def compaction(self) -> list[str]:
         """What ``apply`` compacts afterwards, in words (printed in the plan)."""
         return []
+
+    def online_bystanders(self, rows: list[tuple[tuple[str, str], str]]) -> list[tuple[tuple[str, str], str]]:
+        """The bystanders the digest covers, given them as read now (((store, id), text), the
+        kernel's ``bystander_rows``). Default: as read (no other writer shares the instance). An
+        instance whose tables a running application keeps writing returns the first digest's
+        rows less those this erasure removed (``postgres.OnlineBystanders``)."""
+        return rows

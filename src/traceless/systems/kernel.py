@@ -36,6 +36,7 @@ __all__ = [
     "LIVE_ROUNDS",
     "NO_OWNER",
     "bystander_digests",
+    "bystander_rows",
     "byte_forms",
     "count_in_blobs",
     "count_literals",
@@ -213,17 +214,28 @@ def _merge(outcomes: dict[str, StoreOutcome], o: StoreOutcome) -> None:
     have.notes = list(dict.fromkeys([*have.notes, *o.notes]))
 
 
-def bystander_digests(inst: LiveInstance, user: str | None, literals: Sequence[str],
-                      removed: Iterable[tuple[str, str]] = ()) -> dict[str, tuple[int, str]]:
-    """Per store: count and SHA-256 of every record that is not ``user``'s and not in
-    ``removed``, each with the literals replaced (a planned rewrite digests the same)."""
+def bystander_rows(inst: LiveInstance, user: str | None, literals: Sequence[str],
+                   removed: Iterable[tuple[str, str]] = ()) -> list[tuple[tuple[str, str], str]]:
+    """((store, id), digest text) of every record that is not ``user``'s and not in ``removed``,
+    its literals replaced (a planned rewrite digests the same); the text holds no id (VACUUM may
+    renumber rowids)."""
     skip = set(removed)
-    texts: dict[str, list[str]] = {s: [] for s in inst.stores()}
+    out: list[tuple[tuple[str, str], str]] = []
     for r in inst.records(None, ()):
         if (user is not None and r.owner == user) or (r.store, r.id) in skip:
             continue
         fields = "\t".join(f"{k}={replace_literals(v, literals)}" for k, v in sorted(r.fields.items()))
-        texts.setdefault(r.store, []).append(f"{r.owner}\t{fields}")  # no id: VACUUM may renumber rowids
+        out.append(((r.store, r.id), f"{r.owner}\t{fields}"))
+    return out
+
+
+def bystander_digests(inst: LiveInstance, user: str | None, literals: Sequence[str],
+                      removed: Iterable[tuple[str, str]] = ()) -> dict[str, tuple[int, str]]:
+    """Per store: count and SHA-256 of the bystanders (``bystander_rows``, as the instance's
+    ``online_bystanders`` takes them: a server shared with a running app keeps its first digest's)."""
+    texts: dict[str, list[str]] = {s: [] for s in inst.stores()}
+    for (store, _), text in inst.online_bystanders(bystander_rows(inst, user, literals, removed)):
+        texts.setdefault(store, []).append(text)
     return {store: digest(ts) for store, ts in texts.items()}
 
 

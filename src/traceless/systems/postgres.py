@@ -6,8 +6,10 @@ and third-party adapters alike (``from traceless.systems import postgres as pg``
 ``PgServer`` reads in ``BEGIN READ ONLY`` transactions, refuses missing tables and a role
 without ``DELETE``/``MAINTAIN`` before any change, deletes by key columns in one transaction
 (``DELETE … RETURNING``), runs the physical step (``VACUUM (INDEX_CLEANUP ON)`` by default,
-``VACUUM FULL`` opt-in) and a ``CHECKPOINT``; ``verify_files`` / ``verify_replica`` read the
-relation files and ``pg_wal`` of the server and of each named standby; ``out_of_scope`` names
+``VACUUM FULL`` opt-in) and a ``CHECKPOINT``; ``physical_step`` runs it and ``verify_files`` /
+``verify_replica``, which read the relation files and ``pg_wal`` of the server and of each named
+standby (``standbys``; ``replica_files`` for the kernel's byte scan); ``OnlineBystanders`` is the
+bystander rule while an application keeps writing other users' rows; ``out_of_scope`` names
 what no erasure on a server reaches. ``PgTables`` is the erasure kernel's ``LiveInstance`` for
 a set of tables (the server mirror of ``sqlite.SqliteFile``: a table is a store, a row a record).
 """
@@ -15,6 +17,7 @@ a set of tables (the server mirror of ``sqlite.SqliteFile``: a table is a store,
 from traceless.systems._pg_server import (
     COMPACTIONS,
     DEFAULT_COMPACTION,
+    OnlineBystanders,
     PgServer,
     PgTarget,
     delete_in,
@@ -22,7 +25,13 @@ from traceless.systems._pg_server import (
     make_target,
     out_of_scope,
     parse_dsn,
+    physical_step,
+    replica_files,
+    replica_steps,
     replica_targets,
+    shown_dsn,
+    shown_dsns,
+    standbys,
     verify_files,
     verify_replica,
 )
@@ -36,6 +45,8 @@ from traceless.systems._pg_tables import (
     url_target,
 )
 
-__all__ = ["COMPACTIONS", "DEFAULT_COMPACTION", "SERVER_KEYS", "PgServer", "PgServerOptions", "PgTables", "PgTarget",
-           "check_url", "delete_in", "ident", "make_target", "out_of_scope", "parse_dsn", "pg_tables",
-           "replica_targets", "traceless_section", "url_target", "verify_files", "verify_replica"]
+__all__ = ["COMPACTIONS", "DEFAULT_COMPACTION", "SERVER_KEYS", "OnlineBystanders", "PgServer", "PgServerOptions",
+           "PgTables", "PgTarget", "check_url", "delete_in", "ident", "make_target", "out_of_scope", "parse_dsn",
+           "pg_tables", "physical_step", "replica_files", "replica_steps", "replica_targets", "shown_dsn",
+           "shown_dsns", "standbys",
+           "traceless_section", "url_target", "verify_files", "verify_replica"]
