@@ -257,7 +257,9 @@ class Mem0PgLive(Mem0Live):
             theirs = whose in mine if store == "history" else (user is not None and whose == user)
             if not theirs and (store, rid) not in self.targets:
                 per.setdefault(store, []).append(self._row_digest(store, raw))
-        rows = self._server_rows(user)  # each row digested on the server
+        # each row digested on the server; once the first digest is kept, the rule needs only it and
+        # this erasure's DELETE (``OnlineBystanders.rows``): the rows as they are now change nothing
+        rows = self._server_rows(user) if self.online.first is None else {}
         for (store, _), d in self.online.rows(rows).items():
             per.setdefault(store, []).append(d)
         return {s: digest(d) for s, d in per.items()}

@@ -278,9 +278,18 @@ class PgServer:
         return [int(con.execute("SELECT %s::regclass::oid", (t,)).fetchone()[0]) for t in self.tables]
 
     def wal_holding(self, data: Path, texts: Sequence[str]) -> tuple[int, int]:
-        """(segments under pg_wal holding any of ``texts``, in any encoding the byte scan knows; segments there)."""
+        """(segments under pg_wal holding any of ``texts`` (``forms``); segments there). A
+        segment (16 MB by default) is read whole and searched until the first form found."""
         segs = sorted(p for p in (data / "pg_wal").glob("0*") if p.is_file() and len(p.name) == 24)
-        return sum(1 for n in self.count_in(segs, texts).values() if n), len(segs)
+        forms = self.forms(texts)
+        holding = 0
+        for seg in segs:
+            try:
+                body = seg.read_bytes()
+            except FileNotFoundError:  # recycled or removed meanwhile: not there any more
+                continue
+            holding += any(f in body for f in forms)
+        return holding, len(segs)
 
     def forms(self, texts: Sequence[str]) -> list[bytes]:
         """The byte forms of ``texts`` in this server's files: on a UTF8 server their UTF-8
