@@ -42,12 +42,14 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-TABLE = "bench_memories"
+TABLE = "app_memories"  # the name the online test's application load uses (``--app``)
 USER = "u0007"
 CANARY = "CANARY-pg-bench-4411"
 SCAN_TARGET_S, FORGET_TARGET_S = 1.0, 5.0
@@ -171,6 +173,37 @@ def _timed(cls: Any, name: str) -> list[float]:
     return spent
 
 
+@contextmanager
+def _app_load(srv: Any, cfg: dict[str, Any], app: bool) -> Iterator[Any]:
+    """The online test's application (``AppLoad``) on this database while the block runs, or None."""
+    if not app:
+        yield None
+        return
+    sys.path.insert(0, str(ROOT / "tests" / "integration"))
+    import psycopg
+    from test_pgvector_online import AppLoad
+
+    url = cfg["vector_store"]["config"]["connection_string"]
+    with psycopg.connect(url) as c:
+        mutable = [(str(i), str(u)) for i, u in c.execute(
+            f"SELECT id::text, payload->>'user_id' FROM {TABLE} WHERE payload->>'user_id' < 'u0100' "
+            "AND payload->>'user_id' <> %s ORDER BY id LIMIT 60", (USER,))]
+    load = AppLoad(url, mutable)
+    with load.running():
+        time.sleep(1.0)  # the app's own latency before the erasure
+        yield load
+        time.sleep(0.3)
+
+
+def _lost(srv: Any, cfg: dict[str, Any], load: Any) -> int:
+    """The app's inserts missing after, and its updates not holding its last text."""
+    import psycopg
+
+    with psycopg.connect(cfg["vector_store"]["config"]["connection_string"]) as c:
+        rows = {str(i): str(t) for i, t in c.execute(f"SELECT id::text, payload->>'data' FROM {TABLE}")}
+    return sum(m not in rows for m in load.written) + sum(rows.get(m) != t for m, t in load.updated.items())
+
+
 def _timed_function(module: Any, name: str) -> list[float]:
     """As ``_timed``, for a function a module imported by name."""
     spent: list[float] = []
@@ -188,7 +221,7 @@ def _timed_function(module: Any, name: str) -> list[float]:
 
 
 def _rep(srv: Any, template: Path, dims: int, mine: int, level: str,  # noqa: PLR0913
-         physical: list[float], byte_scan: list[float], byte_check: list[float]) -> dict[str, Any]:
+         physical: list[float], byte_scan: list[float], byte_check: list[float], app: bool) -> dict[str, Any]:
     import traceless
 
     cfg, path = _copy(srv, template, dims, level)
@@ -205,9 +238,14 @@ def _rep(srv: Any, template: Path, dims: int, mine: int, level: str,  # noqa: PL
     row["found"] = found == mine and sum(1 for h in rep_lit.hits if h.store == "vector_store") == mine
     for spent in (physical, byte_scan, byte_check):
         spent.clear()
-    t0 = time.monotonic()
-    receipt = traceless.forget(system="mem0", config=str(path), user=USER, literals=[CANARY])
-    row["forget"] = time.monotonic() - t0
+    with _app_load(srv, cfg, app) as load:
+        t0 = time.monotonic()
+        receipt = traceless.forget(system="mem0", config=str(path), user=USER, literals=[CANARY])
+        t1 = time.monotonic()
+    row["forget"] = t1 - t0
+    if load is not None:
+        row["app_wait"], row["app_own"] = load.longest(t0, t1), load.longest(0, t0 - 0.01)
+        row["app_errors"], row["app_lost"] = len(load.errors), _lost(srv, cfg, load)
     row["physical"], row["byte_scan"] = sum(physical), sum(byte_scan) + sum(byte_check)
     checks = receipt.verification.checks  # plain VACUUM leaves bytes in the pages' free space: files_clean
     row["passed"] = all(v for k, v in checks.items() if k != "files_clean" or level == "full")
@@ -223,8 +261,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reps", type=int, default=1)
     ap.add_argument("--level", choices=("vacuum", "full"), default="vacuum",
                     help="the physical step (traceless: pg_compaction): vacuum (default, online) or full (blocking)")
+    ap.add_argument("--app", action="store_true", help="an application serving other users during the forget "
+                    "(tests/integration/test_pgvector_online.py's AppLoad: its own process, 3 threads of mem0's "
+                    "PGVector search/list/insert/update); needs --dims 384")
     ap.add_argument("--no-user-index", action="store_true", help="leave out the index on payload->>'user_id'")
     args = ap.parse_args(argv)
+    if args.app and args.dims != 384:
+        ap.error("--app writes 384-d vectors (the online test's application): give --dims 384")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     sys.path.insert(0, str(ROOT / "tests"))
     import _pgvector_server
@@ -239,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
 
         timers = _timed(PgServer, "compact"), _timed(PgServer, "count_in")
         byte_check = _timed_function(_erase_run, "scan_files")  # the kernel's byte check of the files
-        rows = [_rep(srv, template, args.dims, built["mine"], args.level, timers[0], timers[1], byte_check)
+        rows = [_rep(srv, template, args.dims, built["mine"], args.level, timers[0], timers[1], byte_check, args.app)
                 for _ in range(args.reps)]
     finally:
         srv.stop()
@@ -259,10 +302,14 @@ def _report(args: argparse.Namespace, rows: list[dict[str, Any]]) -> int:
         print(f"| {k} | {p50(k):.2f} | {p50(k) / base:.2f} |")
     logical = p50("forget") - p50("physical") - p50("byte_scan")
     print(f"forget less the physical step and the byte scan of the server's files: {logical:.2f} s")
+    if args.app:
+        print(f"the app's longest wait during the forget: {p50('app_wait'):.0f} ms (its own before: "
+              f"{p50('app_own'):.0f} ms); errors {sum(r['app_errors'] for r in rows)}, lost writes "
+              f"{sum(r['app_lost'] for r in rows)}")
     for n in rows[0]["notes"]:
         print(f"  {n}")
     print(f"load after: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}")
-    ok = all(r["passed"] and r["found"] for r in rows)
+    ok = all(r["passed"] and r["found"] and not r.get("app_errors") and not r.get("app_lost") for r in rows)
     met = p50("scan") <= SCAN_TARGET_S and logical <= FORGET_TARGET_S
     print(f"receipts pass and scans find every row: {ok}; targets (scan <= {SCAN_TARGET_S} s, forget less the "
           f"physical step and byte scan <= {FORGET_TARGET_S} s): {'met' if met else 'MISSED'}")
