@@ -50,7 +50,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 TABLE = "app_memories"  # the name the online test's application load uses (``--app``)
-USER = "u0007"
+USER = "u0107"  # outside u0000-u0099, the users the --app load writes for
 CANARY = "CANARY-pg-bench-4411"
 SCAN_TARGET_S, FORGET_TARGET_S = 1.0, 5.0
 
