@@ -71,6 +71,19 @@ def _refuse_store_options(**given: str | None) -> None:
                           f"{'them' if len(both) > 1 else 'it'}, or drop --memory")
 
 
+def _refuse_store_matching(*, match: str, record: str | None, session: str | None, owner: str | None,
+                           embedder: str | None, gate: bool) -> None:
+    """Options of the traceless store's target and matching that a system's live instance does
+    not take: with ``--memory``/``--deployment`` they were ignored silently; refused first."""
+    given = [o for o, on in (("--match normalized", match != "exact"), ("--record", record is not None),
+                             ("--session", session is not None), ("--owner", owner is not None),
+                             ("--embedder", embedder is not None), ("--no-gate", not gate)) if on]
+    if given:
+        raise ConfigError(f"{', '.join(given)} cannot be combined with --memory or --deployment: a system's live "
+                          "instance is erased by --user and matched exactly (byte for byte, every --literal); drop "
+                          f"{'them' if len(given) > 1 else 'it'}")
+
+
 @forget_app.callback()
 def run_forget(
     ctx: typer.Context,
@@ -119,6 +132,9 @@ def run_forget(
     the mode passed but does not erase the target everywhere (12: ``erased: false``)."""
     if ctx.invoked_subcommand is not None:
         return
+    if deployment is not None or memory is not None:
+        _refuse_store_matching(match=match, record=record, session=session, owner=owner, embedder=embedder_name,
+                               gate=gate)
     if deployment is not None:
         _refuse_store_options(db=db, mode=mode)
         return _forget_deployment(deployment, memory, memory_config, list(users or []), literals or [], per_instance=
