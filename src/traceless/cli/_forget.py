@@ -71,10 +71,12 @@ def _refuse_store_options(**given: str | None) -> None:
                           f"{'them' if len(both) > 1 else 'it'}, or drop --memory")
 
 
-def _refuse_store_matching(*, match: str, record: str | None, session: str | None, owner: str | None,
-                           embedder: str | None, gate: bool) -> None:
-    """Options of the traceless store's target and matching that a system's live instance does
-    not take: with ``--memory``/``--deployment`` they were ignored silently; refused first."""
+def _refuse_store_matching(live: bool, match: str, record: str | None, session: str | None,  # noqa: PLR0913
+                           owner: str | None, embedder: str | None, gate: bool) -> None:
+    """Options of the traceless store's target and matching that a system's ``live`` instance
+    does not take: with ``--memory``/``--deployment`` they were ignored silently; refused first."""
+    if not live:
+        return
     given = [o for o, on in (("--match normalized", match != "exact"), ("--record", record is not None),
                              ("--session", session is not None), ("--owner", owner is not None),
                              ("--embedder", embedder is not None), ("--no-gate", not gate)) if on]
@@ -132,9 +134,7 @@ def run_forget(
     the mode passed but does not erase the target everywhere (12: ``erased: false``)."""
     if ctx.invoked_subcommand is not None:
         return
-    if deployment is not None or memory is not None:
-        _refuse_store_matching(match=match, record=record, session=session, owner=owner, embedder=embedder_name,
-                               gate=gate)
+    _refuse_store_matching(deployment is not None or memory is not None, match, record, session, owner, embedder_name, gate)
     if deployment is not None:
         _refuse_store_options(db=db, mode=mode)
         return _forget_deployment(deployment, memory, memory_config, list(users or []), literals or [], per_instance=
