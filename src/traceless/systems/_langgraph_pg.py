@@ -58,7 +58,7 @@ from traceless.systems.postgres import (
     standbys,
 )
 
-__all__ = ["CKPT_TABLES", "KEYS", "STORE_TABLES", "PgLangGraph", "lg_target", "pg_instance"]
+__all__ = ["CKPT_TABLES", "KEYS", "STORE_TABLES", "PgLangGraph", "digest_key", "lg_target", "pg_instance"]
 
 CKPT_TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
 STORE_TABLES = ("store", "store_vectors")
@@ -183,7 +183,8 @@ class PgLangGraph(LiveInstance):
         from psycopg import sql
 
         out = _Tables()
-        args = {"p": list(pieces), "b": [x.encode("utf-8") for x in pieces]}
+        like = [f"%{_escape_like(x)}%" for x in pieces]
+        args = {"p": list(pieces), "l": like, "lb": [x.encode("utf-8") for x in like]}
         for pg in self.servers:
             with pg.connect(read_only=True) as con:
                 if "checkpoints" in pg.tables:
@@ -218,24 +219,23 @@ class PgLangGraph(LiveInstance):
 
     def _store_rows(self, con: Any, table: str, who: str | None, args: dict[str, Any],
                     items: Sequence[tuple[tuple[str, ...], dict[str, str]]]) -> list[tuple[tuple[str, ...], dict[str, str]]]:
-        """``store`` rows under ``who``'s namespace (the primary key, ``store_prefix_idx``) or that
-        may hold a literal; ``store_vectors`` rows so too, and those of the selected items."""
+        """``store`` rows under ``who``'s namespace (the primary key, ``store_prefix_idx``: a
+        BitmapOr of the two) or that may hold a literal (then a pass on the server); ``store_vectors``
+        rows so too, and every row of the selected items' namespaces (its primary key)."""
         from psycopg import sql
 
-        pick = sql.SQL("SELECT prefix, key FROM {} WHERE ").format(ident(table))
-        branches: list[Any] = []
+        terms: list[Any] = []
         if who is not None:
-            branches += [pick + sql.SQL("prefix = %(ns)s"), pick + sql.SQL("prefix LIKE %(below)s")]
-        if args["p"]:
-            branches.append(pick + _match(con, table))
+            terms += [sql.SQL("prefix = %(ns)s"), sql.SQL("prefix LIKE %(below)s")]
         if table == "store_vectors" and items:
-            branches.append(sql.SQL("SELECT * FROM unnest(%(kp)s::text[], %(kk)s::text[])"))
-        if not branches:
+            terms.append(sql.SQL("prefix = ANY(%(of)s)"))
+        if args["p"]:
+            terms.append(_match(con, table))
+        if not terms:
             return []
-        where = sql.SQL("(prefix, key) IN ({})").format(sql.SQL(" UNION ").join(branches))
         ns = self.users.prefix(who) if who is not None else ""
-        return _table_rows(con, table, where, {**args, "ns": ns, "below": _escape_like(ns) + ".%",
-                                               "kp": [k[0] for k, _ in items], "kk": [k[1] for k, _ in items]})
+        return _table_rows(con, table, sql.SQL(" OR ").join(terms),
+                           {**args, "ns": ns, "below": _escape_like(ns) + ".%", "of": sorted({k[0] for k, _ in items})})
 
     def _as_records(self, who: str | None, tabs: _Tables, literals: Sequence[str]) -> Iterator[Record]:
         tids = {k[0] for t in CKPT_TABLES for k, _ in tabs.rows.get(t, [])}
@@ -315,7 +315,7 @@ class PgLangGraph(LiveInstance):
         this instance rewrites nothing (``others_policy = "leave"``)."""
         from psycopg import sql
 
-        skip = set(removed)
+        skip = {digest_key(k) for k in removed}
         out: list[tuple[tuple[str, str], str]] = []
         for pg in self.servers:
             with pg.connect(read_only=True) as con:
@@ -335,7 +335,7 @@ class PgLangGraph(LiveInstance):
                     q = sql.SQL("SELECT {}, md5(r::text) FROM {} r{}").format(
                         sql.SQL(", ").join(sql.SQL("{}::text").format(sql.Identifier(k)) for k in keys), ident(t), cond)
                     for row in con.execute(q, {"tids": tids, "ns": ns, "below": _escape_like(ns or "") + ".%"}):
-                        k = (t, _rid(tuple(str(x) for x in row[:len(keys)])))
+                        k = (t, "\0".join(row[:len(keys)]))  # ``digest_key``: cheaper than the id's JSON
                         if k not in skip:
                             out.append((k, str(row[-1])))
                 con.rollback()
@@ -353,11 +353,11 @@ class PgLangGraph(LiveInstance):
             keys = {t: (KEYS[t], {_key(r) for r in gone if r.store == t}) for t in _DELETE_ORDER if t in pg.tables}
             for t, removed in pg.delete(keys).items():
                 outcomes[t].removed += len(removed)
-                self.online.deleted |= {(t, _rid(k)) for k in removed}
+                self.online.deleted |= {(t, "\0".join(k)) for k in removed}
             outcomes[pg.tables[0]].notes += physical_step(pg, self.erased_texts, self.replicas)
         planned = {(r.store, r.id) for r in gone}
         now = dict(self._digests(self.requester, planned))
-        outcomes[self.stores()[0]].notes.append(self.online.note(now, planned))
+        outcomes[self.stores()[0]].notes.append(self.online.note(now, {digest_key(k) for k in planned}))
         return list(outcomes.values())
 
     def _kept(self, gone: Sequence[Record], texts: Sequence[str]) -> list[str]:
@@ -371,6 +371,13 @@ class PgLangGraph(LiveInstance):
 
     def out_of_scope(self) -> list[str]:
         return out_of_scope(self.replicas)
+
+
+def digest_key(key: tuple[str, str]) -> tuple[str, str]:
+    """The bystander digests' key of a record ((table, id) → (table, the key's columns joined by
+    NUL, which no text column holds)): made per row on the server's digests, where the id's JSON
+    would cost more than the digest."""
+    return key[0], "\0".join(json.loads(key[1]))
 
 
 def _rid(key: tuple[str, ...]) -> str:
@@ -455,14 +462,17 @@ def _like(template: str, user: str) -> str:
 
 
 def _match(con: Any, table: str) -> Any:
-    """A row of ``table`` holds one of the pieces (``%(p)s`` as text, ``%(b)s`` as UTF-8): ``strpos``
-    in each column's text, ``position`` in each bytea column's bytes."""
+    """A row of ``table`` holds one of the pieces: the text columns joined by tabs (a piece holds
+    no tab: it is in the joined text only inside one column) ``LIKE ANY`` of ``%(l)s`` (each piece
+    as ``%piece%``, escaped), each bytea column ``LIKE ANY`` of ``%(lb)s`` (the same, as UTF-8):
+    each row's text made once, every piece looked for in it."""
     from psycopg import sql
 
-    terms = [sql.SQL("position(q.b in {}) > 0").format(sql.Identifier(n)) if t == "bytea" else
-             sql.SQL("strpos({}::text, q.s) > 0").format(sql.Identifier(n)) for n, t in _columns(con, table)]
-    return sql.SQL("EXISTS (SELECT 1 FROM unnest(%(p)s::text[], %(b)s::bytea[]) AS q(s, b) WHERE {})").format(
-        sql.SQL(" OR ").join(terms))
+    cols = _columns(con, table)
+    text = [sql.SQL("{}::text").format(sql.Identifier(n)) for n, t in cols if t != "bytea"]
+    terms = [sql.SQL("concat_ws(E'\\t', {}) LIKE ANY(%(l)s::text[])").format(sql.SQL(", ").join(text))] if text else []
+    terms += [sql.SQL("{} LIKE ANY(%(lb)s::bytea[])").format(sql.Identifier(n)) for n, t in cols if t == "bytea"]
+    return sql.SQL("({})").format(sql.SQL(" OR ").join(terms))
 
 
 def _holding_threads(con: Any, pg: PgServer, args: Mapping[str, Any]) -> set[str]:
