@@ -431,8 +431,8 @@ def _odd_rows(pg_server: str, db: str, odd: list[str]) -> None:
                   (Jsonb({"v": 4, "channel_values": {"note": "zed"}}), Jsonb({"source": odd[1]})))
         tab_at = odd[1].index("\t")
         c.execute("INSERT INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, "
-                  "blob) VALUES ('free-zed', '', 'z1', 't', 0, %s, %s, ''::bytea)",
-                  (f"x {odd[1][:tab_at]}", f"{odd[1][tab_at + 1:]} y"))  # spans two columns (tab-joined)
+                  "blob) VALUES ('free-zed', '', 'z1', 't', 0, 'x', %s, %s)",
+                  (f"y {odd[1][:tab_at]}", f"{odd[1][tab_at + 1:]} z".encode()))  # spans a text and a bytea column
 
 
 def test_the_servers_selection_finds_what_reading_every_row_finds(

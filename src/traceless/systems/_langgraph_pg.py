@@ -334,7 +334,8 @@ class PgLangGraph(LiveInstance):
                         cond = sql.SQL(" WHERE NOT (prefix = %(ns)s OR prefix LIKE %(below)s)")
                     q = sql.SQL("SELECT {}, md5(r::text) FROM {} r{}").format(
                         sql.SQL(", ").join(sql.SQL("{}::text").format(sql.Identifier(k)) for k in keys), ident(t), cond)
-                    for row in con.execute(q, {"tids": tids, "ns": ns, "below": _escape_like(ns or "") + ".%"}):
+                    rows = con.execute(q, {"tids": tids, "ns": ns, "below": _escape_like(ns or "") + ".%"}).fetchall()
+                    for row in rows:  # fetched at once: psycopg's per-row iteration costs more than the rows
                         k = (t, "\0".join(row[:len(keys)]))  # ``digest_key``: cheaper than the id's JSON
                         if k not in skip:
                             out.append((k, str(row[-1])))
@@ -417,7 +418,7 @@ def _table_rows(con: Any, table: str, where: Any = None,
     cond = sql.SQL("") if where is None else sql.SQL(" WHERE ") + where
     q = sql.SQL("SELECT {} FROM {}{} ORDER BY {}").format(sql.SQL(", ").join(sel), ident(table), cond, order)
     out = []
-    for row in con.execute(q, dict(params or {})):
+    for row in con.execute(q, dict(params or {})).fetchall():
         key, vals = tuple(str(x) for x in row[:len(keys)]), row[len(keys):]
         out.append((key, {n: _text(v) for (n, _), v in zip(cols, vals, strict=True)}))
     return out
@@ -481,7 +482,7 @@ def _holding_threads(con: Any, pg: PgServer, args: Mapping[str, Any]) -> set[str
 
     q = sql.SQL(" UNION ").join(sql.SQL("SELECT thread_id FROM {} WHERE {}").format(ident(t), _match(con, t))
                                 for t in CKPT_TABLES if t in pg.tables)
-    return {str(r[0]) for r in con.execute(q, dict(args))}
+    return {str(r[0]) for r in con.execute(q, dict(args)).fetchall()}
 
 
 def _text(v: Any) -> str:
