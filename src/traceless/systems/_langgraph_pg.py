@@ -14,6 +14,11 @@ gives ``from_conn_string``, read in read-only transactions and erased through th
   decoded with LangGraph's serializer. Every row of the thread in the three tables is the
   user's. A store item is the user's by its namespace (``users.namespace``, and below it);
   its ``store_vectors`` rows go with it.
+* reading: the user's rows and the rows that may hold a literal are selected on the server
+  (``records``: the per-thread owner map, the user's threads by ``thread_id`` and items by
+  namespace through LangGraph's indexes, literal holders by one ``LIKE ANY`` pass on the
+  server as a superset the kernel's match rule then decides); totals by ``count(*)``
+  (``counts``); bystanders digested there (``md5`` per row, ``server_bystanders``).
 * erasure: the kernel's plan (``others_policy = "leave"``: another user's record quoting a
   literal is never changed, so the erasure is refused for that literal); the rows go by their
   composite keys in **one** transaction per server (``PgServer.delete``), then ``VACUUM

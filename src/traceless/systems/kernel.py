@@ -128,7 +128,9 @@ def _count(r: Record, literals: Sequence[str]) -> dict[str, int]:
 
 def scan(system: str, inst: LiveInstance, user: str | None, literals: Sequence[str], *,
          reveal: bool = False) -> ScanReport:
-    """The user's records and every record holding a literal, per store (read-only)."""
+    """The user's records and every record holding a literal, per store (read-only). An instance
+    that counts its stores where they live (``counts``) is read for the user's and the literals'
+    records only; any other is read whole (every record counted)."""
     report = ScanReport(system=system, user=user, literals=len(literals), stores=dict.fromkeys(inst.stores(), 0))
     counts = inst.counts()  # counted where the records live: then only the user's and the literals' are read
     if counts is not None:
