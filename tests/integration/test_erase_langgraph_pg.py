@@ -410,6 +410,70 @@ def test_forget_by_user_alone_finds_the_thread_its_state_names(
     assert r["verification"]["passed"] and len(r["tiers"]["checkpoints"]["removed"]) == 18
 
 
+def _odd_rows(pg_server: str, db: str, odd: list[str]) -> None:
+    """Rows written to trip the server's selection: a quote, a backslash, non-ASCII, a tab, the
+    literal inside a blob between invalid UTF-8 bytes, a literal spanning two columns, in a
+    thread and an item of nobody, another user's, one below the target's namespace."""
+    from psycopg.types.json import Jsonb
+
+    with _su(pg_server, db) as c:
+        for prefix, key, value in [("carl.memories", "c1", {"text": f"carl quotes {odd[0]}"}),
+                                   ("shared", "s1", {"text": "nobody's", "tags": [odd[2]]}),
+                                   (f"{X}.memories.sub", "deep", {"text": f"{X}'s below {odd[1]}"}),
+                                   (f"{X}2_memories", "trap", {"text": "LIKE's _ is not a wildcard here"})]:
+            c.execute("INSERT INTO store (prefix, key, value) VALUES (%s, %s, %s)", (prefix, key, Jsonb(value)))
+        blob = b"\x92\xff\xc3" + f"in a blob {odd[0]} and {odd[2]}".encode() + b"\xe2\x80"
+        for tid in ("free-zed", "bob/s1"):
+            c.execute("INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob) "
+                      "VALUES (%s, '', 'notes', '9', 'msgpack', %s)", (tid, blob))
+        c.execute("INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, type, checkpoint, metadata) "
+                  "VALUES ('free-zed', '', 'z1', 'msgpack', %s, %s)",
+                  (Jsonb({"v": 4, "channel_values": {"note": "zed"}}), Jsonb({"source": odd[1]})))
+        tab_at = odd[1].index("\t")
+        c.execute("INSERT INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, "
+                  "blob) VALUES ('free-zed', '', 'z1', 't', 0, 'x', %s, %s)",
+                  (f"y {odd[1][:tab_at]}", f"{odd[1][tab_at + 1:]} z".encode()))  # spans a text and a bytea column
+
+
+def test_the_servers_selection_finds_what_reading_every_row_finds(
+        pg_server: str, app_db: tuple[str, str], tmp_path: Path) -> None:
+    """The scan, the plan, the audit's copy count and the bystanders read only the rows the
+    server selects (issue #35 item 6: the user's threads by the owner map and ``thread_id``, the
+    items by namespace, rows that may hold a literal by ``strpos``/``position``); on rows written
+    to trip that selection they find exactly what reading every row finds."""
+    import copy
+
+    from traceless.systems import kernel, load_system_config, system_class
+    from traceless.systems._langgraph_pg import digest_key
+
+    db, url = app_db
+    odd = ['say "Ñandú" \\ twice 42', "ü-tab\tcode 9911", "nested-LIT-7781"]
+    _odd_rows(pg_server, db, odd)
+    inst = system_class("langgraph").attach(load_system_config("langgraph", write_cfg(tmp_path, url)),
+                                            read_only=True)._pg  # type: ignore[attr-defined]
+    full = copy.copy(inst)
+    full.records, full.counts, full.server_bystanders = full.every_record, lambda: None, lambda *a: None
+    seen = 0
+    for user, lits in [(X, []), (X, odd), (None, odd), ("bob", [odd[0]]), ("carl", [odd[0]]), ("nobody", odd),
+                       (X, [secret("bob")]), (X, [odd[1]]), (None, [secret(X)])]:
+        inst.requester = full.requester = user
+        got, want = kernel.scan("langgraph", inst, user, lits), kernel.scan("langgraph", full, user, lits)
+        assert _lg_hits(got) == _lg_hits(want) and got.stores == want.stores, (user, lits)
+        p, q = kernel.plan("langgraph", inst, user, lits), kernel.plan("langgraph", full, user, lits)
+        assert (p.actions, p.held_by_others) == (q.actions, q.held_by_others), (user, lits)
+        assert kernel.store_copies(inst, lits) == kernel.store_copies(full, lits), (user, lits)
+        for removed in ({(a.store, a.record_id) for a in p.actions}, set()):
+            mine = sorted(k for k, _ in inst.server_bystanders(user, lits, removed))
+            assert mine == sorted(digest_key(k) for k, _ in kernel.bystander_rows(full, user, lits, removed)), (user, lits)
+        seen += sum(1 for h in got.hits if h.literal_count and not h.owner_match)
+    assert seen  # the tricky rows were found (by both)
+    assert any(h.store == "checkpoint_blobs" and h.literal_count for h in kernel.scan("langgraph", inst, None, odd).hits)
+
+
+def _lg_hits(rep: Any) -> list[tuple[Any, ...]]:
+    return sorted((h.store, h.record_id, h.field, h.owner_match, h.literal_count, h.owner) for h in rep.hits)
+
+
 # ---------------------------------------------------------------- on PostgreSQL 18: replicas, online
 
 _LG_N = iter(range(10_000))

@@ -14,6 +14,11 @@ gives ``from_conn_string``, read in read-only transactions and erased through th
   decoded with LangGraph's serializer. Every row of the thread in the three tables is the
   user's. A store item is the user's by its namespace (``users.namespace``, and below it);
   its ``store_vectors`` rows go with it.
+* reading: the user's rows and the rows that may hold a literal are selected on the server
+  (``records``: the per-thread owner map, the user's threads by ``thread_id`` and items by
+  namespace through LangGraph's indexes, literal holders by one ``LIKE ANY`` pass on the
+  server as a superset the kernel's match rule then decides); totals by ``count(*)``
+  (``counts``); bystanders digested there (``md5`` per row, ``server_bystanders``).
 * erasure: the kernel's plan (``others_policy = "leave"``: another user's record quoting a
   literal is never changed, so the erasure is refused for that literal); the rows go by their
   composite keys in **one** transaction per server (``PgServer.delete``), then ``VACUUM
@@ -35,7 +40,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -44,7 +49,7 @@ from traceless.errors import ConfigError
 from traceless.systems import StoreOutcome
 from traceless.systems._langgraph_live import NamespaceMap, owned_threads, state_users
 from traceless.systems.contract import LiveInstance, Op, Record, Remove
-from traceless.systems.kernel import bystander_rows, count_literals
+from traceless.systems.kernel import count_literals, literal_forms
 from traceless.systems.postgres import (
     OnlineBystanders,
     PgServer,
@@ -58,7 +63,7 @@ from traceless.systems.postgres import (
     standbys,
 )
 
-__all__ = ["CKPT_TABLES", "KEYS", "STORE_TABLES", "PgLangGraph", "lg_target", "pg_instance"]
+__all__ = ["CKPT_TABLES", "KEYS", "STORE_TABLES", "PgLangGraph", "digest_key", "lg_target", "pg_instance"]
 
 CKPT_TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
 STORE_TABLES = ("store", "store_vectors")
@@ -149,20 +154,95 @@ class PgLangGraph(LiveInstance):
         return next(pg for pg in self.servers if table in pg.tables)
 
     def _read(self) -> _Tables:
+        """Every row of every table (``records(None, ())``: the contract's full read)."""
         out = _Tables()
         for pg in self.servers:
             with pg.connect(read_only=True) as con:
-                for t in pg.tables:
-                    out.rows[t] = _table_rows(con, t)
                 if "checkpoints" in pg.tables:
                     out.named = _metadata_users(con, self.users)
                     out.by_state = _state_owners(con, self.users, "checkpoint_blobs" in pg.tables)
+                for t in pg.tables:
+                    out.rows[t] = _table_rows(con, t)
                 con.rollback()
         return out
 
     def records(self, user: str | None = None, literals: Sequence[str] = ()) -> Iterator[Record]:
+        """The user's rows and the rows that may hold a literal, selected on the server (``_select``);
+        with neither, every row."""
         who = user if user is not None else self.requester
-        tabs = self._read()
+        pieces = _pieces(literals)
+        tabs = self._read() if (user is None and not literals) or pieces is None else self._select(who, pieces)
+        return self._as_records(who, tabs, literals)
+
+    def every_record(self, user: str | None = None, literals: Sequence[str] = ()) -> Iterator[Record]:
+        """``records`` by reading every row of every table (the reference the selection is tested on)."""
+        return self._as_records(user if user is not None else self.requester, self._read(), literals)
+
+    def _select(self, who: str | None, pieces: Sequence[str]) -> _Tables:
+        """The rows ``records`` needs, selected on the server in one read-only transaction per
+        server: every row of the threads that are ``who``'s (``_user_threads``: the per-thread
+        owner map, then the rows by ``thread_id``, an index) or whose rows may hold a literal
+        (``_holding``: a pass on the server), the store items under ``who``'s namespace (the
+        primary key and LangGraph's ``store_prefix_idx``) or that may hold a literal, and the
+        ``store_vectors`` rows of those items. A superset of what the kernel's rule selects."""
+        from psycopg import sql
+
+        out = _Tables()
+        like = [f"%{_escape_like(x)}%" for x in pieces]
+        args = {"p": list(pieces), "l": like, "lb": [x.encode("utf-8") for x in like]}
+        for pg in self.servers:
+            with pg.connect(read_only=True) as con:
+                if "checkpoints" in pg.tables:
+                    out.named = _metadata_users(con, self.users)
+                    out.by_state = _state_owners(con, self.users, "checkpoint_blobs" in pg.tables)
+                tids = self._user_threads(con, pg, who, out) if "checkpoints" in pg.tables else set()
+                tids |= _holding_threads(con, pg, args) if pieces else set()
+                for t in pg.tables:
+                    if t in CKPT_TABLES:
+                        out.rows[t] = _table_rows(con, t, sql.SQL("thread_id = ANY(%(tids)s)"), {"tids": sorted(tids)})
+                    else:
+                        out.rows[t] = self._store_rows(con, t, who, args, out.rows.get("store", []))
+                con.rollback()
+        return out
+
+    def _user_threads(self, con: Any, pg: PgServer, who: str | None, tabs: _Tables) -> set[str]:
+        """The threads whose owner is ``who`` (as ``_as_records`` attributes them): those whose id
+        fits the ``users.thread_id`` template (``LIKE``, on the server), or that the metadata or
+        the state names."""
+        if who is None:
+            return set()
+        from psycopg import sql
+
+        q = sql.SQL(" UNION ").join(sql.SQL("SELECT thread_id FROM {} WHERE thread_id LIKE %(like)s").format(ident(t))
+                                    for t in CKPT_TABLES if t in pg.tables)
+        fits = {str(r[0]) for r in con.execute(q, {"like": _like(self.users.thread_id, who)})}
+        mine = owned_threads(self.users, who, fits, tabs.named, tabs.by_state)
+        named = {t for k, v in self.users.configurable.items() for t, w in tabs.named.get(k, set())
+                 if w in (who, v.format(user_id=who))}
+        cands = fits | named | {t for t, w in tabs.by_state.items() if w == who}
+        return {t for t in cands if t in mine or self._thread_owner(t, tabs) == who}
+
+    def _store_rows(self, con: Any, table: str, who: str | None, args: dict[str, Any],
+                    items: Sequence[tuple[tuple[str, ...], dict[str, str]]]) -> list[tuple[tuple[str, ...], dict[str, str]]]:
+        """``store`` rows under ``who``'s namespace (the primary key, ``store_prefix_idx``: a
+        BitmapOr of the two) or that may hold a literal (then a pass on the server); ``store_vectors``
+        rows so too, and every row of the selected items' namespaces (its primary key)."""
+        from psycopg import sql
+
+        terms: list[Any] = []
+        if who is not None:
+            terms += [sql.SQL("prefix = %(ns)s"), sql.SQL("prefix LIKE %(below)s")]
+        if table == "store_vectors" and items:
+            terms.append(sql.SQL("prefix = ANY(%(of)s)"))
+        if args["p"]:
+            terms.append(_match(con, table))
+        if not terms:
+            return []
+        ns = self.users.prefix(who) if who is not None else ""
+        return _table_rows(con, table, sql.SQL(" OR ").join(terms),
+                           {**args, "ns": ns, "below": _escape_like(ns) + ".%", "of": sorted({k[0] for k, _ in items})})
+
+    def _as_records(self, who: str | None, tabs: _Tables, literals: Sequence[str]) -> Iterator[Record]:
         tids = {k[0] for t in CKPT_TABLES for k, _ in tabs.rows.get(t, [])}
         mine = owned_threads(self.users, who, tids, tabs.named, tabs.by_state) if who is not None else set()
         by_thread: dict[str, list[tuple[str, str]]] = {}
@@ -182,6 +262,18 @@ class PgLangGraph(LiveInstance):
                     owner = who if self.users.owns_prefix(who, k[0]) else self._prefix_owner(k[0])
                     linked = tuple(vectors.get(k[:2], ())) if t == "store" else ()
                 yield Record(t, _rid(k), owner, cols, linked=linked, ref=k)
+
+    def counts(self) -> dict[str, int]:
+        """Rows per table, by ``count(*)`` on the server (read only)."""
+        from psycopg import sql
+
+        out: dict[str, int] = {}
+        for pg in self.servers:
+            with pg.connect(read_only=True) as con:
+                for t in pg.tables:
+                    out[t] = int(con.execute(sql.SQL("SELECT count(*) FROM {}").format(ident(t))).fetchone()[0])
+                con.rollback()
+        return out
 
     def _thread_owner(self, tid: str, tabs: _Tables) -> str | None:
         """Another user's thread: who its state or metadata names, else the id template's user."""
@@ -214,34 +306,84 @@ class PgLangGraph(LiveInstance):
     def online_bystanders(self, rows: list[tuple[tuple[str, str], str]]) -> list[tuple[tuple[str, str], str]]:
         return list(self.online.rows(dict(rows)).items())
 
+    def server_bystanders(self, user: str | None, literals: Sequence[str],
+                          removed: Iterable[tuple[str, str]]) -> list[tuple[tuple[str, str], str]]:
+        """The other users' rows, each digested on the server (``_digests``); once this erasure's
+        first digest is kept, nothing is read: the online rule needs only it and the rows this
+        erasure's ``DELETE`` returned (``OnlineBystanders.rows``)."""
+        return [] if self.online.first is not None else self._digests(user, removed)
+
+    def _digests(self, user: str | None, removed: Iterable[tuple[str, str]]) -> list[tuple[tuple[str, str], str]]:
+        """((table, id), the MD5 of the row's text) of every row that is not ``user``'s (its threads
+        as ``_user_threads`` finds them, its namespace) and not in ``removed``, computed on the server
+        (nothing of the rows but their keys and digests leaves it). The literals are not replaced:
+        this instance rewrites nothing (``others_policy = "leave"``)."""
+        from psycopg import sql
+
+        skip = {digest_key(k) for k in removed}
+        out: list[tuple[tuple[str, str], str]] = []
+        for pg in self.servers:
+            with pg.connect(read_only=True) as con:
+                tabs = _Tables()
+                if "checkpoints" in pg.tables and user is not None:
+                    tabs.named = _metadata_users(con, self.users)
+                    tabs.by_state = _state_owners(con, self.users, "checkpoint_blobs" in pg.tables)
+                tids = sorted(self._user_threads(con, pg, user, tabs)) if "checkpoints" in pg.tables else []
+                ns = self.users.prefix(user) if user is not None else None
+                for t in pg.tables:
+                    keys = KEYS[t]
+                    cond = sql.SQL("")
+                    if t in CKPT_TABLES and tids:
+                        cond = sql.SQL(" WHERE NOT (thread_id = ANY(%(tids)s))")
+                    elif t in STORE_TABLES and ns is not None:
+                        cond = sql.SQL(" WHERE NOT (prefix = %(ns)s OR prefix LIKE %(below)s)")
+                    q = sql.SQL("SELECT {}, md5(r::text) FROM {} r{}").format(
+                        sql.SQL(", ").join(sql.SQL("{}::text").format(sql.Identifier(k)) for k in keys), ident(t), cond)
+                    rows = con.execute(q, {"tids": tids, "ns": ns, "below": _escape_like(ns or "") + ".%"}).fetchall()
+                    for row in rows:  # fetched at once: psycopg's per-row iteration costs more than the rows
+                        k = (t, "\0".join(row[:len(keys)]))  # ``digest_key``: cheaper than the id's JSON
+                        if k not in skip:
+                            out.append((k, str(row[-1])))
+                con.rollback()
+        return out
+
     def apply(self, ops: Sequence[Op], literals: Sequence[str]) -> list[StoreOutcome]:
         if self.read_only:
             raise ConfigError("langgraph: this instance was attached read-only (scan); attach it with "
                               "read_only=False to erase")
         self.precheck()
         gone = [o.record for o in ops if isinstance(o, Remove) and o.record.store in KEYS]
-        self.erased_texts = sorted(set(self.erased_texts) | _needles(gone, literals, self._kept(gone)))
+        self.erased_texts = sorted(set(self.erased_texts) | _needles(gone, literals, lambda c: self._kept(gone, c)))
         outcomes = {t: StoreOutcome(store=t, compacted=True) for t in self.stores()}
         for pg in self.servers:
             keys = {t: (KEYS[t], {_key(r) for r in gone if r.store == t}) for t in _DELETE_ORDER if t in pg.tables}
             for t, removed in pg.delete(keys).items():
                 outcomes[t].removed += len(removed)
-                self.online.deleted |= {(t, _rid(k)) for k in removed}
+                self.online.deleted |= {(t, "\0".join(k)) for k in removed}
             outcomes[pg.tables[0]].notes += physical_step(pg, self.erased_texts, self.replicas)
         planned = {(r.store, r.id) for r in gone}
-        now = dict(bystander_rows(self, self.requester, literals, planned))
-        outcomes[self.stores()[0]].notes.append(self.online.note(now, planned))
+        now = dict(self._digests(self.requester, planned))
+        outcomes[self.stores()[0]].notes.append(self.online.note(now, {digest_key(k) for k in planned}))
         return list(outcomes.values())
 
-    def _kept(self, gone: Sequence[Record]) -> list[str]:
+    def _kept(self, gone: Sequence[Record], texts: Sequence[str]) -> list[str]:
+        """The texts of the rows that stay and may hold one of ``texts`` (selected on the server)."""
         drop = {(r.store, r.id) for r in gone}
-        return [r.text() for r in self.records(None, ()) if (r.store, r.id) not in drop]
+        recs = self.records(None, texts) if texts else iter(())
+        return [r.text() for r in recs if (r.store, r.id) not in drop]
 
     def files(self) -> list[Path]:
         return [p for pg in self.servers for p in pg.server_files()[0]] + replica_files(self.replicas)
 
     def out_of_scope(self) -> list[str]:
         return out_of_scope(self.replicas)
+
+
+def digest_key(key: tuple[str, str]) -> tuple[str, str]:
+    """The bystander digests' key of a record ((table, id) → (table, the key's columns joined by
+    NUL, which no text column holds)): made per row on the server's digests, where the id's JSON
+    would cost more than the digest."""
+    return key[0], "\0".join(json.loads(key[1]))
 
 
 def _rid(key: tuple[str, ...]) -> str:
@@ -266,9 +408,11 @@ def _columns(con: Any, table: str) -> list[tuple[str, str]]:
     return [(str(n), str(t)) for n, t in rows]
 
 
-def _table_rows(con: Any, table: str) -> list[tuple[tuple[str, ...], dict[str, str]]]:
-    """Every row: its key as text and each column as text (bytea decoded as UTF-8, as stored:
-    msgpack keeps strings as their UTF-8 bytes; jsonb and the rest as the server prints them)."""
+def _table_rows(con: Any, table: str, where: Any = None,
+                params: Mapping[str, Any] | None = None) -> list[tuple[tuple[str, ...], dict[str, str]]]:
+    """The rows (every row, or those ``where`` selects): each one's key as text and each column
+    as text (bytea decoded as UTF-8, as stored: msgpack keeps strings as their UTF-8 bytes; jsonb
+    and the rest as the server prints them), in key order."""
     from psycopg import sql
 
     cols = _columns(con, table)
@@ -276,12 +420,74 @@ def _table_rows(con: Any, table: str) -> list[tuple[tuple[str, ...], dict[str, s
     sel: list[Any] = [sql.SQL("{}::text").format(sql.Identifier(k)) for k in keys]
     sel += [sql.Identifier(n) if t == "bytea" else sql.SQL("{}::text").format(sql.Identifier(n)) for n, t in cols]
     order = sql.SQL(", ").join(sql.Identifier(k) for k in keys)
-    q = sql.SQL("SELECT {} FROM {} ORDER BY {}").format(sql.SQL(", ").join(sel), ident(table), order)
+    cond = sql.SQL("") if where is None else sql.SQL(" WHERE ") + where
+    q = sql.SQL("SELECT {} FROM {}{} ORDER BY {}").format(sql.SQL(", ").join(sel), ident(table), cond, order)
     out = []
-    for row in con.execute(q):
+    for row in con.execute(q, dict(params or {})).fetchall():
         key, vals = tuple(str(x) for x in row[:len(keys)]), row[len(keys):]
         out.append((key, {n: _text(v) for (n, _), v in zip(cols, vals, strict=True)}))
     return out
+
+
+def _pieces(literals: Sequence[str]) -> list[str] | None:
+    """What the server looks for so that its selection holds every row the kernel's rule matches
+    in the text ``records`` reads (the columns joined by tabs): per form of each literal, its
+    longest run without a tab or NUL (a form spanning two columns holds such a run inside one).
+    None: a form the server cannot look for (only tabs or NULs, U+FFFD, which a blob's invalid
+    UTF-8 decodes to, a lone surrogate): then every row is read."""
+    out: set[str] = set()
+    for f in _all_forms(literals):
+        run = max(re.split(r"[\t\0]", f), key=len)
+        if not run or "\ufffd" in run or not _utf8(run):
+            return None
+        out.add(run)
+    return sorted(out)
+
+
+def _all_forms(literals: Sequence[str]) -> list[str]:
+    return [f for lit in literals for f in literal_forms(lit)]
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _escape_like(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def _like(template: str, user: str) -> str:
+    """``NamespaceMap.thread_pattern`` as a ``LIKE`` pattern (``{session_id}``: one character or more)."""
+    parts = re.split(r"(\{user_id\}|\{session_id\})", template)
+    return "".join(_escape_like(user) if p == "{user_id}" else "_%" if p == "{session_id}" else _escape_like(p)
+                   for p in parts)
+
+
+def _match(con: Any, table: str) -> Any:
+    """A row of ``table`` holds one of the pieces: the text columns joined by tabs (a piece holds
+    no tab: it is in the joined text only inside one column) ``LIKE ANY`` of ``%(l)s`` (each piece
+    as ``%piece%``, escaped), each bytea column ``LIKE ANY`` of ``%(lb)s`` (the same, as UTF-8):
+    each row's text made once, every piece looked for in it."""
+    from psycopg import sql
+
+    cols = _columns(con, table)
+    text = [sql.SQL("{}::text").format(sql.Identifier(n)) for n, t in cols if t != "bytea"]
+    terms = [sql.SQL("concat_ws(E'\\t', {}) LIKE ANY(%(l)s::text[])").format(sql.SQL(", ").join(text))] if text else []
+    terms += [sql.SQL("{} LIKE ANY(%(lb)s::bytea[])").format(sql.Identifier(n)) for n, t in cols if t == "bytea"]
+    return sql.SQL("({})").format(sql.SQL(" OR ").join(terms))
+
+
+def _holding_threads(con: Any, pg: PgServer, args: Mapping[str, Any]) -> set[str]:
+    """The threads one of whose rows may hold a piece (a pass over the saver's tables, on the server)."""
+    from psycopg import sql
+
+    q = sql.SQL(" UNION ").join(sql.SQL("SELECT thread_id FROM {} WHERE {}").format(ident(t), _match(con, t))
+                                for t in CKPT_TABLES if t in pg.tables)
+    return {str(r[0]) for r in con.execute(q, dict(args)).fetchall()}
 
 
 def _text(v: Any) -> str:
@@ -322,7 +528,7 @@ def _state_owners(con: Any, users: NamespaceMap, blobs: bool) -> dict[str, str]:
     return state_users(pairs)
 
 
-def _needles(gone: Iterable[Record], literals: Sequence[str], kept: Sequence[str]) -> set[str]:
+def _needles(gone: Iterable[Record], literals: Sequence[str], kept: Callable[[Sequence[str]], Sequence[str]]) -> set[str]:
     """What the file verification looks for: the literals, and the store values' and the message
     texts' strings of the removed rows (8 characters at least) that no remaining row holds."""
     texts = set(literals)
@@ -332,7 +538,8 @@ def _needles(gone: Iterable[Record], literals: Sequence[str], kept: Sequence[str
         elif r.store == "checkpoints":
             texts |= _strings(_json(r.fields.get("checkpoint", "")).get("channel_values", {}))
     texts = {t for t in texts if len(t) >= _MIN_NEEDLE}
-    return {t for t in texts if t in literals or not any(count_literals(k, [t]) for k in kept)}
+    rest = kept(sorted(t for t in texts if t not in literals))  # the remaining rows that may hold one
+    return {t for t in texts if t in literals or not any(count_literals(k, [t]) for k in rest)}
 
 
 def _json(text: str) -> Any:

@@ -142,7 +142,7 @@ class PgServer:
         import psycopg
 
         try:
-            con = psycopg.connect(self.target.conninfo)
+            con = psycopg.connect(self.target.conninfo, prepare_threshold=None)  # no PREPARE, no DEALLOCATE ALL
         except psycopg.OperationalError as e:
             raise ConfigError(f"cannot connect to {self.target.where}: {_reason(e)}; check host, port, user and "
                               f"password in {self.target.source} (nothing was read or changed)") from None

@@ -12,7 +12,13 @@ the erasure) is the kernel's (``traceless.systems.kernel``), the same for every 
 * ``stores()``: every store's name, an empty one included (an empty result stays visible);
 * ``files()``: every file the instance's configured paths hold (the byte scan's input);
 * ``online_bystanders(rows)`` (optional): which rows the bystander digest covers while an
-  application keeps writing other users' records (default: every row as read).
+  application keeps writing other users' records (default: every row as read);
+* ``counts()`` (optional): every store's record count where the instance can count without
+  reading every record (a server's ``count(*)``); the kernel's scan then reads only
+  ``records(user, literals)`` (default None: the scan counts the full read);
+* ``server_bystanders(user, literals, removed)`` (optional): the bystander rows as the instance
+  digests them where they live (a server's ``md5`` per row), instead of the kernel's digest of
+  every record read (default None).
 
 What an instance can do is **declared** (``capabilities``, ``others_policy``), never probed:
 the policy for another user's record that quotes an erased literal is printed in the plan
@@ -133,3 +139,15 @@ class LiveInstance(abc.ABC):
         instance whose tables a running application keeps writing returns the first digest's
         rows less those this erasure removed (``postgres.OnlineBystanders``)."""
         return rows
+
+    def counts(self) -> dict[str, int] | None:
+        """Every store's record count, counted where the records live (a server's ``count(*)``),
+        or None (the default): the kernel's scan counts the records it reads (every record)."""
+        return None
+
+    def server_bystanders(self, user: str | None, literals: Sequence[str],
+                          removed: Iterable[tuple[str, str]]) -> list[tuple[tuple[str, str], str]] | None:
+        """The bystanders (((store, id), digest text) of every record that is not ``user``'s and
+        not in ``removed``) digested where they live, or None (the default): the kernel digests
+        every record it reads. What ``online_bystanders`` is then given."""
+        return None

@@ -128,10 +128,16 @@ def _count(r: Record, literals: Sequence[str]) -> dict[str, int]:
 
 def scan(system: str, inst: LiveInstance, user: str | None, literals: Sequence[str], *,
          reveal: bool = False) -> ScanReport:
-    """The user's records and every record holding a literal, per store (read-only)."""
+    """The user's records and every record holding a literal, per store (read-only). An instance
+    that counts its stores where they live (``counts``) is read for the user's and the literals'
+    records only; any other is read whole (every record counted)."""
     report = ScanReport(system=system, user=user, literals=len(literals), stores=dict.fromkeys(inst.stores(), 0))
-    for r in inst.records(None, ()):
-        report.stores[r.store] = report.stores.get(r.store, 0) + 1
+    counts = inst.counts()  # counted where the records live: then only the user's and the literals' are read
+    if counts is not None:
+        report.stores.update(counts)
+    for r in inst.records(None, ()) if counts is None else inst.records(user, literals):
+        if counts is None:
+            report.stores[r.store] = report.stores.get(r.store, 0) + 1
         mine = user is not None and r.owner == user
         found = _count(r, literals)
         if mine or found:
@@ -231,10 +237,14 @@ def bystander_rows(inst: LiveInstance, user: str | None, literals: Sequence[str]
 
 def bystander_digests(inst: LiveInstance, user: str | None, literals: Sequence[str],
                       removed: Iterable[tuple[str, str]] = ()) -> dict[str, tuple[int, str]]:
-    """Per store: count and SHA-256 of the bystanders (``bystander_rows``, as the instance's
-    ``online_bystanders`` takes them: a server shared with a running app keeps its first digest's)."""
+    """Per store: count and SHA-256 of the bystanders (``bystander_rows``, or the instance's own
+    ``server_bystanders``, as its ``online_bystanders`` takes them: a server shared with a running
+    app keeps its first digest's)."""
     texts: dict[str, list[str]] = {s: [] for s in inst.stores()}
-    for (store, _), text in inst.online_bystanders(bystander_rows(inst, user, literals, removed)):
+    removed = set(removed)
+    rows = inst.server_bystanders(user, literals, removed)  # digested where they live, when the instance can
+    for (store, _), text in inst.online_bystanders(bystander_rows(inst, user, literals, removed)
+                                                   if rows is None else rows):
         texts.setdefault(store, []).append(text)
     return {store: digest(ts) for store, ts in texts.items()}
 
