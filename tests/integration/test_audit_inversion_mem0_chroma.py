@@ -22,7 +22,13 @@ pytestmark = [pytest.mark.integration,
 def test_the_scorecard_shows_what_the_surviving_vectors_give_back(tmp_path: Path) -> None:
     import numpy as np
 
-    from traceless.audit import SystemAuditConfig, candidate_inversion, make_canary, plant_canaries, run_system_audit
+    from traceless.audit import (
+        SystemAuditConfig,
+        candidate_inversion,
+        make_canary,
+        plant_canaries,
+        run_system_audit,
+    )
     from traceless.models import CachingBackend, HashingEmbedder, ScriptedBackend
     from traceless.report import render_report
     from traceless.systems import SystemRuntime, load_system_config, open_system
