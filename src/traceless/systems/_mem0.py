@@ -325,13 +325,14 @@ class Mem0System(MemorySystem):
         """On chroma: every vector in its HNSW segment files and its log (``chroma_file_vectors``,
         ``chroma_log_vectors``; one row per distinct vector), with mem0's own embedder. None on
         the other vector stores (their files are not read as vectors yet)."""
-        if self._vector_store["provider"] != "chroma":
+        vs: dict[str, Any] | None = getattr(self, "_vector_store", None)  # an attached live instance has none
+        if vs is None or vs["provider"] != "chroma":
             return None
         import numpy as np
 
         from traceless.systems._mem0_chroma import chroma_file_vectors, chroma_log_vectors
 
-        path = Path(self._vector_store["config"]["path"])
+        path = Path(vs["config"]["path"])
         parts = [(name, v) for name, v in (("HNSW segments", chroma_file_vectors(path)),
                                            ("log (embeddings_queue)", chroma_log_vectors(path))) if len(v)]
         dims = {v.shape[1] for _, v in parts}
