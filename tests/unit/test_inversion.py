@@ -77,3 +77,21 @@ def test_vectors_read_at_the_wrong_offset_recover_nothing(tmp_path: Path) -> Non
     vecs = chroma_file_vectors(tmp_path / "chroma")
     shifted = np.roll(vecs, 1, axis=1)
     assert candidate_inversion(shifted, planted, HashingEmbedder(), decoys=10_000).top1.successes < 3
+
+
+def test_below_the_sync_threshold_the_deleted_vectors_are_in_chromas_log(tmp_path: Path) -> None:
+    """An audit's few memories never reach ``data_level0.bin`` (chroma persists its HNSW
+    segment past ``sync_threshold`` writes); its log keeps every add, deleted ones included:
+    ``chroma_log_vectors`` reads them bit for bit from ``chroma.sqlite3``."""
+    from traceless.systems import chroma_log_vectors
+
+    planted = _planted()[:5]
+    mem, other = _texts(planted, others=5)
+    _instance(tmp_path / "chroma", mem + other, delete=len(mem))
+    assert len(chroma_file_vectors(tmp_path / "chroma")) == 0
+    log = chroma_log_vectors(tmp_path / "chroma")
+    in_log = {r.tobytes() for r in log.astype("<f4")}
+    assert len(log) == 10 and all(v.astype("<f4").tobytes() in in_log for v in HashingEmbedder().embed(mem))
+    rep = candidate_inversion(log, planted, HashingEmbedder(), decoys=2_000)
+    assert rep.top1.successes >= 3, rep
+    assert len(chroma_log_vectors(tmp_path / "nothing")) == 0

@@ -56,6 +56,7 @@ from traceless.audit._engine import (
     probe_phase,
     store_copies,
 )
+from traceless.audit._inversion import InversionReport, candidate_inversion
 from traceless.audit._probes import PROBE_LEVELS, Probe, probes
 from traceless.audit._table import AuditRow, audit_table, residue_key
 from traceless.datasets import inject_canary, make_canary, redact_canaries, synthetic_users
@@ -84,6 +85,7 @@ from traceless.run import (
 from traceless.systems import (
     BystanderCheck,
     DeletionTarget,
+    FileVectors,
     MemorySystem,
     SystemConfig,
     SystemRuntime,
@@ -152,6 +154,9 @@ class SystemAuditConfig(BaseModel):
     distance 2 of a canary, case ignored, is redacted to ``[CANARY]``)."""
     keep_memory: bool = False
     """Keep the system's memory files (which hold plaintext canaries) after the audit."""
+    inversion_decoys: int = Field(10_000, ge=0)
+    """Decoy canaries of the inversion check (``candidate_inversion``), run after every phase
+    of a system whose files hold vectors traceless reads (``MemorySystem.file_vectors``)."""
 
 
 SystemAuditRow = AuditRow
@@ -175,6 +180,10 @@ class SystemAuditResult(BaseModel):
     erasure: dict[str, dict[str, Any]] = Field(default_factory=dict)
     """deletion → what traceless's own erasure reached after it (``claims`` per store, ``passed``);
     only for systems whose adapter implements the erasure."""
+    inversion: dict[str, InversionReport | None] = Field(default_factory=dict)
+    """phase → the candidate attack on the vectors read from the system's files after it (the
+    planted canaries recovered top-1/top-k, exact intervals); None: its files hold no vectors
+    traceless reads (``MemorySystem.file_vectors``)."""
     rows: int
     """Probe rows written."""
     seconds: float
@@ -254,6 +263,39 @@ class _QueryMemo(Embedder):
         return self.inner.describe()
 
 
+class _Remembered:
+    """Every text a system's embedder embedded for the inversion check, remembered per
+    embedder name: each phase ranks the same 10^4 candidates under the same model (its own
+    instance of it), so they are embedded once per audit. Calls are serialized (phases run
+    in threads)."""
+
+    def __init__(self) -> None:
+        self._seen: dict[tuple[str, str], FloatArray] = {}
+        self._lock = threading.Lock()
+
+    def of(self, inner: Embedder) -> Embedder:
+        """``inner`` with its texts remembered here."""
+        return _RememberedEmbedder(self, inner)
+
+    def embed(self, inner: Embedder, texts: list[str]) -> FloatArray:
+        with self._lock:
+            todo = [t for t in dict.fromkeys(texts) if (inner.name, t) not in self._seen]
+            if todo:
+                self._seen.update(((inner.name, t), v) for t, v in zip(todo, inner.embed(todo), strict=True))
+            return np.stack([self._seen[(inner.name, t)] for t in texts])
+
+
+class _RememberedEmbedder(Embedder):
+    def __init__(self, memo: _Remembered, inner: Embedder) -> None:
+        self.memo, self.inner, self.name, self.dim = memo, inner, inner.name, inner.dim
+
+    def embed(self, texts: list[str]) -> FloatArray:
+        return self.memo.embed(self.inner, texts)
+
+    def describe(self) -> dict[str, object]:
+        return self.inner.describe()
+
+
 def _redactor(canaries: list[str], reveal: bool) -> Callable[[str], str]:
     """Exact and near copies (edit distance <= 2, ``redact_canaries``) become ``[CANARY]``."""
     return (lambda s: s) if reveal else (lambda s: redact_canaries(s, canaries))
@@ -286,6 +328,9 @@ class DeletionPhase:
         self.files: dict[str, int] = {}
         """Per file the system wrote (relative to the phase's dir): canary occurrences, files
         with any only (filled when the phase closes)."""
+        self.vectors: FileVectors | None = None
+        """The vectors the system's files hold after the phase (``MemorySystem.file_vectors``,
+        read when the phase closes); None: none traceless reads."""
 
     def forget(self, planted: Planted) -> None:
         """The native deletion of this phase for one user's canary (nothing before deletion)."""
@@ -300,7 +345,8 @@ def deletion_phase(name: str, base: Path, work_dir: Path, config: SystemConfig, 
     open the system on a fresh copy of the written memory; inside the block the caller
     deletes (``phase.forget``) and probes (``phase.system``); on leaving it, the residue scan
     counts the canaries in every named store, and, after the system is closed (connections
-    flushed as the system leaves them), in every file it wrote."""
+    flushed as the system leaves them), in every file it wrote; the vectors its files hold are
+    read then too (``phase.vectors``)."""
     system = open_copy(name, base, work_dir, config, runtime)
     phase = DeletionPhase(system, operation)
     try:
@@ -309,6 +355,7 @@ def deletion_phase(name: str, base: Path, work_dir: Path, config: SystemConfig, 
         files = system.files()
     finally:
         system.close()
+    phase.vectors = system.file_vectors()
     phase.files = {str(f.relative_to(work_dir)) if f.is_relative_to(work_dir) else str(f): n
                    for f in files for n in [sum(scan_files([f], c).get(str(f), 0) for c in canaries)] if n}
 
@@ -358,6 +405,7 @@ class _AuditStudy(Study[SystemAuditConfig]):
         self.phases, self.planted = ["before", *ops], plant_canaries(config)
         self.runtime, self.on_progress = runtime, on_progress
         self.embedder = _QueryMemo(runtime.embedder)
+        self.candidates = _Remembered()
         self._users, self._lock = dict.fromkeys(self.phases, 0), threading.Lock()
 
     def check_dir(self, out: Path, stored: Manifest | None, config: SystemAuditConfig) -> None:
@@ -486,8 +534,11 @@ def _run_phase(study: _AuditStudy, ctx: RunContext[SystemAuditConfig], phase: st
             erasure = erasure_claims(config.system, phase_dir, study.sys_cfg, runtime, list(zip(
                 (p.owner for p in planted), canaries, strict=True)))
     red = _redactor(canaries, config.reveal)
+    inversion = None if ph.vectors is None else candidate_inversion(
+        ph.vectors.vectors, canaries, study.candidates.of(ph.vectors.embedder), decoys=config.inversion_decoys)
     residue = CellResult(key=residue_key(phase), metrics={
         "copies": ph.copies, "files": ph.files, "phase_index": study.phases.index(phase),
+        "inversion": None if inversion is None else inversion.model_dump(mode="json"),
         "views": list(ph.system.views), **({} if phase == "before" else {"bystanders": check.metrics()}),
         **({} if erasure is None else {"erasure": erasure})},
         extra={"notes": json.loads(red(json.dumps(ph.notes, default=str)))})
@@ -514,7 +565,7 @@ def _collect(config: SystemAuditConfig, phases: list[str], out_dir: Path, second
         raise StudyError(f"{out_dir}: the store holds phases {list(t.table)}, the audit ran {phases}")
     atomic_write(out_dir / "results.jsonl", "".join(a.model_dump_json() + "\n" for a in t.probes))
     result = SystemAuditResult(system=config.system, table=t.table, copies=t.copies, files=t.files,
-                               bystanders=t.bystanders, erasure=t.erasure,
+                               bystanders=t.bystanders, erasure=t.erasure, inversion=t.inversion,
                                rows=len(t.probes), seconds=seconds, out_dir=str(out_dir))
     atomic_write(out_dir / "summary.json", json.dumps(
         {"config": redact_secrets(config.model_dump(mode="json")), "model": model, "code_version": code_version(),

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 from traceless._rows import StoredRow
+from traceless.audit._inversion import InversionReport
 from traceless.audit._probes import PROBE_LEVELS
 from traceless.metrics import aer, aer_max, frs_worst
 
@@ -95,6 +96,10 @@ class AuditTable(BaseModel):
     erasure: dict[str, dict[str, Any]] = {}
     """deletion → what traceless's own erasure reached after it (``claims`` per store, ``passed``);
     only for systems whose adapter implements the erasure."""
+    inversion: dict[str, InversionReport | None] = {}
+    """phase → the candidate attack on the vectors read from the system's files after it (the
+    residue cell's ``inversion``); None: its files hold no vectors traceless reads; absent in
+    audits made before it was recorded."""
     probes: list[AuditRow]
     """The probe rows, in phase order, each phase's in the engine's request order."""
 
@@ -135,6 +140,9 @@ def audit_table(cells: Sequence[ResultRow]) -> AuditTable:
                       files={r.group: r.metrics["files"] for r in residue},
                       bystanders={r.group: r.metrics["bystanders"] for r in residue if "bystanders" in r.metrics},
                       erasure={r.group: r.metrics["erasure"] for r in residue if "erasure" in r.metrics},
+                      inversion={r.group: None if r.metrics["inversion"] is None else
+                                 InversionReport.model_validate(r.metrics["inversion"])
+                                 for r in residue if "inversion" in r.metrics},
                       probes=probe_rows)
 
 

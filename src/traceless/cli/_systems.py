@@ -154,3 +154,8 @@ def print_result(result: SystemAuditResult, model: str) -> None:
             each = ", ".join(f"{f} ({n})" for f, n in files.items())
             typer.echo(f"files holding a canary after {phase}: "
                        + (each if len(files) <= 3 else files_cell(files).replace("`", "")))
+    for phase, inv in result.inversion.items():
+        if inv is not None and phase != "before":
+            typer.echo(f"recoverable from surviving vectors after {phase}: top-1 {inv.top1.successes}/{inv.planted}, "
+                       f"{inv.top1.fmt()} (top-{inv.k} {inv.topk.successes}/{inv.planted}; {inv.vectors} vectors read "
+                       "from the files)")

@@ -13,7 +13,7 @@ from typing import Any
 from traceless.errors import StudyError
 from traceless.report import REPORTS
 
-__all__ = ["render_system_audit"]
+__all__ = ["inversion_cell", "render_system_audit"]
 
 
 def _load(results_dir: Path) -> dict[str, Any]:
@@ -27,7 +27,7 @@ def _load(results_dir: Path) -> dict[str, Any]:
     t = audit_table(cells)
     return {"system": man.config["system"], "config": man.config, "model": cells[0].model,
             "code_version": cells[0].code_version, **t.model_dump(include={"table", "copies", "files", "bystanders",
-                                                                             "erasure"})}
+                                                                             "erasure", "inversion"})}
 
 
 
@@ -73,7 +73,21 @@ def _markdown(s: dict[str, Any]) -> str:
 
 
 SCORECARD_HEAD = ["system", "native deletion", "AER max after", "copies left per store", "canary bytes in files",
-                  "bystanders intact", "traceless erasure reaches"]
+                  "recoverable from surviving vectors", "bystanders intact", "traceless erasure reaches"]
+
+
+def inversion_cell(rep: dict[str, Any] | None, recorded: bool = True) -> str:
+    """The scorecard's "recoverable from surviving vectors": the planted canaries the candidate
+    attack ranks first from the vectors read from the files after the deletion, k/n, the rate
+    and its exact interval (top-k after it); "—" where the system's files hold no vectors
+    traceless reads, "— (not run by the audit)" in an audit that predates the check."""
+    if not recorded:
+        return "— (not run by the audit)"
+    if rep is None:
+        return "—"
+    t1, tk = rep["top1"], rep["topk"]
+    return (f"top-1 {t1['successes']}/{t1['n']}, {t1['value']:.2f} [{t1['low']:.2f}, {t1['high']:.2f}] "
+            f"(top-{rep['k']} {tk['successes']}/{tk['n']}; {rep['vectors']} vectors)")
 
 
 def _erasure_cell(e: dict[str, Any] | None) -> str:
@@ -90,12 +104,14 @@ def _scorecard(s: dict[str, Any]) -> list[str]:
     joins every system's)."""
     from traceless.audit import bystander_cell, files_cell
 
+    inv = s.get("inversion") or {}
     lines = ["## Erasure scorecard", "", "| " + " | ".join(SCORECARD_HEAD) + " |", "|" + "---|" * len(SCORECARD_HEAD)]
     for ph in list(s["table"])[1:]:
         left = ", ".join(f"{st} {n}" for st, n in s["copies"][ph].items() if n) or "none"
         held = s["files"].get(ph) or {}
         files = files_cell(held)
         lines.append("| " + " | ".join([s["system"], f"`{ph}`", f"{s['table'][ph]['AER_max']:.2f}", left, files,
+                                         inversion_cell(inv.get(ph), ph in inv),
                                          bystander_cell(s["bystanders"].get(ph)),
                                          _erasure_cell(s["erasure"].get(ph))]) + " |")
     return [*lines, ""]

@@ -27,6 +27,7 @@ from traceless.systems._base import (
     AgentAnswer,
     ContextItem,
     DeletionTarget,
+    FileVectors,
     MemorySystem,
     MissingPackageError,
     PluginWarning,
@@ -64,7 +65,7 @@ if TYPE_CHECKING:
     from traceless.systems._langgraph import LangGraphConfig, LangGraphSystem
     from traceless.systems._llamaindex import LlamaIndexConfig, LlamaIndexSystem
     from traceless.systems._mem0 import Mem0Config, Mem0System
-    from traceless.systems._mem0_chroma import chroma_file_vectors
+    from traceless.systems._mem0_chroma import chroma_file_vectors, chroma_log_vectors
     from traceless.systems._native import NativeConfig, NativeSystem
     from traceless.systems._openai_agents import OpenAIAgentsConfig, OpenAIAgentsSystem
     from traceless.systems._recheck import RecheckResult, check_recheck_target, recheck_system
@@ -105,6 +106,7 @@ __all__ = [
     "scan_system",
     "RecheckResult",
     "chroma_file_vectors",
+    "chroma_log_vectors",
     "check_recheck_target",
     "recheck_system",
     "DEFAULT_SYSTEMS",
@@ -112,6 +114,7 @@ __all__ = [
     "MEMORY_SYSTEMS",
     "ContextItem",
     "DeletionTarget",
+    "FileVectors",
     "LangGraphConfig",
     "LangGraphSystem",
     "LlamaIndexConfig",
@@ -149,7 +152,7 @@ EXPORTS: dict[str, tuple[str, ...]] = {
     "._langgraph": ("LangGraphConfig", "LangGraphSystem"),
     "._llamaindex": ("LlamaIndexConfig", "LlamaIndexSystem"),
     "._mem0": ("Mem0Config", "Mem0System"),
-    "._mem0_chroma": ("chroma_file_vectors",),
+    "._mem0_chroma": ("chroma_file_vectors", "chroma_log_vectors"),
     "._native": ("NativeConfig", "NativeSystem"),
     "._openai_agents": ("OpenAIAgentsConfig", "OpenAIAgentsSystem"),
     "._recheck": ("RecheckResult", "check_recheck_target", "recheck_system"),

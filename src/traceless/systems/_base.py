@@ -50,6 +50,7 @@ __all__ = [
     "MEMORY_SYSTEMS",
     "ContextItem",
     "DeletionTarget",
+    "FileVectors",
     "MemorySystem",
     "MissingPackageError",
     "PluginWarning",
@@ -112,6 +113,19 @@ class ContextItem:
     origin: str = ""
     """Where the entry comes from, when the system knows (the native store: its tier, ``raw`` or
     ``summary``), so leakage can be attributed to the origin tier (paper 000's primary FRS)."""
+
+
+@dataclass(frozen=True)
+class FileVectors:
+    """The vectors a system's files hold, read from their bytes (not through its API), and the
+    embedder that wrote them: what the audit's inversion check ranks candidates against."""
+
+    vectors: Any
+    """Float32 array, one row per vector read (deleted ones included; one dimension)."""
+    embedder: Embedder
+    """The system's own embedder (the candidates are embedded with it)."""
+    sources: tuple[str, ...] = ()
+    """Where they were read (files or parts of files, relative to the work dir)."""
 
 
 @dataclass(frozen=True)
@@ -208,6 +222,13 @@ class MemorySystem(abc.ABC):
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release files and connections (the engine copies ``work_dir`` after this)."""
+
+    def file_vectors(self) -> FileVectors | None:
+        """Every vector the system's files hold, read from the bytes as anyone with the folder
+        reads them (what a native deletion left included), with the embedder that wrote them;
+        called by the audit after ``close``. None (default): the system keeps no vectors in
+        files traceless can read, and the audit's inversion check is not run."""
+        return None
 
     # ------------------------------------------------- live instances: scan and erase
     @classmethod

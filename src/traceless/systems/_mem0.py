@@ -26,12 +26,13 @@ from pydantic import Field, SerializerFunctionWrapHandler, field_serializer, mod
 
 from traceless.errors import ConfigError, UnsupportedError
 from traceless.memory import Session
-from traceless.models import ModelBackend
+from traceless.models import Embedder, FloatArray, ModelBackend
 from traceless.systems import (
     Capability,
     ContextItem,
     DeletionTarget,
     ErasurePlan,
+    FileVectors,
     MemorySystem,
     ScanReport,
     StoreOutcome,
@@ -226,6 +227,8 @@ class Mem0System(MemorySystem):
         validate(config.mem0_keys())
         cfg, self.overrides = audit_config(config, work_dir, llm, str(config.embedder_path or minilm_path()))
         self.memory = main.Memory.from_config(cfg)
+        self._vector_store: dict[str, Any] = cfg["vector_store"]
+        self._embedder_name = str(cfg["embedder"].get("config", {}).get("model", "mem0-embedder"))
 
     @classmethod
     def deletions(cls, config: SystemConfig) -> tuple[str, ...]:
@@ -317,6 +320,28 @@ class Mem0System(MemorySystem):
         self.memory.close()
         if client is not None:
             client.close()
+
+    def file_vectors(self) -> FileVectors | None:
+        """On chroma: every vector in its HNSW segment files and its log (``chroma_file_vectors``,
+        ``chroma_log_vectors``; one row per distinct vector), with mem0's own embedder. None on
+        the other vector stores (their files are not read as vectors yet)."""
+        vs: dict[str, Any] | None = getattr(self, "_vector_store", None)  # an attached live instance has none
+        if vs is None or vs["provider"] != "chroma":
+            return None
+        import numpy as np
+
+        from traceless.systems._mem0_chroma import chroma_file_vectors, chroma_log_vectors
+
+        path = Path(vs["config"]["path"])
+        parts = [(name, v) for name, v in (("HNSW segments", chroma_file_vectors(path)),
+                                           ("log (embeddings_queue)", chroma_log_vectors(path))) if len(v)]
+        dims = {v.shape[1] for _, v in parts}
+        if len(dims) > 1:
+            parts = [(n, v) for n, v in parts if v.shape[1] == self.cfg.embedding_dims]
+        vecs = np.unique(np.concatenate([v for _, v in parts]), axis=0) if parts else np.zeros((0, 0), np.float32)
+        where = path.relative_to(self.work_dir) if path.is_relative_to(self.work_dir) else path
+        return FileVectors(vecs, _Mem0Embedder(self.memory.embedding_model, self._embedder_name, self.cfg.embedding_dims),
+                           tuple(f"{where}: {name}" for name, _ in parts))
 
     # ------------------------------------------------- live instances (issue #23)
     @classmethod
@@ -496,3 +521,20 @@ def _delete_entities(store: Any, layout: LiveLayout, ids: list[str]) -> None:
         names = {c.name for c in store.client.list_collections()}
         if layout.entity_collection in names:
             store.client.get_collection(layout.entity_collection).delete(ids=ids)
+
+
+class _Mem0Embedder(Embedder):
+    """mem0's own embedder (``Memory.embedding_model``) as a traceless ``Embedder``: the texts
+    embedded as mem0 embeds a memory it adds (``memory_action="add"``), rows L2-normalised."""
+
+    def __init__(self, inner: Any, name: str, dim: int) -> None:
+        self.inner, self.name, self.dim = inner, Path(name).name or name, dim
+
+    def embed(self, texts: list[str]) -> FloatArray:
+        import numpy as np
+
+        batch = getattr(self.inner, "embed_batch", None)
+        rows = batch(texts, "add") if callable(batch) else [self.inner.embed(t, "add") for t in texts]
+        x = np.asarray(rows, dtype=np.float32).reshape(len(texts), -1)
+        out: FloatArray = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), np.float32(1e-12))
+        return out

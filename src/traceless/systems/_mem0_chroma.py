@@ -34,8 +34,8 @@ from typing import Any
 from traceless.forget import scan_bytes
 from traceless.systems import StoreOutcome
 
-__all__ = ["REBUILD_SUFFIX", "ChromaErasure", "chroma_file_vectors", "erased_vectors", "finish", "rebuild", "surviving",
-           "vector_forms"]
+__all__ = ["REBUILD_SUFFIX", "ChromaErasure", "chroma_file_vectors", "chroma_log_vectors", "erased_vectors", "finish",
+           "rebuild", "surviving", "vector_forms"]
 
 REBUILD_SUFFIX = ".traceless-rebuild"
 """The name of a collection being rebuilt is its own plus this (chroma allows ``.`` and ``-``)."""
@@ -330,3 +330,25 @@ def chroma_file_vectors(path: Path) -> Any:
         return np.zeros((0, 0), dtype=np.float32)
     dim = rows[0].shape[1]
     return np.concatenate([r for r in rows if r.shape[1] == dim])
+
+
+def chroma_log_vectors(path: Path) -> Any:
+    """Every float32 vector chroma's write-ahead log (``embeddings_queue`` in
+    ``chroma.sqlite3``) under ``path`` holds: each add, update and upsert not yet purged, of
+    records its own ``delete`` removed included (a delete appends an entry; the add stays in
+    the log until the HNSW segment is persisted, past ``sync_threshold`` writes). Read from the
+    file read-only; one float32 array (rows of the first dimension met; others left out)."""
+    import numpy as np
+
+    db = Path(path) / "chroma.sqlite3"
+    rows: list[Any] = []
+    if db.is_file():
+        with closing(sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True)) as con:
+            if con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'embeddings_queue'").fetchone():
+                rows = [np.frombuffer(bytes(b), dtype="<f4") for (b,) in con.execute(
+                    "SELECT vector FROM embeddings_queue WHERE vector IS NOT NULL AND encoding = 'FLOAT32' "
+                    "ORDER BY seq_id")]
+    if not rows:
+        return np.zeros((0, 0), dtype=np.float32)
+    dim = len(rows[0])
+    return np.stack([r for r in rows if len(r) == dim]).astype(np.float32)
