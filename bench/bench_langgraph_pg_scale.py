@@ -46,6 +46,8 @@ import time
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
+from bench_pgvector_scale import _timed  # the one timing wrapper of the server benches
+
 ROOT = Path(__file__).resolve().parents[1]
 USER, TMPL = "u0007", "uTMPL"
 CANARY = "CANARY-lg-bench-4411"
@@ -197,22 +199,6 @@ def _lg_delete(srv: Any, db: str) -> float:
         got = store.search((USER, "memories"), limit=100_000)
         store.batch([PutOp(tuple(i.namespace), i.key, None) for i in got])
         return time.monotonic() - t0
-
-
-def _timed(owner: Any, name: str) -> list[float]:
-    """Wrap ``owner.name`` to time it apart (the bench's instrument; the code is unchanged)."""
-    spent: list[float] = []
-    orig = getattr(owner, name)
-
-    def timed(*a: Any, **k: Any) -> Any:
-        t0 = time.monotonic()
-        try:
-            return orig(*a, **k)
-        finally:
-            spent.append(time.monotonic() - t0)
-
-    setattr(owner, name, timed)
-    return spent
 
 
 def _rep(srv: Any, built: dict[str, int], level: str, timers: list[list[float]]) -> dict[str, Any]:

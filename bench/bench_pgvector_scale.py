@@ -157,19 +157,20 @@ def _delete_all(cfg: dict[str, Any]) -> float:
     return dt
 
 
-def _timed(cls: Any, name: str) -> list[float]:
-    """Wrap ``cls.name`` to time it apart (the bench's instrument; the code is unchanged)."""
+def _timed(owner: Any, name: str) -> list[float]:
+    """Wrap ``owner.name`` (a class's method or a module's function) to time it apart (the
+    bench's instrument; the code is unchanged)."""
     spent: list[float] = []
-    orig = getattr(cls, name)
+    orig = getattr(owner, name)
 
-    def timed(self: Any, *a: Any, **k: Any) -> Any:
+    def timed(*a: Any, **k: Any) -> Any:
         t0 = time.monotonic()
         try:
-            return orig(self, *a, **k)
+            return orig(*a, **k)
         finally:
             spent.append(time.monotonic() - t0)
 
-    setattr(cls, name, timed)
+    setattr(owner, name, timed)
     return spent
 
 
@@ -202,22 +203,6 @@ def _lost(srv: Any, cfg: dict[str, Any], load: Any) -> int:
     with psycopg.connect(cfg["vector_store"]["config"]["connection_string"]) as c:
         rows = {str(i): str(t) for i, t in c.execute(f"SELECT id::text, payload->>'data' FROM {TABLE}")}
     return sum(m not in rows for m in load.written) + sum(rows.get(m) != t for m, t in load.updated.items())
-
-
-def _timed_function(module: Any, name: str) -> list[float]:
-    """As ``_timed``, for a function a module imported by name."""
-    spent: list[float] = []
-    orig = getattr(module, name)
-
-    def timed(*a: Any, **k: Any) -> Any:
-        t0 = time.monotonic()
-        try:
-            return orig(*a, **k)
-        finally:
-            spent.append(time.monotonic() - t0)
-
-    setattr(module, name, timed)
-    return spent
 
 
 def _rep(srv: Any, template: Path, dims: int, mine: int, level: str,  # noqa: PLR0913
@@ -281,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
         from traceless.systems._pg_server import PgServer
 
         timers = _timed(PgServer, "compact"), _timed(PgServer, "count_in")
-        byte_check = _timed_function(_erase_run, "scan_files")  # the kernel's byte check of the files
+        byte_check = _timed(_erase_run, "scan_files")  # the kernel's byte check of the files
         rows = [_rep(srv, template, args.dims, built["mine"], args.level, timers[0], timers[1], byte_check, args.app)
                 for _ in range(args.reps)]
     finally:

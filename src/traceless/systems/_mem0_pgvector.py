@@ -124,16 +124,6 @@ class PgCollection(PgServer):
             con.rollback()
         return out
 
-    def counts(self) -> dict[str, int]:
-        """Rows per table (read only)."""
-        from psycopg import sql
-
-        with self.connect(read_only=True) as con:
-            out = {t: int(con.execute(sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(t))).fetchone()[0])
-                   for t in self.tables}
-            con.rollback()
-        return out
-
     def owners(self, ids: Sequence[str]) -> dict[str, str | None]:
         """The ``user_id`` of each memory of the collection among ``ids`` (absent: in no row)."""
         if not ids:

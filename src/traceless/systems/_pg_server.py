@@ -162,6 +162,16 @@ class PgServer:
             con.rollback()
         return [t for t in names if t in found or any(f.split(".", 1)[1] == t for f in found)]
 
+    def counts(self) -> dict[str, int]:
+        """Rows per table, by ``count(*)`` on the server (one read-only transaction)."""
+        from psycopg import sql
+
+        with self.connect(read_only=True) as con:
+            out = {t: int(con.execute(sql.SQL("SELECT count(*) FROM {}").format(ident(t))).fetchone()[0])
+                   for t in self.tables}
+            con.rollback()
+        return out
+
     def precheck_write(self, privileges: Sequence[str] = ("DELETE",)) -> None:
         """The role may ``privileges`` (DELETE; UPDATE for rewrites) and VACUUM the tables:
         refused before any change otherwise. VACUUM: the table's owner, or ``MAINTAIN``
