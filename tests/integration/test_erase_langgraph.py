@@ -209,7 +209,7 @@ def test_a_user_with_nothing_is_nothing_to_erase(instance: tuple[Path, dict[str,
 KILLS = 64
 
 
-def _digests(root: Path) -> dict[str, tuple[int, str]]:
+def _digests(root: Path) -> dict[str, tuple[str, ...]]:
     from _lg_instance import config
 
     system = _attach(config(root), read_only=True)

@@ -53,4 +53,4 @@ def test_the_rule_counts_every_form_a_record_holds() -> None:
     assert literal_forms("Zoë") == ("Zoë", "Zo\\u00eb", "Zo\\u00EB")
     assert count_literals('{"name": "Zo\\u00eb"} and Zoë', ["Zoë"]) == 2
     assert count_literals("abc", []) == 0
-    assert digest(["b", "a"]) == digest(["a", "b"]) != digest(["b", "a"], ordered=True)
+    assert digest(["b", "a"]) == digest(["a", "b"]) != digest(["a", "b", "b"])

@@ -61,6 +61,7 @@ from traceless.systems import (
     memory_system,
 )
 from traceless.systems import sqlite as live
+from traceless.systems.kernel import StoreDigest
 
 __all__ = ["AdkConfig", "AdkSystem"]
 
@@ -317,7 +318,7 @@ class AdkSystem(live.SqliteInstance):
     def row_owner(self, table: str, row: dict[str, Any]) -> str | None:
         return _owner(table, row)
 
-    def bystander_digests(self, user: str | None) -> dict[str, tuple[int, str]]:
+    def bystander_digests(self, user: str | None) -> dict[str, StoreDigest]:
         # the FTS5 index's shadow tables are derived from memory_events (and rebuilt by the
         # erasure): not records of any user
         return {t: d for t, d in super().bystander_digests(user).items() if not t.startswith(FTS)}

@@ -308,7 +308,7 @@ class MemorySystem(abc.ABC):
         """Attached read-only (``attach(read_only=True)``): erasure refused. Default: no."""
         return False
 
-    def bystander_digests(self, user: str | None) -> dict[str, tuple[int, str]]:
+    def bystander_digests(self, user: str | None) -> dict[str, kernel.StoreDigest]:
         """Per store: (count, sha256) of every record that does not belong to ``user`` and that
         the last plan does not remove (a planned rewrite digests the same before and after)."""
         literals, removed = self._planned

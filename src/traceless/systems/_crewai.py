@@ -53,6 +53,7 @@ from traceless.systems import (
     unsafe_at_finalization,
 )
 from traceless.systems.contract import LiveInstance, Op, Record, Remove
+from traceless.systems.kernel import StoreDigest
 
 __all__ = ["CrewAIConfig", "CrewAISystem"]
 
@@ -318,7 +319,7 @@ class CrewAISystem(MemorySystem):
             with _console_off():
                 self._open().forget(scope=scope_of(plan.user))
 
-    def bystander_digests(self, user: str | None) -> dict[str, tuple[int, str]]:
+    def bystander_digests(self, user: str | None) -> dict[str, StoreDigest]:
         """The kernel's digests of the current table: the rows only older versions hold are
         history that the compaction removes for every user, not a bystander's records."""
         out = super().bystander_digests(user)

@@ -43,6 +43,7 @@ from traceless.systems._erase import CLAIM_LEVELS, ClaimLevel, ErasurePlan, File
 from traceless.systems._literals import check_literals
 from traceless.systems._scope import check_scope
 from traceless.systems.contract import Capability
+from traceless.systems.kernel import StoreDigest, bystander_changes
 
 __all__ = ["check_certifiable", "erase_system", "plan_system_erasure", "scan_system"]
 
@@ -183,7 +184,7 @@ def erase_system(system: MemorySystem, user: str | None, literals: Sequence[str]
         # first run removed may be what ties its residue to the user (mem0's history rows)
         plan = _union(ErasurePlan.model_validate(doc["plan"]), system.plan_erasure(user, literals))
         _preconditions(system, certify)
-        before = {k: (int(v[0]), str(v[1])) for k, v in doc["bystanders"].items()}
+        before = _journalled_bystanders(system, user, doc)
     else:
         plan = plan_system_erasure(system, user, literals)
         _preconditions(system, certify)  # before the journal and any change: "nothing was erased yet" is true
@@ -198,6 +199,16 @@ def erase_system(system: MemorySystem, user: str | None, literals: Sequence[str]
     return receipt
 
 
+def _journalled_bystanders(system: MemorySystem, user: str | None, doc: dict[str, Any]) -> dict[str, StoreDigest]:
+    """The bystanders' digests *before*, as the interrupted run journalled them. A journal written
+    before digests were per record (a count and one hash per store) cannot tell the
+    application's new records from an over-deletion: the bystanders are then digested afresh."""
+    stored = doc["bystanders"]
+    if any(len(v) == 2 and isinstance(v[0], int) for v in stored.values()):
+        return system.bystander_digests(user)
+    return {k: tuple(str(h) for h in v) for k, v in stored.items()}
+
+
 def _union(first: ErasurePlan, now: ErasurePlan) -> ErasurePlan:
     seen = {(a.store, a.record_id) for a in first.actions}
     extra = [a for a in now.actions if (a.store, a.record_id) not in seen]
@@ -206,7 +217,7 @@ def _union(first: ErasurePlan, now: ErasurePlan) -> ErasurePlan:
 
 
 def _verify_and_sign(system: MemorySystem, user: str | None, literals: Sequence[str], plan: ErasurePlan,
-                     outcomes: dict[str, StoreOutcome], before: dict[str, tuple[int, str]], key: bytes,
+                     outcomes: dict[str, StoreOutcome], before: dict[str, StoreDigest], key: bytes,
                      seconds: float, request_id: str = "") -> Receipt:
     after_scan = scan_system(system, user, literals)
     after = system.bystander_digests(user)
@@ -229,7 +240,8 @@ def _verify_and_sign(system: MemorySystem, user: str | None, literals: Sequence[
     checks = {f"store_clean:{s}": left.get(s, 0) == 0 for s in tiers}
     if literals:  # without a literal there are no bytes to look for: no check true by construction
         checks["files_clean"] = not bytes_left
-    checks["bystanders_intact"] = before == after
+    lost, added = bystander_changes(before, after)
+    checks["bystanders_intact"] = not lost
     owner = pseudonym(user, "u", key) if user else ""
     verification = Verification(
         claims=[f"{s}:{c}" for s, c in claims.items()], sources_removed=[], sources_gone=not left,
@@ -239,9 +251,12 @@ def _verify_and_sign(system: MemorySystem, user: str | None, literals: Sequence[
     notes = [f"{o.store}: {n}" for o in outcomes.values() for n in o.notes]
     if not literals:
         notes.append("no --literal given: the instance's files were not byte-scanned (claims stay 'logical')")
-    if before != after:
-        changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
-        notes.append(f"OVER-DELETION: other users' records changed in {', '.join(changed)}")
+    if lost:
+        notes.append(f"OVER-DELETION: other users' records changed or removed in {', '.join(lost)}")
+    if added:  # no count: how many records other users keep or write is not the requester's to learn
+        notes.append(f"other users' records were added in {', '.join(added)} while the erasure ran (another "
+                     "writer, e.g. the application serving them); the bystander check covers the records that were "
+                     "there when it started")
     receipt = Receipt(
         receipt_id=f"erase-{system.name}-{int(time.time() * 1000)}", request_id=request_id, created_at=time.time(),
         mode=f"erase:{system.name}",

@@ -57,6 +57,7 @@ from traceless.systems import (
 )
 from traceless.systems._langgraph_live import LiveLangGraph, NamespaceMap
 from traceless.systems._langgraph_pg import PgLangGraph
+from traceless.systems.kernel import StoreDigest
 
 __all__ = ["CheckpointerConfig", "LangGraphConfig", "LangGraphSystem", "StoreConfig", "StoreIndexConfig", "UserMapping"]
 
@@ -651,7 +652,7 @@ class LangGraphSystem(MemorySystem):
             return super().execute_erasure(plan, literals)
         return self._attached().execute(plan, literals)
 
-    def bystander_digests(self, user: str | None) -> dict[str, tuple[int, str]]:
+    def bystander_digests(self, user: str | None) -> dict[str, StoreDigest]:
         if self._pg is not None:
             self._pg.requester = user
             return super().bystander_digests(user)

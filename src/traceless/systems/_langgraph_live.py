@@ -34,7 +34,7 @@ from typing import Any
 
 from traceless.errors import ConfigError, UnsupportedError
 from traceless.systems import ErasurePlan, PlannedAction, ScanHit, ScanReport, StoreOutcome
-from traceless.systems.kernel import byte_forms, count_in_blobs, digest
+from traceless.systems.kernel import StoreDigest, byte_forms, count_in_blobs, digest
 
 __all__ = ["LiveLangGraph", "NamespaceMap", "owned_threads", "state_users"]
 
@@ -336,19 +336,19 @@ class LiveLangGraph:
         return ErasurePlan(system=system, user=user, actions=actions, compaction=compaction,
                            held_by_others=sum(1 for r in rest if r.hits))
 
-    def bystanders(self, user: str | None, literals: Sequence[str]) -> dict[str, tuple[int, str]]:
+    def bystanders(self, user: str | None, literals: Sequence[str]) -> dict[str, StoreDigest]:
         """Per table: the count and a SHA-256 over every column of every row that is not a
         target (rows in key order; rowids left out: VACUUM may renumber them)."""
         target, _ = self._targets(user, literals)
         skip: dict[str, set[int]] = {}
         for r in target:
             skip.setdefault(r.store, set()).add(r.rowid)
-        out: dict[str, tuple[int, str]] = {}
+        out: dict[str, StoreDigest] = {}
         for name in self._empty_stores():
             conn = self._conns["store" if name in _STORE_TABLES else "checkpoints"]
             gone = skip.get(name, set())
             rows = conn.execute(f'SELECT rowid, * FROM "{name}" ORDER BY {_order(conn, name)}')
-            out[name] = digest((_row_text(vals) for rowid, *vals in rows if rowid not in gone), ordered=True)
+            out[name] = digest((_row_text(vals) for rowid, *vals in rows if rowid not in gone))
         return out
 
     # ------------------------------------------------------------------ erasure

@@ -42,6 +42,7 @@ from traceless.systems import (
 )
 from traceless.systems._mem0_check import check_keys, validate
 from traceless.systems._mem0_live import PROVIDERS, LiveLayout, Mem0Live, live_layout, probe_config
+from traceless.systems.kernel import StoreDigest
 
 __all__ = ["Mem0Config", "Mem0System"]
 
@@ -392,7 +393,7 @@ class Mem0System(MemorySystem):
     def plan_erasure(self, user: str | None, literals: Sequence[str]) -> ErasurePlan:
         return self._live().plan(user, literals)
 
-    def bystander_digests(self, user: str | None) -> dict[str, tuple[int, str]]:
+    def bystander_digests(self, user: str | None) -> dict[str, StoreDigest]:
         return self._live().bystanders(user)
 
     def execute_erasure(self, plan: ErasurePlan, literals: Sequence[str]) -> list[StoreOutcome]:

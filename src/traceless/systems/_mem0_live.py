@@ -41,7 +41,7 @@ from urllib.parse import unquote
 
 from traceless.errors import ConfigError, UnsupportedError
 from traceless.systems import NO_OWNER, ErasurePlan, PlannedAction, ScanHit, ScanReport, StoreOutcome
-from traceless.systems.kernel import count_literals, digest
+from traceless.systems.kernel import StoreDigest, count_literals, digest
 from traceless.systems.sqlite import ro_connect
 
 __all__ = ["LiveLayout", "Mem0Live", "Rec", "live_layout", "probe_config"]
@@ -488,7 +488,7 @@ class Mem0Live:
                        "collection, if erased from) from the remaining records; check every file for the erased vectors")
         return out
 
-    def bystanders(self, user: str | None) -> dict[str, tuple[int, str]]:
+    def bystanders(self, user: str | None) -> dict[str, StoreDigest]:
         per: dict[str, list[str]] = {s: [] for s in self.store_names()}
         recs = self.records()
         held = {r.id for r in recs if r.store in ("vector_store", "entity_store")}

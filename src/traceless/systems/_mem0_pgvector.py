@@ -41,7 +41,7 @@ from typing import Any
 from traceless.errors import ConfigError
 from traceless.systems import ErasurePlan, StoreOutcome
 from traceless.systems._mem0_live import LiveLayout, Mem0Live, Rec, _payload_texts, _vacuum
-from traceless.systems.kernel import digest, literal_forms
+from traceless.systems.kernel import StoreDigest, digest, literal_forms
 from traceless.systems.postgres import (
     DEFAULT_COMPACTION,
     OnlineBystanders,
@@ -237,7 +237,7 @@ class Mem0PgLive(Mem0Live):
                 for i, d in rows.items()
                 if (k := ("vector_store" if t == pg.collection else "entity_store", i)) not in self.targets}
 
-    def bystanders(self, user: str | None) -> dict[str, tuple[int, str]]:
+    def bystanders(self, user: str | None) -> dict[str, StoreDigest]:
         """As the local back ends', but the server's tables are shared with a running
         application: their bystanders are the other users' rows of the first digest, less
         the rows this erasure's ``DELETE`` returned (``OnlineBystanders``)."""

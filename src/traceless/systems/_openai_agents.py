@@ -70,7 +70,7 @@ from traceless.systems import (
     memory_system,
 )
 from traceless.systems import sqlite as live
-from traceless.systems.kernel import digest
+from traceless.systems.kernel import StoreDigest, digest
 from traceless.systems.postgres import PgServerOptions
 
 __all__ = ["OpenAIAgentsConfig", "OpenAIAgentsSystem"]
@@ -471,7 +471,7 @@ class OpenAIAgentsSystem(live.SqliteInstance):
         o.rewritten = len(updates)
         return o
 
-    def bystander_digests(self, user: str | None) -> dict[str, tuple[int, str]]:
+    def bystander_digests(self, user: str | None) -> dict[str, StoreDigest]:
         """With ``encrypted_ttl`` the other users' messages are compared by plaintext (the
         literals replaced): re-encryption changes every byte of a token, not what it says."""
         out = super().bystander_digests(user)

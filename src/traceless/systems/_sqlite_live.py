@@ -269,7 +269,7 @@ def erase_residue(path: Path, owner_of: OwnerOf, user: str | None, literals: Seq
 
 
 def bystander_digests(path: Path, owner_of: OwnerOf, user: str | None,
-                      literals: Sequence[str] = ()) -> dict[str, tuple[int, str]]:
+                      literals: Sequence[str] = ()) -> dict[str, kernel.StoreDigest]:
     """Per table: count and SHA-256 of the rows of every other user (and of no user), the
     literals replaced (the kernel's digest)."""
     return kernel.bystander_digests(SqliteFile(path, owner_of), user, literals)

@@ -24,7 +24,8 @@ import functools
 import hashlib
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from traceless.forget import encodings_of
@@ -35,6 +36,8 @@ __all__ = [
     "ERASED",
     "LIVE_ROUNDS",
     "NO_OWNER",
+    "StoreDigest",
+    "bystander_changes",
     "bystander_digests",
     "bystander_rows",
     "byte_forms",
@@ -96,15 +99,31 @@ def count_in_blobs(blobs: Iterable[Any], forms: Sequence[bytes]) -> int:
     return n
 
 
-def digest(texts: Iterable[str], *, ordered: bool = False) -> tuple[int, str]:
-    """The one bystander digest: how many texts, and a SHA-256 over them (sorted, unless the
-    caller gives them in a stable order already)."""
-    h = hashlib.sha256()
-    n = 0
-    for t in (texts if ordered else sorted(texts)):
-        h.update(t.encode("utf-8") + b"\0")
-        n += 1
-    return n, h.hexdigest()
+StoreDigest = tuple[str, ...]
+"""One store's bystander digest: each record's digest text hashed (SHA-256, first 128 bits, hex),
+sorted: the multiset of the store's records, so that records another writer added meanwhile are
+told apart from records changed or removed (``bystander_changes``)."""
+
+
+def digest(texts: Iterable[str]) -> StoreDigest:
+    """The one bystander digest of one store: its records' digest texts, hashed and sorted."""
+    return tuple(sorted(hashlib.sha256(t.encode("utf-8")).hexdigest()[:32] for t in texts))
+
+
+def bystander_changes(before: Mapping[str, Sequence[str]],
+                      after: Mapping[str, Sequence[str]]) -> tuple[list[str], list[str]]:
+    """Compare two ``bystander_digests``: (the stores where a record that was there before is
+    changed or gone: an over-deletion, the stores where records were only added: another writer,
+    e.g. the application serving other users while the erasure runs). A changed record is one
+    gone and one added: it counts as gone."""
+    lost, added = [], []
+    for store in sorted(set(before) | set(after)):
+        was, now = Counter(before.get(store, ())), Counter(after.get(store, ()))
+        if was - now:
+            lost.append(store)
+        elif now - was:
+            added.append(store)
+    return lost, added
 
 
 def replace_literals(value: Any, literals: Sequence[str]) -> Any:
@@ -236,8 +255,8 @@ def bystander_rows(inst: LiveInstance, user: str | None, literals: Sequence[str]
 
 
 def bystander_digests(inst: LiveInstance, user: str | None, literals: Sequence[str],
-                      removed: Iterable[tuple[str, str]] = ()) -> dict[str, tuple[int, str]]:
-    """Per store: count and SHA-256 of the bystanders (``bystander_rows``, or the instance's own
+                      removed: Iterable[tuple[str, str]] = ()) -> dict[str, StoreDigest]:
+    """Per store: the digest (``digest``) of the bystanders (``bystander_rows``, or the instance's own
     ``server_bystanders``, as its ``online_bystanders`` takes them: a server shared with a running
     app keeps its first digest's)."""
     texts: dict[str, list[str]] = {s: [] for s in inst.stores()}
