@@ -64,3 +64,31 @@ def test_the_crewai_venv_runs_the_suite_on_its_three_systems() -> None:
     if not os.environ.get("TRACELESS_REQUIRE_CREWAI"):
         pytest.skip("runs in the CrewAI/ADK/Strands venv (TRACELESS_REQUIRE_CREWAI=1)")
     assert {"crewai", "adk", "strands"} <= set(_kernel_systems())
+
+
+def test_the_trust_checks_fail_a_system_that_breaks_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 40 items 1, 2, 4 and 6 in the suite, each shown able to fail: the driver without
+    its literal rules (as on main before them), with the journal not keyed by the instance, with
+    the old per-store bystander digest, and a system whose notes count other users' records."""
+    from traceless.systems import _erase_run
+
+    register_dict_system()
+
+    def run(where: str, check: str, **kw: object) -> tuple[bool, str]:
+        out = run_conformance("dict", RUNTIME, tmp_path / where, checks=(check,), **kw)  # type: ignore[arg-type]
+        return out.checks[check].passed, out.checks[check].detail
+    with monkeypatch.context() as m:
+        m.setattr(_erase_run, "check_scope", lambda *a: None)
+        m.setattr(_erase_run, "check_literals", lambda *a: None)
+        assert not run("others", "literal_of_others_changes_nothing")[0]
+        assert not run("rules", "literal_rules")[0]
+    with monkeypatch.context() as m:
+        m.setattr(_erase_run, "_instance_identity", lambda s: "")
+        ok, detail = run("journal", "resume_on_its_own_instance")
+        assert not ok and "after P2 0" in detail and "P1 re-run passed no receipt" in detail, detail
+    with monkeypatch.context() as m:
+        m.setattr(_erase_run, "bystander_changes", lambda b, a: (([] if b == a else ["x"]), []))
+        ok, detail = run("rebaseline", "resume_on_its_own_instance")
+        assert not ok and "P1 re-run passed False" in detail and "'bystanders_intact': False" in detail, detail
+    ok, detail = run("reveal", "receipt_reveals_nothing_of_others", config={"bug": "count-others"})
+    assert not ok and "notes" in detail, detail

@@ -115,7 +115,10 @@ def _instance_identity(system: MemorySystem) -> str:
         if isinstance(v, str) and os.sep in v and os.path.exists(v):
             return os.path.realpath(v)
         return v
-    return json.dumps(resolve(system.config.model_dump(mode="json")), sort_keys=True, default=str)
+    # an instance opened in a directory (``open_system``: the audit's, the suite's) may name no
+    # path in its config: its directory tells it apart (an attached one's is derived from the config)
+    where = os.path.realpath(system.work_dir) if system.work_dir.is_absolute() else ""
+    return json.dumps([resolve(system.config.model_dump(mode="json")), where], sort_keys=True, default=str)
 
 
 def _write_json(path: Path, doc: dict[str, Any]) -> None:

@@ -45,7 +45,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from traceless.errors import ErasureScopeError, NothingToEraseError, TracelessError
+from traceless.errors import ConfigError, ErasureScopeError, NothingToEraseError, TracelessError
 from traceless.forget import scan_files
 from traceless.memory import Session, Turn
 from traceless.models import HashingEmbedder
@@ -102,10 +102,17 @@ def _session(user: str, sid: str, text: str) -> Session:
                                                         Turn(role="assistant", content="Noted, I will remember that.")])
 
 
-def sessions(*, quote: bool) -> list[Session]:
+CROWD = {f"user-{i}": f"NL{i:02d} ABNA 0417 1643 {i:02d}" for i in range(2, 10)}
+"""Eight more users (none a prefix of the target), each telling an IBAN in the same words."""
+COMMON = "remember my IBAN for payments"
+"""Text every user's first message holds: common text, not anyone's secret."""
+
+
+def sessions(*, quote: bool, crowd: bool = False) -> list[Session]:
     """The suite's conversations: each user tells their IBAN; with ``quote`` the third user
-    also quotes the target's."""
-    out = [_session(u, "s1", f"Please remember my IBAN for payments: {s}.") for u, s in SECRETS.items()]
+    also quotes the target's; with ``crowd`` eight more users tell theirs."""
+    told = {**SECRETS, **(CROWD if crowd else {})}
+    out = [_session(u, "s1", f"Please {COMMON}: {s}.") for u, s in told.items()]
     if quote:
         out.append(_session(QUOTER, "s2", f"My colleague's IBAN is {SECRETS[TARGET]}, keep it for the invoice."))
     return out
@@ -120,14 +127,14 @@ class Target:
     runtime: SystemRuntime
     root: Path
 
-    def build(self, where: str, *, quote: bool = False) -> Path:
+    def build(self, where: str, *, quote: bool = False, crowd: bool = False) -> Path:
         """A fresh instance in ``root/where``: built once through the system's own API (per
-        ``quote``), then copied (every check changes its own copy)."""
-        template = self.root / f"template-{'quote' if quote else 'plain'}"
+        ``quote`` and ``crowd``), then copied (every check changes its own copy)."""
+        template = self.root / f"template-{'quote' if quote else 'crowd' if crowd else 'plain'}"
         if not template.exists():
             s = open_system(self.name, template, self.config, self.runtime)
             try:
-                s.write(sessions(quote=quote))
+                s.write(sessions(quote=quote, crowd=crowd))
             finally:
                 s.close()
         work = self.root / where
@@ -224,8 +231,8 @@ def check_quote_per_policy(t: Target) -> CheckOutcome:
                             detail=f"refused ({e}); files unchanged: {unchanged}; declared rewrite: {rewrite}")
     after = _left(t, work, QUOTER, SECRETS[QUOTER])
     gone = _left(t, work, TARGET, SECRETS[TARGET])
-    ok = rewrite and receipt.verification.passed and after[0] == quoter[0] and gone == (0, 0, 0)
-    rewritten = sum(len(tr.rewritten) for tr in receipt.tiers.values())
+    rewritten = sum(len(tr.rewritten) for tr in receipt.tiers.values())  # reported as rewritten, never as intact
+    ok = rewrite and receipt.verification.passed and after[0] == quoter[0] and gone == (0, 0, 0) and rewritten > 0
     return CheckOutcome(passed=ok, detail=f"declared rewrite: {rewrite}; rewritten: {rewritten}; quoter's records "
                                           f"{quoter[0]} → {after[0]}; target left {gone}")
 
@@ -351,10 +358,140 @@ def check_certify_refused_or_runs(t: Target) -> CheckOutcome:
     return CheckOutcome(passed=True, detail=f"erased, then the probe ran without the embedder ({got})")
 
 
+def _refused(t: Target, work: Path, state: Path, literals: Sequence[str],
+             expect: tuple[type[BaseException], ...]) -> tuple[bool, str]:
+    """Erase ``TARGET`` with ``literals`` on ``work``: (refused with no byte changed and no
+    journal left, what happened)."""
+    before = fingerprint(work)
+    try:
+        r = _with(t, work, lambda s: erase_system(s, TARGET, literals, state_dir=state, key=KEY))
+    except expect as e:
+        unchanged = fingerprint(work) == before
+        journals = list((state / "erasures").glob("*")) if (state / "erasures").exists() else []
+        return unchanged and not journals, (f"refused ({type(e).__name__}: {str(e)[:100]}); files unchanged: "
+                                            f"{unchanged}; journals left: {len(journals)}")
+    return False, f"not refused: an erasure ran and signed passed={r.verification.passed} {r.guarantee}"
+
+
+def check_literal_of_others_changes_nothing(t: Target) -> CheckOutcome:
+    """Issue 40.1: a literal held only by other users' records (the prefix user's IBAN given
+    with the target's request) is refused and changes nothing: whoever chooses the literal must
+    not delete or rewrite another customer's data."""
+    ok, detail = _refused(t, t.build("others-literal"), t.root / "state-others-literal", [SECRETS[PREFIX]],
+                          (ErasureScopeError, NothingToEraseError))
+    return CheckOutcome(passed=ok, detail=detail)
+
+
+def check_literal_rules(t: Target) -> CheckOutcome:
+    """Issue 40.2: the own store's literal rules hold for every system: a literal under
+    ``MIN_LITERAL_CHARS`` is refused before anything is read for a change, and text common to
+    most users (every user's first message holds ``COMMON``) is refused as not a secret; no byte
+    changes in either case."""
+    short_ok, short = _refused(t, t.build("short-literal"), t.root / "state-short", ["e"], (ConfigError,))
+    common_ok, common = _refused(t, t.build("common-literal", crowd=True), t.root / "state-common", [COMMON],
+                                 (ErasureScopeError,))
+    return CheckOutcome(passed=short_ok and common_ok, detail=f"1-character literal: {short}; common text: {common}")
+
+
+class _Crash(BaseException):
+    """The suite's kill between an erasure's changes and its verification (a ``BaseException``,
+    as a SIGKILL is caught by nothing)."""
+
+
+def _crash_after_execute(s: MemorySystem) -> MemorySystem:
+    orig = s.execute_erasure
+
+    def run(plan: Any, literals: Sequence[str]) -> Any:
+        orig(plan, literals)
+        raise _Crash
+    s.execute_erasure = run  # type: ignore[method-assign]
+    return s
+
+
+def _journals(state: Path) -> int:
+    return len(list((state / "erasures").glob("*.json"))) if (state / "erasures").exists() else 0
+
+
+def _app_write(t: Target, work: Path, user: str, text: str) -> None:
+    s = open_system(t.name, work, t.config, t.runtime)
+    try:
+        s.write([_session(user, "s1", text)])
+    finally:
+        s.close()
+
+
+def check_resume_on_its_own_instance(t: Target) -> CheckOutcome:
+    """Issue 40.4: an erasure interrupted on P1 after its changes (before verification) leaves
+    its journal; the same request on a copy P2 runs on its own (P1's journal untouched); the
+    application then writes a new user's record on P1; the re-run on P1 completes and passes
+    (the bystander baseline is the journal's, the app's new record is no over-deletion) and the
+    app's record is still there."""
+    p1, p2, state = t.build("resume-p1"), t.build("resume-p2"), t.root / "state-resume"
+    lit = [SECRETS[TARGET]]
+    try:
+        _with(t, p1, lambda s: erase_system(_crash_after_execute(s), TARGET, lit, state_dir=state, key=KEY))
+        return CheckOutcome(passed=False, detail="the erasure was not interrupted")
+    except _Crash:
+        pass
+    journalled = _journals(state)
+    p2_passed = _passes(t, p2, lit, state)
+    kept = _journals(state)
+    note = "CAROL-NOTE-7781"
+    _app_write(t, p1, "carol", f"Carol's note while the erasure was down: {note}")
+    p1_passed = _passes(t, p1, lit, state)
+    left, carol = _left(t, p1, TARGET, SECRETS[TARGET]), _left(t, p1, "carol", note)
+    ok = (journalled == 1 and p2_passed is True and kept == 1 and p1_passed is True
+          and left == (0, 0, 0) and carol[0] > 0 and _journals(state) == 0)
+    return CheckOutcome(passed=ok, detail=f"journals after the kill {journalled}, after P2 {kept}; P2 passed "
+                                          f"{p2_passed}; P1 re-run passed {p1_passed}; target left {left}; "
+                                          f"carol's records {carol[0]}")
+
+
+def _passes(t: Target, work: Path, literals: Sequence[str], state: Path) -> bool | str:
+    """True/False: the erasure's receipt passed or not; else why no receipt was signed."""
+    try:
+        r = _with(t, work, lambda s: erase_system(s, TARGET, literals, state_dir=state, key=KEY))
+    except TracelessError as e:
+        return f"no receipt ({type(e).__name__}: {str(e)[:80]})"
+    return r.verification.passed or f"False {r.verification.checks}"
+
+
+def _tiers_view(r: Any) -> dict[str, Any]:
+    return {"tiers": {s: (len(tr.removed), len(tr.rewritten), tr.left, tr.target_copies_after)
+                      for s, tr in r.tiers.items()},
+            "guarantee": r.guarantee, "checks": r.verification.checks, "notes": r.notes,
+            "not_covered": r.not_covered, "literal_scan": r.verification.literal_scan,
+            "disk_scan": r.verification.disk_scan}
+
+
+def check_receipt_reveals_nothing_of_others(t: Target) -> CheckOutcome:
+    """Issue 40.6: the receipt of the same request on two instances that differ only in the
+    other users' records (eight more users in one) says the same: no count of another user's
+    records, no instance totals."""
+    views = []
+    for where, crowd in (("reveal-plain", False), ("reveal-crowd", True)):
+        work, state = t.build(where, crowd=crowd), t.root / f"state-{where}"
+        r = _with(t, work, lambda s, state=state: erase_system(s, TARGET, [SECRETS[TARGET]], state_dir=state, key=KEY))
+        views.append(_tiers_view(r))
+    diff = sorted(k for k in views[0] if views[0][k] != views[1][k])
+    return CheckOutcome(passed=not diff, detail=f"receipts differ in {diff}: {[v[k] for v in views for k in diff]}"
+                        if diff else "the same receipt whatever the other users keep")
+
+
 CHECKS: tuple[str, ...] = ("scan_changes_no_byte", "erasure_complete", "bystanders_intact", "quote_per_policy",
                            "unmatched_user_signs_nothing", "audit_and_receipt_agree", "interrupted_erasure_completes",
-                           "certify_refused_or_runs")
+                           "certify_refused_or_runs", "literal_of_others_changes_nothing", "literal_rules",
+                           "resume_on_its_own_instance", "receipt_reveals_nothing_of_others")
 """Every check of the suite, in the order it runs."""
+
+
+_TRUST_CHECKS: dict[str, Callable[[Target], CheckOutcome]] = {
+    "certify_refused_or_runs": check_certify_refused_or_runs,
+    "literal_of_others_changes_nothing": check_literal_of_others_changes_nothing,
+    "literal_rules": check_literal_rules,
+    "resume_on_its_own_instance": check_resume_on_its_own_instance,
+    "receipt_reveals_nothing_of_others": check_receipt_reveals_nothing_of_others,
+}
 
 
 def run_conformance(name: str, runtime: SystemRuntime, root: Path, *, config: dict[str, Any] | None = None,
@@ -374,6 +511,7 @@ def run_conformance(name: str, runtime: SystemRuntime, root: Path, *, config: di
         report.checks["audit_and_receipt_agree"] = check_audit_and_receipt_agree(t)
     if "interrupted_erasure_completes" in checks:
         report.checks["interrupted_erasure_completes"] = check_interrupted_erasure_completes(t, seed)
-    if "certify_refused_or_runs" in checks:
-        report.checks["certify_refused_or_runs"] = check_certify_refused_or_runs(t)
+    for name, check in _TRUST_CHECKS.items():
+        if name in checks:
+            report.checks[name] = check(t)
     return report

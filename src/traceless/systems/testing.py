@@ -10,7 +10,8 @@ on purpose, so a test can show the suite fails an adapter that is: ``"over-delet
 erasure also removes the records of a user whose id is a prefix of the requester's),
 ``"keep-fact"`` (it leaves the user's facts), ``"write-on-scan"`` (scan touches the file),
 ``"certify-unchecked"`` (``probe_ready`` checks nothing: a ``--certify`` whose embedder cannot
-run erases, then its probe fails).
+run erases, then its probe fails), ``"count-others"`` (its outcome notes count the records
+left in each store: the receipt tells the requester about other users' records).
 
 ``--certify``: the probes rank the user's records with the runtime's embedder
 (``probe_instance``); ``probe_ready`` embeds one text with it before the erasure.
@@ -40,7 +41,7 @@ from traceless.systems.kernel import replace_literals
 
 __all__ = ["DictConfig", "DictInstance", "DictSystem", "register_dict_system"]
 
-Bug = Literal["none", "over-delete", "keep-fact", "write-on-scan", "certify-unchecked"]
+Bug = Literal["none", "over-delete", "keep-fact", "write-on-scan", "certify-unchecked", "count-others"]
 STORES = ("messages", "facts")
 
 
@@ -89,6 +90,9 @@ class DictInstance(LiveInstance):
                 rec["text"] = replace_literals(rec["text"], literals)
                 out[op.record.store].rewritten += 1
         self.save(doc)
+        if self.bug == "count-others":  # tells the requester how many records the store keeps
+            for o in out.values():
+                o.notes.append(f"{len(doc[o.store])} records left in the store")
         return list(out.values())
 
     @staticmethod
