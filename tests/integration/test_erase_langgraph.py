@@ -4,6 +4,7 @@ graph (``create_react_agent`` + LangMem's memory tools, SQLite checkpointer and 
 
 from __future__ import annotations
 
+import os
 import shutil
 import sqlite3
 import sys
@@ -59,6 +60,36 @@ def _scan(cfg: dict[str, Any], user: str | None, literals: list[str], reveal: bo
         return scan_system(system, user, literals, reveal=reveal)
     finally:
         system.close()
+
+
+WAL_ONLY = "CANARY-LGWALONLY-7Q"
+
+
+def test_scan_of_wal_mode_files_creates_nothing_and_reads_the_wal(instance: tuple[Path, dict[str, Any]]) -> None:
+    """Issue 40.9: the application switched its store to WAL mode and holds it open, its last
+    memory only in the ``-wal`` file. The scan finds that memory and changes nothing: no byte,
+    no mtime, no new file, the folder's mtime kept; the same once the app has closed (no
+    ``-wal`` left). Before: a ``mode=ro`` reader opened the live ``-shm`` read-write."""
+    from langgraph.store.sqlite import SqliteStore
+
+    root, cfg = instance
+    app = sqlite3.connect(str(root / "memories.db"), isolation_level=None, check_same_thread=False)
+    app.execute("PRAGMA journal_mode=WAL")
+    app.execute("PRAGMA wal_autocheckpoint=0")  # the app's last writes stay in the -wal file
+    SqliteStore(app).put(("memories", X), "wal-only", {"content": f"My backup code is {WAL_ONLY}."})
+    assert (root / "memories.db-wal").stat().st_size > 0 and WAL_ONLY.encode() not in (root / "memories.db").read_bytes()
+    try:
+        for _ in range(2):
+            before = snapshot(root), os.stat(root).st_mtime_ns, sorted(os.listdir(root))
+            rep = _scan(cfg, X, [WAL_ONLY])
+            assert (snapshot(root), os.stat(root).st_mtime_ns, sorted(os.listdir(root))) == before
+            assert any(h.owner_match and h.literal_count for h in rep.hits if h.store == "store")
+            if not (root / "memories.db-wal").exists():
+                break
+            app.close()  # the app stops: SQLite checkpoints and removes its -wal
+    finally:
+        app.close()
+    assert not (root / "memories.db-wal").exists()
 
 
 def test_scan_finds_the_user_everywhere_and_changes_no_byte(instance: tuple[Path, dict[str, Any]]) -> None:

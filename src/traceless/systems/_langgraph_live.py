@@ -35,6 +35,7 @@ from typing import Any
 from traceless.errors import ConfigError, UnsupportedError
 from traceless.systems import ErasurePlan, PlannedAction, ScanHit, ScanReport, StoreOutcome
 from traceless.systems.kernel import StoreDigest, byte_forms, count_in_blobs, digest
+from traceless.systems.sqlite import ro_connect
 
 __all__ = ["LiveLangGraph", "NamespaceMap", "owned_threads", "state_users"]
 
@@ -101,14 +102,6 @@ class _Row:
 def _row_text(vals: Sequence[Any]) -> str:
     """Every column of one row as one text (JSON, a blob as hex: no two rows read alike)."""
     return json.dumps([{"blob": v.hex()} if isinstance(v, bytes) else v for v in vals])
-
-
-def _ro_uri(path: Path) -> str:
-    wal = path.with_name(path.name + "-wal")
-    with open(path, "rb") as f:
-        header = f.read(20)
-    walmode = len(header) == 20 and header[18] == 2
-    return path.resolve().as_uri() + ("?mode=ro&immutable=1" if walmode and not wal.exists() else "?mode=ro")
 
 
 def _text(v: Any) -> str:
@@ -178,7 +171,7 @@ class LiveLangGraph:
                 continue
             try:
                 if read_only:
-                    conn = sqlite3.connect(_ro_uri(p), uri=True, check_same_thread=False)
+                    conn = ro_connect(p)  # immutable=1, or a private copy while a writer's -wal exists
                 else:
                     conn = sqlite3.connect(str(p), check_same_thread=False, isolation_level=None)
                 _tables(conn)

@@ -13,8 +13,8 @@ Checked on the plan, before the journal and before any change (``_erase_run``):
   saying how many records hold it; a system that rewrites such a record in place (the literal replaced, the
   rest kept: the SQLite family, LlamaIndex, the SDK's encrypted rows) does so, reported in
   the receipt as rewritten, never as intact;
-* those rewrites are bounded: more than ``MAX_REWRITE_SHARE`` of the other records (and more
-  than ``MAX_REWRITE_FLOOR``) means the literal is common text, not a secret: refused.
+* those rewrites are bounded: more than ``MAX_REWRITE_SHARE`` of the other records of a store
+  (and more than ``MAX_REWRITE_FLOOR``) means the literal is common text, not a secret: refused.
 
 Without a user (``--literal`` only) the operator erases the literals wherever they are; the
 length rule still holds.
@@ -22,6 +22,7 @@ length rule still holds.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 
 from traceless.errors import ErasureScopeError
@@ -78,13 +79,17 @@ def _others_untouched(system: str, plan: ErasurePlan) -> None:
 
 
 def _rewrites_bounded(system: str, plan: ErasurePlan, per_literal: Sequence[ScanReport]) -> None:
-    rewrites = sum(a.reason in OTHERS_REASONS for a in plan.actions)
-    total = sum(per_literal[0].stores.values()) if per_literal else 0
-    mine = len({(h.store, h.record_id) for rep in per_literal for h in rep.hits if h.owner_match})
-    bound = max(MAX_REWRITE_FLOOR, int(MAX_REWRITE_SHARE * max(total - mine, 0)))
-    if rewrites > bound:
-        share = rewrites / max(total - mine, 1)
-        raise ErasureScopeError(
-            f"{system}: the literals are in {rewrites} other records ({share:.0%} of them, more than "
-            f"{MAX_REWRITE_SHARE:.0%}): they are common text, not the user's secret. Give the whole secret "
-            "(nothing was changed)")
+    """Per store: the rewrites of other users' records against that store's other records (a
+    share of the whole instance would count stores that hold no text at all, e.g. vectors)."""
+    if not per_literal:
+        return
+    rewrites = Counter(a.store for a in plan.actions if a.reason in OTHERS_REASONS)
+    mine = Counter(store for store, _ in {(h.store, h.record_id) for rep in per_literal for h in rep.hits
+                                          if h.owner_match})
+    for store, n in sorted(rewrites.items()):
+        others = max(per_literal[0].stores.get(store, 0) - mine[store], 0)
+        if n > max(MAX_REWRITE_FLOOR, int(MAX_REWRITE_SHARE * others)):
+            raise ErasureScopeError(
+                f"{system}: the literals are in {n} other records of its {store} ({n / max(others, 1):.0%} of them, "
+                f"more than {MAX_REWRITE_SHARE:.0%}): they are common text, not the user's secret. Give the whole "
+                "secret (nothing was changed)")

@@ -57,9 +57,9 @@ def live_db(path: str | None, what: str) -> Path:
 
 
 def table_texts(db: Path, table: str) -> list[str]:
-    """Every row of ``table`` in the SQLite file ``db`` (opened ``mode=ro``), its values
-    tab-joined, NULL as empty; [] when the table does not exist."""
-    con = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True)
+    """Every row of ``table`` in the SQLite file ``db`` (``ro_connect``: no byte of it changed),
+    its values tab-joined, NULL as empty; [] when the table does not exist."""
+    con = ro_connect(db)
     try:
         rows = con.execute(f"SELECT * FROM {table}").fetchall()  # noqa: S608 - the adapters' fixed names
     except sqlite3.OperationalError:
