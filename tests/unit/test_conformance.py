@@ -67,9 +67,10 @@ def test_the_crewai_venv_runs_the_suite_on_its_three_systems() -> None:
 
 
 def test_the_trust_checks_fail_a_system_that_breaks_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Issue 40 items 1, 2, 4 and 6 in the suite, each shown able to fail: the driver without
+    """Issue 40 items 1, 2, 4, 5 and 6 in the suite, each shown able to fail: the driver without
     its literal rules (as on main before them), with the journal not keyed by the instance, with
-    the old per-store bystander digest, and a system whose notes count other users' records."""
+    the old per-store bystander digest, a system whose notes count other users' records, and one
+    whose erasure writes back what it read without a lock (the application's writes lost)."""
     from traceless.systems import _erase_run
 
     register_dict_system()
@@ -92,3 +93,5 @@ def test_the_trust_checks_fail_a_system_that_breaks_them(tmp_path: Path, monkeyp
         assert not ok and "P1 re-run passed False" in detail and "'bystanders_intact': False" in detail, detail
     ok, detail = run("reveal", "receipt_reveals_nothing_of_others", config={"bug": "count-others"})
     assert not ok and "notes" in detail, detail
+    ok, detail = run("unlocked", "app_writes_during_erasure", config={"bug": "unlocked"})
+    assert not ok and "lost 0" not in detail, detail

@@ -150,7 +150,7 @@ def _owner(table: str, row: dict[str, Any]) -> str | None:
 class AdkSystem(live.SqliteInstance):
     """ADK's session and memory services on one SQLite file in ``work_dir`` (or a live ``db_file``)."""
 
-    capabilities = frozenset({Capability.AGENT, Capability.LIVE, Capability.REWRITE})
+    capabilities = frozenset({Capability.AGENT, Capability.LIVE, Capability.ONLINE, Capability.REWRITE})
 
     extra = "adk"
     install_note = "in a venv of its own (not beside agentdojo, openai-agents, inspect)"

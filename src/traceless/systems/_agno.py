@@ -109,7 +109,7 @@ def _sid(owner: str, session_id: str) -> str:
 class AgnoSystem(live.SqliteInstance):
     """Agno's ``SqliteDb`` and ``MemoryManager`` in ``work_dir`` (or on a live ``db_file``)."""
 
-    capabilities = frozenset({Capability.LIVE, Capability.REWRITE})
+    capabilities = frozenset({Capability.LIVE, Capability.ONLINE, Capability.REWRITE})
 
     extra = "agno"
     requires = ("agno", "agno.db.sqlite", "sqlalchemy")

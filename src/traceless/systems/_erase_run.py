@@ -48,6 +48,12 @@ from traceless.systems.kernel import StoreDigest, bystander_changes
 __all__ = ["check_certifiable", "erase_system", "plan_system_erasure", "scan_system"]
 
 
+OFFLINE_NOTE = ("verified with the application stopped: {name}'s application keeps the instance in memory and "
+                "writes it back whole, so one that ran during or after this erasure restores the erased records; "
+                "re-check with `traceless scan --since` this receipt")
+"""The receipt's note for a system without ``Capability.ONLINE``."""
+
+
 def scan_system(system: MemorySystem, user: str | None, literals: Sequence[str], *,
                 reveal: bool = False) -> ScanReport:
     """The adapter's read-only scan, with the byte scan of the instance's files added, and
@@ -254,6 +260,8 @@ def _verify_and_sign(system: MemorySystem, user: str | None, literals: Sequence[
     notes = [f"{o.store}: {n}" for o in outcomes.values() for n in o.notes]
     if not literals:
         notes.append("no --literal given: the instance's files were not byte-scanned (claims stay 'logical')")
+    if Capability.ONLINE not in system.capabilities:
+        notes.append(OFFLINE_NOTE.format(name=system.name))
     if lost:
         notes.append(f"OVER-DELETION: other users' records changed or removed in {', '.join(lost)}")
     if added:  # no count: how many records other users keep or write is not the requester's to learn

@@ -294,7 +294,7 @@ def _input_keys(graph: Any) -> tuple[set[str], set[str]]:
 class LangGraphSystem(MemorySystem):
     """The agent graph ``remember → summarize`` compiled with a store and a checkpointer."""
 
-    capabilities = frozenset({Capability.AGENT, Capability.LIVE, Capability.CERTIFY})
+    capabilities = frozenset({Capability.AGENT, Capability.LIVE, Capability.ONLINE, Capability.CERTIFY})
 
     extra = "langgraph"
     requires = ("langgraph", "langgraph.checkpoint.sqlite", "langgraph.store.sqlite", "sqlite_vec")

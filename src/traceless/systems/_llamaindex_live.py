@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from traceless.errors import ConfigError
 from traceless.systems import LiveInstance, Op, Record, Remove, StoreOutcome
 from traceless.systems import sqlite as live
 from traceless.systems.kernel import count_literals, replace_literals
@@ -59,7 +60,12 @@ def json_files(persist: Path) -> dict[str, Path]:
 
 
 def _load(path: Path) -> dict[str, Any]:
-    doc = json.loads(path.read_text(encoding="utf-8"))
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise ConfigError(f"llamaindex: {path} is not complete JSON: a running application is writing it (LlamaIndex "
+                          "persists the whole index from memory). Stop the application, then run the same command "
+                          "again: an interrupted erasure is completed by the re-run") from None
     return doc if isinstance(doc, dict) else {}
 
 

@@ -204,7 +204,7 @@ def audit_config(config: Mem0Config, work_dir: Path, llm: dict[str, Any], embedd
 class Mem0System(MemorySystem):
     """mem0's ``Memory`` in ``work_dir``; one ``add`` per session, scoped by ``user_id``."""
 
-    capabilities = frozenset({Capability.LIVE, Capability.CERTIFY})
+    capabilities = frozenset({Capability.LIVE, Capability.ONLINE, Capability.CERTIFY})
 
     extra = "mem0"
     requires = ("mem0", "qdrant_client")

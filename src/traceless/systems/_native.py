@@ -93,7 +93,7 @@ class NativeSystem(MemorySystem):
 
     config_class = NativeConfig
     views = ("agent", "raw", "summary")
-    capabilities = frozenset({Capability.LIVE, Capability.REWRITE})
+    capabilities = frozenset({Capability.LIVE, Capability.ONLINE, Capability.REWRITE})
     _read_only = False
 
     def __init__(self, work_dir: Path, config: SystemConfig, runtime: SystemRuntime, *,

@@ -200,7 +200,7 @@ def _text(item: dict[str, Any]) -> str:
 class OpenAIAgentsSystem(live.SqliteInstance):
     """``SQLiteSession``s in ``work_dir/sessions.db`` (or a live ``db_file``)."""
 
-    capabilities = frozenset({Capability.AGENT, Capability.LIVE, Capability.REWRITE, Capability.ENCRYPTED_VIEW})
+    capabilities = frozenset({Capability.AGENT, Capability.LIVE, Capability.ONLINE, Capability.REWRITE, Capability.ENCRYPTED_VIEW})
 
     extra = "openai-agents"
     requires = ("agents", "agents.memory")

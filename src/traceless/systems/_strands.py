@@ -127,7 +127,7 @@ class StrandsSystem(MemorySystem):
     install_note = "in the CrewAI/ADK venv (`pip install torch==2.13.0 -e '.[test,crewai,adk,strands]'`)"
     requires = ("strands",)
     config_class = StrandsConfig
-    capabilities = frozenset({Capability.LIVE, Capability.REWRITE})
+    capabilities = frozenset({Capability.LIVE, Capability.ONLINE, Capability.REWRITE})
 
     def __init__(self, work_dir: Path, config: SystemConfig, runtime: SystemRuntime | None, *,
                  storage: Path | None = None, read_only: bool = False) -> None:

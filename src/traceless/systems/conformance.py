@@ -25,6 +25,21 @@ do (``attach_config``; else it erases the opened instance), and checks:
   probes cannot run (their embedder unreachable) is refused before any write (no byte changed,
   no journal), or the erasure's probes run after it; never an erasure and then a failed probe.
 
+* ``literal_of_others_changes_nothing``: a literal held only by other users' records (the
+  prefix user's IBAN in the target's request) is refused, no byte changed, no journal;
+* ``literal_rules``: a 1-character literal and text common to ten users' records are refused,
+  no byte changed;
+* ``resume_on_its_own_instance``: an erasure interrupted on P1 after its changes keeps its
+  journal while the same request runs on a copy P2; after the application wrote a new user's
+  record on P1 the re-run there passes and the new record stays;
+* ``receipt_reveals_nothing_of_others``: the same request on two instances that differ only in
+  the other users' records signs the same counts, notes and claims;
+* ``app_writes_during_erasure``: an application writes new users' memories through the
+  system's own API while the erasure runs: no write lost; a system with ``Capability.ONLINE``
+  is refused before any change or passes with nothing of the user left; one without says in
+  its receipt that the app must be stopped, ``scan --since`` finds what the app wrote back,
+  and the same request completes once the app is stopped.
+
 ``run_conformance(name, runtime, root)`` returns a ``ConformanceReport``; a test asserts
 ``report.passed`` (``report.failures()`` says what failed).
 """
@@ -38,6 +53,7 @@ import os
 import random
 import shutil
 import signal
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,6 +74,7 @@ from traceless.systems._base import (
     system_class,
 )
 from traceless.systems._erase_run import erase_system, scan_system
+from traceless.systems._recheck import recheck_system
 from traceless.systems.contract import Capability
 from traceless.systems.kernel import count_literals
 
@@ -456,6 +473,105 @@ def _passes(t: Target, work: Path, literals: Sequence[str], state: Path) -> bool
     return r.verification.passed or f"False {r.verification.checks}"
 
 
+def _app_child(name: str, cfg: dict[str, Any], work: str, ready: Any, stop: Any) -> None:
+    """The application of ``app_writes_during_erasure``: opens the instance through the system's
+    own API and writes one new user's memory after another until told to stop."""
+    from traceless.models import HashingEmbedder, ScriptedBackend
+    from traceless.systems.testing import register_dict_system
+
+    register_dict_system()
+    runtime = SystemRuntime(ScriptedBackend(lambda m, c: "noted"), HashingEmbedder(), "scripted")
+    s = open_system(name, Path(work), load_system_config(name, cfg), runtime)
+    ready.send(0)
+    n = 0
+    try:
+        while not stop.is_set() and n < APP_WRITES:
+            s.write([_session(f"app-{n}", "s1", f"App memory {n}: {_app_note(n)}.")])
+            n += 1
+            ready.send(n)
+            time.sleep(0.01)
+    finally:
+        s.close()
+
+
+APP_WRITES = 500
+"""At most this many memories the application writes during one erasure (one every 10 ms or
+slower, until the erasure has ended)."""
+
+
+def _app_note(n: int) -> str:
+    return f"APPNOTE-{n:04d}-QX"
+
+
+def check_app_writes_during_erasure(t: Target) -> CheckOutcome:
+    """Issue 40.5: the application keeps the instance open and writes other users' memories
+    through the system's own API while the erasure runs. Either the erasure is refused before
+    any change (the user's records all still there) or it passes with nothing of the user left;
+    every memory the application wrote is still there (no lost write), and no passing receipt
+    is signed while the user's records remain."""
+    work = t.build("online")
+    mine_before = _left(t, work, TARGET, SECRETS[TARGET])[0]
+    ctx = mp.get_context("spawn")
+    parent, child = ctx.Pipe()
+    stop = ctx.Event()
+    p = ctx.Process(target=_app_child, args=(t.name, t.config.model_dump(mode="json"), str(work), child, stop))
+    p.start()
+    written = 0
+    for _ in range(2):  # opened, then its first write: the erasure starts while the app writes
+        if not parent.poll(120):
+            p.kill()
+            return CheckOutcome(passed=False, detail="the application never opened the instance or never wrote")
+        written = parent.recv()
+    outcome, receipt = _erase_beside_the_app(t, work)
+    stop.set()
+    while p.is_alive() or parent.poll():
+        if parent.poll(1):
+            written = max(written, parent.recv())
+    p.join()
+    try:
+        texts = _with(t, work, lambda s: "\n".join(x for v in s.stores().values() for x in v))
+        left = _left(t, work, TARGET, SECRETS[TARGET])
+    except TracelessError as e:
+        return CheckOutcome(passed=False, detail=f"erasure {outcome}; the app (exit {p.exitcode}) wrote {written}; "
+                                                 f"then the instance could not be read: {e}")
+    lost = [n for n in range(written) if _app_note(n) not in texts]
+    online = Capability.ONLINE in system_class(t.name).capabilities
+    if online:
+        held = outcome == "passed" and left == (0, 0, 0) or outcome.startswith("refused") and left[0] == mine_before
+        told = ""
+    else:  # declared offline-only: the receipt says so, the re-check finds what the app restored, a re-run finishes
+        held, told = _offline_told(t, work, receipt, left)
+    ok = not lost and p.exitcode == 0 and held
+    return CheckOutcome(passed=ok, detail=f"erasure {outcome}; the app wrote {written} memories meanwhile, lost "
+                                          f"{len(lost)}, exit {p.exitcode}; the user's records {mine_before} → "
+                                          f"{left[0]}, left {left}; online declared: {online}{told}")
+
+
+def _offline_told(t: Target, work: Path, receipt: Any, left: tuple[int, int, int]) -> tuple[bool, str]:
+    """A system without ``Capability.ONLINE``, erased beside its running app: a signed receipt
+    tells the operator to stop the app and ``scan --since`` finds what the app wrote back; with
+    the app stopped, the same request completes (the journal of an interrupted run included)."""
+    told = back = True
+    if receipt is not None:
+        told = any("application stopped" in n for n in receipt.notes)
+        back = _with(t, work, lambda s: recheck_system(s, receipt, TARGET, [SECRETS[TARGET]], key=KEY).came_back,
+                     read_only=True) == (left != (0, 0, 0))
+    again = _passes(t, work, [SECRETS[TARGET]], t.root / "state-online")
+    final = _left(t, work, TARGET, SECRETS[TARGET])
+    done = (again is True or str(again).startswith("no receipt (NothingToEraseError")) and final == (0, 0, 0)
+    return told and back and done, (f"; receipt says stop the app: {told}; re-check agrees: {back}; re-run with "
+                                    f"the app stopped: {again}, left {final}")
+
+
+def _erase_beside_the_app(t: Target, work: Path) -> tuple[str, Any]:
+    try:
+        r = _with(t, work, lambda s: erase_system(s, TARGET, [SECRETS[TARGET]], state_dir=t.root / "state-online",
+                                                  key=KEY))
+    except TracelessError as e:
+        return f"refused ({type(e).__name__}: {str(e)[:100]})", None
+    return ("passed" if r.verification.passed else f"FAILED {r.verification.checks}"), r
+
+
 def _tiers_view(r: Any) -> dict[str, Any]:
     return {"tiers": {s: (len(tr.removed), len(tr.rewritten), tr.left, tr.target_copies_after)
                       for s, tr in r.tiers.items()},
@@ -481,7 +597,8 @@ def check_receipt_reveals_nothing_of_others(t: Target) -> CheckOutcome:
 CHECKS: tuple[str, ...] = ("scan_changes_no_byte", "erasure_complete", "bystanders_intact", "quote_per_policy",
                            "unmatched_user_signs_nothing", "audit_and_receipt_agree", "interrupted_erasure_completes",
                            "certify_refused_or_runs", "literal_of_others_changes_nothing", "literal_rules",
-                           "resume_on_its_own_instance", "receipt_reveals_nothing_of_others")
+                           "resume_on_its_own_instance", "receipt_reveals_nothing_of_others",
+                           "app_writes_during_erasure")
 """Every check of the suite, in the order it runs."""
 
 
@@ -491,6 +608,7 @@ _TRUST_CHECKS: dict[str, Callable[[Target], CheckOutcome]] = {
     "literal_rules": check_literal_rules,
     "resume_on_its_own_instance": check_resume_on_its_own_instance,
     "receipt_reveals_nothing_of_others": check_receipt_reveals_nothing_of_others,
+    "app_writes_during_erasure": check_app_writes_during_erasure,
 }
 
 

@@ -52,6 +52,12 @@ class Capability(enum.Enum):
     """It can probe its own retrieval after an erasure (``forget --certify``)."""
     ENCRYPTED_VIEW = "encrypted-view"
     """Some of its records are encrypted at rest and read through a key the user gives."""
+    ONLINE = "online"
+    """Its application may keep running during an erasure: the erasure is refused before any
+    change while the instance is in use, or it is safe beside the application's writes (no
+    write lost, nothing of the user written back). Without it the application must be stopped
+    (it holds the instance in memory and writes it back whole, e.g. LlamaIndex's ``persist``):
+    the receipt says so, and ``traceless scan --since RECEIPT`` finds what a running one restored."""
 
 
 OthersPolicy = Literal["rewrite", "leave"]

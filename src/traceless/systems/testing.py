@@ -11,7 +11,8 @@ erasure also removes the records of a user whose id is a prefix of the requester
 ``"keep-fact"`` (it leaves the user's facts), ``"write-on-scan"`` (scan touches the file),
 ``"certify-unchecked"`` (``probe_ready`` checks nothing: a ``--certify`` whose embedder cannot
 run erases, then its probe fails), ``"count-others"`` (its outcome notes count the records
-left in each store: the receipt tells the requester about other users' records).
+left in each store: the receipt tells the requester about other users' records), ``"unlocked"``
+(its read-modify-write takes no lock and is slow: what an application writes meanwhile is lost).
 
 ``--certify``: the probes rank the user's records with the runtime's embedder
 (``probe_instance``); ``probe_ready`` embeds one text with it before the erasure.
@@ -19,8 +20,11 @@ left in each store: the receipt tells the requester about other users' records).
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -41,7 +45,7 @@ from traceless.systems.kernel import replace_literals
 
 __all__ = ["DictConfig", "DictInstance", "DictSystem", "register_dict_system"]
 
-Bug = Literal["none", "over-delete", "keep-fact", "write-on-scan", "certify-unchecked", "count-others"]
+Bug = Literal["none", "over-delete", "keep-fact", "write-on-scan", "certify-unchecked", "count-others", "unlocked"]
 STORES = ("messages", "facts")
 
 
@@ -74,8 +78,29 @@ class DictInstance(LiveInstance):
             for rid, r in recs.items():
                 yield Record(store, rid, r["owner"], {"text": r["text"]})
 
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        """Every read-modify-write of the file (the erasure's and the application's) holds an
+        exclusive ``flock`` on the instance's lock file: without it the erasure's write-back
+        loses what the application wrote in between (the suite's app check finds it)."""
+        if self.bug == "unlocked":
+            yield
+            return
+        fd = os.open(self.path.with_suffix(".lock"), os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
     def apply(self, ops: Sequence[Op], literals: Sequence[str]) -> list[StoreOutcome]:
+        with self.locked():
+            return self._apply(ops, literals)
+
+    def _apply(self, ops: Sequence[Op], literals: Sequence[str]) -> list[StoreOutcome]:
         doc = self.load()
+        if self.bug == "unlocked":
+            time.sleep(0.5)  # a slow write-back: what the application writes meanwhile is lost
         out = {s: StoreOutcome(store=s, compacted=True) for s in STORES}
         for op in ops:
             rec = doc.get(op.record.store, {}).get(op.record.id)
@@ -118,7 +143,7 @@ class DictSystem(MemorySystem):
     """A ``MemorySystem`` over a ``DictInstance``."""
 
     config_class = DictConfig
-    capabilities = frozenset({Capability.LIVE, Capability.REWRITE, Capability.CERTIFY})
+    capabilities = frozenset({Capability.LIVE, Capability.ONLINE, Capability.REWRITE, Capability.CERTIFY})
 
     def __init__(self, work_dir: Path, config: SystemConfig, runtime: SystemRuntime | None,
                  *, read_only: bool = False) -> None:
@@ -129,6 +154,10 @@ class DictSystem(MemorySystem):
         self.read_only = read_only
 
     def write(self, sessions: Sequence[Session]) -> None:
+        with self.inst.locked():
+            self._write(sessions)
+
+    def _write(self, sessions: Sequence[Session]) -> None:
         doc = self.inst.load()
         for s in sessions:
             for i, t in enumerate(s.turns):
@@ -157,11 +186,12 @@ class DictSystem(MemorySystem):
         return ("delete_messages",)
 
     def delete(self, operation: str, target: DeletionTarget) -> dict[str, Any]:
-        doc = self.inst.load()
-        gone = [k for k, r in doc["messages"].items() if r["owner"] == target.owner]
-        for k in gone:
-            del doc["messages"][k]
-        self.inst.save(doc)
+        with self.inst.locked():
+            doc = self.inst.load()
+            gone = [k for k, r in doc["messages"].items() if r["owner"] == target.owner]
+            for k in gone:
+                del doc["messages"][k]
+            self.inst.save(doc)
         return {"removed": len(gone)}
 
     def stores(self) -> dict[str, Iterable[str]]:
