@@ -230,3 +230,43 @@ def test_langgraph_threads_named_freely_are_attributed_by_the_users_id_in_the_st
     finally:
         conn.close()
     assert secret.encode() not in db.read_bytes()
+
+
+@lg_only
+def test_langgraph_a_thread_two_users_wrote_in_is_refused_naming_it(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 40.1 (a thread that two users wrote in went with the other user's messages, or
+    stayed silently with the requester's): ann's thread ``ann:s1`` also holds a turn bob wrote
+    (his invocation's metadata names him). ann's erasure is refused before any change, naming the
+    thread and that one other user wrote in it; ann's thread of her own alone was not the problem."""
+    import sqlite3
+
+    from langgraph.checkpoint.sqlite import SqliteSaver
+    from langgraph.graph import END, START, MessagesState, StateGraph
+
+    db = tmp_path / "checkpoints.db"
+    conn = sqlite3.connect(str(db), check_same_thread=False)
+    saver = SqliteSaver(conn)
+    saver.setup()
+    g = StateGraph(MessagesState)
+    g.add_node("echo", lambda s: {"messages": [{"role": "assistant", "content": "noted"}]})
+    g.add_edge(START, "echo")
+    g.add_edge("echo", END)
+    app = g.compile(checkpointer=saver)
+    for user, thread, text in (("ann", "ann:s1", "ann's note ANN-NOTE-5521"), ("ann", "ann:s2", "ann alone"),
+                               ("bob", "ann:s1", "bob joins ann's thread: BOB-NOTE-7733")):
+        app.invoke({"messages": [{"role": "user", "content": text}]},
+                   {"configurable": {"thread_id": thread, "user_id": user}})
+    conn.close()
+    cfg = tmp_path / "lg.json"
+    cfg.write_text(json.dumps({"checkpointer": {"kind": "sqlite", "path": str(db)},
+                               "users": {"namespace": ["memories", "{user_id}"], "thread_id": "{user_id}:{session_id}",
+                                         "configurable": {"user_id": "{user_id}"}}}))
+    before = _fingerprint(tmp_path)
+    rc = cli("forget", "--memory", "langgraph", "--memory-config", str(cfg), "--user", "ann",
+             "--receipt", str(tmp_path / "r.json"))
+    err = capsys.readouterr().err
+    assert rc == 6, err
+    assert "1 thread(s) of the user were also written by other users" in err and "ann:s1" in err, err
+    assert "ann:s2" not in err and "Nothing was changed" in err
+    assert _fingerprint(tmp_path) == before

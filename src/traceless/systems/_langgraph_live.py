@@ -32,12 +32,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from traceless.errors import ConfigError, UnsupportedError
+from traceless.errors import ConfigError, ErasureScopeError, UnsupportedError
 from traceless.systems import ErasurePlan, PlannedAction, ScanHit, ScanReport, StoreOutcome
 from traceless.systems.kernel import StoreDigest, byte_forms, count_in_blobs, digest
 from traceless.systems.sqlite import ro_connect
 
-__all__ = ["LiveLangGraph", "NamespaceMap", "owned_threads", "state_users"]
+__all__ = ["LiveLangGraph", "NamespaceMap", "owned_threads", "shared_threads", "state_users"]
 
 _STORE_TABLES = ("store", "store_vectors")
 _KEYS = {"store": ("prefix", "key"), "store_vectors": ("prefix", "key", "field_name")}
@@ -139,6 +139,25 @@ def owned_threads(users: NamespaceMap, user: str, thread_ids: Iterable[str],
     return (out | {t for t, w in by_state.items() if w == user}) - {t for t, w in by_state.items() if w != user}
 
 
+def shared_threads(users: NamespaceMap, user: str, named: Mapping[str, set[tuple[str, str]]]) -> dict[str, int]:
+    """The threads the user wrote in together with other users: thread → how many other users.
+    A checkpoint's metadata (``users.configurable``) names the user and another one names
+    someone else: LangGraph keeps one state per thread, which cannot be split by author, so
+    such a thread is neither erased with the user nor left silently (``owned_threads`` gives it
+    to nobody): the erasure is refused naming it. (An id that fits the user's template while the
+    metadata names only another user is that user's thread, not a shared one.)"""
+    mine: set[str] = set()
+    others: dict[str, set[str]] = {}
+    for k, v in users.configurable.items():
+        me = v.format(user_id=user)
+        for t, who in named.get(k, set()):
+            if who == me:
+                mine.add(t)
+            else:
+                others.setdefault(t, set()).add(who)
+    return {t: len(others[t]) for t in sorted(mine & set(others))}
+
+
 def state_users(pairs: Iterable[tuple[str, Any]]) -> dict[str, str]:
     """(thread, the value its checkpoint's state holds under ``users.state_key``) → thread → user,
     for the threads whose checkpoints name exactly one user (a string)."""
@@ -224,14 +243,26 @@ class LiveLangGraph:
         conn = self._conns.get("checkpoints")
         if user is None or conn is None or "checkpoints" not in _tables(conn):
             return set()
+        tids, named = self._named(conn)
+        return owned_threads(self.users, user, tids, named, self._state_users(conn))
+
+    def _shared_threads(self, user: str | None) -> dict[str, int]:
+        conn = self._conns.get("checkpoints")
+        if user is None or conn is None or "checkpoints" not in _tables(conn):
+            return {}
+        return shared_threads(self.users, user, self._named(conn)[1])
+
+    def _named(self, conn: sqlite3.Connection) -> tuple[list[str], dict[str, set[tuple[str, str]]]]:
+        """Every thread id, and per ``users.configurable`` key the (thread, user) pairs its
+        checkpoints' metadata names (LangGraph copies the configurable keys there)."""
         tids = [str(t) for (t,) in conn.execute("SELECT DISTINCT thread_id FROM checkpoints")]
         named: dict[str, set[tuple[str, str]]] = {}
-        for k in self.users.configurable:  # the configurable keys LangGraph copies into metadata
+        for k in self.users.configurable:
             path = '$."' + k.replace('"', '""') + '"'
             sql = ("SELECT DISTINCT thread_id, json_extract(CAST(metadata AS TEXT), ?) FROM checkpoints "
                    "WHERE json_valid(CAST(metadata AS TEXT)) AND json_extract(CAST(metadata AS TEXT), ?) IS NOT NULL")
             named[k] = {(str(t), str(who)) for t, who in conn.execute(sql, (path, path))}
-        return owned_threads(self.users, user, tids, named, self._state_users(conn))
+        return tids, named
 
     def _state_users(self, conn: sqlite3.Connection) -> dict[str, str]:
         """Thread → the user its checkpoints' state names under ``state_key`` (decoded with
@@ -322,6 +353,13 @@ class LiveLangGraph:
         return out + self._thread_tables()
 
     def plan(self, system: str, user: str | None, literals: Sequence[str]) -> ErasurePlan:
+        shared = self._shared_threads(user)
+        if shared:
+            raise ErasureScopeError(
+                f"{system}: {len(shared)} thread(s) of the user were also written by other users (their checkpoints' "
+                f"metadata names {max(shared.values())} other user(s)): {', '.join(sorted(shared)[:5])}. LangGraph "
+                "keeps one state per thread, which cannot be split by author; delete those threads with the "
+                "co-authors' consent (or erase each co-author's request), then run again. Nothing was changed")
         target, rest = self._targets(user, literals)
         actions = [PlannedAction(store=r.store, record_id=json.dumps(list(r.key), ensure_ascii=False),
                                  action="remove", reason=_reason(r)) for r in target]
