@@ -162,6 +162,8 @@ class MemorySystem(abc.ABC):
     """Memory views ``context`` accepts; ``agent`` is what the agent normally reads."""
     capabilities: ClassVar[frozenset[Capability]] = frozenset({Capability.AGENT})
     """What it can do, declared (never probed): ``Capability.LIVE`` for ``attach``/scan/erase …"""
+    read_only: bool = False
+    """Attached read-only (``attach(read_only=True)``; an adapter sets it): erasure refused."""
     _planned: tuple[tuple[str, ...], frozenset[tuple[str, str]]] = ((), frozenset())
     """The last plan's literals and the records it removes (what the bystander digests skip)."""
 
@@ -201,6 +203,13 @@ class MemorySystem(abc.ABC):
     @abc.abstractmethod
     def delete(self, operation: str, target: DeletionTarget) -> dict[str, Any]:
         """Apply one native deletion for ``target``; return what it did (JSON-able notes)."""
+
+    def check_deletion(self, operation: str) -> None:
+        """Refuse an ``operation`` that is not one of this instance's ``deletions`` (a
+        ``ConfigError`` that names the known ones); ``delete`` calls it first."""
+        known = self.deletions(self.config)
+        if operation not in known:
+            raise ConfigError(f"{self.name}: unknown deletion {operation!r}; known: {', '.join(known)}")
 
     # ------------------------------------------------------------------ scanning
     @abc.abstractmethod
@@ -307,8 +316,8 @@ class MemorySystem(abc.ABC):
         return kernel.execute(self.instance(), plan, literals)
 
     def read_only_instance(self) -> bool:
-        """Attached read-only (``attach(read_only=True)``): erasure refused. Default: no."""
-        return False
+        """Attached read-only (``attach(read_only=True)``): erasure refused. Default: ``read_only``."""
+        return self.read_only
 
     def bystander_digests(self, user: str | None) -> dict[str, tuple[int, str]]:
         """Per store: (count, sha256) of every record that does not belong to ``user`` and that
