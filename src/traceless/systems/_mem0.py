@@ -42,7 +42,7 @@ from traceless.systems import (
 )
 from traceless.systems._mem0_check import check_keys, validate
 from traceless.systems._mem0_live import PROVIDERS, LiveLayout, Mem0Live, live_layout, probe_config
-from traceless.systems._pg_tables import REPLICAS_SHOWN
+from traceless.systems.postgres import REPLICAS_SHOWN
 
 __all__ = ["Mem0Config", "Mem0System"]
 
