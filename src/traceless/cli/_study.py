@@ -68,6 +68,11 @@ def run_cmd(
                                                          "another --model to the same dir)."),
     n: int | None = typer.Option(None, "--n", "-n", help="Instances (sets the config field n)."),
     data: Path | None = typer.Option(None, "--data", help="Dataset file (sets the config field data)."),
+    longmemeval: Path | None = typer.Option(
+        None, "--longmemeval", envvar="TRACELESS_LONGMEMEVAL",
+        help="The LongMemEval file (or JSON Lines sessions) a study reads where its config names none (its data or "
+             "longmemeval field is empty): set into that field, so the run records it; default: the shipped "
+             "longmemeval-oracle-99."),
     model: str | None = typer.Option(None, "--model", "-m",
                                      help="Backend spec: embedded model name, openai:MODEL@URL, a GGUF path."),
     tag: str | None = typer.Option(None, "--tag", help="Name of this model's rows in DIR (default: from --model)."),
@@ -104,7 +109,8 @@ def run_cmd(
     """Run (or resume) a study into DIR; every finished cell is stored at once."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     study = get_study(name)
-    cfg = _study_config(name, study.config_cls, out, config, sets, resume, n, data)
+    cfg = _with_longmemeval(name, _study_config(name, study.config_cls, out, config, sets, resume, n, data),
+                            longmemeval)
     engine = engine_options(parallel=parallel, prompt_cache=prompt_cache, threads=threads, timeout=timeout,
                             context=context, speculation=speculation)
     shard_t = _parse_shard(shard)
@@ -140,6 +146,24 @@ def _study_config(name: str, cls: type[Any], out: Path, config: Path | None, set
                               f"{', '.join(cls.model_fields)}")
         base[field] = value
     return load_config(cls, config, sets, base=base)
+
+
+LONGMEMEVAL_FIELDS = {"frontier": "data", "frontier-residue": "data", "replay": "longmemeval"}
+"""The config field of each study that reads LongMemEval (an empty one: the shipped subset),
+filled with ``--longmemeval`` / ``$TRACELESS_LONGMEMEVAL`` when empty."""
+
+
+def _with_longmemeval(name: str, cfg: Any, longmemeval: Path | None) -> Any:
+    """``cfg`` with its empty LongMemEval field set to ``longmemeval`` (checked to be a file first)."""
+    field = LONGMEMEVAL_FIELDS.get(name)
+    if longmemeval is None or field is None or getattr(cfg, field) is not None:
+        return cfg
+    if not longmemeval.expanduser().is_file():
+        from traceless.errors import InputFormatError
+
+        raise InputFormatError(f"--longmemeval (or $TRACELESS_LONGMEMEVAL) {longmemeval}: no such file; give an "
+                               "existing LongMemEval file, or unset it to use the shipped longmemeval-oracle-99")
+    return cfg.model_copy(update={field: str(longmemeval.expanduser().resolve())})
 
 
 def _parse_shard(shard: str | None) -> tuple[int, int] | None:

@@ -54,8 +54,8 @@ class FrontierConfig(GridChecks):
 
     data: str | None = None
     """LongMemEval JSON (upstream format), generic JSON Lines sessions, or a shipped dataset's
-    name (``traceless data list``). None: ``$TRACELESS_LONGMEMEVAL``, else the shipped
-    ``longmemeval-oracle-99``."""
+    name (``traceless data list``). None: the shipped ``longmemeval-oracle-99`` (``traceless
+    study run`` fills it from ``--longmemeval`` / ``$TRACELESS_LONGMEMEVAL`` when set)."""
     n: int = Field(50, ge=1)
     """Instances audited: the first ``n`` of a seeded permutation of the file (so growing
     ``n`` on resume keeps every instance already run)."""

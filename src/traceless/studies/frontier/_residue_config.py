@@ -26,7 +26,7 @@ class ResidueConfig(GridChecks):
 
     data: str | None = None
     """LongMemEval JSON, generic JSON Lines sessions or a shipped dataset's name, as for the
-    frontier study. None: ``$TRACELESS_LONGMEMEVAL``, else ``longmemeval-oracle-99``."""
+    frontier study. None: ``longmemeval-oracle-99`` (``study run`` fills it from ``$TRACELESS_LONGMEMEVAL``)."""
     n: int | None = Field(None, ge=1)
     """Instances screened: the first ``n`` of the frontier study's seeded permutation
     (None: every instance of the data)."""
