@@ -324,9 +324,10 @@ def audit(system: str = "traceless", *, model: str | ModelBackend = "qwen2.5-cod
     one llama.cpp slot, reproducible). Results go to ``out`` (a fresh temporary dir when
     omitted; its path is in the result)."""
     from traceless.audit import SystemAuditConfig, run_system_audit
-    from traceless.systems import SystemRuntime, load_system_config, system_class
+    from traceless.systems import SystemRuntime, resolve_system
 
-    ctx = system_class(system).context_tokens(load_system_config(system, system_config))
+    sys_spec = resolve_system(system, system_config)  # the one lookup and validation of the system
+    ctx = sys_spec.cls.context_tokens(sys_spec.config)
     if isinstance(model, str):
         from traceless.audit import audit_model
 
@@ -338,7 +339,7 @@ def audit(system: str = "traceless", *, model: str | ModelBackend = "qwen2.5-cod
     try:
         # identical probes recur across deletions: the run's generation cache asks once
         runtime = SystemRuntime(be, load_embedder_named(embedder), spec)
-        result = run_system_audit(cfg, runtime, out_dir)
+        result = run_system_audit(cfg, runtime, out_dir, spec=sys_spec)
     finally:
         if be is not model:  # built here (e.g. a llama.cpp server started): stop it
             be.close()

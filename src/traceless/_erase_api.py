@@ -44,37 +44,42 @@ from traceless.systems import (
     DeletionTarget,
     ErasurePlan,
     MemorySystem,
-    MissingPackageError,
     RecheckResult,
     ScanReport,
     SystemRuntime,
+    SystemSpec,
     check_recheck_target,
     erase_system,
-    load_system_config,
     plan_system_erasure,
     recheck_system,
+    resolve_system,
     scan_system,
-    system_class,
 )
 
-__all__ = ["attach_system", "certify_live", "erase", "erase_request", "plan_erasure", "recheck", "scan"]
+__all__ = ["attach_system", "certify_live", "erase", "erase_request", "plan_erasure", "recheck", "scan", "system_spec"]
 
 Config = str | os.PathLike[str] | dict[str, Any] | None
+System = str | SystemSpec
+"""A system by name (resolved here, with ``config``) or resolved once at the edge (``resolve_system``;
+``config`` is then None)."""
 
 
-def attach_system(system: str, config: Config, *, read_only: bool) -> MemorySystem:
+def system_spec(system: System, config: Config) -> SystemSpec:
+    """``system`` resolved: looked up and ``config`` validated once, or the spec the edge resolved."""
+    if not isinstance(system, SystemSpec):
+        return resolve_system(system, config)
+    if config is not None:
+        raise ConfigError(f"memory system {system.name!r} is given resolved with its config; give no other config")
+    return system
+
+
+def attach_system(system: System, config: Config, *, read_only: bool) -> MemorySystem:
     """The user's live instance of ``system`` as ``config`` describes it (validated first:
     an unknown key or a path that does not exist is refused before anything is opened)."""
-    cls = system_class(system)
-    cfg = load_system_config(system, config)
-    try:
-        return cls.attach(cfg, read_only=read_only)
-    except ImportError as e:
-        raise MissingPackageError(f"memory system {system!r} could not import {e.name or e}; install it with "
-                                  f"`pip install 'traceless[{cls.extra or system}]'`") from e
+    return system_spec(system, config).attach(read_only=read_only)
 
 
-def scan(system: str, config: Config, *, user: str | None = None, literals: Sequence[str] = (),
+def scan(system: System, config: Config, *, user: str | None = None, literals: Sequence[str] = (),
          reveal: bool = False) -> ScanReport:
     """Read-only: every record of ``user`` and every record or file holding a literal, per store.
     Not one byte of the instance changes (values appear only with ``reveal``)."""
@@ -86,7 +91,7 @@ def scan(system: str, config: Config, *, user: str | None = None, literals: Sequ
         s.close()
 
 
-def plan_erasure(system: str, config: Config, *, user: str | None = None,
+def plan_erasure(system: System, config: Config, *, user: str | None = None,
                  literals: Sequence[str] = ()) -> ErasurePlan:
     """What ``erase`` would change (``forget --dry-run``), read-only; nothing of the user →
     ``NothingToEraseError``."""
@@ -98,7 +103,7 @@ def plan_erasure(system: str, config: Config, *, user: str | None = None,
         s.close()
 
 
-def erase(system: str, config: Config, *, user: str | None = None, literals: Sequence[str] = (),
+def erase(system: System, config: Config, *, user: str | None = None, literals: Sequence[str] = (),
           receipt: str | Path | None = None, state_dir: str | Path | None = None, certify: bool = False,
           model: str | ModelBackend | None = None, wordings: int = 1, max_new_tokens: int = 40,
           engine: EngineOptions | None = None, log: str | Path | None = None,
@@ -120,7 +125,7 @@ def erase(system: str, config: Config, *, user: str | None = None, literals: Seq
                          engine=engine, log=log, request_id=request_id, tsa=tsa)[0]
 
 
-def erase_request(system: str, config: Config, *, user: str | None = None, literals: Sequence[str] = (),
+def erase_request(system: System, config: Config, *, user: str | None = None, literals: Sequence[str] = (),
                   receipt: str | Path | None = None, receipt_dir: str | Path | None = None,
                   state_dir: str | Path | None = None, certify: bool = False,
                   model: str | ModelBackend | None = None, wordings: int = 1, max_new_tokens: int = 40,
@@ -133,8 +138,9 @@ def erase_request(system: str, config: Config, *, user: str | None = None, liter
     if certify and (user is None or not literals):
         raise ConfigError("--certify needs --user and --literal: the certificate asks the user's agent the audit's "
                           "probes and checks the replies for the literals")
+    spec = system_spec(system, config)  # an unknown system or a bad config: refused before anything
     rid = check_request_id(request_id, [user, *literals]) if request_id is not None else ""
-    out = _receipt_out(system, receipt, receipt_dir)  # every output checked first
+    out = _receipt_out(spec.name, receipt, receipt_dir)  # every output checked first
     if log is not None:
         check_log(log)
     if tsa is not None:
@@ -144,12 +150,12 @@ def erase_request(system: str, config: Config, *, user: str | None = None, liter
     state, key = Path(state_dir) if state_dir else default_state(), receipt_key()
 
     def logged(verdict: Verdict, owner: str | None, receipts: Sequence[tuple[Receipt, Path | None]] = ()) -> None:
-        log_request(state, event="forget", system=system, user=owner, request_id=rid, verdict=verdict,
+        log_request(state, event="forget", system=spec.name, user=owner, request_id=rid, verdict=verdict,
                     receipts=receipts, withhold=[user, *literals])
 
     be = _certify_model(model, engine) if certify else None
     try:
-        s = _attach_to_erase(system, config, be)
+        s = _attach_to_erase(spec, be)
         try:
             try:
                 r = erase_system(s, user, list(literals), state_dir=state, key=key, receipt_out=out, request_id=rid,
@@ -191,7 +197,7 @@ def _receipt_out(system: str, receipt: str | Path | None, receipt_dir: str | Pat
     return fresh_receipt_path(Path(receipt_dir), system) if receipt_dir is not None else None
 
 
-def recheck(system: str, config: Config, since: str | Path, *, user: str | None = None,
+def recheck(system: System, config: Config, since: str | Path, *, user: str | None = None,
             literals: Sequence[str] = (), reveal: bool = False, state_dir: str | Path | None = None) -> RecheckResult:
     """``traceless scan --since RECEIPT``: the receipt (its signature checked with this machine's
     key) re-checked on the live instance, read-only: is anything of its person there again?
@@ -201,31 +207,32 @@ def recheck(system: str, config: Config, since: str | Path, *, user: str | None 
 
     if user is not None or literals:  # which of the two the receipt says: check_recheck_target
         _need_target(user, literals)
+    spec = system_spec(system, config)
     r = load_receipt(since)
     if not verify_signature(r):
         raise ReceiptError(f"--since {since}: the receipt's signature does not verify under this machine's key "
                            "(altered, or signed elsewhere): re-check on the machine that signed it")
     key = receipt_key(create=False)
-    check_recheck_target(system, r, user, literals, key)  # before the instance is opened
-    s = attach_system(system, config, read_only=True)
+    check_recheck_target(spec.name, r, user, literals, key)  # before the instance is opened
+    s = spec.attach(read_only=True)
     try:
         res = recheck_system(s, r, user, literals, key=key, reveal=reveal)
     finally:
         s.close()
-    log_request(Path(state_dir) if state_dir else default_state(), event="recheck", system=system,
+    log_request(Path(state_dir) if state_dir else default_state(), event="recheck", system=spec.name,
                 user=r.target.owner or None, request_id=r.request_id, verdict="came_back" if res.came_back else "clean",
                 receipts=[(r, Path(since))], withhold=[user, *literals])
     return res
 
 
-def _attach_to_erase(system: str, config: Config, certify_model: ModelBackend | None) -> MemorySystem:
+def _attach_to_erase(spec: SystemSpec, certify_model: ModelBackend | None) -> MemorySystem:
     """The live instance opened read-write; with a certificate to make, one the adapter can
     probe (``Capability.CERTIFY``; that its probes can run is proved by ``erase_system``
     before the first write)."""
-    s = attach_system(system, config, read_only=False)
+    s = spec.attach(read_only=False)
     if certify_model is not None and Capability.CERTIFY not in s.capabilities:
         s.close()
-        raise UnsupportedError(f"--certify is not available for {system!r} live instances yet "
+        raise UnsupportedError(f"--certify is not available for {spec.name!r} live instances yet "
                                "(mem0 and langgraph only); run the erasure without --certify: "
                                "its receipt is signed as before")
     return s

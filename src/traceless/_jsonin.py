@@ -14,7 +14,7 @@ from typing import Any
 
 from traceless.errors import InputFormatError
 
-__all__ = ["MAX_DEPTH", "check_value", "decode_utf8", "loads"]
+__all__ = ["MAX_DEPTH", "check_value", "decode_utf8", "has_surrogate", "loads"]
 
 MAX_DEPTH = 64
 """Deepest nesting of arrays/objects accepted (a session is 4 levels deep; LoCoMo 5)."""
@@ -79,7 +79,7 @@ def check_value(obj: Any, source: str) -> None:
     while stack:
         v, path = stack.pop()
         if isinstance(v, str):
-            if not v.isascii() and _has_surrogate(v):
+            if not v.isascii() and has_surrogate(v):
                 raise InputFormatError(f"{source}{_record(path)}: holds a lone UTF-16 surrogate (such as \\ud800), "
                                        "which is not text; remove it or fix the program that wrote the file")
             continue
@@ -90,13 +90,14 @@ def check_value(obj: Any, source: str) -> None:
                                    "no traceless input is nested like that: check the file")
         items = v.items() if isinstance(v, dict) else enumerate(v)
         for k, x in items:
-            if isinstance(k, str) and not k.isascii() and _has_surrogate(k):
+            if isinstance(k, str) and not k.isascii() and has_surrogate(k):
                 raise InputFormatError(f"{source}{_record(path)}: a key holds a lone UTF-16 surrogate (such as "
                                        "\\ud800), which is not text; remove it or fix the program that wrote the file")
             stack.append((x, [*path, k]))
 
 
-def _has_surrogate(s: str) -> bool:
+def has_surrogate(s: str) -> bool:
+    """Whether ``s`` holds a lone surrogate (a ``str`` that UTF-8 cannot encode)."""
     try:
         s.encode("utf-8")
     except UnicodeEncodeError:

@@ -66,11 +66,6 @@ def test_resolve_data_order(cache: Path, tmp_path: Path, monkeypatch: pytest.Mon
     assert resolve_data(None) == dataset_path(DEFAULT_DATASET)
     assert resolve_data(DEFAULT_DATASET) == dataset_path(DEFAULT_DATASET)
     assert resolve_data(str(FIXTURE)) == FIXTURE
-    monkeypatch.setenv("TRACELESS_LONGMEMEVAL", str(FIXTURE))
-    assert resolve_data(None) == FIXTURE
-    monkeypatch.setenv("TRACELESS_LONGMEMEVAL", str(tmp_path / "gone.json"))
-    with pytest.raises(InputFormatError, match=r"\$TRACELESS_LONGMEMEVAL=.*no such file"):
-        resolve_data(None)
     with pytest.raises(InputFormatError, match="is a directory"):
         resolve_data(tmp_path)
 
@@ -123,3 +118,20 @@ def test_cli_study_run_bad_data_path(tmp_path: Path, cache: Path, capsys: pytest
     assert rc == InputFormatError.exit_code
     assert "missing.json: no such file" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
+
+
+def test_the_longmemeval_variable_is_read_at_the_edge(tmp_path: Path, cache: Path,
+                                                      monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """``$TRACELESS_LONGMEMEVAL`` is ``study run --longmemeval``'s variable: the CLI sets it into the
+    study's empty data field (recorded in the run's config); below the CLI it is not read."""
+    monkeypatch.setenv("TRACELESS_LONGMEMEVAL", str(FIXTURE))
+    assert resolve_data(None) == dataset_path(DEFAULT_DATASET)
+    out = tmp_path / "run"
+    assert cli("study", "run", "frontier", "--out", str(out), "--model", "scripted", "--embedder", "hashing",
+               "--set", "k=1", "--set", "wordings=1", "--n", "1", "--max-cells", "1", "--no-progress") == 0
+    assert json.loads((out / "manifest.json").read_text())["config"]["data"] == str(FIXTURE.resolve())
+    monkeypatch.setenv("TRACELESS_LONGMEMEVAL", str(tmp_path / "gone.json"))
+    rc = cli("study", "run", "replay", "--out", str(tmp_path / "o"), "--set", "suites=longmemeval", "--no-progress")
+    assert rc == InputFormatError.exit_code
+    assert "$TRACELESS_LONGMEMEVAL) " in capsys.readouterr().err and not (tmp_path / "o").exists()

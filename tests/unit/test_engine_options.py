@@ -211,3 +211,18 @@ def test_a_studys_own_models_get_the_engine_options_of_the_edge(tmp_path: Path) 
     run_study(_EngineStudy(), tmp_path / "run", backend=ScriptedBackend(["ok"]), model_tag="s", progress=False,
               backend_options={"engine": engine})
     assert seen == [engine]
+
+
+def test_the_audit_server_is_a_preset_of_the_engine_options() -> None:
+    """The audit's engine policy (slot context, KV budget, slots and prompt cache) is one
+    declared preset of ``EngineOptions``, the settings ``audit_model`` starts the server with."""
+    from traceless.models import ServerPreset
+    from traceless.models._options import AUDIT_KV_TOKENS, AUDIT_SLOT_CONTEXT
+
+    assert EngineOptions().audit_server() == ServerPreset(AUDIT_SLOT_CONTEXT, 1, cache_prompt=False)
+    assert EngineOptions(prompt_cache=True).audit_server(100).kwargs() == {"ctx": 4096, "parallel": 1,
+                                                                           "cache_prompt": True}
+    assert EngineOptions().audit_server(16384) == ServerPreset(16384, 1, cache_prompt=True,
+                                                               request_cache_prompt=False, max_concurrency=1)
+    assert EngineOptions(parallel=8).audit_server(16384).kwargs() == {"ctx": 16384, "parallel": AUDIT_KV_TOKENS // 16384}
+    assert EngineOptions(parallel=3, context=2048).audit_server().kwargs() == {"ctx": 2048, "parallel": 3}

@@ -134,12 +134,7 @@ def test_resolve_data(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert resolve_longmemeval(FIXTURE) == FIXTURE
     with pytest.raises(InputFormatError, match="--data .*no such file"):
         resolve_longmemeval(tmp_path / "nope.json")
-    monkeypatch.setenv(DATA_ENV, str(FIXTURE))
-    assert resolve_longmemeval() == FIXTURE
-    monkeypatch.setenv(DATA_ENV, str(tmp_path / "nope.json"))
-    with pytest.raises(InputFormatError, match=DATA_ENV):
-        resolve_longmemeval()
-    monkeypatch.delenv(DATA_ENV)
+    monkeypatch.setenv(DATA_ENV, str(FIXTURE))  # read at the edge only (`study run --longmemeval`)
     monkeypatch.chdir(tmp_path)
     import traceless.datasets._data as d
 

@@ -23,9 +23,6 @@ READS: dict[tuple[str, str], str] = {
     ("paths.py", "XDG_CACHE_HOME"): "file locations (as above)",
     ("paths.py", "TRACELESS_HOME"): "file locations (as above)",
     ("paths.py", "XDG_STATE_HOME"): "file locations (as above)",
-    ("datasets/_data.py", "DATA_ENV"): "dataset location ($TRACELESS_LONGMEMEVAL), resolved where a study's data "
-                                    "field is empty; moving it to the edge would record it in every config",
-    ("datasets/_bundled.py", "DATA_ENV"): "dataset location (as above)",
     ("_inspect/_canary.py", "seed_tiktoken_cache(os.environ)"): "an inspect_ai task entry point: the edge of an "
                                                                 "`inspect eval` run (writes TIKTOKEN_CACHE_DIR)",
     ("_inspect/_afterdelete.py", "seed_tiktoken_cache(os.environ)"): "an inspect_ai task entry point (as above)",

@@ -89,10 +89,11 @@ from traceless.systems import (
     MemorySystem,
     SystemConfig,
     SystemRuntime,
+    SystemSpec,
     bystander_check,
     erasure_claims,
     open_system,
-    system_class,
+    resolve_system,
 )
 
 __all__ = [
@@ -301,9 +302,11 @@ def _redactor(canaries: list[str], reveal: bool) -> Callable[[str], str]:
     return (lambda s: s) if reveal else (lambda s: redact_canaries(s, canaries))
 
 
-def open_copy(name: str, base: Path, work_dir: Path, config: SystemConfig, runtime: SystemRuntime) -> MemorySystem:
-    """Open system ``name`` on a fresh copy of the memory in ``base`` (closed), in ``work_dir``:
-    every deletion starts from the same memory."""
+def open_copy(name: str | SystemSpec, base: Path, work_dir: Path, config: SystemConfig | None,
+              runtime: SystemRuntime) -> MemorySystem:
+    """Open system ``name`` (or a ``SystemSpec`` resolved at the edge: not looked up again) on a
+    fresh copy of the memory in ``base`` (closed), in ``work_dir``: every deletion starts from
+    the same memory."""
     shutil.rmtree(work_dir, ignore_errors=True)
     shutil.copytree(base, work_dir)
     with _OPEN_LOCK:
@@ -339,8 +342,8 @@ class DeletionPhase:
 
 
 @contextlib.contextmanager
-def deletion_phase(name: str, base: Path, work_dir: Path, config: SystemConfig, runtime: SystemRuntime,
-                   operation: str, canaries: Sequence[str]) -> Iterator[DeletionPhase]:
+def deletion_phase(name: str | SystemSpec, base: Path, work_dir: Path, config: SystemConfig | None,
+                   runtime: SystemRuntime, operation: str, canaries: Sequence[str]) -> Iterator[DeletionPhase]:
     """Engine steps 4–5 for one phase, shared by ``traceless audit`` and the frontier study:
     open the system on a fresh copy of the written memory; inside the block the caller
     deletes (``phase.forget``) and probes (``phase.system``); on leaving it, the residue scan
@@ -391,11 +394,11 @@ class _AuditStudy(Study[SystemAuditConfig]):
     threads = "audit-phase"
 
     def __init__(self, config: SystemAuditConfig, runtime: SystemRuntime,
-                 on_progress: Callable[[int, int, str], None] | None) -> None:
-        from traceless.systems import load_system_config
-
-        cls = system_class(config.system)
-        self.sys_cfg = load_system_config(config.system, config.system_config)
+                 on_progress: Callable[[int, int, str], None] | None, spec: SystemSpec | None = None) -> None:
+        if spec is not None and spec.name != config.system:
+            raise ConfigError(f"the audit's system is {config.system!r}, its resolved spec is of {spec.name!r}")
+        self.spec = spec if spec is not None else resolve_system(config.system, config.system_config)
+        self.sys_cfg, cls = self.spec.config, self.spec.cls
         cls.audit_overrides(self.sys_cfg)  # an unsupported back end is refused here, before any model or file
         known = cls.deletions(self.sys_cfg)
         ops = known if config.operations is None else config.operations
@@ -422,7 +425,7 @@ class _AuditStudy(Study[SystemAuditConfig]):
 
     def cells(self, config: SystemAuditConfig) -> Iterable[Cell]:
         probe_list = probes(PROBE_LEVELS, wordings=config.wordings)
-        views = _probe_views(config.system, self.sys_cfg)
+        views = self.spec.cls.probe_views_of(self.sys_cfg)
         for phase in self.phases:
             for p in self.planted:
                 for view in ("agent",) if phase == "before" else views:
@@ -451,7 +454,7 @@ class _AuditStudy(Study[SystemAuditConfig]):
         steps.mkdir(exist_ok=True)
         shutil.rmtree(base, ignore_errors=True)
         with _Step(cfg.system, "write", out):
-            system = open_system(cfg.system, base, self.sys_cfg, self._runtime(ctx))
+            system = self.spec.open(base, self._runtime(ctx))
             try:
                 system.write([s for p in self.planted for s in p.sessions])
             finally:
@@ -478,21 +481,19 @@ class _AuditStudy(Study[SystemAuditConfig]):
             self.on_progress(done, len(self.phases) * len(self.planted), phase)
 
 
-def _probe_views(system: str, config: SystemConfig) -> tuple[str, ...]:
-    """The views a deletion's phase probes (``probe_views``; every cell is declared up front)."""
-    return system_class(system).probe_views_of(config)
-
-
 def run_system_audit(
     config: SystemAuditConfig,
     runtime: SystemRuntime,
     out_dir: Path,
     *,
     on_progress: Callable[[int, int, str], None] | None = None,
+    spec: SystemSpec | None = None,
 ) -> SystemAuditResult:
-    """Audit ``config.system``; resumable in ``out_dir``. See the module docstring."""
+    """Audit ``config.system``; resumable in ``out_dir``. See the module docstring. ``spec``: the
+    system resolved once at the edge (``resolve_system``: its config is the one the audit runs;
+    ``config.system_config`` is what the results dir records); None: resolved here."""
     t0 = time.perf_counter()
-    study = _AuditStudy(config, runtime, on_progress)
+    study = _AuditStudy(config, runtime, on_progress, spec)
     work = out_dir / "work"
     # a rerun after a stop pays for no generation twice (the phase it stopped in is redone,
     # its replies come from the cache); in work/, so it goes with the memory at the end
@@ -515,14 +516,14 @@ def _run_phase(study: _AuditStudy, ctx: RunContext[SystemAuditConfig], phase: st
     direct = [pr.text for pr in probe_list if pr.level == "direct"]
     check = BystanderCheck()
     base = ctx.work_dir / "base"
-    with deletion_phase(config.system, base, phase_dir, study.sys_cfg, runtime, phase, canaries) as ph:
+    with deletion_phase(study.spec, base, phase_dir, None, runtime, phase, canaries) as ph:
         def forget(i: int) -> None:
             if phase == "before":
                 return
             others = [(q.owner, q.canary) for q in planted if q is not planted[i]]  # around this user's deletion
             bystander_check(ph.system, others, direct, functools.partial(ph.forget, planted[i]), check)
 
-        views = ("agent",) if phase == "before" else _probe_views(config.system, study.sys_cfg)
+        views = ("agent",) if phase == "before" else study.spec.cls.probe_views_of(study.sys_cfg)
         got = probe_phase(ph.system, [(p.owner, p.canary) for p in planted], probe_list, lambda: views,
                           runtime.model, GenerationConfig(max_new_tokens=config.max_new_tokens, temperature=0.0),
                           before_user=forget, on_batch=progress,

@@ -3,22 +3,19 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
-from traceless.cli._engine import (
-    engine_options,
-    opt_context,
-    opt_parallel,
-    opt_prompt_cache,
-    opt_speculation,
-    opt_threads,
-    opt_timeout,
-)
+from traceless.cli._engine import with_engine_options
+
+if TYPE_CHECKING:
+    from traceless.models import EngineOptions
 
 __all__ = ["audit_cmd"]
 
 
+@with_engine_options()  # its options after the command's; a bad value: named before anything runs
 def audit_cmd(
     model: str = typer.Option(
         "qwen2.5-coder-0.5b-instruct",
@@ -67,15 +64,10 @@ def audit_cmd(
         None, "--data", help="Plant the canaries in these conversations (sessions JSONL) instead of synthetic users."),
     keep_memory: bool = typer.Option(
         False, "--keep-memory", help="Keep the audited memory files (they hold the canaries in plaintext)."),
-    speculation: str = opt_speculation(),
-    threads: int | None = opt_threads(),
-    parallel: int | None = opt_parallel(),
-    prompt_cache: bool | None = opt_prompt_cache(),
-    timeout: float | None = opt_timeout(),
-    context: int | None = opt_context(),
     as_json: bool = typer.Option(
         False, "--json", help="Print the result as one JSON document (docs/schemas/audit-result.json) instead of "
         "the table."),
+    *, engine: EngineOptions,
 ) -> None:
     """Plant a canary in each user's memory, probe the agent (direct, indirect, jailbreak),
     apply each native deletion of the memory system on a copy (for traceless: every forget
@@ -87,8 +79,6 @@ def audit_cmd(
         raise typer.BadParameter("use --format jsonl or --format parquet")
     from traceless.cli._systems import system_audit
 
-    engine = engine_options(parallel=parallel, prompt_cache=prompt_cache, threads=threads, timeout=timeout,
-                            context=context, speculation=speculation)  # a bad value: named before anything runs
     system_audit(memory=memory, memory_config=memory_config, data=data, model=model, S=S, k=k,
                  profiles=profiles, seed=seed, modes=modes, wordings=wordings, max_new_tokens=max_new_tokens,
                  out=out, embedder_name=embedder_name, reveal=reveal, keep_memory=keep_memory, fmt=fmt,

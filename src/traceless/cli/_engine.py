@@ -7,8 +7,11 @@ environment here too, into the options' ``Credentials`` (never shown or written)
 
 from __future__ import annotations
 
+import functools
+import inspect
 import os
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 
@@ -18,7 +21,9 @@ if TYPE_CHECKING:
     from traceless.models import EngineOptions
 
 __all__ = ["engine_from_env", "engine_options", "opt_context", "opt_parallel", "opt_prompt_cache",
-           "opt_speculation", "opt_threads", "opt_timeout"]
+           "opt_speculation", "opt_threads", "opt_timeout", "with_engine_options"]
+
+R = TypeVar("R")
 
 _ENV = ENGINE_ENV  # one table with EngineOptions.from_env (floor 0: mounting a command imports no model code)
 
@@ -82,3 +87,34 @@ def engine_from_env() -> EngineOptions:
     from traceless.models import EngineOptions
 
     return EngineOptions.from_env(os.environ)
+
+
+def with_engine_options(threads_help: str | None = None) -> Callable[[Callable[..., R]], Callable[..., R]]:
+    """The engine options of a command that runs a model (``audit``, ``study run``): added as
+    its last parameters (``--speculation``, ``--threads``, ``--parallel``, ``--prompt-cache``,
+    ``--timeout``, ``--context``, each bound to its variable), and the command called with
+    ``engine=`` the ``EngineOptions`` they make (a bad value: a ``ConfigError`` before the
+    command's body runs). ``threads_help``: the command's own help of ``--threads``."""
+    options: dict[str, tuple[Any, Any]] = {
+        "speculation": (str, opt_speculation()),
+        "threads": (int | None, opt_threads() if threads_help is None else opt_threads(threads_help)),
+        "parallel": (int | None, opt_parallel()), "prompt_cache": (bool | None, opt_prompt_cache()),
+        "timeout": (float | None, opt_timeout()), "context": (int | None, opt_context())}
+
+    def deco(fn: Callable[..., R]) -> Callable[..., R]:
+        sig = inspect.signature(fn)
+
+        @functools.wraps(fn)
+        def run(**kw: Any) -> R:
+            engine = engine_options(**{name: kw.pop(name) for name in options})
+            return fn(**kw, engine=engine)
+
+        added = [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=opt, annotation=kind)
+                 for name, (kind, opt) in options.items()]
+        run.__signature__ = sig.replace(  # type: ignore[attr-defined]
+            parameters=[*(p for p in sig.parameters.values() if p.name != "engine"), *added])
+        run.__annotations__ = {k: v for k, v in fn.__annotations__.items() if k != "engine"} | {
+            name: kind for name, (kind, _) in options.items()}
+        return run
+
+    return deco

@@ -15,7 +15,7 @@ from traceless.cli._receipts import VERIFICATION_FAILED_EXIT, echo_receipt, exit
 from traceless.cli._scan_table import CAME_BACK_EXIT, scan_lines
 
 if TYPE_CHECKING:
-    from traceless.systems import ErasurePlan, ScanReport
+    from traceless.systems import ErasurePlan, ScanReport, SystemSpec
 
 __all__ = ["CAME_BACK_EXIT", "VERIFICATION_FAILED_EXIT", "forget_memory", "scan_cmd", "scan_lines"]
 
@@ -63,11 +63,14 @@ def scan_cmd(
         from traceless.errors import ConfigError
 
         raise ConfigError("give --memory SYSTEM with --memory-config CFG, or --deployment D")
+    from traceless.systems import resolve_system
+
+    spec = resolve_system(memory, memory_config)  # the one lookup and validation of --memory
     if since is not None:
-        return _recheck(memory, memory_config, since, users[0] if users else None, literal or [], reveal, as_json)
+        return _recheck(spec, since, users[0] if users else None, literal or [], reveal, as_json)
     from traceless._erase_api import scan
 
-    report = scan(memory, memory_config, user=users[0] if users else None, literals=literal or [], reveal=reveal)
+    report = scan(spec, None, user=users[0] if users else None, literals=literal or [], reveal=reveal)
     if as_json:
         typer.echo(report.model_dump_json(indent=2))
     else:
@@ -79,12 +82,12 @@ def scan_cmd(
         sys.exit(7)
 
 
-def _recheck(memory: str, memory_config: Path, since: Path, user: str | None, literals: list[str], reveal: bool,
+def _recheck(spec: SystemSpec, since: Path, user: str | None, literals: list[str], reveal: bool,
              as_json: bool) -> None:
     """``scan --since R``: the re-check's report; exit ``CAME_BACK_EXIT`` when anything came back."""
     from traceless._erase_api import recheck
 
-    res = recheck(memory, memory_config, since, user=user, literals=literals, reveal=reveal)
+    res = recheck(spec, None, since, user=user, literals=literals, reveal=reveal)
     if as_json:
         typer.echo(res.model_dump_json(indent=2))
     else:
@@ -134,11 +137,13 @@ def forget_memory(memory: str, memory_config: Path | None, user: str | None, lit
     from traceless._erase_api import erase_request, plan_erasure
     from traceless.cli._engine import engine_from_env
     from traceless.errors import ConfigError
+    from traceless.systems import resolve_system
 
     if memory_config is None:
         raise ConfigError("--memory needs --memory-config CFG: the configuration of the live instance to erase from")
+    spec = resolve_system(memory, memory_config)  # the one lookup and validation of --memory
     if dry_run:
-        plan = plan_erasure(memory, memory_config, user=user, literals=literals)
+        plan = plan_erasure(spec, None, user=user, literals=literals)
         if as_json:
             typer.echo(plan.model_dump_json(indent=2))
         else:
@@ -146,7 +151,7 @@ def forget_memory(memory: str, memory_config: Path | None, user: str | None, lit
                 typer.echo(safe(line))
             typer.echo("dry run: nothing was changed")
         return
-    receipt, out = erase_request(memory, memory_config, user=user, literals=literals, receipt=receipt_out,
+    receipt, out = erase_request(spec, None, user=user, literals=literals, receipt=receipt_out,
                                  receipt_dir=Path(".") if receipt_out is None else None, request_id=request_id,
                                  certify=certify, model=model, wordings=wordings,
                                  engine=engine_from_env() if certify else None, log=log, tsa=tsa)

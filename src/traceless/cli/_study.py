@@ -14,15 +14,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from traceless.cli._engine import (
-    engine_options,
-    opt_context,
-    opt_parallel,
-    opt_prompt_cache,
-    opt_speculation,
-    opt_threads,
-    opt_timeout,
-)
+from traceless.cli._engine import with_engine_options
 from traceless.errors import ConfigError
 from traceless.studies import (
     MANIFEST,
@@ -58,6 +50,9 @@ def list_cmd() -> None:
 
 
 @study_app.command("run")
+@with_engine_options(threads_help="CPU threads of the local engine (transformers or a llama.cpp server; default: the "
+                                  "CPUs free when it starts; use 1 on a machine shared with other jobs: "
+                                  "oversubscribed threads are several times slower).")
 def run_cmd(
     name: str = typer.Argument(..., help="Study name (see `traceless study list`)."),
     out: Path = typer.Option(..., "--out", "-o", help="Results dir (created; must be new unless --resume)."),
@@ -68,6 +63,11 @@ def run_cmd(
                                                          "another --model to the same dir)."),
     n: int | None = typer.Option(None, "--n", "-n", help="Instances (sets the config field n)."),
     data: Path | None = typer.Option(None, "--data", help="Dataset file (sets the config field data)."),
+    longmemeval: Path | None = typer.Option(
+        None, "--longmemeval", envvar="TRACELESS_LONGMEMEVAL",
+        help="The LongMemEval file (or JSON Lines sessions) a study reads where its config names none (its data or "
+             "longmemeval field is empty): set into that field, so the run records it; default: the shipped "
+             "longmemeval-oracle-99."),
     model: str | None = typer.Option(None, "--model", "-m",
                                      help="Backend spec: embedded model name, openai:MODEL@URL, a GGUF path."),
     tag: str | None = typer.Option(None, "--tag", help="Name of this model's rows in DIR (default: from --model)."),
@@ -80,14 +80,6 @@ def run_cmd(
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show the progress bar."),
     shard: str | None = typer.Option(None, "--shard", help="I/N: run only every N-th instance group starting at "
                                                            "I (start N processes with --resume to share a run)."),
-    threads: int | None = opt_threads(help="CPU threads of the local engine (transformers or a llama.cpp server; "
-                                           "default: the CPUs free when it starts; use 1 on a machine shared with "
-                                           "other jobs: oversubscribed threads are several times slower)."),
-    parallel: int | None = opt_parallel(),
-    prompt_cache: bool | None = opt_prompt_cache(),
-    timeout: float | None = opt_timeout(),
-    context: int | None = opt_context(),
-    speculation: str = opt_speculation(),
     executor: str = typer.Option("local", "--executor", help="local (this process) or ray (groups as Ray "
                                                              "tasks; this process writes the results)."),
     address: str | None = typer.Option(None, "--address", help="With --executor ray: the cluster's HOST:PORT "
@@ -100,13 +92,13 @@ def run_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON document on stdout (results dir, rows "
                                                        "written/resumed, manifest summary; docs/schemas/study-run.json)"
                                                        " instead of the summary line; implies --no-progress."),
+    *, engine: EngineOptions,
 ) -> None:
     """Run (or resume) a study into DIR; every finished cell is stored at once."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     study = get_study(name)
-    cfg = _study_config(name, study.config_cls, out, config, sets, resume, n, data)
-    engine = engine_options(parallel=parallel, prompt_cache=prompt_cache, threads=threads, timeout=timeout,
-                            context=context, speculation=speculation)
+    cfg = _with_longmemeval(name, _study_config(name, study.config_cls, out, config, sets, resume, n, data),
+                            longmemeval)
     shard_t = _parse_shard(shard)
 
     from traceless.cli._common import embedder
@@ -140,6 +132,24 @@ def _study_config(name: str, cls: type[Any], out: Path, config: Path | None, set
                               f"{', '.join(cls.model_fields)}")
         base[field] = value
     return load_config(cls, config, sets, base=base)
+
+
+LONGMEMEVAL_FIELDS = {"frontier": "data", "frontier-residue": "data", "replay": "longmemeval"}
+"""The config field of each study that reads LongMemEval (an empty one: the shipped subset),
+filled with ``--longmemeval`` / ``$TRACELESS_LONGMEMEVAL`` when empty."""
+
+
+def _with_longmemeval(name: str, cfg: Any, longmemeval: Path | None) -> Any:
+    """``cfg`` with its empty LongMemEval field set to ``longmemeval`` (checked to be a file first)."""
+    field = LONGMEMEVAL_FIELDS.get(name)
+    if longmemeval is None or field is None or getattr(cfg, field) is not None:
+        return cfg
+    if not longmemeval.expanduser().is_file():
+        from traceless.errors import InputFormatError
+
+        raise InputFormatError(f"--longmemeval (or $TRACELESS_LONGMEMEVAL) {longmemeval}: no such file; give an "
+                               "existing LongMemEval file, or unset it to use the shipped longmemeval-oracle-99")
+    return cfg.model_copy(update={field: str(longmemeval.expanduser().resolve())})
 
 
 def _parse_shard(shard: str | None) -> tuple[int, int] | None:

@@ -20,6 +20,7 @@ from traceless.errors import ConfigError
 if TYPE_CHECKING:  # the audit engine pulls in the studies (torch): imported when an audit runs
     from traceless.audit import SystemAuditResult
     from traceless.models import EngineOptions
+    from traceless.systems import SystemSpec
 
 # traceless.systems (the native system imports forget, the store and numpy; plug-ins are
 # found by an entry-point scan) is imported by the commands that list or run a system, so
@@ -42,18 +43,18 @@ def systems_cmd() -> None:
     Console(width=max(120, Console().width)).print(table)
 
 
-def _system_config(memory: str, memory_config: Path | None, S: int, k: int, modes: str) -> dict[str, Any]:
-    from traceless.systems import load_system_config
+def _system_spec(memory: str, memory_config: Path | None, S: int, k: int, modes: str) -> SystemSpec:
+    """``--memory`` resolved once (one lookup, one validation), the native store's options filled in."""
+    from traceless.systems import resolve_system
 
-    cfg = load_system_config(memory, memory_config).model_dump(mode="json", exclude_unset=True)
+    defaults: dict[str, Any] = {}
     if memory == "traceless":  # the native store: --S, --k, and --modes name forget modes
         if modes not in ("all", "none"):
             from traceless.audit import PAPER_LADDER
 
-            cfg.setdefault("modes", list(PAPER_LADDER) if modes == "ladder" else split_list(modes))
-        cfg.setdefault("S", S)
-        cfg.setdefault("k", k)
-    return cfg
+            defaults["modes"] = list(PAPER_LADDER) if modes == "ladder" else split_list(modes)
+        defaults |= {"S": S, "k": k}
+    return resolve_system(memory, memory_config, defaults=defaults)
 
 
 def _operations(memory: str, modes: str, known: tuple[str, ...]) -> tuple[str, ...] | None:
@@ -82,18 +83,18 @@ def system_audit(*, memory: str, memory_config: Path | None, data: Path | None, 
     edge from the command's options) and print its table (or its JSON document)."""
     from traceless.audit import SystemAuditConfig, audit_model, run_system_audit
     from traceless.models import fast_spec
-    from traceless.systems import SystemRuntime, load_system_config, system_class
+    from traceless.systems import SystemRuntime
 
-    cls = system_class(memory)  # unknown name: lists the installed ones before any model loads
-    sys_cfg = _system_config(memory, memory_config, S, k, modes)
-    known = cls.deletions(load_system_config(memory, sys_cfg))  # a bad mode is named before any model loads
+    spec = _system_spec(memory, memory_config, S, k, modes)  # unknown name: lists the installed ones first
+    known = spec.cls.deletions(spec.config)  # a bad mode is named before any model loads
     cfg = SystemAuditConfig(
-        system=memory, system_config=sys_cfg, model=fast_spec(model), operations=_operations(memory, modes, known),
+        system=memory, system_config=spec.config.model_dump(mode="json", exclude_unset=True), model=fast_spec(model),
+        operations=_operations(memory, modes, known),
         profiles=profiles, data=None if data is None else str(data), seed=seed, wordings=wordings,
         max_new_tokens=max_new_tokens, reveal=reveal, keep_memory=keep_memory)
-    ctx = cls.context_tokens(load_system_config(memory, cfg.system_config))
+    ctx = spec.cls.context_tokens(spec.config)
     console = Console(stderr=True)
-    for o in cls.audit_overrides(load_system_config(memory, cfg.system_config)):
+    for o in spec.cls.audit_overrides(spec.config):
         console.print(f"audit instance (a fresh one in the work dir, never yours): overrode {o}", markup=False)
     t0 = time.perf_counter()
     with console.status(f"loading {escape(cfg.model)} and the embedder ..."):
@@ -101,7 +102,7 @@ def system_audit(*, memory: str, memory_config: Path | None, data: Path | None, 
         emb = embedder(embedder_name)
     try:
         with progress_bar(f"auditing {memory}", "users") as on_progress:
-            result = run_system_audit(cfg, SystemRuntime(be, emb, model), out, on_progress=on_progress)
+            result = run_system_audit(cfg, SystemRuntime(be, emb, model), out, on_progress=on_progress, spec=spec)
     finally:
         be.close()
     rows_file = out / "results.jsonl"

@@ -112,16 +112,14 @@ def _sha256_file(p: Path) -> str:
 
 
 def resolve_data(data: str | Path | None, *, flag: str = "--data ") -> Path:
-    """The data file a study reads: ``data`` (a path or a shipped dataset's name), else
-    ``$TRACELESS_LONGMEMEVAL``, else the shipped LongMemEval subset. Fails at once with the
-    fix when a given path is missing or not a file."""
+    """The data file a study reads: ``data`` (a path or a shipped dataset's name), else the
+    shipped LongMemEval subset (``$TRACELESS_LONGMEMEVAL`` is read at the edge: ``traceless
+    study run --longmemeval``, which fills the config's empty data field). Fails at once with
+    the fix when a given path is missing or not a file."""
     if data is not None and str(data) in DATASETS:
         return dataset_path(str(data))
     if data is not None:
         return _existing(Path(data).expanduser(), f"{flag}{data}")
-    env = os.environ.get(DATA_ENV)
-    if env:
-        return _existing(Path(env).expanduser(), f"${DATA_ENV}={env}")
     return dataset_path(DEFAULT_DATASET)
 
 

@@ -12,14 +12,13 @@ session format, so users can audit their own conversations.
 Anything else raises ``InputFormatError`` naming the first offending record and field.
 
 ``resolve_longmemeval(data)`` finds the default data file: ``data`` (``--data PATH``), else
-``$TRACELESS_LONGMEMEVAL``, else ``../shared/data/longmemeval_oracle_subset99.json`` next
-to the working directory or the source checkout.
+``../shared/data/longmemeval_oracle_subset99.json`` next to the working directory or the
+source checkout (``$TRACELESS_LONGMEMEVAL`` is read at the edge, which passes it as ``data``).
 """
 
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -128,23 +127,18 @@ def _candidates() -> list[Path]:
 
 
 def resolve_longmemeval(data: str | Path | None = None) -> Path:
-    """The data file to use (``--data``, ``$TRACELESS_LONGMEMEVAL``, ``../shared/data``)."""
+    """The data file to use (``--data``, else ``../shared/data``; ``$TRACELESS_LONGMEMEVAL`` is
+    read at the edge, which passes it as ``data``)."""
     if data is not None:
         p = Path(data).expanduser()
         if not p.is_file():
             raise InputFormatError(f"--data {p}: no such file")
-        return p
-    env = os.environ.get(DATA_ENV)
-    if env:
-        p = Path(env).expanduser()
-        if not p.is_file():
-            raise InputFormatError(f"${DATA_ENV}={env}: no such file")
         return p
     for c in _candidates():
         if c.is_file():
             return c
     raise InputFormatError(
         f"no LongMemEval data found. Download longmemeval_oracle.json from {LONGMEMEVAL_URL} "
-        f"(see its README for the data link) and pass --data PATH (or set ${DATA_ENV}); "
+        f"(see its README for the data link) and pass --data PATH (the CLI: or set ${DATA_ENV}); "
         f"looked for {DEFAULT_DATA_NAME} in ../shared/data"
     )

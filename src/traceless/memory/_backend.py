@@ -20,10 +20,13 @@ import re
 import sqlite3
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import quote, urlsplit, urlunsplit
 
 from traceless.errors import ConfigError, MemoryStoreError, StoreConnectionError, StoreLockedError
+
+if TYPE_CHECKING:
+    import psycopg
 
 __all__ = ["Backend", "Cursor", "PostgresBackend", "SQLiteBackend", "is_url", "open_backend", "redact_url",
            "store_exists"]
@@ -93,8 +96,25 @@ def open_backend(db: str, timeout: float, *, read_only: bool = False) -> Backend
     return SQLiteBackend(db, timeout, read_only=read_only)
 
 
-class SQLiteBackend:
+class _Connected:
+    """What both back ends do the same way on their DB-API connection ``conn``."""
+
+    conn: Any
+
+    def commit(self) -> None:
+        self.conn.execute("COMMIT")
+
+    def rollback(self) -> None:
+        self.conn.execute("ROLLBACK")
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+class SQLiteBackend(_Connected):
     """One SQLite file; the checks on the path run before anything is created."""
+
+    conn: sqlite3.Connection
 
     dialect = "sqlite"
     errors: tuple[type[Exception], ...] = (sqlite3.Error,)
@@ -127,15 +147,6 @@ class SQLiteBackend:
 
     def begin(self) -> None:
         self.conn.execute("BEGIN IMMEDIATE")
-
-    def commit(self) -> None:
-        self.conn.execute("COMMIT")
-
-    def rollback(self) -> None:
-        self.conn.execute("ROLLBACK")
-
-    def close(self) -> None:
-        self.conn.close()
 
     def upsert(self, table: str, cols: Sequence[str], key: Sequence[str], *, replace: bool) -> str:
         verb = "INSERT OR REPLACE" if replace else "INSERT OR IGNORE"
@@ -176,8 +187,10 @@ def _check_path(p: Path) -> None:
             os.close(os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
 
 
-class PostgresBackend:
+class PostgresBackend(_Connected):
     """A PostgreSQL database (psycopg 3, autocommit; explicit BEGIN/COMMIT like SQLite's)."""
+
+    conn: psycopg.Connection[Any]
 
     dialect = "postgres"
     errors: tuple[type[Exception], ...]
@@ -251,12 +264,6 @@ class PostgresBackend:
         if self.conn.info.transaction_status == self._psycopg.pq.TransactionStatus.INERROR:
             raise MemoryStoreError(f"{self.where}: internal: a statement of this transaction failed; rolled back")
         self.conn.execute("COMMIT")
-
-    def rollback(self) -> None:
-        self.conn.execute("ROLLBACK")
-
-    def close(self) -> None:
-        self.conn.close()
 
     def upsert(self, table: str, cols: Sequence[str], key: Sequence[str], *, replace: bool) -> str:
         rest = [c for c in cols if c not in key]

@@ -19,7 +19,7 @@ from traceless.models._base import (
 )
 from traceless.models._cache import CachingBackend, call_key
 from traceless.models._embedder import Embedder, FloatArray, HashingEmbedder
-from traceless.models._options import ENGINE_ENV, Credentials, Endpoint, EngineOptions
+from traceless.models._options import ENGINE_ENV, Credentials, Endpoint, EngineOptions, ServerPreset
 from traceless.models._scripted import ScriptedBackend
 
 __all__ = [
@@ -41,6 +41,7 @@ __all__ = [
     "Credentials",
     "Endpoint",
     "EngineOptions",
+    "ServerPreset",
 ]
 
 # --- catalog, loaders and local backends (torch/transformers imported lazily) ---------------

@@ -208,38 +208,18 @@ def served_slots(asked: int | None = None) -> int:
     return max(2, min(8, 4 * (os.cpu_count() or 1)))
 
 
-_SLOT_CTX = 4096
-"""Context per llama.cpp slot for an audit whose system asks for no more (a native probe
-prompt is a few hundred tokens)."""
-_KV_TOKENS = 8 * _SLOT_CTX
-"""Slots × context an audit's server holds at most (qwen 0.5b: ~12 KB of KV cache per token)."""
-
-
 def audit_backend(spec: str, context_tokens: int = 0,
                   engine: EngineOptions | None = None) -> tuple[str, ModelBackend]:
     """The audited agent's model (``traceless.audit.audit_model``), on the fastest engine
     that keeps the audit reproducible; returns the resolved spec and the backend. A bare
-    catalog name is served by llama.cpp when xllamacpp is installed (``fast_spec``).
-
-    By default one slot; without the prompt cache unless the memory system's own prompts need
-    a long context (mem0's ~8.7k-token shared extraction prompt): then the server caches it
-    for the system's own calls and the probes are sent with the cache off, so they too are
-    computed alone. ``engine.parallel`` = N opts into N slots (at most what ``_KV_TOKENS``
-    holds) with the prompt cache: faster, not reproducible run to run; every row records the
-    engine's slots and cache."""
+    catalog name is served by llama.cpp when xllamacpp is installed (``fast_spec``), as the
+    engine options' audit preset says (``EngineOptions.audit_server``: one slot by default;
+    every row records the engine's slots and cache)."""
     engine = engine or EngineOptions()
     resolved = fast_spec(spec)
     if not resolved.startswith("llamacpp:"):
         return resolved, load_backend(resolved, engine=engine)
-    ctx = max(context_tokens, engine.context or _SLOT_CTX)
-    if engine.parallel:
-        parallel = max(1, min(served_slots(engine.parallel), _KV_TOKENS // ctx))
-        return resolved, load_backend(resolved, engine=engine, ctx=ctx, parallel=parallel)
-    if ctx > _SLOT_CTX:
-        return resolved, load_backend(resolved, engine=engine, ctx=ctx, parallel=1, cache_prompt=True,
-                                      request_cache_prompt=False, max_concurrency=1)
-    return resolved, load_backend(resolved, engine=engine, ctx=ctx, parallel=1,
-                                  cache_prompt=bool(engine.prompt_cache))
+    return resolved, load_backend(resolved, engine=engine, **engine.audit_server(context_tokens).kwargs())
 
 
 def load_backend(spec: str = DEFAULT_MODEL, *, engine: EngineOptions | None = None, **kw: Any) -> ModelBackend:

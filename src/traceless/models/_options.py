@@ -10,6 +10,7 @@ keys travel the same way (``Credentials``), never in a repr, a dump or the model
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
@@ -18,7 +19,35 @@ from traceless._engine_env import ENGINE_ENV
 from traceless.errors import ConfigError
 from traceless.models._speculation import parse_speculation
 
-__all__ = ["ENGINE_ENV", "Credentials", "EngineOptions", "Endpoint"]
+__all__ = ["AUDIT_KV_TOKENS", "AUDIT_SLOT_CONTEXT", "ENGINE_ENV", "Credentials", "EngineOptions", "Endpoint",
+           "ServerPreset"]
+
+AUDIT_SLOT_CONTEXT = 4096
+"""Context per llama.cpp slot for an audit whose system asks for no more (a native probe
+prompt is a few hundred tokens)."""
+AUDIT_KV_TOKENS = 8 * AUDIT_SLOT_CONTEXT
+"""Slots × context an audit's server holds at most (qwen 0.5b: ~12 KB of KV cache per token)."""
+
+
+@dataclass(frozen=True)
+class ServerPreset:
+    """How a llama.cpp server is started for one kind of run (``EngineOptions.audit_server``):
+    the ``load_backend`` settings a policy chose, each None one left to the server's default."""
+
+    ctx: int
+    """Context tokens per slot."""
+    parallel: int
+    """Slots."""
+    cache_prompt: bool | None = None
+    """Whether the server keeps a prompt cache (None: on with several slots)."""
+    request_cache_prompt: bool | None = None
+    """Whether the audit's own requests use it (None: as the server)."""
+    max_concurrency: int | None = None
+    """Requests in flight at once (None: one per slot)."""
+
+    def kwargs(self) -> dict[str, Any]:
+        """The settings given (``load_backend(..., **preset.kwargs())``)."""
+        return {k: v for k, v in asdict(self).items() if v is not None}
 
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
@@ -125,6 +154,20 @@ class EngineOptions(BaseModel):
             elif raw:
                 fields[field] = _parse(field, var, raw)
         return cls.build(credentials=Credentials.from_env(env), **fields)
+
+    def audit_server(self, context_tokens: int = 0) -> ServerPreset:
+        """The audit's llama.cpp server, reproducible by default: one slot; without the prompt
+        cache unless the memory system's own prompts need a long context (``context_tokens``
+        over ``AUDIT_SLOT_CONTEXT``, e.g. mem0's ~8.7k-token shared extraction prompt): then
+        the server caches it for the system's own calls and the probes are sent with the cache
+        off, so they too are computed alone. ``parallel`` = N opts into N slots (at most what
+        ``AUDIT_KV_TOKENS`` holds) with the prompt cache: faster, not reproducible run to run."""
+        ctx = max(context_tokens, self.context or AUDIT_SLOT_CONTEXT)
+        if self.parallel:
+            return ServerPreset(ctx, max(1, min(self.parallel, AUDIT_KV_TOKENS // ctx)))
+        if ctx > AUDIT_SLOT_CONTEXT:
+            return ServerPreset(ctx, 1, cache_prompt=True, request_cache_prompt=False, max_concurrency=1)
+        return ServerPreset(ctx, 1, cache_prompt=bool(self.prompt_cache))
 
     @classmethod
     def build(cls, **fields: Any) -> EngineOptions:

@@ -209,16 +209,12 @@ class TransformersKVState:
 
     def __init__(self, cache: Any, token_ids: list[int], last_logits: torch.Tensor | None) -> None:
         self.cache = cache
-        self._token_ids = token_ids
+        self.token_ids = token_ids
         self.last_logits = last_logits
 
     @property
-    def token_ids(self) -> list[int]:
-        return self._token_ids
-
-    @property
     def length(self) -> int:
-        return len(self._token_ids)
+        return len(self.token_ids)
 
     def __repr__(self) -> str:
         return f"TransformersKVState(length={self.length})"
@@ -693,17 +689,7 @@ class TransformersBackend(ModelBackend):
             t1 = time.perf_counter()
             out, text, finish, _ = self._decode_loop(cache, logits, cfg, feed_last=False)
             t2 = time.perf_counter()
-        return Generation(
-            text=text,
-            prompt_tokens=len(ids) - reused,
-            completion_tokens=len(out),
-            prompt_seconds=t1 - t0,
-            decode_seconds=t2 - t1,
-            total_seconds=t2 - t0,
-            finish_reason=finish,
-            model=self.name,
-            cached_prompt_tokens=reused,
-        )
+        return self._generation(text, len(ids) - reused, reused, out, finish, (t0, t1, t2))
 
     def generate_batch(
         self,
@@ -933,17 +919,16 @@ class TransformersBackend(ModelBackend):
             st.token_ids.extend(out)
             st.last_logits = last
             t2 = time.perf_counter()
-        return st, Generation(
-            text=text,
-            prompt_tokens=recomputed,
-            completion_tokens=len(out),
-            prompt_seconds=t1 - t0,
-            decode_seconds=t2 - t1,
-            total_seconds=t2 - t0,
-            finish_reason=finish,
-            model=self.name,
-            cached_prompt_tokens=st.length - len(out) - recomputed,
-        )
+        return st, self._generation(text, recomputed, st.length - len(out) - recomputed, out, finish, (t0, t1, t2))
+
+    def _generation(self, text: str, prompt: int, cached: int, out: list[int], finish: str,
+                    times: tuple[float, float, float]) -> Generation:
+        """One reply: ``prompt`` tokens computed, ``cached`` reused, ``out`` generated; ``times``:
+        the start, the end of the prompt and the end of decoding (``perf_counter``)."""
+        t0, t1, t2 = times
+        return Generation(text=text, prompt_tokens=prompt, completion_tokens=len(out), prompt_seconds=t1 - t0,
+                          decode_seconds=t2 - t1, total_seconds=t2 - t0, finish_reason=finish, model=self.name,
+                          cached_prompt_tokens=cached)
 
     def _crop_in_place(self, st: TransformersKVState, length: int) -> None:
         for _, layer in _layer_kv(st.cache):

@@ -69,32 +69,29 @@ class ProvenanceGraph:
 
     def descendants(self, roots: Iterable[str]) -> set[str]:
         """Every node reachable from ``roots`` (roots excluded)."""
-        seen: set[str] = set()
-        todo = deque(roots)
-        start = set(todo)
-        while todo:
-            n = todo.popleft()
-            for c in self._children.get(n, ()):
-                if c not in seen:
-                    seen.add(c)
-                    todo.append(c)
-        return seen - start
+        start = list(roots)
+        return _reach(start, self._children) - set(start)
 
     def ancestors(self, node: str) -> set[str]:
-        seen: set[str] = set()
-        todo = deque([node])
-        while todo:
-            n = todo.popleft()
-            for p in self._parents.get(n, ()):
-                if p not in seen:
-                    seen.add(p)
-                    todo.append(p)
-        return seen
+        return _reach([node], self._parents)
 
     def taint_closure(self, roots: Iterable[str]) -> set[str]:
         """Roots plus their descendant closure (recorded edges only)."""
         r = set(roots)
         return r | self.descendants(r)
+
+
+def _reach(start: Iterable[str], edges: dict[str, set[str]]) -> set[str]:
+    """Every node reached from ``start`` along ``edges`` (breadth first; a start node only when
+    an edge leads back to it)."""
+    seen: set[str] = set()
+    todo = deque(start)
+    while todo:
+        for m in edges.get(todo.popleft(), ()):
+            if m not in seen:
+                seen.add(m)
+                todo.append(m)
+    return seen
 
 
 def injection_step(observations: list[Observation], span: str) -> int | None:

@@ -38,15 +38,11 @@ class ToyKVState:
         self.layers: list[tuple[torch.Tensor, torch.Tensor]] = [
             (torch.zeros(1, 1, 0, _DIM), torch.zeros(1, 1, 0, _DIM)) for _ in range(_LAYERS)
         ]
-        self._ids: list[int] = []
-
-    @property
-    def token_ids(self) -> list[int]:
-        return self._ids
+        self.token_ids: list[int] = []
 
     @property
     def length(self) -> int:
-        return len(self._ids)
+        return len(self.token_ids)
 
 
 class ToyKVBackend(ModelBackend):
@@ -197,7 +193,7 @@ class ToyKVBackend(ModelBackend):
         st = self._as_state(state)
         out = ToyKVState()
         out.layers = [(k.clone(), v.clone()) for k, v in st.layers]
-        out._ids = list(st.token_ids)
+        out.token_ids = list(st.token_ids)
         return out
 
     def next_token_logits(self, state: Any) -> torch.Tensor:

@@ -270,8 +270,7 @@ class AdkSystem(live.SqliteInstance):
         return out
 
     def delete(self, operation: str, target: DeletionTarget) -> dict[str, Any]:
-        if operation not in _DELETIONS:
-            raise ConfigError(f"adk: unknown deletion {operation!r}; known: {', '.join(_DELETIONS)}")
+        self.check_deletion(operation)
         svc, mem = self._open()
         if operation == "delete_memory":
             return self._delete_memories(mem, target)

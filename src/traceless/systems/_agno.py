@@ -170,8 +170,7 @@ class AgnoSystem(live.SqliteInstance):
         return [ContextItem(str(m.memory_id), str(m.memory)) for m in mems if str(m.memory).strip()]
 
     def delete(self, operation: str, target: DeletionTarget) -> dict[str, Any]:
-        if operation not in _DELETIONS:
-            raise ConfigError(f"agno: unknown deletion {operation!r}; known: {', '.join(_DELETIONS)}")
+        self.check_deletion(operation)
         db, mm = self._open()
         notes: dict[str, Any] = {}
         if operation == "delete_user_memory":

@@ -56,11 +56,13 @@ __all__ = [
     "PluginWarning",
     "SystemConfig",
     "SystemRuntime",
+    "SystemSpec",
     "SystemStatus",
     "load_entry_points",
     "load_system_config",
     "memory_system",
     "open_system",
+    "resolve_system",
     "system_class",
     "system_status",
 ]
@@ -160,6 +162,8 @@ class MemorySystem(abc.ABC):
     """Memory views ``context`` accepts; ``agent`` is what the agent normally reads."""
     capabilities: ClassVar[frozenset[Capability]] = frozenset({Capability.AGENT})
     """What it can do, declared (never probed): ``Capability.LIVE`` for ``attach``/scan/erase …"""
+    read_only: bool = False
+    """Attached read-only (``attach(read_only=True)``; an adapter sets it): erasure refused."""
     _planned: tuple[tuple[str, ...], frozenset[tuple[str, str]]] = ((), frozenset())
     """The last plan's literals and the records it removes (what the bystander digests skip)."""
 
@@ -199,6 +203,13 @@ class MemorySystem(abc.ABC):
     @abc.abstractmethod
     def delete(self, operation: str, target: DeletionTarget) -> dict[str, Any]:
         """Apply one native deletion for ``target``; return what it did (JSON-able notes)."""
+
+    def check_deletion(self, operation: str) -> None:
+        """Refuse an ``operation`` that is not one of this instance's ``deletions`` (a
+        ``ConfigError`` that names the known ones); ``delete`` calls it first."""
+        known = self.deletions(self.config)
+        if operation not in known:
+            raise ConfigError(f"{self.name}: unknown deletion {operation!r}; known: {', '.join(known)}")
 
     # ------------------------------------------------------------------ scanning
     @abc.abstractmethod
@@ -305,8 +316,8 @@ class MemorySystem(abc.ABC):
         return kernel.execute(self.instance(), plan, literals)
 
     def read_only_instance(self) -> bool:
-        """Attached read-only (``attach(read_only=True)``): erasure refused. Default: no."""
-        return False
+        """Attached read-only (``attach(read_only=True)``): erasure refused. Default: ``read_only``."""
+        return self.read_only
 
     def bystander_digests(self, user: str | None) -> dict[str, kernel.StoreDigest]:
         """Per store: (count, sha256) of every record that does not belong to ``user`` and that
@@ -438,25 +449,20 @@ def system_status() -> list[SystemStatus]:
 
 def load_system_config(name: str, source: str | os.PathLike[str] | dict[str, Any] | None) -> SystemConfig:
     """The validated config of system ``name`` from a JSON/TOML file, a dict or nothing."""
+    return resolve_system(name, source).config
+
+
+def resolve_system(name: str, source: str | os.PathLike[str] | dict[str, Any] | None = None, *,
+                   defaults: dict[str, Any] | None = None) -> SystemSpec:
+    """``--memory NAME`` resolved once, at the edge: the registered class (one lookup; an
+    unknown name lists the installed ones) and its config from a JSON/TOML file, a dict or
+    nothing (one validation), ``defaults`` filling the keys the source does not set."""
     cls = system_class(name)
-    raw: dict[str, Any]
-    where = "the config"
-    if source is None:
-        raw = {}
-    elif isinstance(source, dict):
-        raw = dict(source)
-    else:
-        p = Path(source)
-        where = str(p)
-        try:
-            data = p.read_bytes()
-        except OSError as e:
-            raise ConfigError(f"cannot read memory config {p} ({e.strerror}); give an existing JSON or TOML file") from None
-        raw = _parse_config(p, decode_utf8(data, f"memory config {p}"))
-        if not isinstance(raw, dict):
-            raise InputFormatError(f"{p}: the memory config must be one object of settings")
+    raw, where = _raw_config(source)
+    for key, value in (defaults or {}).items():
+        raw.setdefault(key, value)
     try:
-        return cls.config_class.model_validate(raw)
+        return SystemSpec(name, cls, cls.config_class.model_validate(raw))
     except ValidationError as e:
         bad = []
         for err in e.errors():
@@ -469,6 +475,23 @@ def load_system_config(name: str, source: str | os.PathLike[str] | dict[str, Any
         raise ConfigError(
             f"{where} for memory system {name!r}: {'; '.join(bad)}. Keys it accepts: {known}"
         ) from None
+
+
+def _raw_config(source: str | os.PathLike[str] | dict[str, Any] | None) -> tuple[dict[str, Any], str]:
+    """A system config's settings, unvalidated (a copy), and how an error names where they came from."""
+    if source is None:
+        return {}, "the config"
+    if isinstance(source, dict):
+        return dict(source), "the config"
+    p = Path(source)
+    try:
+        data = p.read_bytes()
+    except OSError as e:
+        raise ConfigError(f"cannot read memory config {p} ({e.strerror}); give an existing JSON or TOML file") from None
+    raw = _parse_config(p, decode_utf8(data, f"memory config {p}"))
+    if not isinstance(raw, dict):
+        raise InputFormatError(f"{p}: the memory config must be one object of settings")
+    return raw, str(p)
 
 
 def _parse_config(p: Path, text: str) -> Any:
@@ -486,24 +509,60 @@ def _parse_config(p: Path, text: str) -> Any:
     return raw
 
 
-def open_system(name: str, work_dir: Path, config: SystemConfig | None, runtime: SystemRuntime) -> MemorySystem:
-    """Open system ``name`` in ``work_dir`` (created if missing); a missing package is named."""
-    cls = system_class(name)
-    miss = _missing(cls)
-    if miss:
-        raise MissingPackageError(
-            f"memory system {name!r} needs {', '.join(miss)}, which is not installed; "
-            f"install it with `{_install_hint(cls)}`"
-        )
-    cfg = config if config is not None else cls.config_class()
-    if not isinstance(cfg, cls.config_class):
-        raise ConfigError(f"memory system {name!r} takes a {cls.config_class.__name__}, not {type(cfg).__name__}")
-    work_dir.mkdir(parents=True, exist_ok=True)
-    try:
-        return cls(work_dir, cfg, runtime)
-    except TracelessError:
-        raise
-    except ImportError as e:
-        raise MissingPackageError(
-            f"memory system {name!r} could not import {e.name or e}; install it with `{_install_hint(cls)}`"
-        ) from e
+def open_system(system: str | SystemSpec, work_dir: Path, config: SystemConfig | None,
+                runtime: SystemRuntime) -> MemorySystem:
+    """Open ``system`` (a name, looked up here, or a ``SystemSpec`` resolved at the edge, not
+    looked up again) in ``work_dir`` (created if missing) with ``config`` (None: the spec's, or
+    the system's defaults); a missing package is named."""
+    if isinstance(system, SystemSpec):
+        spec = system
+    else:
+        cls = system_class(system)
+        spec = SystemSpec(system, cls, config if config is not None else cls.config_class())
+    return (spec if config is None else spec.with_config(config)).open(work_dir, runtime)
+
+
+@dataclass(frozen=True)
+class SystemSpec:
+    """A ``--memory NAME`` resolved once at the edge (``resolve_system``): the adapter class,
+    its validated config and the extra that installs it. Passed down, so no layer below looks
+    the name up or validates the config again."""
+
+    name: str
+    cls: type[MemorySystem]
+    config: SystemConfig
+
+    @property
+    def install(self) -> str:
+        """How to install the system's packages (``pip install 'traceless[EXTRA]'``)."""
+        return _install_hint(self.cls)
+
+    def with_config(self, config: SystemConfig) -> SystemSpec:
+        """The same system with another config (already validated: an instance of its config class)."""
+        if not isinstance(config, self.cls.config_class):
+            raise ConfigError(f"memory system {self.name!r} takes a {self.cls.config_class.__name__}, "
+                              f"not {type(config).__name__}")
+        return SystemSpec(self.name, self.cls, config)
+
+    def open(self, work_dir: Path, runtime: SystemRuntime) -> MemorySystem:
+        """A fresh instance in ``work_dir`` (created if missing), as the audit opens one."""
+        miss = _missing(self.cls)
+        if miss:
+            raise MissingPackageError(f"memory system {self.name!r} needs {', '.join(miss)}, which is not "
+                                      f"installed; install it with `{self.install}`")
+        work_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            return self.cls(work_dir, self.config, runtime)
+        except TracelessError:
+            raise
+        except ImportError as e:
+            raise MissingPackageError(f"memory system {self.name!r} could not import {e.name or e}; install it "
+                                      f"with `{self.install}`") from e
+
+    def attach(self, *, read_only: bool) -> MemorySystem:
+        """The user's live instance as the config describes it (``MemorySystem.attach``)."""
+        try:
+            return self.cls.attach(self.config, read_only=read_only)
+        except ImportError as e:
+            raise MissingPackageError(f"memory system {self.name!r} could not import {e.name or e}; install it "
+                                      f"with `pip install 'traceless[{self.cls.extra or self.name}]'`") from e

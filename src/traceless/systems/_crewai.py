@@ -263,8 +263,7 @@ class CrewAISystem(MemorySystem):
             return list(self._open().list_records(scope=scope_of(owner), limit=1_000_000))
 
     def delete(self, operation: str, target: DeletionTarget) -> dict[str, Any]:
-        if operation not in _DELETIONS:
-            raise ConfigError(f"crewai: unknown deletion {operation!r}; known: {', '.join(_DELETIONS)}")
+        self.check_deletion(operation)
         mem = self._open()
         with _console_off():
             if operation == "forget":
@@ -325,9 +324,6 @@ class CrewAISystem(MemorySystem):
         out = super().bystander_digests(user)
         out.pop(TABLE + OLD, None)
         return out
-
-    def read_only_instance(self) -> bool:
-        return self.read_only
 
 
 class CrewAIInstance(LiveInstance):

@@ -457,8 +457,7 @@ class LangGraphSystem(MemorySystem):
         return [c for c in out if c.text.strip()]
 
     def delete(self, operation: str, target: DeletionTarget) -> dict[str, Any]:
-        if operation not in _DELETIONS:
-            raise ConfigError(f"langgraph: unknown deletion {operation!r}; known: {', '.join(_DELETIONS)}")
+        self.check_deletion(operation)
         notes: dict[str, Any] = {}
         if operation.startswith("store.delete"):
             ns = self._namespace(target.owner)

@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from traceless._jsonin import has_surrogate
 from traceless.errors import ConfigError
 from traceless.systems import StoreOutcome
 from traceless.systems._langgraph_live import NamespaceMap, owned_threads, state_users
@@ -430,7 +431,7 @@ def _pieces(literals: Sequence[str]) -> list[str] | None:
     out: set[str] = set()
     for f in _all_forms(literals):
         run = max(re.split(r"[\t\0]", f), key=len)
-        if not run or "\ufffd" in run or not _utf8(run):
+        if not run or "\ufffd" in run or has_surrogate(run):
             return None
         out.add(run)
     return sorted(out)
@@ -438,14 +439,6 @@ def _pieces(literals: Sequence[str]) -> list[str] | None:
 
 def _all_forms(literals: Sequence[str]) -> list[str]:
     return [f for lit in literals for f in literal_forms(lit)]
-
-
-def _utf8(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _escape_like(text: str) -> str:

@@ -183,8 +183,7 @@ class LlamaIndexSystem(MemorySystem):
         return [c for c in out if c.text.strip()]
 
     def delete(self, operation: str, target: DeletionTarget) -> dict[str, Any]:
-        if operation not in _DELETIONS:
-            raise ConfigError(f"llamaindex: unknown deletion {operation!r}; known: {', '.join(_DELETIONS)}")
+        self.check_deletion(operation)
         notes: dict[str, Any] = {}
         if operation.startswith("reset"):
             self._memory(target.owner).reset()
@@ -244,9 +243,6 @@ class LlamaIndexSystem(MemorySystem):
 
     def instance(self) -> LiveInstance:
         return li_live.LlamaIndexInstance(self._chat(), self._persist)
-
-    def read_only_instance(self) -> bool:
-        return self.read_only
 
     def native_erasure(self, plan: ErasurePlan) -> None:
         """LlamaIndex's own deletions: ``Memory.reset()``, ``delete_ref_doc`` with the docstore of

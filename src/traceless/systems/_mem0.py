@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, SerializerFunctionWrapHandler, field_serializer, model_serializer, model_validator
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
 from traceless.errors import ConfigError, UnsupportedError
 from traceless.memory import Session
@@ -43,6 +43,7 @@ from traceless.systems import (
 from traceless.systems._mem0_check import check_keys, validate
 from traceless.systems._mem0_live import PROVIDERS, LiveLayout, Mem0Live, live_layout, probe_config
 from traceless.systems.kernel import StoreDigest
+from traceless.systems.postgres import REPLICAS_SHOWN
 
 __all__ = ["Mem0Config", "Mem0System"]
 
@@ -99,11 +100,7 @@ class Mem0Config(SystemConfig):
     read; the receipt says per replica verified or not (replicas not named: out of scope). A dump
     shows each without its password."""
 
-    @field_serializer("pg_replicas")
-    def _no_passwords(self, dsns: list[str] | None) -> list[str] | None:
-        from traceless.systems.postgres import shown_dsns
-
-        return shown_dsns(dsns, "traceless.pg_replicas")
+    _no_passwords = REPLICAS_SHOWN
 
     @model_validator(mode="before")
     @classmethod

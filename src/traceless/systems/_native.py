@@ -147,8 +147,7 @@ class NativeSystem(MemorySystem):
         return {t: len(self.store.artifacts(owner=owner, tier=t)) for t in ("raw", "summary")}
 
     def delete(self, operation: str, target: DeletionTarget) -> dict[str, Any]:
-        if operation not in self.deletions(self.cfg):
-            raise ConfigError(f"traceless: unknown deletion {operation!r}; known: {', '.join(self.deletions(self.cfg))}")
+        self.check_deletion(operation)
         receipt = forget(self.store, ForgetTarget.literal(target.literal, target.owner), operation, writer=self.writer)
         return {"receipt": receipt.model_dump(mode="json")}
 

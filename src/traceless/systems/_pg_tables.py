@@ -247,6 +247,15 @@ def traceless_section(data: Any) -> Any:
     return rest | section
 
 
+def _replicas_shown(self: BaseModel, dsns: list[str] | None) -> list[str] | None:
+    return shown_dsns(dsns, "traceless.pg_replicas")
+
+
+REPLICAS_SHOWN = field_serializer("pg_replicas")(_replicas_shown)
+"""The serializer of a config's ``pg_replicas``: a dump shows each without its password
+(``_no_passwords = REPLICAS_SHOWN`` in the config's class body)."""
+
+
 class PgServerOptions(BaseModel):
     """The server options of a system config whose records can live on PostgreSQL (mixed into
     Agno's and the Agents SDK's configs), given flat or under one ``traceless:`` section."""
@@ -260,9 +269,7 @@ class PgServerOptions(BaseModel):
     they replayed the erasure (replicas not named: out of scope); a dump shows each without its
     password."""
 
-    @field_serializer("pg_replicas")
-    def _no_passwords(self, dsns: list[str] | None) -> list[str] | None:
-        return shown_dsns(dsns, "traceless.pg_replicas")
+    _no_passwords = REPLICAS_SHOWN
 
     @model_validator(mode="before")
     @classmethod

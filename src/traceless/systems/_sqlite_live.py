@@ -335,9 +335,6 @@ class SqliteInstance(MemorySystem):
         if self.server is not None and not self.read_only:
             self.server.precheck()
 
-    def read_only_instance(self) -> bool:
-        return self.read_only
-
     def execute_erasure(self, plan: ErasurePlan, literals: Sequence[str]) -> list[StoreOutcome]:
         """The package's own deletions (``native_erasure``), then, its connections closed, what
         they left (the kernel), then compaction."""

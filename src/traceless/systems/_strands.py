@@ -176,8 +176,7 @@ class StrandsSystem(MemorySystem):
         return ("delete_session",)
 
     def delete(self, operation: str, target: DeletionTarget) -> dict[str, Any]:
-        if operation != "delete_session":
-            raise ConfigError(f"strands: unknown deletion {operation!r}; known: delete_session")
+        self.check_deletion(operation)
         sid = self.cfg.session_template.format(user_id=target.owner, session_id=target.session_id)
         self._manager(sid).delete_session(sid)
         return {"deleted_session": sid}
@@ -204,9 +203,6 @@ class StrandsSystem(MemorySystem):
 
     def instance(self) -> LiveInstance:
         return self.files_view
-
-    def read_only_instance(self) -> bool:
-        return self.read_only
 
     def instance_files(self) -> list[Path]:
         return self.files_view.files()

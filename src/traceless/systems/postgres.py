@@ -36,6 +36,7 @@ from traceless.systems._pg_server import (
     verify_replica,
 )
 from traceless.systems._pg_tables import (
+    REPLICAS_SHOWN,
     SERVER_KEYS,
     PgServerOptions,
     PgTables,
@@ -45,7 +46,7 @@ from traceless.systems._pg_tables import (
     url_target,
 )
 
-__all__ = ["COMPACTIONS", "DEFAULT_COMPACTION", "SERVER_KEYS", "OnlineBystanders", "PgServer", "PgServerOptions",
+__all__ = ["COMPACTIONS", "DEFAULT_COMPACTION", "REPLICAS_SHOWN", "SERVER_KEYS", "OnlineBystanders", "PgServer", "PgServerOptions",
            "PgTables", "PgTarget", "check_url", "delete_in", "ident", "make_target", "out_of_scope", "parse_dsn",
            "pg_tables", "physical_step", "replica_files", "replica_steps", "replica_targets", "shown_dsn",
            "shown_dsns", "standbys",

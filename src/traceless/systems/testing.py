@@ -210,9 +210,6 @@ class DictSystem(MemorySystem):
     def instance(self) -> LiveInstance:
         return self.inst
 
-    def read_only_instance(self) -> bool:
-        return self.read_only
-
     def instance_files(self) -> list[Path]:
         return self.inst.files()
 

@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from traceless.errors import ConfigError, UnknownNameError
 from traceless.models import CachingBackend, GenerationConfig, ModelBackend
@@ -156,23 +156,13 @@ class AfterDeleteConfig(BaseModel):
                 raise UnknownNameError("test split", s, [x for x in SPLIT_SEEDS if x != "train"])
         return v
 
-    @field_validator("contract")
+    @field_validator("contract", "auditors", "writediag_auditor")
     @classmethod
-    def _contract(cls, v: str) -> str:
-        CONTRACTS.get(v)
-        return v
-
-    @field_validator("auditors")
-    @classmethod
-    def _auditors(cls, v: list[str]) -> list[str]:
-        for a in v:
-            AUDITORS.get(a)
-        return v
-
-    @field_validator("writediag_auditor")
-    @classmethod
-    def _wd(cls, v: str) -> str:
-        AUDITORS.get(v)
+    def _registered(cls, v: str | list[str], info: ValidationInfo) -> str | list[str]:
+        """Each name is registered (the contract's in ``CONTRACTS``, an auditor's in ``AUDITORS``)."""
+        get: Callable[[str], object] = CONTRACTS.get if info.field_name == "contract" else AUDITORS.get
+        for name in [v] if isinstance(v, str) else v:
+            get(name)
         return v
 
 

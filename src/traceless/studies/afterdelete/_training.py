@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import secrets
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -485,24 +486,21 @@ def _need_ckpt(name: str, checkpoint: str | None) -> str:
     return checkpoint
 
 
-@AUDITORS.register("greedy_ig", help="greedy information-gain policy (trained on the training split)")
-def _greedy(checkpoint: str | None = None, **_: Any) -> Auditor:
-    return auditor_from_checkpoint(_need_ckpt("greedy_ig", checkpoint), "greedy_ig")
+def _from_checkpoint(name: str, kind: str) -> Callable[..., Auditor]:
+    """The registry entry of a trained auditor: ``kind``'s policy loaded from its frozen checkpoint."""
+
+    def make(checkpoint: str | None = None, **_: Any) -> Auditor:
+        return auditor_from_checkpoint(_need_ckpt(name, checkpoint), kind)
+
+    return make
 
 
-@AUDITORS.register("bandit", help="contextual bandit (LinUCB, frozen after training)")
-def _bandit(checkpoint: str | None = None, **_: Any) -> Auditor:
-    return auditor_from_checkpoint(_need_ckpt("bandit", checkpoint), "bandit")
-
-
-@AUDITORS.register("ppo_a", help="recurrent PPO policy, frozen checkpoint A (training seed 0)")
-def _ppo_a(checkpoint: str | None = None, **_: Any) -> Auditor:
-    return auditor_from_checkpoint(_need_ckpt("ppo_a", checkpoint), "ppo")
-
-
-@AUDITORS.register("ppo_b", help="recurrent PPO policy, frozen checkpoint B (training seed 1)")
-def _ppo_b(checkpoint: str | None = None, **_: Any) -> Auditor:
-    return auditor_from_checkpoint(_need_ckpt("ppo_b", checkpoint), "ppo")
+for _name, _kind, _help in (
+        ("greedy_ig", "greedy_ig", "greedy information-gain policy (trained on the training split)"),
+        ("bandit", "bandit", "contextual bandit (LinUCB, frozen after training)"),
+        ("ppo_a", "ppo", "recurrent PPO policy, frozen checkpoint A (training seed 0)"),
+        ("ppo_b", "ppo", "recurrent PPO policy, frozen checkpoint B (training seed 1)")):
+    AUDITORS.register(_name, help=_help)(_from_checkpoint(_name, _kind))
 
 
 @AUDITORS.register("prompted_llm", help="prompted-LLM operator selector (corrected: adaptive, not a stub)")

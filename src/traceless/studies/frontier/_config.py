@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-__all__ = ["FrontierConfig", "PAPER_MODES", "PAPER_K", "PAPER_S", "checked_probe_levels"]
+__all__ = ["FrontierConfig", "GridChecks", "PAPER_MODES", "PAPER_K", "PAPER_S", "checked_probe_levels"]
 
 PAPER_MODES = ("noop", "raw_only", "raw_plus_resummarize", "full_purge", "tombstone")
 PAPER_K = (1, 3, 6, 10, 25)
@@ -23,15 +23,39 @@ def checked_probe_levels(v: list[str]) -> list[str]:
     return list(dict.fromkeys(v))
 
 
-class FrontierConfig(BaseModel):
+class GridChecks(BaseModel):
+    """The checks the frontier study's configs share: their deletion ``modes`` (known forget
+    modes, repeats dropped) and ``probe_levels`` (``checked_probe_levels``)."""
+
+    modes_required: ClassVar[bool] = False
+    """Whether an empty ``modes`` is refused."""
+
+    @field_validator("modes", check_fields=False)
+    @classmethod
+    def _grid_modes(cls, v: list[str]) -> list[str]:
+        from traceless.forget import FORGET_MODES
+
+        bad = [m for m in v if m not in FORGET_MODES]
+        if bad or (cls.modes_required and not v):
+            raise ValueError(f"unknown deletion mode(s) {bad}; known: {', '.join(FORGET_MODES.names())}" if bad else
+                             f"modes must name at least one deletion mode; known: {', '.join(FORGET_MODES.names())}")
+        return list(dict.fromkeys(v))
+
+    @field_validator("probe_levels", check_fields=False)
+    @classmethod
+    def _grid_levels(cls, v: list[str]) -> list[str]:
+        return checked_probe_levels(v)
+
+
+class FrontierConfig(GridChecks):
     """The privacy–utility frontier and forgetting-residue grid of paper 000."""
 
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     data: str | None = None
     """LongMemEval JSON (upstream format), generic JSON Lines sessions, or a shipped dataset's
-    name (``traceless data list``). None: ``$TRACELESS_LONGMEMEVAL``, else the shipped
-    ``longmemeval-oracle-99``."""
+    name (``traceless data list``). None: the shipped ``longmemeval-oracle-99`` (``traceless
+    study run`` fills it from ``--longmemeval`` / ``$TRACELESS_LONGMEMEVAL`` when set)."""
     n: int = Field(50, ge=1)
     """Instances audited: the first ``n`` of a seeded permutation of the file (so growing
     ``n`` on resume keeps every instance already run)."""
@@ -100,18 +124,3 @@ class FrontierConfig(BaseModel):
         if not v or any(x < 1 for x in v):
             raise ValueError(f"k values must be ≥ 1 and non-empty, got {v}")
         return sorted(set(v))
-
-    @field_validator("modes")
-    @classmethod
-    def _modes(cls, v: list[str]) -> list[str]:
-        from traceless.forget import FORGET_MODES
-
-        bad = [m for m in v if m not in FORGET_MODES]
-        if bad:
-            raise ValueError(f"unknown deletion mode(s) {bad}; known: {', '.join(FORGET_MODES.names())}")
-        return list(dict.fromkeys(v))
-
-    @field_validator("probe_levels")
-    @classmethod
-    def _levels(cls, v: list[str]) -> list[str]:
-        return checked_probe_levels(v)

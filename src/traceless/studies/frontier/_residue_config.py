@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from traceless.studies.frontier._config import PAPER_MODES, checked_probe_levels
+from traceless.studies.frontier._config import PAPER_MODES, GridChecks
 
 __all__ = ["ResidueConfig", "SUPERSEDE_GRID"]
 
@@ -15,17 +15,18 @@ SUPERSEDE_GRID = (0.3, 0.5, 0.7, 0.9)
 (0.50, ``forget._modes.SUPERSEDE_COSINE``) with one step below and two above it."""
 
 
-class ResidueConfig(BaseModel):
+class ResidueConfig(GridChecks):
     """Paper 000's forgetting-residue rows on the instances whose summary kept the canary:
     a screen of every instance's canary session, then the deletion ladder on the kept ones.
     Prompts, canaries and seeds are the frontier study's (same ``seed``: same instances,
     same canaries, same summary prompts)."""
 
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+    modes_required = True
 
     data: str | None = None
     """LongMemEval JSON, generic JSON Lines sessions or a shipped dataset's name, as for the
-    frontier study. None: ``$TRACELESS_LONGMEMEVAL``, else ``longmemeval-oracle-99``."""
+    frontier study. None: ``longmemeval-oracle-99`` (``study run`` fills it from ``$TRACELESS_LONGMEMEVAL``)."""
     n: int | None = Field(None, ge=1)
     """Instances screened: the first ``n`` of the frontier study's seeded permutation
     (None: every instance of the data)."""
@@ -79,21 +80,6 @@ class ResidueConfig(BaseModel):
         if bad:
             raise ValueError(f"supersede thresholds are cosines in [-1, 1.01] (above 1: never replace), got {bad}")
         return sorted({round(float(x), 4) for x in v})
-
-    @field_validator("modes")
-    @classmethod
-    def _modes(cls, v: list[str]) -> list[str]:
-        from traceless.forget import FORGET_MODES
-
-        bad = [m for m in v if m not in FORGET_MODES]
-        if bad or not v:
-            raise ValueError(f"modes must be known deletion modes ({', '.join(FORGET_MODES.names())}), got {v}")
-        return list(dict.fromkeys(v))
-
-    @field_validator("probe_levels")
-    @classmethod
-    def _probe_levels(cls, v: list[str]) -> list[str]:
-        return checked_probe_levels(v)
 
     @model_validator(mode="after")
     def _slice_screened(self) -> ResidueConfig:

@@ -83,8 +83,8 @@ class ReplayConfig(BaseModel):
     depths: list[int] = Field(default_factory=lambda: [0, 1, 2])
     """Derivation depths (restatement steps after the target) for the depth ablation (toolsandbox)."""
     longmemeval: str | None = None
-    """LongMemEval file (upstream JSON) or a shipped dataset's name; default: ``$TRACELESS_LONGMEMEVAL``,
-    else the shipped ``longmemeval-oracle-99``."""
+    """LongMemEval file (upstream JSON) or a shipped dataset's name; default: the shipped
+    ``longmemeval-oracle-99`` (``study run`` fills it from ``$TRACELESS_LONGMEMEVAL``)."""
     main: bool = True
     """Run the main grid (suites × episodes × operators with the full audits)."""
     long_episodes: int = Field(0, ge=0)

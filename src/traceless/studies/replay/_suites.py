@@ -88,6 +88,12 @@ class Episode(BaseModel):
         return next(i for i, o in enumerate(self.observations, 1) if self.request.span in o.text)
 
 
+def _episode(suite: str, name: str, tau: int | None, *, tail: str = "", **fields: Any) -> Episode:
+    """An episode of ``suite``, its id ``suite/name`` (then ``@tauN`` where the injection step is
+    forced to N, then ``tail``)."""
+    return Episode(episode_id=f"{suite}/{name}" + (f"@tau{tau}" if tau else "") + tail, suite=suite, **fields)
+
+
 SuiteBuilder = Callable[..., list[Episode]]
 SUITES: Registry[SuiteBuilder] = Registry("replay suite", "Known suites: longmemeval, agentdojo, toolsandbox")
 
@@ -189,9 +195,8 @@ def longmemeval_episodes(n: int, steps: int, rng: np.random.Generator, *, path: 
             if j == t_idx:
                 text = f"{text} {req.span}"
             obs.append(Observation(obs_id=f"u{j + 1}", text=text, session=sess, remember=j == t_idx))
-        out.append(Episode(
-            episode_id=f"longmemeval/{rec['question_id']}" + (f"@tau{tau}" if tau else ""),
-            suite="longmemeval",
+        out.append(_episode(
+            "longmemeval", str(rec["question_id"]), tau,
             system=SYSTEM_CHAT,
             observations=obs,
             request=req,
@@ -279,9 +284,8 @@ def toolsandbox_episodes(n: int, steps: int, rng: np.random.Generator, *, tau: i
                for j, (t, k, s) in enumerate(zip(texts, kinds, sess, strict=True))]
         system = (f"{SYSTEM_CHAT} You can use tools by writing a call such as {d['tool']}(NAME) in your reply.\n"
                   "Tools:\n" + ToolEnv.of(sandbox_tools(d["tool"])).describe())
-        out.append(Episode(
-            episode_id=f"toolsandbox/{i}" + (f"@tau{tau}" if tau else "") + (f"@depth{depth}" if depth else ""),
-            suite="toolsandbox",
+        out.append(_episode(
+            "toolsandbox", str(i), tau, tail=f"@depth{depth}" if depth else "",
             system=system,
             observations=obs,
             request=ForgetRequest(span=span, secret=brand, description=d["desc"], kind="preference"),
@@ -432,9 +436,8 @@ def agentdojo_episodes(n: int, steps: int, rng: np.random.Generator, *, tau: int
         tools = agentdojo_tools(sname)
         system = (f"{SYSTEM_CHAT} You act for the user with tools; write a call as name(arg=value).\nTools:\n"
                   + "\n".join(f"- {t.name}: {t.description}" for t in tools[:12]))
-        out.append(Episode(
-            episode_id=f"agentdojo/{sname}/{tname}" + (f"@tau{tau}" if tau else ""),
-            suite="agentdojo",
+        out.append(_episode(
+            "agentdojo", f"{sname}/{tname}", tau,
             system=system,
             observations=obs,
             request=req,
