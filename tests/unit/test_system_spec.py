@@ -85,3 +85,15 @@ def test_resolve_fills_defaults_under_the_given_keys() -> None:
     assert (spec.name, spec.cls, spec.config.S, spec.config.k) == ("traceless", MEMORY_SYSTEMS.get("traceless"), 2, 2)
     with pytest.raises(ConfigError, match="unknown key 'nope'"):
         resolve_system("traceless", {"nope": 1})
+
+
+def test_an_audit_resolves_the_memory_once(tmp_path: Path, calls: Counter[str]) -> None:
+    """The audit on the traceless store, every phase with traceless's own erasure after it
+    (``erasure_claims``): one lookup and one validation (a mem0 audit made 22 and 5)."""
+    from traceless.audit import SystemAuditConfig, run_system_audit
+
+    rt = SystemRuntime(ScriptedBackend(lambda m, c: "I do not know."), HashingEmbedder(), "scripted")
+    spec = resolve_system("traceless", {"S": 1, "modes": ["noop", "raw_only"]})
+    run_system_audit(SystemAuditConfig(system="traceless", system_config={"S": 1, "modes": ["noop", "raw_only"]},
+                                       profiles=2), rt, tmp_path / "a", spec=spec)
+    assert calls == Counter(lookup=1, validation=1), calls

@@ -532,7 +532,7 @@ def _run_phase(study: _AuditStudy, ctx: RunContext[SystemAuditConfig], phase: st
     erasure = None
     if phase != "before":
         with _OPEN_LOCK:
-            erasure = erasure_claims(config.system, phase_dir, study.sys_cfg, runtime, list(zip(
+            erasure = erasure_claims(study.spec, phase_dir, runtime, list(zip(
                 (p.owner for p in planted), canaries, strict=True)))
     red = _redactor(canaries, config.reveal)
     inversion = None if ph.vectors is None else candidate_inversion(

@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from traceless.systems._base import MemorySystem, SystemConfig, SystemRuntime
+from traceless.systems._base import MemorySystem, SystemRuntime, SystemSpec
 
 __all__ = ["BystanderCheck", "bystander_cell", "bystander_check", "erasure_claims"]
 
@@ -89,7 +89,7 @@ def bystander_cell(b: dict[str, Any] | None) -> str:
         f"; {hidden} no longer retrieved" if hidden > 0 else "") + ")"
 
 
-def erasure_claims(name: str, phase_dir: Path, config: SystemConfig, runtime: SystemRuntime,
+def erasure_claims(spec: SystemSpec, phase_dir: Path, runtime: SystemRuntime,
                    targets: Sequence[tuple[str, str]]) -> dict[str, Any] | None:
     """What traceless's own erasure (``erase_system``: plan, native deletions and their residue,
     compaction, re-scan, bystander check) reaches on a phase's memory after its native deletion,
@@ -97,14 +97,13 @@ def erasure_claims(name: str, phase_dir: Path, config: SystemConfig, runtime: Sy
     every receipt verified. Runs on a copy (the phase's memory stays as the native deletion left
     it, for ``--keep-memory``). None for a system whose adapter implements no erasure."""
     from traceless.errors import UnsupportedError
-    from traceless.systems._base import open_system, system_class
     from traceless.systems.contract import Capability
 
-    if Capability.LIVE not in system_class(name).capabilities:
+    if Capability.LIVE not in spec.cls.capabilities:
         return None
     with tempfile.TemporaryDirectory(prefix="traceless-audit-erase-") as tmp:
         shutil.copytree(phase_dir, Path(tmp) / "memory")
-        system = open_system(name, Path(tmp) / "memory", config, runtime)
+        system = spec.open(Path(tmp) / "memory", runtime)
         try:
             claims, passed = _erase_each(system, targets, Path(tmp) / "state")
         except UnsupportedError:  # its erasure runs on an attached live instance only (mem0)

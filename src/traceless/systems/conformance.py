@@ -47,6 +47,7 @@ do (``attach_config``; else it erases the opened instance), and checks:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import multiprocessing as mp
 import os
@@ -572,6 +573,10 @@ def _erase_beside_the_app(t: Target, work: Path) -> tuple[str, Any]:
     return ("passed" if r.verification.passed else f"FAILED {r.verification.checks}"), r
 
 
+def _erase_target(s: MemorySystem, *, state: Path) -> Any:
+    return erase_system(s, TARGET, [SECRETS[TARGET]], state_dir=state, key=KEY)
+
+
 def _tiers_view(r: Any) -> dict[str, Any]:
     return {"tiers": {s: (len(tr.removed), len(tr.rewritten), tr.left, tr.target_copies_after)
                       for s, tr in r.tiers.items()},
@@ -587,8 +592,7 @@ def check_receipt_reveals_nothing_of_others(t: Target) -> CheckOutcome:
     views = []
     for where, crowd in (("reveal-plain", False), ("reveal-crowd", True)):
         work, state = t.build(where, crowd=crowd), t.root / f"state-{where}"
-        r = _with(t, work, lambda s, state=state: erase_system(s, TARGET, [SECRETS[TARGET]], state_dir=state, key=KEY))
-        views.append(_tiers_view(r))
+        views.append(_tiers_view(_with(t, work, functools.partial(_erase_target, state=state))))
     diff = sorted(k for k in views[0] if views[0][k] != views[1][k])
     return CheckOutcome(passed=not diff, detail=f"receipts differ in {diff}: {[v[k] for v in views for k in diff]}"
                         if diff else "the same receipt whatever the other users keep")
