@@ -530,7 +530,7 @@ def check_app_writes_during_erasure(t: Target) -> CheckOutcome:
             written = max(written, parent.recv())
     p.join()
     try:
-        texts = _with(t, work, lambda s: "\n".join(x for v in s.stores().values() for x in v))
+        texts = _audit_texts(t, work)
         left = _left(t, work, TARGET, SECRETS[TARGET])
     except TracelessError as e:
         return CheckOutcome(passed=False, detail=f"erasure {outcome}; the app (exit {p.exitcode}) wrote {written}; "
@@ -546,6 +546,15 @@ def check_app_writes_during_erasure(t: Target) -> CheckOutcome:
     return CheckOutcome(passed=ok, detail=f"erasure {outcome}; the app wrote {written} memories meanwhile, lost "
                                           f"{len(lost)}, exit {p.exitcode}; the user's records {mine_before} → "
                                           f"{left[0]}, left {left}; online declared: {online}{told}")
+
+
+def _audit_texts(t: Target, work: Path) -> str:
+    """Every text of every store, as the audit reads the instance it built (``stores()``)."""
+    opened = open_system(t.name, work, t.config, t.runtime)
+    try:
+        return "\n".join(x for v in opened.stores().values() for x in v)
+    finally:
+        opened.close()
 
 
 def _offline_told(t: Target, work: Path, receipt: Any, left: tuple[int, int, int]) -> tuple[bool, str]:
