@@ -43,6 +43,7 @@ from traceless.systems import (
     Capability,
     DeletionTarget,
     ErasurePlan,
+    Match,
     MemorySystem,
     RecheckResult,
     ScanReport,
@@ -80,25 +81,26 @@ def attach_system(system: System, config: Config, *, read_only: bool) -> MemoryS
 
 
 def scan(system: System, config: Config, *, user: str | None = None, literals: Sequence[str] = (),
-         reveal: bool = False) -> ScanReport:
+         reveal: bool = False, match: Match = "exact") -> ScanReport:
     """Read-only: every record of ``user`` and every record or file holding a literal, per store.
-    Not one byte of the instance changes (values appear only with ``reveal``)."""
+    Not one byte of the instance changes (values appear only with ``reveal``). ``match``:
+    ``normalized`` also finds the literals' other spellings (case, spaces, dashes, full-width)."""
     _need_target(user, literals)
     s = attach_system(system, config, read_only=True)
     try:
-        return scan_system(s, user, list(literals), reveal=reveal)
+        return scan_system(s, user, list(literals), reveal=reveal, match=match)
     finally:
         s.close()
 
 
 def plan_erasure(system: System, config: Config, *, user: str | None = None,
-                 literals: Sequence[str] = ()) -> ErasurePlan:
+                 literals: Sequence[str] = (), match: Match = "exact") -> ErasurePlan:
     """What ``erase`` would change (``forget --dry-run``), read-only; nothing of the user →
     ``NothingToEraseError``."""
     _need_target(user, literals)
     s = attach_system(system, config, read_only=True)
     try:
-        return plan_system_erasure(s, user, list(literals))
+        return plan_system_erasure(s, user, list(literals), match)
     finally:
         s.close()
 
@@ -107,7 +109,7 @@ def erase(system: System, config: Config, *, user: str | None = None, literals: 
           receipt: str | Path | None = None, state_dir: str | Path | None = None, certify: bool = False,
           model: str | ModelBackend | None = None, wordings: int = 1, max_new_tokens: int = 40,
           engine: EngineOptions | None = None, log: str | Path | None = None,
-          request_id: str | None = None, tsa: str | None = None) -> Receipt:
+          request_id: str | None = None, tsa: str | None = None, match: Match = "exact") -> Receipt:
     """Erase ``user`` (and every record holding a literal) from the live instance: plan →
     journal → the system's own deletions + residue → compaction → re-scan → bystanders →
     signed receipt (written to ``receipt`` before the journal is removed). An interrupted
@@ -122,7 +124,7 @@ def erase(system: System, config: Config, *, user: str | None = None, literals: 
     line in the request log (``traceless.forget.log_request``: pseudonymous ids only)."""
     return erase_request(system, config, user=user, literals=literals, receipt=receipt, state_dir=state_dir,
                          certify=certify, model=model, wordings=wordings, max_new_tokens=max_new_tokens,
-                         engine=engine, log=log, request_id=request_id, tsa=tsa)[0]
+                         engine=engine, log=log, request_id=request_id, tsa=tsa, match=match)[0]
 
 
 def erase_request(system: System, config: Config, *, user: str | None = None, literals: Sequence[str] = (),
@@ -130,10 +132,12 @@ def erase_request(system: System, config: Config, *, user: str | None = None, li
                   state_dir: str | Path | None = None, certify: bool = False,
                   model: str | ModelBackend | None = None, wordings: int = 1, max_new_tokens: int = 40,
                   engine: EngineOptions | None = None, log: str | Path | None = None,
-                  request_id: str | None = None, tsa: str | None = None) -> tuple[Receipt, Path | None]:
+                  request_id: str | None = None, tsa: str | None = None,
+                  match: Match = "exact") -> tuple[Receipt, Path | None]:
     """``erase``, and where the receipt was written: ``receipt``, or with ``receipt_dir`` a file
     in that folder named ``receipt-[<request id>-]<receipt id>.json`` that no other receipt has.
-    ``tsa``: the final receipt time-stamped by that RFC 3161 authority (``stamp_receipt``)."""
+    ``tsa``: the final receipt time-stamped by that RFC 3161 authority (``stamp_receipt``).
+    ``match``: ``normalized`` erases the literals' other spellings too (``forget --match``)."""
     _need_target(user, literals)
     if certify and (user is None or not literals):
         raise ConfigError("--certify needs --user and --literal: the certificate asks the user's agent the audit's "
@@ -159,7 +163,7 @@ def erase_request(system: System, config: Config, *, user: str | None = None, li
         try:
             try:
                 r = erase_system(s, user, list(literals), state_dir=state, key=key, receipt_out=out, request_id=rid,
-                                 certify=_probe_runtime(be) if be is not None else None)
+                                 certify=_probe_runtime(be) if be is not None else None, match=match)
             except (NothingToEraseError, ErasureScopeError) as e:  # an answer too: logged, then raised
                 logged("nothing_found" if isinstance(e, NothingToEraseError) else "refused",
                        pseudonym(user, "u", key) if user else None)

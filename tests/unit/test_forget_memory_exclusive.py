@@ -28,7 +28,7 @@ def test_db_or_mode_with_memory_is_refused(extra: list[str], tmp_path: Path, mon
     assert sorted(p.name for p in tmp_path.iterdir()) == before
 
 
-@pytest.mark.parametrize("extra", [["--match", "normalized"], ["--record", "r1"], ["--session", "s1"],
+@pytest.mark.parametrize("extra", [["--record", "r1"], ["--session", "s1"],
                                    ["--owner", "ann"], ["--embedder", "minilm"], ["--no-gate"]])
 def test_the_stores_matching_options_with_memory_are_refused(extra: list[str], tmp_path: Path,
                                                              monkeypatch: pytest.MonkeyPatch,

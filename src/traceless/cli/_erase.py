@@ -15,7 +15,7 @@ from traceless.cli._receipts import VERIFICATION_FAILED_EXIT, echo_receipt, exit
 from traceless.cli._scan_table import CAME_BACK_EXIT, scan_lines
 
 if TYPE_CHECKING:
-    from traceless.systems import ErasurePlan, ScanReport, SystemSpec
+    from traceless.systems import ErasurePlan, Match, ScanReport, SystemSpec
 
 __all__ = ["CAME_BACK_EXIT", "VERIFICATION_FAILED_EXIT", "forget_memory", "scan_cmd", "scan_lines"]
 
@@ -42,6 +42,8 @@ def scan_cmd(
     deployment: Path = typer.Option(None, "--deployment", help="Every instance of this deployment file (TOML or "
                                     "JSON: instances of systems with their configs) instead of --memory."),
     reveal: bool = typer.Option(False, "--reveal", help="Show the matching values (default: ids and counts only)."),
+    match: str = typer.Option("exact", "--match", help="exact (byte for byte) or normalized (also the literals' "
+                              "other spellings: case, spaces, dashes, full-width, zero-width splits)."),
     since: Path = typer.Option(None, "--since", help="Re-check this erasure receipt (`forget --memory`): the same "
                                "--user (and --literal) on the same system; exits 13 if anything of the person is "
                                "there again (the command to schedule)."),
@@ -70,7 +72,8 @@ def scan_cmd(
         return _recheck(spec, since, users[0] if users else None, literal or [], reveal, as_json)
     from traceless._erase_api import scan
 
-    report = scan(spec, None, user=users[0] if users else None, literals=literal or [], reveal=reveal)
+    report = scan(spec, None, user=users[0] if users else None, literals=literal or [], reveal=reveal,
+                  match=_match(match))
     if as_json:
         typer.echo(report.model_dump_json(indent=2))
     else:
@@ -126,10 +129,18 @@ def plan_lines(plan: ErasurePlan) -> list[str]:
     return out
 
 
+def _match(match: str) -> Match:
+    if match not in ("exact", "normalized"):
+        from traceless.errors import ConfigError
+
+        raise ConfigError(f"--match must be exact or normalized, not {match!r}")
+    return "normalized" if match == "normalized" else "exact"
+
+
 def forget_memory(memory: str, memory_config: Path | None, user: str | None, literals: list[str], *,
                   dry_run: bool, receipt_out: Path | None, as_json: bool, certify: bool = False,
                   model: str | None = None, wordings: int = 1, log: Path | None = None,
-                  request_id: str | None = None, tsa: str | None = None) -> None:
+                  request_id: str | None = None, tsa: str | None = None, match: str = "exact") -> None:
     """``traceless forget --memory SYSTEM``: plan → execute → verify → sign (``--dry-run``: the plan);
     ``--certify``: then the audit's probes through the system's own retrieval, signed in; ``--log``:
     then the receipt appended to that receipt log. Without ``--receipt`` the receipt is
@@ -143,7 +154,7 @@ def forget_memory(memory: str, memory_config: Path | None, user: str | None, lit
         raise ConfigError("--memory needs --memory-config CFG: the configuration of the live instance to erase from")
     spec = resolve_system(memory, memory_config)  # the one lookup and validation of --memory
     if dry_run:
-        plan = plan_erasure(spec, None, user=user, literals=literals)
+        plan = plan_erasure(spec, None, user=user, literals=literals, match=_match(match))
         if as_json:
             typer.echo(plan.model_dump_json(indent=2))
         else:
@@ -154,7 +165,8 @@ def forget_memory(memory: str, memory_config: Path | None, user: str | None, lit
     receipt, out = erase_request(spec, None, user=user, literals=literals, receipt=receipt_out,
                                  receipt_dir=Path(".") if receipt_out is None else None, request_id=request_id,
                                  certify=certify, model=model, wordings=wordings,
-                                 engine=engine_from_env() if certify else None, log=log, tsa=tsa)
+                                 engine=engine_from_env() if certify else None, log=log, tsa=tsa,
+                                 match=_match(match))
     assert out is not None
     echo_receipt(receipt, out, as_json)
     if log is not None:  # erase appended it: say where, from its verified inclusion proof

@@ -72,17 +72,17 @@ def _refuse_store_options(**given: str | None) -> None:
 
 
 def _refuse_store_matching(live: bool, match: str, record: str | None, session: str | None,  # noqa: PLR0913
-                           owner: str | None, embedder: str | None, gate: bool) -> None:
+                           owner: str | None, embedder: str | None, gate: bool, memory: bool = False) -> None:
     """Options of the traceless store's target and matching that a system's ``live`` instance
     does not take: with ``--memory``/``--deployment`` they were ignored silently; refused first."""
     if not live:
         return
-    given = [o for o, on in (("--match normalized", match != "exact"), ("--record", record is not None),
+    given = [o for o, on in (("--match normalized", match != "exact" and not memory), ("--record", record is not None),
                              ("--session", session is not None), ("--owner", owner is not None),
                              ("--embedder", embedder is not None), ("--no-gate", not gate)) if on]
     if given:
         raise ConfigError(f"{', '.join(given)} cannot be combined with --memory or --deployment: a system's live "
-                          "instance is erased by --user and matched exactly (byte for byte, every --literal); drop "
+                          "instance is erased by --user and --literal (--match normalized with --memory only); drop "
                           f"{'them' if len(given) > 1 else 'it'}")
 
 
@@ -134,7 +134,8 @@ def run_forget(
     the mode passed but does not erase the target everywhere (12: ``erased: false``)."""
     if ctx.invoked_subcommand is not None:
         return
-    _refuse_store_matching(deployment is not None or memory is not None, match, record, session, owner, embedder_name, gate)
+    _refuse_store_matching(deployment is not None or memory is not None, match, record, session, owner, embedder_name,
+                           gate, memory=memory is not None and deployment is None)
     if deployment is not None:
         _refuse_store_options(db=db, mode=mode)
         return _forget_deployment(deployment, memory, memory_config, list(users or []), literals or [], per_instance=
@@ -151,7 +152,7 @@ def run_forget(
 
         return forget_memory(memory, memory_config, user, literals or [], dry_run=dry_run, receipt_out=receipt_out,
                              as_json=as_json, certify=certify, model=model, wordings=probe_wordings, log=log_dir,
-                             request_id=request_id, tsa=tsa)
+                             request_id=request_id, tsa=tsa, match=match)
     if tsa is not None:
         raise ConfigError("--tsa time-stamps the receipts of --memory and --deployment erasures; drop it here")
     if len(literals or []) > 1:

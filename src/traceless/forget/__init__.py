@@ -50,6 +50,7 @@ if TYPE_CHECKING:
         verify_consistency,
         verify_inclusion,
     )
+    from traceless.forget._normalize import find_variants
     from traceless.forget._note import Checkpoint, open_checkpoint, open_note, sign_note, verifier_key
     from traceless.forget._receipt import (
         Certificate,
@@ -100,6 +101,7 @@ __all__ = [
     "Verification",
     "attach_certificate",
     "encodings_of",
+    "find_variants",
     "forget",
     "forget_mode",
     "load_receipt",
@@ -176,6 +178,7 @@ EXPORTS: dict[str, tuple[str, ...]] = {
               "receipt_entry", "verify_log", "verify_log_consistency", "verify_logged"),
     "._merkle": ("consistency_proof", "inclusion_proof", "leaf_hash", "tree_hash", "verify_consistency",
                  "verify_inclusion"),
+    "._normalize": ("find_variants",),
     "._note": ("Checkpoint", "open_checkpoint", "open_note", "sign_note", "verifier_key"),
     "._registry": ("FORGET_MODES", "ForgetMode", "forget_mode"),
     "._requests": ("LoggedReceipt", "RequestLogEntry", "Verdict", "check_request_id", "fresh_receipt_path",

@@ -65,6 +65,7 @@ if TYPE_CHECKING:
     from traceless.systems._crewai import CrewAIConfig, CrewAISystem
     from traceless.systems._erase_run import erase_system, plan_system_erasure, scan_system
     from traceless.systems._langgraph import LangGraphConfig, LangGraphSystem
+    from traceless.systems._literals import Match
     from traceless.systems._llamaindex import LlamaIndexConfig, LlamaIndexSystem
     from traceless.systems._mem0 import Mem0Config, Mem0System
     from traceless.systems._mem0_chroma import chroma_file_vectors, chroma_log_vectors
@@ -86,6 +87,7 @@ __all__ = [
     "CLAIM_LEVELS",
     "Capability",
     "LiveInstance",
+    "Match",
     "Op",
     "OthersPolicy",
     "Record",
@@ -153,6 +155,7 @@ EXPORTS: dict[str, tuple[str, ...]] = {
     "._bystanders": ("BystanderCheck", "bystander_cell", "bystander_check", "erasure_claims"),
     "._crewai": ("CrewAIConfig", "CrewAISystem"),
     "._erase_run": ("erase_system", "plan_system_erasure", "scan_system"),
+    "._literals": ("Match",),
     "._langgraph": ("LangGraphConfig", "LangGraphSystem"),
     "._llamaindex": ("LlamaIndexConfig", "LlamaIndexSystem"),
     "._mem0": ("Mem0Config", "Mem0System"),

@@ -40,7 +40,7 @@ from traceless.forget import (
 )
 from traceless.systems._base import MemorySystem, SystemRuntime
 from traceless.systems._erase import CLAIM_LEVELS, ClaimLevel, ErasurePlan, FileHit, ScanReport, StoreOutcome
-from traceless.systems._literals import check_literals
+from traceless.systems._literals import Match, check_literals, matched_literals
 from traceless.systems._scope import check_scope
 from traceless.systems.contract import Capability
 from traceless.systems.kernel import StoreDigest, bystander_changes
@@ -55,11 +55,14 @@ OFFLINE_NOTE = ("verified with the application stopped: {name}'s application kee
 
 
 def scan_system(system: MemorySystem, user: str | None, literals: Sequence[str], *,
-                reveal: bool = False) -> ScanReport:
+                reveal: bool = False, match: Match = "exact") -> ScanReport:
     """The adapter's read-only scan, with the byte scan of the instance's files added, and
     the read-only check measured: each file's size and mtime before and after, no file added
-    or removed (an application writing meanwhile shows up as a change too)."""
+    or removed (an application writing meanwhile shows up as a change too). ``match``:
+    ``normalized`` also finds the literals' other spellings (``matched_literals``)."""
     before = _stat_all(system.instance_files())
+    if match != "exact":
+        literals = matched_literals(system.instance_files(), literals, match)
     report = system.scan(user, literals, reveal=reveal)
     if literals and not report.files:
         files = system.instance_files()
@@ -83,12 +86,13 @@ def _stat_all(files: Sequence[Path]) -> dict[str, tuple[int, int]]:
     return out
 
 
-def plan_system_erasure(system: MemorySystem, user: str | None, literals: Sequence[str]) -> ErasurePlan:
+def plan_system_erasure(system: MemorySystem, user: str | None, literals: Sequence[str],
+                        match: Match = "exact") -> ErasurePlan:
     """The plan (``--dry-run``); nothing of the user → ``NothingToEraseError``; a literal the
     own store would refuse (under ``MIN_LITERAL_CHARS``) → ``ConfigError`` before anything; a
     plan that would change or leave other users' copies of a literal → ``ErasureScopeError``
-    (``_scope``)."""
-    check_literals(literals)
+    (``_scope``). ``match``: ``normalized`` plans for the literals' other spellings too."""
+    literals = matched_literals(system.instance_files(), literals, match)
     plan = system.plan_erasure(user, literals)
     if plan.empty() and plan.held_by_others:
         raise NothingToEraseError(
@@ -173,7 +177,7 @@ def _preconditions(system: MemorySystem, certify: SystemRuntime | None) -> None:
 
 def erase_system(system: MemorySystem, user: str | None, literals: Sequence[str], *, state_dir: Path,
                  key: bytes, receipt_out: Path | None = None, request_id: str = "",
-                 certify: SystemRuntime | None = None) -> Receipt:
+                 certify: SystemRuntime | None = None, match: Match = "exact") -> Receipt:
     """Erase ``user`` (and every record holding a literal) from the attached live instance,
     verify, and sign (``request_id``: the ticket the receipt answers, signed into it). ``key`` is
     the receipts' pepper (``receipt_key()``). With ``receipt_out``
@@ -181,11 +185,15 @@ def erase_system(system: MemorySystem, user: str | None, literals: Sequence[str]
     moment leaves either a journal (the re-run finishes) or the receipt. ``certify``: the
     runtime the certificate's probes will run with after the erasure; they are proved able to
     run (``check_certifiable``) before the journal, so a certificate that cannot be made
-    refuses the erasure with nothing changed."""
-    check_literals(literals)  # before the journal, the plan or any change
+    refuses the erasure with nothing changed. ``match``: ``normalized`` erases the literals' other
+    spellings too (``matched_literals``), each as a literal."""
+    check_literals(literals, match)  # before the journal, the plan or any change
     journal_dir = state_dir / "erasures"
     journal_dir.mkdir(parents=True, exist_ok=True)
-    journal = journal_dir / f"{_request_id(system, user, literals, key)}.json"
+    keyed = [*literals, *(["match=normalized"] if match == "normalized" else [])]
+    journal = journal_dir / f"{_request_id(system, user, keyed, key)}.json"
+    # every spelling the instance holds now (a re-run finds those an interrupted run left)
+    literals = matched_literals(system.instance_files(), literals, match)
     t0 = time.monotonic()
     if journal.exists():
         doc = json.loads(journal.read_text(encoding="utf-8"))
