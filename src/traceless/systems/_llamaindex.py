@@ -268,7 +268,12 @@ class LlamaIndexSystem(MemorySystem):
         the JSON rewrite."""
         if self.read_only:
             raise ConfigError("llamaindex: this instance was attached read-only; attach it with read_only=False")
-        self.native_erasure(plan)
+        try:
+            self.native_erasure(plan)
+        except (KeyError, ValueError) as e:  # its files changed between the docstore's and the index's read
+            raise ConfigError(f"llamaindex: the index in {self._persist} changed while it was erased ({type(e).__name__}: "
+                              f"{e}): a running application is writing it. Stop the application, then run the same "
+                              "command again: an interrupted erasure is completed by the re-run") from None
         self.close()
         self._index = None
         out = kernel.execute(self.instance(), plan, literals)

@@ -510,6 +510,8 @@ def check_app_writes_during_erasure(t: Target) -> CheckOutcome:
     any change (the user's records all still there) or it passes with nothing of the user left;
     every memory the application wrote is still there (no lost write), and no passing receipt
     is signed while the user's records remain."""
+    if Capability.ONLINE not in system_class(t.name).capabilities:
+        return _offline_app_writes_back(t)
     work = t.build("online")
     mine_before = _left(t, work, TARGET, SECRETS[TARGET])[0]
     ctx = mp.get_context("spawn")
@@ -523,7 +525,7 @@ def check_app_writes_during_erasure(t: Target) -> CheckOutcome:
             p.kill()
             return CheckOutcome(passed=False, detail="the application never opened the instance or never wrote")
         written = parent.recv()
-    outcome, receipt = _erase_beside_the_app(t, work)
+    outcome, _ = _erase_beside_the_app(t, work)
     stop.set()
     while p.is_alive() or parent.poll():
         if parent.poll(1):
@@ -536,16 +538,11 @@ def check_app_writes_during_erasure(t: Target) -> CheckOutcome:
         return CheckOutcome(passed=False, detail=f"erasure {outcome}; the app (exit {p.exitcode}) wrote {written}; "
                                                  f"then the instance could not be read: {e}")
     lost = [n for n in range(written) if _app_note(n) not in texts]
-    online = Capability.ONLINE in system_class(t.name).capabilities
-    if online:
-        held = outcome == "passed" and left == (0, 0, 0) or outcome.startswith("refused") and left[0] == mine_before
-        told = ""
-    else:  # declared offline-only: the receipt says so, the re-check finds what the app restored, a re-run finishes
-        held, told = _offline_told(t, work, receipt, left)
+    held = outcome == "passed" and left == (0, 0, 0) or outcome.startswith("refused") and left[0] == mine_before
     ok = not lost and p.exitcode == 0 and held
     return CheckOutcome(passed=ok, detail=f"erasure {outcome}; the app wrote {written} memories meanwhile, lost "
                                           f"{len(lost)}, exit {p.exitcode}; the user's records {mine_before} → "
-                                          f"{left[0]}, left {left}; online declared: {online}{told}")
+                                          f"{left[0]}, left {left}")
 
 
 def _audit_texts(t: Target, work: Path) -> str:
@@ -557,20 +554,30 @@ def _audit_texts(t: Target, work: Path) -> str:
         opened.close()
 
 
-def _offline_told(t: Target, work: Path, receipt: Any, left: tuple[int, int, int]) -> tuple[bool, str]:
-    """A system without ``Capability.ONLINE``, erased beside its running app: a signed receipt
-    tells the operator to stop the app and ``scan --since`` finds what the app wrote back; with
-    the app stopped, the same request completes (the journal of an interrupted run included)."""
-    told = back = True
-    if receipt is not None:
-        told = any("application stopped" in n for n in receipt.notes)
-        back = _with(t, work, lambda s: recheck_system(s, receipt, TARGET, [SECRETS[TARGET]], key=KEY).came_back,
-                     read_only=True) == (left != (0, 0, 0))
-    again = _passes(t, work, [SECRETS[TARGET]], t.root / "state-online")
-    final = _left(t, work, TARGET, SECRETS[TARGET])
-    done = (again is True or str(again).startswith("no receipt (NothingToEraseError")) and final == (0, 0, 0)
-    return told and back and done, (f"; receipt says stop the app: {told}; re-check agrees: {back}; re-run with "
-                                    f"the app stopped: {again}, left {final}")
+def _offline_app_writes_back(t: Target) -> CheckOutcome:
+    """A system without ``Capability.ONLINE`` (its app holds the instance in memory and writes it
+    back whole), with the app opened before the erasure and writing once after it: the receipt
+    says the app must be stopped; ``scan --since`` finds what the app wrote back; with the app
+    stopped, the same request completes and keeps every memory the app wrote."""
+    work, state, lit = t.build("offline-app"), t.root / "state-offline-app", [SECRETS[TARGET]]
+    app = open_system(t.name, work, t.config, t.runtime)
+    try:
+        app.write([_session("app-0", "s1", f"App memory 0: {_app_note(0)}.")])
+        receipt = _with(t, work, lambda s: erase_system(s, TARGET, lit, state_dir=state, key=KEY))
+        app.write([_session("app-1", "s1", f"App memory 1: {_app_note(1)}.")])
+    finally:
+        app.close()
+    left = _left(t, work, TARGET, SECRETS[TARGET])
+    told = any("application stopped" in n for n in receipt.notes)
+    back = _with(t, work, lambda s: recheck_system(s, receipt, TARGET, lit, key=KEY).came_back, read_only=True)
+    again = _passes(t, work, lit, state) if left != (0, 0, 0) else True
+    final, texts = _left(t, work, TARGET, SECRETS[TARGET]), _audit_texts(t, work)
+    kept = all(_app_note(n) in texts for n in (0, 1))
+    ok = receipt.verification.passed and told and back == (left != (0, 0, 0)) and again is True
+    return CheckOutcome(passed=ok and final == (0, 0, 0) and kept,
+                        detail=f"offline-only: receipt passed {receipt.verification.passed}, says stop the app: {told}; "
+                               f"the app's write-back left {left}, re-check came back: {back}; re-run with the app "
+                               f"stopped: {again}, left {final}; the app's memories kept: {kept}")
 
 
 def _erase_beside_the_app(t: Target, work: Path) -> tuple[str, Any]:
