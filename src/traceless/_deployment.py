@@ -30,6 +30,7 @@ from traceless.forget import (
     BundleEntry,
     Receipt,
     RequestBundle,
+    append_bundle,
     append_receipt,
     check_log,
     check_request_id,
@@ -238,13 +239,30 @@ def erase_deployment(dep: Deployment, *, users: Sequence[str] = (), literals: Se
     finally:
         for s in opened.values():
             s.close()
-    bundle = write_bundle(work, rid, dep.name, [i.name for i in dep.instances], _entries(dep, users, work))
+    bundle, unstamped = _write_summary(work, rid, dep, _entries(dep, users, work), tsa)
     os.replace(work, final)
     if log is not None:
         for e in bundle.entries:
             if e.receipt_file:
                 append_receipt(log, load_receipt(final / e.receipt_file))
+        append_bundle(log, bundle)  # the summary too: a bundle cannot be withdrawn or re-signed unseen
+    if unstamped is not None:
+        raise ConfigError(f"{unstamped}; the erasure is done and its bundle {final} is signed"
+                          f"{' and logged' if log is not None else ''}, without a time-stamp on the summary")
     return bundle, final
+
+
+def _write_summary(work: Path, rid: str, dep: Deployment, entries: list[BundleEntry],
+                   tsa: str | None) -> tuple[RequestBundle, ConfigError | None]:
+    """The signed summary, time-stamped by ``tsa`` when given; a TSA that fails now (it stamped
+    the receipts a moment ago) leaves the summary signed without a stamp, and says so."""
+    names = [i.name for i in dep.instances]
+    if tsa is None:
+        return write_bundle(work, rid, dep.name, names, entries), None
+    try:
+        return write_bundle(work, rid, dep.name, names, entries, stamp=lambda b: stamp_receipt(b, tsa)), None
+    except ConfigError as e:
+        return write_bundle(work, rid, dep.name, names, entries), e
 
 
 class ExportedStore(BaseModel):

@@ -186,7 +186,7 @@ def test_audit_rows_say_what_tracelesss_erasure_reaches_after_each_native_deleti
     assert res.bystanders["delete_user_memory"]["intact"] and not res.bystanders["clear_memory"]["intact"]
     md = render_report(tmp_path / "a").read_text()
     rows = md.split("## Erasure scorecard")[1].strip().splitlines()
-    assert rows[2] == ("| agno | `delete_user_memory` | 0.00 | agno_runs 2 | 2 (`agno.db`) | — | "
+    assert rows[2] == ("| agno | `delete_user_memory` | 0.00 | agno_runs 2 | 2 (`agno.db`) | — | — (not run by the audit) | "
                        f"yes ({res.bystanders['delete_user_memory']['copies_after']}/"
                        f"{res.bystanders['delete_user_memory']['copies_before']}) | clear in every store |")
     assert rows[3].startswith("| agno | `clear_memory` |") and "**NO**" in rows[3]

@@ -343,3 +343,86 @@ def test_twenty_scans_of_a_crewai_instance_all_exit_cleanly(tmp_path: Path) -> N
                            capture_output=True, text=True, env=env, timeout=120)
         assert p.returncode == 0 and "Fatal Python error" not in p.stderr, (i, p.returncode, p.stderr[-1500:])
         assert "read-only: " in p.stdout and "memories/" in p.stdout
+
+
+def _my_vectors(memory: Path) -> list[bytes]:
+    """My rows' vectors as LanceDB stores them (float32), read from every version."""
+    import lancedb
+    import numpy as np
+
+    tbl = lancedb.connect(str(memory)).open_table("memories")
+    out: set[bytes] = set()
+    for v in [int(x["version"]) for x in tbl.list_versions()]:
+        tbl.checkout(v)
+        for r in tbl.to_arrow().to_pylist():
+            if r["scope"] == f"/user/{ME.owner}":
+                out.add(np.asarray(r["vector"], dtype="<f4").tobytes())
+    return sorted(out)
+
+
+def _held(memory: Path, needles: list[bytes]) -> dict[str, int]:
+    return {str(p.relative_to(memory)): n for p in memory.rglob("*") if p.is_file()
+            for n in [sum(p.read_bytes().count(x) for x in needles)] if n}
+
+
+def test_crewai_erasure_leaves_none_of_the_erased_vectors_nor_texts_in_any_file(tmp_path: Path) -> None:
+    """Issue 38.1: LanceDB keeps a deleted row's vector and text in the data files of older
+    versions, and CrewAI's ``scope`` BTree index kept ``/user/USER`` after ``optimize`` (some
+    runs); the erasure compacts, rebuilds the scalar index, removes every older version, and
+    checks every file for the erased vectors' float32 bytes and texts before it claims clear."""
+    _need("crewai")
+    _written("crewai", tmp_path / "live")
+    memory = tmp_path / "live" / "memory"
+    vectors = _my_vectors(memory)
+    assert len(vectors) == 6 and _held(memory, vectors)  # the floats are in the data files, bit for bit
+    cfg = load_system_config("crewai", {"storage_path": str(memory)})
+    receipt = erase_system(system_class("crewai").attach(cfg, _runtime(), read_only=False), ME.owner, [ME.canary],
+                           state_dir=tmp_path / "state", key=b"k" * 32)
+    assert receipt.verification.passed and "memories=clear" in receipt.guarantee, receipt.notes
+    assert any("LanceDB: 0 of the 6 erased rows' vectors (float32) or texts (content, scope)" in n
+               for n in receipt.notes), receipt.notes
+    assert _held(memory, [*vectors, f"/user/{ME.owner}".encode()]) == {}
+    theirs = scan_system(system_class("crewai").attach(cfg, read_only=True), OTHER.owner, [OTHER.canary])
+    assert any(h.literal_count for h in theirs.hits)
+
+
+def test_crewai_erasure_claims_logical_while_a_file_holds_an_erased_vector(tmp_path: Path) -> None:
+    """The check can fail: a copy of one erased vector's floats in a file of the instance (no
+    byte of the literal in it) keeps the claim at logical, and the receipt says where."""
+    _need("crewai")
+    _written("crewai", tmp_path / "live")
+    memory = tmp_path / "live" / "memory"
+    (memory / "stray.bin").write_bytes(b"\0" * 16 + _my_vectors(memory)[0] + b"\0" * 16)
+    cfg = load_system_config("crewai", {"storage_path": str(memory)})
+    receipt = erase_system(system_class("crewai").attach(cfg, _runtime(), read_only=False), ME.owner, [ME.canary],
+                           state_dir=tmp_path / "state", key=b"k" * 32)
+    assert "memories=logical" in receipt.guarantee and "memories@versions=logical" in receipt.guarantee
+    assert any("LanceDB: 1 of the 6 erased rows'" in n and n.endswith("; 1 in stray.bin") for n in receipt.notes), \
+        receipt.notes
+
+
+def test_crewai_erasure_rewrites_a_fragment_that_keeps_deleted_rows(tmp_path: Path) -> None:
+    """LanceDB's compaction rewrites a fragment only past 10 % deleted rows: my 6 rows in one
+    fragment of 612 stay in its data file, only marked deleted, after ``optimize``. The check
+    finds them, the table is rewritten from its remaining rows, and then none is left."""
+    import lancedb
+
+    _need("crewai")
+    _written("crewai", tmp_path / "live")
+    memory = tmp_path / "live" / "memory"
+    vectors = _my_vectors(memory)
+    db = lancedb.connect(str(memory))
+    data = db.open_table("memories").to_arrow()
+    theirs = [r for r in data.to_pylist() if r["scope"] != f"/user/{ME.owner}"]
+    filler = [{**r, "id": f"{r['id']}-{k}", "content": f"{r['content']} ({k})"} for k in range(100) for r in theirs]
+    tbl = db.create_table("memories", data=__import__("pyarrow").Table.from_pylist(
+        [*data.to_pylist(), *filler], schema=data.schema), mode="overwrite")  # one fragment of 612 rows
+    tbl.create_scalar_index("scope", index_type="BTREE", replace=True)
+    tbl.optimize(cleanup_older_than=__import__("datetime").timedelta(0), delete_unverified=True)
+    cfg = load_system_config("crewai", {"storage_path": str(memory)})
+    receipt = erase_system(system_class("crewai").attach(cfg, _runtime(), read_only=False), ME.owner, [ME.canary],
+                           state_dir=tmp_path / "state", key=b"k" * 32)
+    assert any("erased rows were still in data files after optimize" in n for n in receipt.notes), receipt.notes
+    assert receipt.verification.passed and "memories=clear" in receipt.guarantee, receipt.notes
+    assert _held(memory, [*vectors, f"/user/{ME.owner}".encode()]) == {}
+    assert len(lancedb.connect(str(memory)).open_table("memories").to_arrow()) == 606

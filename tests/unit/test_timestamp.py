@@ -2,7 +2,9 @@
 -reply`` behind an HTTP server the test starts): ``forget --memory ... --tsa URL`` keeps the
 token in the receipt without touching its signature; ``forget verify --tsa-cert CA`` checks it
 and prints the time; another root, a token moved from another receipt, or an unreachable
-TSA fail, each in one line; ``forget --deployment --tsa`` stamps every receipt of the bundle."""
+TSA fail, each in one line; ``forget --deployment --tsa`` stamps every receipt of the bundle
+and its signed summary, and with ``--log`` appends the summary to the receipt log after its
+receipts; the native ``forget --db`` takes ``--tsa`` with the same semantics."""
 
 from __future__ import annotations
 
@@ -101,3 +103,78 @@ def test_a_deployment_request_stamps_every_receipt(live: Path, pki: tuple[Path, 
     assert verify_bundle("request-T-4").ok  # the digest is of the stamped file
     (f,) = Path("request-T-4").glob("receipt-*.json")
     assert cli("forget", "verify", str(f), "--tsa-cert", str(ca)) == 0
+
+
+def _native_store(path: Path) -> Path:
+    from traceless import Memory
+
+    with Memory(path, embedder="hashing") as mem:
+        mem.add(f"My IBAN is {IBAN}, I swim on Mondays.", user="bob")
+        mem.add("I like tea.", user="eve")
+    return path
+
+
+def test_a_native_forget_is_stamped_like_a_systems_erasure(pki: tuple[Path, Path], tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    d, ca = pki
+    monkeypatch.chdir(tmp_path)
+    db = _native_store(tmp_path / "m.db")
+    base = ["forget", "--db", str(db), "--mode", "full_purge", "--owner", "bob", "--literal", IBAN]
+    with _tsa.tsa_server(d) as url:
+        assert cli(*base, "--tsa", url, "--receipt", "r.json") == 0
+    r = load_receipt("r.json")
+    assert r.timestamp and verify_signature(r) and r.mode == "full_purge"
+    capsys.readouterr()
+    assert cli("forget", "verify", "r.json", "--tsa-cert", str(ca), "--json") == 0
+    when = dt.datetime.fromisoformat(json.loads(capsys.readouterr().out)["timestamped_at"])
+    assert abs((dt.datetime.now(dt.UTC) - when).total_seconds()) < 300
+    other = _tsa.make_pki(tmp_path / "other-pki", "other")
+    assert cli("forget", "verify", "r.json", "--tsa-cert", str(other)) == 9
+
+
+def test_a_native_forget_with_a_bad_or_unreachable_tsa(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    db = _native_store(tmp_path / "m.db")
+    before = db.read_bytes()
+    base = ["forget", "--db", str(db), "--mode", "full_purge", "--owner", "bob", "--literal", IBAN]
+    assert cli(*base, "--tsa", "ftp://tsa.example") == 2  # refused before anything
+    assert "http(s) URL" in capsys.readouterr().err
+    assert db.read_bytes() == before
+    assert cli(*base, "--tsa", "http://127.0.0.1:9/tsr", "--receipt", "r.json") == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "no time-stamp" in err and "forget itself is done" in err
+    r = load_receipt("r.json")  # the forget's signed receipt, without a token
+    assert verify_signature(r) and not r.timestamp and r.verification.passed
+
+
+def test_a_deployment_bundle_summary_is_stamped_and_logged(live: Path, pki: tuple[Path, Path], tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    from traceless.forget import load_bundle, verify_logged
+
+    d, ca = pki
+    (tmp_path / "d.toml").write_text(f'[[instances]]\nname = "sdk"\nsystem = "openai-agents"\nconfig = "{live}"\n')
+    log = tmp_path / "log"
+    with _tsa.tsa_server(d) as url:
+        assert cli("forget", "--deployment", str(tmp_path / "d.toml"), "--user", "cust-3", "--request-id", "T-5",
+                   "--tsa", url, "--log", str(log)) == 0
+    bundle, _ = load_bundle("request-T-5")
+    assert bundle.timestamp and verify_bundle("request-T-5").ok  # the stamp is not under the signature
+    kinds = [json.loads(x)["kind"] for x in (log / "entries.jsonl").read_text().splitlines()]
+    assert kinds == ["receipt", "bundle"]
+    assert verify_logged(log, bundle).index == 1
+    capsys.readouterr()
+    assert cli("forget", "verify", "request-T-5", "--tsa-cert", str(ca), "--log", str(log)) == 0
+    out = capsys.readouterr().out
+    assert "time-stamp OK" in out and "the summary is entry 1 of 2" in out
+    assert cli("log", "verify", "--log", str(log), "--receipt", "request-T-5") == 0
+    assert "bundle T-5 is entry 1 of 2" in capsys.readouterr().out
+    # another root; a summary re-signed with other content is not the one in the log
+    other = _tsa.make_pki(tmp_path / "other-pki", "other")
+    assert cli("forget", "verify", "request-T-5", "--tsa-cert", str(other)) == 9
+    from traceless.forget import sign_bundle
+
+    resigned = sign_bundle(bundle.model_copy(update={"deployment": "elsewhere"}))
+    with pytest.raises(Exception, match="other content than this file"):
+        verify_logged(log, resigned)

@@ -17,7 +17,14 @@ from traceless.audit._engine import (
 )
 from traceless.audit._inversion import InversionReport, candidate_inversion
 from traceless.audit._probes import PROBE_LEVELS, Probe, extracted, probes
-from traceless.audit._serving_cache import CachePhase, ServingCacheTier, serving_cache_check
+from traceless.audit._serving_cache import (
+    CachePhase,
+    ServingCacheTier,
+    audit_records,
+    audit_serving_cache,
+    serving_cache_check,
+    serving_cache_tier,
+)
 from traceless.audit._system_audit import (
     PAPER_LADDER,
     Planted,
@@ -58,6 +65,9 @@ __all__ = [
     "CachePhase",
     "ServingCacheTier",
     "serving_cache_check",
+    "serving_cache_tier",
+    "audit_serving_cache",
+    "audit_records",
     "InversionReport",
     "NO_BASELINE",
     "PAPER_LADDER",

@@ -11,6 +11,14 @@ interleaved, and compared by a two-sample Kolmogorov–Smirnov test. Then the sa
 cache is cleared (``LlamaCppServer.clear_prompt_cache``, before every pair: a probe would
 otherwise cache the record again). Verdict per phase: ``cached`` when p < ``alpha`` and the
 record's median is the faster, else ``not detected``.
+
+``serving_cache_tier`` is the same test around a deletion step (the erasure path's clear, or
+nothing): ``n`` distinct records (each differs from its first token on, so one record's
+probe cannot warm another's) go through the server first, then the step runs once, then each
+record is probed once against its matched control. Nothing re-caches a record before it is
+probed, so the test sees the server exactly as the step left it. ``audit_serving_cache`` runs
+it twice per deletion phase of an audit whose model traceless serves: as the native deletion
+leaves the server (nothing of the system touches it) and after traceless's erasure clears it.
 """
 
 from __future__ import annotations
@@ -19,12 +27,12 @@ import json
 import random
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["CachePhase", "ServingCacheTier", "serving_cache_check"]
+__all__ = ["CachePhase", "ServingCacheTier", "audit_serving_cache", "serving_cache_check", "serving_cache_tier"]
 
 _FILLER = ["river", "stone", "lamp", "cloud", "table", "green", "seven", "honey", "window", "garden", "paper", "silver", "morning", "quiet", "forest", "bridge", "orange", "candle", "winter", "harbor", "meadow", "pencil", "thunder"]
 _SYSTEM = "You are a helpful assistant. What you remember about the user:\n"
@@ -59,13 +67,18 @@ class ServingCacheTier(BaseModel):
     alpha: float
     """The test's level."""
     before: CachePhase
-    """After the conversation (the record deleted from memory, the server untouched)."""
+    """After the conversation (the record deleted from memory, the server untouched; in an
+    audit: as the native deletion leaves it)."""
     after: CachePhase
-    """With the cache cleared before every pair."""
+    """With the cache cleared (``serving_cache_check``: before every pair; in an audit: by
+    traceless's erasure, once, after the records were served)."""
     clear_seconds: float
     """Median seconds one clear took."""
     cleared_by: str
     """How the cache was cleared."""
+    cache_prompt: bool | None = None
+    """The server's ``cache_prompt`` default (the opt-in; the KV is kept either way); None:
+    not recorded."""
 
 
 def _post(root: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -133,3 +146,65 @@ def serving_cache_check(server: Any, record: str, *, n: int = 10, alpha: float =
     return ServingCacheTier(n=n, tokens=tokens, alpha=alpha, before=before, after=after,
                             clear_seconds=sorted(clears)[len(clears) // 2],
                             cleared_by="restart of the llama.cpp server on the same port")
+
+
+def _probe_pairs(root: str, records: list[str], rng: random.Random, alpha: float) -> CachePhase:
+    """Each record's prefix once against its token-matched control (alternating order); KS."""
+    from scipy.stats import ks_2samp
+
+    rec: list[float] = []
+    ctl: list[float] = []
+    for i, record in enumerate(records):
+        control = _control(root, _ntokens(root, _SYSTEM + record), rng)
+        question = f"\nUser: question {rng.randrange(10**6)}\nAssistant:"
+        pair = [(rec, _SYSTEM + record + question), (ctl, _SYSTEM + control + question)]
+        for out, prompt in pair if i % 2 == 0 else pair[::-1]:
+            out.append(_ttft(root, prompt))
+    n = len(records)
+    p = float(ks_2samp(rec, ctl).pvalue)
+    ratio = sorted(rec)[n // 2] / sorted(ctl)[n // 2]
+    return CachePhase(record_s=rec, control_s=ctl, ks_p=p, median_ratio=ratio,
+                      verdict="cached" if p < alpha and ratio < 1 else "not detected")
+
+
+def serving_cache_tier(server: Any, records: Sequence[str], step: Callable[[], object], *, alpha: float = 0.01,
+                       seed: int = 38) -> CachePhase:
+    """``records`` (n = their number, fixed by the caller) each served in a conversation, then
+    ``step`` once (the deletion under test), then the probes (the module's protocol)."""
+    if len(records) < 2 or len({tuple(r.split()[:2]) for r in records}) < len(records):
+        raise ValueError("give at least 2 records that differ in their first two words")
+    root, rng = server.address, random.Random(seed)
+    for r in records:
+        _ttft(root, _SYSTEM + r + "\nUser: hello\nAssistant:")
+    step()
+    return _probe_pairs(server.address, list(records), rng, alpha)
+
+
+_TAGS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet", "kilo", "lima",
+         "mike", "november", "oscar", "papa", "quebec", "romeo", "sierra", "tango", "uniform", "victor", "whiskey",
+         "xray", "yankee", "zulu"]
+
+
+def audit_records(canaries: Sequence[str], n: int, sentence: Callable[[str], str]) -> list[str]:
+    """``n`` distinct memory texts, each carrying one of ``canaries`` (in turn) as ``sentence``
+    tells it, tagged from the second word on (no two share a prefix past the tag)."""
+    if not 2 <= n <= len(_TAGS) ** 2:
+        raise ValueError(f"the serving-cache tier takes 2..{len(_TAGS) ** 2} records, got {n}")
+    tags = [a if n <= len(_TAGS) else f"{a}-{b}" for a in _TAGS for b in (_TAGS if n > len(_TAGS) else [""])][:n]
+    filler = " ".join(["They prefer morning appointments and tea over coffee."] * 8)
+    return [f"Memory {tag}: {sentence(canaries[i % len(canaries)])} {filler}" for i, tag in enumerate(tags)]
+
+
+def audit_serving_cache(server: Any, canaries: Sequence[str], clear: Callable[[], float], *, n: int,
+                        sentence: Callable[[str], str], alpha: float = 1e-3, seed: int = 38) -> ServingCacheTier:
+    """The tier of one deletion phase (the module's protocol, ``n`` records per group): as the
+    native deletion leaves the server, then with ``clear`` (the erasure's step: seconds) run
+    once after the second group's records were served."""
+    records = audit_records(canaries, 2 * n, sentence)
+    took: list[float] = []
+    before = serving_cache_tier(server, records[:n], lambda: None, alpha=alpha, seed=seed)
+    after = serving_cache_tier(server, records[n:], lambda: took.append(clear()), alpha=alpha, seed=seed + 1)
+    return ServingCacheTier(n=n, tokens=min(_ntokens(server.address, _SYSTEM + r) for r in records), alpha=alpha,
+                            before=before, after=after, clear_seconds=took[0] if took else 0.0,
+                            cleared_by="traceless's erasure: restart of the llama.cpp server on the same port",
+                            cache_prompt=getattr(server, "cache_prompt", None))

@@ -58,8 +58,9 @@ from traceless.audit._engine import (
 )
 from traceless.audit._inversion import InversionReport, candidate_inversion
 from traceless.audit._probes import PROBE_LEVELS, Probe, probes
+from traceless.audit._serving_cache import ServingCacheTier, audit_serving_cache
 from traceless.audit._table import AuditRow, audit_table, residue_key
-from traceless.datasets import inject_canary, make_canary, redact_canaries, synthetic_users
+from traceless.datasets import canary_sentence, inject_canary, make_canary, redact_canaries, synthetic_users
 from traceless.errors import ConfigError, InputFormatError, ResumeError, StudyError
 from traceless.forget import scan_files
 from traceless.memory import Session
@@ -155,6 +156,10 @@ class SystemAuditConfig(BaseModel):
     distance 2 of a canary, case ignored, is redacted to ``[CANARY]``)."""
     keep_memory: bool = False
     """Keep the system's memory files (which hold plaintext canaries) after the audit."""
+    serving_cache_n: int = Field(0, ge=0, le=300)
+    """Records per group of the serving-cache tier (``audit_serving_cache``: time to the first
+    token of prefixes the served model saw against matched controls, KS; fixed before the run),
+    run after every deletion when traceless serves the model (its llama.cpp server); 0: not run."""
     inversion_decoys: int = Field(10_000, ge=0)
     """Decoy canaries of the inversion check (``candidate_inversion``), run after every phase
     of a system whose files hold vectors traceless reads (``MemorySystem.file_vectors``)."""
@@ -185,6 +190,10 @@ class SystemAuditResult(BaseModel):
     """phase → the candidate attack on the vectors read from the system's files after it (the
     planted canaries recovered top-1/top-k, exact intervals); None: its files hold no vectors
     traceless reads (``MemorySystem.file_vectors``)."""
+    serving_cache: dict[str, ServingCacheTier | None] = Field(default_factory=dict)
+    """deletion → the serving-cache tier (``serving_cache_n`` > 0): the served model's prompt
+    cache as the native deletion leaves it and after traceless's erasure clears it; None: no
+    model served by traceless."""
     rows: int
     """Probe rows written."""
     seconds: float
@@ -529,11 +538,7 @@ def _run_phase(study: _AuditStudy, ctx: RunContext[SystemAuditConfig], phase: st
                           before_user=forget, on_batch=progress,
                           batch=batch_size(runtime.model, len(planted) * len(views) * len(probe_list),
                                            len(probe_list)))
-    erasure = None
-    if phase != "before":
-        with _OPEN_LOCK:
-            erasure = erasure_claims(study.spec, phase_dir, runtime, list(zip(
-                (p.owner for p in planted), canaries, strict=True)))
+    erasure, serving = (None, None) if phase == "before" else _after_deletion(study, ph, config, runtime, phase_dir)
     red = _redactor(canaries, config.reveal)
     inversion = None if ph.vectors is None else candidate_inversion(
         ph.vectors.vectors, canaries, study.candidates.of(ph.vectors.embedder), decoys=config.inversion_decoys)
@@ -541,9 +546,41 @@ def _run_phase(study: _AuditStudy, ctx: RunContext[SystemAuditConfig], phase: st
         "copies": ph.copies, "files": ph.files, "phase_index": study.phases.index(phase),
         "inversion": None if inversion is None else inversion.model_dump(mode="json"),
         "views": list(ph.system.views), **({} if phase == "before" else {"bystanders": check.metrics()}),
-        **({} if erasure is None else {"erasure": erasure})},
+        **({} if erasure is None else {"erasure": erasure}),
+        **({"serving_cache": None if serving is None else serving.model_dump(mode="json")}
+           if phase != "before" and config.serving_cache_n else {})},
         extra={"notes": json.loads(red(json.dumps(ph.notes, default=str)))})
     return [*_probe_results(phase, got, red), residue]
+
+
+_SERVING_LOCK = threading.Lock()
+"""The serving-cache tier and traceless's erasure (which clears the served model's cache) of
+one phase at a time: another phase's clear in the middle of the tier would empty the cache
+it measures."""
+
+
+def _after_deletion(study: _AuditStudy, ph: DeletionPhase, config: SystemAuditConfig, runtime: SystemRuntime,
+                    phase_dir: Path) -> tuple[dict[str, Any] | None, ServingCacheTier | None]:
+    """What traceless's erasure reaches after the phase's native deletion (``erasure_claims``)
+    and, with ``serving_cache_n``, the serving-cache tier: the served model's cache as the
+    native deletion left it, then cleared by the erasure's own step
+    (``MemorySystem.clear_serving_cache``)."""
+    canaries = [p.canary for p in study.planted]
+    cache = runtime.model.serving_cache() if config.serving_cache_n else None
+    with _SERVING_LOCK:
+        serving = None if cache is None else audit_serving_cache(
+            cache, canaries, lambda: _timed(ph.system.clear_serving_cache), n=config.serving_cache_n,
+            sentence=canary_sentence, seed=config.seed)
+        with _OPEN_LOCK:
+            erasure = erasure_claims(study.spec, phase_dir, runtime, list(zip(
+                (p.owner for p in study.planted), canaries, strict=True)))
+    return erasure, serving
+
+
+def _timed(step: Callable[[], object]) -> float:
+    t0 = time.perf_counter()
+    step()
+    return time.perf_counter() - t0
 
 
 def _probe_results(phase: str, got: PhaseProbes, red: Callable[[str], str]) -> list[CellResult]:
@@ -567,6 +604,7 @@ def _collect(config: SystemAuditConfig, phases: list[str], out_dir: Path, second
     atomic_write(out_dir / "results.jsonl", "".join(a.model_dump_json() + "\n" for a in t.probes))
     result = SystemAuditResult(system=config.system, table=t.table, copies=t.copies, files=t.files,
                                bystanders=t.bystanders, erasure=t.erasure, inversion=t.inversion,
+                               serving_cache=t.serving_cache,
                                rows=len(t.probes), seconds=seconds, out_dir=str(out_dir))
     atomic_write(out_dir / "summary.json", json.dumps(
         {"config": redact_secrets(config.model_dump(mode="json")), "model": model, "code_version": code_version(),

@@ -15,6 +15,7 @@ from pydantic import BaseModel
 from traceless._rows import StoredRow
 from traceless.audit._inversion import InversionReport
 from traceless.audit._probes import PROBE_LEVELS
+from traceless.audit._serving_cache import ServingCacheTier
 from traceless.metrics import aer, aer_max, frs_worst
 
 if TYPE_CHECKING:
@@ -100,6 +101,9 @@ class AuditTable(BaseModel):
     """phase → the candidate attack on the vectors read from the system's files after it (the
     residue cell's ``inversion``); None: its files hold no vectors traceless reads; absent in
     audits made before it was recorded."""
+    serving_cache: dict[str, ServingCacheTier | None] = {}
+    """deletion → the serving-cache tier (the residue cell's ``serving_cache``); None: no model
+    served by traceless; absent where the audit did not run it."""
     probes: list[AuditRow]
     """The probe rows, in phase order, each phase's in the engine's request order."""
 
@@ -143,6 +147,9 @@ def audit_table(cells: Sequence[ResultRow]) -> AuditTable:
                       inversion={r.group: None if r.metrics["inversion"] is None else
                                  InversionReport.model_validate(r.metrics["inversion"])
                                  for r in residue if "inversion" in r.metrics},
+                      serving_cache={r.group: None if r.metrics["serving_cache"] is None else
+                                     ServingCacheTier.model_validate(r.metrics["serving_cache"])
+                                     for r in residue if "serving_cache" in r.metrics},
                       probes=probe_rows)
 
 

@@ -64,6 +64,11 @@ def audit_cmd(
         None, "--data", help="Plant the canaries in these conversations (sessions JSONL) instead of synthetic users."),
     keep_memory: bool = typer.Option(
         False, "--keep-memory", help="Keep the audited memory files (they hold the canaries in plaintext)."),
+    serving_cache: int = typer.Option(
+        0, "--serving-cache", min=0, max=300, help="Records per group (fixed in advance) of the serving-cache tier, "
+        "run after every deletion when traceless serves the model: time to the first token of prompts the server "
+        "saw against matched controls (KS), as the native deletion leaves it and after traceless's erasure clears it. "
+        "0: not run."),
     as_json: bool = typer.Option(
         False, "--json", help="Print the result as one JSON document (docs/schemas/audit-result.json) instead of "
         "the table."),
@@ -82,4 +87,4 @@ def audit_cmd(
     system_audit(memory=memory, memory_config=memory_config, data=data, model=model, S=S, k=k,
                  profiles=profiles, seed=seed, modes=modes, wordings=wordings, max_new_tokens=max_new_tokens,
                  out=out, embedder_name=embedder_name, reveal=reveal, keep_memory=keep_memory, fmt=fmt,
-                 as_json=as_json, engine=engine)
+                 as_json=as_json, engine=engine, serving_cache=serving_cache)

@@ -92,14 +92,17 @@ def forget_deployment(dep: Deployment, users: list[str], literals: list[str], *,
         sys.exit(VERIFICATION_FAILED_EXIT)
 
 
-def verify_bundle_cmd(path: Path, public_key: str | None, as_json: bool) -> None:
-    """``forget verify BUNDLE``: the summary and every receipt, with the public key alone."""
+def verify_bundle_cmd(path: Path, public_key: str | None, as_json: bool, *, log: Path | None = None,
+                      tsa_cert: Path | None = None) -> None:
+    """``forget verify BUNDLE``: the summary and every receipt, with the public key alone
+    (``log``: the summary's inclusion in that receipt log; ``tsa_cert``: its time-stamp)."""
     from traceless.cli._receipts import VERIFICATION_FAILED_EXIT
     from traceless.errors import ReceiptError
-    from traceless.forget import verify_bundle
+    from traceless.forget import verify_request_bundle
     from traceless.keys import load_public_key
 
-    res = verify_bundle(path, public_key=load_public_key(public_key) if public_key is not None else None)
+    res = verify_request_bundle(path, public_key=load_public_key(public_key) if public_key is not None else None,
+                                log=log, tsa_cert=tsa_cert)
     if as_json:
         typer.echo(res.model_dump_json(indent=2))
     elif not res.signature_ok:
@@ -110,6 +113,11 @@ def verify_bundle_cmd(path: Path, public_key: str | None, as_json: bool) -> None
             typer.echo(f"  {c.instance:<14} {c.receipt_file}: {c.status}")
         for f in res.unlisted:
             typer.echo(f"  UNLISTED {f}: a receipt file the signed summary does not name")
+        if res.timestamped_at is not None:
+            typer.echo(f"time-stamp OK: {tsa_cert} vouches the summary was signed by {res.timestamped_at}")
+        if res.log_entry is not None:
+            typer.echo(f"{log}: the summary is entry {res.log_entry} of {res.log_size}; inclusion proof verified "
+                       "against the signed checkpoint")
         typer.echo(f"{path}: request {res.request_id}, signer {res.signer}, verdict {res.verdict}: "
                    f"{'OK' if res.ok else 'FAILED'}")
     if not res.ok:

@@ -118,8 +118,9 @@ def run_forget(
     dry_run: bool = typer.Option(False, "--dry-run", help="With --memory: print the plan; change nothing."),
     # the append-only receipt log (issue 38.4; traceless.cli._log)
     log_dir: Path = typer.Option(None, "--log", help="Also append the receipt to this receipt log (`traceless log`)."),
-    tsa: str = typer.Option(None, "--tsa", help="With --memory/--deployment: time-stamp each receipt by this RFC 3161 "
-                            "authority (only the signature's SHA-256 is sent); `forget verify --tsa-cert CA`."),
+    tsa: str = typer.Option(None, "--tsa", help="Time-stamp the receipt (each receipt and the bundle's summary with "
+                            "--deployment) by this RFC 3161 authority (only the signature's SHA-256 is sent); "
+                            "`forget verify --tsa-cert CA`."),
     deployment: Path = typer.Option(None, "--deployment", help="One request across every instance of this file "
                                     "(TOML/JSON): one signed bundle request-<id>/ (needs --request-id)."),
     out_dir: Path = typer.Option(None, "--out", help="With --deployment: the bundle's folder (default: here)."),
@@ -153,8 +154,6 @@ def run_forget(
         return forget_memory(memory, memory_config, user, literals or [], dry_run=dry_run, receipt_out=receipt_out,
                              as_json=as_json, certify=certify, model=model, wordings=probe_wordings, log=log_dir,
                              request_id=request_id, tsa=tsa, match=match)
-    if tsa is not None:
-        raise ConfigError("--tsa time-stamps the receipts of --memory and --deployment erasures; drop it here")
     if len(literals or []) > 1:
         raise ConfigError("give one --literal (several are accepted with --memory only)")
     if db is None or mode is None:
@@ -167,12 +166,13 @@ def run_forget(
                                             match, certify),
                   withhold=[user, owner, literals[0] if literals else None], gate=gate, certify=certify, model=model,
                   embedder_name=embedder_name, wordings=probe_wordings, receipt_out=receipt_out, as_json=as_json,
-                  log_dir=log_dir, request_id=request_id)
+                  log_dir=log_dir, request_id=request_id, tsa=tsa)
 
 
 def _forget_store(db: str, mode: str, target: ForgetTarget, *, withhold: list[str | None], gate: bool,
                   certify: bool, model: str | None, embedder_name: str | None, wordings: int,
-                  receipt_out: Path | None, as_json: bool, log_dir: Path | None, request_id: str | None) -> None:
+                  receipt_out: Path | None, as_json: bool, log_dir: Path | None, request_id: str | None,
+                  tsa: str | None = None) -> None:
     """``traceless forget --db DB --mode MODE``: every output validated, then the forget, then the receipt."""
     from traceless._api import forget
     from traceless.forget import (
@@ -180,6 +180,7 @@ def _forget_store(db: str, mode: str, target: ForgetTarget, *, withhold: list[st
         check_log,
         check_receipt_path,
         check_request_id,
+        check_tsa_url,
         receipt_file_name,
     )
     from traceless.memory import MemoryStore
@@ -192,13 +193,34 @@ def _forget_store(db: str, mode: str, target: ForgetTarget, *, withhold: list[st
     path = check_receipt_path(receipt_out) if receipt_out is not None else None
     if log_dir is not None:
         check_log(log_dir)
+    if tsa is not None:
+        check_tsa_url(tsa)
     with MemoryStore(db, access="write", on_migrate=say_migrating(db)) as store:
         _say_finished(store)
         writer = _writer_for(store, spec, model, embedder_name)
         receipt = forget(store, target, mode, writer=writer, gate=gate, certify=certify, model=model,
                          embedder=embedder_name, wordings=wordings, request_id=rid)
-    _finish(receipt, path or Path(receipt_file_name(receipt.receipt_id, receipt.request_id)), as_json, log_dir, mode,
-            withhold=withhold)
+    path = path or Path(receipt_file_name(receipt.receipt_id, receipt.request_id))
+    if tsa is not None:  # the forget is done and signed: the stamp only dates it
+        receipt = _stamped(receipt, tsa, path, withhold)
+    _finish(receipt, path, as_json, log_dir, mode, withhold=withhold)
+
+
+def _stamped(receipt: Receipt, tsa: str, path: Path, withhold: list[str | None]) -> Receipt:
+    """The receipt time-stamped by ``tsa``; when the TSA fails, the signed receipt is written
+    and logged as a request without the stamp, and the error says so."""
+    from traceless.forget import log_request, stamp_receipt, verdict_of, write_receipt
+    from traceless.paths import state_dir
+
+    try:
+        return stamp_receipt(receipt, tsa)
+    except ConfigError as e:
+        write_receipt(receipt, path)
+        log_request(state_dir(), event="forget", system="traceless", user=receipt.target.owner,
+                    request_id=receipt.request_id, verdict=verdict_of(receipt), receipts=[(receipt, path)],
+                    withhold=withhold)
+        raise ConfigError(f"{e}; the forget itself is done and its receipt {path} is signed, without a "
+                          "time-stamp") from None
 
 
 def _finish(receipt: Receipt, path: Path, as_json: bool, log_dir: Path | None, mode: str, *,
@@ -309,11 +331,12 @@ def verify(
     from traceless.keys import load_public_key
 
     if is_bundle(receipt):  # a request bundle (forget --deployment): the summary and every receipt in it
-        if db is not None or log is not None:
-            raise ConfigError("--db and --log check one receipt; verify the bundle alone, or one of its receipts")
+        if db is not None:
+            raise ConfigError("--db checks one receipt against its store; verify the bundle without it, or one of "
+                              "its receipts with --db")
         from traceless.cli._deployment import verify_bundle_cmd
 
-        return verify_bundle_cmd(receipt, public_key, as_json)
+        return verify_bundle_cmd(receipt, public_key, as_json, log=log, tsa_cert=tsa_cert)
     r = load_receipt(receipt)
     pub = load_public_key(public_key) if public_key is not None else None
     res, finished = verify_receipt(r, public_key=pub, db=db, log=log, tsa_cert=tsa_cert)

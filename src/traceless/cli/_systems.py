@@ -78,7 +78,7 @@ _BASELINE_HINT = "raise extraction (--S 0 keeps the raw turns in memory; more --
 def system_audit(*, memory: str, memory_config: Path | None, data: Path | None, model: str, S: int, k: int,
                  profiles: int | None, seed: int, modes: str, wordings: int, max_new_tokens: int, out: Path,
                  embedder_name: str, reveal: bool, keep_memory: bool, fmt: str = "jsonl",
-                 as_json: bool = False, engine: EngineOptions | None = None) -> None:
+                 as_json: bool = False, engine: EngineOptions | None = None, serving_cache: int = 0) -> None:
     """Run the engine on one memory system with the model engine ``engine`` (built at the
     edge from the command's options) and print its table (or its JSON document)."""
     from traceless.audit import SystemAuditConfig, audit_model, run_system_audit
@@ -91,7 +91,7 @@ def system_audit(*, memory: str, memory_config: Path | None, data: Path | None, 
         system=memory, system_config=spec.config.model_dump(mode="json", exclude_unset=True), model=fast_spec(model),
         operations=_operations(memory, modes, known),
         profiles=profiles, data=None if data is None else str(data), seed=seed, wordings=wordings,
-        max_new_tokens=max_new_tokens, reveal=reveal, keep_memory=keep_memory)
+        max_new_tokens=max_new_tokens, reveal=reveal, keep_memory=keep_memory, serving_cache_n=serving_cache)
     ctx = spec.cls.context_tokens(spec.config)
     console = Console(stderr=True)
     for o in spec.cls.audit_overrides(spec.config):
@@ -118,6 +118,11 @@ def system_audit(*, memory: str, memory_config: Path | None, data: Path | None, 
     else:
         print_result(result, cfg.model)
     from traceless.audit import baseline_note
+
+    for phase, tier in result.serving_cache.items():
+        typer.echo(f"serving cache after {phase}: " + ("no model served by traceless" if tier is None else
+                   f"{tier.before.verdict} (KS p {tier.before.ks_p:.1e}); after traceless's erasure "
+                   f"{tier.after.verdict} (KS p {tier.after.ks_p:.2f}); n {tier.n} per group"), err=True)
 
     note = baseline_note(result.table, _BASELINE_HINT if memory == "traceless" else "")
     if note:

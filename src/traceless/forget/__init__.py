@@ -22,6 +22,7 @@ if TYPE_CHECKING:
         BundleEntry,
         BundleVerifyResult,
         RequestBundle,
+        bundle_signature_ok,
         is_bundle,
         load_bundle,
         sign_bundle,
@@ -35,7 +36,9 @@ if TYPE_CHECKING:
         LogConsistency,
         LogInclusion,
         LogVerifyResult,
+        append_bundle,
         append_receipt,
+        bundle_entry,
         check_log,
         receipt_entry,
         verify_log,
@@ -84,7 +87,7 @@ if TYPE_CHECKING:
         verdict_of,
     )
     from traceless.forget._timestamp import check_tsa_url, stamp_receipt, verify_timestamp
-    from traceless.forget._verify import check_store, verify_receipt
+    from traceless.forget._verify import check_store, verify_receipt, verify_request_bundle
 
 __all__ = [
     "Certificate",
@@ -122,6 +125,8 @@ __all__ = [
     "LogConsistency",
     "LogInclusion",
     "LogVerifyResult",
+    "append_bundle",
+    "bundle_entry",
     "append_receipt",
     "check_log",
     "consistency_proof",
@@ -160,21 +165,25 @@ __all__ = [
     "BundleEntry",
     "BundleVerifyResult",
     "RequestBundle",
+    "bundle_signature_ok",
     "is_bundle",
     "load_bundle",
     "sign_bundle",
     "verify_bundle",
+    "verify_request_bundle",
     "write_bundle",
 ]
 
 EXPORTS: dict[str, tuple[str, ...]] = {
-    "._bundle": ("BUNDLE_FILE", "BundleCheck", "BundleEntry", "BundleVerifyResult", "RequestBundle", "is_bundle", "load_bundle", "sign_bundle", "verify_bundle", "write_bundle"),
+    "._bundle": ("BUNDLE_FILE", "BundleCheck", "BundleEntry", "BundleVerifyResult", "RequestBundle", "bundle_signature_ok",
+                 "is_bundle", "load_bundle", "sign_bundle", "verify_bundle", "write_bundle"),
     "._erasure": ("encodings_of", "scan_bytes", "scan_files"),
     "._forget": ("MIN_LITERAL_CHARS", "TIERS", "ForgetOp", "ForgetTarget", "forget"),
     "._receipt": ("Certificate", "CertificateProbe", "Receipt", "TargetRef", "TierReport", "Verification",
                   "VerifyResult", "attach_certificate", "check_receipt_path", "load_receipt", "pseudonym",
                   "receipt_key", "sign", "verify_signature", "write_receipt"),
-    "._log": ("LogAppend", "LogConsistency", "LogInclusion", "LogVerifyResult", "append_receipt", "check_log",
+    "._log": ("LogAppend", "LogConsistency", "LogInclusion", "LogVerifyResult", "append_bundle", "append_receipt",
+              "bundle_entry", "check_log",
               "receipt_entry", "verify_log", "verify_log_consistency", "verify_logged"),
     "._merkle": ("consistency_proof", "inclusion_proof", "leaf_hash", "tree_hash", "verify_consistency",
                  "verify_inclusion"),
@@ -185,7 +194,7 @@ EXPORTS: dict[str, tuple[str, ...]] = {
                    "log_request", "name_receipt", "read_requests", "receipt_file_name", "request_log_path",
                    "verdict_of"),
     "._timestamp": ("check_tsa_url", "stamp_receipt", "verify_timestamp"),
-    "._verify": ("check_store", "verify_receipt"),
+    "._verify": ("check_store", "verify_receipt", "verify_request_bundle"),
 }
 """Which submodule defines each public name (a test checks it covers ``__all__`` exactly)."""
 

@@ -15,7 +15,7 @@ import hashlib
 import json
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -27,8 +27,8 @@ from traceless.errors import ReceiptError
 from traceless.forget._receipt import Receipt, load_receipt, verify_signature
 from traceless.keys import key_id, public_key_bytes, signing_key
 
-__all__ = ["BUNDLE_FILE", "BundleCheck", "BundleEntry", "BundleVerifyResult", "RequestBundle", "is_bundle",
-           "load_bundle", "sign_bundle", "verify_bundle", "write_bundle"]
+__all__ = ["BUNDLE_FILE", "BundleCheck", "BundleEntry", "BundleVerifyResult", "RequestBundle", "bundle_signature_ok",
+           "is_bundle", "load_bundle", "sign_bundle", "verify_bundle", "write_bundle"]
 
 BUNDLE_FILE = "bundle.json"
 _FORBID = ConfigDict(extra="forbid")
@@ -84,11 +84,15 @@ class RequestBundle(BaseModel):
     public_key: str = ""
     """The Ed25519 public key (hex) the summary and its receipts verify with."""
     signature: str = ""
-    """Ed25519 signature (hex) over the rest of the summary."""
+    """Ed25519 signature (hex) over the rest of the summary (``timestamp`` excepted)."""
+    timestamp: str = ""
+    """An RFC 3161 time-stamp token (base64 DER) over the signature, from the TSA ``forget
+    --deployment --tsa URL`` named; not under the signature (it stamps it). Empty: none."""
 
     def payload(self) -> bytes:
         d = self.model_dump(mode="json")
         d.pop("signature", None)
+        d.pop("timestamp", None)
         return json.dumps(d, sort_keys=True, separators=(",", ":")).encode()
 
 
@@ -126,6 +130,12 @@ class BundleVerifyResult(BaseModel):
     """The summary's own verdict (``erased`` / ``unverified``)."""
     ok: bool
     """All of it holds and the verdict is ``erased``."""
+    timestamped_at: str | None = None
+    """``--tsa-cert``: the time (ISO 8601, UTC) the summary's RFC 3161 token vouches for."""
+    log_entry: int | None = None
+    """``--log``: the summary's entry in that receipt log (inclusion proof verified)."""
+    log_size: int | None = None
+    """``--log``: the entries the log's latest checkpoint signs."""
 
 
 def sign_bundle(bundle: RequestBundle, key: Ed25519PrivateKey | None = None) -> RequestBundle:
@@ -149,14 +159,18 @@ def _write_private(path: Path, text: str) -> None:
 
 
 def write_bundle(folder: Path, request_id: str, deployment: str, instances: Sequence[str],
-                 entries: Sequence[BundleEntry]) -> RequestBundle:
+                 entries: Sequence[BundleEntry],
+                 stamp: Callable[[RequestBundle], RequestBundle] | None = None) -> RequestBundle:
     """Sign and write the summary into ``folder`` (which holds the entries' receipt files
-    already): each entry's digest is taken from the file as it lies there."""
+    already): each entry's digest is taken from the file as it lies there. ``stamp``: the
+    signed summary time-stamped (``stamp_receipt`` with a TSA) before it is written."""
     done = [e.model_copy(update={"receipt_sha256": _digest(folder / e.receipt_file)}) if e.receipt_file else e
             for e in entries]
     verdict: BundleVerdict = "erased" if all(e.outcome != "unverified" for e in done) else "unverified"
     bundle = sign_bundle(RequestBundle(request_id=request_id, created_at=time.time(), deployment=deployment,
                                        instances=list(instances), entries=done, verdict=verdict))
+    if stamp is not None:
+        bundle = stamp(bundle)
     _write_private(folder / BUNDLE_FILE, bundle.model_dump_json(indent=2))
     return bundle
 
@@ -182,7 +196,8 @@ def is_bundle(path: str | Path) -> bool:
     return (p / BUNDLE_FILE).is_file() if p.is_dir() else p.name == BUNDLE_FILE
 
 
-def _summary_ok(bundle: RequestBundle, pub: bytes) -> bool:
+def bundle_signature_ok(bundle: RequestBundle, pub: bytes) -> bool:
+    """The summary verifies under the public key ``pub`` (and names it)."""
     try:
         if bundle.public_key != pub.hex():
             return False
@@ -215,10 +230,11 @@ def _check_entry(folder: Path, e: BundleEntry, bundle: RequestBundle, pub: bytes
 
 def verify_bundle(path: str | Path, *, public_key: bytes | None = None) -> BundleVerifyResult:
     """Check a request bundle with the public key alone (default: this machine's signing key,
-    never created here): the summary's signature, then every receipt it lists."""
+    never created here): the summary's signature, then every receipt it lists (with its log
+    and time-stamp: ``verify_request_bundle``)."""
     bundle, folder = load_bundle(path)
     pub = public_key if public_key is not None else public_key_bytes(create=False)
-    sig = _summary_ok(bundle, pub)
+    sig = bundle_signature_ok(bundle, pub)
     checks = [_check_entry(folder, e, bundle, pub) for e in bundle.entries if e.receipt_file] if sig else []
     listed = {e.receipt_file for e in bundle.entries}
     unlisted = sorted(p.name for p in folder.glob("receipt-*.json") if p.name not in listed)

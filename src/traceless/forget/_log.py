@@ -5,7 +5,8 @@ A log is a folder:
 
 * ``entries.jsonl``: one entry per line, compact JSON with sorted keys,
   ``{"kind": "receipt", "receipt": {...}}``; a receipt entry is the signed receipt itself
-  (what its signature covers, and the signature). The leaf of the Merkle tree is the line's
+  (what its signature covers, and the signature); a request bundle's signed summary
+  (``forget --deployment``) is ``{"kind": "bundle", "bundle": {...}}`` the same way. The leaf of the Merkle tree is the line's
   bytes (without the newline), so anyone recomputes the tree from the file alone.
 * ``checkpoint``: the latest signed checkpoint (origin, tree size, root hash).
 * ``checkpoints/<size>``: every checkpoint signed, to compare a later log against.
@@ -35,6 +36,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from pydantic import BaseModel, ConfigDict
 
 from traceless.errors import ConfigError, ReceiptLogError
+from traceless.forget._bundle import RequestBundle, bundle_signature_ok
 from traceless.forget._merkle import (
     consistency_proof,
     inclusion_proof,
@@ -47,8 +49,8 @@ from traceless.forget._note import Checkpoint, open_checkpoint
 from traceless.forget._receipt import Receipt, verify_signature
 from traceless.keys import key_id, public_key_bytes, signing_key
 
-__all__ = ["LogAppend", "LogInclusion", "LogConsistency", "LogVerifyResult", "append_receipt", "check_log",
-           "receipt_entry", "verify_log", "verify_logged", "verify_log_consistency"]
+__all__ = ["LogAppend", "LogInclusion", "LogConsistency", "LogVerifyResult", "append_bundle", "append_receipt",
+           "bundle_entry", "check_log", "receipt_entry", "verify_log", "verify_logged", "verify_log_consistency"]
 
 ENTRIES, CHECKPOINT, HISTORY = "entries.jsonl", "checkpoint", "checkpoints"
 _FORBID = ConfigDict(extra="forbid")
@@ -74,12 +76,13 @@ class LogAppend(BaseModel):
 
 
 class LogInclusion(BaseModel):
-    """A receipt's inclusion in the log, verified against its latest signed checkpoint."""
+    """A receipt's (or a request bundle's) inclusion in the log, verified against its latest
+    signed checkpoint."""
 
     model_config = _FORBID
 
     receipt_id: str
-    """The receipt."""
+    """The receipt (a request bundle: ``bundle <request id>``)."""
     index: int
     """Its entry (0-based leaf index)."""
     size: int
@@ -128,6 +131,21 @@ def receipt_entry(receipt: Receipt) -> bytes:
     body: dict[str, Any] = json.loads(receipt.payload())
     body["signature"] = receipt.signature
     return _canonical({"kind": "receipt", "receipt": body})
+
+
+def bundle_entry(bundle: RequestBundle) -> bytes:
+    """A request bundle's entry line: its signed summary as canonical JSON (the time-stamp,
+    which is not under the signature, left out)."""
+    body: dict[str, Any] = json.loads(bundle.payload())
+    body["signature"] = bundle.signature
+    return _canonical({"kind": "bundle", "bundle": body})
+
+
+def _signed_entry(item: Receipt | RequestBundle, pub: bytes) -> tuple[bytes, str, bool]:
+    """The item's entry line, its name, and whether its signature verifies under ``pub``."""
+    if isinstance(item, RequestBundle):
+        return bundle_entry(item), f"bundle {item.request_id}", bundle_signature_ok(item, pub)
+    return receipt_entry(item), f"receipt {item.receipt_id}", verify_signature(item, pub)
 
 
 def _canonical(obj: object) -> bytes:
@@ -220,19 +238,26 @@ def _locked(log: Path) -> Iterator[None]:
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def append_receipt(log: str | Path, receipt: Receipt, key: Ed25519PrivateKey | None = None,
+def append_bundle(log: str | Path, bundle: RequestBundle, key: Ed25519PrivateKey | None = None,
+                  origin: str | None = None) -> LogAppend:
+    """Append a request bundle's signed summary (``bundle.json``) to the log, as
+    ``append_receipt`` does a receipt."""
+    return append_receipt(log, bundle, key, origin)
+
+
+def append_receipt(log: str | Path, receipt: Receipt | RequestBundle, key: Ed25519PrivateKey | None = None,
                    origin: str | None = None) -> LogAppend:
-    """Append ``receipt`` (signed by ``key``, default the local receipt key) to the log in
-    ``log`` and sign the new checkpoint; the log is created on first use (``origin``: its name,
-    default ``traceless.local/receipts/<key id>/<random>``). An existing log is verified first:
-    one that does not verify is refused, never extended."""
+    """Append ``receipt`` (or a request bundle's summary; signed by ``key``, default the local
+    receipt key) to the log in ``log`` and sign the new checkpoint; the log is created on first
+    use (``origin``: its name, default ``traceless.local/receipts/<key id>/<random>``). An
+    existing log is verified first: one that does not verify is refused, never extended."""
     k = key if key is not None else signing_key()
     pub = public_key_bytes(k)
-    if not verify_signature(receipt, pub):
-        raise ReceiptLogError(f"receipt {receipt.receipt_id} is not signed by this log's key ({key_id(pub)}); "
-                              "a log holds the receipts of one signer")
+    entry, what, signed = _signed_entry(receipt, pub)
+    if not signed:
+        raise ReceiptLogError(f"{what} is not signed by this log's key ({key_id(pub)}); a log holds the receipts "
+                              "of one signer")
     p = Path(log)
-    entry = receipt_entry(receipt)
     with _locked(p):
         st = _read(p, pub)
         name = st.checkpoint.origin if st else origin or f"traceless.local/receipts/{key_id(pub)}/{secrets.token_hex(4)}"
@@ -274,38 +299,41 @@ def _write_checkpoint(log: Path, note: str, size: int) -> None:
         os.replace(tmp, path)
 
 
-def verify_logged(log: str | Path, receipt: Receipt, public_key: bytes | None = None) -> LogInclusion:
+def verify_logged(log: str | Path, receipt: Receipt | RequestBundle, public_key: bytes | None = None) -> LogInclusion:
     """``receipt``'s inclusion proof in the log, verified against its latest checkpoint with
     the public key alone (default: the local key's). ``ReceiptLogError`` says what fails."""
     pub = _local_public(public_key)
     return _inclusion(Path(log), _state(Path(log), pub), receipt, pub)
 
 
-def _inclusion(p: Path, st: _State, receipt: Receipt, pub: bytes) -> LogInclusion:
-    if not verify_signature(receipt, pub):
-        raise ReceiptLogError(f"receipt {receipt.receipt_id}: its signature does not verify under this key (the "
-                              "receipt was altered, or pass the signer's key with --public-key)")
-    entry = receipt_entry(receipt)
+def _inclusion(p: Path, st: _State, receipt: Receipt | RequestBundle, pub: bytes) -> LogInclusion:
+    entry, what, signed = _signed_entry(receipt, pub)
+    if not signed:
+        raise ReceiptLogError(f"{what}: its signature does not verify under this key (it was altered, or pass the "
+                              "signer's key with --public-key)")
     if entry not in st.lines:
-        raise ReceiptLogError(_missing(p, st, receipt.receipt_id))
+        raise ReceiptLogError(_missing(p, st, receipt, what))
     i = st.lines.index(entry)
     proof = inclusion_proof(st.leaves, i)
     if not verify_inclusion(i, st.checkpoint.size, st.leaves[i], proof, bytes.fromhex(st.checkpoint.root)):
-        raise ReceiptLogError(f"{p}: the inclusion proof of receipt {receipt.receipt_id} does not verify")
-    return LogInclusion(receipt_id=receipt.receipt_id, index=i, size=st.checkpoint.size, leaf_hash=st.leaves[i].hex(),
+        raise ReceiptLogError(f"{p}: the inclusion proof of {what} does not verify")
+    name = f"bundle {receipt.request_id}" if isinstance(receipt, RequestBundle) else receipt.receipt_id
+    return LogInclusion(receipt_id=name, index=i, size=st.checkpoint.size, leaf_hash=st.leaves[i].hex(),
                         proof=[h.hex() for h in proof])
 
 
-def _missing(log: Path, st: _State, rid: str) -> str:
+def _missing(log: Path, st: _State, item: Receipt | RequestBundle, what: str) -> str:
+    kind, field, value = (("bundle", "request_id", item.request_id) if isinstance(item, RequestBundle)
+                          else ("receipt", "receipt_id", item.receipt_id))
     for line in st.lines:
         try:
-            body = json.loads(line).get("receipt") or {}
+            body = json.loads(line).get(kind) or {}
         except (ValueError, AttributeError):
             continue
-        if isinstance(body, dict) and body.get("receipt_id") == rid:
-            return (f"{log} holds receipt {rid} with other content than this file: one of them was altered "
+        if isinstance(body, dict) and body.get(field) == value:
+            return (f"{log} holds {what} with other content than this file: one of them was altered "
                     "(both are signed: compare them)")
-    return (f"receipt {rid} is not in {log} (its {st.checkpoint.size} signed entries): it was never logged, or "
+    return (f"{what} is not in {log} (its {st.checkpoint.size} signed entries): it was never logged, or "
             "the log was rewritten without it")
 
 
@@ -331,10 +359,11 @@ def _consistency(p: Path, st: _State, old: str, pub: bytes, what: str) -> LogCon
     return LogConsistency(old_size=was.size, old_root=was.root, proof=[h.hex() for h in proof])
 
 
-def verify_log(log: str | Path, public_key: bytes | None = None, *, receipt: Receipt | None = None,
+def verify_log(log: str | Path, public_key: bytes | None = None, *, receipt: Receipt | RequestBundle | None = None,
                old: str | None = None, old_name: str = "the old checkpoint") -> LogVerifyResult:
     """Everything ``traceless log verify`` checks: the checkpoint and the entries, and with
-    ``receipt`` its inclusion, with ``old`` the consistency from that checkpoint."""
+    ``receipt`` (or a request bundle's summary) its inclusion, with ``old`` the consistency
+    from that checkpoint."""
     pub, p = _local_public(public_key), Path(log)
     st = _state(p, pub)
     return LogVerifyResult(

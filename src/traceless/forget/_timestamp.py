@@ -4,7 +4,8 @@ token over the receipt's signature bytes (SHA-256 imprint, a nonce, the TSA's ce
 requested) and keeps it in the receipt's ``timestamp`` field; ``forget verify --tsa-cert
 CA.pem`` checks the token (``rfc3161-client``: the TSA's signature chained to that root,
 the imprint, the nonce) and says the time the TSA vouches for. Only the signature's digest
-leaves the machine (no receipt content), and only to the URL given.
+leaves the machine (no receipt content), and only to the URL given. A request bundle's signed
+summary (``bundle.json``) is stamped the same way, over its own signature.
 """
 
 from __future__ import annotations
@@ -14,9 +15,14 @@ import datetime as dt
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import TypeVar
 
 from traceless.errors import ConfigError, ReceiptError
+from traceless.forget._bundle import RequestBundle
 from traceless.forget._receipt import Receipt
+
+Signed = TypeVar("Signed", Receipt, RequestBundle)
+"""What carries a time-stamp over its signature: a receipt, or a request bundle's summary."""
 
 __all__ = ["check_tsa_url", "stamp_receipt", "verify_timestamp"]
 
@@ -37,15 +43,15 @@ def check_tsa_url(url: str) -> str:
     return url
 
 
-def _imprinted(receipt: Receipt) -> bytes:
+def _imprinted(receipt: Receipt | RequestBundle) -> bytes:
     if not receipt.signature:
         raise ReceiptError("the receipt is not signed: only a signed receipt is time-stamped")
     return bytes.fromhex(receipt.signature)
 
 
-def stamp_receipt(receipt: Receipt, url: str, *, timeout: float = 30.0) -> Receipt:
-    """The receipt with a TSA's token over its signature (``timestamp``); the signature itself
-    is unchanged, so the receipt verifies as before."""
+def stamp_receipt(receipt: Signed, url: str, *, timeout: float = 30.0) -> Signed:
+    """The receipt (or a request bundle's summary) with a TSA's token over its signature
+    (``timestamp``); the signature itself is unchanged, so it verifies as before."""
     from rfc3161_client import PKIStatus, TimestampRequestBuilder, decode_timestamp_response
 
     req = TimestampRequestBuilder().data(_imprinted(receipt)).nonce(nonce=True).cert_request(cert_request=True).build()
@@ -69,8 +75,8 @@ def stamp_receipt(receipt: Receipt, url: str, *, timeout: float = 30.0) -> Recei
     return receipt.model_copy(update={"timestamp": base64.b64encode(body).decode("ascii")})
 
 
-def verify_timestamp(receipt: Receipt, root: str | Path) -> dt.datetime:
-    """The time the receipt's token vouches for, checked against the TSA root certificate
+def verify_timestamp(receipt: Receipt | RequestBundle, root: str | Path) -> dt.datetime:
+    """The time the receipt's (or a bundle summary's) token vouches for, checked against the TSA root certificate
     ``root`` (PEM): the token's signature chains to it, and its imprint is the SHA-256 of
     this receipt's signature. ``ReceiptError`` when any of it does not hold."""
     from cryptography import x509

@@ -14,9 +14,32 @@ from traceless.forget._receipt import Receipt, VerifyResult, pseudonym, receipt_
 from traceless.memory import store_exists
 
 if TYPE_CHECKING:  # a signature-only check (a third party's) never opens a store
+    from traceless.forget._bundle import BundleVerifyResult
     from traceless.memory import MemoryStore
 
-__all__ = ["check_store", "verify_receipt"]
+__all__ = ["check_store", "verify_receipt", "verify_request_bundle"]
+
+
+def verify_request_bundle(path: str | Path, *, public_key: bytes | None = None, log: str | Path | None = None,
+                          tsa_cert: str | Path | None = None) -> BundleVerifyResult:
+    """``verify_bundle`` (the summary's signature, every receipt it lists, with the public key
+    alone), and with ``log`` the summary's inclusion in that receipt log, with ``tsa_cert`` its
+    RFC 3161 time-stamp (``ReceiptLogError`` / ``ReceiptError`` when either does not hold)."""
+    from traceless.forget._bundle import load_bundle, verify_bundle
+    from traceless.forget._log import verify_logged
+    from traceless.forget._timestamp import verify_timestamp
+    from traceless.keys import public_key_bytes
+
+    res = verify_bundle(path, public_key=public_key)
+    if not res.signature_ok or (log is None and tsa_cert is None):
+        return res
+    bundle, _ = load_bundle(path)
+    if tsa_cert is not None:  # the token stamps the signature: checked once it verifies
+        res.timestamped_at = verify_timestamp(bundle, tsa_cert).isoformat()
+    if log is not None:
+        inc = verify_logged(log, bundle, public_key if public_key is not None else public_key_bytes(create=False))
+        res.log_entry, res.log_size = inc.index, inc.size
+    return res
 
 
 def verify_receipt(receipt: Receipt, *, public_key: bytes | None = None, db: str | Path | None = None,

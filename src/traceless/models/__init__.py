@@ -14,6 +14,7 @@ from traceless.models._base import (
     KVBackend,
     KVState,
     ModelBackend,
+    ServingCache,
     WrapperBackend,
     messages,
 )
@@ -31,6 +32,7 @@ __all__ = [
     "KVBackend",
     "KVState",
     "ModelBackend",
+    "ServingCache",
     "WrapperBackend",
     "messages",
     "Embedder",

@@ -17,6 +17,7 @@ __all__ = [
     "GenerationConfig",
     "Generation",
     "ModelBackend",
+    "ServingCache",
     "WrapperBackend",
     "KVState",
     "KVBackend",
@@ -85,6 +86,30 @@ class Generation(BaseModel):
     """Prompt tokens reused from a prefix cache instead of recomputed."""
 
 
+class ServingCache(Protocol):
+    """The prompt cache of a model server traceless started (a ``LlamaCppServer``): it keeps the
+    KV of the prompts it served, in its slots and its host-memory prompt cache, whether or not
+    requests asked to reuse it (issue 38.3: a later request with ``cache_prompt`` is served from
+    it), until ``clear_prompt_cache`` drops it (a restart on the same port)."""
+
+    @property
+    def address(self) -> str:
+        """``http://HOST:PORT`` of the running server."""
+        ...
+
+    @property
+    def pid(self) -> int | None:
+        """The server process (a clear starts a new one)."""
+        ...
+
+    cache_prompt: bool
+    """The server's default for requests' ``cache_prompt`` (the opt-in, in the run's identity)."""
+
+    def clear_prompt_cache(self) -> float:
+        """Drop every prompt's KV the server keeps; the seconds it took."""
+        ...
+
+
 class ModelBackend(abc.ABC):
     """Chat messages in; text, token counts and timing out."""
 
@@ -126,6 +151,12 @@ class ModelBackend(abc.ABC):
         over HTTP itself (mem0); None for a backend with no such endpoint (a local model)."""
         return None
 
+    def serving_cache(self) -> ServingCache | None:
+        """The prompt cache of the model server traceless started for this backend (a llama.cpp
+        server: what an erasure clears); None when traceless serves no model (a local model, a
+        remote API, whose caches are the provider's)."""
+        return None
+
     def uncached(self) -> ModelBackend:
         """This backend without any generation cache in front of it (itself, unless a wrapper):
         for work that must see every reply generated, or needs the engine's own methods (KV)."""
@@ -159,6 +190,9 @@ class WrapperBackend(ModelBackend):
 
     def endpoint(self) -> Endpoint | None:
         return self.inner.endpoint()
+
+    def serving_cache(self) -> ServingCache | None:
+        return self.inner.serving_cache()
 
     def uncached(self) -> ModelBackend:
         return self.inner.uncached()

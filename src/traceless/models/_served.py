@@ -53,6 +53,9 @@ class ServedBackend(OpenAIBackend):
     def slots(self) -> int:
         return self.server.parallel
 
+    def serving_cache(self) -> LlamaCppServer:
+        return self.server
+
     def describe(self) -> dict[str, Any]:
         engine = {**self.server.engine(), "cache_prompt": self.cache_prompt}
         if self.context_set:

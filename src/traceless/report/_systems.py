@@ -13,7 +13,7 @@ from typing import Any
 from traceless.errors import StudyError
 from traceless.report import REPORTS
 
-__all__ = ["inversion_cell", "render_system_audit"]
+__all__ = ["inversion_cell", "render_system_audit", "serving_cache_cell"]
 
 
 def _load(results_dir: Path) -> dict[str, Any]:
@@ -27,7 +27,7 @@ def _load(results_dir: Path) -> dict[str, Any]:
     t = audit_table(cells)
     return {"system": man.config["system"], "config": man.config, "model": cells[0].model,
             "code_version": cells[0].code_version, **t.model_dump(include={"table", "copies", "files", "bystanders",
-                                                                             "erasure", "inversion"})}
+                                                                             "erasure", "inversion", "serving_cache"})}
 
 
 
@@ -41,8 +41,9 @@ def _markdown(s: dict[str, Any]) -> str:
     stores = list(copies[phases[0]])
     cfg = s["config"]
     bys = s.get("bystanders") or {}
+    served = s.get("serving_cache") or {}
     head = ["deletion", *(c.replace("_", " ") for c in [*rates, *frs]), *(f"{st} copies" for st in stores),
-            *(["bystanders intact"] if bys else [])]
+            *(["serving cache"] if served else []), *(["bystanders intact"] if bys else [])]
     lines = [
         f"# Memory audit: {s['system']}",
         "",
@@ -61,6 +62,7 @@ def _markdown(s: dict[str, Any]) -> str:
         row = table[ph]
         cells = [f"{row[c]:.2f}" if c in row else "—" for c in [*rates, *frs]]
         lines.append("| " + " | ".join([ph, *cells, *(str(copies[ph].get(st, 0)) for st in stores),
+                                         *([_serving_verdict(served.get(ph), ph in served)] if served else []),
                                          *([bystander_cell(bys.get(ph))] if bys else [])]) + " |")
     lines += ["", "## Files that still hold a canary (byte scan: UTF-8, UTF-16)", ""]
     for ph in phases:
@@ -73,7 +75,29 @@ def _markdown(s: dict[str, Any]) -> str:
 
 
 SCORECARD_HEAD = ["system", "native deletion", "AER max after", "copies left per store", "canary bytes in files",
-                  "recoverable from surviving vectors", "bystanders intact", "traceless erasure reaches"]
+                  "recoverable from surviving vectors", "served model's prompt cache", "bystanders intact",
+                  "traceless erasure reaches"]
+
+
+def _serving_verdict(rep: dict[str, Any] | None, recorded: bool) -> str:
+    """The residue table's "serving cache" cell: the verdict as the native deletion left it."""
+    if not recorded:
+        return "—"
+    return "— (no served model)" if rep is None else f"{rep['before']['verdict']} (p {rep['before']['ks_p']:.1e})"
+
+
+def serving_cache_cell(rep: dict[str, Any] | None, recorded: bool = True) -> str:
+    """The scorecard's "served model's prompt cache": the serving-cache tier's verdict as the
+    native deletion leaves the server and after traceless's erasure cleared it, each with its KS
+    p-value and median time ratio (record / control), n per group; "—" where traceless serves
+    no model, "— (not run by the audit)" where the audit did not run the tier."""
+    if not recorded:
+        return "— (not run by the audit)"
+    if rep is None:
+        return "— (no model served by traceless)"
+    b, a = rep["before"], rep["after"]
+    return (f"{b['verdict']} (KS p {b['ks_p']:.1e}, ratio {b['median_ratio']:.2f}); after traceless's erasure "
+            f"{a['verdict']} (p {a['ks_p']:.2f}, ratio {a['median_ratio']:.2f}); n {rep['n']} per group")
 
 
 def inversion_cell(rep: dict[str, Any] | None, recorded: bool = True) -> str:
@@ -105,6 +129,7 @@ def _scorecard(s: dict[str, Any]) -> list[str]:
     from traceless.audit import bystander_cell, files_cell
 
     inv = s.get("inversion") or {}
+    served = s.get("serving_cache") or {}
     lines = ["## Erasure scorecard", "", "| " + " | ".join(SCORECARD_HEAD) + " |", "|" + "---|" * len(SCORECARD_HEAD)]
     for ph in list(s["table"])[1:]:
         left = ", ".join(f"{st} {n}" for st, n in s["copies"][ph].items() if n) or "none"
@@ -112,6 +137,7 @@ def _scorecard(s: dict[str, Any]) -> list[str]:
         files = files_cell(held)
         lines.append("| " + " | ".join([s["system"], f"`{ph}`", f"{s['table'][ph]['AER_max']:.2f}", left, files,
                                          inversion_cell(inv.get(ph), ph in inv),
+                                         serving_cache_cell(served.get(ph), ph in served),
                                          bystander_cell(s["bystanders"].get(ph)),
                                          _erasure_cell(s["erasure"].get(ph))]) + " |")
     return [*lines, ""]

@@ -53,6 +53,7 @@ __all__ = [
     "FileVectors",
     "MemorySystem",
     "MissingPackageError",
+    "SERVING_CACHE",
     "PluginWarning",
     "SystemConfig",
     "SystemRuntime",
@@ -90,6 +91,10 @@ class SystemRuntime:
     """The retrieval embedder (systems with their own embedding stack may ignore it)."""
     model_spec: str = ""
     """The ``--model`` spec the model was built from (e.g. ``llamacpp:NAME``)."""
+
+
+SERVING_CACHE = "serving cache"
+"""The tier name of a served model's prompt cache (``MemorySystem.clear_serving_cache``)."""
 
 
 @dataclass(frozen=True)
@@ -315,6 +320,28 @@ class MemorySystem(abc.ABC):
         self.native_erasure(plan)
         return kernel.execute(self.instance(), plan, literals)
 
+    def clear_serving_cache(self) -> list[StoreOutcome]:
+        """The erasure's last step (issue 38.3): when traceless serves this system's model
+        (``SystemRuntime.model.serving_cache()``, a llama.cpp server it started), the server's
+        prompt cache is cleared, since it keeps the KV of every prompt it served (a forgotten
+        record among them) whether or not requests asked to reuse it; one ``StoreOutcome`` for
+        the tier ``serving cache``, ``clear`` only when a new server process answers. Empty
+        when traceless serves no model (a remote provider's caches stay out of scope)."""
+        model = getattr(getattr(self, "runtime", None), "model", None)
+        cache = model.serving_cache() if isinstance(model, ModelBackend) else None
+        old = None if cache is None else cache.pid
+        if cache is None or old is None:  # no server process: nothing of traceless's serves the model
+            return []
+        seconds = cache.clear_prompt_cache()
+        new = cache.pid
+        done = new is not None and new != old
+        note = (f"the llama.cpp server traceless serves the model from (cache_prompt "
+                f"{'on' if cache.cache_prompt else 'off'}) was restarted on the same port in {seconds:.2f} s: the "
+                "prompt KV of its slots and host-memory cache went with the old process"
+                if done else "the model server's prompt cache could not be verified cleared (no new process)")
+        return [StoreOutcome(store=SERVING_CACHE, claim="clear" if done else "logical",
+                             ceiling="clear" if done else "logical", notes=[note])]
+
     def read_only_instance(self) -> bool:
         """Attached read-only (``attach(read_only=True)``): erasure refused. Default: ``read_only``."""
         return self.read_only
@@ -331,7 +358,11 @@ class MemorySystem(abc.ABC):
 
     def out_of_scope(self) -> list[str]:
         """What an erasure on this system cannot reach (backups, the server's WAL, …)."""
-        return ["backups and snapshots", "freed filesystem blocks", "the model server's caches",
+        model = getattr(getattr(self, "runtime", None), "model", None)
+        cache = model.serving_cache() if isinstance(model, ModelBackend) else None
+        served = cache is not None and cache.pid is not None
+        return ["backups and snapshots", "freed filesystem blocks",
+                "the caches of model servers traceless did not start" if served else "the model server's caches",
                 "anything outside the instance's configured paths"]
 
     def describe(self) -> dict[str, Any]:

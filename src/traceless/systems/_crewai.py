@@ -24,6 +24,13 @@ table, every user's memories). LanceDB deletes by writing a deletion file and a 
 version; the old versions (and their data files) stay until ``optimize`` cleans versions
 older than its threshold (7 days by default), so the stores are every table's current rows
 (``memories``) and each distinct row only an older version still holds (``memories@versions``).
+
+traceless's erasure (``CrewAIInstance.apply``) reads the erased rows' vectors (the float32
+bytes LanceDB stores, ``fixed_size_list<float>``) and texts from every version first, removes
+them with CrewAI's own ``forget``, then compacts and removes every older version
+(``optimize(cleanup_older_than=0)``), and looks for each erased vector and text in every file
+of the instance: ``clear`` stays possible only when none is left (issue 38.1; a vector holds no
+byte of its text, so the literal's byte scan cannot see it).
 """
 
 from __future__ import annotations
@@ -31,13 +38,15 @@ from __future__ import annotations
 import json
 import os
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from traceless.errors import ConfigError
+from traceless.forget import scan_bytes
 from traceless.memory import Session
 from traceless.models import Embedder, ModelBackend
 from traceless.systems import (
@@ -68,6 +77,8 @@ TABLE = "memories"
 OLD = "@versions"
 _DELETIONS = ("forget", "forget_scope", "reset", "reset_all")
 _TEXT_COLS = ("id", "content", "scope", "categories_str", "metadata_str", "source")  # CrewAI 1.15's columns
+_CHECKED = ("content", "scope")
+"""The texts of an erased row looked for in the files after the erasure (with its vector)."""
 
 
 class CrewAIConfig(SystemConfig):
@@ -355,20 +366,156 @@ class CrewAIInstance(LiveInstance):
     def apply(self, ops: Sequence[Op], literals: Sequence[str]) -> list[StoreOutcome]:
         before = {k: len(v) for k, v in _versions(self.path).items()}
         ids = sorted({o.record.id for o in ops if isinstance(o, Remove) and o.record.store == TABLE})
+        erased = _erased_rows(self.path, {o.record.id for o in ops if isinstance(o, Remove)})
         if ids:
             with _console_off():
                 self._memory().forget(record_ids=ids)
         self._close()
         _purge_versions(self.path)  # what only an older version held goes with the versions
         after = {k: len(v) for k, v in _versions(self.path).items()}
-        return [StoreOutcome(store=k, removed=max(0, before[k] - after.get(k, 0)), compacted=True) for k in before]
+        out = [StoreOutcome(store=k, removed=max(0, before[k] - after.get(k, 0)), compacted=True) for k in before]
+        _verify_gone(self.path, self.files, erased, {o.record.id for o in ops if isinstance(o, Remove)}, out)
+        return out
+
+
+_SCALAR = {"BTree": "BTREE", "Bitmap": "BITMAP", "LabelList": "LABEL_LIST"}
+"""LanceDB's scalar index types (``list_indices``' name → ``create_scalar_index``'s)."""
 
 
 def _purge_versions(path: Path) -> None:
     """Compact every table and remove every version but the newest (LanceDB's ``optimize``
-    with no age threshold): the deleted rows' data files and old manifests go."""
+    with no age threshold): the deleted rows' data files and old manifests go. Each scalar
+    index is rebuilt from the remaining rows first (CrewAI's ``scope`` BTree kept the erased
+    user's ``/user/USER`` after ``optimize``, measured on lancedb 0.30), so the old index
+    files go with the old versions."""
     import lancedb
 
     db = lancedb.connect(str(path))
     for name in _tables(db):
-        db.open_table(name).optimize(cleanup_older_than=timedelta(0), delete_unverified=True)
+        tbl = db.open_table(name)
+        for idx in tbl.list_indices():
+            kind = _SCALAR.get(str(idx.index_type))
+            if kind is not None and len(idx.columns) == 1:
+                tbl.create_scalar_index(idx.columns[0], index_type=kind, replace=True, name=idx.name)
+        tbl.optimize(cleanup_older_than=timedelta(0), delete_unverified=True)
+
+
+def _erased_rows(path: Path, ids: set[str]) -> dict[str, tuple[set[bytes], set[str]]]:
+    """Per erased id, before the erasure: its vectors' float32 bytes and its texts (``content``,
+    ``scope``: the user's ``/user/USER``) as every version of every table holds them (an
+    update's earlier vector included)."""
+    import lancedb
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    out: dict[str, tuple[set[bytes], set[str]]] = {}
+    if not ids or not path.is_dir():
+        return out
+    db = lancedb.connect(str(path))
+    for name in _tables(db):
+        tbl = db.open_table(name)
+        for v in sorted(int(x["version"]) for x in tbl.list_versions()):
+            tbl.checkout(v)
+            data = tbl.to_arrow()
+            if "id" not in data.column_names:
+                continue
+            data = data.filter(pc.is_in(data["id"], value_set=pa.array(sorted(ids))))
+            vecs = data["vector"].to_pylist() if "vector" in data.column_names else [None] * data.num_rows
+            cols = [data[c].to_pylist() for c in _CHECKED if c in data.column_names]
+            for n, (i, vec) in enumerate(zip(data["id"].to_pylist(), vecs, strict=True)):
+                got = out.setdefault(str(i), (set(), set()))
+                if vec is not None:
+                    got[0].add(np.asarray(vec, dtype="<f4").tobytes())
+                got[1].update(str(c[n]) for c in cols if c[n])
+        tbl.checkout_latest()
+    return out
+
+
+def _kept(path: Path) -> tuple[set[bytes], set[str]]:
+    """The vectors and texts the remaining rows hold (another user's identical memory is theirs)."""
+    import lancedb
+    import numpy as np
+
+    vecs: set[bytes] = set()
+    texts: set[str] = set()
+    if path.is_dir():
+        db = lancedb.connect(str(path))
+        for name in _tables(db):
+            data = db.open_table(name).to_arrow()
+            if "vector" in data.column_names:
+                vecs |= {np.asarray(v, dtype="<f4").tobytes() for v in data["vector"].to_pylist() if v is not None}
+            for c in _CHECKED:
+                if c in data.column_names:
+                    texts |= {str(t) for t in data[c].to_pylist() if t}
+    return vecs, texts
+
+
+def _held(path: Path, files: Sequence[Path], erased: dict[str, tuple[set[bytes], set[str]]],
+          ) -> tuple[set[str], dict[str, int]]:
+    """The erased rows any of whose vectors (float32) or texts (UTF-8) a file of the instance
+    holds (one the remaining rows do not hold themselves), and per file how many."""
+    kept_vecs, kept_texts = _kept(path)
+    forms = {i: sorted((v - kept_vecs) | {t.encode() for t in tx - kept_texts}) for i, (v, tx) in erased.items()}
+    needles = [f for fs in forms.values() for f in fs]
+    left: set[str] = set()
+    where: dict[str, int] = {}
+    for f, counts in (scan_bytes(files, needles) if needles else {}).items():
+        k = 0
+        for i, fs in forms.items():
+            if sum(counts[k:k + len(fs)]):
+                left.add(i)
+                where[f] = where.get(f, 0) + 1
+            k += len(fs)
+    return left, where
+
+
+def _rewrite(path: Path) -> int:
+    """Every table rewritten from its remaining rows in one commit (``mode="overwrite"``: a new
+    version whose data files hold only them), its scalar indices made again; the rows a
+    deletion only marked (LanceDB's compaction rewrites a fragment only past 10 % deleted rows)
+    go with the old version. Returns the rows written."""
+    import lancedb
+
+    db, n = lancedb.connect(str(path)), 0
+    for name in _tables(db):
+        tbl = db.open_table(name)
+        indices = [(i.columns[0], _SCALAR[str(i.index_type)], i.name) for i in tbl.list_indices()
+                   if str(i.index_type) in _SCALAR and len(i.columns) == 1]
+        data = tbl.to_arrow()
+        tbl = db.create_table(name, data=data, mode="overwrite")
+        for col, kind, idx in indices:
+            tbl.create_scalar_index(col, index_type=kind, replace=True, name=idx)
+        n += data.num_rows
+    return n
+
+
+def _verify_gone(path: Path, files: Callable[[], list[Path]], erased: dict[str, tuple[set[bytes], set[str]]],
+                 ids: set[str], outcomes: Sequence[StoreOutcome]) -> None:
+    """Every erased row's vectors (float32) and texts (UTF-8) looked for in every file of the
+    instance after the compaction; when a data file still holds one (rows marked deleted in a
+    fragment the compaction left), the tables are rewritten (``_rewrite``) and the versions
+    purged again. ``clear`` stays possible only when none is found and every erased row's
+    vector could be read."""
+    left, where = _held(path, files(), erased)
+    notes: list[str] = []
+    if left:
+        t0 = time.monotonic()
+        rows = _rewrite(path)
+        _purge_versions(path)
+        notes.append(f"LanceDB: {len(left)} erased rows were still in data files after optimize (deleted rows "
+                     f"only marked); every table rewritten from its {rows} remaining rows in "
+                     f"{time.monotonic() - t0:.2f} s, older versions removed")
+        left, where = _held(path, files(), erased)
+    unread = ids - {i for i, (v, _) in erased.items() if v}
+    notes.append(f"LanceDB: {len(left)} of the {len(erased)} erased rows' vectors (float32) or texts (content, scope) "
+                 f"in the instance's {len(files())} files after the compaction (every older version removed)"
+                 + "".join(f"; {n} in {Path(f).relative_to(path) if Path(f).is_relative_to(path) else Path(f).name}"
+                           for f, n in sorted(where.items())))
+    if unread:
+        notes.append(f"LanceDB: no vector of {len(unread)} erased rows could be read (an interrupted erasure removed "
+                     "them): the files were not checked for those")
+    for n, o in enumerate(outcomes):
+        o.notes += notes if n == 0 else []  # said once, for the instance
+        if left or unread:
+            o.ceiling = "logical"

@@ -207,7 +207,7 @@ def erase_system(system: MemorySystem, user: str | None, literals: Sequence[str]
         _preconditions(system, certify)  # before the journal and any change: "nothing was erased yet" is true
         before = system.bystander_digests(user)  # after the plan: what it targets is no bystander
         _write_json(journal, {"plan": plan.model_dump(mode="json"), "bystanders": before, "started": time.time()})
-    outcomes = {o.store: o for o in system.execute_erasure(plan, literals)}
+    outcomes = {o.store: o for o in [*system.execute_erasure(plan, literals), *system.clear_serving_cache()]}
     receipt = _verify_and_sign(system, user, literals, plan, outcomes, before, key, time.monotonic() - t0,
                                request_id)
     if receipt_out is not None:
