@@ -95,3 +95,5 @@ def test_the_trust_checks_fail_a_system_that_breaks_them(tmp_path: Path, monkeyp
     assert not ok and "notes" in detail, detail
     ok, detail = run("unlocked", "app_writes_during_erasure", config={"bug": "unlocked"})
     assert not ok and "lost 0" not in detail, detail
+    ok, detail = run("stale", "app_writes_during_erasure", config={"bug": "stale-read"})
+    assert not ok and "still there: 0" not in detail, detail

@@ -45,13 +45,26 @@ from traceless.systems._scope import check_scope
 from traceless.systems.contract import Capability
 from traceless.systems.kernel import StoreDigest, bystander_changes
 
-__all__ = ["check_certifiable", "erase_system", "plan_system_erasure", "scan_system"]
+__all__ = ["check_certifiable", "erase_system", "plan_system_erasure", "scan_system", "verified_at"]
 
 
 OFFLINE_NOTE = ("verified with the application stopped: {name}'s application keeps the instance in memory and "
                 "writes it back whole, so one that ran during or after this erasure restores the erased records; "
                 "re-check with `traceless scan --since` this receipt")
 """The receipt's note for a system without ``Capability.ONLINE``."""
+
+
+VERIFIED_AT = "verified at "
+"""The receipt note stating the verification's moment (``verified_at``)."""
+
+
+def verified_at(receipt: Receipt) -> float:
+    """When the erasure's verification re-scan began (its receipt's note): the end of the window
+    it covers; the receipt's creation time for a receipt without the note."""
+    for n in receipt.notes:
+        if n.startswith(VERIFIED_AT):
+            return float(n[len(VERIFIED_AT):].split(" ", 1)[0])
+    return receipt.created_at
 
 
 def scan_system(system: MemorySystem, user: str | None, literals: Sequence[str], *,
@@ -210,10 +223,28 @@ def erase_system(system: MemorySystem, user: str | None, literals: Sequence[str]
     outcomes = {o.store: o for o in [*system.execute_erasure(plan, literals), *system.clear_serving_cache()]}
     receipt = _verify_and_sign(system, user, literals, plan, outcomes, before, key, time.monotonic() - t0,
                                request_id)
+    for _ in range(VERIFY_ROUNDS):  # an application still writing the user's records: erase them too, verify again
+        if receipt.verification.passed or not _only_the_users_records_left(receipt):
+            break
+        plan = _union(plan, system.plan_erasure(user, literals))
+        for o in system.execute_erasure(plan, literals):
+            outcomes[o.store] = outcomes.get(o.store, o)
+        receipt = _verify_and_sign(system, user, literals, plan, outcomes, before, key, time.monotonic() - t0,
+                                   request_id)
     if receipt_out is not None:
         write_receipt(receipt, receipt_out)
     journal.unlink(missing_ok=True)
     return receipt
+
+
+VERIFY_ROUNDS = 3
+"""Erase-and-verify rounds after the first while the verification finds only records of the user
+(an application still writing them): then the receipt fails honestly, naming the stores."""
+
+
+def _only_the_users_records_left(receipt: Receipt) -> bool:
+    failed = [k for k, ok in receipt.verification.checks.items() if not ok]
+    return bool(failed) and all(k.startswith("store_clean:") or k == "files_clean" for k in failed)
 
 
 def _journalled_bystanders(system: MemorySystem, user: str | None, doc: dict[str, Any]) -> dict[str, StoreDigest]:
@@ -236,6 +267,7 @@ def _union(first: ErasurePlan, now: ErasurePlan) -> ErasurePlan:
 def _verify_and_sign(system: MemorySystem, user: str | None, literals: Sequence[str], plan: ErasurePlan,
                      outcomes: dict[str, StoreOutcome], before: dict[str, StoreDigest], key: bytes,
                      seconds: float, request_id: str = "") -> Receipt:
+    verified = time.time()  # the window: what the app writes for the user after it is not covered
     after_scan = scan_system(system, user, literals)
     after = system.bystander_digests(user)
     left: dict[str, int] = {}
@@ -270,6 +302,9 @@ def _verify_and_sign(system: MemorySystem, user: str | None, literals: Sequence[
         notes.append("no --literal given: the instance's files were not byte-scanned (claims stay 'logical')")
     if Capability.ONLINE not in system.capabilities:
         notes.append(OFFLINE_NOTE.format(name=system.name))
+    notes.append(f"{VERIFIED_AT}{verified:.3f} (Unix time): the user's records were read again until none remained; "
+                 "what an application writes for the user after that moment is not covered (re-check with "
+                 "`traceless scan --since` this receipt)")
     if lost:
         notes.append(f"OVER-DELETION: other users' records changed or removed in {', '.join(lost)}")
     if added:  # no count: how many records other users keep or write is not the requester's to learn

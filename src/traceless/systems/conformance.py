@@ -74,7 +74,13 @@ from traceless.systems._base import (
     open_system,
     system_class,
 )
-from traceless.systems._erase_run import erase_system, scan_system
+from traceless.systems._erase_run import (
+    VERIFIED_AT,
+    _only_the_users_records_left,
+    erase_system,
+    scan_system,
+    verified_at,
+)
 from traceless.systems._recheck import recheck_system
 from traceless.systems.contract import Capability
 from traceless.systems.kernel import count_literals
@@ -476,23 +482,33 @@ def _passes(t: Target, work: Path, literals: Sequence[str], state: Path) -> bool
 
 def _app_child(name: str, cfg: dict[str, Any], work: str, ready: Any, stop: Any) -> None:
     """The application of ``app_writes_during_erasure``: opens the instance through the system's
-    own API and writes one new user's memory after another until told to stop."""
+    own API and writes one new user's memory after another (every ``TARGET_EVERY``-th one the
+    target's own: the app still serves the user being erased) until told to stop; sends
+    (writes done, when the last one returned)."""
     from traceless.models import HashingEmbedder, ScriptedBackend
     from traceless.systems.testing import register_dict_system
 
     register_dict_system()
     runtime = SystemRuntime(ScriptedBackend(lambda m, c: "noted"), HashingEmbedder(), "scripted")
     s = open_system(name, Path(work), load_system_config(name, cfg), runtime)
-    ready.send(0)
+    ready.send((0, time.time()))
     n = 0
     try:
         while not stop.is_set() and n < APP_WRITES:
-            s.write([_session(f"app-{n}", "s1", f"App memory {n}: {_app_note(n)}.")])
+            s.write([_session(_app_user(n), f"app{n}", f"App memory {n}: {_app_note(n)}.")])
             n += 1
-            ready.send(n)
+            ready.send((n, time.time()))
             time.sleep(0.01)
     finally:
         s.close()
+
+
+TARGET_EVERY = 4
+"""Every 4th memory the application writes is the target's."""
+
+
+def _app_user(n: int) -> str:
+    return TARGET if n % TARGET_EVERY == TARGET_EVERY - 1 else f"app-{n}"
 
 
 APP_WRITES = 500
@@ -519,30 +535,38 @@ def check_app_writes_during_erasure(t: Target) -> CheckOutcome:
     stop = ctx.Event()
     p = ctx.Process(target=_app_child, args=(t.name, t.config.model_dump(mode="json"), str(work), child, stop))
     p.start()
-    written = 0
+    done: dict[int, float] = {}
     for _ in range(2):  # opened, then its first write: the erasure starts while the app writes
         if not parent.poll(120):
             p.kill()
             return CheckOutcome(passed=False, detail="the application never opened the instance or never wrote")
-        written = parent.recv()
-    outcome, _ = _erase_beside_the_app(t, work)
+        n, at = parent.recv()
+        done[n] = at
+    outcome, receipt = _erase_beside_the_app(t, work)
     stop.set()
     while p.is_alive() or parent.poll():
         if parent.poll(1):
-            written = max(written, parent.recv())
+            n, at = parent.recv()
+            done[n] = at
     p.join()
     try:
         texts = _audit_texts(t, work)
         left = _left(t, work, TARGET, SECRETS[TARGET])
     except TracelessError as e:
-        return CheckOutcome(passed=False, detail=f"erasure {outcome}; the app (exit {p.exitcode}) wrote {written}; "
-                                                 f"then the instance could not be read: {e}")
-    lost = [n for n in range(written) if _app_note(n) not in texts]
-    held = outcome == "passed" and left == (0, 0, 0) or outcome.startswith("refused") and left[0] == mine_before
+        return CheckOutcome(passed=False, detail=f"erasure {outcome}; the app (exit {p.exitcode}) wrote {len(done) - 1};"
+                                                 f" then the instance could not be read: {e}")
+    theirs = [n for n in range(max(done)) if _app_user(n) != TARGET]
+    lost = [n for n in theirs if _app_note(n) not in texts]
+    # the target's memories the app wrote before the receipt's verification began must be gone
+    since = verified_at(receipt) if receipt is not None else float("inf")
+    missed = [n for n in range(max(done)) if _app_user(n) == TARGET and _app_note(n) in texts and done[n + 1] < since]
+    held = (outcome in ("passed", "failed: the app's new records of the user") and left[1:] == (0, 0) and not missed
+            or outcome.startswith("refused") and left[0] >= mine_before)
     ok = not lost and p.exitcode == 0 and held
-    return CheckOutcome(passed=ok, detail=f"erasure {outcome}; the app wrote {written} memories meanwhile, lost "
-                                          f"{len(lost)}, exit {p.exitcode}; the user's records {mine_before} → "
-                                          f"{left[0]}, left {left}")
+    return CheckOutcome(passed=ok, detail=f"erasure {outcome}; the app wrote {max(done)} memories meanwhile "
+                                          f"({len(theirs)} of other users: lost {len(lost)}; the target's written "
+                                          f"before the verification and still there: {len(missed)}), exit "
+                                          f"{p.exitcode}; the user's records {mine_before} → {left[0]}, left {left}")
 
 
 def _audit_texts(t: Target, work: Path) -> str:
@@ -586,7 +610,11 @@ def _erase_beside_the_app(t: Target, work: Path) -> tuple[str, Any]:
                                                   key=KEY))
     except TracelessError as e:
         return f"refused ({type(e).__name__}: {str(e)[:100]})", None
-    return ("passed" if r.verification.passed else f"FAILED {r.verification.checks}"), r
+    if r.verification.passed:
+        return "passed", r
+    if _only_the_users_records_left(r):  # honest: the app kept writing the user's records faster than rounds
+        return "failed: the app's new records of the user", r
+    return f"FAILED {r.verification.checks}", r
 
 
 def _erase_target(s: MemorySystem, *, state: Path) -> Any:
@@ -596,7 +624,8 @@ def _erase_target(s: MemorySystem, *, state: Path) -> Any:
 def _tiers_view(r: Any) -> dict[str, Any]:
     return {"tiers": {s: (len(tr.removed), len(tr.rewritten), tr.left, tr.target_copies_after)
                       for s, tr in r.tiers.items()},
-            "guarantee": r.guarantee, "checks": r.verification.checks, "notes": r.notes,
+            "guarantee": r.guarantee, "checks": r.verification.checks,
+            "notes": [n for n in r.notes if not n.startswith(VERIFIED_AT)],  # its moment differs, nothing else
             "not_covered": r.not_covered, "literal_scan": r.verification.literal_scan,
             "disk_scan": r.verification.disk_scan}
 

@@ -12,7 +12,9 @@ erasure also removes the records of a user whose id is a prefix of the requester
 ``"certify-unchecked"`` (``probe_ready`` checks nothing: a ``--certify`` whose embedder cannot
 run erases, then its probe fails), ``"count-others"`` (its outcome notes count the records
 left in each store: the receipt tells the requester about other users' records), ``"unlocked"``
-(its read-modify-write takes no lock and is slow: what an application writes meanwhile is lost).
+(its read-modify-write takes no lock and is slow: what an application writes meanwhile is lost),
+``"stale-read"`` (after its erasure it reads back what it wrote, never what another writer
+added: its verification misses the user's records an application wrote meanwhile).
 
 ``--certify``: the probes rank the user's records with the runtime's embedder
 (``probe_instance``); ``probe_ready`` embeds one text with it before the erasure.
@@ -45,7 +47,8 @@ from traceless.systems.kernel import replace_literals
 
 __all__ = ["DictConfig", "DictInstance", "DictSystem", "register_dict_system"]
 
-Bug = Literal["none", "over-delete", "keep-fact", "write-on-scan", "certify-unchecked", "count-others", "unlocked"]
+Bug = Literal["none", "over-delete", "keep-fact", "write-on-scan", "certify-unchecked", "count-others", "unlocked",
+              "stale-read"]
 STORES = ("messages", "facts")
 
 
@@ -56,6 +59,7 @@ class DictInstance(LiveInstance):
 
     def __init__(self, path: Path, bug: Bug = "none") -> None:
         self.path, self.bug = path, bug
+        self._seen: dict[str, dict[str, dict[str, str]]] | None = None  # the "stale-read" bug's cache
 
     def load(self) -> dict[str, dict[str, dict[str, str]]]:
         if not self.path.exists():
@@ -74,7 +78,8 @@ class DictInstance(LiveInstance):
     def records(self, user: str | None = None, literals: Sequence[str] = ()) -> Iterator[Record]:
         if self.bug == "write-on-scan" and self.path.exists():
             self.path.touch()
-        for store, recs in self.load().items():
+        doc = self._seen if self.bug == "stale-read" and self._seen is not None else self.load()
+        for store, recs in doc.items():
             for rid, r in recs.items():
                 yield Record(store, rid, r["owner"], {"text": r["text"]})
 
@@ -95,7 +100,10 @@ class DictInstance(LiveInstance):
 
     def apply(self, ops: Sequence[Op], literals: Sequence[str]) -> list[StoreOutcome]:
         with self.locked():
-            return self._apply(ops, literals)
+            out = self._apply(ops, literals)
+        if self.bug == "stale-read":
+            time.sleep(0.5)  # the application writes meanwhile; this reader will not see it
+        return out
 
     def _apply(self, ops: Sequence[Op], literals: Sequence[str]) -> list[StoreOutcome]:
         doc = self.load()
@@ -115,6 +123,8 @@ class DictInstance(LiveInstance):
                 rec["text"] = replace_literals(rec["text"], literals)
                 out[op.record.store].rewritten += 1
         self.save(doc)
+        if self.bug == "stale-read":  # it reads its own last write back, never another writer's
+            self._seen = doc
         if self.bug == "count-others":  # tells the requester how many records the store keeps
             for o in out.values():
                 o.notes.append(f"{len(doc[o.store])} records left in the store")
