@@ -96,7 +96,7 @@ def verify_bundle_cmd(path: Path, public_key: str | None, as_json: bool, *, log:
                       tsa_cert: Path | None = None) -> None:
     """``forget verify BUNDLE``: the summary and every receipt, with the public key alone
     (``log``: the summary's inclusion in that receipt log; ``tsa_cert``: its time-stamp)."""
-    from traceless.cli._receipts import VERIFICATION_FAILED_EXIT
+    from traceless.cli._receipts import VERIFICATION_FAILED_EXIT, echo_proofs
     from traceless.errors import ReceiptError
     from traceless.forget import verify_request_bundle
     from traceless.keys import load_public_key
@@ -113,11 +113,7 @@ def verify_bundle_cmd(path: Path, public_key: str | None, as_json: bool, *, log:
             typer.echo(f"  {c.instance:<14} {c.receipt_file}: {c.status}")
         for f in res.unlisted:
             typer.echo(f"  UNLISTED {f}: a receipt file the signed summary does not name")
-        if res.timestamped_at is not None:
-            typer.echo(f"time-stamp OK: {tsa_cert} vouches the summary was signed by {res.timestamped_at}")
-        if res.log_entry is not None:
-            typer.echo(f"{log}: the summary is entry {res.log_entry} of {res.log_size}; inclusion proof verified "
-                       "against the signed checkpoint")
+        echo_proofs("summary", res.timestamped_at, tsa_cert, res.log_entry, res.log_size, log)
         typer.echo(f"{path}: request {res.request_id}, signer {res.signer}, verdict {res.verdict}: "
                    f"{'OK' if res.ok else 'FAILED'}")
     if not res.ok:

@@ -10,7 +10,7 @@ import typer
 
 from traceless.cli._common import backend, embedder, safe, say_migrating
 from traceless.cli._receipts import VERIFICATION_FAILED_EXIT as VERIFICATION_FAILED_EXIT
-from traceless.cli._receipts import echo_receipt, exit_if_unverified
+from traceless.cli._receipts import echo_proofs, echo_receipt, exit_if_unverified
 from traceless.errors import ConfigError, ReceiptError
 from traceless.memory import redact_url, store_exists  # the light part (traceless.memory._backend)
 
@@ -370,11 +370,7 @@ def verify(
         scanned = ("re-scanned: none of what it erased is there" if res.material_absent
                    else "not re-scanned (the receipt predates erased-material digests)")
         typer.echo(f"{redact_url(db)}: same store; every artifact the receipt removed is still absent; {scanned}")
-    if res.timestamped_at is not None:
-        typer.echo(f"time-stamp OK: {tsa_cert} vouches the receipt was signed by {res.timestamped_at}")
-    if res.log_entry is not None:
-        typer.echo(f"{log}: entry {res.log_entry} of {res.log_size}; inclusion proof verified against the signed "
-                   "checkpoint")
+    echo_proofs("receipt", res.timestamped_at, tsa_cert, res.log_entry, res.log_size, log)
     if res.certified and not res.certificate_failures:
         c = r.certificate
         assert c is not None

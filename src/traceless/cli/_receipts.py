@@ -38,3 +38,13 @@ def exit_if_unverified(receipt: Receipt, see: str) -> None:
         typer.secho(f"verification FAILED ({', '.join(failed)}); see the receipt's {see}", fg=typer.colors.RED,
                     err=True)
         sys.exit(VERIFICATION_FAILED_EXIT)
+
+
+def echo_proofs(what: str, stamped_at: object, tsa_cert: Path | None, entry: int | None, size: int | None,
+                log: Path | None) -> None:
+    """The verified time-stamp and log inclusion of ``what`` (a receipt, a bundle's summary)."""
+    if stamped_at is not None:
+        typer.echo(f"time-stamp OK: {tsa_cert} vouches the {what} was signed by {stamped_at}")
+    if entry is not None:
+        typer.echo(f"{log}: the {what} is entry {entry} of {size}; inclusion proof verified against the signed "
+                   "checkpoint")

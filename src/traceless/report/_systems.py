@@ -86,15 +86,19 @@ def _serving_verdict(rep: dict[str, Any] | None, recorded: bool) -> str:
     return "— (no served model)" if rep is None else f"{rep['before']['verdict']} (p {rep['before']['ks_p']:.1e})"
 
 
+def _no_cell(recorded: bool, absent: str) -> str:
+    """A scorecard cell's text when there is nothing to show: the audit predates the column, or
+    ``absent`` (it ran and there was nothing to measure)."""
+    return absent if recorded else "— (not run by the audit)"
+
+
 def serving_cache_cell(rep: dict[str, Any] | None, recorded: bool = True) -> str:
     """The scorecard's "served model's prompt cache": the serving-cache tier's verdict as the
     native deletion leaves the server and after traceless's erasure cleared it, each with its KS
     p-value and median time ratio (record / control), n per group; "—" where traceless serves
     no model, "— (not run by the audit)" where the audit did not run the tier."""
-    if not recorded:
-        return "— (not run by the audit)"
-    if rep is None:
-        return "— (no model served by traceless)"
+    if rep is None or not recorded:
+        return _no_cell(recorded, "— (no model served by traceless)")
     b, a = rep["before"], rep["after"]
     return (f"{b['verdict']} (KS p {b['ks_p']:.1e}, ratio {b['median_ratio']:.2f}); after traceless's erasure "
             f"{a['verdict']} (p {a['ks_p']:.2f}, ratio {a['median_ratio']:.2f}); n {rep['n']} per group")
@@ -105,10 +109,8 @@ def inversion_cell(rep: dict[str, Any] | None, recorded: bool = True) -> str:
     attack ranks first from the vectors read from the files after the deletion, k/n, the rate
     and its exact interval (top-k after it); "—" where the system's files hold no vectors
     traceless reads, "— (not run by the audit)" in an audit that predates the check."""
-    if not recorded:
-        return "— (not run by the audit)"
-    if rep is None:
-        return "—"
+    if rep is None or not recorded:
+        return _no_cell(recorded, "—")
     t1, tk = rep["top1"], rep["topk"]
     return (f"top-1 {t1['successes']}/{t1['n']}, {t1['value']:.2f} [{t1['low']:.2f}, {t1['high']:.2f}] "
             f"(top-{rep['k']} {tk['successes']}/{tk['n']}; {rep['vectors']} vectors)")
