@@ -560,7 +560,8 @@ def check_app_writes_during_erasure(t: Target) -> CheckOutcome:
     # the target's memories the app wrote before the receipt's verification began must be gone
     since = verified_at(receipt) if receipt is not None else float("inf")
     missed = [n for n in range(max(done)) if _app_user(n) == TARGET and _app_note(n) in texts and done[n + 1] < since]
-    held = (outcome in ("passed", "failed: the app's new records of the user") and left[1:] == (0, 0) and not missed
+    held = (outcome == "passed" and left[1:] == (0, 0) and not missed  # a pass covers what came before it
+            or outcome == "failed: the app's new records of the user" and left[1:] == (0, 0)  # failed, saying so
             or outcome.startswith("refused") and left[0] >= mine_before)
     ok = not lost and p.exitcode == 0 and held
     return CheckOutcome(passed=ok, detail=f"erasure {outcome}; the app wrote {max(done)} memories meanwhile "
