@@ -203,8 +203,14 @@ def _versions(path: Path) -> dict[str, list[dict[str, Any]]]:
         for v in sorted(int(x["version"]) for x in tbl.list_versions()):
             if v == latest:
                 continue
-            tbl.checkout(v)
-            for r in _pylist(tbl):
+            try:
+                tbl.checkout(v)
+                rows = _pylist(tbl)
+            except (RuntimeError, OSError, ValueError) as e:
+                if "Not found" not in str(e):
+                    raise
+                continue  # another writer's cleanup removed that version's files meanwhile: it holds nothing
+            for r in rows:
                 if _text(r) not in seen:
                     seen.add(_text(r))
                     out.setdefault(name + OLD, []).append(r)
