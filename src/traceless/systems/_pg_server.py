@@ -465,9 +465,10 @@ class OnlineBystanders:
     """The bystander rule for tables an application keeps writing while the erasure runs (the
     app serves other users meanwhile): the bystanders are the other users' rows as the first
     digest of this erasure saw them, less the rows this erasure's ``DELETE … RETURNING``
-    removed (``deleted``). The erasure writes nothing else there, so what other transactions
-    changed, removed or added meanwhile is theirs (counted in the receipt's notes); a
-    ``DELETE`` that removed a bystander's row fails the check. Without a first digest (a re-run
+    removed (``deleted``), and the rows its ``UPDATE`` rewrote (``rewritten``) as they are now.
+    The erasure writes nothing else there, so what other transactions changed, removed or added
+    meanwhile is theirs (counted in the receipt's notes); a ``DELETE`` that removed a
+    bystander's row, or a rewrite that changed more than the literals, fails the check. Without a first digest (a re-run
     after a crash: the journal holds it) the rows as they are now: a live app then fails the
     check (conservative)."""
 
@@ -475,10 +476,13 @@ class OnlineBystanders:
     """The other users' rows (key → digest text) as this erasure's first digest saw them."""
     deleted: set[Key] = field(default_factory=set)
     """The rows this erasure's ``DELETE`` statements returned."""
+    rewritten: set[Key] = field(default_factory=set)
+    """The other users' rows this erasure's ``UPDATE`` rewrote (the literals replaced): digested
+    as they are now, so a rewrite that changed more than the literals fails the check."""
 
     def reset(self) -> None:
-        """A new erasure (its plan): no first digest, nothing deleted yet."""
-        self.first, self.deleted = None, set()
+        """A new erasure (its plan): no first digest, nothing deleted or rewritten yet."""
+        self.first, self.deleted, self.rewritten = None, set(), set()
 
     def rows(self, now: Mapping[Key, str]) -> dict[Key, str]:
         """The rows the bystander digest covers, given the rows read now (the first call keeps them)."""
@@ -491,6 +495,8 @@ class OnlineBystanders:
         to them meanwhile: (changed, removed, added)."""
         first = self.first if self.first is not None else dict(now)
         kept = {k: d for k, d in first.items() if k not in self.deleted}
+        for k in self.rewritten & set(kept) & set(now):  # this erasure's own change: as it left the row
+            kept[k] = now[k]
         changed = sum(1 for k, d in kept.items() if k in now and now[k] != d)
         removed = sum(1 for k in kept if k not in now)
         return kept, (changed, removed, sum(1 for k in now if k not in first))
