@@ -250,7 +250,8 @@ def test_erasure_under_app_load_loses_no_write_and_reports_the_longest_wait(
     assert TARGET not in {u for u, _ in after.values()}
     wait, base = load.longest(t0, t1), load.longest(0, t0 - 0.01)
     print(f"\n[pg online] level={level}: erasure {1000 * (t1 - t0):.0f} ms, longest app wait {wait:.0f} ms "
-          f"(before the erasure {base:.0f} ms), {len(load.waits)} app queries, {len(load.written)} inserts, {len(load.updated)} rows updated, 0 lost")
+          f"(before the erasure {base:.0f} ms), {len(load.waits)} app queries, {len(load.written)} inserts, {len(load.updated)} rows updated, 0 lost; "
+          + next((n for n in receipt.notes if "online: " in n), ""))
     if level == "vacuum":  # the default level: online (measured 67-136 ms on 2 shared cores, the app's own ~90)
         assert wait < 1000, f"the default physical step made the app wait {wait:.0f} ms"
     notes = " ".join(receipt.notes)

@@ -22,9 +22,11 @@
   for until it has replayed the primary's WAL past the erasure, checkpointed (a restartpoint)
   and its relation files read too; the receipt says per replica verified or not, and why.
 * online: bystanders of the server's tables are the other users' rows as the first digest
-  saw them; only this erasure's ``DELETE`` (the ids it returned) may change them. What other
-  transactions (the application, serving other users meanwhile) changed, removed or added
-  is theirs, and counted in the receipt's notes.
+  counted them on the server (``OnlineTally``: ``count(*)`` and the sum of the ids' hashes, one
+  row per table); only this erasure's ``DELETE`` (the rows it returned, with their owners) may
+  change them. What other transactions (the application, serving other users meanwhile)
+  inserted or deleted is theirs, and counted in the receipt's notes. The history db's
+  bystanders are digested by SQLite in one pass (``history_tally``), then counted again.
 
 Credentials (the password, a connection string) are never written: every message names
 the host, port and database only.
@@ -32,7 +34,6 @@ the host, port and database only.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import zlib
 from collections.abc import Collection, Sequence
@@ -212,7 +213,7 @@ def history_tally(path: Path, skip_memories: Collection[str], skip_ids: Collecti
 
 def tally_digest(t: Tally) -> tuple[int, str]:
     """A ``Tally`` as a bystander digest (count, SHA-256)."""
-    return t[0], hashlib.sha256(f"{t[0]}:{t[1]}".encode()).hexdigest()
+    return t[0], digest([f"{t[0]}:{t[1]}"])[1]
 
 
 def patterns(literals: Sequence[str]) -> list[str]:
