@@ -21,8 +21,9 @@ history db, then times in this process (imports excluded):
   literal's rows are found by a pass over the table on the server: ``strpos`` on the JSON);
 * ``forget``: ``traceless.forget(system="mem0", …, user=U, literals=[canary])``: plan, the
   scope check, bystander digests (on the server: one MD5 per row), one ``DELETE``, the
-  physical step (``VACUUM (INDEX_CLEANUP ON)`` by default, timed on its own), ``CHECKPOINT``,
-  the relation files and ``pg_wal`` read for the erased texts, re-scan, signed receipt.
+  physical step (``VACUUM (INDEX_CLEANUP ON)`` by default, ``CHECKPOINT``, and the history
+  db's ``VACUUM``: timed together), the relation files and ``pg_wal`` read for the erased texts
+  (the byte scan, timed with the kernel's byte check), re-scan, signed receipt.
 
 Ratios are traceless's time over ``delete_all``'s on the same data. ``uptime``'s load is
 printed before and after. Exits 1 when a receipt does not pass or the scan misses a row.
@@ -157,10 +158,10 @@ def _delete_all(cfg: dict[str, Any]) -> float:
     return dt
 
 
-def _timed(owner: Any, name: str) -> list[float]:
+def _timed(owner: Any, name: str, spent: list[float] | None = None) -> list[float]:
     """Wrap ``owner.name`` (a class's method or a module's function) to time it apart (the
-    bench's instrument; the code is unchanged)."""
-    spent: list[float] = []
+    bench's instrument; the code is unchanged); ``spent``: add to another's timings."""
+    spent = [] if spent is None else spent
     orig = getattr(owner, name)
 
     def timed(*a: Any, **k: Any) -> Any:
@@ -262,10 +263,14 @@ def main(argv: list[str] | None = None) -> int:
     template = Path(tempfile.mkdtemp(prefix="pg-scale-tmpl-"))
     try:
         built = _build(srv, template, args.memories, args.users, args.dims, not args.no_user_index)
-        from traceless.systems import _erase_run
+        from traceless.systems import _erase_run, _mem0_pgvector
         from traceless.systems._pg_server import PgServer
 
+        # the physical step: the server's VACUUM + CHECKPOINT and the history db's VACUUM; the byte
+        # scan: the relation files and pg_wal read for the erased texts, and the kernel's byte check
         timers = _timed(PgServer, "compact"), _timed(PgServer, "count_in")
+        _timed(_mem0_pgvector, "_vacuum", timers[0])
+        _timed(PgServer, "wal_holding", timers[1])
         byte_check = _timed(_erase_run, "scan_files")  # the kernel's byte check of the files
         rows = [_rep(srv, template, args.dims, built["mine"], args.level, timers[0], timers[1], byte_check, args.app)
                 for _ in range(args.reps)]

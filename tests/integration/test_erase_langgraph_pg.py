@@ -410,6 +410,31 @@ def test_forget_by_user_alone_finds_the_thread_its_state_names(
     assert r["verification"]["passed"] and len(r["tiers"]["checkpoints"]["removed"]) == 18
 
 
+def test_a_thread_two_users_wrote_in_is_refused_before_any_change(
+        pg_server: str, app_db: tuple[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 40.1 on the server: bob wrote a turn in ann's thread (the checkpoints' metadata
+    names both, ``users.configurable``): the erasure is refused before any change, naming it."""
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from langgraph.store.postgres import PostgresStore
+
+    db, url = app_db
+    tid, bob = threads(X)[0], USERS[-1]
+    with PostgresSaver.from_conn_string(url) as saver, PostgresStore.from_conn_string(url) as store:
+        graph = build_graph(saver, store)
+        for who in (X, bob):
+            graph.invoke({"messages": [{"role": "user", "content": f"{who} was here"}], "user_id": who},
+                         {"configurable": {"thread_id": tid, "user_id": who}})
+    cfg = json.loads(write_cfg(tmp_path, url).read_text())
+    cfg["users"] = {"configurable": {"user_id": "{user_id}"}}
+    (tmp_path / "lg-pg.json").write_text(json.dumps(cfg))
+    before = row_digests(pg_server, db)
+    rc = cli("forget", "--memory", "langgraph", "--memory-config", str(tmp_path / "lg-pg.json"), "--user", X,
+             "--receipt", str(tmp_path / "r.json"))
+    err = capsys.readouterr().err
+    assert rc == 6 and "1 thread(s) of the user were also written by other users" in err and tid in err, err
+    assert row_digests(pg_server, db) == before and not (tmp_path / "r.json").exists()
+
+
 def _odd_rows(pg_server: str, db: str, odd: list[str]) -> None:
     """Rows written to trip the server's selection: a quote, a backslash, non-ASCII, a tab, the
     literal inside a blob between invalid UTF-8 bytes, a literal spanning two columns, in a
@@ -743,7 +768,111 @@ def test_forget_online_while_the_app_writes_other_users(
     assert rc == 0 and r["verification"]["passed"] and r["verification"]["checks"]["bystanders_intact"], out.err
     assert not app.lost()  # every write of the app is there after
     assert set(bob_before) <= set(api_view(url, "bob")[0])  # bob's checkpoints all kept
-    assert ", all planned; meanwhile other transactions (the application) changed " in online
-    changed, removed, added = (int(x) for x in re.findall(
-        r"changed (\d+), removed (\d+) and added (\d+)", online)[0])
-    assert changed >= 1 and added >= 1 and removed == 0, online
+    assert ", all planned; meanwhile other transactions (the application) changed some of the other users' rows and " \
+        "added some of the other users' rows" in online, online
+    assert not re.search(r"\d", online.split("all planned", 1)[1]), online  # how many: not the requester's to learn
+
+
+# ---------------------------------------------------------------- --certify on the server
+
+_PROBED_GRAPH = '''
+from langgraph.graph import START, MessagesState, StateGraph
+
+
+class State(MessagesState):
+    {key}: str
+
+
+def build(checkpointer, store, model=None):
+    """The app's answering graph: the user's memories (its PostgresStore's search) as the model's
+    context; it files each question as a memory too (a probe's put must not reach the server)."""
+    def reply(state):
+        ns = (state["{key}"], "memories")
+        q = state["messages"][-1].content
+        ctx = "\\n".join(str(i.value.get("text")) for i in store.search(ns, limit=50))
+        store.put(ns, "asked", {{"text": q}})
+        return {{"messages": [model.invoke([{{"role": "user", "content": "Memories:\\n" + ctx + "\\n" + q}}])]}}
+    g = StateGraph(State)
+    g.add_node("reply", reply)
+    g.add_edge(START, "reply")
+    return g.compile(checkpointer=checkpointer, store=store)
+'''
+_CANARY = re.compile(r"ZX-\w+-4471-PLUMCODE")
+
+
+def _parrot(messages: list[Any], config: object) -> str:
+    """The graph's model: repeats any secret its context shows."""
+    found = _CANARY.findall(" ".join(m.content for m in messages))
+    return f"It is {found[0]}." if found else "I do not know."
+
+
+def _graph_cfg(tmp_path: Path, url: str, key: str = "user_id", **traceless: Any) -> dict[str, Any]:
+    (tmp_path / "probed_agent.py").write_text(_PROBED_GRAPH.format(key=key), encoding="utf-8")
+    cfg = json.loads(write_cfg(tmp_path, url, **traceless).read_text())
+    return {**cfg, "graph": f"{tmp_path / 'probed_agent.py'}:build"}
+
+
+def test_certify_probes_read_the_servers_store_and_write_nothing_there(
+        pg_server: str, app_db: tuple[str, str], tmp_path: Path) -> None:
+    """``certify_live`` on the server (what ``forget --certify`` runs after the erasure): the user's
+    graph answers each probe over LangGraph's own ``PostgresStore`` search of the user's items on
+    the server; before any erasure it extracts bob's secret (the server is where the probe read
+    it), not for ann2; its ``store.put`` stays in memory: the rows and the write counters of every
+    table are unchanged."""
+    from traceless._erase_api import attach_system, certify_live
+    from traceless.models import ScriptedBackend
+
+    db, url = app_db
+    before = row_digests(pg_server, db), counters(pg_server, db)
+    s = attach_system("langgraph", _graph_cfg(tmp_path, url), read_only=True)
+    try:
+        cert = certify_live(s, "bob", [secret("bob")], ScriptedBackend(_parrot))
+        other = certify_live(s, "ann2", [secret("bob")], ScriptedBackend(_parrot))
+    finally:
+        s.close()
+    assert cert.aer["agent"]["direct"] == 1.0 and all(p.extracted and p.context_items > 0 for p in cert.probes)
+    assert not any(p.extracted for p in other.probes)
+    assert cert.store_copies["store"] > 0
+    assert (row_digests(pg_server, db), counters(pg_server, db)) == before  # the probes wrote nothing there
+
+
+def test_forget_certify_on_the_server_signs_probes_that_find_nothing(
+        pg_server: str, app_db: tuple[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    import traceless
+    from traceless.models import ScriptedBackend
+
+    db, url = app_db
+    bob = api_view(url, "bob")
+    out = tmp_path / "receipt.json"
+    r = traceless.forget(system="langgraph", config=_graph_cfg(tmp_path, url, pg_compaction="full"), user=X,
+                         literals=[secret(X)], certify=True, model=ScriptedBackend(_parrot), receipt_path=out)
+    assert r.certificate is not None and r.verification.passed, r.verification.checks
+    assert r.verification.checks["certificate_no_extraction"] and r.verification.checks["certificate_no_store_copies"]
+    assert {p.level for p in r.certificate.probes} == {"direct", "indirect", "jailbreak"}
+    assert not any(p.extracted for p in r.certificate.probes)
+    assert api_view(url, X) == ([], []) and api_view(url, "bob") == bob  # the probes' puts never reached the server
+    text = out.read_text()
+    assert PW not in text and secret(X) not in text
+    pub = tmp_path / "signer.pub"
+    assert cli("keys", "export", "--out", str(pub)) == 0
+    monkeypatch.setenv("TRACELESS_HOME", str(tmp_path / "verifier-home"))
+    capsys.readouterr()
+    assert cli("forget", "verify", str(out), "--public-key", str(pub)) == 0
+    assert "certificate OK" in capsys.readouterr().out
+
+
+def test_forget_certify_that_cannot_probe_is_refused_before_any_change(
+        pg_server: str, app_db: tuple[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A graph whose input the probes cannot give (it needs ``tenant_id``): one line, exit 2,
+    before the journal or any row changes on the server."""
+    db, url = app_db
+    cfg = tmp_path / "cfg.json"
+    cfg.write_text(json.dumps(_graph_cfg(tmp_path, url, key="tenant_id")), encoding="utf-8")
+    before = row_digests(pg_server, db)
+    capsys.readouterr()
+    code = cli("forget", "--memory", "langgraph", "--memory-config", str(cfg), "--user", X, "--literal", secret(X),
+               "--certify", "--model", "scripted", "--receipt", str(tmp_path / "r.json"))
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "'tenant_id'" in err and "nothing was erased" in err and len(err.splitlines()) == 1, err
+    assert row_digests(pg_server, db) == before and not (tmp_path / "r.json").exists()

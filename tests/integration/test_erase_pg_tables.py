@@ -363,3 +363,184 @@ def test_bad_server_input_is_one_line_and_changes_nothing(inst: Inst, pg_server:
         with psycopg.connect(pg_server, autocommit=True) as c:
             c.execute(f"DROP ROLE {reader}")
     assert (rows_digest(inst), catalog(inst)) == before
+
+
+# ---------------------------------------------------------------- online: the app keeps writing
+
+
+def _app(system: str, url: str, stop: Any, ready: Any, count: Any, out: Any) -> None:
+    """The application, in its own process (as in production), through the package's own API:
+    it reads ann2's records, updates ann2's (Agno: ann2's memory; the SDK: a turn appended to
+    ann2's session) and writes a new user's; every call timed, every write kept (what must be
+    there after). Results back through ``out`` once ``stop``."""
+    import time
+
+    waits: list[tuple[float, float]] = []
+    errors: list[str] = []
+    writes: dict[str, list[str]] = {}
+    ops = _agno_ops(url) if system == "agno" else _sdk_ops(url)
+    n = 0
+    while not stop.is_set():
+        t0 = time.monotonic()
+        try:
+            key, text = ops[0](n)
+            if key:
+                writes.setdefault(key, []).append(text)
+                with count.get_lock():
+                    count.value += 1
+        except Exception as e:  # every failure is the test's evidence
+            errors.append(f"{type(e).__name__}: {e}")
+        waits.append((t0, time.monotonic() - t0))
+        n += 1
+        if n == 3:
+            ready.set()
+        time.sleep(0.01)
+    ops[1]()
+    out.put((waits, errors, writes))
+
+
+def _agno_ops(url: str) -> tuple[Any, Any]:
+    from agno.db.postgres import PostgresDb
+    from agno.db.schemas import UserMemory
+
+    db = PostgresDb(db_url=url)
+
+    def op(n: int) -> tuple[str, str]:
+        if n % 3 == 0:
+            db.get_user_memories(user_id="ann2")
+            return "", ""
+        mid, user = ("ann2/s0/m0", "ann2") if n % 3 == 1 else (f"app/{n}", f"app{n % 5}")
+        text = f"{user} written by the app during the erasure {n}"
+        db.upsert_user_memory(UserMemory(memory=text, memory_id=mid, user_id=user, input=text))
+        return mid, text
+
+    return op, db.close
+
+
+def _sdk_ops(url: str) -> tuple[Any, Any]:
+    from agents.extensions.memory import SQLAlchemySession
+
+    loop = asyncio.new_event_loop()
+    sessions = {s: SQLAlchemySession.from_url(s, url=url, create_tables=False) for s in ("ann2", *(f"app{i}" for i in range(5)))}
+
+    def op(n: int) -> tuple[str, str]:
+        if n % 3 == 0:
+            loop.run_until_complete(sessions["ann2"].get_items())
+            return "", ""
+        sid = "ann2" if n % 3 == 1 else f"app{n % 5}"
+        text = f"{sid} written by the app during the erasure {n}"
+        loop.run_until_complete(sessions[sid].add_items([{"role": "user", "content": text}]))
+        return sid, text
+
+    def close() -> None:
+        for s in sessions.values():
+            loop.run_until_complete(s.engine.dispose())
+        loop.close()
+
+    return op, close
+
+
+def _lost(inst: Inst, writes: dict[str, list[str]]) -> list[str]:
+    """The app's writes not there after: Agno's memory keeps its last text, the SDK's session every item."""
+    if inst.system == "agno":
+        from agno.db.postgres import PostgresDb
+
+        db = PostgresDb(db_url=inst.url)
+        try:
+            got = {k: getattr(db.get_user_memory(k), "memory", None) for k in writes}
+        finally:
+            db.close()
+        return [k for k, texts in writes.items() if got[k] != texts[-1]]
+    from agents.extensions.memory import SQLAlchemySession
+
+    async def go() -> list[str]:
+        out = []
+        for sid, texts in writes.items():
+            s = SQLAlchemySession.from_url(sid, url=inst.url)
+            have = {json.dumps(it.get("content")) for it in await s.get_items()}
+            await s.engine.dispose()
+            out += [f"{sid}: {t}" for t in texts if json.dumps(t) not in have]
+        return out
+
+    return asyncio.run(go())
+
+
+def _overdelete(system: str, con: Any, keys: Any) -> Any:
+    """A broken DELETE: one of ann2's rows too (a bystander)."""
+    if system == "agno":
+        t = next(t for t in keys if t.endswith("agno_memories"))
+        row = ("ann2/s1/m0",)
+    else:
+        t = next(t for t in keys if t.endswith("agent_messages"))
+        row = (str(con.execute("SELECT min(id)::text FROM agent_messages WHERE session_id = 'ann2'").fetchone()[0]),)
+    cols, vals = keys[t]
+    return {**keys, t: (cols, {*vals, row})}
+
+
+@pytest.mark.parametrize("level, broken", [("vacuum", False), ("full", False), ("vacuum", True)])
+def test_forget_online_while_the_app_writes_other_users(inst: Inst, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture[str], level: str,
+                                                        broken: bool) -> None:
+    """The online bystander rule on Agno's ``PostgresDb`` / the SDK's ``SQLAlchemySession``: while
+    the app (its own process, the package's own API) reads and writes other users' records,
+    ``forget`` passes ``bystanders_intact`` (only rows this erasure's DELETE removed and its
+    rewrites count), says what the app changed, the app sees no error and loses no write, and the
+    longest wait of an app call during the erasure is reported. The erasure is held at its DELETE
+    until the app has written twice before and twice after it (the writes fall inside the erasure
+    on any machine). ``broken``: the DELETE also removes one of ann2's rows: the check FAILS."""
+    import multiprocessing as mp
+    import re
+    import time
+
+    from traceless.systems import _pg_tables
+
+    ctx = mp.get_context("spawn")
+    stop, ready, count, out = ctx.Event(), ctx.Event(), ctx.Value("i", 0), ctx.Queue()
+    real = _pg_tables.delete_in
+
+    def wait_for(n: int) -> None:
+        deadline = time.monotonic() + 30
+        while count.value < n and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+    def delete_in(con: Any, keys: Any) -> Any:
+        wait_for(count.value + 2)
+        gone = real(con, _overdelete(inst.system, con, keys) if broken else keys)
+        wait_for(count.value + 2)
+        return gone
+
+    monkeypatch.setattr(_pg_tables, "delete_in", delete_in)
+    views = {u: api_view(inst, u) for u in ("ann2", "bob")}
+    proc = ctx.Process(target=_app, args=(inst.system, inst.url, stop, ready, count, out), daemon=True)
+    proc.start()
+    try:
+        assert ready.wait(60), f"the app process did not start (exit code {proc.exitcode})"
+        t0 = time.monotonic()
+        rc, r, err = _forget(inst, tmp_path, capsys, **({"traceless": {"pg_compaction": "full"}} if level == "full" else {}))
+        t1 = time.monotonic()
+        time.sleep(0.2)
+        stop.set()
+        waits, errors, writes = out.get(timeout=60)
+    finally:
+        stop.set()
+        proc.join(timeout=30)
+    during = [s for t, s in waits if t <= t1 and t + s >= t0]
+    online = next(n for n in r["notes"] if "online: this erasure's DELETE removed" in n)
+    print(f"\n[{inst.system} online] level={level} broken={broken}: forget {t1 - t0:.2f} s, {len(during)} app calls "
+          f"during it, longest {1000 * max(during, default=0):.0f} ms, rc {rc}; {online}")
+    assert not errors, errors[:3]
+    assert api_view(inst, "ann") == []
+    if broken:
+        assert rc == 11 and not r["verification"]["checks"]["bystanders_intact"], err
+        assert "1 of them NOT in the plan" in online and any("OVER-DELETION" in n for n in r["notes"])
+        return
+    checks = r["verification"]["checks"]
+    # the default may leave bytes in the heap's free space (the app's own inserts may overwrite them)
+    assert rc == (0 if checks["files_clean"] else 11) and (level == "vacuum" or rc == 0), err
+    assert all(v for k, v in checks.items() if k != "files_clean"), checks
+    assert not _lost(inst, writes) and len(during) >= 4
+    assert [v for v in api_view(inst, "bob") if "[erased]" not in v] == [
+        v for v in views["bob"] if secret("ann", 0) not in v]  # bob's quote rewritten, the rest kept
+    assert ", all planned; meanwhile other transactions (the application) changed some of the other users' rows and " \
+        "added some of the other users' rows" in online, online
+    assert not re.search(r"\d", online.split("all planned", 1)[1]), online  # how many: not the requester's to learn

@@ -20,6 +20,7 @@ import hashlib
 import importlib.util
 import json
 import random
+import re
 import shutil
 import threading
 import time
@@ -249,12 +250,16 @@ def test_erasure_under_app_load_loses_no_write_and_reports_the_longest_wait(
     assert TARGET not in {u for u, _ in after.values()}
     wait, base = load.longest(t0, t1), load.longest(0, t0 - 0.01)
     print(f"\n[pg online] level={level}: erasure {1000 * (t1 - t0):.0f} ms, longest app wait {wait:.0f} ms "
-          f"(before the erasure {base:.0f} ms), {len(load.waits)} app queries, {len(load.written)} inserts, {len(load.updated)} rows updated, 0 lost")
+          f"(before the erasure {base:.0f} ms), {len(load.waits)} app queries, {len(load.written)} inserts, {len(load.updated)} rows updated, 0 lost; "
+          + next((n for n in receipt.notes if "online: " in n), ""))
     if level == "vacuum":  # the default level: online (measured 67-136 ms on 2 shared cores, the app's own ~90)
         assert wait < 1000, f"the default physical step made the app wait {wait:.0f} ms"
     notes = " ".join(receipt.notes)
     assert receipt.verification.passed and receipt.verification.checks["bystanders_intact"]
-    assert "removed 3 rows, all planned" in notes and "other transactions (the application) changed " in notes
+    assert "removed 3 rows, all planned" in notes
+    assert "(the application) added some of the other users' rows" in notes, notes  # its inserts, counted
+    online = next(n for n in receipt.notes if "online: " in n)
+    assert not re.search(r"\d", online.split("all planned", 1)[1]), online  # how many: not the requester's to learn
     assert ("VACUUM FULL" in notes and "ACCESS EXCLUSIVE" in notes) if level == "full" else (
         "VACUUM (INDEX_CLEANUP ON)" in notes and "online" in notes)
     assert "out of scope: PostgreSQL base backups and dumps" in receipt.notes
@@ -336,3 +341,42 @@ def test_replica_holds_no_copy_after_replay_and_the_receipt_says_per_replica(
     assert "out of scope: PostgreSQL base backups and dumps" in receipt.notes
     assert "out of scope: WAL archives (archive_command / pg_receivewal)" in receipt.notes
     assert "out of scope: streaming and logical replicas other than the 2 named in traceless.pg_replicas" in receipt.notes
+
+
+@pytest.mark.parametrize("where", ["server", "history"])
+def test_a_broken_delete_of_a_bystanders_row_fails_the_bystander_check(
+        pgvector_server: Any, template: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str) -> None:
+    """The bystander check stays able to see an over-deletion although the bystanders are
+    counted, not read row by row (``OnlineTally``, ``history_tally``): the erasure's DELETE also
+    removes one of the prefixed bystander's memories on the server (``server``) or one of its
+    history rows (``history``): ``bystanders_intact`` fails, the note names the stray row."""
+    import sqlite3
+
+    from traceless._erase_api import erase
+    from traceless.systems._mem0_pgvector import Mem0PgLive, PgCollection
+
+    srv = pgvector_server
+    cfg_path, db = _instance(srv, template, tmp_path)
+    victim = next(i for i, (u, _) in _rows(srv, db).items() if u == PREFIXED)
+    if where == "server":
+        real = PgCollection.delete_rows
+
+        def delete_rows(self: PgCollection, ids: dict[str, set[str]]) -> Any:
+            return real(self, {**ids, self.collection: {*ids.get(self.collection, set()), victim}})
+        monkeypatch.setattr(PgCollection, "delete_rows", delete_rows)
+    else:
+        real_h = Mem0PgLive._delete_history
+
+        def delete_history(self: Mem0PgLive, ids: Any, mem_ids: set[str]) -> None:
+            real_h(self, ids, mem_ids)
+            with sqlite3.connect(self.layout.history) as con:
+                con.execute("DELETE FROM history WHERE memory_id = ?", (victim,))
+        monkeypatch.setattr(Mem0PgLive, "_delete_history", delete_history)
+    receipt = erase("mem0", cfg_path, user=TARGET, receipt=tmp_path / "receipt.json", state_dir=tmp_path / "state")
+    checks = receipt.verification.checks
+    assert not checks["bystanders_intact"] and not receipt.verification.passed, checks
+    notes = " ".join(receipt.notes)
+    assert "OVER-DELETION" in notes and ("vector_store" if where == "server" else "history") in notes.split(
+        "OVER-DELETION", 1)[1], notes
+    if where == "server":
+        assert "1 of them NOT in the plan" in notes

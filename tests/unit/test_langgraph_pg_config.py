@@ -67,3 +67,20 @@ def test_the_online_rule_counts_only_what_this_erasures_delete_removed() -> None
     assert rule.rows(now) != first and "1 of them NOT in the plan" in rule.note(now, {("store", "x")})
     rule.reset()
     assert rule.rows(now) == now  # a new erasure (or a re-run without its first digest): the rows as they are
+
+
+def test_the_online_rule_digests_this_erasures_rewrites_as_they_are_now() -> None:
+    """A row this erasure rewrote (Agno's / the SDK's quote of a literal) is digested as the
+    erasure left it: a rewrite that changed only the literals (the digest replaces them)
+    passes, one that changed more fails; one the app removed meanwhile is the app's."""
+    from traceless.systems.postgres import OnlineBystanders
+
+    first = {("t", "a"): "bob quotes [erased]", ("t", "b"): "ann2"}
+    rule = OnlineBystanders()
+    rule.rows(first)
+    rule.rewritten = {("t", "a")}
+    assert rule.rows(first) == first  # rewritten as planned
+    assert rule.rows({("t", "a"): "bob quotes [erased] and more", ("t", "b"): "ann2"}) != first  # a broken rewrite
+    assert rule.rows({("t", "b"): "ann2"}) == first  # the app removed it: theirs
+    rule.reset()
+    assert not rule.rewritten

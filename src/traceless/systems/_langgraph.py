@@ -55,7 +55,7 @@ from traceless.systems import (
     SystemRuntime,
     memory_system,
 )
-from traceless.systems._langgraph_live import LiveLangGraph, NamespaceMap
+from traceless.systems._langgraph_live import LiveLangGraph, NamespaceMap, refuse_shared
 from traceless.systems._langgraph_pg import PgLangGraph
 from traceless.systems.kernel import StoreDigest
 
@@ -263,6 +263,11 @@ def _audit_factory(config: LangGraphConfig) -> Callable[..., Any] | None:
         if c is not None and c.kind != "sqlite":
             raise UnsupportedError(f"langgraph: the audit builds its instance as SQLite files in its work dir; "
                                    f"{what}.kind {c.kind!r} is not supported there yet (give \"sqlite\")")
+    return _graph_factory(config)
+
+
+def _graph_factory(config: LangGraphConfig) -> Callable[..., Any] | None:
+    """The user's graph factory (``graph``), imported; None: none named."""
     if config.graph is None:
         return None
     from traceless.systems._langgraph_byo import load_factory
@@ -313,6 +318,8 @@ class LangGraphSystem(MemorySystem):
     """The literals of the last plan (records holding one are targets, not bystanders)."""
     _store_only: bool = False
     """The agent's context is the store's search alone (a live instance's probe, no graph)."""
+    _probe_close: Callable[[], None] | None = None
+    """Closes a server probe's read-only connection (``probe_instance`` on PostgreSQL)."""
 
     def __init__(self, work_dir: Path, config: SystemConfig, runtime: SystemRuntime) -> None:
         super().__init__(work_dir, config, runtime)
@@ -485,6 +492,8 @@ class LangGraphSystem(MemorySystem):
         return out
 
     def stores(self) -> dict[str, Iterable[str]]:
+        if self._probe_close is not None:  # a server's probe: the certificate's copies are the re-scan's
+            return {}
         return {
             "store": self._store_items(),  # the scan's and the receipt's name of the store table
             "checkpoints": self._decoded("SELECT type, checkpoint, metadata FROM checkpoints"),
@@ -492,6 +501,9 @@ class LangGraphSystem(MemorySystem):
         }
 
     def close(self) -> None:
+        if self._probe_close is not None:  # a --certify probe on a server: its read-only connection
+            self._probe_close()
+            return
         if self._pg is not None:  # a connection per read: nothing held open
             return
         if self._live is not None:
@@ -559,16 +571,25 @@ class LangGraphSystem(MemorySystem):
         user's graph (``graph``) answering in threads kept in memory, over the instance's
         store (``SqliteStore`` with the config's index); no graph: the audit's agent with the
         store's own search of the user's namespace as its context. Store and threads are
-        in-memory copies of the files (probing writes nothing to them). Close it."""
+        in-memory copies of the files (probing writes nothing to them); on a server, LangGraph's
+        ``PostgresStore`` read on a read-only session, the graph's writes kept in memory
+        (``probe_store``). Close it."""
         from langgraph.checkpoint.sqlite import SqliteSaver
         from langgraph.store.sqlite import SqliteStore
 
-        live, cfg = self._attached(), self.config
+        cfg = self.config
         assert isinstance(cfg, LangGraphConfig)  # attach checked it
         probe = LangGraphSystem.__new__(LangGraphSystem)
         MemorySystem.__init__(probe, self.work_dir, cfg, runtime)
         probe.cfg, probe._users = cfg, cfg.users.mapping()
         index = self._probe_index(runtime)
+        if self._pg is not None:  # the server's store, read through PostgresStore (``probe_store``)
+            from traceless.systems._langgraph_pg import probe_store
+
+            probe.store, probe._probe_close = probe_store(self._pg, index)
+            probe._indexed = index is not None
+            return self._probe_graph_of(probe, runtime)
+        live = self._attached()
         probe._store_conn = live.snapshot("store") or sqlite3.connect(":memory:", check_same_thread=False)
         probe._ckpt_conn = live.snapshot("checkpoints") or sqlite3.connect(":memory:", check_same_thread=False)
         index = index if hasattr(probe._store_conn, "enable_load_extension") else None  # sqlite-vec loads
@@ -577,11 +598,17 @@ class LangGraphSystem(MemorySystem):
         probe.saver = SqliteSaver(probe._ckpt_conn)
         probe.store.setup()  # on the copies: a file not attached gets its (empty) tables
         probe.saver.setup()
-        probe._factory, probe._store_only = _audit_factory(cfg), True
+        return self._probe_graph_of(probe, runtime)
+
+    @staticmethod
+    def _probe_graph_of(probe: LangGraphSystem, runtime: SystemRuntime) -> LangGraphSystem:
+        """The probe answers through the user's graph (``graph``), else the audit's agent over
+        the store's search of the user's namespace."""
+        probe._factory, probe._store_only = _graph_factory(probe.cfg), True
         if probe._factory is not None:
             from traceless.systems._langgraph_byo import audit_chat_model
 
-            probe._chat = audit_chat_model(runtime.model, cfg.summary_max_tokens)
+            probe._chat = audit_chat_model(runtime.model, probe.cfg.summary_max_tokens)
         return probe
 
     def probe_ready(self, runtime: SystemRuntime) -> None:
@@ -589,7 +616,8 @@ class LangGraphSystem(MemorySystem):
         the user's graph module and the store index's embedder are imported, and the graph is
         built (on an in-memory saver and store: nothing of the instance is opened) and its input
         schema checked against the probes' input (``messages``, and the user under
-        ``users.state_key`` where the graph's state has that key)."""
+        ``users.state_key`` where the graph's state has that key); on a server, the probes'
+        read-only connection opened and one search of the store run (``probe_store``)."""
         from langgraph.checkpoint.memory import InMemorySaver
         from langgraph.store.memory import InMemoryStore
 
@@ -597,11 +625,19 @@ class LangGraphSystem(MemorySystem):
 
         cfg = self.config
         assert isinstance(cfg, LangGraphConfig)
-        if self._pg is not None:
-            raise UnsupportedError("langgraph: --certify is not available yet for PostgresSaver/PostgresStore "
-                                   "instances; run the erasure without --certify (its receipt is signed as before)")
-        factory = _audit_factory(cfg)
-        self._probe_index(runtime)
+        factory = _graph_factory(cfg)
+        index = self._probe_index(runtime)
+        if self._pg is not None:  # the probes' read-only session on the server opens and reads the store
+            from langgraph.store.base import SearchOp
+
+            from traceless.systems._langgraph_pg import probe_store
+
+            store, close = probe_store(self._pg, index)
+            try:
+                store.batch([SearchOp(tuple(x.format(user_id="traceless-probe") for x in cfg.users.mapping().namespace),
+                                      limit=1)])
+            finally:
+                close()
         # without an index (or without sqlite-vec) the probes rank the user's items with it
         runtime.embedder.embed(["traceless --certify: can the probes' searches run"])
         if factory is None:
@@ -638,6 +674,8 @@ class LangGraphSystem(MemorySystem):
 
     def plan_erasure(self, user: str | None, literals: Sequence[str]) -> ErasurePlan:
         if self._pg is not None:
+            if user is not None:
+                refuse_shared(self.name, self._pg.shared(user))
             self._pg.requester = user
             self._pg.online.reset()  # a new erasure: the online bystander rule takes its own first digest
             return super().plan_erasure(user, literals)

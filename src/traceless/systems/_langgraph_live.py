@@ -37,7 +37,7 @@ from traceless.systems import ErasurePlan, PlannedAction, ScanHit, ScanReport, S
 from traceless.systems.kernel import StoreDigest, byte_forms, count_in_blobs, digest
 from traceless.systems.sqlite import ro_connect
 
-__all__ = ["LiveLangGraph", "NamespaceMap", "owned_threads", "shared_threads", "state_users"]
+__all__ = ["LiveLangGraph", "NamespaceMap", "owned_threads", "refuse_shared", "shared_threads", "state_users"]
 
 _STORE_TABLES = ("store", "store_vectors")
 _KEYS = {"store": ("prefix", "key"), "store_vectors": ("prefix", "key", "field_name")}
@@ -156,6 +156,16 @@ def shared_threads(users: NamespaceMap, user: str, named: Mapping[str, set[tuple
             else:
                 others.setdefault(t, set()).add(who)
     return {t: len(others[t]) for t in sorted(mine & set(others))}
+
+
+def refuse_shared(system: str, shared: Mapping[str, int]) -> None:
+    """Refuse the erasure (before any change) of a user whose threads others wrote in too."""
+    if shared:
+        raise ErasureScopeError(
+            f"{system}: {len(shared)} thread(s) of the user were also written by other users (their checkpoints' "
+            f"metadata names {max(shared.values())} other user(s)): {', '.join(sorted(shared)[:5])}. LangGraph "
+            "keeps one state per thread, which cannot be split by author; delete those threads with the "
+            "co-authors' consent (or erase each co-author's request), then run again. Nothing was changed")
 
 
 def state_users(pairs: Iterable[tuple[str, Any]]) -> dict[str, str]:
@@ -353,13 +363,7 @@ class LiveLangGraph:
         return out + self._thread_tables()
 
     def plan(self, system: str, user: str | None, literals: Sequence[str]) -> ErasurePlan:
-        shared = self._shared_threads(user)
-        if shared:
-            raise ErasureScopeError(
-                f"{system}: {len(shared)} thread(s) of the user were also written by other users (their checkpoints' "
-                f"metadata names {max(shared.values())} other user(s)): {', '.join(sorted(shared)[:5])}. LangGraph "
-                "keeps one state per thread, which cannot be split by author; delete those threads with the "
-                "co-authors' consent (or erase each co-author's request), then run again. Nothing was changed")
+        refuse_shared(system, self._shared_threads(user))
         target, rest = self._targets(user, literals)
         actions = [PlannedAction(store=r.store, record_id=json.dumps(list(r.key), ensure_ascii=False),
                                  action="remove", reason=_reason(r)) for r in target]

@@ -32,6 +32,10 @@ gives ``from_conn_string``, read in read-only transactions and erased through th
 * online: the app keeps writing other users' threads and items meanwhile; the bystanders are
   the other users' rows of this erasure's first digest, less the rows its ``DELETE …
   RETURNING`` removed (``postgres.OnlineBystanders``); the receipt says what the app changed.
+* ``--certify`` (``probe_store``): the probes read the user's items through LangGraph's own
+  ``PostgresStore`` on the server (its search, the config's index), on a connection whose
+  session is read-only (``default_transaction_read_only``); what the user's graph writes while
+  it answers a probe is kept in memory, never sent to the server.
 
 Credentials are never written: messages name host, port and database only.
 """
@@ -48,7 +52,7 @@ from typing import Any, ClassVar
 from traceless._jsonin import has_surrogate
 from traceless.errors import ConfigError
 from traceless.systems import StoreOutcome
-from traceless.systems._langgraph_live import NamespaceMap, owned_threads, state_users
+from traceless.systems._langgraph_live import NamespaceMap, owned_threads, shared_threads, state_users
 from traceless.systems.contract import LiveInstance, Op, Record, Remove
 from traceless.systems.kernel import count_literals, literal_forms
 from traceless.systems.postgres import (
@@ -64,7 +68,8 @@ from traceless.systems.postgres import (
     standbys,
 )
 
-__all__ = ["CKPT_TABLES", "KEYS", "STORE_TABLES", "PgLangGraph", "digest_key", "lg_target", "pg_instance"]
+__all__ = ["CKPT_TABLES", "KEYS", "STORE_TABLES", "PgLangGraph", "digest_key", "lg_target", "pg_instance",
+           "probe_store"]
 
 CKPT_TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
 STORE_TABLES = ("store", "store_vectors")
@@ -174,6 +179,17 @@ class PgLangGraph(LiveInstance):
         pieces = _pieces(literals)
         tabs = self._read() if (user is None and not literals) or pieces is None else self._select(who, pieces)
         return self._as_records(who, tabs, literals)
+
+    def shared(self, user: str) -> dict[str, int]:
+        """The user's threads that other users wrote in too (``shared_threads``: the checkpoints'
+        metadata names both), read on the server."""
+        out: dict[str, int] = {}
+        for pg in self.servers:
+            if "checkpoints" in pg.tables:
+                with pg.connect(read_only=True) as con:
+                    out.update(shared_threads(self.users, user, _metadata_users(con, self.users)))
+                    con.rollback()
+        return out
 
     def every_record(self, user: str | None = None, literals: Sequence[str] = ()) -> Iterator[Record]:
         """``records`` by reading every row of every table (the reference the selection is tested on)."""
@@ -543,3 +559,56 @@ def _strings(v: Any) -> set[str]:
     if isinstance(v, list):
         return {s for x in v for s in _strings(x)}
     return set()
+
+
+def probe_store(inst: PgLangGraph, index: dict[str, Any] | None) -> tuple[Any, Callable[[], None]]:
+    """The store the ``--certify`` probes read (and its close): LangGraph's own ``PostgresStore``
+    over the instance's ``store`` table, on a connection whose every transaction is read-only
+    (``-c default_transaction_read_only=on``, the user's own ``options`` kept), wrapped so that
+    the graph's ``put`` (a graph filing the probe's question as a memory) goes to an in-memory
+    store, never to the server, and its reads do not refresh TTLs (``refresh_ttl``: an UPDATE). No store table: an empty in-memory store. A connection that
+    fails is refused in one line (``probe_ready`` opens it before anything is erased)."""
+    from langgraph.store.memory import InMemoryStore
+
+    if "store" not in inst.stores():
+        return InMemoryStore(), lambda: None
+    import psycopg
+    from langgraph.store.postgres import PostgresStore
+    from psycopg.conninfo import conninfo_to_dict
+    from psycopg.rows import dict_row
+
+    pg = inst._server_of("store")
+    opts = f"{conninfo_to_dict(pg.target.conninfo).get('options') or ''} -c default_transaction_read_only=on"
+    try:
+        con = psycopg.connect(pg.target.conninfo, autocommit=True, prepare_threshold=0, row_factory=dict_row,
+                              options=opts.strip())
+    except psycopg.OperationalError as e:
+        raise ConfigError(f"langgraph: --certify cannot read {pg.target.where}: {str(e).strip().splitlines()[0]}; "
+                          "check store.url (nothing was erased)") from None
+    return _read_through(PostgresStore(con, index=index)), con.close  # type: ignore[arg-type]  # a TypedDict
+
+
+def _read_through(server: Any) -> Any:
+    """A ``BaseStore`` whose reads are ``server``'s and whose writes stay in memory."""
+    from langgraph.store.base import BaseStore, PutOp
+    from langgraph.store.memory import InMemoryStore
+
+    class ProbeStore(BaseStore):
+        def __init__(self) -> None:
+            self.kept = InMemoryStore()
+
+        def batch(self, ops: Iterable[Any]) -> list[Any]:
+            ops = list(ops)
+            out: list[Any] = [None] * len(ops)
+            self.kept.batch([o for o in ops if isinstance(o, PutOp)])
+            # a read that refreshes an item's TTL is an UPDATE: the probes read without refreshing
+            reads = [(i, o._replace(refresh_ttl=False) if hasattr(o, "refresh_ttl") else o)
+                     for i, o in enumerate(ops) if not isinstance(o, PutOp)]
+            for (i, _), r in zip(reads, server.batch([o for _, o in reads]) if reads else [], strict=True):
+                out[i] = r
+            return out
+
+        async def abatch(self, ops: Iterable[Any]) -> list[Any]:
+            return self.batch(ops)
+
+    return ProbeStore()

@@ -22,9 +22,11 @@
   for until it has replayed the primary's WAL past the erasure, checkpointed (a restartpoint)
   and its relation files read too; the receipt says per replica verified or not, and why.
 * online: bystanders of the server's tables are the other users' rows as the first digest
-  saw them; only this erasure's ``DELETE`` (the ids it returned) may change them. What other
-  transactions (the application, serving other users meanwhile) changed, removed or added
-  is theirs, and counted in the receipt's notes.
+  counted them on the server (``OnlineTally``: ``count(*)`` and the sum of the ids' hashes, one
+  row per table); only this erasure's ``DELETE`` (the rows it returned, with their owners) may
+  change them. What other transactions (the application, serving other users meanwhile)
+  inserted or deleted is theirs, and counted in the receipt's notes. The history db's
+  bystanders are digested by SQLite in one pass (``history_tally``), then counted again.
 
 Credentials (the password, a connection string) are never written: every message names
 the host, port and database only.
@@ -33,20 +35,33 @@ the host, port and database only.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import zlib
+from collections.abc import Collection, Sequence
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from traceless.errors import ConfigError
 from traceless.systems import ErasurePlan, StoreOutcome
-from traceless.systems._mem0_live import LiveLayout, Mem0Live, Rec, _payload_texts, _vacuum
+from traceless.systems._mem0_live import (
+    _HISTORY_COLUMNS,
+    _MESSAGES_COLUMNS,
+    LiveLayout,
+    Mem0Live,
+    Rec,
+    _payload_texts,
+    _ro,
+    _scope_user,
+    _vacuum,
+)
 from traceless.systems.kernel import StoreDigest, digest, literal_forms
 from traceless.systems.postgres import (
     DEFAULT_COMPACTION,
-    OnlineBystanders,
+    OnlineTally,
     PgServer,
     PgTarget,
+    Tally,
     make_target,
     out_of_scope,
     parse_dsn,
@@ -137,21 +152,69 @@ class PgCollection(PgServer):
             con.rollback()
         return found
 
-    def others(self, user: str | None) -> dict[str, dict[str, str]]:
-        """Per table, every row that is not ``user``'s: id → an MD5 of its payload and its
-        vector's exact bytes, computed on the server (the bystander digest: nothing of the
-        rows but the digests leaves the server)."""
+    def tally(self, user: str | None, skip: Collection[str] = ()) -> dict[str, Tally]:
+        """Per table, the rows that are not ``user``'s and not in ``skip`` (the plan's targets),
+        counted on the server with the sum of their ids' 64-bit hashes (``hashtextextended``):
+        the bystander digest in one row per table (``OnlineTally``). Every row's id is hashed
+        (a pass over the table on the server); nothing else of the rows is read."""
         from psycopg import sql
 
-        out: dict[str, dict[str, str]] = {}
+        agg = "SELECT count(*), coalesce(sum(hashtextextended(id::text, 0)), 0)::text FROM {} "
+        mine = "WHERE payload->>'user_id' IS DISTINCT FROM %(u)s"
+        out: dict[str, Tally] = {}
         with self.connect(read_only=True) as con:
             for t in self.tables:
-                cur = con.execute(sql.SQL(
-                    "SELECT id::text, md5(convert_to(payload::text, 'UTF8') || coalesce(vector_send(vector), ''::bytea)) "
-                    "FROM {} WHERE payload->>'user_id' IS DISTINCT FROM %s").format(sql.Identifier(t)), (user,))
-                out[t] = {str(i): str(d) for i, d in cur.fetchall()}
+                n, h = con.execute(sql.SQL(agg + mine).format(sql.Identifier(t)), {"u": user}).fetchone()
+                sn, sh = con.execute(sql.SQL(agg + mine + " AND id = ANY(%(ids)s::uuid[])").format(
+                    sql.Identifier(t)), {"u": user, "ids": sorted(skip)}).fetchone() if skip else (0, "0")
+                out[t] = (int(n) - int(sn), int(h) - int(sh))
             con.rollback()
         return out
+
+    def delete_rows(self, ids: dict[str, set[str]]) -> dict[str, list[tuple[str, str | None, int]]]:
+        """Per table, the rows with one of ``ids`` (the primary key: ``uuid``), in one
+        transaction (every table or none); what each ``DELETE … RETURNING`` returned: id, owner,
+        the id's hash (``tally``'s), so the erasure knows exactly what it removed and whose."""
+        from psycopg import sql
+
+        out: dict[str, list[tuple[str, str | None, int]]] = {}
+        with self.connect(read_only=False) as con, con.transaction():
+            for t, vals in ids.items():
+                if vals and t in self.tables:
+                    out[t] = [(str(i), None if u is None else str(u), int(h)) for i, u, h in con.execute(sql.SQL(
+                        "DELETE FROM {} WHERE id = ANY(%s::uuid[]) RETURNING id::text, payload->>'user_id', "
+                        "hashtextextended(id::text, 0)").format(sql.Identifier(t)), (sorted(vals),))]
+        return out
+
+
+def history_tally(path: Path, skip_memories: Collection[str], skip_ids: Collection[str], *,
+                  count_only: bool = False) -> Tally:
+    """The history table's rows but those of ``skip_memories`` (the user's memories) and
+    ``skip_ids`` (the plan's targets), digested by SQLite as (rows, the sum of each row's CRC-32
+    over its values' ``repr``, a function registered on the read-only connection): one pass in
+    SQLite instead of a row tuple and a SHA-256 per row in Python. A change of any row's values
+    changes its CRC (but for a 2^-32 chance), a removed row the count. ``count_only``: the
+    rows counted, no CRC (0)."""
+    def crc(*values: object) -> int:
+        return zlib.crc32(repr(values).encode())
+
+    cols = _HISTORY_COLUMNS.removeprefix("SELECT ").removesuffix(" FROM history")
+    agg = "count(*), 0" if count_only else f"count(*), coalesce(sum(tl_row_crc({cols})), 0)"
+    with closing(_ro(path)) as con:
+        if not con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'history'").fetchone():
+            return 0, 0
+        con.create_function("tl_row_crc", -1, crc, deterministic=True)
+        n, h = con.execute(f"SELECT {agg} FROM history").fetchone()  # noqa: S608 - fixed names
+        skip = (json.dumps(sorted(skip_memories)), json.dumps(sorted(skip_ids)))
+        sn, sh = con.execute(f"SELECT {agg} FROM history WHERE memory_id IN (SELECT value FROM json_each(?)) "  # noqa: S608
+                             "OR id IN (SELECT value FROM json_each(?))", skip).fetchone()
+    return int(n) - int(sn), int(h) - int(sh)
+
+
+def tally_digest(t: Tally) -> StoreDigest:
+    """A ``Tally`` as a bystander digest: one record of (count, key-hash sum), so any change of
+    the count or of which rows it holds shows as that record gone (an over-deletion)."""
+    return digest([f"{t[0]}:{t[1]}"])
 
 
 def patterns(literals: Sequence[str]) -> list[str]:
@@ -172,8 +235,10 @@ class Mem0PgLive(Mem0Live):
     pg: PgCollection | None = None
     replicas: list[PgCollection] = field(default_factory=list)
     """The named physical standbys (``traceless.pg_replicas``), read only."""
-    online: OnlineBystanders = field(default_factory=OnlineBystanders)
-    """The online bystander rule of the server's tables (the first digest, this erasure's DELETE)."""
+    online: OnlineTally = field(default_factory=OnlineTally)
+    """The online bystander rule of the server's tables (the first count, this erasure's DELETE)."""
+    _hist_first: Tally | None = None
+    """The history table's bystanders as this erasure's first digest read them (``_history_bystanders``)."""
 
     def _coll(self) -> PgCollection:
         assert self.pg is not None
@@ -229,33 +294,54 @@ class Mem0PgLive(Mem0Live):
         out = [p for p in (h, *(h.with_name(h.name + s) for s in ("-journal", "-wal", "-shm"))) if p.is_file()]
         return out + self._coll().server_files()[0] + replica_files(self.replicas)
 
-    def _server_rows(self, user: str | None) -> dict[tuple[str, str], str]:
-        """The other users' rows of the server's tables, (store, id) → the server's digest,
-        less what the last plan targets."""
-        pg = self._coll()
-        return {k: d for t, rows in pg.others(user).items()
-                for i, d in rows.items()
-                if (k := ("vector_store" if t == pg.collection else "entity_store", i)) not in self.targets}
+    def _store(self, table: str) -> str:
+        return "vector_store" if table == self._coll().collection else "entity_store"
+
+    def _server_tally(self, user: str | None) -> dict[str, Tally]:
+        """The other users' rows of the server's tables per store, less what the last plan
+        targets, counted on the server (``PgCollection.tally``)."""
+        skip = {i for s, i in self.targets if s in _SERVER_STORES}
+        return {self._store(t): v for t, v in self._coll().tally(user, skip).items()}
 
     def bystanders(self, user: str | None) -> dict[str, StoreDigest]:
-        """As the local back ends', but the server's tables are shared with a running
-        application: their bystanders are the other users' rows of the first digest, less
-        the rows this erasure's ``DELETE`` returned (``OnlineBystanders``)."""
-        per: dict[str, list[str]] = {s: [] for s in self.store_names()}
+        """As the local back ends', but digested where the rows are, in one row per table: the
+        history table by SQLite (``history_tally``: its rows but the user's memories' and the
+        plan's targets), the server's tables by the server (``PgCollection.tally``). The
+        server's tables are shared with a running application: their bystanders are the other
+        users' rows of the first count, less the rows this erasure's ``DELETE`` returned that it
+        held (``OnlineTally``); an over-deletion lowers the count."""
+        per: dict[str, StoreDigest] = {s: digest([]) for s in self.store_names()}
         mine = {r.id for r in self._as_recs(self._coll().select(user, ())) if r.store == "vector_store"}
-        for store, rid, whose, raw in self.history_rows():  # every row of the local file
-            theirs = whose in mine if store == "history" else (user is not None and whose == user)
-            if not theirs and (store, rid) not in self.targets:
-                per.setdefault(store, []).append(self._row_digest(store, raw))
-        # each row digested on the server; once the first digest is kept, the rule needs only it and
-        # this erasure's DELETE (``OnlineBystanders.rows``): the rows as they are now change nothing
-        rows = self._server_rows(user) if self.online.first is None else {}
-        for (store, _), d in self.online.rows(rows).items():
-            per.setdefault(store, []).append(d)
-        return {s: digest(d) for s, d in per.items()}
+        per["history"] = tally_digest(self._history_bystanders(mine))
+        msgs = [self._row_digest(store, raw) for store, rid, whose, raw in self._messages_rows()
+                if not (user is not None and whose == user) and (store, rid) not in self.targets]
+        per["messages"] = digest(msgs)
+        for store, t in self.online.tallies(lambda: self._server_tally(user)).items():
+            per[store] = tally_digest(t)
+        return per
+
+    def _history_bystanders(self, mine: Collection[str]) -> Tally:
+        """The history table's bystanders (``history_tally``): the first digest of this erasure
+        reads every row's values; after the erasure's DELETE they are counted again (any
+        removed row lowers the count; the erasure only deletes there, so no value of a kept
+        row changed) with the first digest's CRC sum. A re-run after a crash reads them all."""
+        skip = {i for s, i in self.targets if s == "history"}
+        if self._hist_first is None or not self.online.deleted:
+            self._hist_first = history_tally(self.layout.history, mine, skip)
+            return self._hist_first
+        return history_tally(self.layout.history, mine, skip, count_only=True)[0], self._hist_first[1]
+
+    def _messages_rows(self) -> list[tuple[str, str, str | None, tuple[object, ...]]]:
+        """The history db's ``messages`` rows as ``history_rows`` gives them (a small table,
+        read alone: the history table is digested by SQLite)."""
+        with closing(_ro(self.layout.history)) as con:
+            if not con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'messages'").fetchone():
+                return []
+            return [("messages", str(r[0]), _scope_user(str(r[1] or "")), tuple(r)) for r in con.execute(_MESSAGES_COLUMNS)]
 
     def plan(self, user: str | None, literals: Sequence[str]) -> ErasurePlan:
         self.online.reset()  # a new erasure: its own first digest
+        self._hist_first = None
         return super().plan(user, literals)
 
     def _compaction(self) -> list[str]:
@@ -277,21 +363,19 @@ class Mem0PgLive(Mem0Live):
         erased = [r for r in self.records_for(None, (), planned) if r.id in ids.get(r.store, set())]
         needles = sorted({r.texts[k] for r in erased for k in _TEXT_KEYS if len(r.texts.get(k, "")) >= 8})
         self._delete_history(ids, set(ids.get("vector_store", set())))
-        ent = f"{pg.collection}_entities"
-        key = ("id",)
-        gone = pg.delete({pg.collection: (key, {(i,) for i in ids.get("vector_store", set())}),
-                          ent: (key, {(i,) for i in ids.get("entity_store", set())} if ent in pg.tables else set())})
-        self.online.deleted |= {("vector_store" if t == pg.collection else "entity_store", i[0])
-                                for t, v in gone.items() for i in v}
+        gone = pg.delete_rows({pg.collection: ids.get("vector_store", set()),
+                               f"{pg.collection}_entities": ids.get("entity_store", set())})
+        for t, rows in gone.items():
+            store = self._store(t)
+            for rid, owner, key_hash in rows:  # held by the first count: another user's row, not a target
+                held = owner != plan.user and (store, rid) not in self.targets
+                self.online.removed(store, held, key_hash, rid in ids.get(store, set()))
         notes = physical_step(pg, needles, self.replicas)
-        notes.append(self._concurrent_note(plan.user, {(s, i) for s, v in ids.items() for i in v}))
+        notes.append(self.online.note(self._server_tally(plan.user)))
         _vacuum(self.layout.history)
         removed = {s: len(v) for s, v in ids.items()}
         return [StoreOutcome(store=s, removed=removed.get(s, 0), compacted=True,
                              notes=notes if s == "vector_store" else []) for s in self.store_names()]
-
-    def _concurrent_note(self, user: str | None, planned: set[tuple[str, str]]) -> str:
-        return self.online.note(self._server_rows(user), planned)
 
     def server_out_of_scope(self) -> list[str]:
         return out_of_scope(self.replicas)

@@ -22,7 +22,7 @@ Credentials are never written: every message names the host, port and database o
 from __future__ import annotations
 
 import time
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 from traceless.errors import ConfigError
 from traceless.forget import encodings_of, scan_bytes
 
-__all__ = ["COMPACTIONS", "DEFAULT_COMPACTION", "OnlineBystanders", "PgServer", "PgTarget", "delete_in", "ident",
+__all__ = ["COMPACTIONS", "DEFAULT_COMPACTION", "OnlineBystanders", "OnlineTally", "PgServer", "Tally", "PgTarget", "delete_in", "ident",
            "make_target", "out_of_scope", "parse_dsn", "physical_step", "replica_files", "replica_steps", "replica_targets",
            "shown_dsn", "shown_dsns", "standbys", "verify_files", "verify_replica"]
 
@@ -465,9 +465,10 @@ class OnlineBystanders:
     """The bystander rule for tables an application keeps writing while the erasure runs (the
     app serves other users meanwhile): the bystanders are the other users' rows as the first
     digest of this erasure saw them, less the rows this erasure's ``DELETE … RETURNING``
-    removed (``deleted``). The erasure writes nothing else there, so what other transactions
-    changed, removed or added meanwhile is theirs (counted in the receipt's notes); a
-    ``DELETE`` that removed a bystander's row fails the check. Without a first digest (a re-run
+    removed (``deleted``), and the rows its ``UPDATE`` rewrote (``rewritten``) as they are now.
+    The erasure writes nothing else there, so what other transactions changed, removed or added
+    meanwhile is theirs (counted in the receipt's notes); a ``DELETE`` that removed a
+    bystander's row, or a rewrite that changed more than the literals, fails the check. Without a first digest (a re-run
     after a crash: the journal holds it) the rows as they are now: a live app then fails the
     check (conservative)."""
 
@@ -475,10 +476,13 @@ class OnlineBystanders:
     """The other users' rows (key → digest text) as this erasure's first digest saw them."""
     deleted: set[Key] = field(default_factory=set)
     """The rows this erasure's ``DELETE`` statements returned."""
+    rewritten: set[Key] = field(default_factory=set)
+    """The other users' rows this erasure's ``UPDATE`` rewrote (the literals replaced): digested
+    as they are now, so a rewrite that changed more than the literals fails the check."""
 
     def reset(self) -> None:
-        """A new erasure (its plan): no first digest, nothing deleted yet."""
-        self.first, self.deleted = None, set()
+        """A new erasure (its plan): no first digest, nothing deleted or rewritten yet."""
+        self.first, self.deleted, self.rewritten = None, set(), set()
 
     def rows(self, now: Mapping[Key, str]) -> dict[Key, str]:
         """The rows the bystander digest covers, given the rows read now (the first call keeps them)."""
@@ -491,6 +495,8 @@ class OnlineBystanders:
         to them meanwhile: (changed, removed, added)."""
         first = self.first if self.first is not None else dict(now)
         kept = {k: d for k, d in first.items() if k not in self.deleted}
+        for k in self.rewritten & set(kept) & set(now):  # this erasure's own change: as it left the row
+            kept[k] = now[k]
         changed = sum(1 for k, d in kept.items() if k in now and now[k] != d)
         removed = sum(1 for k in kept if k not in now)
         return kept, (changed, removed, sum(1 for k in now if k not in first))
@@ -501,5 +507,70 @@ class OnlineBystanders:
         stray = len(self.deleted - set(planned))
         which = "all planned" if not stray else f"{stray} of them NOT in the plan"
         return (f"online: this erasure's DELETE removed {len(self.deleted)} rows, {which}; meanwhile other "
-                f"transactions (the application) changed {changed}, removed {removed} and added {added} of the other "
-                "users' rows (theirs: the bystander check compares the rows as this erasure left them)")
+                f"transactions (the application) {_moves(changed=changed, removed=removed, added=added)} (theirs: "
+                "the bystander check compares the rows as this erasure left them)")
+
+
+def _moves(**kinds: int | bool) -> str:
+    """What the application did to the other users' rows, by kind, never how many: a count of
+    other users' rows would tell the requester about them (issue 40.6)."""
+    did = [f"{k} some of the other users' rows" for k, n in kinds.items() if n]
+    return " and ".join(did) if did else "changed none of the other users' rows"
+
+
+Tally = tuple[int, int]
+"""(rows, the sum of their keys' 64-bit hashes): a set of rows in one row, computed on the server."""
+
+
+@dataclass
+class OnlineTally:
+    """``OnlineBystanders`` in aggregate, for tables too large to digest row by row on every
+    erasure: per store, the other users' rows as the first digest of this erasure counted them
+    on the server (``Tally``: no row leaves it), less the rows this erasure's ``DELETE …
+    RETURNING`` removed that the first count held (``gone``: each one's key hash returned with
+    it). An over-deletion always lowers the count: the check fails. The rows' contents are not
+    digested: the erasure changes none there (it only deletes), and what the application
+    inserts, updates or deletes meanwhile is its own (the note says how the count moved).
+    Without a first count (a re-run after a crash: the journal holds it) the rows as they are
+    now (a live app then fails the check: conservative)."""
+
+    first: dict[str, Tally] | None = None
+    """Per store, the other users' rows (less the plan's targets) as the first digest counted them."""
+    gone: dict[str, Tally] = field(default_factory=dict)
+    """Per store, the rows this erasure's ``DELETE`` returned that the first count held."""
+    deleted: int = 0
+    """Rows this erasure's ``DELETE`` statements returned."""
+    stray: int = 0
+    """Of them, rows the plan did not name."""
+
+    def reset(self) -> None:
+        """A new erasure (its plan): no first count, nothing deleted yet."""
+        self.first, self.gone, self.deleted, self.stray = None, {}, 0, 0
+
+    def tallies(self, now: Callable[[], dict[str, Tally]]) -> dict[str, Tally]:
+        """The count the bystander digest covers (``now``: counted on the server, called only
+        when there is no first count yet; the first call keeps it)."""
+        if self.first is None:
+            if self.deleted:  # counted after the DELETE: the rows as they are
+                return now()
+            self.first = now()
+        return {s: (n - self.gone.get(s, (0, 0))[0], h - self.gone.get(s, (0, 0))[1]) for s, (n, h) in self.first.items()}
+
+    def removed(self, store: str, held: bool, key_hash: int, planned: bool) -> None:
+        """One row this erasure's ``DELETE`` returned: ``held`` by the first count (another
+        user's row, not a target), ``planned`` by the plan."""
+        self.deleted += 1
+        self.stray += not planned
+        if held:
+            n, h = self.gone.get(store, (0, 0))
+            self.gone[store] = (n + 1, h + key_hash)
+
+    def note(self, now: Mapping[str, Tally]) -> str:
+        """The receipt's note: what this erasure's ``DELETE`` removed, how the other users'
+        rows moved meanwhile (the application's inserts and deletes)."""
+        which = "all planned" if not self.stray else f"{self.stray} of them NOT in the plan"
+        first = sum(n for n, _ in (self.first or {}).values()) - sum(n for n, _ in self.gone.values())
+        moved = sum(n for n, _ in now.values()) - first
+        return (f"online: this erasure's DELETE removed {self.deleted} rows, {which}; meanwhile other transactions "
+                f"(the application) {_moves(added=moved > 0, removed=moved < 0)} (the bystander check compares the "
+                "rows as this erasure left them; counted on the server)")

@@ -31,6 +31,7 @@ from pydantic import BaseModel, Field, field_serializer, model_validator
 from traceless.errors import ConfigError
 from traceless.systems import StoreOutcome
 from traceless.systems._pg_server import (
+    OnlineBystanders,
     PgServer,
     PgTarget,
     delete_in,
@@ -42,7 +43,7 @@ from traceless.systems._pg_server import (
     shown_dsns,
 )
 from traceless.systems.contract import LiveInstance, Op, Record, Remove
-from traceless.systems.kernel import replace_literals
+from traceless.systems.kernel import bystander_rows, replace_literals
 
 __all__ = ["SERVER_KEYS", "OwnerOf", "PgTables", "check_url", "pg_tables", "traceless_section", "url_target"]
 
@@ -86,6 +87,9 @@ class PgTables(LiveInstance):
     """Per table, its text and JSON columns (what a rewrite rewrites); JSON ones as ``col:json``."""
     replicas: list[PgServer] = field(default_factory=list)
     """The named physical standbys (``traceless.pg_replicas``), read only."""
+    online: OnlineBystanders = field(default_factory=OnlineBystanders)
+    """The online bystander rule (this erasure's first digest, the rows its DELETE returned and
+    its UPDATE rewrote): the application keeps writing other users' rows meanwhile."""
 
     others_policy = "rewrite"
 
@@ -136,12 +140,26 @@ class PgTables(LiveInstance):
             gone = delete_in(con, ordered)
             rewritten = {t: sum(self._rewrite(con, o.record, literals) for o in rewrites if o.record.store == t)
                          for t in {o.record.store for o in rewrites}}
+        self.online.deleted |= {(t, "/".join(k)) for t, ks in gone.items() for k in ks}
+        self.online.rewritten |= {(o.record.store, o.record.id) for o in rewrites}
         touched = [t for t in self.pg.tables if gone.get(t) or rewritten.get(t)]
         out = {t: StoreOutcome(store=t, removed=len(gone.get(t, ())), rewritten=rewritten.get(t, 0),
                                compacted=True) for t in touched}
         if touched:
-            out[touched[0]].notes = self._physical(touched, self._needles(ops, literals))
+            out[touched[0]].notes = [*self._physical(touched, self._needles(ops, literals)),
+                                     self._online_note(ops, literals)]
         return list(out.values())
+
+    def online_bystanders(self, rows: list[tuple[tuple[str, str], str]]) -> list[tuple[tuple[str, str], str]]:
+        """The first digest's rows less those this erasure's ``DELETE`` returned, its rewrites
+        as they are now (``OnlineBystanders``): the app's concurrent writes are its own."""
+        return list(self.online.rows(dict(rows)).items())
+
+    def _online_note(self, ops: Sequence[Op], literals: Sequence[str]) -> str:
+        """What this erasure's ``DELETE`` removed and what the app changed meanwhile (every row
+        read now, digested as the kernel's bystander digest does)."""
+        planned = {(o.record.store, o.record.id) for o in ops if isinstance(o, Remove)}
+        return self.online.note(dict(bystander_rows(self, None, literals)), planned)
 
     def _physical(self, touched: list[str], needles: list[str]) -> list[str]:
         return physical_step(replace(self.pg, tables=touched), needles,

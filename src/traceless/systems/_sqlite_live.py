@@ -329,6 +329,13 @@ class SqliteInstance(MemorySystem):
     def instance(self) -> LiveInstance:
         return self.server if self.server is not None else SqliteFile(self.path, self.row_owner)
 
+    def plan_erasure(self, user: str | None, literals: Sequence[str]) -> ErasurePlan:
+        """The kernel's plan; on a server a new erasure, whose online bystander rule takes its
+        own first digest (``PgTables.online``)."""
+        if self.server is not None:
+            self.server.online.reset()
+        return super().plan_erasure(user, literals)
+
     def check_erasable(self) -> None:
         """On a server: the role may DELETE, UPDATE and VACUUM every table, the named replicas
         are standbys (refused before any change)."""

@@ -9,7 +9,8 @@ without ``DELETE``/``MAINTAIN`` before any change, deletes by key columns in one
 ``VACUUM FULL`` opt-in) and a ``CHECKPOINT``; ``physical_step`` runs it and ``verify_files`` /
 ``verify_replica``, which read the relation files and ``pg_wal`` of the server and of each named
 standby (``standbys``; ``replica_files`` for the kernel's byte scan); ``OnlineBystanders`` is the
-bystander rule while an application keeps writing other users' rows; ``out_of_scope`` names
+bystander rule while an application keeps writing other users' rows (``OnlineTally``: the same
+in aggregate, counted on the server); ``out_of_scope`` names
 what no erasure on a server reaches. ``PgTables`` is the erasure kernel's ``LiveInstance`` for
 a set of tables (the server mirror of ``sqlite.SqliteFile``: a table is a store, a row a record).
 """
@@ -18,8 +19,10 @@ from traceless.systems._pg_server import (
     COMPACTIONS,
     DEFAULT_COMPACTION,
     OnlineBystanders,
+    OnlineTally,
     PgServer,
     PgTarget,
+    Tally,
     delete_in,
     ident,
     make_target,
@@ -46,7 +49,8 @@ from traceless.systems._pg_tables import (
     url_target,
 )
 
-__all__ = ["COMPACTIONS", "DEFAULT_COMPACTION", "REPLICAS_SHOWN", "SERVER_KEYS", "OnlineBystanders", "PgServer", "PgServerOptions",
+__all__ = ["COMPACTIONS", "DEFAULT_COMPACTION", "REPLICAS_SHOWN", "SERVER_KEYS", "OnlineBystanders", "OnlineTally",
+           "PgServer", "PgServerOptions", "Tally",
            "PgTables", "PgTarget", "check_url", "delete_in", "ident", "make_target", "out_of_scope", "parse_dsn",
            "pg_tables", "physical_step", "replica_files", "replica_steps", "replica_targets", "shown_dsn",
            "shown_dsns", "standbys",
