@@ -405,9 +405,9 @@ def test_crewai_erasure_rewrites_a_fragment_that_keeps_deleted_rows(tmp_path: Pa
     """LanceDB's compaction rewrites a fragment only past 10 % deleted rows: my 6 rows in one
     fragment of 612 stay in its data file, only marked deleted, after ``optimize``. The check
     finds them, the table is rewritten from its remaining rows, and then none is left."""
+    _need("crewai")
     import lancedb
 
-    _need("crewai")
     _written("crewai", tmp_path / "live")
     memory = tmp_path / "live" / "memory"
     vectors = _my_vectors(memory)
