@@ -148,18 +148,14 @@ def test_langgraph_a_literal_not_the_requesters_changes_nothing(lg_template: Pat
     assert {k: v[0] for k, v in snapshot(root).items()} == {k: v[0] for k, v in before.items()}
 
 
-@lg_only
-def test_langgraph_a_thread_whose_metadata_names_another_user_is_not_the_requesters(tmp_path: Path) -> None:
-    """``{user_id}:{session_id}``: user ``ann``'s pattern fits ``ann:vip:s1``, the thread of user
-    ``ann:vip`` (its checkpoints' metadata says so); before, ann's erasure took it."""
+def _echo_threads(db: Path, turns: list[tuple[str, str, str]]) -> None:
+    """A LangGraph app on a ``SqliteSaver`` at ``db`` that answers "noted"; each (user, thread,
+    text) is one invocation, the user in its ``configurable`` (LangGraph copies it to metadata)."""
     import sqlite3
 
     from langgraph.checkpoint.sqlite import SqliteSaver
     from langgraph.graph import END, START, MessagesState, StateGraph
 
-    from traceless.systems import LangGraphSystem, load_system_config, scan_system
-
-    db = tmp_path / "checkpoints.db"
     conn = sqlite3.connect(str(db), check_same_thread=False)
     saver = SqliteSaver(conn)
     saver.setup()
@@ -168,10 +164,20 @@ def test_langgraph_a_thread_whose_metadata_names_another_user_is_not_the_request
     g.add_edge(START, "echo")
     g.add_edge("echo", END)
     app = g.compile(checkpointer=saver)
-    for user, session, text in (("ann", "s1", "ann's own note"), ("ann:vip", "s1", "the vip's note")):
+    for user, thread, text in turns:
         app.invoke({"messages": [{"role": "user", "content": text}]},
-                   {"configurable": {"thread_id": f"{user}:{session}", "user_id": user}})
+                   {"configurable": {"thread_id": thread, "user_id": user}})
     conn.close()
+
+
+@lg_only
+def test_langgraph_a_thread_whose_metadata_names_another_user_is_not_the_requesters(tmp_path: Path) -> None:
+    """``{user_id}:{session_id}``: user ``ann``'s pattern fits ``ann:vip:s1``, the thread of user
+    ``ann:vip`` (its checkpoints' metadata says so); before, ann's erasure took it."""
+    from traceless.systems import LangGraphSystem, load_system_config, scan_system
+
+    db = tmp_path / "checkpoints.db"
+    _echo_threads(db, [("ann", "ann:s1", "ann's own note"), ("ann:vip", "ann:vip:s1", "the vip's note")])
     cfg = {"checkpointer": {"kind": "sqlite", "path": str(db)},
            "users": {"namespace": ["memories", "{user_id}"], "thread_id": "{user_id}:{session_id}",
                      "configurable": {"user_id": "{user_id}"}}}
@@ -239,25 +245,9 @@ def test_langgraph_a_thread_two_users_wrote_in_is_refused_naming_it(tmp_path: Pa
     stayed silently with the requester's): ann's thread ``ann:s1`` also holds a turn bob wrote
     (his invocation's metadata names him). ann's erasure is refused before any change, naming the
     thread and that one other user wrote in it; ann's thread of her own alone was not the problem."""
-    import sqlite3
-
-    from langgraph.checkpoint.sqlite import SqliteSaver
-    from langgraph.graph import END, START, MessagesState, StateGraph
-
     db = tmp_path / "checkpoints.db"
-    conn = sqlite3.connect(str(db), check_same_thread=False)
-    saver = SqliteSaver(conn)
-    saver.setup()
-    g = StateGraph(MessagesState)
-    g.add_node("echo", lambda s: {"messages": [{"role": "assistant", "content": "noted"}]})
-    g.add_edge(START, "echo")
-    g.add_edge("echo", END)
-    app = g.compile(checkpointer=saver)
-    for user, thread, text in (("ann", "ann:s1", "ann's note ANN-NOTE-5521"), ("ann", "ann:s2", "ann alone"),
-                               ("bob", "ann:s1", "bob joins ann's thread: BOB-NOTE-7733")):
-        app.invoke({"messages": [{"role": "user", "content": text}]},
-                   {"configurable": {"thread_id": thread, "user_id": user}})
-    conn.close()
+    _echo_threads(db, [("ann", "ann:s1", "ann's note ANN-NOTE-5521"), ("ann", "ann:s2", "ann alone"),
+                       ("bob", "ann:s1", "bob joins ann's thread: BOB-NOTE-7733")])
     cfg = tmp_path / "lg.json"
     cfg.write_text(json.dumps({"checkpointer": {"kind": "sqlite", "path": str(db)},
                                "users": {"namespace": ["memories", "{user_id}"], "thread_id": "{user_id}:{session_id}",

@@ -7,6 +7,7 @@ CLI as users run it."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 import sys
@@ -43,6 +44,11 @@ def _instance(tmp_path: Path) -> Path:
     return cfg
 
 
+def _state(root: Path) -> dict[str, tuple[str, int]]:
+    return {p.name: (hashlib.sha256(p.read_bytes()).hexdigest(), p.stat().st_mtime_ns)
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
 def _texts(tmp_path: Path) -> str:
     con = sqlite3.connect(str(tmp_path / "app" / "agno.db"))
     try:
@@ -58,10 +64,12 @@ def test_scan_and_forget_find_every_spelling(tmp_path: Path, capsys: pytest.Capt
     monkeypatch.chdir(tmp_path)
     base = ["--memory", "agno", "--memory-config", str(cfg), "--literal", SECRET, "--json"]
     capsys.readouterr()
+    before = _state(tmp_path / "app")
     assert cli("scan", *base) == 0
     exact = json.loads(capsys.readouterr().out)
     assert cli("scan", *base, "--match", "normalized") == 0
     near = json.loads(capsys.readouterr().out)
+    assert _state(tmp_path / "app") == before  # both scans read only: no byte, mtime or file changed
     held = lambda rep: sum(h["literal_count"] for h in rep["hits"])  # noqa: E731
     assert held(near) > held(exact) > 0
     assert cli("forget", "--memory", "agno", "--memory-config", str(cfg), "--literal", SECRET,
