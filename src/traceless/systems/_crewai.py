@@ -223,7 +223,7 @@ def _versions(path: Path) -> dict[str, list[dict[str, Any]]]:
 class CrewAISystem(MemorySystem):
     """CrewAI's ``Memory`` with ``LanceDBStorage`` in ``work_dir/memory`` (or a live ``storage_path``)."""
 
-    capabilities = frozenset({Capability.LIVE, Capability.ONLINE})
+    capabilities = frozenset({Capability.LIVE})  # beside a writing app LanceDB loses version files mid-read
 
     extra = "crewai"
     install_note = "in a venv of its own (not beside agentdojo, openai-agents, inspect)"
