@@ -48,9 +48,10 @@ from traceless.systems.kernel import StoreDigest, bystander_changes
 __all__ = ["check_certifiable", "erase_system", "plan_system_erasure", "scan_system", "verified_at"]
 
 
-OFFLINE_NOTE = ("verified with the application stopped: {name}'s application keeps the instance in memory and "
-                "writes it back whole, so one that ran during or after this erasure restores the erased records; "
-                "re-check with `traceless scan --since` this receipt")
+OFFLINE_NOTE = ("verified with the application stopped: {name} is not safe to erase beside its running "
+                "application (LlamaIndex writes its in-memory index back whole; LanceDB, under CrewAI, removes a "
+                "version's files mid-read), so one that ran during or after this erasure may restore erased "
+                "records; re-check with `traceless scan --since` this receipt")
 """The receipt's note for a system without ``Capability.ONLINE``."""
 
 

@@ -56,7 +56,8 @@ class Capability(enum.Enum):
     """Its application may keep running during an erasure: the erasure is refused before any
     change while the instance is in use, or it is safe beside the application's writes (no
     write lost, nothing of the user written back). Without it the application must be stopped
-    (it holds the instance in memory and writes it back whole, e.g. LlamaIndex's ``persist``):
+    (LlamaIndex holds the instance in memory and writes it back whole with ``persist``; LanceDB,
+    under CrewAI, removes a version's files while a reader is on them):
     the receipt says so, and ``traceless scan --since RECEIPT`` finds what a running one restored."""
 
 
