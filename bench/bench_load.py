@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     res: dict[str, tuple[float, Recorder, str, tuple[float, float]]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-load-") as tmp:
         for i, (label, n, fixed) in enumerate(runs):
-            rec, seen = Recorder(), []
+            rec, seen = Recorder(), list[LlamaCppServer]()
             la = os.getloadavg()[0]
             late, leave = "after the server" in label, "leaving" in label
             limit = (a.leave_after or res["alone"][0] / 2) if leave else a.limit
