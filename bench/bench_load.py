@@ -6,6 +6,7 @@ in one run (issue #27 item 1).
     python bench/bench_load.py --loads 2,4 --fixed-threads     # also the old default: threads = cores
     python bench/bench_load.py --loads 2 --late                # also: the load starts after the server did
     python bench/bench_load.py --loads 2,4 --late --leave      # also: the load leaves mid-run
+    python bench/bench_load.py --loads 2 --late --start-threads 2   # a shared machine: start as if idle
 
 Each run is ``traceless audit``'s engine (``audit_model``: llama.cpp, one slot, prompt cache off;
 threads from ``free_cpus`` when the server starts, i.e. after the background processes started,
@@ -45,7 +46,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from bench_decode import Recorder, _audit, add_audit_args, differences  # noqa: E402
 
-from traceless.models import load_embedder  # noqa: E402
+from traceless.models import _load, load_embedder  # noqa: E402
 from traceless.models._llamacpp_server import LlamaCppServer  # noqa: E402
 
 _BUSY = "import time\nend = time.monotonic() + {limit}\nwhile time.monotonic() < end:\n    pass\n"
@@ -97,7 +98,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--leave", action="store_true", help="also, per load, the processes ending mid-run")
     ap.add_argument("--leave-after", type=float, default=0.0,
                     help="seconds into a --leave run the processes end (default: half the alone wall)")
+    ap.add_argument("--start-threads", type=int, default=0,
+                    help="the server's threads at start instead of the CPUs free then (still adapted during the run): "
+                         "on a machine other jobs already load, to see the mid-run changes")
     a = ap.parse_args(argv)
+    if a.start_threads:
+        setattr(_load, "free_cpus", functools.partial(int, a.start_threads))  # noqa: B010
     cores = len(os.sched_getaffinity(0))
     runs: list[tuple[str, int, int | None]] = [("alone", 0, None)]
     for n in (int(x) for x in a.loads.split(",") if x.strip()):
