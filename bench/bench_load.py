@@ -36,6 +36,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -53,13 +54,32 @@ _BUSY = "import time\nend = time.monotonic() + {limit}\nwhile time.monotonic() <
 
 
 @contextmanager
-def busy(n: int, limit: float, settle: float = 1.0) -> Iterator[None]:
-    """``n`` CPU-bound processes, each ending after ``limit`` seconds (or when the block ends)."""
+def busy(n: int, limit: float, settle: float = 1.0) -> Iterator[Callable[[], None]]:
+    """``n`` CPU-bound processes, each ending after ``limit`` seconds (or when the block ends);
+    yields a no-op (the trigger ``busy_later`` yields)."""
     procs = [subprocess.Popen([sys.executable, "-c", _BUSY.format(limit=limit)]) for _ in range(n)]
     time.sleep(settle if n else 0.0)  # running before the server picks its threads
     try:
-        yield
+        yield lambda: None
     finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+
+
+@contextmanager
+def busy_later(n: int, limit: float, after: float) -> Iterator[Callable[[], None]]:
+    """Yields a trigger that starts ``n`` busy processes ``after`` seconds later (a timer); they
+    end after ``limit`` seconds or when the block ends (the timer is cancelled then)."""
+    procs: list[subprocess.Popen[bytes]] = []
+    timer = threading.Timer(after, lambda: procs.extend(
+        subprocess.Popen([sys.executable, "-c", _BUSY.format(limit=limit)]) for _ in range(n)))
+    try:
+        yield timer.start
+    finally:
+        timer.cancel()
+        if timer.is_alive():
+            timer.join()
         for p in procs:
             p.kill()
             p.wait()
@@ -95,6 +115,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--limit", type=float, default=1200.0, help="seconds a background process runs at most")
     ap.add_argument("--fixed-threads", action="store_true", help="also threads = cores (the old default) per load")
     ap.add_argument("--late", action="store_true", help="also, per load, the processes started after the server")
+    ap.add_argument("--late-after", type=float, default=0.0, help="seconds after the server started that a --late "
+                    "run's processes start (default 0: at once)")
     ap.add_argument("--leave", action="store_true", help="also, per load, the processes ending mid-run")
     ap.add_argument("--leave-after", type=float, default=0.0,
                     help="seconds into a --leave run the processes end (default: half the alone wall)")
@@ -109,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     for n in (int(x) for x in a.loads.split(",") if x.strip()):
         runs.append((f"{n} busy", n, None))
         if a.late:
-            runs.append((f"{n} busy, started after the server", n, None))
+            runs.append((f"{n} busy, started {a.late_after:g} s after the server", n, None))
         if a.leave:
             runs.append((f"{n} busy, leaving mid-run", n, None))
         if a.fixed_threads:
@@ -124,11 +146,9 @@ def main(argv: list[str] | None = None) -> int:
             late, leave = "after the server" in label, "leaving" in label
             limit = (a.leave_after or res["alone"][0] / 2) if leave else a.limit
             with contextlib.ExitStack() as stack:
-                start_load = functools.partial(stack.enter_context, busy(n, limit, 0.0 if late else 1.0))
-                if not late:
-                    start_load()
+                start_load = stack.enter_context(busy_later(n, limit, a.late_after) if late else busy(n, limit))
                 t0 = time.monotonic()
-                stack.enter_context(threads_seen(seen, start_load if late else lambda: None))
+                stack.enter_context(threads_seen(seen, start_load))
                 a.threads = fixed
                 wall = _audit("none", a, Path(tmp) / str(i), rec)
             res[label] = (wall, rec, _changes(seen, t0), (la, os.getloadavg()[0]))
