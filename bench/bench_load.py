@@ -98,6 +98,7 @@ def threads_seen(seen: list[LlamaCppServer], on_first: Callable[[], None] = lamb
             self.first_threads = self.threads  # type: ignore[attr-defined]
         out = orig(self)
         if first:
+            self.started_at = time.monotonic()  # type: ignore[attr-defined]
             on_first()
         return out
 
@@ -147,21 +148,23 @@ def main(argv: list[str] | None = None) -> int:
             limit = (a.leave_after or res["alone"][0] / 2) if leave else a.limit
             with contextlib.ExitStack() as stack:
                 start_load = stack.enter_context(busy_later(n, limit, a.late_after) if late else busy(n, limit))
-                t0 = time.monotonic()
                 stack.enter_context(threads_seen(seen, start_load))
                 a.threads = fixed
                 wall = _audit("none", a, Path(tmp) / str(i), rec)
-            res[label] = (wall, rec, _changes(seen, t0), (la, os.getloadavg()[0]))
+            res[label] = (wall, rec, _changes(seen), (la, os.getloadavg()[0]))
             if leave:
-                res[label] = (wall, rec, f"{res[label][2]}; load left @{limit:.0f}s", res[label][3])
+                res[label] = (wall, rec, f"{res[label][2]}; load ended {limit:.0f} s into the run",
+                              res[label][3])
     return _report(a, runs, res, cores, load0)
 
 
-def _changes(seen: list[LlamaCppServer], t0: float) -> str:
-    """``2 → 1 @6s cut → 2 @41s``: the threads at the start, then each change and when."""
+def _changes(seen: list[LlamaCppServer]) -> str:
+    """``2 → 1 @3s cut → 2 @41s``: the threads at the start, then each change and when (seconds
+    after the server first answered; cut: mid-request)."""
     if not seen:
         return "?"
     srv = seen[0]
+    t0 = getattr(srv, "started_at", 0.0)
     out = [str(getattr(srv, "first_threads", srv.threads))]
     out += [f"{n} @{t - t0:.0f}s{' cut' if cut else ''}" for t, n, cut in srv.thread_log]
     return " → ".join(out)
