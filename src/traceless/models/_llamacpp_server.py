@@ -356,7 +356,7 @@ class LlamaCppServer:
         try:
             self._address = self._wait_ready(proc, t0)
         except BaseException:
-            self.stop()
+            self._stop_server(grace=10.0)  # not stop(): a restart holds the gate the watcher may wait on
             raise
         self.startup_seconds = time.perf_counter() - t0
         if self.meter is not None:
