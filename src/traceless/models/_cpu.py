@@ -8,10 +8,11 @@ short window; this process's own CPU time in that window counts as free (its wor
 engine threads will do). Where ``/proc/stat`` is unreadable: the CPUs of the affinity mask.
 
 The free CPUs change during a run (another job starts or ends), so a running server re-reads
-them between requests: ``CpuMeter`` measures the free CPUs since its previous reading without
+them every second: ``CpuMeter`` measures the free CPUs since its previous reading without
 waiting (``/proc/stat`` and the CPU time of this process and of the server's process), and
-``ThreadAdapter`` decides, rate-limited and only on a persistent change, when the server's
-thread count should follow (``LlamaCppServer.serving`` then restarts it between requests).
+``ThreadAdapter`` decides, only on a persistent change, when the server's thread count should
+follow (``LlamaCppServer`` then restarts it: fewer threads at once, even mid-request; more
+between requests, after a cooldown).
 """
 
 from __future__ import annotations
