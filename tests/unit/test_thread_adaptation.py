@@ -1,6 +1,7 @@
-"""A running llama.cpp server's threads follow the CPUs free to the process (issue #27 item 1):
-re-read between requests, rate-limited, only on a persistent change, applied by restarting the
-server between requests on the same port. No model: the CPU readings are injected and the
+"""A running llama.cpp server's threads follow the CPUs free to the process (issue #27 item 1,
+issue #39 item 3): read every second by a watcher thread, only on a persistent change, applied
+by restarting the server on the same port: fewer threads at once (a request in flight is cut off
+and sent again), more only between requests. No model: the CPU readings are injected and the
 server child is a loopback HTTP stub that answers with the thread count it was started with."""
 
 from __future__ import annotations
@@ -87,7 +88,7 @@ def test_a_burst_or_a_mixed_reading_does_not_switch() -> None:
 def test_rising_free_cpus_raise_the_threads_to_the_nearest_reading_within_the_mask() -> None:
     clock = Clock()
     a = _cpu.ThreadAdapter(1, _reader([1.7, 2.0, 7.5, 3.0]), max_threads=4, clock=clock, interval=1, persist=2,
-                           cooldown=0)
+                           up_persist=2, cooldown=0)
     clock.t = 1
     assert a.propose() is None  # 1.7 free: a partly taken core does not count, stays 1
     clock.t = 2
@@ -97,14 +98,35 @@ def test_rising_free_cpus_raise_the_threads_to_the_nearest_reading_within_the_ma
     assert (first, second) == (None, 2)
 
 
-def test_the_cooldown_holds_a_change_back() -> None:
+def test_load_arriving_right_after_the_start_lowers_the_threads_within_seconds() -> None:
+    """Issue #39.3: with the defaults a drop is urgent (no cooldown after the start, a reading
+    a second), so load that arrives just after the server started is followed within ~2 s."""
     clock = Clock()
-    a = _cpu.ThreadAdapter(2, lambda: 0.5, max_threads=2, clock=clock, interval=1, persist=2, cooldown=30)
+    a = _cpu.ThreadAdapter(2, lambda: 0.9, max_threads=2, clock=clock)
     seen = {}
-    for t in range(1, 40):
+    for t in (0.5, 1.0, 1.5, 2.0, 2.5, 3.0):
         clock.t = t
         seen[t] = a.propose()
-    assert [t for t, v in seen.items() if v is not None][0] == 30
+    assert [t for t, v in seen.items() if v == 1][0] <= 2.0
+
+
+def test_a_drop_is_urgent_a_rise_waits_for_the_cooldown_and_the_next_request() -> None:
+    clock, free = Clock(), [0.5]
+    a = _cpu.ThreadAdapter(2, lambda: free[0], max_threads=2, clock=clock, interval=1, persist=2, up_persist=3,
+                           cooldown=30)
+    clock.t = 1
+    assert a.observe() is None
+    clock.t = 2
+    assert a.observe() == 1  # two readings below: at once, even mid-request
+    a.changed(1)
+    free[0] = 2.0
+    ups = {}
+    for t in range(3, 40):
+        clock.t = t
+        ups[t] = (a.observe(), a.pending)
+    assert all(o is None for o, _ in ups.values())  # a rise never cuts a request off
+    assert [t for t, (_, p) in ups.items() if p == 2][0] == 32  # 30 s after the change
+    assert a.propose() == 2  # the next request applies it
 
 
 def test_the_meter_counts_the_server_process_time_as_free_and_never_sleeps() -> None:
@@ -132,19 +154,19 @@ def test_the_meter_reads_this_machine(tmp_path: Path) -> None:
     assert free is not None and 0.0 <= free <= len(m.cpus) + 1.0
 
 
-def _serve(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> tuple[Any, FakeStat]:
+def _serve(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, child: str = STUB_CHILD) -> tuple[Any, FakeStat]:
     """``load_backend('llamacpp:FILE')`` on the stub child, 2 CPUs, free CPUs from a FakeStat."""
     from traceless.models import _load
 
     stat = FakeStat()
-    monkeypatch.setattr(srv_mod, "_CHILD", STUB_CHILD)
+    monkeypatch.setattr(srv_mod, "_CHILD", child)
     monkeypatch.setattr(_load, "free_cpus", lambda: 2)
     monkeypatch.setattr(_cpu.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
     monkeypatch.setattr(srv_mod, "cpu_limit", lambda: 2, raising=False)
     monkeypatch.setattr(_cpu, "_read_stat", stat)
     monkeypatch.setattr(_cpu, "_pid_cpu", lambda pid: 0.0, raising=False)
     monkeypatch.setattr(_cpu, "_self_cpu", lambda: 0.0, raising=False)
-    monkeypatch.setattr(_cpu, "ADAPT_INTERVAL", 0.0, raising=False)
+    monkeypatch.setattr(_cpu, "ADAPT_INTERVAL", 0.05, raising=False)
     monkeypatch.setattr(_cpu, "ADAPT_COOLDOWN", 0.0, raising=False)
     gguf = tmp_path / "w.gguf"
     gguf.write_bytes(b"GGUF")
@@ -155,6 +177,14 @@ def _ask(be: Any) -> tuple[str, str]:
     return be.generate([ChatMessage(role="user", content="hi")]).text.split()[0], be.server.address
 
 
+def _until(be: Any, want: str, seconds: float = 10.0) -> tuple[str, str]:
+    """Ask until the reply starts with ``want`` (the watcher changes the threads on its own time)."""
+    deadline = time.monotonic() + seconds
+    while (got := _ask(be))[0] != want and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return got
+
+
 def test_a_running_server_follows_the_free_cpus_on_the_same_port(monkeypatch: pytest.MonkeyPatch,
                                                                  tmp_path: Path) -> None:
     be, stat = _serve(monkeypatch, tmp_path)
@@ -162,12 +192,31 @@ def test_a_running_server_follows_the_free_cpus_on_the_same_port(monkeypatch: py
         text, url = _ask(be)
         assert text == "threads=2"
         stat.idle = [0.0, 0.0]  # two other jobs took both cores
-        replies = [_ask(be) for _ in range(3)]
-        assert replies[0] == ("threads=2", url)  # one reading is not persistent
-        assert replies[-1] == ("threads=1", url)  # restarted with 1 thread, same URL
+        assert _until(be, "threads=1") == ("threads=1", url)  # restarted with 1 thread, same URL
         stat.idle = [1.0, 1.0]  # they ended
-        assert [_ask(be) for _ in range(3)][-1] == ("threads=2", url)
+        assert _until(be, "threads=2") == ("threads=2", url)
         assert [(o, n) for o, n, _ in be.server.thread_changes] == [(2, 1), (1, 2)]
+    finally:
+        be.close()
+
+
+def test_load_arriving_mid_request_cuts_it_off_and_sends_it_again(monkeypatch: pytest.MonkeyPatch,
+                                                                  tmp_path: Path) -> None:
+    """Issue #39.3: a request in flight when the load arrives is not left to collapse beside it
+    (the stub answers after 20 s with 2 threads, at once with 1: the old code, which changed the
+    threads only between requests, returned the 2-thread reply after 20 s)."""
+    slow = STUB_CHILD.replace("import http.server, json, sys, threading",
+                              "import http.server, json, sys, threading, time").replace(
+        '        text = "threads=%d', '        time.sleep(20 if cfg["threads"] > 1 else 0)\n        text = "threads=%d')
+    assert slow != STUB_CHILD
+    be, stat = _serve(monkeypatch, tmp_path, child=slow)
+    try:
+        url, t0 = be.server.address, time.monotonic()
+        threading.Timer(0.3, lambda: setattr(stat, "idle", [0.0, 0.0])).start()  # load arrives mid-request
+        assert _ask(be) == ("threads=1", url)
+        assert time.monotonic() - t0 < 10
+        assert [(o, n) for o, n, _ in be.server.thread_changes] == [(2, 1)]
+        assert [cut for _, _, cut in be.server.thread_log] == [True]
     finally:
         be.close()
 
@@ -191,30 +240,33 @@ def test_a_shared_server_or_fixed_threads_are_never_restarted(monkeypatch: pytes
         fixed.close()
 
 
-def test_a_restart_waits_for_the_requests_in_flight(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_a_rise_waits_for_the_requests_in_flight(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     be, stat = _serve(monkeypatch, tmp_path)
     server = be.server
-    assert server.meter is not None
-    server.adapter = _cpu.ThreadAdapter(2, server.meter.read, max_threads=2, interval=0, persist=1, cooldown=0)
+    stat.idle = [0.0, 0.0]
+    assert _until(be, "threads=1")[0] == "threads=1"
     seen: list[int] = []
     orig = server._restart
-    monkeypatch.setattr(server, "_restart", lambda n: (seen.append(server._in_flight), orig(n)))
-    release, b_inside = threading.Event(), threading.Event()
+    monkeypatch.setattr(server, "_restart", lambda n, **kw: (seen.append(server._in_flight), orig(n, **kw)))
+    b_inside = threading.Event()
 
     def b() -> None:
         with server.serving():
             b_inside.set()
 
     try:
-        with server.serving():  # request A in flight (2 free: no change)
-            stat.idle = [0.0, 0.0]
-            t = threading.Thread(target=b)  # request B: 0 free, wants 1 thread
+        with server.serving():  # request A in flight
+            stat.idle = [1.0, 1.0]  # the load left
+            assert server.adapter is not None
+            deadline = time.monotonic() + 10
+            while server.adapter.pending != 2 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            t = threading.Thread(target=b)  # request B: wants 2 threads
             t.start()
             time.sleep(0.3)
-            assert (seen, b_inside.is_set()) == ([], False)  # B waits: A is still being served
-            release.set()
+            assert (seen, b_inside.is_set(), server.threads) == ([], False, 1)  # B waits: A is being served
         t.join(10)
-        assert b_inside.is_set() and seen == [0] and server.threads == 1
-        assert _ask(be)[0] == "threads=1"
+        assert b_inside.is_set() and seen == [0] and server.threads == 2
+        assert _ask(be)[0] == "threads=2"
     finally:
         be.close()

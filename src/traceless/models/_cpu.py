@@ -8,10 +8,11 @@ short window; this process's own CPU time in that window counts as free (its wor
 engine threads will do). Where ``/proc/stat`` is unreadable: the CPUs of the affinity mask.
 
 The free CPUs change during a run (another job starts or ends), so a running server re-reads
-them between requests: ``CpuMeter`` measures the free CPUs since its previous reading without
+them every second: ``CpuMeter`` measures the free CPUs since its previous reading without
 waiting (``/proc/stat`` and the CPU time of this process and of the server's process), and
-``ThreadAdapter`` decides, rate-limited and only on a persistent change, when the server's
-thread count should follow (``LlamaCppServer.serving`` then restarts it between requests).
+``ThreadAdapter`` decides, only on a persistent change, when the server's thread count should
+follow (``LlamaCppServer`` then restarts it: fewer threads at once, even mid-request; more
+between requests, after a cooldown).
 """
 
 from __future__ import annotations
@@ -137,63 +138,82 @@ class CpuMeter:
         return idle_cpus(prev[1], cur[1], self.cpus) + max(0.0, ours) / (cur[0] - prev[0])
 
 
-ADAPT_INTERVAL = 5.0
-"""Seconds between two free-CPU readings of a running server (``ThreadAdapter``)."""
-ADAPT_COOLDOWN = 30.0
-"""Seconds at least between two thread changes of a running server (each restarts it)."""
+ADAPT_INTERVAL = 1.0
+"""Seconds between two free-CPU readings of a running server (``ThreadAdapter``; the server's
+watcher thread takes them, during requests too)."""
+ADAPT_PERSIST = 2
+"""Readings in a row below the current count that lower a running server's threads, at once:
+even mid-request (synchronised threads beside busy cores collapse: 3-14x slower, measured)."""
+ADAPT_UP_PERSIST = 5
+"""Readings in a row above the current count that raise them, between requests only (one
+thread is at worst about half as fast: not worth abandoning a request for)."""
+ADAPT_COOLDOWN = 10.0
+"""Seconds at least after a thread change before the threads go up again (each restarts it)."""
 
 
 class ThreadAdapter:
-    """When a running engine's thread count should change, from free-CPU readings taken between
-    requests: at most one reading per ``interval`` seconds; a change only after ``persist``
-    readings in a row all say the same direction (one busy burst does not restart a server),
-    and at most one change per ``cooldown`` seconds (a restart costs a model load).
+    """When a running engine's thread count should change, from free-CPU readings (``observe``:
+    at most one per ``interval`` seconds). Down after ``persist`` readings in a row below the
+    current count, to the nearest of them, and urgent: the server applies it at once, aborting
+    and re-sending the requests in flight (one busy reading does not restart a server). Up after
+    ``up_persist`` readings in a row above it and ``cooldown`` seconds after the last change, to
+    the nearest of them, applied between requests (``propose``).
 
     A reading of ``free`` CPUs asks for ``floor(free + 0.25)`` threads, within 1..``max_threads``
     (a thread waiting for a busy core stalls the others every token, so a partly taken core is
-    not counted); after ``persist`` readings on one side of the current count the nearest of
-    them is taken."""
+    not counted)."""
 
     def __init__(self, threads: int, sample: Callable[[], float | None], *, max_threads: int,
-                 clock: Callable[[], float] = time.monotonic, interval: float | None = None, persist: int = 2,
-                 cooldown: float | None = None) -> None:
+                 clock: Callable[[], float] = time.monotonic, interval: float | None = None,
+                 persist: int | None = None, up_persist: int | None = None, cooldown: float | None = None) -> None:
         interval = ADAPT_INTERVAL if interval is None else interval
+        persist = ADAPT_PERSIST if persist is None else persist
+        up_persist = ADAPT_UP_PERSIST if up_persist is None else up_persist
         cooldown = ADAPT_COOLDOWN if cooldown is None else cooldown
-        if threads < 1 or max_threads < 1 or persist < 1 or interval < 0 or cooldown < 0:
-            raise ValueError("threads, max_threads and persist must be >= 1, interval and cooldown >= 0")
+        if min(threads, max_threads, persist, up_persist) < 1 or interval < 0 or cooldown < 0:
+            raise ValueError("threads, max_threads, persist and up_persist must be >= 1, interval and cooldown >= 0")
         self.threads, self.max_threads = threads, max_threads
         self._sample, self._clock = sample, clock
-        self.interval, self.persist, self.cooldown = interval, persist, cooldown
+        self.interval, self.persist, self.up_persist, self.cooldown = interval, persist, up_persist, cooldown
         self._next_reading = clock() + interval
-        self._last_change = clock()
+        self._last_change = clock() - cooldown  # the first server start is no change: nothing to cool
         self._wanted: list[int] = []
+        self.pending: int | None = None
+        """The count decided and not yet applied (None: keep)."""
 
     def want(self, free: float) -> int:
         """The thread count ``free`` CPUs ask for."""
         return max(1, min(self.max_threads, int(free + 0.25)))
 
+    def observe(self) -> int | None:
+        """Take a reading when one is due; returns the lower count to switch to at once
+        (mid-request), or None (``pending`` may still hold a rise for the next request)."""
+        now = self._clock()
+        if now >= self._next_reading:
+            self._next_reading = now + self.interval
+            free = self._sample()
+            if free is not None:
+                self._decide(self.want(free), now)
+        return self.pending if self.pending is not None and self.pending < self.threads else None
+
+    def _decide(self, w: int, now: float) -> None:
+        if w == self.threads or (self._wanted and (w > self.threads) != (self._wanted[0] > self.threads)):
+            self._wanted, self.pending = ([] if w == self.threads else [w]), None
+            return
+        self._wanted.append(w)
+        up = w > self.threads
+        need = self.up_persist if up else self.persist
+        del self._wanted[:-need]
+        if len(self._wanted) < need or (up and now - self._last_change < self.cooldown):
+            return
+        self.pending = min(self._wanted) if up else max(self._wanted)
+
     def propose(self) -> int | None:
         """Called before a request: the thread count to switch to now, or None (keep)."""
-        now = self._clock()
-        if now < self._next_reading:
-            return None
-        self._next_reading = now + self.interval
-        free = self._sample()
-        if free is None:
-            return None
-        w = self.want(free)
-        if w == self.threads or (self._wanted and (w > self.threads) != (self._wanted[0] > self.threads)):
-            self._wanted = [] if w == self.threads else [w]
-            return None
-        self._wanted = [*self._wanted[1 - self.persist:], w] if self.persist > 1 else [w]
-        if len(self._wanted) < self.persist or now - self._last_change < self.cooldown:
-            return None
-        up = w > self.threads
-        target = min(self._wanted) if up else max(self._wanted)
-        self._wanted = []
-        return target
+        self.observe()
+        return self.pending
 
     def changed(self, threads: int) -> None:
         """The engine now runs ``threads`` threads (the cooldown starts again)."""
-        self.threads, self._last_change, self._wanted = threads, self._clock(), []
+        self.threads, self._last_change, self._wanted, self.pending = threads, self._clock(), [], None
         self._next_reading = self._clock() + self.interval

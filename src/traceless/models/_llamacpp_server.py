@@ -126,11 +126,12 @@ del server
 
 
 def _stop_process(proc: subprocess.Popen[str], grace: float) -> None:
-    """Close stdin (clean exit), then SIGTERM, then SIGKILL."""
+    """Close stdin (clean exit), then SIGTERM, then SIGKILL; at once SIGKILL when ``grace`` is 0
+    (a restart mid-request: llama.cpp would finish the request in flight first)."""
     if proc.poll() is None and proc.stdin is not None:
         with contextlib.suppress(OSError):
             proc.stdin.close()
-    for step in ("wait", "terminate", "kill"):
+    for step in ("wait", "terminate", "kill") if grace > 0 else ("kill",):
         if step == "terminate":
             proc.terminate()
         elif step == "kill":
@@ -166,15 +167,17 @@ class LlamaCppServer:
     in the prompt or reply, up to ``draft_max`` tokens that followed it are drafted.
 
     ``adapt_threads=True`` lets the thread count follow the CPUs free to this process during
-    the run: requests sent inside :meth:`serving` (``ServedBackend`` does) first ask the
-    ``adapter`` (a ``ThreadAdapter`` on a ``CpuMeter``: rate-limited, only on a persistent
-    change), and when it says so the server is restarted with the new count on the same
-    port, between requests (none in flight, new ones wait). llama.cpp's server has no way to
-    change a running server's threads (xllamacpp's ``Server`` exposes none), hence the
-    restart. Never once :meth:`share` was called: another client (a memory system calling the
-    model over HTTP itself) could be mid-request. Replies are the same whatever the count
-    (bench/bench_threads.py checks it on the full default audit); ``thread_changes`` lists
-    each change.
+    the run: a watcher thread reads them every second (an ``adapter``, a ``ThreadAdapter`` on a
+    ``CpuMeter``: only on a persistent change) and restarts the server with the new count on
+    the same port. Fewer threads at once, even mid-request: load that arrives while a reply is
+    decoding collapses synchronised threads (3-14x slower beside 2 busy processes on 2 cores,
+    measured), so the request in flight is cut off and sent again whole (``ServedBackend``).
+    More threads only between requests (none in flight, new ones wait), after a cooldown.
+    llama.cpp's server has no way to change a running server's threads (xllamacpp's ``Server``
+    exposes none), hence the restart. Never once :meth:`share` was called: another client (a
+    memory system calling the model over HTTP itself) could be mid-request. Replies are the same
+    whatever the count (bench/bench_threads.py checks it on the full default audit);
+    ``thread_changes`` lists each change.
     """
 
     def __init__(
@@ -230,17 +233,21 @@ class LlamaCppServer:
         self.startup_seconds: float | None = None
         """Seconds from process spawn until ``/health`` answered (model load included)."""
         self.meter: CpuMeter | None = CpuMeter(lambda: [p] if (p := self.pid) else []) if adapt_threads else None
-        """Free CPUs between requests (this process and the server's), for the adapter."""
+        """Free CPUs during the run (this process and the server's count as free), for the adapter."""
         self.adapter: ThreadAdapter | None = (
             ThreadAdapter(threads, self.meter.read, max_threads=cpu_limit()) if self.meter is not None else None)
         """Decides thread changes during the run (``adapt_threads``); replaceable (tests)."""
         self.thread_changes: list[tuple[int, int, float]] = []
         """(old, new, restart seconds) for each thread change during the run."""
+        self.thread_log: list[tuple[float, int, bool]] = []
+        """(``time.monotonic()``, new count, mid-request) for each thread change (benches)."""
         self._gate = threading.Condition()
         self._in_flight = 0
         self._restarting = False
         self._shared = False
         self._restarts = 0
+        self._watch_stop = threading.Event()
+        self._watcher: threading.Thread | None = None
 
     def __repr__(self) -> str:
         state = self._address or "stopped"
@@ -349,11 +356,15 @@ class LlamaCppServer:
         try:
             self._address = self._wait_ready(proc, t0)
         except BaseException:
-            self.stop()
+            self._stop_server(grace=10.0)  # not stop(): a restart holds the gate the watcher may wait on
             raise
         self.startup_seconds = time.perf_counter() - t0
         if self.meter is not None:
             self.meter.reset()  # the window starts now: not the model load, not the old server's time
+        if self.adapter is not None and (self._watcher is None or not self._watcher.is_alive()):
+            self._watch_stop.clear()
+            self._watcher = threading.Thread(target=self._watch, daemon=True, name="llamacpp-threads")
+            self._watcher.start()
         return self
 
     # ----------------------------------------------------------------- threads during the run
@@ -364,10 +375,12 @@ class LlamaCppServer:
             self._shared = True
 
     @contextlib.contextmanager
-    def serving(self) -> Iterator[None]:
+    def serving(self) -> Iterator[int]:
         """Hold around one request: first, when the ``adapter`` asks for another thread count
         (and the server is not shared), waits until no request is in flight and restarts the
-        server with that count on the same port (requests arriving meanwhile wait)."""
+        server with that count on the same port (requests arriving meanwhile wait). Yields the
+        number of restarts so far: a request that fails while the watcher restarted the server
+        under it (``aborted_since``) is sent again, whole."""
         with self._gate:
             while self._restarting:
                 self._gate.wait()
@@ -382,12 +395,46 @@ class LlamaCppServer:
                     self._restarting = False
                     self._gate.notify_all()
             self._in_flight += 1
+            restarts = self._restarts
         try:
-            yield
+            yield restarts
         finally:
             with self._gate:
                 self._in_flight -= 1
                 self._gate.notify_all()
+
+    def aborted_since(self, restarts: int) -> bool:
+        """Whether the server was restarted since ``serving`` yielded ``restarts`` (a request in
+        flight then was cut off: waits until the new server is up)."""
+        with self._gate:
+            while self._restarting:
+                self._gate.wait()
+            return self._restarts != restarts
+
+    def _watch(self) -> None:
+        """The watcher thread: a free-CPU reading every ``adapter.interval`` seconds, requests
+        in flight or not; when the adapter asks for fewer threads while a request is in flight
+        (load arrived mid-request), restarts the server now, cutting that request off (its
+        client sends it again: the same reply, whatever the thread count). llama.cpp cannot
+        change a running server's threads, and continuing a reply from its tokens so far can
+        change the next tokens (re-prefilled numerics; measured), hence the whole request."""
+        assert self.adapter is not None
+        while not self._watch_stop.wait(max(self.adapter.interval, 0.05)):
+            with self._gate:
+                if self._restarting or self._shared or self._proc is None:
+                    continue
+                n = self.adapter.observe()
+                if n is None or not self._in_flight:
+                    continue  # between requests: the next one applies it (``serving``)
+                self._restarting = True
+            try:
+                self._restart(n, abort=True)
+            except BackendError as e:
+                log.warning("%s", e)  # the requests cut off report it when they retry
+            finally:
+                with self._gate:
+                    self._restarting = False
+                    self._gate.notify_all()
 
     def clear_prompt_cache(self) -> float:
         """Drop every prompt's KV this server keeps, its slots' and its host-memory prompt cache's
@@ -403,7 +450,7 @@ class LlamaCppServer:
                 while self._in_flight:
                     self._gate.wait()
                 port = self.port
-                self.stop()
+                self._stop_server(grace=10.0)
                 self.requested_port = port
                 self.start()
             finally:
@@ -411,10 +458,11 @@ class LlamaCppServer:
                 self._gate.notify_all()
         return time.perf_counter() - t0
 
-    def _restart(self, threads: int) -> None:
-        """Stop and start again with ``threads`` on the same port (the URL clients hold)."""
+    def _restart(self, threads: int, *, abort: bool = False) -> None:
+        """Stop and start again with ``threads`` on the same port (the URL clients hold);
+        ``abort``: at once, requests in flight cut off (they are sent again)."""
         old, port, t0 = self.threads, self.port, time.perf_counter()
-        self.stop()
+        self._stop_server(grace=0.0 if abort else 10.0)
         self.threads, self.requested_port = threads, port
         self._restarts += 1
         try:
@@ -425,6 +473,7 @@ class LlamaCppServer:
                                "($TRACELESS_NUM_THREADS) to keep one server for the whole run") from None
         took = time.perf_counter() - t0
         self.thread_changes.append((old, threads, took))
+        self.thread_log.append((time.monotonic(), threads, abort))
         if self.adapter is not None:
             self.adapter.changed(threads)
         log.info("llama.cpp server: free CPUs changed, threads %d -> %d (restarted on port %d in %.1f s)",
@@ -509,12 +558,19 @@ class LlamaCppServer:
     def stop(self) -> None:
         """Stop the server (idempotent). An anonymous log is gone once closed; a given
         ``log_path`` is kept."""
+        self._watch_stop.set()
+        w, self._watcher = self._watcher, None
+        if w is not None and w is not threading.current_thread():
+            w.join(timeout=30.0)
+        self._stop_server(grace=10.0)
+
+    def _stop_server(self, grace: float) -> None:
         proc, self._proc, self._address = self._proc, None, None
         if self._finalizer is not None:
             self._finalizer.detach()
             self._finalizer = None
         if proc is not None:
-            _stop_process(proc, grace=10.0)
+            _stop_process(proc, grace=grace)
         self._close_log()
 
     def _close_log(self) -> None:

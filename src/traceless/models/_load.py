@@ -141,7 +141,7 @@ def _llamacpp(arg: str, *, engine: EngineOptions, **kw: Any) -> ModelBackend:
     # speculation: what a caller such as the audit engine fixes) overrides them.
     # threads: default the CPUs free now, not the core count (llama.cpp's threads sync every
     # token, and one waiting for a busy core stalls them all), and follow them during the run
-    # (LlamaCppServer(adapt_threads=True): restarted between requests when they change)
+    # (LlamaCppServer(adapt_threads=True): restarted when they change; fewer even mid-request)
     fixed = int(kw.pop("num_threads", None) or engine.threads or 0)
     threads = fixed or free_cpus()
     # parallel > 1: continuous batching over that many server slots (much faster on CPU, where

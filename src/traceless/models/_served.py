@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
+from traceless.errors import BackendError
 from traceless.models._base import ChatMessage, Generation, GenerationConfig
 from traceless.models._llamacpp_server import LlamaCppServer, turn_markers
 from traceless.models._openai import OpenAIBackend
 from traceless.models._options import Endpoint
 
 __all__ = ["ServedBackend"]
+
+log = logging.getLogger(__name__)
 
 
 class ServedBackend(OpenAIBackend):
@@ -43,8 +47,16 @@ class ServedBackend(OpenAIBackend):
         return payload
 
     def generate(self, messages: list[ChatMessage], config: GenerationConfig | None = None) -> Generation:
-        with self.server.serving():  # between requests the server may change its threads (same port)
-            return super().generate(messages, config)
+        for _ in range(self.server.threads + 1):  # each cut lowers the threads: at most that many
+            with self.server.serving() as restarts:  # the server may change its threads (same port)
+                try:
+                    return super().generate(messages, config)
+                except BackendError:
+                    if not self.server.aborted_since(restarts):
+                        raise
+            log.info("llama.cpp server restarted with %d threads mid-request: sending it again", self.server.threads)
+        raise BackendError("the llama.cpp server was restarted under every try of this request; fix its threads "
+                           "with --threads N ($TRACELESS_NUM_THREADS) to keep one server for the whole run")
 
     def endpoint(self) -> Endpoint:
         self.server.share()  # another client will call it over HTTP: never restarted under it
