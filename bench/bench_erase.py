@@ -37,7 +37,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -46,12 +45,6 @@ import numpy as np
 SCAN_TARGET_S, FORGET_TARGET_S = 2.0, 5.0
 USER = "u7"
 CANARY = "CANARY-bench-4411"
-
-
-def _config(root: Path) -> dict[str, Any]:
-    return {"vector_store": {"provider": "qdrant", "config": {
-        "path": str(root / "qdrant"), "collection_name": "bench", "embedding_model_dims": 384}},
-        "history_db_path": str(root / "history.db"), "traceless": {"infer": False}}
 
 
 def _store_and_db(cfg: dict[str, Any]) -> tuple[Any, Any]:
@@ -64,25 +57,19 @@ def _store_and_db(cfg: dict[str, Any]) -> tuple[Any, Any]:
 
 
 def build(root: Path, n: int, users: int, seed: int = 0) -> tuple[Path, str]:
-    rng = np.random.default_rng(seed)
-    cfg = _config(root)
-    store, db = _store_and_db(cfg)
-    canary = CANARY
-    for start in range(0, n, 1000):
-        ids = [str(uuid.UUID(int=int(rng.integers(2**62)) << 64 | i)) for i in range(start, min(n, start + 1000))]
-        owners = [f"u{i % users}" for i in range(start, start + len(ids))]
-        texts = [f"{o} said: memory {start + j} about the weather" + (f" code {canary}" if o == USER else "")
-                 for j, o in enumerate(owners)]
-        payloads = [{"data": t, "text_lemmatized": t.lower(), "user_id": o, "hash": f"{start + j:032x}",
-                     "created_at": "2026-12-01T00:00:00+00:00"} for j, (t, o) in enumerate(zip(texts, owners, strict=True))]
-        store.insert(vectors=rng.standard_normal((len(ids), 384)).astype(np.float32).tolist(), payloads=payloads,
-                     ids=ids)
-        db.batch_add_history([{"memory_id": i, "new_memory": t, "event": "ADD"} for i, t in zip(ids, texts, strict=True)])
-    db.close()
-    store.client.close()
+    """``n`` memories of ``users`` users (``mem0_instance``: mem0's own layout, built in bulk)."""
+    import mem0_instance
+
+    def memory(i: int, rng: np.random.Generator) -> mem0_instance.Memory:
+        o = f"u{i % users}"
+        t = f"{o} said: memory {i} about the weather" + (f" code {CANARY}" if o == USER else "")
+        return mem0_instance.point_id(i, rng), t, {"data": t, "text_lemmatized": t.lower(), "user_id": o,
+                                                   "hash": f"{i:032x}", "created_at": "2026-12-01T00:00:00+00:00"}
+
+    cfg = mem0_instance.build(root, n, memory, seed)
     path = root.parent / "bench.json"
     path.write_text(json.dumps(cfg))
-    return path, canary
+    return path, CANARY
 
 
 def _copy(src: Path, dst: Path, cfg: Path) -> Path:

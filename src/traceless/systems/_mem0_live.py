@@ -41,7 +41,8 @@ from urllib.parse import unquote
 
 from traceless.errors import ConfigError, UnsupportedError
 from traceless.systems import NO_OWNER, ErasurePlan, PlannedAction, ScanHit, ScanReport, StoreOutcome
-from traceless.systems.kernel import StoreDigest, count_literals, digest
+from traceless.systems._mem0_qdrant import key_forms, may_hold, pickled_str, point_needles
+from traceless.systems.kernel import StoreDigest, count_literals, digest, literal_forms
 from traceless.systems.sqlite import ro_connect
 
 __all__ = ["LiveLayout", "Mem0Live", "Rec", "live_layout", "probe_config"]
@@ -258,15 +259,16 @@ _HISTORY_COLUMNS = ("SELECT id, memory_id, old_memory, new_memory, event, create
 _MESSAGES_COLUMNS = "SELECT id, session_scope, role, content, name, created_at FROM messages"
 
 
-def _narrowing(narrow: tuple[Collection[str], Sequence[str], str | None] | None) -> tuple[str, list[Any], str, list[Any]]:
-    """``WHERE`` clauses (and their arguments) of ``Mem0Live._history``'s narrowed read. A
-    messages row is the user's by ``user_id=`` in its scope, percent-decoded: it holds the id
-    as it is, or a ``%``."""
+def _narrowing(narrow: tuple[Collection[str | None], Sequence[str], str | None] | None,
+               ) -> tuple[str, list[Any], str, list[Any]]:
+    """``WHERE`` clauses (and their arguments) of ``Mem0Live._history``'s narrowed read (a
+    ``None`` memory id: the rows without one). A messages row is the user's by ``user_id=``
+    in its scope, percent-decoded: it holds the id as it is, or a ``%``."""
     if narrow is None:
         return "", [], "", []
     ids, forms, user = narrow
-    hist = ["memory_id IN (SELECT value FROM json_each(?))"]
-    hist_args: list[Any] = [json.dumps(sorted(ids))]
+    hist = ["memory_id IN (SELECT value FROM json_each(?))", *(["memory_id IS NULL"] if None in ids else [])]
+    hist_args: list[Any] = [json.dumps(sorted(i for i in ids if i is not None))]
     msg: list[str] = ["instr(session_scope, ?) > 0 OR instr(session_scope, '%') > 0"] if user else []
     msg_args: list[Any] = [user] if user else []
     for f in forms:
@@ -291,6 +293,8 @@ class Mem0Live:
     (and digests) only what changed, the same bytes giving the same record."""
     _row_digests: dict[tuple[str, tuple[Any, ...]], str] = field(default_factory=dict)
     """Digests of the SQLite rows (history, messages) by their values, for the same reason."""
+    _keys: dict[tuple[str, str], str] = field(default_factory=dict)
+    """The ``points.id`` key of each point a narrowed read decoded, by (store, id)."""
 
     def __post_init__(self) -> None:
         if not self.read_only:
@@ -342,7 +346,7 @@ class Mem0Live:
                 yield Rec("chroma_log", str(seq), d.get("user_id"), _payload_texts(d), (seq, eid, d),
                           memory_id=str(eid))
 
-    def _history_tables(self, narrow: tuple[Collection[str], Sequence[str], str | None] | None = None,
+    def _history_tables(self, narrow: tuple[Collection[str | None], Sequence[str], str | None] | None = None,
                         ) -> Iterator[tuple[str, tuple[Any, ...]]]:
         """(table, row) of the history db's ``history`` and ``messages`` rows (``_narrowing``)."""
         hist_sql, hist_args, msg_sql, msg_args = _narrowing(narrow)
@@ -355,7 +359,8 @@ class Mem0Live:
                 for row in con.execute(_MESSAGES_COLUMNS + msg_sql, msg_args):
                     yield "messages", tuple(row)
 
-    def _history(self, narrow: tuple[Collection[str], Sequence[str], str | None] | None = None) -> Iterator[Rec]:
+    def _history(self, narrow: tuple[Collection[str | None], Sequence[str], str | None] | None = None,
+                 ) -> Iterator[Rec]:
         """The history db's rows; ``narrow`` = (memory ids, literal forms, user): only the
         history rows of those memories or holding a form, and the messages rows that may be
         the user's or hold a form, selected by SQLite (a superset: the caller's match rule decides)."""
@@ -417,14 +422,90 @@ class Mem0Live:
         return out + sorted(p for p in self.layout.path.rglob("*") if p.is_file())
 
     def records_for(self, user: str | None, literals: Sequence[str]) -> list[Rec]:
-        """The records a scan or a plan for ``user`` and ``literals`` must see: here every
-        record (local files are read whole); a server back end narrows the read to the user's
-        rows and the rows holding a literal (``Mem0PgLive``)."""
-        return self.records()
+        """The records a scan or a plan for ``user`` and ``literals`` must see. On qdrant local:
+        the points whose bytes may be the user's or hold a literal (``_mem0_qdrant``: the one
+        match rule then decides on the decoded ones), the history rows of those memories, of
+        no memory (orphans) or holding a literal, selected by SQLite, each owned as its memory
+        is; every record when a literal cannot be told from bytes, and on chroma (read whole).
+        A server back end narrows on the server (``Mem0PgLive``)."""
+        needles = point_needles(literals) if self.layout.provider == "qdrant" else None
+        if needles is None:
+            return self.records()
+        vec, keys = self._qdrant_selected("vector_store", self.layout.collection, user, needles)
+        ent, _ = self._qdrant_selected("entity_store", self.layout.entity_collection, user, needles)
+        return vec + ent + self._history_for(vec, keys, user, literals)
+
+    def _qdrant_selected(self, store: str, collection: str, user: str | None, needles: Sequence[bytes],
+                         ) -> tuple[list[Rec], set[str]]:
+        """(the points ``may_hold`` selects, decoded; every point's key). Each selected
+        point's key is kept (``_keys``): the bystander digest skips points by key."""
+        db = self.layout.qdrant_db(collection)
+        if not db.is_file():
+            return [], set()
+        mine = pickled_str(user) if user is not None else None
+        out: list[Rec] = []
+        keys: set[str] = set()
+        seen: set[str] = set()
+        with closing(_ro(db)) as con:
+            for key, blob in con.execute("SELECT id, point FROM points ORDER BY rowid DESC"):
+                keys.add(key)
+                if not may_hold(blob, mine, needles):
+                    continue
+                rec = _point_rec(store, _load_point(blob))
+                if rec.id not in seen:
+                    seen.add(rec.id)
+                    self._keys[(store, rec.id)] = key
+                    out.append(rec)
+        return out, keys
+
+    def _history_for(self, vec: Sequence[Rec], keys: set[str], user: str | None,
+                     literals: Sequence[str]) -> list[Rec]:
+        """The history db's rows of ``vec``'s memories, of no memory (``keys``: every point's)
+        or holding a literal (``_narrowing``), each owned as its memory is."""
+        owners: dict[str, str | None] = {r.id: r.owner for r in vec if r.store == "vector_store"}
+        orphans = self._orphan_memories(keys)
+        forms = sorted({f for lit in literals for f in literal_forms(lit)})
+        hist = list(self._history(({*owners, *orphans}, forms, user)))
+        lost = {str(m) for m in orphans}
+        ask = {r.memory_id or "" for r in hist if r.store == "history" and r.memory_id not in owners
+               and r.memory_id not in lost}
+        owners.update(self._owners_of(ask))
+        for r in hist:
+            if r.store == "history":
+                r.owner = owners.get(r.memory_id or "")
+                r.orphan = (r.memory_id or "") in lost
+        return hist
+
+    def _orphan_memories(self, keys: set[str]) -> set[str | None]:
+        """The history rows' memory ids that no point of the collection has (``keys``)."""
+        with closing(_ro(self.layout.history)) as con:
+            if not con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'history'").fetchone():
+                return set()
+            mids = [m for (m,) in con.execute("SELECT DISTINCT memory_id FROM history")]
+        return {m for m in mids if m is None or keys.isdisjoint(key_forms(str(m)))}
+
+    def _owners_of(self, memory_ids: Collection[str]) -> dict[str, str | None]:
+        """The owners of these memories' points (a few: another user's history rows holding a literal)."""
+        db = self.layout.qdrant_db(self.layout.collection)
+        keys = sorted({k for m in memory_ids for k in key_forms(m)})
+        if not keys or not db.is_file():
+            return {}
+        with closing(_ro(db)) as con:
+            rows = con.execute("SELECT point FROM points WHERE id IN (SELECT value FROM json_each(?))",
+                               (json.dumps(keys),)).fetchall()
+        return {r.id: r.owner for r in (_point_rec("vector_store", _load_point(b)) for (b,) in rows)}
 
     def store_counts(self, recs: Sequence[Rec]) -> dict[str, int]:
-        """Records per store (``recs``: what ``records_for`` returned)."""
+        """Records per store (``recs``: what ``records_for`` returned); on qdrant local every
+        store counted by SQLite (``recs`` may be a narrowed read)."""
         stores = dict.fromkeys(self.store_names(), 0)
+        if self.layout.provider == "qdrant":
+            stores.update(self.history_counts())
+            for store, coll in (("vector_store", self.layout.collection), ("entity_store", self.layout.entity_collection)):
+                if (db := self.layout.qdrant_db(coll)).is_file():
+                    with closing(_ro(db)) as con:
+                        stores[store] = int(con.execute("SELECT count(*) FROM points").fetchone()[0])
+            return stores
         for r in recs:
             stores[r.store] = stores.get(r.store, 0) + 1
         return stores
@@ -489,6 +570,46 @@ class Mem0Live:
         return out
 
     def bystanders(self, user: str | None) -> dict[str, StoreDigest]:
+        """Per store, the digests of the records that are neither the user's nor the plan's
+        targets. On qdrant local a point is digested by its stored bytes (one pass over
+        ``storage.sqlite``: only the points that may be the user's are decoded, to tell) and a
+        history db row by its values; elsewhere from every record as read (``records``)."""
+        if self.layout.provider != "qdrant":
+            return self._bystanders_read(user)
+        per: dict[str, list[str]] = {s: [] for s in self.store_names()}
+        per["vector_store"], mine = self._point_digests("vector_store", self.layout.collection, user)
+        per["entity_store"], _ = self._point_digests("entity_store", self.layout.entity_collection, user)
+        for table, rid, whose, raw in self.history_rows():
+            theirs = whose in mine if table == "history" else user is not None and whose == user
+            if not theirs and (table, rid) not in self.targets:
+                per.setdefault(table, []).append(self._row_digest(table, raw))
+        return {s: digest(d) for s, d in per.items()}
+
+    def _point_digests(self, store: str, collection: str, user: str | None) -> tuple[list[str], set[str]]:
+        """(SHA-256 of each point's stored bytes but the user's and the plan's targets, the
+        user's point ids). A point is the user's by its decoded ``user_id`` (``may_hold``
+        selects which to decode); a target by its key (``_keys``, else its id's ``key_forms``)."""
+        db = self.layout.qdrant_db(collection)
+        if not db.is_file():
+            return [], set()
+        mine = pickled_str(user) if user is not None else None
+        skip = {k for s, i in self.targets if s == store
+                for k in ([self._keys[(s, i)]] if (s, i) in self._keys else key_forms(i))}
+        out: list[str] = []
+        ids: set[str] = set()
+        with closing(_ro(db)) as con:
+            for key, blob in con.execute("SELECT id, point FROM points"):
+                if key in skip:
+                    continue
+                if mine is not None and may_hold(blob, mine, ()):
+                    rec = _point_rec(store, _load_point(blob))
+                    if rec.owner == user:
+                        ids.add(rec.id)
+                        continue
+                out.append(hashlib.sha256(blob).hexdigest())
+        return out, ids
+
+    def _bystanders_read(self, user: str | None) -> dict[str, StoreDigest]:
         per: dict[str, list[str]] = {s: [] for s in self.store_names()}
         recs = self.records()
         held = {r.id for r in recs if r.store in ("vector_store", "entity_store")}
