@@ -41,7 +41,14 @@ from traceless.systems import (
     memory_system,
 )
 from traceless.systems._mem0_check import check_keys, validate
-from traceless.systems._mem0_live import PROVIDERS, LiveLayout, Mem0Live, live_layout, probe_config
+from traceless.systems._mem0_live import (
+    PROVIDERS,
+    LiveLayout,
+    Mem0Live,
+    live_layout,
+    probe_config,
+    qdrant_lock,
+)
 from traceless.systems.kernel import StoreDigest
 from traceless.systems.postgres import REPLICAS_SHOWN
 
@@ -397,14 +404,14 @@ class Mem0System(MemorySystem):
         return self._live().execute(plan, self._native_delete)
 
     def check_erasable(self) -> None:
-        """The vector store opens for writing (qdrant local takes its lock: an application that
-        holds the instance open is found here, before any history row is deleted)."""
-        if self._live().layout.provider != "qdrant":
+        """qdrant local's lock can be taken (``qdrant_lock``, without loading the collection):
+        an application that holds the instance open is found here, before any history row is
+        deleted."""
+        live = self._live()
+        if live.layout.provider != "qdrant":
             return
-        store = self._open_vector_store()
-        close = getattr(getattr(store, "client", None), "close", None)
-        if callable(close):
-            close()
+        with qdrant_lock(live.layout.path):
+            pass
 
     def _open_vector_store(self) -> Any:
         from mem0.utils.factory import VectorStoreFactory

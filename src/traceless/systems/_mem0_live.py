@@ -32,7 +32,7 @@ import pickle
 import sqlite3
 from array import array
 from collections.abc import Collection, Iterable, Iterator, Sequence
-from contextlib import closing
+from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -160,6 +160,28 @@ def _ro(path: Path) -> sqlite3.Connection:
         raise ConfigError(f"{path} cannot be read read-only ({e}); if a write to it was interrupted, let the "
                           "application (or `traceless forget --memory`) open it first") from None
     return con
+
+
+@contextmanager
+def qdrant_lock(path: Path) -> Iterator[None]:
+    """qdrant local's own lock on its folder (``QdrantLocal`` takes it, exclusive and
+    non-blocking, on ``<path>/.lock``): an application holding the instance open is refused
+    here, and none can open it while the erasure holds it."""
+    import portalocker  # qdrant-client's own dependency (imported lazily there too)
+
+    lock = path / ".lock"
+    if not lock.exists():
+        lock.write_text("tmp lock file")
+    with open(lock, "r+") as f:
+        try:
+            portalocker.lock(f, portalocker.LockFlags.EXCLUSIVE | portalocker.LockFlags.NON_BLOCKING)
+        except portalocker.exceptions.LockException:
+            raise ConfigError(f"mem0's vector store at {path} is in use (another qdrant client holds its lock); stop "
+                              "the application that holds it and run this again (nothing was erased yet)") from None
+        try:
+            yield
+        finally:
+            portalocker.unlock(f)
 
 
 def recover(path: Path) -> None:
@@ -635,7 +657,11 @@ class Mem0Live:
 
     # ------------------------------------------------------------------ erase
     def execute(self, plan: ErasurePlan, native: Any) -> list[StoreOutcome]:
-        """``native(user, memory_ids)``: mem0's own deletions (``delete_all`` / ``delete``)."""
+        """``native(user, memory_ids)``: mem0's own deletions (``delete_all`` / ``delete``), on
+        chroma. On qdrant local the points are deleted as qdrant local's own ``delete`` does
+        (``_delete_points``, under its lock) without loading the collection into memory (what
+        mem0's ``delete_all`` does first: minutes at 10^6 points); the history rows mem0's
+        ``delete_all`` would add are the ones this erasure removes anyway."""
         if self.read_only:
             raise ConfigError("this mem0 instance was attached read-only; attach it with read_only=False to erase")
         ids: dict[str, set[str]] = {}
@@ -648,9 +674,15 @@ class Mem0Live:
         chroma = self._chroma_erasure(mem_ids, ids.get("entity_store", set()))
         if chroma is not None:
             chroma.before()  # an interrupted rebuild completed before mem0 opens the collection; the vectors read
-        self._delete_history(ids, mem_ids)  # before mem0's own delete: the ids can no longer be found after it
-        native(plan.user, sorted(ids.get("vector_store", set())), sorted(ids.get("entity_store", set())))
-        self._delete_history(ids, mem_ids)  # the DELETE rows mem0's own delete just wrote (old_memory = the text)
+        if self.layout.provider == "qdrant":
+            with qdrant_lock(self.layout.path):
+                mem_ids |= self._user_points(plan.user)  # what mem0's delete_all would find now
+                self._delete_history(ids, mem_ids)
+                self._delete_points(ids, mem_ids)
+        else:
+            self._delete_history(ids, mem_ids)  # before mem0's own delete: the ids can no longer be found after it
+            native(plan.user, sorted(ids.get("vector_store", set())), sorted(ids.get("entity_store", set())))
+            self._delete_history(ids, mem_ids)  # the DELETE rows mem0's own delete just wrote (old_memory = the text)
         notes = self._compact_vectors(mem_ids, ids)
         if chroma is not None:
             chroma.rebuild(self.files())
@@ -661,6 +693,27 @@ class Mem0Live:
         if chroma is not None:
             chroma.verify(self.files(), {o.store: o for o in out})
         return out
+
+    def _user_points(self, user: str | None) -> set[str]:
+        """The user's memories in the collection now (their keys kept in ``_keys``)."""
+        if user is None:
+            return set()
+        own, _ = self._qdrant_selected("vector_store", self.layout.collection, user, ())
+        return {r.id for r in own if r.owner == user}
+
+    def _delete_points(self, ids: dict[str, set[str]], mem_ids: set[str]) -> None:
+        """``DELETE`` the points by key from each collection's ``storage.sqlite``, as qdrant
+        local's ``CollectionPersistence.delete`` does (``secure_delete``; VACUUM follows)."""
+        for store, coll, planned in (("vector_store", self.layout.collection, mem_ids),
+                                     ("entity_store", self.layout.entity_collection, ids.get("entity_store", set()))):
+            db = self.layout.qdrant_db(coll)
+            keys = {k for i in planned for k in ([self._keys[(store, i)]] if (store, i) in self._keys else key_forms(i))}
+            if not keys or not db.is_file():
+                continue
+            with closing(sqlite3.connect(db)) as con:
+                con.execute("PRAGMA secure_delete = ON")
+                with con:
+                    _delete_in(con, "points", "id", keys)
 
     def _chroma_erasure(self, mem_ids: set[str], entity_ids: set[str]) -> Any:
         """chroma's vector part (``_mem0_chroma``: imported only for an erasure on chroma)."""
