@@ -315,6 +315,8 @@ class Mem0Live:
     (and digests) only what changed, the same bytes giving the same record."""
     _row_digests: dict[tuple[str, tuple[Any, ...]], str] = field(default_factory=dict)
     """Digests of the SQLite rows (history, messages) by their values, for the same reason."""
+    _selected: tuple[tuple[Any, str | None], frozenset[str], list[Rec]] | None = None
+    """The last narrowed read (``records_for``): ((files' stamp, user), literals, records)."""
     _keys: dict[tuple[str, str], str] = field(default_factory=dict)
     """The ``points.id`` key of each point a narrowed read decoded, by (store, id)."""
 
@@ -410,11 +412,15 @@ class Mem0Live:
     def records(self) -> list[Rec]:
         """Every record of every store; a history row inherits its memory's owner. Read once
         per state of the files (the plan and the bystander digests share one read)."""
-        files = [q for p in self.layout.sqlite_files() for q in (p, p.with_name(p.name + "-wal")) if q.exists()]
-        stamp = tuple((str(p), st.st_mtime_ns, st.st_size) for p in files if (st := p.stat()))
+        stamp = self._stamp()
         if self._cache is None or self._cache[0] != stamp:
             self._cache = (stamp, self._read())
         return self._cache[1]
+
+    def _stamp(self) -> tuple[tuple[str, int, int], ...]:
+        """The state of the SQLite files (and their ``-wal``): path, mtime, size."""
+        files = [q for p in self.layout.sqlite_files() for q in (p, p.with_name(p.name + "-wal")) if q.exists()]
+        return tuple((str(p), st.st_mtime_ns, st.st_size) for p in files if (st := p.stat()))
 
     def _vector_records(self) -> list[Rec]:
         if self.layout.provider == "chroma":
@@ -453,9 +459,14 @@ class Mem0Live:
         needles = point_needles(literals) if self.layout.provider == "qdrant" else None
         if needles is None:
             return self.records()
+        stamp, last = self._stamp(), self._selected
+        if last is not None and last[0] == (stamp, user) and set(literals) <= last[1]:
+            return last[2]  # the files as they were: that selection is a superset of this one's
         vec, keys = self._qdrant_selected("vector_store", self.layout.collection, user, needles)
         ent, _ = self._qdrant_selected("entity_store", self.layout.entity_collection, user, needles)
-        return vec + ent + self._history_for(vec, keys, user, literals)
+        recs = vec + ent + self._history_for(vec, keys, user, literals)
+        self._selected = ((stamp, user), frozenset(literals), recs)
+        return recs
 
     def _qdrant_selected(self, store: str, collection: str, user: str | None, needles: Sequence[bytes],
                          ) -> tuple[list[Rec], set[str]]:
@@ -698,8 +709,7 @@ class Mem0Live:
         """The user's memories in the collection now (their keys kept in ``_keys``)."""
         if user is None:
             return set()
-        own, _ = self._qdrant_selected("vector_store", self.layout.collection, user, ())
-        return {r.id for r in own if r.owner == user}
+        return {r.id for r in self.records_for(user, ()) if r.store == "vector_store" and r.owner == user}
 
     def _delete_points(self, ids: dict[str, set[str]], mem_ids: set[str]) -> None:
         """``DELETE`` the points by key from each collection's ``storage.sqlite``, as qdrant
