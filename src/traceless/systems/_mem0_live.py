@@ -53,6 +53,7 @@ _CHROMA_DB = "chroma.sqlite3"
 _CHROMA_DELETE = 3  # embeddings_queue.operation of a delete (ADD 0, UPDATE 1, UPSERT 2 carry metadata)
 ORPHAN = "a history row whose memory_id is in no collection"
 """Why a record is unattributable residue (``ScanHit.unattributable``)."""
+_POINTS = ("vector_store", "entity_store")
 _REBUILDING = ".traceless-rebuild"  # ``_mem0_chroma.REBUILD_SUFFIX`` (not imported: a scan imports no numpy/chroma)
 
 
@@ -610,37 +611,28 @@ class Mem0Live:
         if self.layout.provider != "qdrant":
             return self._bystanders_read(user)
         per: dict[str, list[str]] = {s: [] for s in self.store_names()}
-        per["vector_store"], mine = self._point_digests("vector_store", self.layout.collection, user)
-        per["entity_store"], _ = self._point_digests("entity_store", self.layout.entity_collection, user)
+        own = [] if user is None else [r for r in self.records_for(user, ()) if r.owner == user and r.store in _POINTS]
+        mine = {r.id for r in own if r.store == "vector_store"}
+        per["vector_store"] = self._point_digests("vector_store", self.layout.collection, own)
+        per["entity_store"] = self._point_digests("entity_store", self.layout.entity_collection, own)
         for table, rid, whose, raw in self.history_rows():
             theirs = whose in mine if table == "history" else user is not None and whose == user
             if not theirs and (table, rid) not in self.targets:
                 per.setdefault(table, []).append(self._row_digest(table, raw))
         return {s: digest(d) for s, d in per.items()}
 
-    def _point_digests(self, store: str, collection: str, user: str | None) -> tuple[list[str], set[str]]:
-        """(SHA-256 of each point's stored bytes but the user's and the plan's targets, the
-        user's point ids). A point is the user's by its decoded ``user_id`` (``may_hold``
-        selects which to decode); a target by its key (``_keys``, else its id's ``key_forms``)."""
+    def _point_digests(self, store: str, collection: str, own: Sequence[Rec]) -> list[str]:
+        """SHA-256 of each point's stored bytes but the user's (``own``: the narrowed read's,
+        that of the scan or plan just made when the files are as they were) and the plan's
+        targets, each told by its key (``_keys``, else its id's ``key_forms``)."""
         db = self.layout.qdrant_db(collection)
         if not db.is_file():
-            return [], set()
-        mine = pickled_str(user) if user is not None else None
-        skip = {k for s, i in self.targets if s == store
-                for k in ([self._keys[(s, i)]] if (s, i) in self._keys else key_forms(i))}
-        out: list[str] = []
-        ids: set[str] = set()
+            return []
+        ids = {(r.store, r.id) for r in own} | {t for t in self.targets if t[0] == store}
+        skip = {k for s, i in ids if s == store for k in ([self._keys[(s, i)]] if (s, i) in self._keys else key_forms(i))}
         with closing(_ro(db)) as con:
-            for key, blob in con.execute("SELECT id, point FROM points"):
-                if key in skip:
-                    continue
-                if mine is not None and may_hold(blob, mine, ()):
-                    rec = _point_rec(store, _load_point(blob))
-                    if rec.owner == user:
-                        ids.add(rec.id)
-                        continue
-                out.append(hashlib.sha256(blob).hexdigest())
-        return out, ids
+            return [hashlib.sha256(blob).hexdigest() for key, blob in con.execute("SELECT id, point FROM points")
+                    if key not in skip]
 
     def _bystanders_read(self, user: str | None) -> dict[str, StoreDigest]:
         per: dict[str, list[str]] = {s: [] for s in self.store_names()}
