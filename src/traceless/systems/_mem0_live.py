@@ -41,7 +41,7 @@ from urllib.parse import unquote
 
 from traceless.errors import ConfigError, UnsupportedError
 from traceless.systems import NO_OWNER, ErasurePlan, PlannedAction, ScanHit, ScanReport, StoreOutcome
-from traceless.systems._mem0_qdrant import key_forms, may_hold, pickled_str, point_needles
+from traceless.systems._mem0_qdrant import encode_keys, key_forms, may_hold, pickled_str, point_needles
 from traceless.systems.kernel import StoreDigest, count_literals, digest, literal_forms
 from traceless.systems.sqlite import ro_connect
 
@@ -477,20 +477,17 @@ class Mem0Live:
         if not db.is_file():
             return [], set()
         mine = pickled_str(user) if user is not None else None
-        out: list[Rec] = []
+        out: dict[str, Rec] = {}
         keys: set[str] = set()
-        seen: set[str] = set()
-        with closing(_ro(db)) as con:
-            for key, blob in con.execute("SELECT id, point FROM points ORDER BY rowid DESC"):
+        with closing(_ro(db)) as con:  # in rowid order (read ahead); the last row of an id is the one kept
+            for key, blob in con.execute("SELECT id, point FROM points"):
                 keys.add(key)
-                if not may_hold(blob, mine, needles):
-                    continue
-                rec = _point_rec(store, _load_point(blob))
-                if rec.id not in seen:
-                    seen.add(rec.id)
+                if may_hold(blob, mine, needles):
+                    rec = _point_rec(store, _load_point(blob))
+                    out.pop(rec.id, None)
+                    out[rec.id] = rec
                     self._keys[(store, rec.id)] = key
-                    out.append(rec)
-        return out, keys
+        return list(reversed(out.values())), keys
 
     def _history_for(self, vec: Sequence[Rec], keys: set[str], user: str | None,
                      literals: Sequence[str]) -> list[Rec]:
@@ -515,8 +512,10 @@ class Mem0Live:
         with closing(_ro(self.layout.history)) as con:
             if not con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'history'").fetchone():
                 return set()
-            mids = [m for (m,) in con.execute("SELECT DISTINCT memory_id FROM history")]
-        return {m for m in mids if m is None or keys.isdisjoint(key_forms(str(m)))}
+            mids = {m for (m,) in con.execute("SELECT memory_id FROM history")}
+        uuids = [str(m) for m in mids if m is not None and not str(m).lstrip("-").isdigit()]
+        lost: set[str | None] = {m for m, k in zip(uuids, encode_keys(uuids), strict=True) if k not in keys}
+        return lost | {m for m in mids if m is None or (str(m).lstrip("-").isdigit() and keys.isdisjoint(key_forms(str(m))))}
 
     def _owners_of(self, memory_ids: Collection[str]) -> dict[str, str | None]:
         """The owners of these memories' points (a few: another user's history rows holding a literal)."""

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 
 from traceless.systems.kernel import literal_forms
 
-__all__ = ["encode_key", "may_hold", "point_needles", "pickled_str", "text_needle"]
+__all__ = ["encode_key", "encode_keys", "key_forms", "may_hold", "point_needles", "pickled_str", "text_needle"]
 
 _ESCAPE_TAIL = frozenset("nrtbfu0123456789abcdef")
 """What may follow a backslash in ``json.dumps(ensure_ascii=False)`` (``\\n`` … ``\\u001f``)."""
@@ -96,6 +96,23 @@ def may_hold(blob: bytes, user: tuple[bytes, bytes] | None, needles: Sequence[by
 def encode_key(point_id: str | int) -> str:
     """The ``points.id`` of a point id (qdrant local's ``CollectionPersistence.encode_key``)."""
     return base64.b64encode(pickle.dumps(point_id, protocol=_KEY_PROTOCOL)).decode("utf-8")
+
+
+def encode_keys(point_ids: Sequence[str]) -> list[str]:
+    """``encode_key`` of many string ids at once: the pickles whose length is a multiple of 3
+    (a UUID's: 51 bytes) base64-encoded joined, in one call, then cut apart."""
+    pickles = [pickle.dumps(i, protocol=_KEY_PROTOCOL) for i in point_ids]
+    whole = [p for p in pickles if len(p) % 3 == 0]
+    enc = base64.b64encode(b"".join(whole)).decode("utf-8")
+    out, pos = [], 0
+    for p in pickles:
+        if len(p) % 3:
+            out.append(base64.b64encode(p).decode("utf-8"))
+            continue
+        n = len(p) // 3 * 4
+        out.append(enc[pos:pos + n])
+        pos += n
+    return out
 
 
 def key_forms(point_id: str) -> list[str]:
