@@ -201,3 +201,22 @@ def test_an_over_deletion_during_the_erasure_is_flagged(inst: dict[str, Any], tm
     assert r.verification.checks["bystanders_intact"] is (plant is None), r.notes
     if store is not None:
         assert any(n.startswith("OVER-DELETION") and store in n for n in r.notes)
+
+
+def test_the_erasure_never_loads_the_collection(inst: dict[str, Any], tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """On qdrant local the lock is taken as qdrant's client takes it and the points are
+    deleted by key: no qdrant client (which unpickles every point first) is opened."""
+    from qdrant_client.local import qdrant_local
+
+    from traceless.systems import erase_system
+
+    def refuse(*a: Any, **k: Any) -> None:
+        raise AssertionError("QdrantLocal opened: every point loaded")
+
+    monkeypatch.setattr(qdrant_local.QdrantLocal, "__init__", refuse)
+    cfg = _copy(inst, tmp_path / "m")
+    system = system_class("mem0").attach(load_system_config("mem0", cfg), read_only=False)
+    r = erase_system(system, "u1", [ODD[2]], state_dir=tmp_path / "state", key=b"k" * 32)
+    assert r.verification.passed
+    assert _live(cfg).scan("u1", [ODD[2]], False).hits == []

@@ -488,8 +488,9 @@ class Mem0System(MemorySystem):
                               "instance was written with, or run without --certify; nothing was erased")
 
     def _native_delete(self, user: str | None, vector_ids: list[str], entity_ids: list[str]) -> None:
-        """mem0's own deletions on the live instance: ``delete_all(user_id=user)``, then
-        ``delete(id)`` for every other planned memory still there; entity records by id."""
+        """mem0's own deletions on a live chroma instance: ``delete_all(user_id=user)``, then
+        ``delete(id)`` for every other planned memory still there; entity records by id (on
+        qdrant local the points are deleted by key: ``Mem0Live.execute``)."""
         from traceless.paths import state_dir
 
         live = self._live()

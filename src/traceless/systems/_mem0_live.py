@@ -20,7 +20,12 @@ What a mem0 instance keeps (mem0ai 2.2.1, the version tested), and how each stor
 
 Every read uses SQLite ``mode=ro`` URIs on the files themselves (no mem0, qdrant or chroma
 client is opened: qdrant's local client takes a lock file and chroma's client migrates
-its schema). The erasure opens mem0 read-write and runs its own ``delete_all``.
+its schema). On qdrant local a scan or plan decodes only the points whose stored bytes may be
+the user's or hold a literal (``_mem0_qdrant``; issue #39: a 10^6-point collection is not
+unpickled whole), and the bystander digests hash the points' stored bytes. The erasure on
+chroma opens mem0 read-write and runs its own ``delete_all``; on qdrant local it takes
+qdrant's own lock and deletes the points by key as qdrant local's ``delete`` does (mem0's
+``delete_all`` would first load every point into memory).
 """
 
 from __future__ import annotations
