@@ -190,6 +190,9 @@ def _table(n: int, rows: dict[str, dict[str, list[float]]]) -> bool:
             b = statistics.median(old[name])
             line += f" {b:>11.3f} {p50 / b:>14.2f}"
         print(line)
+    for name in ("scan CPU", "forget CPU") if old is not None else ():  # what a loaded machine changes least
+        p50, b = statistics.median(this[name]), statistics.median((old or {})[name])
+        print(f"{name:<20} {p50:>8.3f} {'':>8} {'':>13} {'':>9} {b:>11.3f} {p50 / b:>14.2f}")
     return ok
 
 
