@@ -258,8 +258,11 @@ def _run_size(a: argparse.Namespace, tmp: Path, sides: dict[str, Path], n: int, 
             found.setdefault(name, out.pop("found"))
             for k, v in out.items():
                 rows[name].setdefault(k, []).append(v)
-    print(f"-- {n} memories, {users} users (load {os.getloadavg()[0]:.2f}):")
+    print(f"-- {n} memories, {users} users (load {os.getloadavg()[0]:.2f}); receipts: "
+          f"{'all passed' if passed else 'a receipt FAILED'}:")
     ok = _table(n, rows)
+    if not ok:
+        print(f"   {n} memories: a target was MISSED")
     return rows, ok and passed, all(found[k] == found["this"] for k in found)
 
 
