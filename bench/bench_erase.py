@@ -1,35 +1,43 @@
-"""``traceless scan`` and ``traceless forget --memory mem0`` on a big live mem0 instance
-(issue #23, Performance: scan ≤ 2 s, a per-user forget ≤ 5 s incl. compaction and
-verification, with 10^4 memories over 10^3 users), side by side with mem0's own
-``delete_all(user_id=…)`` on the same data, in one run.
+"""``traceless scan`` and ``traceless forget --memory mem0`` on big live mem0 instances
+(issues #23, #39), side by side with mem0's own per-user read and delete on the same data,
+at one or more sizes in one run, with each operation's growth per decade of memories.
 
-    python bench/bench_erase.py [--memories 10000] [--users 1000] [--reps 3] [--baseline-src DIR]
+    python bench/bench_erase.py [--memories 10000,100000,1000000] [--users N[,N...]] [--reps 3]
+                                [--instance DIR] [--baseline-src DIR]
 
-The instance is mem0's own layout (qdrant local path, history db of its own): every memory
-is a point inserted through mem0's vector store (random 384-d vectors: no embedder runs)
-with mem0's payload shape and one ``ADD`` row through mem0's ``SQLiteManager``; the bench
-user's memories each carry a canary. Each rep copies the instance fresh, then times
+Each instance is mem0's own layout (qdrant local path, history db of its own), ``--users``
+users (default: memories/10), the bench user's memories each carrying a canary; built by
+``bench/mem0_instance.py`` (the first points through mem0's own vector store and
+``SQLiteManager``, the rest written in bulk in qdrant local's own point format, checked byte
+for byte against mem0's). ``--instance DIR`` keeps each in ``DIR/n<memories>`` and reuses it
+(check ``df`` first: 10^6 memories take about 4.2 GB, and each rep copies it twice). Each rep
+copies the instance fresh, then times, each side in a fresh worker process that imports mem0
+and traceless before the clock starts:
 
-* ``delete_all``: mem0's own per-user deletion (what the user would call);
-* ``scan``: ``traceless.scan("mem0", cfg, user=U, literals=[canary])`` (read-only);
+* ``open``, ``get_all``, ``delete_all``: mem0's own vector store opened (qdrant local loads
+  every point into memory), ``get_all(filters={"user_id": U})`` (every memory of the user),
+  ``delete_all(user_id=U)`` — what the user's application would call; ``open+delete_all`` is
+  the cost of one per-user deletion from a cold start, the ``x own delete`` column's base;
+* ``scan``: ``traceless.scan("mem0", cfg, user=U, literals=[canary])`` (read-only), and
+  ``scan (CLI)``: the whole ``traceless scan`` command in a cold process, imports included;
 * ``forget``: ``traceless.forget(system="mem0", config=cfg, user=U, literals=[canary])``:
-  plan, journal, mem0's delete_all, the residue, VACUUM, re-scan, bystanders, signed receipt.
+  plan, journal, the deletions, VACUUM, re-scan, bystanders, signed receipt.
 
-Times (wall, and the worker's CPU time: ``… CPU``, what a loaded machine changes least) are p50 over ``--reps``, each side in a fresh worker process that imports mem0 and
-traceless before the clock starts (imports excluded), plus ``scan (CLI)``: the whole
-``traceless scan`` command in a cold process, imports included (what a user waits for).
-``--baseline-src DIR`` (a ``src`` folder of another commit, e.g. ``git archive a4871d9 src |
-tar -x -C /tmp/old``) runs the same operations with that code on its own fresh copies,
-interleaved with this code's (alternating which goes first), and prints the ratio per
-operation; the two sides must find the same scan and sign the same claims and checks
-(compared, else exit 1). ``uptime``'s load is printed before and after. It exits 1 when a
-receipt does not pass, the sides disagree, or a target is missed.
+Wall and CPU seconds (CPU: what a loaded machine changes least) are p50 over ``--reps``;
+``load`` is printed before and after, and per size. ``--baseline-src DIR`` (a ``src`` folder
+of another commit, e.g. ``git archive d46e5dd src | tar -x -C /tmp/old``) runs the scan and
+the forget with that code on its own fresh copies, interleaved, and prints the ratio; both
+must find the same scan and sign the same claims and checks. Exits 1 when a receipt does
+not pass, the sides disagree, or a target is missed (scan ≤ 2 s up to 10^5, ≤ 10 s at 10^6;
+forget ≤ 5 s at 10^4, ≤ 20 s at 10^6).
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
+import math
 import os
 import shutil
 import statistics
@@ -37,7 +45,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -46,12 +53,6 @@ import numpy as np
 SCAN_TARGET_S, FORGET_TARGET_S = 2.0, 5.0
 USER = "u7"
 CANARY = "CANARY-bench-4411"
-
-
-def _config(root: Path) -> dict[str, Any]:
-    return {"vector_store": {"provider": "qdrant", "config": {
-        "path": str(root / "qdrant"), "collection_name": "bench", "embedding_model_dims": 384}},
-        "history_db_path": str(root / "history.db"), "traceless": {"infer": False}}
 
 
 def _store_and_db(cfg: dict[str, Any]) -> tuple[Any, Any]:
@@ -64,25 +65,19 @@ def _store_and_db(cfg: dict[str, Any]) -> tuple[Any, Any]:
 
 
 def build(root: Path, n: int, users: int, seed: int = 0) -> tuple[Path, str]:
-    rng = np.random.default_rng(seed)
-    cfg = _config(root)
-    store, db = _store_and_db(cfg)
-    canary = CANARY
-    for start in range(0, n, 1000):
-        ids = [str(uuid.UUID(int=int(rng.integers(2**62)) << 64 | i)) for i in range(start, min(n, start + 1000))]
-        owners = [f"u{i % users}" for i in range(start, start + len(ids))]
-        texts = [f"{o} said: memory {start + j} about the weather" + (f" code {canary}" if o == USER else "")
-                 for j, o in enumerate(owners)]
-        payloads = [{"data": t, "text_lemmatized": t.lower(), "user_id": o, "hash": f"{start + j:032x}",
-                     "created_at": "2026-12-01T00:00:00+00:00"} for j, (t, o) in enumerate(zip(texts, owners, strict=True))]
-        store.insert(vectors=rng.standard_normal((len(ids), 384)).astype(np.float32).tolist(), payloads=payloads,
-                     ids=ids)
-        db.batch_add_history([{"memory_id": i, "new_memory": t, "event": "ADD"} for i, t in zip(ids, texts, strict=True)])
-    db.close()
-    store.client.close()
+    """``n`` memories of ``users`` users (``mem0_instance``: mem0's own layout, built in bulk)."""
+    import mem0_instance
+
+    def memory(i: int, rng: np.random.Generator) -> mem0_instance.Memory:
+        o = f"u{i % users}"
+        t = f"{o} said: memory {i} about the weather" + (f" code {CANARY}" if o == USER else "")
+        return mem0_instance.point_id(i, rng), t, {"data": t, "text_lemmatized": t.lower(), "user_id": o,
+                                                   "hash": f"{i:032x}", "created_at": "2026-12-01T00:00:00+00:00"}
+
+    cfg = mem0_instance.build(root, n, memory, seed)
     path = root.parent / "bench.json"
     path.write_text(json.dumps(cfg))
-    return path, canary
+    return path, CANARY
 
 
 def _copy(src: Path, dst: Path, cfg: Path) -> Path:
@@ -93,30 +88,42 @@ def _copy(src: Path, dst: Path, cfg: Path) -> Path:
     return out
 
 
-def delete_all(cfg_path: Path) -> tuple[float, float]:
+def own_ops(cfg_path: Path, top_k: int) -> dict[str, float]:
+    """mem0's own per-user read and delete on the instance, in this process: opening the
+    vector store (qdrant local loads every point), ``get_all(filters={"user_id": U})`` (all of
+    the user's memories: ``top_k``), ``delete_all(user_id=U)``; wall and CPU seconds."""
     from traceless.systems._mem0 import _import_mem0
 
     main = _import_mem0(Path(os.environ["TRACELESS_HOME"]) / "mem0-home")
+    out: dict[str, float] = {}
     t0, c0 = time.perf_counter(), time.process_time()
     store, db = _store_and_db(json.loads(cfg_path.read_text()))
     mem = main.Memory.__new__(main.Memory)
     mem.config, mem.vector_store, mem._entity_store, mem.db = None, store, None, db
+    mem.enable_graph, mem.reranker = False, None
+    t1, c1 = time.perf_counter(), time.process_time()
+    out["open"], out["open CPU"] = t1 - t0, c1 - c0
+    got = mem.get_all(filters={"user_id": USER}, top_k=top_k)
+    t2, c2 = time.perf_counter(), time.process_time()
+    out["get_all"], out["get_all CPU"] = t2 - t1, c2 - c1
     mem.delete_all(user_id=USER)
+    out["delete_all"], out["delete_all CPU"] = time.perf_counter() - t2, time.process_time() - c2
+    out["open+delete_all"], out["open+delete_all CPU"] = out["open"] + out["delete_all"], out["open CPU"] + out["delete_all CPU"]
+    out["get_all found"] = float(len(got.get("results", got) if isinstance(got, dict) else got))
     db.close()
     store.client.close()
-    return time.perf_counter() - t0, time.process_time() - c0
+    return out
 
 
-def worker(scan_cfg: Path, forget_cfg: Path, canary: str, native_cfg: Path | None) -> dict[str, Any]:
+def worker(forget_cfg: Path, canary: str, native_cfg: Path | None, top_k: int) -> dict[str, Any]:
     """One side's timings, in this (fresh) process; what it found and signed, to compare."""
     import traceless
     from traceless.systems._mem0 import _import_mem0
 
     _import_mem0(Path(os.environ["TRACELESS_HOME"]) / "mem0-home")
-    out: dict[str, Any] = dict(zip(("delete_all", "delete_all CPU"), delete_all(native_cfg), strict=True)
-                               ) if native_cfg else {}
+    out: dict[str, Any] = own_ops(native_cfg, top_k) if native_cfg else {}
     t, c = time.perf_counter(), time.process_time()
-    rep = traceless.scan("mem0", scan_cfg, user=USER, literals=[canary])
+    rep = traceless.scan("mem0", forget_cfg, user=USER, literals=[canary])
     out["scan"], out["scan CPU"] = time.perf_counter() - t, time.process_time() - c
     t, c = time.perf_counter(), time.process_time()
     r = traceless.forget(system="mem0", config=forget_cfg, user=USER, literals=[canary])
@@ -137,14 +144,18 @@ def _cli_scan(src: Path, cfg: Path, canary: str) -> float:
     return time.perf_counter() - t
 
 
-def _side(src: Path, tmp: Path, tag: str, cfg: Path, canary: str, native: bool) -> dict[str, Any]:
-    s, f = _copy(tmp / "src", tmp / f"s{tag}", cfg), _copy(tmp / "src", tmp / f"f{tag}", cfg)
-    d = _copy(tmp / "src", tmp / f"d{tag}", cfg) if native else None
-    p = subprocess.run([sys.executable, __file__, "--worker", str(s), str(f), canary, str(d or "")],
+def _side(src: Path, tmp: Path, tag: str, cfg: Path, canary: str, native: bool, top_k: int,
+          own: bool = True) -> dict[str, Any]:
+    """The CLI scan, then (in a fresh worker) mem0's own read and delete on a copy, the scan
+    and the forget on another copy."""
+    f = _copy(tmp / "src", tmp / f"f{tag}", cfg)
+    d = _copy(tmp / "src", tmp / f"d{tag}", cfg) if native and own else None
+    cli = _cli_scan(src, f, canary)  # read-only: the forget's copy is still as built
+    p = subprocess.run([sys.executable, __file__, "--worker", str(f), canary, str(d or ""), str(top_k)],
                        env={**os.environ, "PYTHONPATH": str(src)}, check=True, capture_output=True, text=True)
     out: dict[str, Any] = json.loads(p.stdout.strip().splitlines()[-1])
-    out["scan (CLI)"] = _cli_scan(src, s, canary)
-    for x in (s, f, *([d] if d else [])):
+    out["scan (CLI)"] = cli
+    for x in (f, *([d] if d else [])):
         shutil.rmtree(x.with_suffix(""), ignore_errors=True)
     return out
 
@@ -153,39 +164,128 @@ def _load() -> str:
     return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
 
 
-def _table(rows: dict[str, dict[str, list[float]]]) -> bool:
-    ok, base = True, statistics.median(rows["this"]["delete_all"])
-    old = rows.get("baseline")
-    print(f"{'operation':<14} {'p50 s':>8} {'x delete_all':>13} {'target s':>9}"
+OPS = ("open", "get_all", "delete_all", "open+delete_all", "scan", "scan (CLI)", "forget")
+
+
+def _targets(n: int) -> dict[str, float]:
+    """Issue #23 (10^4: scan 2 s, forget 5 s) and #39 (10^5: scan 2 s; 10^6: scan 10 s, forget 20 s)."""
+    out = {"scan": SCAN_TARGET_S if n <= 100_000 else 10.0}
+    if n <= 10_000 or n >= 1_000_000:
+        out["forget"] = FORGET_TARGET_S if n <= 10_000 else 20.0
+    return out
+
+
+def _table(n: int, rows: dict[str, dict[str, list[float]]]) -> bool:
+    """One size's p50s, each beside mem0's own ``open+delete_all`` (wall and CPU)."""
+    ok, old, targets = True, rows.get("baseline"), _targets(n)
+    print(f"{'operation':<20} {'p50 s':>8} {'CPU s':>8} {'x own delete':>13} {'target s':>9}"
           + (f" {'baseline s':>11} {'this/baseline':>14}" if old else ""))
-    for name, target in (("delete_all", None), ("scan", SCAN_TARGET_S), ("scan (CLI)", None),
-                         ("forget", FORGET_TARGET_S), ("delete_all CPU", None), ("scan CPU", None),
-                         ("forget CPU", None)):
-        if name.endswith("CPU"):
-            base = statistics.median(rows["this"]["delete_all CPU"])
-        p50 = statistics.median(rows["this"][name])
+    this = rows["this"]
+    if "open+delete_all" not in this:
+        print("(mem0's own operations skipped at this size, --own-max: qdrant local's client loads every point "
+              "into memory, over 20 GB at 10^6 points)")
+    base = statistics.median(this.get("open+delete_all", [float("nan")]))
+    for name in (o for o in OPS if o in this):
+        p50, cpu = statistics.median(this[name]), statistics.median(this.get(f"{name} CPU", [float("nan")]))
+        target = targets.get(name)
         ok = ok and (target is None or p50 <= target)
-        line = f"{name:<14} {p50:>8.3f} {p50 / base:>13.2f} {target if target else '-':>9}"
+        line = f"{name:<20} {p50:>8.3f} {cpu:>8.3f} {p50 / base:>13.2f} {target if target else '-':>9}"
         if old and name in old:
             b = statistics.median(old[name])
             line += f" {b:>11.3f} {p50 / b:>14.2f}"
         print(line)
+    for name in ("scan CPU", "forget CPU") if old is not None else ():  # what a loaded machine changes least
+        p50, b = statistics.median(this[name]), statistics.median((old or {})[name])
+        print(f"{name:<20} {p50:>8.3f} {'':>8} {'':>13} {'':>9} {b:>11.3f} {p50 / b:>14.2f}")
     return ok
+
+
+def _growth(sizes: list[int], per: dict[int, dict[str, list[float]]]) -> None:
+    """Each operation's growth per decade of memories between consecutive sizes (10x the
+    memories: 1.0 is flat, 10.0 linear)."""
+    if len(sizes) < 2:
+        return
+    print("growth per decade (p50 ratio per 10x memories):")
+    print(f"{'operation':<20} " + " ".join(f"{f'{a}->{b}':>18}" for a, b in itertools.pairwise(sizes)))
+    for name in (o for o in OPS if all(o in per[n] for n in sizes)):
+        cells = []
+        for a, b in itertools.pairwise(sizes):
+            ta, tb = statistics.median(per[a][name]), statistics.median(per[b][name])
+            cells.append(f"{(tb / ta) ** (1 / math.log10(b / a)):>17.2f}x")
+        print(f"{name:<20} " + " ".join(cells))
+
+
+def _instance(a: argparse.Namespace, tmp: Path, n: int, users: int) -> tuple[Path, str]:
+    """The instance of ``n`` memories in ``tmp/src``: reused from ``--instance DIR/n<n>`` when
+    it is there, else built (and kept there with ``--instance``)."""
+    keep = a.instance / f"n{n}" if a.instance else None
+    if (tmp / "src").is_symlink():
+        (tmp / "src").unlink()
+    shutil.rmtree(tmp / "src", ignore_errors=True)
+    if keep and (keep / "bench.json").is_file():
+        (tmp / "src").symlink_to(keep.resolve() / "src")
+        cfg = tmp / "bench.json"
+        cfg.write_text((keep / "bench.json").read_text().replace(str(keep.resolve() / "src"), str(tmp / "src")))
+        print(f"{n} memories: reusing the instance in {keep}")
+        return cfg, CANARY
+    t0 = time.perf_counter()
+    cfg, canary = build(tmp / "src", n, users)
+    print(f"{n} memories over {users} users: built in {time.perf_counter() - t0:.1f}s "
+          f"({sum(p.stat().st_size for p in (tmp / 'src').rglob('*') if p.is_file()) / 2**30:.2f} GiB; mem0's own "
+          "vector store and history for the first points, the rest in qdrant local's own format: bench/mem0_instance.py)")
+    if keep:
+        shutil.copytree(tmp / "src", keep / "src")
+        (keep / "bench.json").write_text(cfg.read_text().replace(str(tmp / "src"), str(keep.resolve() / "src")))
+    return cfg, canary
+
+
+def _sizes(text: str) -> list[int]:
+    return [int(x) for x in text.split(",") if x]
+
+
+def _run_size(a: argparse.Namespace, tmp: Path, sides: dict[str, Path], n: int, users: int,
+              ) -> tuple[dict[str, dict[str, list[float]]], bool, bool]:
+    cfg, canary = _instance(a, tmp, n, users)
+    rows: dict[str, dict[str, list[float]]] = {k: {} for k in sides}
+    found: dict[str, Any] = {}
+    passed = True
+    for rep in range(a.reps):
+        order = list(sides) if rep % 2 == 0 else list(reversed(sides))
+        for name in order:
+            out = _side(sides[name], tmp, f"{name}{rep}", cfg, canary, native=name == "this", top_k=n // users + 1,
+                        own=n <= a.own_max)
+            passed = passed and bool(out.pop("passed"))
+            found.setdefault(name, out.pop("found"))
+            for k, v in out.items():
+                rows[name].setdefault(k, []).append(v)
+    print(f"-- {n} memories, {users} users (load {os.getloadavg()[0]:.2f}); receipts: "
+          f"{'all passed' if passed else 'a receipt FAILED'}:")
+    ok = _table(n, rows)
+    if not ok:
+        print(f"   {n} memories: a target was MISSED")
+    return rows, ok and passed, all(found[k] == found["this"] for k in found)
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--memories", type=int, default=10_000)
-    ap.add_argument("--users", type=int, default=1_000)
+    ap.add_argument("--memories", type=_sizes, default=[10_000], help="sizes, e.g. 10000,100000,1000000")
+    ap.add_argument("--users", type=_sizes, help="users per size (one value, or one per size; default: memories/10)")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--baseline-src", type=Path, help="a src folder of another commit to compare with")
-    ap.add_argument("--instance", type=Path, help="build the instance here (kept; reused when it is there)")
+    ap.add_argument("--instance", type=Path, help="keep each built instance in DIR/n<memories> (reused when there)")
+    ap.add_argument("--own-max", type=int, default=100_000,
+                    help="mem0's own operations only up to this size (qdrant local loads every point: "
+                         "over 20 GB of memory at 10^6, measured)")
     ap.add_argument("--worker", nargs=4, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.worker:
-        s, f, canary, d = a.worker
-        print(json.dumps(worker(Path(s), Path(f), canary, Path(d) if d else None)))
+        f, canary, d, top_k = a.worker
+        print(json.dumps(worker(Path(f), canary, Path(d) if d else None, int(top_k))))
         return 0
+    users = a.users or [n // 10 for n in a.memories]
+    if len(users) not in (1, len(a.memories)):
+        ap.error("--users: one value, or one per size of --memories")
+    users = users * len(a.memories) if len(users) == 1 else users
     tmp = Path(tempfile.mkdtemp(prefix="traceless-bench-erase-"))
     os.environ.setdefault("TRACELESS_HOME", str(tmp / "home"))
     (Path(os.environ["TRACELESS_HOME"])).mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -193,42 +293,23 @@ def main() -> int:
 
     _import_mem0(Path(os.environ["TRACELESS_HOME"]) / "mem0-home")
     print(f"load before: {_load()}")
-    t0 = time.perf_counter()
-    if a.instance and (a.instance / "bench.json").is_file():
-        (tmp / "src").symlink_to(a.instance.resolve() / "src")
-        cfg, canary = tmp / "bench.json", CANARY
-        cfg.write_text((a.instance / "bench.json").read_text().replace(str(a.instance.resolve() / "src"),
-                                                                       str(tmp / "src")))
-        print(f"reusing the instance in {a.instance}")
-    else:
-        cfg, canary = build(tmp / "src", a.memories, a.users)
-        print(f"built {a.memories} memories over {a.users} users in {time.perf_counter() - t0:.1f}s")
-        if a.instance:
-            shutil.copytree(tmp / "src", a.instance / "src")
-            (a.instance / "bench.json").write_text(cfg.read_text().replace(str(tmp / "src"),
-                                                                           str(a.instance.resolve() / "src")))
     sides = {"this": Path(__file__).resolve().parents[1] / "src"}
     if a.baseline_src:
         sides["baseline"] = a.baseline_src.resolve()
-    rows: dict[str, dict[str, list[float]]] = {k: {} for k in sides}
-    found: dict[str, Any] = {}
-    passed = True
-    for rep in range(a.reps):
-        order = list(sides) if rep % 2 == 0 else list(reversed(sides))
-        for name in order:
-            out = _side(sides[name], tmp, f"{name}{rep}", cfg, canary, native=name == "this")
-            passed = passed and bool(out.pop("passed"))
-            found.setdefault(name, out.pop("found"))
-            for k, v in out.items():
-                rows[name].setdefault(k, []).append(v)
-    ok = _table(rows)
-    same = all(found[k] == found["this"] for k in found)
-    shutil.rmtree(tmp, ignore_errors=True)
+    per: dict[int, dict[str, list[float]]] = {}
+    ok = same = True
+    try:
+        for n, u in zip(a.memories, users, strict=True):
+            rows, ok_n, same_n = _run_size(a, tmp, sides, n, u)
+            per[n], ok, same = rows["this"], ok and ok_n, same and same_n
+        _growth(a.memories, per)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     print(f"load after: {_load()}")
-    print(f"receipts: {'all passed' if passed else 'FAILED'}; targets: {'met' if ok else 'MISSED'}"
+    print(f"receipts and targets: {'all passed and met' if ok else 'a receipt FAILED or a target was MISSED'}"
           + (f"; baseline and this: {'the same scan, claims and checks' if same else 'DIFFER'}"
              if a.baseline_src else ""))
-    return 0 if ok and passed and same else 1
+    return 0 if ok and same else 1
 
 
 if __name__ == "__main__":

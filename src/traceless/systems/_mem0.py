@@ -41,7 +41,14 @@ from traceless.systems import (
     memory_system,
 )
 from traceless.systems._mem0_check import check_keys, validate
-from traceless.systems._mem0_live import PROVIDERS, LiveLayout, Mem0Live, live_layout, probe_config
+from traceless.systems._mem0_live import (
+    PROVIDERS,
+    LiveLayout,
+    Mem0Live,
+    live_layout,
+    probe_config,
+    qdrant_lock,
+)
 from traceless.systems.kernel import StoreDigest
 from traceless.systems.postgres import REPLICAS_SHOWN
 
@@ -397,14 +404,14 @@ class Mem0System(MemorySystem):
         return self._live().execute(plan, self._native_delete)
 
     def check_erasable(self) -> None:
-        """The vector store opens for writing (qdrant local takes its lock: an application that
-        holds the instance open is found here, before any history row is deleted)."""
-        if self._live().layout.provider != "qdrant":
+        """qdrant local's lock can be taken (``qdrant_lock``, without loading the collection):
+        an application that holds the instance open is found here, before any history row is
+        deleted."""
+        live = self._live()
+        if live.layout.provider != "qdrant":
             return
-        store = self._open_vector_store()
-        close = getattr(getattr(store, "client", None), "close", None)
-        if callable(close):
-            close()
+        with qdrant_lock(live.layout.path):
+            pass
 
     def _open_vector_store(self) -> Any:
         from mem0.utils.factory import VectorStoreFactory
@@ -481,8 +488,9 @@ class Mem0System(MemorySystem):
                               "instance was written with, or run without --certify; nothing was erased")
 
     def _native_delete(self, user: str | None, vector_ids: list[str], entity_ids: list[str]) -> None:
-        """mem0's own deletions on the live instance: ``delete_all(user_id=user)``, then
-        ``delete(id)`` for every other planned memory still there; entity records by id."""
+        """mem0's own deletions on a live chroma instance: ``delete_all(user_id=user)``, then
+        ``delete(id)`` for every other planned memory still there; entity records by id (on
+        qdrant local the points are deleted by key: ``Mem0Live.execute``)."""
         from traceless.paths import state_dir
 
         live = self._live()

@@ -20,7 +20,12 @@ What a mem0 instance keeps (mem0ai 2.2.1, the version tested), and how each stor
 
 Every read uses SQLite ``mode=ro`` URIs on the files themselves (no mem0, qdrant or chroma
 client is opened: qdrant's local client takes a lock file and chroma's client migrates
-its schema). The erasure opens mem0 read-write and runs its own ``delete_all``.
+its schema). On qdrant local a scan or plan decodes only the points whose stored bytes may be
+the user's or hold a literal (``_mem0_qdrant``; issue #39: a 10^6-point collection is not
+unpickled whole), and the bystander digests hash the points' stored bytes. The erasure on
+chroma opens mem0 read-write and runs its own ``delete_all``; on qdrant local it takes
+qdrant's own lock and deletes the points by key as qdrant local's ``delete`` does (mem0's
+``delete_all`` would first load every point into memory).
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ import pickle
 import sqlite3
 from array import array
 from collections.abc import Collection, Iterable, Iterator, Sequence
-from contextlib import closing
+from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -41,7 +46,8 @@ from urllib.parse import unquote
 
 from traceless.errors import ConfigError, UnsupportedError
 from traceless.systems import NO_OWNER, ErasurePlan, PlannedAction, ScanHit, ScanReport, StoreOutcome
-from traceless.systems.kernel import StoreDigest, count_literals, digest
+from traceless.systems._mem0_qdrant import encode_keys, key_forms, may_hold, pickled_str, point_needles
+from traceless.systems.kernel import StoreDigest, count_literals, digest, literal_forms
 from traceless.systems.sqlite import ro_connect
 
 __all__ = ["LiveLayout", "Mem0Live", "Rec", "live_layout", "probe_config"]
@@ -52,6 +58,7 @@ _CHROMA_DB = "chroma.sqlite3"
 _CHROMA_DELETE = 3  # embeddings_queue.operation of a delete (ADD 0, UPDATE 1, UPSERT 2 carry metadata)
 ORPHAN = "a history row whose memory_id is in no collection"
 """Why a record is unattributable residue (``ScanHit.unattributable``)."""
+_POINTS = ("vector_store", "entity_store")
 _REBUILDING = ".traceless-rebuild"  # ``_mem0_chroma.REBUILD_SUFFIX`` (not imported: a scan imports no numpy/chroma)
 
 
@@ -161,6 +168,28 @@ def _ro(path: Path) -> sqlite3.Connection:
     return con
 
 
+@contextmanager
+def qdrant_lock(path: Path) -> Iterator[None]:
+    """qdrant local's own lock on its folder (``QdrantLocal`` takes it, exclusive and
+    non-blocking, on ``<path>/.lock``): an application holding the instance open is refused
+    here, and none can open it while the erasure holds it."""
+    import portalocker  # qdrant-client's own dependency (imported lazily there too)
+
+    lock = path / ".lock"
+    if not lock.exists():
+        lock.write_text("tmp lock file")
+    with open(lock, "r+") as f:
+        try:
+            portalocker.lock(f, portalocker.LockFlags.EXCLUSIVE | portalocker.LockFlags.NON_BLOCKING)
+        except portalocker.exceptions.LockException:
+            raise ConfigError(f"mem0's vector store at {path} is in use (another qdrant client holds its lock); stop "
+                              "the application that holds it and run this again (nothing was erased yet)") from None
+        try:
+            yield
+        finally:
+            portalocker.unlock(f)
+
+
 def recover(path: Path) -> None:
     """Roll back an interrupted transaction (a killed erasure): the first read of a writer does it."""
     with closing(sqlite3.connect(path)) as con:
@@ -258,15 +287,16 @@ _HISTORY_COLUMNS = ("SELECT id, memory_id, old_memory, new_memory, event, create
 _MESSAGES_COLUMNS = "SELECT id, session_scope, role, content, name, created_at FROM messages"
 
 
-def _narrowing(narrow: tuple[Collection[str], Sequence[str], str | None] | None) -> tuple[str, list[Any], str, list[Any]]:
-    """``WHERE`` clauses (and their arguments) of ``Mem0Live._history``'s narrowed read. A
-    messages row is the user's by ``user_id=`` in its scope, percent-decoded: it holds the id
-    as it is, or a ``%``."""
+def _narrowing(narrow: tuple[Collection[str | None], Sequence[str], str | None] | None,
+               ) -> tuple[str, list[Any], str, list[Any]]:
+    """``WHERE`` clauses (and their arguments) of ``Mem0Live._history``'s narrowed read (a
+    ``None`` memory id: the rows without one). A messages row is the user's by ``user_id=``
+    in its scope, percent-decoded: it holds the id as it is, or a ``%``."""
     if narrow is None:
         return "", [], "", []
     ids, forms, user = narrow
-    hist = ["memory_id IN (SELECT value FROM json_each(?))"]
-    hist_args: list[Any] = [json.dumps(sorted(ids))]
+    hist = ["memory_id IN (SELECT value FROM json_each(?))", *(["memory_id IS NULL"] if None in ids else [])]
+    hist_args: list[Any] = [json.dumps(sorted(i for i in ids if i is not None))]
     msg: list[str] = ["instr(session_scope, ?) > 0 OR instr(session_scope, '%') > 0"] if user else []
     msg_args: list[Any] = [user] if user else []
     for f in forms:
@@ -291,6 +321,10 @@ class Mem0Live:
     (and digests) only what changed, the same bytes giving the same record."""
     _row_digests: dict[tuple[str, tuple[Any, ...]], str] = field(default_factory=dict)
     """Digests of the SQLite rows (history, messages) by their values, for the same reason."""
+    _selected: tuple[tuple[Any, str | None], frozenset[str], list[Rec]] | None = None
+    """The last narrowed read (``records_for``): ((files' stamp, user), literals, records)."""
+    _keys: dict[tuple[str, str], str] = field(default_factory=dict)
+    """The ``points.id`` key of each point a narrowed read decoded, by (store, id)."""
 
     def __post_init__(self) -> None:
         if not self.read_only:
@@ -342,7 +376,7 @@ class Mem0Live:
                 yield Rec("chroma_log", str(seq), d.get("user_id"), _payload_texts(d), (seq, eid, d),
                           memory_id=str(eid))
 
-    def _history_tables(self, narrow: tuple[Collection[str], Sequence[str], str | None] | None = None,
+    def _history_tables(self, narrow: tuple[Collection[str | None], Sequence[str], str | None] | None = None,
                         ) -> Iterator[tuple[str, tuple[Any, ...]]]:
         """(table, row) of the history db's ``history`` and ``messages`` rows (``_narrowing``)."""
         hist_sql, hist_args, msg_sql, msg_args = _narrowing(narrow)
@@ -355,7 +389,8 @@ class Mem0Live:
                 for row in con.execute(_MESSAGES_COLUMNS + msg_sql, msg_args):
                     yield "messages", tuple(row)
 
-    def _history(self, narrow: tuple[Collection[str], Sequence[str], str | None] | None = None) -> Iterator[Rec]:
+    def _history(self, narrow: tuple[Collection[str | None], Sequence[str], str | None] | None = None,
+                 ) -> Iterator[Rec]:
         """The history db's rows; ``narrow`` = (memory ids, literal forms, user): only the
         history rows of those memories or holding a form, and the messages rows that may be
         the user's or hold a form, selected by SQLite (a superset: the caller's match rule decides)."""
@@ -383,11 +418,15 @@ class Mem0Live:
     def records(self) -> list[Rec]:
         """Every record of every store; a history row inherits its memory's owner. Read once
         per state of the files (the plan and the bystander digests share one read)."""
-        files = [q for p in self.layout.sqlite_files() for q in (p, p.with_name(p.name + "-wal")) if q.exists()]
-        stamp = tuple((str(p), st.st_mtime_ns, st.st_size) for p in files if (st := p.stat()))
+        stamp = self._stamp()
         if self._cache is None or self._cache[0] != stamp:
             self._cache = (stamp, self._read())
         return self._cache[1]
+
+    def _stamp(self) -> tuple[tuple[str, int, int], ...]:
+        """The state of the SQLite files (and their ``-wal``): path, mtime, size."""
+        files = [q for p in self.layout.sqlite_files() for q in (p, p.with_name(p.name + "-wal")) if q.exists()]
+        return tuple((str(p), st.st_mtime_ns, st.st_size) for p in files if (st := p.stat()))
 
     def _vector_records(self) -> list[Rec]:
         if self.layout.provider == "chroma":
@@ -417,14 +456,94 @@ class Mem0Live:
         return out + sorted(p for p in self.layout.path.rglob("*") if p.is_file())
 
     def records_for(self, user: str | None, literals: Sequence[str]) -> list[Rec]:
-        """The records a scan or a plan for ``user`` and ``literals`` must see: here every
-        record (local files are read whole); a server back end narrows the read to the user's
-        rows and the rows holding a literal (``Mem0PgLive``)."""
-        return self.records()
+        """The records a scan or a plan for ``user`` and ``literals`` must see. On qdrant local:
+        the points whose bytes may be the user's or hold a literal (``_mem0_qdrant``: the one
+        match rule then decides on the decoded ones), the history rows of those memories, of
+        no memory (orphans) or holding a literal, selected by SQLite, each owned as its memory
+        is; every record when a literal cannot be told from bytes, and on chroma (read whole).
+        A server back end narrows on the server (``Mem0PgLive``)."""
+        needles = point_needles(literals) if self.layout.provider == "qdrant" else None
+        if needles is None:
+            return self.records()
+        stamp, last = self._stamp(), self._selected
+        if last is not None and last[0] == (stamp, user) and set(literals) <= last[1]:
+            return last[2]  # the files as they were: that selection is a superset of this one's
+        vec, keys = self._qdrant_selected("vector_store", self.layout.collection, user, needles)
+        ent, _ = self._qdrant_selected("entity_store", self.layout.entity_collection, user, needles)
+        recs = vec + ent + self._history_for(vec, keys, user, literals)
+        self._selected = ((stamp, user), frozenset(literals), recs)
+        return recs
+
+    def _qdrant_selected(self, store: str, collection: str, user: str | None, needles: Sequence[bytes],
+                         ) -> tuple[list[Rec], set[str]]:
+        """(the points ``may_hold`` selects, decoded; every point's key). Each selected
+        point's key is kept (``_keys``): the bystander digest skips points by key."""
+        db = self.layout.qdrant_db(collection)
+        if not db.is_file():
+            return [], set()
+        mine = pickled_str(user) if user is not None else None
+        out: dict[str, Rec] = {}
+        keys: set[str] = set()
+        with closing(_ro(db)) as con:  # in rowid order (read ahead); the last row of an id is the one kept
+            for key, blob in con.execute("SELECT id, point FROM points"):
+                keys.add(key)
+                if may_hold(blob, mine, needles):
+                    rec = _point_rec(store, _load_point(blob))
+                    out.pop(rec.id, None)
+                    out[rec.id] = rec
+                    self._keys[(store, rec.id)] = key
+        return list(reversed(out.values())), keys
+
+    def _history_for(self, vec: Sequence[Rec], keys: set[str], user: str | None,
+                     literals: Sequence[str]) -> list[Rec]:
+        """The history db's rows of ``vec``'s memories, of no memory (``keys``: every point's)
+        or holding a literal (``_narrowing``), each owned as its memory is."""
+        owners: dict[str, str | None] = {r.id: r.owner for r in vec if r.store == "vector_store"}
+        orphans = self._orphan_memories(keys)
+        forms = sorted({f for lit in literals for f in literal_forms(lit)})
+        hist = list(self._history(({*owners, *orphans}, forms, user)))
+        lost = {str(m) for m in orphans}
+        ask = {r.memory_id or "" for r in hist if r.store == "history" and r.memory_id not in owners
+               and r.memory_id not in lost}
+        owners.update(self._owners_of(ask))
+        for r in hist:
+            if r.store == "history":
+                r.owner = owners.get(r.memory_id or "")
+                r.orphan = (r.memory_id or "") in lost
+        return hist
+
+    def _orphan_memories(self, keys: set[str]) -> set[str | None]:
+        """The history rows' memory ids that no point of the collection has (``keys``)."""
+        with closing(_ro(self.layout.history)) as con:
+            if not con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'history'").fetchone():
+                return set()
+            mids = {m for (m,) in con.execute("SELECT memory_id FROM history")}
+        uuids = [str(m) for m in mids if m is not None and not str(m).lstrip("-").isdigit()]
+        lost: set[str | None] = {m for m, k in zip(uuids, encode_keys(uuids), strict=True) if k not in keys}
+        return lost | {m for m in mids if m is None or (str(m).lstrip("-").isdigit() and keys.isdisjoint(key_forms(str(m))))}
+
+    def _owners_of(self, memory_ids: Collection[str]) -> dict[str, str | None]:
+        """The owners of these memories' points (a few: another user's history rows holding a literal)."""
+        db = self.layout.qdrant_db(self.layout.collection)
+        keys = sorted({k for m in memory_ids for k in key_forms(m)})
+        if not keys or not db.is_file():
+            return {}
+        with closing(_ro(db)) as con:
+            rows = con.execute("SELECT point FROM points WHERE id IN (SELECT value FROM json_each(?))",
+                               (json.dumps(keys),)).fetchall()
+        return {r.id: r.owner for r in (_point_rec("vector_store", _load_point(b)) for (b,) in rows)}
 
     def store_counts(self, recs: Sequence[Rec]) -> dict[str, int]:
-        """Records per store (``recs``: what ``records_for`` returned)."""
+        """Records per store (``recs``: what ``records_for`` returned); on qdrant local every
+        store counted by SQLite (``recs`` may be a narrowed read)."""
         stores = dict.fromkeys(self.store_names(), 0)
+        if self.layout.provider == "qdrant":
+            stores.update(self.history_counts())
+            for store, coll in (("vector_store", self.layout.collection), ("entity_store", self.layout.entity_collection)):
+                if (db := self.layout.qdrant_db(coll)).is_file():
+                    with closing(_ro(db)) as con:
+                        stores[store] = int(con.execute("SELECT count(*) FROM points").fetchone()[0])
+            return stores
         for r in recs:
             stores[r.store] = stores.get(r.store, 0) + 1
         return stores
@@ -489,6 +608,37 @@ class Mem0Live:
         return out
 
     def bystanders(self, user: str | None) -> dict[str, StoreDigest]:
+        """Per store, the digests of the records that are neither the user's nor the plan's
+        targets. On qdrant local a point is digested by its stored bytes (one pass over
+        ``storage.sqlite``: only the points that may be the user's are decoded, to tell) and a
+        history db row by its values; elsewhere from every record as read (``records``)."""
+        if self.layout.provider != "qdrant":
+            return self._bystanders_read(user)
+        per: dict[str, list[str]] = {s: [] for s in self.store_names()}
+        own = [] if user is None else [r for r in self.records_for(user, ()) if r.owner == user and r.store in _POINTS]
+        mine = {r.id for r in own if r.store == "vector_store"}
+        per["vector_store"] = self._point_digests("vector_store", self.layout.collection, own)
+        per["entity_store"] = self._point_digests("entity_store", self.layout.entity_collection, own)
+        for table, rid, whose, raw in self.history_rows():
+            theirs = whose in mine if table == "history" else user is not None and whose == user
+            if not theirs and (table, rid) not in self.targets:
+                per.setdefault(table, []).append(self._row_digest(table, raw))
+        return {s: digest(d) for s, d in per.items()}
+
+    def _point_digests(self, store: str, collection: str, own: Sequence[Rec]) -> list[str]:
+        """SHA-256 of each point's stored bytes but the user's (``own``: the narrowed read's,
+        that of the scan or plan just made when the files are as they were) and the plan's
+        targets, each told by its key (``_keys``, else its id's ``key_forms``)."""
+        db = self.layout.qdrant_db(collection)
+        if not db.is_file():
+            return []
+        ids = {(r.store, r.id) for r in own} | {t for t in self.targets if t[0] == store}
+        skip = {k for s, i in ids if s == store for k in ([self._keys[(s, i)]] if (s, i) in self._keys else key_forms(i))}
+        with closing(_ro(db)) as con:
+            return [hashlib.sha256(blob).hexdigest() for key, blob in con.execute("SELECT id, point FROM points")
+                    if key not in skip]
+
+    def _bystanders_read(self, user: str | None) -> dict[str, StoreDigest]:
         per: dict[str, list[str]] = {s: [] for s in self.store_names()}
         recs = self.records()
         held = {r.id for r in recs if r.store in ("vector_store", "entity_store")}
@@ -514,7 +664,11 @@ class Mem0Live:
 
     # ------------------------------------------------------------------ erase
     def execute(self, plan: ErasurePlan, native: Any) -> list[StoreOutcome]:
-        """``native(user, memory_ids)``: mem0's own deletions (``delete_all`` / ``delete``)."""
+        """``native(user, memory_ids)``: mem0's own deletions (``delete_all`` / ``delete``), on
+        chroma. On qdrant local the points are deleted as qdrant local's own ``delete`` does
+        (``_delete_points``, under its lock) without loading the collection into memory (what
+        mem0's ``delete_all`` does first: minutes at 10^6 points); the history rows mem0's
+        ``delete_all`` would add are the ones this erasure removes anyway."""
         if self.read_only:
             raise ConfigError("this mem0 instance was attached read-only; attach it with read_only=False to erase")
         ids: dict[str, set[str]] = {}
@@ -527,9 +681,15 @@ class Mem0Live:
         chroma = self._chroma_erasure(mem_ids, ids.get("entity_store", set()))
         if chroma is not None:
             chroma.before()  # an interrupted rebuild completed before mem0 opens the collection; the vectors read
-        self._delete_history(ids, mem_ids)  # before mem0's own delete: the ids can no longer be found after it
-        native(plan.user, sorted(ids.get("vector_store", set())), sorted(ids.get("entity_store", set())))
-        self._delete_history(ids, mem_ids)  # the DELETE rows mem0's own delete just wrote (old_memory = the text)
+        if self.layout.provider == "qdrant":
+            with qdrant_lock(self.layout.path):
+                mem_ids |= self._user_points(plan.user)  # what mem0's delete_all would find now
+                self._delete_history(ids, mem_ids)
+                self._delete_points(ids, mem_ids)
+        else:
+            self._delete_history(ids, mem_ids)  # before mem0's own delete: the ids can no longer be found after it
+            native(plan.user, sorted(ids.get("vector_store", set())), sorted(ids.get("entity_store", set())))
+            self._delete_history(ids, mem_ids)  # the DELETE rows mem0's own delete just wrote (old_memory = the text)
         notes = self._compact_vectors(mem_ids, ids)
         if chroma is not None:
             chroma.rebuild(self.files())
@@ -540,6 +700,26 @@ class Mem0Live:
         if chroma is not None:
             chroma.verify(self.files(), {o.store: o for o in out})
         return out
+
+    def _user_points(self, user: str | None) -> set[str]:
+        """The user's memories in the collection now (their keys kept in ``_keys``)."""
+        if user is None:
+            return set()
+        return {r.id for r in self.records_for(user, ()) if r.store == "vector_store" and r.owner == user}
+
+    def _delete_points(self, ids: dict[str, set[str]], mem_ids: set[str]) -> None:
+        """``DELETE`` the points by key from each collection's ``storage.sqlite``, as qdrant
+        local's ``CollectionPersistence.delete`` does (``secure_delete``; VACUUM follows)."""
+        for store, coll, planned in (("vector_store", self.layout.collection, mem_ids),
+                                     ("entity_store", self.layout.entity_collection, ids.get("entity_store", set()))):
+            db = self.layout.qdrant_db(coll)
+            keys = {k for i in planned for k in ([self._keys[(store, i)]] if (store, i) in self._keys else key_forms(i))}
+            if not keys or not db.is_file():
+                continue
+            with closing(sqlite3.connect(db)) as con:
+                con.execute("PRAGMA secure_delete = ON")
+                with con:
+                    _delete_in(con, "points", "id", keys)
 
     def _chroma_erasure(self, mem_ids: set[str], entity_ids: set[str]) -> Any:
         """chroma's vector part (``_mem0_chroma``: imported only for an erasure on chroma)."""

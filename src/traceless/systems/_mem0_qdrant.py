@@ -1,0 +1,128 @@
+"""qdrant local's points found by their bytes (issue 39): which pickled points a scan or a
+plan for a user and some literals must decode, told from the stored bytes alone.
+
+A point is ``pickle.dumps`` of a ``PointStruct`` (qdrant local's ``CollectionPersistence``);
+every ``str`` in it (the payload's values, and the strings inside a nested value) is there as
+its UTF-8 bytes after a string opcode. The scan's match rule reads a payload's texts: a
+``str`` value as it is, any other value as its JSON (``json.dumps(ensure_ascii=False)``). So
+
+* the user's points (``user_id`` equal to the user) hold the user id pickled as a string:
+  ``SHORT_BINUNICODE`` (protocol 4 and later, under 256 bytes) or ``BINUNICODE`` (protocols
+  2 and 3, or longer), exactly: ``u1`` never selects ``u10``'s points by that rule;
+* a point whose texts hold a literal's text form holds ``text_needle(form)``: the form itself
+  when it can only be matched in a string's own characters, the form less a first run that
+  a JSON escape could have produced otherwise; a form that could also be matched across a
+  JSON value's syntax (a quote) or in a number, ``true``/``false``/``null`` (only those
+  characters) has no needle, and every point is decoded then (``point_needles`` is None).
+
+Nothing here decodes a point; the caller decodes the selected ones and applies the one match
+rule to them (a superset is selected: the same hits as decoding every point).
+"""
+
+from __future__ import annotations
+
+import base64
+import pickle
+import struct
+from collections.abc import Sequence
+
+from traceless.systems.kernel import literal_forms
+
+__all__ = ["encode_key", "encode_keys", "key_forms", "may_hold", "point_needles", "pickled_str", "text_needle"]
+
+_ESCAPE_TAIL = frozenset("nrtbfu0123456789abcdef")
+"""What may follow a backslash in ``json.dumps(ensure_ascii=False)`` (``\\n`` … ``\\u001f``)."""
+_OUTSIDE = frozenset("{}[],: 0123456789-+.eE" "truefalsnNIiy")
+"""Every character JSON writes outside a string (syntax, numbers, ``true``, ``NaN``, ``Infinity`` …)."""
+_KEY_PROTOCOL = 4  # qdrant local's ``CollectionPersistence.KEY_PICKLE_PROTOCOL``
+
+
+def text_needle(form: str) -> bytes | None:
+    """Bytes that every point whose texts hold ``form`` holds, or None when there are none.
+
+    A form with a quote can match across a JSON value's syntax: None. A form with a
+    backslash or a control character matches a JSON text only where the string itself holds
+    the form (a control character is always escaped there; a backslash of the form can only
+    be a string's own, doubled): the form's bytes. Any other form matches inside one
+    string's characters when it holds one character JSON never writes outside a string, but
+    may begin inside an escape (``\\n``, ``\\u001f``): the form less its first run (at most 5)
+    of characters an escape ends with. A form of only such characters: None."""
+    if '"' in form:
+        return None
+    if "\\" in form or any(c < " " for c in form):
+        return form.encode("utf-8", "surrogatepass")
+    k = 0
+    while k < min(5, len(form)) and form[k] in _ESCAPE_TAIL:
+        k += 1
+    core = form[k:]
+    if all(c in _OUTSIDE for c in core):
+        return None
+    return core.encode("utf-8", "surrogatepass")
+
+
+def point_needles(literals: Sequence[str]) -> list[bytes] | None:
+    """The needles of every text form of every literal; None when one form has none (then
+    every point is decoded)."""
+    out: set[bytes] = set()
+    for lit in literals:
+        for form in literal_forms(lit):
+            needle = text_needle(form)
+            if needle is None:
+                return None
+            out.add(needle)
+    return sorted(out)
+
+
+def pickled_str(s: str) -> tuple[bytes, bytes]:
+    """``s`` as a pickle stores it: (protocol 4 and later, protocols 2 and 3)."""
+    b = s.encode("utf-8", "surrogatepass")
+    long = b"X" + struct.pack("<I", len(b)) + b  # BINUNICODE
+    return (b"\x8c" + bytes([len(b)]) + b if len(b) < 256 else long), long
+
+
+def may_hold(blob: bytes, user: tuple[bytes, bytes] | None, needles: Sequence[bytes]) -> bool:
+    """The point's bytes may be the user's (``pickled_str``) or hold a literal's needle. A
+    pickle of protocol 0 or 1 (never qdrant's) is always decoded."""
+    for n in needles:
+        if n in blob:
+            return True
+    if user is None:
+        return False
+    if blob[:1] != b"\x80" or len(blob) < 2 or blob[1] < 2:
+        return True
+    return (user[0] if blob[1] >= 4 else user[1]) in blob
+
+
+def encode_key(point_id: str | int) -> str:
+    """The ``points.id`` of a point id (qdrant local's ``CollectionPersistence.encode_key``)."""
+    return base64.b64encode(pickle.dumps(point_id, protocol=_KEY_PROTOCOL)).decode("utf-8")
+
+
+def encode_keys(point_ids: Sequence[str]) -> list[str]:
+    """``encode_key`` of many string ids at once: the pickles whose length is a multiple of 3
+    (a UUID's: 51 bytes) base64-encoded joined, in one call, then cut apart."""
+    pickles = [pickle.dumps(i, protocol=_KEY_PROTOCOL) for i in point_ids]
+    whole = [p for p in pickles if len(p) % 3 == 0]
+    enc = base64.b64encode(b"".join(whole)).decode("utf-8")
+    out, pos = [], 0
+    for p in pickles:
+        if len(p) % 3:
+            out.append(base64.b64encode(p).decode("utf-8"))
+            continue
+        n = len(p) // 3 * 4
+        out.append(enc[pos:pos + n])
+        pos += n
+    return out
+
+
+def key_forms(point_id: str) -> list[str]:
+    """The keys a point whose ``str(id)`` is ``point_id`` may have: the string's, and the
+    integer's for an integer id (``str(5) == "5"``)."""
+    out = [encode_key(point_id)]
+    if not point_id.lstrip("-").isdigit():  # a UUID (most): no integer's
+        return out
+    try:
+        n = int(point_id)
+    except ValueError:
+        return out
+    return [*out, encode_key(n)] if str(n) == point_id else out
