@@ -8,6 +8,7 @@ rows quoting a literal), then ``VACUUM``.
 from __future__ import annotations
 
 import abc
+import hashlib
 import shutil
 import sqlite3
 import tempfile
@@ -26,11 +27,32 @@ from traceless.systems.kernel import ERASED, replace_literals
 if TYPE_CHECKING:
     from traceless.systems._pg_tables import PgTables
 
-__all__ = ["ERASED", "OwnerOf", "Row", "SqliteFile", "SqliteInstance", "bystander_digests", "erase_residue", "live_db",
-           "plan", "ro_connect", "rows", "scan"]
+__all__ = ["ERASED", "OwnerOf", "OwnerSql", "Row", "SqliteFile", "SqliteInstance", "bystander_digests", "erase_residue",
+           "id_prefix", "literal_sql", "live_db", "narrowable", "plan", "ro_connect", "row_digest_sql", "rows", "scan",
+           "user_column"]
 
 OwnerOf = Callable[[str, dict[str, Any]], str | None]
 """(table, row as column → value) → the user the row belongs to (None: no user)."""
+OwnerSql = Callable[[str, Sequence[str], str], tuple[str, list[Any]]]
+"""(table, its columns, user) → an SQL condition and its parameters, true for at least every
+row ``OwnerOf`` gives to the user (the narrowed read's filter: ``OwnerOf`` still decides)."""
+
+
+def user_column(column: str) -> OwnerSql:
+    """The owner filter of a table whose ``column`` holds the user id (no such column: no row)."""
+    def where(table: str, cols: Sequence[str], user: str) -> tuple[str, list[Any]]:
+        return (f'"{column}" = ?', [user]) if column in cols else ("0", [])
+    return where
+
+
+def id_prefix(column: str, sep: str) -> OwnerSql:
+    """The owner filter of a table whose ``column`` is the user id or starts with it and ``sep``."""
+    def where(table: str, cols: Sequence[str], user: str) -> tuple[str, list[Any]]:
+        if column not in cols:
+            return "0", []
+        return f'("{column}" = ? OR substr("{column}", 1, ?) = ?)', [user, len(user) + len(sep), user + sep]
+    return where
+
 
 @dataclass(frozen=True)
 class Row:
@@ -181,6 +203,50 @@ def _text(v: Any) -> str:
     return "" if v is None else (v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v))
 
 
+def _columns(con: sqlite3.Connection, table: str) -> list[str]:
+    return [r[1] for r in con.execute(f'PRAGMA table_info("{table}")')]
+
+
+_FLOAT_CHARS = frozenset("0123456789.eE+-infatyINFATY")
+
+
+def narrowable(literals: Sequence[str]) -> bool:
+    """Whether SQLite can select the rows holding ``literals`` by their bytes as the one match
+    rule would find them in the rows' text: not for a literal holding U+FFFD (the text of an
+    invalid UTF-8 blob holds one where its bytes do not) or NUL."""
+    return not any("\ufffd" in lit or "\0" in lit for lit in literals)
+
+
+def literal_sql(cols: Sequence[str], literals: Sequence[str]) -> tuple[str, list[Any]]:
+    """An SQL condition true for every row whose text (``_text`` of each column) holds a form of
+    a literal (``kernel.count_literals``): one of its byte forms (``kernel.byte_forms``) in a
+    column's bytes (``instr`` over the column as a BLOB: a number as its text), and, for a literal
+    that a float's text could hold, every row holding a REAL (Python and SQLite may print a
+    float differently)."""
+    forms = kernel.byte_forms(literals)
+    if not forms:
+        return "0", []
+    conds = [f'instr(CAST("{c}" AS BLOB), ?) > 0' for c in cols for _ in forms]
+    if any(set(lit) <= _FLOAT_CHARS for lit in literals):
+        conds += [f'typeof("{c}") = \'real\'' for c in cols]
+    return " OR ".join(conds), [f for _ in cols for f in forms]
+
+
+def row_digest_sql(cols: Sequence[str], literals: Sequence[str]) -> tuple[str, list[Any]]:
+    """An SQL expression of one row's values (as a BLOB: ``quote`` of each column, tab-joined),
+    every text form of every literal replaced by ``ERASED`` in a TEXT value, as ``apply``'s
+    rewrite replaces them (a planned rewrite digests the same before and after)."""
+    forms = [f for lit in literals for f in kernel.literal_forms(lit)]
+    parts, args = [], []
+    for c in cols:
+        v = f'"{c}"'
+        for f in forms:
+            v = f"replace({v}, ?, ?)"
+            args += [f, ERASED]
+        parts.append(f'quote(CASE WHEN typeof("{c}") = \'text\' THEN {v} ELSE "{c}" END)' if forms else f'quote("{c}")')
+    return f"CAST({' || char(9) || '.join(parts) or 'NULL'} AS BLOB)", args
+
+
 class SqliteFile(LiveInstance):
     """One SQLite file as the erasure kernel reads and changes it: a table is a store, a row a
     record (``owner_of`` says whose), a rewrite replaces the literals in its string columns;
@@ -188,19 +254,104 @@ class SqliteFile(LiveInstance):
 
     others_policy = "rewrite"
 
-    def __init__(self, path: Path, owner_of: OwnerOf) -> None:
-        self.path, self.owner_of = path, owner_of
+    def __init__(self, path: Path, owner_of: OwnerOf, owner_sql: OwnerSql | None = None) -> None:
+        self.path, self.owner_of, self.owner_sql = path, owner_of, owner_sql
 
     def stores(self) -> list[str]:
         return tables(self.path) if self.path.exists() else []
 
     def records(self, user: str | None = None, literals: Sequence[str] = ()) -> Iterator[Record]:
+        """With an owner filter (``owner_sql``) and a user or literals, SQLite selects the rows
+        (``narrowed``) and only those are decoded; else every row."""
         if not self.path.exists():
+            return
+        if self.owner_sql is not None and (user is not None or literals) and narrowable(literals):
+            yield from self._narrowed(user, literals)
             return
         for table, rs in rows(self.path).items():
             for r in rs:
-                yield Record(table, r.record_id, self.owner_of(table, r.values),
-                             {c: _text(v) for c, v in r.values.items()}, ref=r.rowid)
+                yield self._record(table, r)
+
+    def _record(self, table: str, r: Row) -> Record:
+        return Record(table, r.record_id, self.owner_of(table, r.values),
+                      {c: _text(v) for c, v in r.values.items()}, ref=r.rowid)
+
+    def _narrowed(self, user: str | None, literals: Sequence[str]) -> list[Record]:
+        """The rows ``owner_sql`` may give to ``user`` and those whose bytes hold a literal's
+        byte form (``literal_sql``); a file not in UTF-8: every row."""
+        assert self.owner_sql is not None
+        con = _connect(self.path, True)
+        try:
+            if con.execute("PRAGMA encoding").fetchone()[0] != "UTF-8":
+                return [self._record(t, r) for t, rs in rows(self.path).items() for r in rs]
+            out: list[Record] = []
+            for t, no_rowid in _tables(con):
+                cols = _columns(con, t)
+                mine, args = self.owner_sql(t, cols, user) if user is not None else ("0", [])
+                hold, more = literal_sql(cols, literals)
+                cur = con.execute(f'SELECT {"-1" if no_rowid else "rowid"}, * FROM "{t}" '  # noqa: S608
+                                  f"WHERE ({mine}) OR ({hold})", [*args, *more])
+                pk = _pk(con, t)
+                for r in cur.fetchall():
+                    values = dict(zip(cols, r[1:], strict=True))
+                    out.append(self._record(t, Row(t, int(r[0]), str(values[pk]) if pk else str(r[0]), values)))
+            return out
+        finally:
+            con.close()
+
+    def counts(self) -> dict[str, int] | None:
+        """Rows per table by ``count(*)`` (with an owner filter; else None: the scan counts every row)."""
+        if self.owner_sql is None or not self.path.exists():
+            return None
+        con = _connect(self.path, True)
+        try:
+            return {t: int(con.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0])  # noqa: S608
+                    for t, _ in _tables(con)}
+        finally:
+            con.close()
+
+    def server_bystanders(self, user: str | None, literals: Sequence[str],
+                          removed: Iterable[tuple[str, str]]) -> list[tuple[tuple[str, str], str]] | None:
+        """Every row that is not ``user``'s and not in ``removed``, as the SHA-256 of its values
+        as SQLite quotes them (``row_digest_sql``: the literals replaced as a rewrite replaces
+        them), read without decoding a row in Python. A row ``owner_sql`` may give to the user
+        is read whole and ``owner_of`` decides. Without an owner filter: None (the kernel's)."""
+        if self.owner_sql is None or not self.path.exists():
+            return None
+        skip = set(removed)
+        con = _connect(self.path, True)
+        try:
+            out: list[tuple[tuple[str, str], str]] = []
+            for t, no_rowid in _tables(con):
+                out += self._table_digests(con, t, no_rowid, user, literals, skip)
+            return out
+        finally:
+            con.close()
+
+    def _table_digests(self, con: sqlite3.Connection, t: str, no_rowid: bool, user: str | None,
+                       literals: Sequence[str], skip: set[tuple[str, str]]) -> list[tuple[tuple[str, str], str]]:
+        assert self.owner_sql is not None
+        cols = _columns(con, t)
+        pk = _pk(con, t)
+        mine, args = self.owner_sql(t, cols, user) if user is not None else ("0", [])
+        text, targs = row_digest_sql(cols, literals)
+        rid = f'"{pk}"' if pk else ("-1" if no_rowid else "rowid")
+        every = ", *" if no_rowid else ""  # no rowid to read a row again by: its values come along
+        cur = con.execute(f'SELECT {rid}, {"-1" if no_rowid else "rowid"}, ({mine}), {text}{every} '  # noqa: S608
+                          f'FROM "{t}"', [*args, *targs])
+        out = []
+        sha = hashlib.sha256
+        for r in cur:
+            if r[2] and user is not None and self._owner(con, t, cols, r) == user:
+                continue
+            key = (t, str(r[0]))
+            if key not in skip:
+                out.append((key, sha(r[3]).hexdigest()))
+        return out
+
+    def _owner(self, con: sqlite3.Connection, t: str, cols: list[str], r: tuple[Any, ...]) -> str | None:
+        values = r[4:] if len(r) > 4 else con.execute(f'SELECT * FROM "{t}" WHERE rowid = ?', (r[1],)).fetchone()  # noqa: S608
+        return self.owner_of(t, dict(zip(cols, values, strict=True)))
 
     def compaction(self) -> list[str]:
         return [f"VACUUM {self.path.name}"]
@@ -326,8 +477,14 @@ class SqliteInstance(MemorySystem):
         """The user a row of ``table`` belongs to (None: nobody's, e.g. a schema table);
         every SQLite-backed adapter says it for its own tables."""
 
+    def owner_filter(self) -> OwnerSql | None:
+        """The SQL filter that selects at least every row ``row_owner`` gives to a user
+        (``user_column``, ``id_prefix``): the scan, plan and bystander digests then decode only
+        the user's rows and those holding a literal. None (the default): every row is read."""
+        return None
+
     def instance(self) -> LiveInstance:
-        return self.server if self.server is not None else SqliteFile(self.path, self.row_owner)
+        return self.server if self.server is not None else SqliteFile(self.path, self.row_owner, self.owner_filter())
 
     def plan_erasure(self, user: str | None, literals: Sequence[str]) -> ErasurePlan:
         """The kernel's plan; on a server a new erasure, whose online bystander rule takes its
