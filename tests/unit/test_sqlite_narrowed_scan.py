@@ -21,8 +21,14 @@ import pytest
 
 from traceless.memory import Session, Turn
 from traceless.models import HashingEmbedder, ScriptedBackend
-from traceless.systems import SystemRuntime, erase_system, load_system_config, open_system, system_class
-from traceless.systems import kernel
+from traceless.systems import (
+    SystemRuntime,
+    erase_system,
+    kernel,
+    load_system_config,
+    open_system,
+    system_class,
+)
 from traceless.systems._langgraph_live import LiveLangGraph, owned_threads, state_users
 from traceless.systems.sqlite import SqliteFile
 
