@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import abc
 import hashlib
+import json
 import shutil
 import sqlite3
 import tempfile
@@ -138,6 +139,21 @@ def _private_copy(path: Path, wal: Path, *, last: bool) -> sqlite3.Connection | 
     return con
 
 
+def file_version(path: Path) -> tuple[Any, ...]:
+    """What changes with every commit to the SQLite file ``path``: size and mtime of the file and
+    its ``-wal``, the file's header (its change counter) and the WAL's (its salts change when it
+    restarts; each commit in WAL mode appends frames: the size grows)."""
+    wal = path.with_name(path.name + "-wal")
+    heads = []
+    for p, n in ((path, 100), (wal, 32)):
+        try:
+            with open(p, "rb") as f:
+                heads.append(f.read(n))
+        except OSError:
+            heads.append(b"")
+    return (_stamp(path, wal), *heads)
+
+
 def _stamp(*paths: Path) -> tuple[tuple[int, int], ...]:
     out = []
     for p in paths:
@@ -233,9 +249,10 @@ def literal_sql(cols: Sequence[str], literals: Sequence[str]) -> tuple[str, list
 
 
 def row_digest_sql(cols: Sequence[str], literals: Sequence[str]) -> tuple[str, list[Any]]:
-    """An SQL expression of one row's values (as a BLOB: ``quote`` of each column, tab-joined),
-    every text form of every literal replaced by ``ERASED`` in a TEXT value, as ``apply``'s
-    rewrite replaces them (a planned rewrite digests the same before and after)."""
+    """An SQL expression of one row's values as one BLOB (each column's type and bytes: a REAL
+    printed with 17 digits, exact), every text form of every literal replaced by ``ERASED`` in a
+    TEXT value, as ``apply``'s rewrite replaces them: a planned rewrite digests the same before
+    (with ``literals``) and after (without)."""
     forms = [f for lit in literals for f in kernel.literal_forms(lit)]
     parts, args = [], []
     for c in cols:
@@ -243,8 +260,10 @@ def row_digest_sql(cols: Sequence[str], literals: Sequence[str]) -> tuple[str, l
         for f in forms:
             v = f"replace({v}, ?, ?)"
             args += [f, ERASED]
-        parts.append(f'quote(CASE WHEN typeof("{c}") = \'text\' THEN {v} ELSE "{c}" END)' if forms else f'quote("{c}")')
-    return f"CAST({' || char(9) || '.join(parts) or 'NULL'} AS BLOB)", args
+        parts.append(f'typeof("{c}") || x\'01\' || ifnull(CASE typeof("{c}") WHEN \'real\' THEN printf(\'%!.17g\', "{c}") '
+                     f'WHEN \'text\' THEN {v} ELSE CAST("{c}" AS BLOB) END, x\'\')')
+    sep = " || x'00' || "
+    return f"CAST({sep.join(parts) or 'NULL'} AS BLOB)", args
 
 
 class SqliteFile(LiveInstance):
@@ -256,6 +275,9 @@ class SqliteFile(LiveInstance):
 
     def __init__(self, path: Path, owner_of: OwnerOf, owner_sql: OwnerSql | None = None) -> None:
         self.path, self.owner_of, self.owner_sql = path, owner_of, owner_sql
+        self._cache: tuple[Any, list[Record]] | None = None
+        """The last narrowed read, keyed by (user, literals, ``file_version``): the plan and the
+        scope check, the last round's plan and the re-scan, and the digests after each read the same."""
 
     def stores(self) -> list[str]:
         return tables(self.path) if self.path.exists() else []
@@ -266,7 +288,10 @@ class SqliteFile(LiveInstance):
         if not self.path.exists():
             return
         if self.owner_sql is not None and (user is not None or literals) and narrowable(literals):
-            yield from self._narrowed(user, literals)
+            key = (user, tuple(literals), file_version(self.path))
+            if self._cache is None or self._cache[0] != key:
+                self._cache = (key, self._narrowed(user, literals))
+            yield from self._cache[1]
             return
         for table, rs in rows(self.path).items():
             for r in rs:
@@ -319,22 +344,33 @@ class SqliteFile(LiveInstance):
         if self.owner_sql is None or not self.path.exists():
             return None
         skip = set(removed)
+        held: dict[str, list[int]] = {}  # the rows that may hold a literal: digested with it replaced
+        for r in self.records(user, literals) if literals else ():
+            if isinstance(r.ref, int) and r.ref >= 0:
+                held.setdefault(r.store, []).append(r.ref)
         con = _connect(self.path, True)
         try:
             out: list[tuple[tuple[str, str], str]] = []
             for t, no_rowid in _tables(con):
-                out += self._table_digests(con, t, no_rowid, user, literals, skip)
+                out += self._table_digests(con, t, no_rowid, user, literals, skip, held.get(t, []))
             return out
         finally:
             con.close()
 
     def _table_digests(self, con: sqlite3.Connection, t: str, no_rowid: bool, user: str | None,
-                       literals: Sequence[str], skip: set[tuple[str, str]]) -> list[tuple[tuple[str, str], str]]:
+                       literals: Sequence[str], skip: set[tuple[str, str]],
+                       held: list[int]) -> list[tuple[tuple[str, str], str]]:
+        """The table's bystanders; a row in ``held`` (or any row of a WITHOUT ROWID table) is
+        digested with the literals replaced, every other one as it is (it holds none)."""
         assert self.owner_sql is not None
         cols = _columns(con, t)
         pk = _pk(con, t)
         mine, args = self.owner_sql(t, cols, user) if user is not None else ("0", [])
-        text, targs = row_digest_sql(cols, literals)
+        text, targs = row_digest_sql(cols, ())
+        if literals and (held or no_rowid):
+            rep, rargs = row_digest_sql(cols, literals)
+            text, targs = (rep, rargs) if no_rowid else (
+                f"CASE WHEN rowid IN (SELECT value FROM json_each(?)) THEN {rep} ELSE {text} END", [json.dumps(held), *rargs])
         rid = f'"{pk}"' if pk else ("-1" if no_rowid else "rowid")
         every = ", *" if no_rowid else ""  # no rowid to read a row again by: its values come along
         cur = con.execute(f'SELECT {rid}, {"-1" if no_rowid else "rowid"}, ({mine}), {text}{every} '  # noqa: S608
@@ -484,7 +520,13 @@ class SqliteInstance(MemorySystem):
         return None
 
     def instance(self) -> LiveInstance:
-        return self.server if self.server is not None else SqliteFile(self.path, self.row_owner, self.owner_filter())
+        """The server's tables, or the file: one ``SqliteFile`` per system (its last read kept)."""
+        if self.server is not None:
+            return self.server
+        have = getattr(self, "_file", None)
+        if not isinstance(have, SqliteFile) or have.path != self.path:
+            have = self._file = SqliteFile(self.path, self.row_owner, self.owner_filter())
+        return have
 
     def plan_erasure(self, user: str | None, literals: Sequence[str]) -> ErasurePlan:
         """The kernel's plan; on a server a new erasure, whose online bystander rule takes its
