@@ -51,7 +51,14 @@ from typing import Any
 
 from traceless.memory import Session, Turn
 from traceless.models import HashingEmbedder, ScriptedBackend
-from traceless.systems import SystemRuntime, erase_system, load_system_config, open_system, scan_system, system_class
+from traceless.systems import (
+    SystemRuntime,
+    erase_system,
+    load_system_config,
+    open_system,
+    scan_system,
+    system_class,
+)
 
 TURNS = 4
 USER, CANARY = "u000007", "CANARY-scale-5521"

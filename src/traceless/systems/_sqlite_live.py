@@ -249,8 +249,8 @@ def literal_sql(cols: Sequence[str], literals: Sequence[str]) -> tuple[str, list
 
 
 def row_digest_sql(cols: Sequence[str], literals: Sequence[str]) -> tuple[str, list[Any]]:
-    """An SQL expression of one row's values as one BLOB (each column's type and bytes: a REAL
-    printed with 17 digits, exact), every text form of every literal replaced by ``ERASED`` in a
+    """An SQL expression of one row's values as one BLOB (each column's bytes, NUL-separated: a
+    REAL printed with 17 digits, exact), every text form of every literal replaced by ``ERASED`` in a
     TEXT value, as ``apply``'s rewrite replaces them: a planned rewrite digests the same before
     (with ``literals``) and after (without)."""
     forms = [f for lit in literals for f in kernel.literal_forms(lit)]
@@ -260,7 +260,7 @@ def row_digest_sql(cols: Sequence[str], literals: Sequence[str]) -> tuple[str, l
         for f in forms:
             v = f"replace({v}, ?, ?)"
             args += [f, ERASED]
-        parts.append(f'typeof("{c}") || x\'01\' || ifnull(CASE typeof("{c}") WHEN \'real\' THEN printf(\'%!.17g\', "{c}") '
+        parts.append(f'ifnull(CASE typeof("{c}") WHEN \'real\' THEN printf(\'%!.17g\', "{c}") '
                      f'WHEN \'text\' THEN {v} ELSE CAST("{c}" AS BLOB) END, x\'\')')
     sep = " || x'00' || "
     return f"CAST({sep.join(parts) or 'NULL'} AS BLOB)", args
