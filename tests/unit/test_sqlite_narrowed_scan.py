@@ -240,3 +240,28 @@ def test_a_planted_over_deletion_is_caught(tmp_path: Path, name: str, module: st
     assert receipt.verification.checks["bystanders_intact"] is (plant == "none"), receipt.notes
     if plant == "none":
         assert receipt.verification.passed, receipt.verification.checks
+
+
+@pytest.mark.parametrize("wal", [False, True])
+def test_the_kept_read_is_not_used_after_a_write(tmp_path: Path, wal: bool) -> None:
+    """The narrowed read is kept while the file is unchanged (plan, scope check, digests read it
+    once); a commit by another connection since (rollback journal or WAL, the writer still
+    open) is read."""
+    from traceless.systems.sqlite import user_column
+
+    db = tmp_path / "x.db"
+    con = sqlite3.connect(db)
+    if wal:
+        con.execute("PRAGMA journal_mode=WAL")
+    con.execute("CREATE TABLE t (id TEXT PRIMARY KEY, user_id TEXT, data TEXT)")
+    con.execute("INSERT INTO t VALUES ('1', 'u1', 'first')")
+    con.commit()
+    inst = SqliteFile(db, lambda t, r: r.get("user_id"), user_column("user_id"))
+    assert [r.id for r in inst.records("u1", ())] == ["1"]
+    con.execute("UPDATE t SET data = 'secret-42' WHERE id = '1'")  # same row count, same size class
+    con.commit()
+    assert [r.fields["data"] for r in inst.records("u1", ())] == ["secret-42"]
+    con.execute("INSERT INTO t VALUES ('2', 'u1', 'second')")
+    con.commit()
+    assert sorted(r.id for r in inst.records("u1", ())) == ["1", "2"]
+    con.close()
