@@ -97,7 +97,8 @@ def test_a_literal_stored_only_json_escaped_is_found(tmp_path: Path) -> None:
     con.executemany("INSERT INTO t VALUES (?, ?, ?, ?)", [
         ("1", "u10", json.dumps({"text": f"see {UMLAUT}"}).encode(), 1.5),
         ("2", "u1", b"\xff\xfe raw " + UMLAUT.encode("utf-16-le"), 0.1 + 0.2),
-        ("3", "bob", json.dumps({"text": f"see {CJK}"}).upper(), None)])
+        ("3", "bob", json.dumps({"text": f"see {CJK}"}).upper(), None),
+        ("4", "bob", b"x", 1e15), ("5", "bob", b"y", 1e-05), ("6", "bob", b"z", -0.0), ("7", "bob", b"w", 2.5)])
     con.commit()
     con.close()
     from traceless.systems.sqlite import user_column
@@ -106,7 +107,8 @@ def test_a_literal_stored_only_json_escaped_is_found(tmp_path: Path) -> None:
                           user_column("user_id"))
     full = SqliteFile(db, narrowed.owner_of)
     for user, lits in [("u1", (UMLAUT,)), (None, (UMLAUT,)), (None, (CJK,)), ("u10", ("0000000000000004",)),
-                       (None, ("1.5",)), ("u1", ("raw",))]:
+                       (None, ("1.5",)), ("u1", ("raw",)), (None, ("1000000000000000",)), (None, ("1e-05",)),
+                       (None, ("-0.0",)), (None, ("2.5",))]:
         assert _view(kernel.scan("x", narrowed, user, lits, reveal=True)) == \
             _view(kernel.scan("x", full, user, lits, reveal=True)), (user, lits)
     hits = kernel.scan("x", narrowed, None, (UMLAUT,)).hits

@@ -235,17 +235,24 @@ def narrowable(literals: Sequence[str]) -> bool:
 
 def literal_sql(cols: Sequence[str], literals: Sequence[str]) -> tuple[str, list[Any]]:
     """An SQL condition true for every row whose text (``_text`` of each column) holds a form of
-    a literal (``kernel.count_literals``): one of its byte forms (``kernel.byte_forms``) in a
-    column's bytes (``instr`` over the column as a BLOB: a number as its text), and, for a literal
-    that a float's text could hold, every row holding a REAL (Python and SQLite may print a
-    float differently)."""
-    forms = kernel.byte_forms(literals)
+    a literal (``kernel.count_literals``): one of its text forms (``kernel.literal_forms``) in
+    UTF-8 in a column's bytes (``instr`` over the column as a BLOB: a number as its text; a
+    UTF-16 copy decodes to no form of it), and, for a literal a float's text could hold, every
+    row with a REAL that Python may print otherwise than SQLite (``_REAL_DIFFERS``)."""
+    forms = [f.encode("utf-8") for lit in literals for f in kernel.literal_forms(lit)]
     if not forms:
         return "0", []
     conds = [f'instr(CAST("{c}" AS BLOB), ?) > 0' for c in cols for _ in forms]
     if any(set(lit) <= _FLOAT_CHARS for lit in literals):
-        conds += [f'typeof("{c}") = \'real\'' for c in cols]
+        conds += [_REAL_DIFFERS.format(c=c) for c in cols]
     return " OR ".join(conds), [f for _ in cols for f in forms]
+
+
+_REAL_DIFFERS = ("""(typeof("{c}") = 'real' AND ("{c}" = 0 OR instr(CAST("{c}" AS TEXT), 'e') > 0 """
+                 """OR instr(CAST("{c}" AS TEXT), 'I') > 0 OR CAST(CAST("{c}" AS TEXT) AS REAL) <> "{c}"))""")
+"""A REAL whose text in SQLite (15 digits, exponent from 1e15) may not be Python's (the shortest
+round trip, exponent from 1e16): it does not round-trip, has an exponent, is infinite or zero;
+any other prints the same digits in both."""
 
 
 def row_digest_sql(cols: Sequence[str], literals: Sequence[str]) -> tuple[str, list[Any]]:
