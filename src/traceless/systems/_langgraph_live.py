@@ -35,7 +35,7 @@ from typing import Any
 
 from traceless.errors import ConfigError, ErasureScopeError, UnsupportedError
 from traceless.systems import ErasurePlan, PlannedAction, ScanHit, ScanReport, StoreOutcome
-from traceless.systems.kernel import StoreDigest, byte_forms, count_in_blobs, digest
+from traceless.systems.kernel import StoreDigest, byte_forms, count_in_blobs, digest, literal_forms
 from traceless.systems.sqlite import ro_connect, row_digest_sql
 
 __all__ = ["LiveLangGraph", "NamespaceMap", "owned_threads", "refuse_shared", "shared_threads", "state_users"]
@@ -298,7 +298,8 @@ class LiveLangGraph:
 
         rx = self.users.thread_pattern(user)
         cand = {t for t in tids if rx.match(t)} | {t for pairs in named.values() for t, _ in pairs}
-        hold, args = _hold_sql(["checkpoint"], byte_forms([user]))
+        # a state names the user as a string the serializer decodes: UTF-8, or JSON-escaped
+        hold, args = _hold_sql(["checkpoint"], [f.encode("utf-8") for f in literal_forms(user)])
         cand |= {str(t) for (t,) in conn.execute(f"SELECT DISTINCT thread_id FROM checkpoints AS t WHERE {hold}", args)}  # noqa: S608
         serde = JsonPlusSerializer()
         pairs: list[tuple[str, Any]] = []
