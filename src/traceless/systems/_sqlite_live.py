@@ -283,10 +283,14 @@ class SqliteFile(LiveInstance):
     def __init__(self, path: Path, owner_of: OwnerOf, owner_sql: OwnerSql | None = None) -> None:
         self.path, self.owner_of, self.owner_sql = path, owner_of, owner_sql
         self._cache: tuple[Any, list[Record]] | None = None
+        self._counted: tuple[Any, dict[str, int]] | None = None
         """The last narrowed read, keyed by (user, literals, ``file_version``): the plan and the
         scope check, the last round's plan and the re-scan, and the digests after each read the same."""
 
     def stores(self) -> list[str]:
+        counted = self.counts()  # one connection (a private copy while a writer's -wal exists) for both
+        if counted is not None:
+            return list(counted)
         return tables(self.path) if self.path.exists() else []
 
     def records(self, user: str | None = None, literals: Sequence[str] = ()) -> Iterator[Record]:
@@ -335,12 +339,15 @@ class SqliteFile(LiveInstance):
         """Rows per table by ``count(*)`` (with an owner filter; else None: the scan counts every row)."""
         if self.owner_sql is None or not self.path.exists():
             return None
-        con = _connect(self.path, True)
-        try:
-            return {t: int(con.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0])  # noqa: S608
-                    for t, _ in _tables(con)}
-        finally:
-            con.close()
+        version = file_version(self.path)
+        if self._counted is None or self._counted[0] != version:
+            con = _connect(self.path, True)
+            try:
+                self._counted = (version, {t: int(con.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0])  # noqa: S608
+                                           for t, _ in _tables(con)})
+            finally:
+                con.close()
+        return dict(self._counted[1])
 
     def server_bystanders(self, user: str | None, literals: Sequence[str],
                           removed: Iterable[tuple[str, str]]) -> list[tuple[tuple[str, str], str]] | None:
