@@ -314,6 +314,9 @@ class AdkSystem(live.SqliteInstance):
         path = live.live_db(config.db_file, "adk")
         return cls(path.parent, config, runtime, db_path=path, read_only=read_only)
 
+    def owner_filter(self) -> live.OwnerSql:
+        return live.user_column("user_id")
+
     def row_owner(self, table: str, row: dict[str, Any]) -> str | None:
         return _owner(table, row)
 

@@ -225,6 +225,9 @@ class AgnoSystem(live.SqliteInstance):
     def init_server(self) -> None:
         self._db = self._mm = None
 
+    def owner_filter(self) -> live.OwnerSql:
+        return live.user_column("user_id")
+
     def row_owner(self, table: str, row: dict[str, Any]) -> str | None:
         return _row_owner(table, row)
 

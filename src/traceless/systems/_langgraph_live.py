@@ -29,13 +29,14 @@ import re
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from hashlib import sha256
 from pathlib import Path
 from typing import Any
 
 from traceless.errors import ConfigError, ErasureScopeError, UnsupportedError
 from traceless.systems import ErasurePlan, PlannedAction, ScanHit, ScanReport, StoreOutcome
-from traceless.systems.kernel import StoreDigest, byte_forms, count_in_blobs, digest
-from traceless.systems.sqlite import ro_connect
+from traceless.systems.kernel import StoreDigest, byte_forms, count_in_blobs, digest, literal_forms
+from traceless.systems.sqlite import ro_connect, row_digest_sql
 
 __all__ = ["LiveLangGraph", "NamespaceMap", "owned_threads", "refuse_shared", "shared_threads", "state_users"]
 
@@ -97,22 +98,20 @@ class _Row:
     owned: bool
     hits: int
     value: str | None
+    orphan: bool = False
+    """An index row whose item is gone (``store_vectors``)."""
 
 
-def _row_text(vals: Sequence[Any]) -> str:
-    """Every column of one row as one text (JSON, a blob as hex: no two rows read alike)."""
-    return json.dumps([{"blob": v.hex()} if isinstance(v, bytes) else v for v in vals])
+def _hold_sql(cols: Sequence[str], forms: Sequence[bytes], alias: str = "t") -> tuple[str, list[Any]]:
+    """An SQL condition true for a row one of whose columns' bytes holds one of ``forms``."""
+    if not forms:
+        return "0", []
+    return " OR ".join(f'instr(CAST({alias}."{c}" AS BLOB), ?) > 0' for c in cols for _ in forms), \
+        [f for _ in cols for f in forms]
 
 
 def _text(v: Any) -> str:
     return v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
-
-
-def _order(conn: sqlite3.Connection, table: str) -> str:
-    """The table's primary key columns (all columns where it has none)."""
-    info = list(conn.execute(f'PRAGMA table_info("{table}")'))
-    pk = [r[1] for r in sorted(info, key=lambda r: r[5]) if r[5]] or [r[1] for r in info]
-    return ", ".join(f'"{c}"' for c in pk)
 
 
 def _tables(conn: sqlite3.Connection) -> list[str]:
@@ -210,27 +209,30 @@ class LiveLangGraph:
             self._conns[name] = conn
 
     # ------------------------------------------------------------------ records
-    def _table_rows(self, db: str, table: str, keycols: Sequence[str], forms: Sequence[bytes],
-                    owned: Callable[[tuple[Any, ...]], bool], reveal: bool) -> Iterator[_Row]:
-        """Every row of ``table``: its key, ownership, and the literals' count. The search for
-        the literals' bytes runs in SQLite (``instr`` over each column as a BLOB); only rows
-        with a match are read whole and counted here."""
+    def _table_rows(self, db: str, table: str, keycols: Sequence[str], where: str, args: Sequence[Any],
+                    forms: Sequence[bytes], owned: Callable[[tuple[Any, ...]], bool], reveal: bool,
+                    orphan: str = "0") -> Iterator[_Row]:
+        """The rows of ``table`` SQLite selects (``where``: the user's, and those whose bytes hold
+        a literal's byte form, ``literal_sql``): key, ownership, the literals' count. Only a row
+        with a match (or, with ``reveal``, a store item of the user) is read whole here."""
         conn = self._conns[db]
         cols = _columns(conn, table)
-        cond = " OR ".join(f'instr(CAST("{c}" AS BLOB), ?) > 0' for c in cols for _ in forms) or "0"
-        params = [f for _ in cols for f in forms]
+        hold, hargs = _hold_sql(cols, forms)
         keys = ", ".join(f'"{k}"' for k in keycols)
-        for rowid, *rest in conn.execute(f'SELECT rowid, {keys}, ({cond}) FROM "{table}"', params):
-            key, matched = tuple(rest[:-1]), rest[-1]
+        sql = f'SELECT rowid, {keys}, ({hold}), ({orphan}) FROM "{table}" AS t WHERE ({where}) OR ({hold})'  # noqa: S608
+        for rowid, *rest in conn.execute(sql, [*hargs, *args, *hargs]).fetchall():
+            key, matched, lone = tuple(rest[:-2]), rest[-2], rest[-1]
             hits, value = 0, None
             if matched or (reveal and table == "store" and owned(key)):
-                vals = conn.execute(f'SELECT * FROM "{table}" WHERE rowid = ?', (rowid,)).fetchone()
+                vals = conn.execute(f'SELECT * FROM "{table}" WHERE rowid = ?', (rowid,)).fetchone()  # noqa: S608
                 hits = count_in_blobs(vals, forms)
                 if reveal and table == "store":
                     value = _text(dict(zip(cols, vals, strict=True))["value"])
-            yield _Row(table, key, rowid, owned(key), hits, value)
+            yield _Row(table, key, rowid, owned(key), hits, value, bool(lone))
 
     def _store_rows(self, user: str | None, forms: Sequence[bytes], reveal: bool) -> Iterator[_Row]:
+        """The user's items (their namespace or below it), those holding a literal, and every
+        index row whose item is gone or is one of those."""
         if "store" not in self._conns:
             return
         prefix = self.users.prefix(user) if user is not None else None
@@ -238,10 +240,18 @@ class LiveLangGraph:
         def owned(key: tuple[Any, ...]) -> bool:
             return prefix is not None and (key[0] == prefix or str(key[0]).startswith(prefix + "."))
 
+        mine, margs = ("t.prefix = ? OR substr(t.prefix, 1, ?) = ?", [prefix, len(prefix) + 1, prefix + "."]) \
+            if prefix is not None else ("0", [])
         tables = _tables(self._conns["store"])
-        for table in _STORE_TABLES:
-            if table in tables:
-                yield from self._table_rows("store", table, _KEYS[table], forms, owned, reveal)
+        if "store" in tables:
+            yield from self._table_rows("store", "store", _KEYS["store"], mine, margs, forms, owned, reveal)
+        if "store_vectors" in tables:
+            item = "SELECT 1 FROM store AS s WHERE s.prefix = t.prefix AND s.key = t.key" if "store" in tables else ""
+            gone = f"NOT EXISTS ({item})" if item else "1"
+            hold, hargs = _hold_sql(_columns(self._conns["store"], "store"), forms, "s") if item and forms else ("0", [])
+            where = f"{mine} OR {gone}" + (f" OR EXISTS ({item} AND ({hold}))" if hold != "0" else "")
+            yield from self._table_rows("store", "store_vectors", _KEYS["store_vectors"], where, [*margs, *hargs],
+                                        forms, owned, reveal, orphan=gone)
 
     def _thread_tables(self) -> list[str]:
         conn = self._conns.get("checkpoints")
@@ -254,7 +264,7 @@ class LiveLangGraph:
         if user is None or conn is None or "checkpoints" not in _tables(conn):
             return set()
         tids, named = self._named(conn)
-        return owned_threads(self.users, user, tids, named, self._state_users(conn))
+        return owned_threads(self.users, user, tids, named, self._state_users(conn, user, tids, named))
 
     def _shared_threads(self, user: str | None) -> dict[str, int]:
         conn = self._conns.get("checkpoints")
@@ -274,17 +284,27 @@ class LiveLangGraph:
             named[k] = {(str(t), str(who)) for t, who in conn.execute(sql, (path, path))}
         return tids, named
 
-    def _state_users(self, conn: sqlite3.Connection) -> dict[str, str]:
+    def _state_users(self, conn: sqlite3.Connection, user: str, tids: Sequence[str],
+                     named: Mapping[str, set[tuple[str, str]]]) -> dict[str, str]:
         """Thread → the user its checkpoints' state names under ``state_key`` (decoded with
-        LangGraph's own serializer; a thread whose checkpoints name two users is left out)."""
+        LangGraph's own serializer; a thread whose checkpoints name two users is left out), for
+        the threads that can change ``owned_threads``' answer for ``user``: those its id template
+        or the metadata gives to someone, and those whose checkpoint holds the user id's bytes
+        (a state naming the user holds them). Only their checkpoints are decoded."""
         key = self.users.state_key
         if key is None:
             return {}
         from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
+        rx = self.users.thread_pattern(user)
+        cand = {t for t in tids if rx.match(t)} | {t for pairs in named.values() for t, _ in pairs}
+        # a state names the user as a string the serializer decodes: UTF-8, or JSON-escaped
+        hold, args = _hold_sql(["checkpoint"], [f.encode("utf-8") for f in literal_forms(user)])
+        cand |= {str(t) for (t,) in conn.execute(f"SELECT DISTINCT thread_id FROM checkpoints AS t WHERE {hold}", args)}  # noqa: S608
         serde = JsonPlusSerializer()
         pairs: list[tuple[str, Any]] = []
-        for tid, typ, blob in conn.execute("SELECT thread_id, type, checkpoint FROM checkpoints"):
+        for tid, typ, blob in conn.execute("SELECT thread_id, type, checkpoint FROM checkpoints WHERE thread_id IN "
+                                           "(SELECT value FROM json_each(?))", (json.dumps(sorted(cand)),)):
             try:
                 values = serde.loads_typed((typ, blob)).get("channel_values") or {}
             except Exception:  # noqa: BLE001 - a checkpoint this serializer cannot read names nobody
@@ -293,16 +313,25 @@ class LiveLangGraph:
         return state_users(pairs)
 
     def _thread_rows(self, user: str | None, forms: Sequence[bytes]) -> Iterator[_Row]:
+        """Every row of the user's threads, every row holding a literal and, without a user,
+        every row of a thread with such a row (the erasure removes that thread whole)."""
         conn = self._conns.get("checkpoints")
         if conn is None:
             return
         mine = self._owned_threads(user)
+        whole = set(mine)
+        if user is None and forms:
+            for table in self._thread_tables():
+                hold, args = _hold_sql(_columns(conn, table), forms)
+                whole |= {str(t) for (t,) in conn.execute(f'SELECT DISTINCT thread_id FROM "{table}" AS t '  # noqa: S608
+                                                          f"WHERE {hold}", args)}
         for table in self._thread_tables():
             cols = _columns(conn, table)
             keycols = ["thread_id", *(c for c in cols if c in ("checkpoint_ns", "checkpoint_id", "task_id", "idx",
                                                                 "channel", "version"))]
-            yield from self._table_rows("checkpoints", table, keycols, forms,
-                                        lambda key: str(key[0]) in mine, False)
+            yield from self._table_rows("checkpoints", table, keycols,
+                                        "thread_id IN (SELECT value FROM json_each(?))", [json.dumps(sorted(whole))],
+                                        forms, lambda key: str(key[0]) in mine, False)
 
     def _rows(self, user: str | None, literals: Sequence[str], reveal: bool = False) -> list[_Row]:
         """Every row (key, ownership, literal count). Kept while no connection commits: the
@@ -326,9 +355,8 @@ class LiveLangGraph:
         # a literal acts on the requester's rows only: another user's row that holds it stays
         mine = [r for r in rows if r.owned or (user is None and r.hits)]
         threads = {str(r.key[0]) for r in mine if r.store not in _STORE_TABLES}
-        live = {r.key[:2] for r in rows if r.store == "store"}
         items = {r.key[:2] for r in mine if r.store in _STORE_TABLES}
-        items |= {r.key[:2] for r in rows if r.store in _STORE_TABLES and r.key[:2] not in live}
+        items |= {r.key[:2] for r in rows if r.orphan}
         target: list[_Row] = []
         rest: list[_Row] = []
         for r in rows:
@@ -345,16 +373,17 @@ class LiveLangGraph:
     # ------------------------------------------------------------------ the four methods
     def scan(self, system: str, user: str | None, literals: Sequence[str], reveal: bool) -> ScanReport:
         rows = self._rows(user, literals, reveal)
-        stores: dict[str, int] = {}
-        for r in rows:
-            stores[r.store] = stores.get(r.store, 0) + 1
-        for name in self._empty_stores():
-            stores.setdefault(name, 0)
+        stores = self._counts()
         hits = [ScanHit(store=r.store, record_id=json.dumps(list(r.key), ensure_ascii=False), field="*",
                         owner_match=r.owned, owner=user if r.owned else self._owner_of(r), literal_count=r.hits,
                         value=r.value)
                 for r in rows if r.owned or r.hits]
         return ScanReport(system=system, user=user, literals=len(literals), stores=stores, hits=hits)
+
+    def _counts(self) -> dict[str, int]:
+        """Rows per table, by ``count(*)``."""
+        return {name: int(self._conns["store" if name in _STORE_TABLES else "checkpoints"].execute(
+            f'SELECT count(*) FROM "{name}"').fetchone()[0]) for name in self._empty_stores()}  # noqa: S608
 
     def _empty_stores(self) -> list[str]:
         out = []
@@ -372,8 +401,9 @@ class LiveLangGraph:
                            held_by_others=sum(1 for r in rest if r.hits))
 
     def bystanders(self, user: str | None, literals: Sequence[str]) -> dict[str, StoreDigest]:
-        """Per table: the count and a SHA-256 over every column of every row that is not a
-        target (rows in key order; rowids left out: VACUUM may renumber them)."""
+        """Per table: the SHA-256 of every row that is not a target, over its values as SQLite
+        quotes them (``row_digest_sql``, computed by SQLite: no row decoded here; rowids left out:
+        VACUUM may renumber them)."""
         target, _ = self._targets(user, literals)
         skip: dict[str, set[int]] = {}
         for r in target:
@@ -382,8 +412,9 @@ class LiveLangGraph:
         for name in self._empty_stores():
             conn = self._conns["store" if name in _STORE_TABLES else "checkpoints"]
             gone = skip.get(name, set())
-            rows = conn.execute(f'SELECT rowid, * FROM "{name}" ORDER BY {_order(conn, name)}')
-            out[name] = digest((_row_text(vals) for rowid, *vals in rows if rowid not in gone))
+            text, _ = row_digest_sql(_columns(conn, name), ())
+            rows = conn.execute(f'SELECT rowid, {text} FROM "{name}"')  # noqa: S608
+            out[name] = digest(sha256(b).hexdigest() for rowid, b in rows if rowid not in gone)
         return out
 
     # ------------------------------------------------------------------ erasure

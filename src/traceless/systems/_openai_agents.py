@@ -383,6 +383,9 @@ class OpenAIAgentsSystem(live.SqliteInstance):
                               "columns, knowing that encrypted messages are then not searched")
         return super().attach(config, runtime, read_only=read_only)
 
+    def owner_filter(self) -> live.OwnerSql:
+        return live.id_prefix("session_id", "/")
+
     def row_owner(self, table: str, row: dict[str, Any]) -> str | None:
         return _row_owner(table, row)
 

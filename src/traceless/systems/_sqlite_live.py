@@ -8,6 +8,8 @@ rows quoting a literal), then ``VACUUM``.
 from __future__ import annotations
 
 import abc
+import hashlib
+import json
 import shutil
 import sqlite3
 import tempfile
@@ -26,11 +28,32 @@ from traceless.systems.kernel import ERASED, replace_literals
 if TYPE_CHECKING:
     from traceless.systems._pg_tables import PgTables
 
-__all__ = ["ERASED", "OwnerOf", "Row", "SqliteFile", "SqliteInstance", "bystander_digests", "erase_residue", "live_db",
-           "plan", "ro_connect", "rows", "scan"]
+__all__ = ["ERASED", "OwnerOf", "OwnerSql", "Row", "SqliteFile", "SqliteInstance", "bystander_digests", "erase_residue",
+           "id_prefix", "literal_sql", "live_db", "narrowable", "plan", "ro_connect", "row_digest_sql", "rows", "scan",
+           "user_column"]
 
 OwnerOf = Callable[[str, dict[str, Any]], str | None]
 """(table, row as column → value) → the user the row belongs to (None: no user)."""
+OwnerSql = Callable[[str, Sequence[str], str], tuple[str, list[Any]]]
+"""(table, its columns, user) → an SQL condition and its parameters, true for at least every
+row ``OwnerOf`` gives to the user (the narrowed read's filter: ``OwnerOf`` still decides)."""
+
+
+def user_column(column: str) -> OwnerSql:
+    """The owner filter of a table whose ``column`` holds the user id (no such column: no row)."""
+    def where(table: str, cols: Sequence[str], user: str) -> tuple[str, list[Any]]:
+        return (f'"{column}" = ?', [user]) if column in cols else ("0", [])
+    return where
+
+
+def id_prefix(column: str, sep: str) -> OwnerSql:
+    """The owner filter of a table whose ``column`` is the user id or starts with it and ``sep``."""
+    def where(table: str, cols: Sequence[str], user: str) -> tuple[str, list[Any]]:
+        if column not in cols:
+            return "0", []
+        return f'("{column}" = ? OR substr("{column}", 1, ?) = ?)', [user, len(user) + len(sep), user + sep]
+    return where
+
 
 @dataclass(frozen=True)
 class Row:
@@ -116,6 +139,21 @@ def _private_copy(path: Path, wal: Path, *, last: bool) -> sqlite3.Connection | 
     return con
 
 
+def file_version(path: Path) -> tuple[Any, ...]:
+    """What changes with every commit to the SQLite file ``path``: size and mtime of the file and
+    its ``-wal``, the file's header (its change counter) and the WAL's (its salts change when it
+    restarts; each commit in WAL mode appends frames: the size grows)."""
+    wal = path.with_name(path.name + "-wal")
+    heads = []
+    for p, n in ((path, 100), (wal, 32)):
+        try:
+            with open(p, "rb") as f:
+                heads.append(f.read(n))
+        except OSError:
+            heads.append(b"")
+    return (_stamp(path, wal), *heads)
+
+
 def _stamp(*paths: Path) -> tuple[tuple[int, int], ...]:
     out = []
     for p in paths:
@@ -181,6 +219,60 @@ def _text(v: Any) -> str:
     return "" if v is None else (v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v))
 
 
+def _columns(con: sqlite3.Connection, table: str) -> list[str]:
+    return [r[1] for r in con.execute(f'PRAGMA table_info("{table}")')]
+
+
+_FLOAT_CHARS = frozenset("0123456789.eE+-infatyINFATY")
+
+
+def narrowable(literals: Sequence[str]) -> bool:
+    """Whether SQLite can select the rows holding ``literals`` by their bytes as the one match
+    rule would find them in the rows' text: not for a literal holding U+FFFD (the text of an
+    invalid UTF-8 blob holds one where its bytes do not) or NUL."""
+    return not any("\ufffd" in lit or "\0" in lit for lit in literals)
+
+
+def literal_sql(cols: Sequence[str], literals: Sequence[str]) -> tuple[str, list[Any]]:
+    """An SQL condition true for every row whose text (``_text`` of each column) holds a form of
+    a literal (``kernel.count_literals``): one of its text forms (``kernel.literal_forms``) in
+    UTF-8 in a column's bytes (``instr`` over the column as a BLOB: a number as its text; a
+    UTF-16 copy decodes to no form of it), and, for a literal a float's text could hold, every
+    row with a REAL that Python may print otherwise than SQLite (``_REAL_DIFFERS``)."""
+    forms = [f.encode("utf-8") for lit in literals for f in kernel.literal_forms(lit)]
+    if not forms:
+        return "0", []
+    conds = [f'instr(CAST("{c}" AS BLOB), ?) > 0' for c in cols for _ in forms]
+    if any(set(lit) <= _FLOAT_CHARS for lit in literals):
+        conds += [_REAL_DIFFERS.format(c=c) for c in cols]
+    return " OR ".join(conds), [f for _ in cols for f in forms]
+
+
+_REAL_DIFFERS = ("""(typeof("{c}") = 'real' AND ("{c}" = 0 OR instr(CAST("{c}" AS TEXT), 'e') > 0 """
+                 """OR instr(CAST("{c}" AS TEXT), 'I') > 0 OR CAST(CAST("{c}" AS TEXT) AS REAL) <> "{c}"))""")
+"""A REAL whose text in SQLite (15 digits, exponent from 1e15) may not be Python's (the shortest
+round trip, exponent from 1e16): it does not round-trip, has an exponent, is infinite or zero;
+any other prints the same digits in both."""
+
+
+def row_digest_sql(cols: Sequence[str], literals: Sequence[str]) -> tuple[str, list[Any]]:
+    """An SQL expression of one row's values as one BLOB (each column's bytes, NUL-separated: a
+    REAL printed with 17 digits, exact), every text form of every literal replaced by ``ERASED`` in a
+    TEXT value, as ``apply``'s rewrite replaces them: a planned rewrite digests the same before
+    (with ``literals``) and after (without)."""
+    forms = [f for lit in literals for f in kernel.literal_forms(lit)]
+    parts, args = [], []
+    for c in cols:
+        v = f'"{c}"'
+        for f in forms:
+            v = f"replace({v}, ?, ?)"
+            args += [f, ERASED]
+        parts.append(f'ifnull(CASE typeof("{c}") WHEN \'real\' THEN printf(\'%!.17g\', "{c}") '
+                     f'WHEN \'text\' THEN {v} ELSE CAST("{c}" AS BLOB) END, x\'\')')
+    sep = " || x'00' || "
+    return f"CAST({sep.join(parts) or 'NULL'} AS BLOB)", args
+
+
 class SqliteFile(LiveInstance):
     """One SQLite file as the erasure kernel reads and changes it: a table is a store, a row a
     record (``owner_of`` says whose), a rewrite replaces the literals in its string columns;
@@ -188,19 +280,128 @@ class SqliteFile(LiveInstance):
 
     others_policy = "rewrite"
 
-    def __init__(self, path: Path, owner_of: OwnerOf) -> None:
-        self.path, self.owner_of = path, owner_of
+    def __init__(self, path: Path, owner_of: OwnerOf, owner_sql: OwnerSql | None = None) -> None:
+        self.path, self.owner_of, self.owner_sql = path, owner_of, owner_sql
+        self._cache: tuple[Any, list[Record]] | None = None
+        self._counted: tuple[Any, dict[str, int]] | None = None
+        """The last narrowed read, keyed by (user, literals, ``file_version``): the plan and the
+        scope check, the last round's plan and the re-scan, and the digests after each read the same."""
 
     def stores(self) -> list[str]:
+        counted = self.counts()  # one connection (a private copy while a writer's -wal exists) for both
+        if counted is not None:
+            return list(counted)
         return tables(self.path) if self.path.exists() else []
 
     def records(self, user: str | None = None, literals: Sequence[str] = ()) -> Iterator[Record]:
+        """With an owner filter (``owner_sql``) and a user or literals, SQLite selects the rows
+        (``narrowed``) and only those are decoded; else every row."""
         if not self.path.exists():
+            return
+        if self.owner_sql is not None and (user is not None or literals) and narrowable(literals):
+            key = (user, tuple(literals), file_version(self.path))
+            if self._cache is None or self._cache[0] != key:
+                self._cache = (key, self._narrowed(user, literals))
+            yield from self._cache[1]
             return
         for table, rs in rows(self.path).items():
             for r in rs:
-                yield Record(table, r.record_id, self.owner_of(table, r.values),
-                             {c: _text(v) for c, v in r.values.items()}, ref=r.rowid)
+                yield self._record(table, r)
+
+    def _record(self, table: str, r: Row) -> Record:
+        return Record(table, r.record_id, self.owner_of(table, r.values),
+                      {c: _text(v) for c, v in r.values.items()}, ref=r.rowid)
+
+    def _narrowed(self, user: str | None, literals: Sequence[str]) -> list[Record]:
+        """The rows ``owner_sql`` may give to ``user`` and those whose bytes hold a literal's
+        byte form (``literal_sql``); a file not in UTF-8: every row."""
+        assert self.owner_sql is not None
+        con = _connect(self.path, True)
+        try:
+            if con.execute("PRAGMA encoding").fetchone()[0] != "UTF-8":
+                return [self._record(t, r) for t, rs in rows(self.path).items() for r in rs]
+            out: list[Record] = []
+            for t, no_rowid in _tables(con):
+                cols = _columns(con, t)
+                mine, args = self.owner_sql(t, cols, user) if user is not None else ("0", [])
+                hold, more = literal_sql(cols, literals)
+                cur = con.execute(f'SELECT {"-1" if no_rowid else "rowid"}, * FROM "{t}" '  # noqa: S608
+                                  f"WHERE ({mine}) OR ({hold})", [*args, *more])
+                pk = _pk(con, t)
+                for r in cur.fetchall():
+                    values = dict(zip(cols, r[1:], strict=True))
+                    out.append(self._record(t, Row(t, int(r[0]), str(values[pk]) if pk else str(r[0]), values)))
+            return out
+        finally:
+            con.close()
+
+    def counts(self) -> dict[str, int] | None:
+        """Rows per table by ``count(*)`` (with an owner filter; else None: the scan counts every row)."""
+        if self.owner_sql is None or not self.path.exists():
+            return None
+        version = file_version(self.path)
+        if self._counted is None or self._counted[0] != version:
+            con = _connect(self.path, True)
+            try:
+                self._counted = (version, {t: int(con.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0])  # noqa: S608
+                                           for t, _ in _tables(con)})
+            finally:
+                con.close()
+        return dict(self._counted[1])
+
+    def server_bystanders(self, user: str | None, literals: Sequence[str],
+                          removed: Iterable[tuple[str, str]]) -> list[tuple[tuple[str, str], str]] | None:
+        """Every row that is not ``user``'s and not in ``removed``, as the SHA-256 of its values
+        as SQLite quotes them (``row_digest_sql``: the literals replaced as a rewrite replaces
+        them), read without decoding a row in Python. A row ``owner_sql`` may give to the user
+        is read whole and ``owner_of`` decides. Without an owner filter: None (the kernel's)."""
+        if self.owner_sql is None or not self.path.exists():
+            return None
+        skip = set(removed)
+        held: dict[str, list[int]] = {}  # the rows that may hold a literal: digested with it replaced
+        for r in self.records(user, literals) if literals else ():
+            if isinstance(r.ref, int) and r.ref >= 0:
+                held.setdefault(r.store, []).append(r.ref)
+        con = _connect(self.path, True)
+        try:
+            out: list[tuple[tuple[str, str], str]] = []
+            for t, no_rowid in _tables(con):
+                out += self._table_digests(con, t, no_rowid, user, literals, skip, held.get(t, []))
+            return out
+        finally:
+            con.close()
+
+    def _table_digests(self, con: sqlite3.Connection, t: str, no_rowid: bool, user: str | None,
+                       literals: Sequence[str], skip: set[tuple[str, str]],
+                       held: list[int]) -> list[tuple[tuple[str, str], str]]:
+        """The table's bystanders; a row in ``held`` (or any row of a WITHOUT ROWID table) is
+        digested with the literals replaced, every other one as it is (it holds none)."""
+        assert self.owner_sql is not None
+        cols = _columns(con, t)
+        pk = _pk(con, t)
+        mine, args = self.owner_sql(t, cols, user) if user is not None else ("0", [])
+        text, targs = row_digest_sql(cols, ())
+        if literals and (held or no_rowid):
+            rep, rargs = row_digest_sql(cols, literals)
+            text, targs = (rep, rargs) if no_rowid else (
+                f"CASE WHEN rowid IN (SELECT value FROM json_each(?)) THEN {rep} ELSE {text} END", [json.dumps(held), *rargs])
+        rid = f'"{pk}"' if pk else ("-1" if no_rowid else "rowid")
+        every = ", *" if no_rowid else ""  # no rowid to read a row again by: its values come along
+        cur = con.execute(f'SELECT {rid}, {"-1" if no_rowid else "rowid"}, ({mine}), {text}{every} '  # noqa: S608
+                          f'FROM "{t}"', [*args, *targs])
+        out = []
+        sha = hashlib.sha256
+        for r in cur:
+            if r[2] and user is not None and self._owner(con, t, cols, r) == user:
+                continue
+            key = (t, str(r[0]))
+            if key not in skip:
+                out.append((key, sha(r[3]).hexdigest()))
+        return out
+
+    def _owner(self, con: sqlite3.Connection, t: str, cols: list[str], r: tuple[Any, ...]) -> str | None:
+        values = r[4:] if len(r) > 4 else con.execute(f'SELECT * FROM "{t}" WHERE rowid = ?', (r[1],)).fetchone()  # noqa: S608
+        return self.owner_of(t, dict(zip(cols, values, strict=True)))
 
     def compaction(self) -> list[str]:
         return [f"VACUUM {self.path.name}"]
@@ -326,8 +527,20 @@ class SqliteInstance(MemorySystem):
         """The user a row of ``table`` belongs to (None: nobody's, e.g. a schema table);
         every SQLite-backed adapter says it for its own tables."""
 
+    def owner_filter(self) -> OwnerSql | None:
+        """The SQL filter that selects at least every row ``row_owner`` gives to a user
+        (``user_column``, ``id_prefix``): the scan, plan and bystander digests then decode only
+        the user's rows and those holding a literal. None (the default): every row is read."""
+        return None
+
     def instance(self) -> LiveInstance:
-        return self.server if self.server is not None else SqliteFile(self.path, self.row_owner)
+        """The server's tables, or the file: one ``SqliteFile`` per system (its last read kept)."""
+        if self.server is not None:
+            return self.server
+        have = getattr(self, "_file", None)
+        if not isinstance(have, SqliteFile) or have.path != self.path:
+            have = self._file = SqliteFile(self.path, self.row_owner, self.owner_filter())
+        return have
 
     def plan_erasure(self, user: str | None, literals: Sequence[str]) -> ErasurePlan:
         """The kernel's plan; on a server a new erasure, whose online bystander rule takes its

@@ -15,19 +15,25 @@ kernel scans, plans, digests bystanders and erases for it; a subclass says whose
 from traceless.systems._sqlite_live import (
     ERASED,
     OwnerOf,
+    OwnerSql,
     Row,
     SqliteFile,
     SqliteInstance,
     bystander_digests,
     erase_residue,
+    id_prefix,
+    literal_sql,
     live_db,
+    narrowable,
     plan,
     ro_connect,
+    row_digest_sql,
     rows,
     scan,
     table_texts,
+    user_column,
 )
 from traceless.systems.kernel import count_literals, literal_forms, replace_literals
 
-__all__ = ["ERASED", "OwnerOf", "Row", "SqliteFile", "SqliteInstance", "bystander_digests", "count_literals", "erase_residue",
-           "literal_forms", "live_db", "plan", "replace_literals", "ro_connect", "rows", "scan", "table_texts"]
+__all__ = ["ERASED", "OwnerOf", "OwnerSql", "Row", "SqliteFile", "SqliteInstance", "bystander_digests", "count_literals", "erase_residue", "id_prefix",
+           "literal_forms", "literal_sql", "live_db", "narrowable", "plan", "replace_literals", "ro_connect", "row_digest_sql", "rows", "scan", "table_texts", "user_column"]
