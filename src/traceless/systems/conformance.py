@@ -484,20 +484,28 @@ def _app_child(name: str, cfg: dict[str, Any], work: str, ready: Any, stop: Any)
     """The application of ``app_writes_during_erasure``: opens the instance through the system's
     own API and writes one new user's memory after another (every ``TARGET_EVERY``-th one the
     target's own: the app still serves the user being erased) until told to stop; sends
-    (writes done, when the last one returned)."""
+    (writes done, when the last one returned, whether it failed). Only a write of the target's
+    may fail (its state erased under the request: ADK's "User state missing"), and is reported;
+    a failed write of another user ends the app with an error."""
     from traceless.models import HashingEmbedder, ScriptedBackend
     from traceless.systems.testing import register_dict_system
 
     register_dict_system()
     runtime = SystemRuntime(ScriptedBackend(lambda m, c: "noted"), HashingEmbedder(), "scripted")
     s = open_system(name, Path(work), load_system_config(name, cfg), runtime)
-    ready.send((0, time.time()))
+    ready.send((0, time.time(), False))
     n = 0
     try:
         while not stop.is_set() and n < APP_WRITES:
-            s.write([_session(_app_user(n), f"app{n}", f"App memory {n}: {_app_note(n)}.")])
+            failed = False
+            try:
+                s.write([_session(_app_user(n), f"app{n}", f"App memory {n}: {_app_note(n)}.")])
+            except Exception:
+                if _app_user(n) != TARGET:
+                    raise
+                failed = True  # the request of the user being erased met the erasure
             n += 1
-            ready.send((n, time.time()))
+            ready.send((n, time.time(), failed))
             time.sleep(0.01)
     finally:
         s.close()
@@ -536,18 +544,21 @@ def check_app_writes_during_erasure(t: Target) -> CheckOutcome:
     p = ctx.Process(target=_app_child, args=(t.name, t.config.model_dump(mode="json"), str(work), child, stop))
     p.start()
     done: dict[int, float] = {}
+    failed: set[int] = set()
     for _ in range(2):  # opened, then its first write: the erasure starts while the app writes
         if not parent.poll(120):
             p.kill()
             return CheckOutcome(passed=False, detail="the application never opened the instance or never wrote")
-        n, at = parent.recv()
+        n, at, bad = parent.recv()
         done[n] = at
     outcome, receipt = _erase_beside_the_app(t, work)
     stop.set()
     while p.is_alive() or parent.poll():
         if parent.poll(1):
-            n, at = parent.recv()
+            n, at, bad = parent.recv()
             done[n] = at
+            if bad:
+                failed.add(n - 1)
     p.join()
     try:
         texts = _audit_texts(t, work)
@@ -566,7 +577,8 @@ def check_app_writes_during_erasure(t: Target) -> CheckOutcome:
     ok = not lost and p.exitcode == 0 and held
     return CheckOutcome(passed=ok, detail=f"erasure {outcome}; the app wrote {max(done)} memories meanwhile "
                                           f"({len(theirs)} of other users: lost {len(lost)}; the target's written "
-                                          f"before the verification and still there: {len(missed)}), exit "
+                                          f"before the verification and still there: {len(missed)}; the target's "
+                                          f"requests that failed beside the erasure: {len(failed)}), exit "
                                           f"{p.exitcode}; the user's records {mine_before} → {left[0]}, left {left}")
 
 
