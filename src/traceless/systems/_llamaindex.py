@@ -252,7 +252,7 @@ class LlamaIndexSystem(MemorySystem):
             return
         if self._chat() is not None:
             self._memory(user).reset()
-        recs = li_live.records(self._persist)
+        recs = li_live.owner_records(li_live.indexes(self._persist))
         refs = li_live.owned_refs(recs, user)
         if refs and (self._persist / "docstore.json").is_file():
             indexed = li_live.indexed_refs(recs)

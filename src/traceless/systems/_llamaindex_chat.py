@@ -1,0 +1,116 @@
+"""LlamaIndex's chat store (the ``Memory``'s SQLite file) read where its rows live: the user's rows
+through the ``key`` index, the rows that may hold a literal through SQLite's ``instr``, counts
+by ``count(*)`` and the bystanders' digest texts with the literals replaced by SQLite's
+``replace``: no Python pass over every row but the digest's hash. Each returns what
+``SqliteFile`` (read whole) gives the kernel for the same rows: the same records, the same
+digest texts (``kernel.bystander_rows``)."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from traceless.systems._sqlite_live import _pk, _tables, ro_connect
+from traceless.systems.contract import Record
+from traceless.systems.kernel import ERASED, literal_forms, replace_literals
+
+__all__ = ["bystander_rows", "counts", "records"]
+
+Owner = Callable[[str, dict[str, Any]], "str | None"]
+
+
+def _text(v: Any) -> str:
+    return "" if v is None else (v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v))
+
+
+def _cols(con: sqlite3.Connection, table: str) -> list[str]:
+    return [r[1] for r in con.execute(f'PRAGMA table_info("{table}")')]
+
+
+def _forms(literals: Sequence[str]) -> list[str]:
+    return list(dict.fromkeys(f for lit in literals for f in literal_forms(lit)))
+
+
+def _where(cols: list[str], forms: list[str], owner_col: str | None, user: str | None) -> tuple[str, list[Any]]:
+    """A row of the user (``owner_col = user``) or one whose text may hold a form: ``instr`` in a
+    column's text, or a REAL (SQLite's text of a float is not always Python's)."""
+    conds, args = [], []
+    if owner_col is not None and user is not None:
+        conds.append(f'"{owner_col}" = ?')
+        args.append(user)
+    for c in cols if forms else []:
+        conds.append(f"typeof(\"{c}\") = 'real'")
+        for f in forms:
+            conds.append(f'instr("{c}", ?) > 0')
+            args.append(f)
+    return " OR ".join(conds) or "0", args
+
+
+def records(path: Path, owner: Owner, owner_cols: dict[str, str], user: str | None,
+            literals: Sequence[str]) -> Iterator[Record]:
+    """The rows of the user (by ``owner_cols[table]``) and those that may hold a literal, as
+    ``SqliteFile.records`` makes them (store = table, ``ref`` = rowid)."""
+    con = ro_connect(path)
+    try:
+        for table, no_rowid in _tables(con):
+            cols, pk = _cols(con, table), _pk(con, table)
+            where, args = _where(cols, _forms(literals), owner_cols.get(table), user)
+            cur = con.execute(f'SELECT {"-1" if no_rowid else "rowid"}, * FROM "{table}" WHERE {where}', args)  # noqa: S608
+            for r in cur:
+                values = dict(zip(cols, r[1:], strict=True))
+                rid = str(values[pk]) if pk else str(r[0])
+                yield Record(table, rid, owner(table, values), {c: _text(v) for c, v in values.items()}, ref=int(r[0]))
+    finally:
+        con.close()
+
+
+def counts(path: Path) -> dict[str, int]:
+    """Every table's row count (``count(*)``)."""
+    con = ro_connect(path)
+    try:
+        return {t: int(con.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0]) for t, _ in _tables(con)}  # noqa: S608
+    finally:
+        con.close()
+
+
+def _replaced(col: str, n: int) -> str:
+    """The column's text with ``n`` forms (parameters) replaced by ``ERASED`` (a REAL as it is:
+    its text is Python's, replaced there)."""
+    expr = f'"{col}"'
+    for _ in range(n):
+        expr = f"replace({expr}, ?, '{ERASED}')"
+    return f"CASE WHEN typeof(\"{col}\") = 'real' THEN \"{col}\" ELSE {expr} END"
+
+
+def bystander_rows(path: Path, owner: Owner, owner_cols: dict[str, str], user: str | None,
+                   literals: Sequence[str], removed: set[tuple[str, str]],
+                   store: Callable[[str], str]) -> list[tuple[tuple[str, str], str]]:
+    """((store, id), digest text) of every row that is not the user's nor in ``removed``, the
+    text as ``kernel.bystander_rows`` makes it, the literals replaced by SQLite."""
+    forms = _forms(literals)
+    out: list[tuple[tuple[str, str], str]] = []
+    con = ro_connect(path)
+    try:
+        for table, no_rowid in _tables(con):
+            cols, pk = _cols(con, table), _pk(con, table)
+            oc = owner_cols.get(table)
+            skip = f' WHERE "{oc}" IS NOT ? OR typeof("{oc}") != \'text\'' if oc and user is not None else ""
+            sel = ", ".join(_replaced(c, len(forms)) for c in cols)
+            args = [f for _ in cols for f in forms] + ([user] if skip else [])
+            order = sorted(range(len(cols)), key=lambda i: cols[i])
+            n = len(cols)
+            cur = con.execute(f'SELECT {"-1" if no_rowid else "rowid"}, *, {sel} FROM "{table}"{skip}', args)  # noqa: S608
+            name = store(table)
+            for r in cur:
+                values = dict(zip(cols, r[1:1 + n], strict=True))
+                rid = str(values[pk]) if pk else str(r[0])
+                who = owner(table, values)
+                if (name, rid) in removed or (user is not None and who == user):
+                    continue
+                texts = [replace_literals(_text(v), literals) if isinstance(v, float) else _text(v) for v in r[1 + n:]]
+                out.append(((name, rid), f"{who}\t" + "\t".join(f"{cols[i]}={texts[i]}" for i in order)))
+    finally:
+        con.close()
+    return out
