@@ -22,6 +22,8 @@ from typing import Any
 __all__ = ["LAZY", "Entry", "JsonIndex", "find_all"]
 
 _WS = re.compile(r"[ \t\n\r]*")
+_NUMBER_CHARS = frozenset("0123456789.,-+eE []NaInfity")
+"""Every character a flat array of JSON numbers can hold (``NaN``, ``Infinity`` as Python writes them)."""
 _DECODER = json.JSONDecoder()
 
 
@@ -149,6 +151,7 @@ class JsonIndex:
         entry's text is then what ``json.dumps`` makes of its value, but for the keys' order."""
         self.collections = sorted({e.coll for e in self.entries} | set(self.spans))
         self._starts = [e.start for e in self.entries]
+        self._pieces: tuple[str, list[int], list[int]] | None = None
         self._range: dict[str, tuple[int, int]] = {}
         for i, e in enumerate(self.entries):
             first, _ = self._range.get(e.coll, (i, i))
@@ -163,13 +166,39 @@ class JsonIndex:
         return self.text[e.start:e.end]
 
     def hit(self, forms: Sequence[str]) -> set[int]:
-        """Indexes of the entries whose span holds one of ``forms``."""
+        """Indexes of the entries whose span holds one of ``forms``. A form with a character no
+        number array holds is looked for outside the ``LAZY`` arrays only (in the text the
+        others leave: the keys, the decoded values); any other, in the whole text."""
         out: set[int] = set()
-        for off in find_all(self.text, forms):
-            i = bisect.bisect_right(self._starts, off) - 1
-            if i >= 0 and off < self.entries[i].end:
-                out.add(i)
+        inside = [f for f in forms if set(f) <= _NUMBER_CHARS]
+        for off in find_all(self.text, inside):
+            self._add(out, off)
+        outside = [f for f in forms if not set(f) <= _NUMBER_CHARS]
+        if outside:
+            text, offsets, starts = self._outside()
+            for off in find_all(text, outside):
+                k = bisect.bisect_right(offsets, off) - 1
+                self._add(out, starts[k] + off - offsets[k])
         return out
+
+    def _add(self, out: set[int], off: int) -> None:
+        i = bisect.bisect_right(self._starts, off) - 1
+        if i >= 0 and off < self.entries[i].end:
+            out.add(i)
+
+    def _outside(self) -> tuple[str, list[int], list[int]]:
+        """The text without the ``LAZY`` arrays' insides (each ``[`` and ``]`` kept), and per piece
+        its offset there and in the file's text."""
+        if self._pieces is None:
+            cuts = [(e.vstart + 1, e.end - 1) for e in self.entries if e.value is LAZY]
+            bounds = [0, *(x for c in cuts for x in c), len(self.text)]
+            starts = bounds[0::2]
+            pieces = [self.text[a:b] for a, b in zip(bounds[0::2], bounds[1::2], strict=True)]
+            offsets = [0]
+            for p in pieces[:-1]:
+                offsets.append(offsets[-1] + len(p))
+            self._pieces = ("".join(pieces), offsets, starts)
+        return self._pieces
 
     def splice(self, changes: Mapping[int, str | None]) -> str:
         """The file's text with entry ``i`` replaced by ``changes[i]`` (its ``"key": value``

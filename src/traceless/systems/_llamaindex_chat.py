@@ -33,18 +33,28 @@ def _forms(literals: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(f for lit in literals for f in literal_forms(lit)))
 
 
+def _glob(form: str) -> str:
+    """A GLOB pattern matching any text that holds ``form`` (its ``*``, ``?``, ``[`` escaped)."""
+    return "*" + "".join(f"[{c}]" if c in "*?[" else c for c in form) + "*"
+
+
 def _where(cols: list[str], forms: list[str], owner_col: str | None, user: str | None) -> tuple[str, list[Any]]:
-    """A row of the user (``owner_col = user``) or one whose text may hold a form: ``instr`` in a
-    column's text, or a REAL (SQLite's text of a float is not always Python's)."""
-    conds, args = [], []
+    """A row of the user (``owner_col = user``) or one whose text may hold a form: a text's or a
+    blob's GLOB, an integer's for a form of digits, any REAL (SQLite's text of a float is not
+    always Python's)."""
+    conds: list[str] = []
+    args: list[Any] = []
     if owner_col is not None and user is not None:
         conds.append(f'"{owner_col}" = ?')
         args.append(user)
+    digits = [f for f in forms if not f.strip("0123456789-")]
     for c in cols if forms else []:
         conds.append(f"typeof(\"{c}\") = 'real'")
-        for f in forms:
-            conds.append(f'instr("{c}", ?) > 0')
-            args.append(f)
+        conds.append(f"(typeof(\"{c}\") IN ('text', 'blob') AND (" + " OR ".join(f'"{c}" GLOB ?' for _ in forms) + "))")
+        args += [_glob(f) for f in forms]
+        if digits:
+            conds.append(f"(typeof(\"{c}\") = 'integer' AND (" + " OR ".join(f'"{c}" GLOB ?' for _ in digits) + "))")
+            args += [_glob(f) for f in digits]
     return " OR ".join(conds) or "0", args
 
 
