@@ -151,3 +151,17 @@ def test_the_erasure_keeps_every_other_entrys_bytes(tmp_path: Path) -> None:
     assert receipt.verification.passed
     after = JsonIndex(store)
     assert {e.key: after.raw(e) for e in after.entries} == theirs  # spliced: the rest byte for byte
+
+
+@pytest.mark.parametrize("native", [False, True])
+def test_the_erasure_passes_with_or_without_llamaindexs_own_index_deletion(tmp_path: Path, native: bool) -> None:
+    """``index_native_deletion`` (LlamaIndex loads, deletes and persists the whole index) or not
+    (the kernel splices the same entries out): the same stores end clear, the bystanders intact."""
+    conf = _live(tmp_path) | {"index_native_deletion": native}
+    cfg = load_system_config("llamaindex", conf)
+    receipt = erase_system(system_class("llamaindex").attach(cfg, read_only=False), "u1", [SECRET],
+                           state_dir=tmp_path / "state", key=b"k" * 32)
+    assert receipt.verification.passed and receipt.verification.checks["bystanders_intact"]
+    assert {g.split("=")[1] for g in receipt.guarantee} == {"clear"}
+    narrow, _ = _pair(conf)
+    assert not [r for r in narrow.records("u1", [SECRET]) if r.owner == "u1" or SECRET in r.text()]
