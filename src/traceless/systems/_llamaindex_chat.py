@@ -94,11 +94,26 @@ def _replaced(col: str, n: int) -> str:
     return f"CASE WHEN typeof(\"{col}\") = 'real' THEN \"{col}\" ELSE {expr} END"
 
 
+def _sql_text(cols: list[str], owner_col: str | None, n: int) -> str:
+    """``kernel.bystander_rows``' text of a row built by SQLite: the owner (``owner_col``'s text,
+    else ``None``), then each column (by name) as ``name=text``, its ``n`` forms replaced."""
+    who = f"CASE WHEN typeof(\"{owner_col}\") = 'text' THEN \"{owner_col}\" ELSE 'None' END" if owner_col else "'None'"
+    parts = [f"'{c}=' || ifnull({_replaced(c, n)}, '')" for c in sorted(cols)]
+    return " || char(9) || ".join([who, *parts])
+
+
+def _plain_types(con: sqlite3.Connection, table: str, cols: list[str]) -> bool:
+    """No REAL and no BLOB value in the table: SQLite's text of every value is then Python's."""
+    odd = " OR ".join(f"typeof(\"{c}\") IN ('real', 'blob')" for c in cols) or "0"
+    return con.execute(f'SELECT 1 FROM "{table}" WHERE {odd} LIMIT 1').fetchone() is None  # noqa: S608
+
+
 def bystander_rows(path: Path, owner: Owner, owner_cols: dict[str, str], user: str | None,
                    literals: Sequence[str], removed: set[tuple[str, str]],
                    store: Callable[[str], str]) -> list[tuple[tuple[str, str], str]]:
     """((store, id), digest text) of every row that is not the user's nor in ``removed``, the
-    text as ``kernel.bystander_rows`` makes it, the literals replaced by SQLite."""
+    text as ``kernel.bystander_rows`` makes it, built and the literals replaced by SQLite (a
+    table holding a REAL or a BLOB: its texts made in Python, from the values)."""
     forms = _forms(literals)
     out: list[tuple[tuple[str, str], str]] = []
     con = ro_connect(path)
@@ -107,20 +122,35 @@ def bystander_rows(path: Path, owner: Owner, owner_cols: dict[str, str], user: s
             cols, pk = _cols(con, table), _pk(con, table)
             oc = owner_cols.get(table)
             skip = f' WHERE "{oc}" IS NOT ? OR typeof("{oc}") != \'text\'' if oc and user is not None else ""
-            sel = ", ".join(_replaced(c, len(forms)) for c in cols)
-            args = [f for _ in cols for f in forms] + ([user] if skip else [])
-            order = sorted(range(len(cols)), key=lambda i: cols[i])
-            n = len(cols)
-            cur = con.execute(f'SELECT {"-1" if no_rowid else "rowid"}, *, {sel} FROM "{table}"{skip}', args)  # noqa: S608
+            rid = f'"{pk}"' if pk else ("-1" if no_rowid else "rowid")
             name = store(table)
-            for r in cur:
-                values = dict(zip(cols, r[1:1 + n], strict=True))
-                rid = str(values[pk]) if pk else str(r[0])
-                who = owner(table, values)
-                if (name, rid) in removed or (user is not None and who == user):
-                    continue
-                texts = [replace_literals(_text(v), literals) if isinstance(v, float) else _text(v) for v in r[1 + n:]]
-                out.append(((name, rid), f"{who}\t" + "\t".join(f"{cols[i]}={texts[i]}" for i in order)))
+            if not _plain_types(con, table, cols):
+                out += _python_rows(con, table, no_rowid, cols, pk, owner, user, literals, removed, name, skip)
+                continue
+            args = [f for _ in cols for f in forms] + ([user] if skip else [])
+            cur = con.execute(f'SELECT {rid}, {_sql_text(cols, oc, len(forms))} FROM "{table}"{skip}', args)  # noqa: S608
+            out += [((name, str(r[0])), r[1]) for r in cur if (name, str(r[0])) not in removed]
     finally:
         con.close()
+    return out
+
+
+def _python_rows(con: sqlite3.Connection, table: str, no_rowid: bool, cols: list[str], pk: str | None, owner: Owner,
+                 user: str | None, literals: Sequence[str], removed: set[tuple[str, str]], name: str,
+                 skip: str) -> list[tuple[tuple[str, str], str]]:
+    forms = _forms(literals)
+    sel = ", ".join(_replaced(c, len(forms)) for c in cols)
+    args = [f for _ in cols for f in forms] + ([user] if skip else [])
+    order = sorted(range(len(cols)), key=lambda i: cols[i])
+    n = len(cols)
+    out: list[tuple[tuple[str, str], str]] = []
+    cur = con.execute(f'SELECT {"-1" if no_rowid else "rowid"}, *, {sel} FROM "{table}"{skip}', args)  # noqa: S608
+    for r in cur:
+        values = dict(zip(cols, r[1:1 + n], strict=True))
+        rid = str(values[pk]) if pk else str(r[0])
+        who = owner(table, values)
+        if (name, rid) in removed or (user is not None and who == user):
+            continue
+        texts = [replace_literals(_text(v), literals) if isinstance(v, float) else _text(v) for v in r[1 + n:]]
+        out.append(((name, rid), f"{who}\t" + "\t".join(f"{cols[i]}={texts[i]}" for i in order)))
     return out

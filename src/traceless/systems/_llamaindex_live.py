@@ -74,6 +74,21 @@ def _index(path: Path) -> JsonIndex:
                           "again: an interrupted erasure is completed by the re-run") from None
 
 
+_CACHE: dict[Path, tuple[tuple[int, int, int], JsonIndex]] = {}
+
+
+def cached(path: Path) -> JsonIndex:
+    """The file's index, kept (one per path) while its size, mtime and inode stay the same: an
+    erasure reads the instance a dozen times (plan, scope check, digests, rounds, re-scan), and
+    changes a file only by renaming a new one over it."""
+    st = path.stat()
+    stamp = (st.st_size, st.st_mtime_ns, st.st_ino)
+    hit = _CACHE.get(path)
+    if hit is None or hit[0] != stamp:
+        _CACHE[path] = hit = (stamp, _index(path))
+    return hit[1]
+
+
 def indexes(persist: Path) -> dict[str, JsonIndex]:
     """Every JSON store, indexed by entry (read-only)."""
     return {store: _index(p) for store, p in json_files(persist).items()}
@@ -245,19 +260,14 @@ class LlamaIndexInstance(LiveInstance):
     def __init__(self, chat_db: Path | None, persist: Path) -> None:
         self.chat = live.SqliteFile(chat_db, _chat_owner) if chat_db is not None and chat_db.is_file() else None
         self.persist = persist
-        self._cache: tuple[tuple[tuple[str, int, int, int], ...], dict[str, JsonIndex]] | None = None
 
     def stores(self) -> list[str]:
         chat = [_chat_store(t) for t in self.chat.stores()] if self.chat is not None else []
         return chat + list(json_files(self.persist))
 
     def indexes(self) -> dict[str, JsonIndex]:
-        """The JSON stores indexed, kept while no file changed (size, mtime, inode)."""
-        files = json_files(self.persist)
-        stamp = tuple((s, st.st_size, st.st_mtime_ns, st.st_ino) for s, st in ((s, p.stat()) for s, p in files.items()))
-        if self._cache is None or self._cache[0] != stamp:
-            self._cache = (stamp, {store: _index(p) for store, p in files.items()})
-        return self._cache[1]
+        """The JSON stores indexed (``cached``: read again only when a file changed)."""
+        return {store: cached(p) for store, p in json_files(self.persist).items()}
 
     def counts(self) -> dict[str, int]:
         chat = {_chat_store(t): n for t, n in li_chat.counts(self.chat.path).items()} if self.chat is not None else {}
@@ -417,7 +427,7 @@ def erase_json(persist: Path, ops: Sequence[Op], literals: Sequence[str]) -> lis
         if not mine:
             continue
         o = StoreOutcome(store=store, compacted=True)
-        ix = _index(path)
+        ix = cached(path)
         text = ix.splice(_changes(ix, mine, literals, o))
         tmp = path.with_name(path.name + ".traceless-tmp")
         with open(tmp, "w", encoding="utf-8") as f:
