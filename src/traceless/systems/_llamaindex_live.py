@@ -89,6 +89,20 @@ def cached(path: Path) -> JsonIndex:
     return hit[1]
 
 
+_OWNERS: dict[tuple[tuple[Path, tuple[int, int, int]], ...], dict[str, str]] = {}
+
+
+def owners_of(idx: dict[str, JsonIndex]) -> dict[str, str]:
+    """``owners`` of the indexed stores, kept (the last one) while no file changed."""
+    if not all(ix.path in _CACHE and _CACHE[ix.path][1] is ix for ix in idx.values()):
+        return owners(owner_records(idx))  # an index not kept: nothing to key it by
+    key = tuple((ix.path, _CACHE[ix.path][0]) for ix in idx.values())
+    if key not in _OWNERS:
+        _OWNERS.clear()
+        _OWNERS[key] = owners(owner_records(idx))
+    return _OWNERS[key]
+
+
 def indexes(persist: Path) -> dict[str, JsonIndex]:
     """Every JSON store, indexed by entry (read-only)."""
     return {store: _index(p) for store, p in json_files(persist).items()}
@@ -224,7 +238,23 @@ def _narrowed(idx: dict[str, JsonIndex], own: dict[str, str], user: str | None,
     return out
 
 
-def _digest_texts(store: str, ix: JsonIndex, e: Entry) -> Iterator[tuple[str, str, str]]:
+_MEMO: dict[tuple[str, str], list[tuple[str, str, str]]] = {}
+"""The last digest's texts per (store, entry as the file holds it): the digest after an erasure
+makes again only those of the entries it changed."""
+
+
+def _digest_texts(store: str, ix: JsonIndex, e: Entry, memo: dict[tuple[str, str], list[tuple[str, str, str]]],
+                  ) -> list[tuple[str, str, str]]:
+    """``_entry_texts``, taken from the last digest's where the entry's bytes are the same."""
+    raw = (store, ix.raw(e))
+    got = _MEMO.get(raw)
+    if got is None:
+        got = list(_entry_texts(store, ix, e))
+    memo[raw] = got
+    return got
+
+
+def _entry_texts(store: str, ix: JsonIndex, e: Entry) -> Iterator[tuple[str, str, str]]:
     """(record id, key, ``JsonRecord.text``) of each record of an entry; an embedding's text
     from its bytes (what ``json.dumps`` makes of it in a file ``json.dump`` wrote)."""
     if e.value is LAZY:
@@ -288,7 +318,7 @@ class LlamaIndexInstance(LiveInstance):
                     else self.chat.records())
             for r in rows:
                 yield Record(_chat_store(r.store), r.id, r.owner, r.fields, ref=r)
-        own = owners(owner_records(idx))
+        own = owners_of(idx)
         recs = _narrowed(idx, own, user, literals) if narrow else records(self.persist, idx)
         for store, rs in recs.items():
             for j in rs:
@@ -303,18 +333,21 @@ class LlamaIndexInstance(LiveInstance):
         out = (li_chat.bystander_rows(self.chat.path, _chat_owner, {CHAT_TABLE: "key"}, user, literals, skip,
                                       _chat_store) if self.chat is not None else [])
         idx = self.indexes()
-        own = owners(owner_records(idx))
+        own = owners_of(idx)
         plain = self._plain(idx, literals)
+        memo: dict[tuple[str, str], list[tuple[str, str, str]]] = {}
         for store, ix in idx.items():
             hits = ix.hit(text_forms(literals)) if plain else None
             for i, e in enumerate(ix.entries):
-                for rid, key, text in _digest_texts(store, ix, e):
+                for rid, key, text in _digest_texts(store, ix, e, memo):
                     who = own.get(key)
                     if (store, rid) in skip or (user is not None and who == user):
                         continue
                     if hits is None or i in hits:
                         text = replace_literals(text, literals)
                     out.append(((store, rid), f"{who}\tentry={text}"))
+        _MEMO.clear()
+        _MEMO.update(memo)
         return out
 
     def compaction(self) -> list[str]:
