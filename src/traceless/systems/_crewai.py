@@ -561,30 +561,41 @@ def _erased_rows(path: Path, ids: set[str]) -> dict[str, tuple[set[bytes], set[s
     return out
 
 
-def _kept(path: Path) -> tuple[set[bytes], set[str]]:
-    """The vectors and texts the remaining rows hold (another user's identical memory is theirs)."""
+def _kept(path: Path, vecs: set[bytes], texts: set[str]) -> tuple[set[bytes], set[str]]:
+    """Of ``vecs`` and ``texts`` (an erased row's), those the remaining rows hold themselves
+    (another user's identical memory is theirs): each vector's float32 bytes cut from one
+    NumPy buffer, the texts matched by Arrow (no row made a Python list)."""
     import lancedb
     import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
 
-    vecs: set[bytes] = set()
-    texts: set[str] = set()
-    if path.is_dir():
-        db = lancedb.connect(str(path))
-        for name in _tables(db):
-            data = db.open_table(name).to_arrow()
-            if "vector" in data.column_names:
-                vecs |= {np.asarray(v, dtype="<f4").tobytes() for v in data["vector"].to_pylist() if v is not None}
-            for c in _CHECKED:
-                if c in data.column_names:
-                    texts |= {str(t) for t in data[c].to_pylist() if t}
-    return vecs, texts
+    kept_vecs: set[bytes] = set()
+    kept_texts: set[str] = set()
+    if not path.is_dir():
+        return kept_vecs, kept_texts
+    db = lancedb.connect(str(path))
+    for name in _tables(db):
+        data = db.open_table(name).to_arrow()
+        if "vector" in data.column_names and vecs and data.num_rows:
+            col = data["vector"].filter(pc.is_valid(data["vector"])).combine_chunks()
+            if len(col):
+                flat = np.asarray(col.flatten().to_numpy(zero_copy_only=False), dtype="<f4").tobytes()
+                n = len(flat) // len(col)
+                kept_vecs |= {flat[i:i + n] for i in range(0, len(flat), n)} & vecs
+        for c in _CHECKED if texts else ():
+            if c in data.column_names:
+                hit = data[c].filter(pc.is_in(data[c], value_set=pa.array(sorted(texts), type=pa.string())))
+                kept_texts |= {str(t) for t in hit.to_pylist() if t}
+    return kept_vecs, kept_texts
 
 
 def _held(path: Path, files: Sequence[Path], erased: dict[str, tuple[set[bytes], set[str]]],
           ) -> tuple[set[str], dict[str, int]]:
     """The erased rows any of whose vectors (float32) or texts (UTF-8) a file of the instance
     holds (one the remaining rows do not hold themselves), and per file how many."""
-    kept_vecs, kept_texts = _kept(path)
+    kept_vecs, kept_texts = _kept(path, {v for vs, _ in erased.values() for v in vs},
+                                  {t for _, ts in erased.values() for t in ts})
     forms = {i: sorted((v - kept_vecs) | {t.encode() for t in tx - kept_texts}) for i, (v, tx) in erased.items()}
     needles = [f for fs in forms.values() for f in fs]
     left: set[str] = set()
