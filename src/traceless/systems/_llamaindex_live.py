@@ -75,6 +75,9 @@ def _index(path: Path) -> JsonIndex:
 
 
 _CACHE: dict[Path, tuple[tuple[int, int, int], JsonIndex]] = {}
+_CACHED_FILES = 8
+"""Files whose index is kept (an instance has five JSON stores): an audit of many instances keeps
+only the last one's."""
 
 
 def cached(path: Path) -> JsonIndex:
@@ -85,6 +88,9 @@ def cached(path: Path) -> JsonIndex:
     stamp = (st.st_size, st.st_mtime_ns, st.st_ino)
     hit = _CACHE.get(path)
     if hit is None or hit[0] != stamp:
+        _CACHE.pop(path, None)
+        while len(_CACHE) >= _CACHED_FILES:  # the oldest first: one instance's stores at a time
+            _CACHE.pop(next(iter(_CACHE)))
         _CACHE[path] = hit = (stamp, _index(path))
     return hit[1]
 
