@@ -21,10 +21,10 @@ Native deletions: ``reset`` (``Memory.reset()`` of the user's chat session),
 and ``reset+delete_ref_doc+docstore`` (all of them).
 
 A live instance (``chat_db`` and/or ``persist_dir`` in the config) is scanned read-only and
-erased (``_llamaindex_live``): ``Memory.reset()`` of the user's session and ``delete_ref_doc``
-(with the docstore) of each of the user's documents, then the rows, nodes, vector entries and
-index-store refs those leave, and every record quoting a literal; ``VACUUM`` of ``chat.db`` and
-a rewrite of every JSON store.
+erased (``_llamaindex_live``): ``Memory.reset()`` of the user's session (and, with
+``index_native_deletion``, ``delete_ref_doc`` with the docstore of each of the user's documents),
+then the rows, nodes, vector entries and index-store refs left, and every record quoting a
+literal; ``VACUUM`` of ``chat.db`` and each JSON store rewritten with those entries spliced out.
 """
 
 from __future__ import annotations
@@ -72,6 +72,12 @@ class LlamaIndexConfig(SystemConfig):
     """A live instance's chat store SQLite file (``scan``/``forget --memory llamaindex``)."""
     persist_dir: str | None = None
     """A live instance's ``StorageContext`` persist dir (``docstore.json`` …); the audit uses its work dir."""
+    index_native_deletion: bool = False
+    """An erasure runs LlamaIndex's own ``delete_ref_doc`` of the user's documents before the kernel.
+    Off by default: LlamaIndex loads and persists the whole index for it, in Python (26 s of a
+    10^4-memory erasure's 51 s, profiled: every float through ``dataclasses_json``), and the
+    kernel removes the same entries (the user's ref docs, nodes, vectors and index nodes) by
+    splicing the JSON files. ``Memory.reset()`` of the user's chat runs either way."""
 
 
 def _embedding(embedder: Embedder) -> Any:
@@ -245,14 +251,22 @@ class LlamaIndexSystem(MemorySystem):
         return li_live.LlamaIndexInstance(self._chat(), self._persist)
 
     def native_erasure(self, plan: ErasurePlan) -> None:
-        """LlamaIndex's own deletions: ``Memory.reset()``, ``delete_ref_doc`` with the docstore of
-        each of the user's documents (then the kernel removes what they leave)."""
-        user = plan.user
-        if user is None:
+        """LlamaIndex's own deletion of the user's chat (``Memory.reset()``), and with
+        ``index_native_deletion`` its ``delete_ref_doc`` of each of the user's documents (then
+        the kernel removes what they leave)."""
+        if plan.user is None:
             return
+        if self.cfg.index_native_deletion:
+            self.own_deletion(plan.user)
+        elif self._chat() is not None:
+            self._memory(plan.user).reset()
+
+    def own_deletion(self, user: str) -> None:
+        """LlamaIndex's own deletions of a user: ``Memory.reset()``, ``delete_ref_doc`` with the
+        docstore of each of the user's documents (the index loaded and persisted whole)."""
         if self._chat() is not None:
             self._memory(user).reset()
-        recs = li_live.records(self._persist)
+        recs = li_live.owner_records(li_live.indexes(self._persist))
         refs = li_live.owned_refs(recs, user)
         if refs and (self._persist / "docstore.json").is_file():
             indexed = li_live.indexed_refs(recs)

@@ -15,22 +15,28 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from traceless.errors import ConfigError
 from traceless.systems import LiveInstance, Op, Record, Remove, StoreOutcome
+from traceless.systems import _llamaindex_chat as li_chat
 from traceless.systems import sqlite as live
-from traceless.systems.kernel import count_literals, replace_literals
+from traceless.systems._json_index import LAZY, Entry, JsonIndex
+from traceless.systems.kernel import count_literals, literal_forms, replace_literals
 
 __all__ = ["CHAT_TABLE", "JsonRecord", "LlamaIndexInstance", "erase_json", "indexed_refs", "json_files", "owned_refs",
            "owners", "records"]
 
 CHAT_TABLE = "llama_index_memory"
 CHAT_STORE = "chat_store"
+INDEX_COLL = "index_store/data"
 _INDEX_NODES = "nodes_dict"
+_OWNER_COLLS = frozenset({"docstore/ref_doc_info", "docstore/data", "docstore/metadata", "metadata_dict",
+                          "text_id_to_ref_doc_id"})
+"""The collections ``owners`` reads: every other record's user is the one of its key."""
 
 
 @dataclass(frozen=True)
@@ -59,14 +65,53 @@ def json_files(persist: Path) -> dict[str, Path]:
     return out
 
 
-def _load(path: Path) -> dict[str, Any]:
+def _index(path: Path) -> JsonIndex:
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError):
+        return JsonIndex(path)
+    except (ValueError, UnicodeDecodeError, IndexError):
         raise ConfigError(f"llamaindex: {path} is not complete JSON: a running application is writing it (LlamaIndex "
                           "persists the whole index from memory). Stop the application, then run the same command "
                           "again: an interrupted erasure is completed by the re-run") from None
-    return doc if isinstance(doc, dict) else {}
+
+
+_CACHE: dict[Path, tuple[tuple[int, int, int], JsonIndex]] = {}
+_CACHED_FILES = 8
+"""Files whose index is kept (an instance has five JSON stores): an audit of many instances keeps
+only the last one's."""
+
+
+def cached(path: Path) -> JsonIndex:
+    """The file's index, kept (one per path) while its size, mtime and inode stay the same: an
+    erasure reads the instance a dozen times (plan, scope check, digests, rounds, re-scan), and
+    changes a file only by renaming a new one over it."""
+    st = path.stat()
+    stamp = (st.st_size, st.st_mtime_ns, st.st_ino)
+    hit = _CACHE.get(path)
+    if hit is None or hit[0] != stamp:
+        _CACHE.pop(path, None)
+        while len(_CACHE) >= _CACHED_FILES:  # the oldest first: one instance's stores at a time
+            _CACHE.pop(next(iter(_CACHE)))
+        _CACHE[path] = hit = (stamp, _index(path))
+    return hit[1]
+
+
+_OWNERS: dict[tuple[tuple[Path, tuple[int, int, int]], ...], dict[str, str]] = {}
+
+
+def owners_of(idx: dict[str, JsonIndex]) -> dict[str, str]:
+    """``owners`` of the indexed stores, kept (the last one) while no file changed."""
+    if not all(ix.path in _CACHE and _CACHE[ix.path][1] is ix for ix in idx.values()):
+        return owners(owner_records(idx))  # an index not kept: nothing to key it by
+    key = tuple((ix.path, _CACHE[ix.path][0]) for ix in idx.values())
+    if key not in _OWNERS:
+        _OWNERS.clear()
+        _OWNERS[key] = owners(owner_records(idx))
+    return _OWNERS[key]
+
+
+def indexes(persist: Path) -> dict[str, JsonIndex]:
+    """Every JSON store, indexed by entry (read-only)."""
+    return {store: _index(p) for store, p in json_files(persist).items()}
 
 
 def _index_nodes(entry: Any) -> tuple[dict[str, Any], dict[str, Any]] | None:
@@ -78,25 +123,33 @@ def _index_nodes(entry: Any) -> tuple[dict[str, Any], dict[str, Any]] | None:
     return (data, nodes) if isinstance(nodes, dict) else None
 
 
-def _entries(store: str, doc: dict[str, Any]) -> Iterator[JsonRecord]:
-    for coll, entries in doc.items():
-        if not isinstance(entries, dict):
-            yield JsonRecord(store, coll, "", entries)
-            continue
-        for key, value in entries.items():
-            parsed = _index_nodes(value) if coll == "index_store/data" else None
-            if parsed is None:
-                yield JsonRecord(store, coll, key, value)
-                continue
-            data, nodes = parsed
-            yield JsonRecord(store, coll, key, {k: v for k, v in data.items() if k != _INDEX_NODES})
-            for node_id, ref in nodes.items():
-                yield JsonRecord(store, f"{coll}/{key}/{_INDEX_NODES}", node_id, ref)
+def _records_of(store: str, idx: JsonIndex, e: Entry, node: Callable[[str, Any], bool] | None = None,
+                whole: bool = True) -> Iterator[JsonRecord]:
+    """The records of one entry: itself, or an index struct (unless not ``whole``) and (those
+    ``node`` keeps of) its nodes."""
+    value = idx.value(e)
+    parsed = _index_nodes(value) if e.coll == INDEX_COLL and e.coll in idx.spans else None
+    if parsed is None:
+        yield JsonRecord(store, e.coll, e.key, value)
+        return
+    data, nodes = parsed
+    if whole:
+        yield JsonRecord(store, e.coll, e.key, {k: v for k, v in data.items() if k != _INDEX_NODES})
+    for node_id, ref in nodes.items():
+        if node is None or node(node_id, ref):
+            yield JsonRecord(store, f"{e.coll}/{e.key}/{_INDEX_NODES}", node_id, ref)
 
 
-def records(persist: Path) -> dict[str, list[JsonRecord]]:
+def records(persist: Path, idx: dict[str, JsonIndex] | None = None) -> dict[str, list[JsonRecord]]:
     """Every record of every JSON store (read-only)."""
-    return {store: list(_entries(store, _load(p))) for store, p in json_files(persist).items()}
+    idx = indexes(persist) if idx is None else idx
+    return {store: [r for e in ix.entries for r in _records_of(store, ix, e)] for store, ix in idx.items()}
+
+
+def owner_records(idx: dict[str, JsonIndex]) -> dict[str, list[JsonRecord]]:
+    """The records ``owners`` reads (the collections that say a node's or a ref doc's user)."""
+    return {store: [JsonRecord(store, e.coll, e.key, ix.value(e)) for e in ix.entries if e.coll in _OWNER_COLLS]
+            for store, ix in idx.items()}
 
 
 def _meta(value: Any) -> dict[str, Any]:
@@ -141,6 +194,83 @@ def indexed_refs(recs: dict[str, list[JsonRecord]]) -> set[str]:
     return {str(r.value) for rs in recs.values() for r in rs if r.collection == "text_id_to_ref_doc_id"}
 
 
+def _plain(literals: Sequence[str], names: Iterable[str]) -> bool:
+    """Every literal found by its forms in a file's text exactly where a record's text
+    (``JsonRecord.text``) holds it: none holds a character JSON escapes or writes as syntax
+    (``"``, ``\\``, a control character, a bracket), nor a number list's comma, nor occurs in
+    a store's or collection's name (which every record's text repeats)."""
+    names = list(names)
+    for lit in literals:
+        if any(c in lit for c in '"\\{}[]') or any(ord(c) < 0x20 for c in lit):
+            return False
+        if "," in lit and not lit.strip("0123456789.,-+eE "):
+            return False
+        if any(f in n for f in literal_forms(lit) for n in names):
+            return False
+    return True
+
+
+def text_forms(literals: Sequence[str]) -> list[str]:
+    """The forms a plain literal takes in a JSON file's text: the kernel's (``literal_forms``),
+    and each with ``/`` escaped (``\\/``, which JSON allows)."""
+    out = [f for lit in literals for f in literal_forms(lit)]
+    return list(dict.fromkeys(out + [f.replace("/", "\\/") for f in out if "/" in f]))
+
+
+def _count(ix: JsonIndex, e: Entry) -> int:
+    """The records of one entry (an index struct: itself and each of its nodes)."""
+    parsed = _index_nodes(e.value) if e.coll == INDEX_COLL and e.coll in ix.spans else None
+    return 1 if parsed is None else 1 + len(parsed[1])
+
+
+def _narrowed(idx: dict[str, JsonIndex], own: dict[str, str], user: str | None,
+              literals: Sequence[str]) -> dict[str, list[JsonRecord]]:
+    """The records of the user (``own``) and those whose entry's text holds a literal's form."""
+    forms = text_forms(literals)
+    mine = {k for k, u in own.items() if u == user} if user is not None else set()
+    out: dict[str, list[JsonRecord]] = {}
+    for store, ix in idx.items():
+        hits = ix.hit(forms)
+        recs = out.setdefault(store, [])
+        for i, e in enumerate(ix.entries):
+            if e.coll == INDEX_COLL and e.coll in ix.spans and (i in hits or mine):
+                hit = i in hits
+
+                def node(k: str, v: Any, hit: bool = hit) -> bool:
+                    return k in mine or (hit and any(f in k or f in json.dumps(v, ensure_ascii=False) for f in forms))
+                recs += _records_of(store, ix, e, node, whole=hit or e.key in mine)
+            elif i in hits or e.key in mine:
+                recs += _records_of(store, ix, e)
+    return out
+
+
+_MEMO: dict[tuple[str, str], list[tuple[str, str, str]]] = {}
+"""The last digest's texts per (store, entry as the file holds it): the digest after an erasure
+makes again only those of the entries it changed."""
+
+
+def _digest_texts(store: str, ix: JsonIndex, e: Entry, memo: dict[tuple[str, str], list[tuple[str, str, str]]],
+                  ) -> list[tuple[str, str, str]]:
+    """``_entry_texts``, taken from the last digest's where the entry's bytes are the same."""
+    raw = (store, ix.raw(e))
+    got = _MEMO.get(raw)
+    if got is None:
+        got = list(_entry_texts(store, ix, e))
+    memo[raw] = got
+    return got
+
+
+def _entry_texts(store: str, ix: JsonIndex, e: Entry) -> Iterator[tuple[str, str, str]]:
+    """(record id, key, ``JsonRecord.text``) of each record of an entry; an embedding's text
+    from its bytes (what ``json.dumps`` makes of it in a file ``json.dump`` wrote)."""
+    if e.value is LAZY:
+        head = json.dumps([e.coll, e.key], ensure_ascii=False)[:-1]
+        yield f"{e.coll}:{e.key}", e.key, f"{head}, {ix.text[e.vstart:e.end]}]"
+        return
+    for r in _records_of(store, ix, e):
+        yield r.record_id, r.key, r.text()
+
+
 def _chat_owner(table: str, row: dict[str, Any]) -> str | None:
     key = row.get("key")
     return key if table == CHAT_TABLE and isinstance(key, str) else None
@@ -154,7 +284,12 @@ class LlamaIndexInstance(LiveInstance):
     """A live LlamaIndex instance as the erasure kernel reads and changes it: the chat store's
     rows (``SqliteFile``; table ``llama_index_memory`` is the store ``chat_store``) and every
     entry of every JSON store; ``apply`` removes or rewrites entries and writes each JSON store
-    to a new file renamed over the old one."""
+    to a new file renamed over the old one.
+
+    Given a user or literals, only the user's records and those that may hold a literal are
+    read: the chat store's through SQLite (``_llamaindex_chat``), the JSON stores' found in
+    each file's text (``JsonIndex``: every entry's span; an embedding never decoded) and only
+    those decoded into records; the counts come from the same index (``counts``)."""
 
     others_policy = "rewrite"
 
@@ -166,15 +301,60 @@ class LlamaIndexInstance(LiveInstance):
         chat = [_chat_store(t) for t in self.chat.stores()] if self.chat is not None else []
         return chat + list(json_files(self.persist))
 
+    def indexes(self) -> dict[str, JsonIndex]:
+        """The JSON stores indexed (``cached``: read again only when a file changed)."""
+        return {store: cached(p) for store, p in json_files(self.persist).items()}
+
+    def counts(self) -> dict[str, int]:
+        chat = {_chat_store(t): n for t, n in li_chat.counts(self.chat.path).items()} if self.chat is not None else {}
+        return chat | {store: sum(_count(ix, e) for e in ix.entries) for store, ix in self.indexes().items()}
+
+    def _plain(self, idx: dict[str, JsonIndex], literals: Sequence[str]) -> bool:
+        """The literals found in the files' text where the records' texts hold them (``_plain``)."""
+        names = [*self.stores(), *(c for ix in idx.values() for c in ix.collections),
+                 *(f"{INDEX_COLL}/{e.key}/{_INDEX_NODES}" for ix in idx.values() for e in ix.entries
+                   if e.coll == INDEX_COLL)]
+        return _plain(literals, names) and all(ix.standard for ix in idx.values())
+
     def records(self, user: str | None = None, literals: Sequence[str] = ()) -> Iterator[Record]:
+        idx = self.indexes()
+        narrow = (user is not None or bool(literals)) and self._plain(idx, literals)
         if self.chat is not None:
-            for r in self.chat.records():
+            rows = (li_chat.records(self.chat.path, _chat_owner, {CHAT_TABLE: "key"}, user, literals) if narrow
+                    else self.chat.records())
+            for r in rows:
                 yield Record(_chat_store(r.store), r.id, r.owner, r.fields, ref=r)
-        recs = records(self.persist)
-        own = owners(recs)
+        own = owners_of(idx)
+        recs = _narrowed(idx, own, user, literals) if narrow else records(self.persist, idx)
         for store, rs in recs.items():
             for j in rs:
                 yield Record(store, j.record_id, own.get(j.key), {"entry": j.text()}, ref=j)
+
+    def server_bystanders(self, user: str | None, literals: Sequence[str],
+                          removed: Iterable[tuple[str, str]]) -> list[tuple[tuple[str, str], str]]:
+        """``kernel.bystander_rows``' texts, made where they are cheap: the chat rows' by SQLite,
+        an embedding's from its bytes in the file (never decoded), the literals replaced only in
+        an entry whose text holds one (every entry when a literal is not ``_plain``)."""
+        skip = set(removed)
+        out = (li_chat.bystander_rows(self.chat.path, _chat_owner, {CHAT_TABLE: "key"}, user, literals, skip,
+                                      _chat_store) if self.chat is not None else [])
+        idx = self.indexes()
+        own = owners_of(idx)
+        plain = self._plain(idx, literals)
+        memo: dict[tuple[str, str], list[tuple[str, str, str]]] = {}
+        for store, ix in idx.items():
+            hits = ix.hit(text_forms(literals)) if plain else None
+            for i, e in enumerate(ix.entries):
+                for rid, key, text in _digest_texts(store, ix, e, memo):
+                    who = own.get(key)
+                    if (store, rid) in skip or (user is not None and who == user):
+                        continue
+                    if hits is None or i in hits:
+                        text = replace_literals(text, literals)
+                    out.append(((store, rid), f"{who}\tentry={text}"))
+        _MEMO.clear()
+        _MEMO.update(memo)
+        return out
 
     def compaction(self) -> list[str]:
         chat = self.chat.compaction() if self.chat is not None else []
@@ -220,49 +400,77 @@ def _locate(op: Op) -> tuple[str, str]:
     return coll, key
 
 
-def _apply_to_doc(doc: dict[str, Any], ops: Sequence[Op], literals: Sequence[str], o: StoreOutcome) -> None:
+def _entry_text(ix: JsonIndex, e: Entry, value: Any) -> str:
+    """``"key": value`` as the file writes its entry (its own key and separator), the value as
+    ``json.dump`` writes it (``\\uXXXX`` escapes unless the entry held a non-ASCII byte)."""
+    return ix.text[e.start:e.vstart] + json.dumps(value, ensure_ascii=ix.raw(e).isascii())
+
+
+def _struct_change(ix: JsonIndex, e: Entry, ops: Sequence[Op], literals: Sequence[str], o: StoreOutcome) -> str | None:
+    """The new text of an index struct entry after ``ops`` on its nodes (None: no node changed)."""
+    parsed = _index_nodes(e.value)
+    if parsed is None:
+        return None
+    data, nodes = parsed
+    changed = False
+    for op in ops:
+        key = _locate(op)[1]
+        if key not in nodes:
+            continue
+        if isinstance(op, Remove):
+            del nodes[key]
+        else:
+            nodes[key] = _scrub(nodes[key], literals)[0]
+        changed = True
+        o.removed += isinstance(op, Remove)
+        o.rewritten += not isinstance(op, Remove)
+    return _entry_text(ix, e, {**e.value, "__data__": json.dumps(data)}) if changed else None
+
+
+def _changes(ix: JsonIndex, ops: Sequence[Op], literals: Sequence[str], o: StoreOutcome) -> dict[int, str | None]:
+    """Entry index → its new text (None: removed) for ``ops`` on one JSON store."""
+    where = {(e.coll, e.key): i for i, e in enumerate(ix.entries) if e.coll in ix.spans}
+    changes: dict[int, str | None] = {}
+    structs: dict[int, list[Op]] = {}
     for op in ops:
         coll, key = _locate(op)
         base, _, rest = coll.partition(f"/{_INDEX_NODES}")
         if rest == "" and coll != base:  # an index struct's node: ``index_store/data/<struct id>/nodes_dict``
             struct_coll, _, struct_id = base.rpartition("/")
-            entry = doc.get(struct_coll, {}).get(struct_id)
-            parsed = _index_nodes(entry)
-            if parsed is not None and key in parsed[1]:
-                data, nodes = parsed
-                if isinstance(op, Remove):
-                    del nodes[key]
-                else:
-                    nodes[key] = _scrub(nodes[key], literals)[0]
-                doc[struct_coll][struct_id] = {**entry, "__data__": json.dumps(data)}
-                o.removed += isinstance(op, Remove)
-                o.rewritten += not isinstance(op, Remove)
+            if (struct_coll, struct_id) in where:
+                structs.setdefault(where[struct_coll, struct_id], []).append(op)
             continue
-        entries = doc.get(coll)
-        if not isinstance(entries, dict) or key not in entries:
+        i = where.get((coll, key))
+        if i is None or (i in changes and changes[i] is None):
             continue
         if isinstance(op, Remove):
-            del entries[key]
+            changes[i] = None
             o.removed += 1
         else:
-            entries[key] = _scrub(entries[key], literals)[0]
+            changes[i] = _entry_text(ix, ix.entries[i], _scrub(ix.value(ix.entries[i]), literals)[0])
             o.rewritten += 1
+    for i, struct_ops in structs.items():
+        new = _struct_change(ix, ix.entries[i], struct_ops, literals, o)
+        if new is not None and i not in changes:
+            changes[i] = new
+    return changes
 
 
 def erase_json(persist: Path, ops: Sequence[Op], literals: Sequence[str]) -> list[StoreOutcome]:
     """The ops on the JSON stores, each store written to a new file that replaces the old one
-    (the old file's blocks are the filesystem's: out of scope)."""
+    (the old file's blocks are the filesystem's: out of scope): the file's text with the
+    changed entries spliced in, every other entry's bytes as they were."""
     out: list[StoreOutcome] = []
     for store, path in json_files(persist).items():
         mine = [op for op in ops if op.record.store == store]
         if not mine:
             continue
         o = StoreOutcome(store=store, compacted=True)
-        doc = _load(path)
-        _apply_to_doc(doc, mine, literals, o)
+        ix = cached(path)
+        text = ix.splice(_changes(ix, mine, literals, o))
         tmp = path.with_name(path.name + ".traceless-tmp")
         with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(doc, f)
+            f.write(text)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)

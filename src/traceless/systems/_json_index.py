@@ -1,0 +1,218 @@
+"""A JSON store file (``{collection: {key: value, …}, …}``, what LlamaIndex's ``persist`` writes)
+indexed by entry at C speed: each entry's span in the file's text, its value decoded by the
+``json`` module's C scanner, except a flat array of numbers (an embedding), left undecoded
+(``LAZY``) until asked for: most of a vector store's bytes, and most of a full decode's time.
+
+The spans let a scan find the entries that hold a pattern by searching the file's text once
+per pattern (``str.find``) and decode only those, and let an erasure splice the file
+(``splice``): every entry it does not change keeps its bytes.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from json.decoder import scanstring  # type: ignore[attr-defined]
+from pathlib import Path
+from typing import Any
+
+__all__ = ["LAZY", "Entry", "JsonIndex", "find_all"]
+
+_WS = re.compile(r"[ \t\n\r]*")
+_NUMBER_CHARS = frozenset("0123456789.,-+eE []NaInfity")
+"""Every character a flat array of JSON numbers can hold (``NaN``, ``Infinity`` as Python writes them)."""
+_DECODER = json.JSONDecoder()
+
+
+class _Lazy:
+    """The value of an entry not decoded (a flat array of numbers)."""
+
+    def __repr__(self) -> str:
+        return "LAZY"
+
+
+LAZY = _Lazy()
+
+
+@dataclass
+class Entry:
+    """One entry of one collection: ``coll[key]`` (``key`` "" for a collection that is no object)."""
+
+    coll: str
+    key: str
+    start: int
+    """Offset in the file's text of the key's opening quote (of the value, for a non-object)."""
+    vstart: int
+    """Offset of the value's first character."""
+    end: int
+    """One past the value's last character."""
+    value: Any
+    """The decoded value, or ``LAZY``."""
+
+
+def _ws(text: str, pos: int) -> int:
+    m = _WS.match(text, pos)
+    return m.end() if m is not None else pos
+
+
+def _expect(text: str, pos: int, ch: str) -> None:
+    if text[pos:pos + 1] != ch:
+        raise ValueError(f"expected {ch!r} at {pos}")
+
+
+def _value(text: str, pos: int) -> tuple[Any, int]:
+    """(value, end) of the value at ``pos``; a flat array of numbers is left ``LAZY``."""
+    if text[pos:pos + 1] == "[":
+        close = text.find("]", pos)
+        if close > 0 and all(text.find(c, pos + 1, close) < 0 for c in '"[{'):
+            return LAZY, close + 1
+    return _DECODER.raw_decode(text, pos)
+
+
+def _object(text: str, pos: int, coll: str, out: list[Entry], seps: set[str]) -> int:
+    """The entries of the object at ``pos`` (its ``{``) appended, the separators met added to
+    ``seps``; returns the offset past its ``}``."""
+    pos = _ws(text, pos + 1)
+    if text[pos:pos + 1] == "}":
+        return pos + 1
+    while True:
+        _expect(text, pos, '"')
+        key, after = scanstring(text, pos + 1)
+        colon = _ws(text, after)
+        _expect(text, colon, ":")
+        vstart = _ws(text, colon + 1)
+        value, end = _value(text, vstart)
+        out.append(Entry(coll, key, pos, vstart, end, value))
+        seps.add(text[after:vstart])
+        pos = _ws(text, end)
+        if text[pos:pos + 1] == "}":
+            return pos + 1
+        _expect(text, pos, ",")
+        nxt = _ws(text, pos + 1)
+        seps.add(text[end:nxt])
+        pos = nxt
+
+
+def _parse(text: str, seps: set[str]) -> tuple[list[Entry], dict[str, tuple[int, int]]]:
+    """Every entry of every collection, in file order, and each object collection's span."""
+    entries: list[Entry] = []
+    colls: dict[str, tuple[int, int]] = {}
+    pos = _ws(text, 0)
+    _expect(text, pos, "{")
+    pos = _ws(text, pos + 1)
+    while text[pos:pos + 1] != "}":
+        _expect(text, pos, '"')
+        coll, after = scanstring(text, pos + 1)
+        pos = _ws(text, after)
+        _expect(text, pos, ":")
+        pos = _ws(text, pos + 1)
+        if text[pos:pos + 1] == "{":
+            start, pos = pos, _object(text, pos, coll, entries, seps)
+            colls[coll] = (start, pos)
+        else:
+            value, end = _DECODER.raw_decode(text, pos)
+            entries.append(Entry(coll, "", pos, pos, end, value))
+            pos = end
+        pos = _ws(text, pos)
+        if text[pos:pos + 1] == ",":
+            pos = _ws(text, pos + 1)
+        elif text[pos:pos + 1] != "}":
+            raise ValueError(f"expected ',' or '}}' at {pos}")
+    if _ws(text, pos + 1) != len(text):
+        raise ValueError("text after the top-level object")
+    return entries, colls
+
+
+def find_all(text: str, forms: Iterable[str]) -> list[int]:
+    """Every offset of every form in ``text`` (one ``str.find`` pass per form, C speed)."""
+    out: list[int] = []
+    for f in forms:
+        i = text.find(f) if f else -1
+        while i >= 0:
+            out.append(i)
+            i = text.find(f, i + 1)
+    return out
+
+
+class JsonIndex:
+    """One JSON store file's entries with their spans (raises ``ValueError``/``UnicodeDecodeError``
+    on a file that is not one complete JSON object of UTF-8)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.text = path.read_bytes().decode("utf-8")
+        seps: set[str] = set()
+        self.entries, self.spans = _parse(self.text, seps)
+        self.standard = seps <= {": ", ", "} and "\n" not in self.text
+        """Written as ``json.dump`` writes by default (separators ``", "``, ``": "``, no indent): an
+        entry's text is then what ``json.dumps`` makes of its value, but for the keys' order."""
+        self.collections = sorted({e.coll for e in self.entries} | set(self.spans))
+        self._starts = [e.start for e in self.entries]
+        self._pieces: tuple[str, list[int], list[int]] | None = None
+        self._range: dict[str, tuple[int, int]] = {}
+        for i, e in enumerate(self.entries):
+            first, _ = self._range.get(e.coll, (i, i))
+            self._range[e.coll] = (first, i + 1)
+
+    def value(self, e: Entry) -> Any:
+        """The entry's value, decoded now if it was left ``LAZY``."""
+        return json.loads(self.text[e.vstart:e.end]) if e.value is LAZY else e.value
+
+    def raw(self, e: Entry) -> str:
+        """The entry's text as the file holds it (key and value)."""
+        return self.text[e.start:e.end]
+
+    def hit(self, forms: Sequence[str]) -> set[int]:
+        """Indexes of the entries whose span holds one of ``forms``. A form with a character no
+        number array holds is looked for outside the ``LAZY`` arrays only (in the text the
+        others leave: the keys, the decoded values); any other, in the whole text."""
+        out: set[int] = set()
+        inside = [f for f in forms if set(f) <= _NUMBER_CHARS]
+        for off in find_all(self.text, inside):
+            self._add(out, off)
+        outside = [f for f in forms if not set(f) <= _NUMBER_CHARS]
+        if outside:
+            text, offsets, starts = self._outside()
+            for off in find_all(text, outside):
+                k = bisect.bisect_right(offsets, off) - 1
+                self._add(out, starts[k] + off - offsets[k])
+        return out
+
+    def _add(self, out: set[int], off: int) -> None:
+        i = bisect.bisect_right(self._starts, off) - 1
+        if i >= 0 and off < self.entries[i].end:
+            out.add(i)
+
+    def _outside(self) -> tuple[str, list[int], list[int]]:
+        """The text without the ``LAZY`` arrays' insides (each ``[`` and ``]`` kept), and per piece
+        its offset there and in the file's text."""
+        if self._pieces is None:
+            cuts = [(e.vstart + 1, e.end - 1) for e in self.entries if e.value is LAZY]
+            bounds = [0, *(x for c in cuts for x in c), len(self.text)]
+            starts = bounds[0::2]
+            pieces = [self.text[a:b] for a, b in zip(bounds[0::2], bounds[1::2], strict=True)]
+            offsets = [0]
+            for p in pieces[:-1]:
+                offsets.append(offsets[-1] + len(p))
+            self._pieces = ("".join(pieces), offsets, starts)
+        return self._pieces
+
+    def splice(self, changes: Mapping[int, str | None]) -> str:
+        """The file's text with entry ``i`` replaced by ``changes[i]`` (its ``"key": value``
+        text) or removed (None). A collection with a change is written again from its entries'
+        texts (joined by ``", "``); every other byte stays as it was. A change to an entry of a
+        collection that is no object is ignored (such a collection holds no record to change)."""
+        touched = {self.entries[i].coll for i in changes if self.entries[i].coll in self.spans}
+        parts: list[str] = []
+        pos = 0
+        for coll in sorted(touched, key=lambda c: self.spans[c][0]):
+            start, end = self.spans[coll]
+            first, last = self._range[coll]
+            kept = [self.raw(self.entries[i]) if i not in changes else changes[i] for i in range(first, last)]
+            parts += [self.text[pos:start], "{", ", ".join(k for k in kept if k is not None), "}"]
+            pos = end
+        parts.append(self.text[pos:])
+        return "".join(parts)

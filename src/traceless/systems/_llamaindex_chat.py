@@ -1,0 +1,156 @@
+"""LlamaIndex's chat store (the ``Memory``'s SQLite file) read where its rows live: the user's rows
+through the ``key`` index, the rows that may hold a literal through SQLite's ``instr``, counts
+by ``count(*)`` and the bystanders' digest texts with the literals replaced by SQLite's
+``replace``: no Python pass over every row but the digest's hash. Each returns what
+``SqliteFile`` (read whole) gives the kernel for the same rows: the same records, the same
+digest texts (``kernel.bystander_rows``)."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from traceless.systems._sqlite_live import _pk, _tables, ro_connect
+from traceless.systems.contract import Record
+from traceless.systems.kernel import ERASED, literal_forms, replace_literals
+
+__all__ = ["bystander_rows", "counts", "records"]
+
+Owner = Callable[[str, dict[str, Any]], "str | None"]
+
+
+def _text(v: Any) -> str:
+    return "" if v is None else (v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v))
+
+
+def _cols(con: sqlite3.Connection, table: str) -> list[str]:
+    return [r[1] for r in con.execute(f'PRAGMA table_info("{table}")')]
+
+
+def _forms(literals: Sequence[str]) -> list[str]:
+    return list(dict.fromkeys(f for lit in literals for f in literal_forms(lit)))
+
+
+def _glob(form: str) -> str:
+    """A GLOB pattern matching any text that holds ``form`` (its ``*``, ``?``, ``[`` escaped)."""
+    return "*" + "".join(f"[{c}]" if c in "*?[" else c for c in form) + "*"
+
+
+def _where(cols: list[str], forms: list[str], owner_col: str | None, user: str | None) -> tuple[str, list[Any]]:
+    """A row of the user (``owner_col = user``) or one whose text may hold a form: a text's or a
+    blob's GLOB, an integer's for a form of digits, any REAL (SQLite's text of a float is not
+    always Python's)."""
+    conds: list[str] = []
+    args: list[Any] = []
+    if owner_col is not None and user is not None:
+        conds.append(f'"{owner_col}" = ?')
+        args.append(user)
+    digits = [f for f in forms if not f.strip("0123456789-")]
+    for c in cols if forms else []:
+        conds.append(f"typeof(\"{c}\") = 'real'")
+        conds.append(f"(typeof(\"{c}\") IN ('text', 'blob') AND (" + " OR ".join(f'"{c}" GLOB ?' for _ in forms) + "))")
+        args += [_glob(f) for f in forms]
+        if digits:
+            conds.append(f"(typeof(\"{c}\") = 'integer' AND (" + " OR ".join(f'"{c}" GLOB ?' for _ in digits) + "))")
+            args += [_glob(f) for f in digits]
+    return " OR ".join(conds) or "0", args
+
+
+def records(path: Path, owner: Owner, owner_cols: dict[str, str], user: str | None,
+            literals: Sequence[str]) -> Iterator[Record]:
+    """The rows of the user (by ``owner_cols[table]``) and those that may hold a literal, as
+    ``SqliteFile.records`` makes them (store = table, ``ref`` = rowid)."""
+    con = ro_connect(path)
+    try:
+        for table, no_rowid in _tables(con):
+            cols, pk = _cols(con, table), _pk(con, table)
+            where, args = _where(cols, _forms(literals), owner_cols.get(table), user)
+            cur = con.execute(f'SELECT {"-1" if no_rowid else "rowid"}, * FROM "{table}" WHERE {where}', args)  # noqa: S608
+            for r in cur:
+                values = dict(zip(cols, r[1:], strict=True))
+                rid = str(values[pk]) if pk else str(r[0])
+                yield Record(table, rid, owner(table, values), {c: _text(v) for c, v in values.items()}, ref=int(r[0]))
+    finally:
+        con.close()
+
+
+def counts(path: Path) -> dict[str, int]:
+    """Every table's row count (``count(*)``)."""
+    con = ro_connect(path)
+    try:
+        return {t: int(con.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0]) for t, _ in _tables(con)}  # noqa: S608
+    finally:
+        con.close()
+
+
+def _replaced(col: str, n: int) -> str:
+    """The column's text with ``n`` forms (parameters) replaced by ``ERASED`` (a REAL as it is:
+    its text is Python's, replaced there)."""
+    expr = f'"{col}"'
+    for _ in range(n):
+        expr = f"replace({expr}, ?, '{ERASED}')"
+    return f"CASE WHEN typeof(\"{col}\") = 'real' THEN \"{col}\" ELSE {expr} END"
+
+
+def _sql_text(cols: list[str], owner_col: str | None, n: int) -> str:
+    """``kernel.bystander_rows``' text of a row built by SQLite: the owner (``owner_col``'s text,
+    else ``None``), then each column (by name) as ``name=text``, its ``n`` forms replaced."""
+    who = f"CASE WHEN typeof(\"{owner_col}\") = 'text' THEN \"{owner_col}\" ELSE 'None' END" if owner_col else "'None'"
+    parts = [f"'{c}=' || ifnull({_replaced(c, n)}, '')" for c in sorted(cols)]
+    return " || char(9) || ".join([who, *parts])
+
+
+def _plain_types(con: sqlite3.Connection, table: str, cols: list[str]) -> bool:
+    """No REAL and no BLOB value in the table: SQLite's text of every value is then Python's."""
+    odd = " OR ".join(f"typeof(\"{c}\") IN ('real', 'blob')" for c in cols) or "0"
+    return con.execute(f'SELECT 1 FROM "{table}" WHERE {odd} LIMIT 1').fetchone() is None  # noqa: S608
+
+
+def bystander_rows(path: Path, owner: Owner, owner_cols: dict[str, str], user: str | None,
+                   literals: Sequence[str], removed: set[tuple[str, str]],
+                   store: Callable[[str], str]) -> list[tuple[tuple[str, str], str]]:
+    """((store, id), digest text) of every row that is not the user's nor in ``removed``, the
+    text as ``kernel.bystander_rows`` makes it, built and the literals replaced by SQLite (a
+    table holding a REAL or a BLOB: its texts made in Python, from the values)."""
+    forms = _forms(literals)
+    out: list[tuple[tuple[str, str], str]] = []
+    con = ro_connect(path)
+    try:
+        for table, no_rowid in _tables(con):
+            cols, pk = _cols(con, table), _pk(con, table)
+            oc = owner_cols.get(table)
+            skip = f' WHERE "{oc}" IS NOT ? OR typeof("{oc}") != \'text\'' if oc and user is not None else ""
+            rid = f'"{pk}"' if pk else ("-1" if no_rowid else "rowid")
+            name = store(table)
+            if not _plain_types(con, table, cols):
+                out += _python_rows(con, table, no_rowid, cols, pk, owner, user, literals, removed, name, skip)
+                continue
+            args = [f for _ in cols for f in forms] + ([user] if skip else [])
+            cur = con.execute(f'SELECT {rid}, {_sql_text(cols, oc, len(forms))} FROM "{table}"{skip}', args)  # noqa: S608
+            out += [((name, str(r[0])), r[1]) for r in cur if (name, str(r[0])) not in removed]
+    finally:
+        con.close()
+    return out
+
+
+def _python_rows(con: sqlite3.Connection, table: str, no_rowid: bool, cols: list[str], pk: str | None, owner: Owner,
+                 user: str | None, literals: Sequence[str], removed: set[tuple[str, str]], name: str,
+                 skip: str) -> list[tuple[tuple[str, str], str]]:
+    forms = _forms(literals)
+    sel = ", ".join(_replaced(c, len(forms)) for c in cols)
+    args = [f for _ in cols for f in forms] + ([user] if skip else [])
+    order = sorted(range(len(cols)), key=lambda i: cols[i])
+    n = len(cols)
+    out: list[tuple[tuple[str, str], str]] = []
+    cur = con.execute(f'SELECT {"-1" if no_rowid else "rowid"}, *, {sel} FROM "{table}"{skip}', args)  # noqa: S608
+    for r in cur:
+        values = dict(zip(cols, r[1:1 + n], strict=True))
+        rid = str(values[pk]) if pk else str(r[0])
+        who = owner(table, values)
+        if (name, rid) in removed or (user is not None and who == user):
+            continue
+        texts = [replace_literals(_text(v), literals) if isinstance(v, float) else _text(v) for v in r[1 + n:]]
+        out.append(((name, rid), f"{who}\t" + "\t".join(f"{cols[i]}={texts[i]}" for i in order)))
+    return out

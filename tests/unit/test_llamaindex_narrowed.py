@@ -1,0 +1,167 @@
+"""The LlamaIndex instance read narrowed (issue 39): given a user or literals, only the user's
+records and those whose bytes hold a literal are decoded, with the same scan, plan and bystander
+digests as the full decode of every record; an over-deletion is still seen by the digest."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from traceless.memory import Session, Turn
+from traceless.models import CachingBackend, HashingEmbedder, ScriptedBackend
+from traceless.systems import (
+    SystemRuntime,
+    erase_system,
+    kernel,
+    load_system_config,
+    open_system,
+    system_class,
+)
+
+pytest.importorskip("llama_index.core")
+
+from traceless.systems import _llamaindex_live as li_live  # noqa: E402
+from traceless.systems._json_index import JsonIndex  # noqa: E402
+
+ACCENT = "Zoë-Ærø 4411"
+SLASH = "12/05/1990 K9"
+QUOTED = 'say "hi" 7781'
+SECRET = "SECRET-u1-5150"
+
+
+def _session(user: str, sid: str, texts: Sequence[str]) -> Session:
+    turns = [t for x in texts for t in (Turn(role="user", content=x), Turn(role="assistant", content="noted"))]
+    return Session(user_id=user, session_id=sid, turns=turns)
+
+
+def _live(tmp: Path) -> dict[str, Any]:
+    """u1, u10 (u1 is its prefix) and u2; the literals in u1's records and quoted by u10's and u2's."""
+    sessions = [
+        _session("u1", "a", [f"my token is {SECRET}", f"born {SLASH}", f"name {ACCENT}", QUOTED]),
+        _session("u1", "b", ["about the weather"]),
+        _session("u10", "a", [f"u1 told me {SECRET}", "the weather u1 likes"]),
+        _session("u2", "a", [f"I know {ACCENT} and {SLASH}", f"he said {QUOTED}"]),
+    ]
+    runtime = SystemRuntime(CachingBackend(ScriptedBackend(lambda m, c: "no")), HashingEmbedder(), "scripted")
+    system = open_system("llamaindex", tmp / "live", load_system_config("llamaindex", {}), runtime)
+    try:
+        system.write(sessions)
+    finally:
+        system.close()
+    return {"chat_db": str(tmp / "live" / "chat.db"), "persist_dir": str(tmp / "live" / "storage")}
+
+
+class _Full(li_live.LlamaIndexInstance):
+    """The same instance read whole: every record decoded, the kernel's own digest."""
+
+    def counts(self) -> dict[str, int] | None:
+        return None
+
+    def _plain(self, idx: dict[str, JsonIndex], literals: Sequence[str]) -> bool:
+        return False
+
+    def server_bystanders(self, user: str | None, literals: Sequence[str],
+                          removed: Iterable[tuple[str, str]]) -> list[tuple[tuple[str, str], str]] | None:
+        return None
+
+
+def _pair(conf: dict[str, Any]) -> tuple[li_live.LlamaIndexInstance, _Full]:
+    chat, persist = Path(conf["chat_db"]), Path(conf["persist_dir"])
+    return li_live.LlamaIndexInstance(chat, persist), _Full(chat, persist)
+
+
+CASES = [("u1", [SECRET]), ("u10", []), ("u1", [ACCENT, SLASH]), (None, [ACCENT]), (None, [SLASH]),
+         ("u2", [QUOTED]), ("u1", ["weather"]), ("nobody", [])]
+
+
+@pytest.mark.parametrize("user, literals", CASES)
+def test_the_narrowed_scan_plan_and_digests_equal_the_full_decode(tmp_path: Path, user: str | None,
+                                                                   literals: list[str]) -> None:
+    narrow, full = _pair(_live(tmp_path))
+    rep = kernel.scan("l", narrow, user, literals, reveal=True)
+    assert rep == kernel.scan("l", full, user, literals, reveal=True)
+    assert bool(rep.hits) == (user != "nobody")
+    plan = kernel.plan("l", narrow, user, literals)
+    assert plan == kernel.plan("l", full, user, literals)
+    removed = {(a.store, a.record_id) for a in plan.actions if a.action == "remove"}
+    assert kernel.bystander_digests(narrow, user, literals, removed) == kernel.bystander_digests(full, user, literals,
+                                                                                                 removed)
+    if user == "u1":  # u10's records are never u1's (a prefix), u1's are found in every store
+        assert {a.store for a in plan.actions if a.reason == "owned by the user"} >= {
+            "chat_store", "docstore", "vector_store", "index_store"}
+
+
+def test_the_narrowed_scan_decodes_no_other_users_embedding(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    narrow, _ = _pair(_live(tmp_path))
+    decoded: list[str] = []
+    real = JsonIndex.value
+
+    def value(self: JsonIndex, e: Any) -> Any:
+        if e.coll == "embedding_dict":
+            decoded.append(e.key)
+        return real(self, e)
+
+    monkeypatch.setattr(JsonIndex, "value", value)
+    rep = kernel.scan("l", narrow, "u1", [SECRET])
+    assert decoded and all(k.startswith("u1/") for k in decoded)  # the user's nodes only
+    assert rep.stores["vector_store"] > len(decoded)  # counted, not decoded
+
+
+@pytest.mark.parametrize("where", ["embedding", "chat", "node text"])
+def test_an_over_deletion_fails_the_bystander_check(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                    where: str) -> None:
+    """An erasure of u1 that also changes a record of u10 (u1 is its prefix) is caught by the digest."""
+    conf = _live(tmp_path)
+    real = li_live.LlamaIndexInstance.apply
+
+    def apply(self: li_live.LlamaIndexInstance, ops: Sequence[Any], literals: Sequence[str]) -> Any:
+        out = real(self, ops, literals)
+        if where == "chat":
+            import sqlite3
+            con = sqlite3.connect(conf["chat_db"])
+            con.execute("DELETE FROM llama_index_memory WHERE key = 'u10' AND role = 'assistant'")
+            con.commit()
+            con.close()
+        else:
+            path = Path(conf["persist_dir"]) / ("default__vector_store.json" if where == "embedding" else "docstore.json")
+            text = path.read_text()
+            old = "0.0, " if where == "embedding" else "the weather u1 likes"
+            assert old in text
+            path.write_text(text.replace(old, "0.5, " if where == "embedding" else "the weather", 1))
+        return out
+
+    monkeypatch.setattr(li_live.LlamaIndexInstance, "apply", apply)
+    cfg = load_system_config("llamaindex", conf)
+    receipt = erase_system(system_class("llamaindex").attach(cfg, read_only=False), "u1", [SECRET],
+                           state_dir=tmp_path / "state", key=b"k" * 32)
+    assert not receipt.verification.checks["bystanders_intact"]
+    assert not receipt.verification.passed
+
+
+def test_the_erasure_keeps_every_other_entrys_bytes(tmp_path: Path) -> None:
+    conf = _live(tmp_path)
+    store = Path(conf["persist_dir"]) / "default__vector_store.json"
+    before = JsonIndex(store)
+    theirs = {e.key: before.raw(e) for e in before.entries if not e.key.startswith("u1/")}
+    receipt = erase_system(system_class("llamaindex").attach(load_system_config("llamaindex", conf), read_only=False),
+                           "u1", [SECRET], state_dir=tmp_path / "state", key=b"k" * 32)
+    assert receipt.verification.passed
+    after = JsonIndex(store)
+    assert {e.key: after.raw(e) for e in after.entries} == theirs  # spliced: the rest byte for byte
+
+
+@pytest.mark.parametrize("native", [False, True])
+def test_the_erasure_passes_with_or_without_llamaindexs_own_index_deletion(tmp_path: Path, native: bool) -> None:
+    """``index_native_deletion`` (LlamaIndex loads, deletes and persists the whole index) or not
+    (the kernel splices the same entries out): the same stores end clear, the bystanders intact."""
+    conf = _live(tmp_path) | {"index_native_deletion": native}
+    cfg = load_system_config("llamaindex", conf)
+    receipt = erase_system(system_class("llamaindex").attach(cfg, read_only=False), "u1", [SECRET],
+                           state_dir=tmp_path / "state", key=b"k" * 32)
+    assert receipt.verification.passed and receipt.verification.checks["bystanders_intact"]
+    assert {g.split("=")[1] for g in receipt.guarantee} == {"clear"}
+    narrow, _ = _pair(conf)
+    assert not [r for r in narrow.records("u1", [SECRET]) if r.owner == "u1" or SECRET in r.text()]
