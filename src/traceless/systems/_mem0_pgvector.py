@@ -308,6 +308,8 @@ class Mem0PgLive(Mem0Live):
     """The snapshot the first count of the server's tables was taken in (``PgCollection.tally``)."""
     _resumed: bool = False
     """A re-run after a crash: the marks are the interrupted run's (``resume``)."""
+    _literals: list[str] = field(default_factory=list)
+    """The last plan's literals."""
 
     def _coll(self) -> PgCollection:
         assert self.pg is not None
@@ -443,6 +445,7 @@ class Mem0PgLive(Mem0Live):
     def plan(self, user: str | None, literals: Sequence[str]) -> ErasurePlan:
         self.online.reset()  # a new erasure: its own first digest
         self._hist_first, self._hist_mark, self._snap, self._resumed = None, None, None, False
+        self._literals = list(literals)
         return super().plan(user, literals)
 
     def _compaction(self) -> list[str]:
@@ -465,8 +468,11 @@ class Mem0PgLive(Mem0Live):
         self._delete_history(ids, set(ids.get("vector_store", set())))
         gone = pg.delete_rows({pg.collection: ids.get("vector_store", set()),
                                f"{pg.collection}_entities": ids.get("entity_store", set())})
-        # a text another user's memory holds too stays in the files (and its count would tell how many hold it)
-        shared = pg.held(sorted({r.texts.get("hash", "") for r in erased} - {""}))
+        # a text another user's memory holds too stays in the files (and its count would tell how many hold
+        # it); a text holding a literal is the user's alone (the scope check refused or rewrote the others')
+        forms = [f for lit in self._literals for f in literal_forms(lit)]
+        common = {r.texts.get("hash", "") for r in erased if not any(f in r.texts.get("data", "") for f in forms)}
+        shared = pg.held(sorted(common - {""}))
         needles = sorted({r.texts[k] for r in erased if r.texts.get("hash") not in shared for k in _TEXT_KEYS
                           if len(r.texts.get(k, "")) >= 8})
         for t, rows in gone.items():
