@@ -75,6 +75,8 @@ from traceless.systems.postgres import (
 __all__ = ["DEFAULT_COMPACTION", "Mem0PgLive", "PgCollection", "PgTarget", "pg_live", "pg_target", "replica_targets"]
 
 _SERVER_STORES = ("vector_store", "entity_store")
+Row = tuple[str, dict[str, Any], str]
+"""A row of a collection table: id, payload, the vector as text."""
 _TEXT_KEYS = ("data", "text_lemmatized", "hash")
 """The payload keys whose bytes the verification looks for (the memory's text, its hash)."""
 
@@ -100,6 +102,15 @@ class PgCollection(PgServer):
     """mem0's collection (and its ``<collection>_entities`` companion) on the server."""
 
     collection: str = "mem0"
+    _read: tuple[tuple[str | None, frozenset[str]], dict[str, list[Row]]] | None = field(
+        default=None, init=False, repr=False, compare=False)
+    """The last read by user and patterns (``select``): the scope check's per-literal scans
+    are answered from the plan's read (one pass over the table instead of one per literal and
+    one more); dropped by ``forget_reads`` and by every ``DELETE``."""
+
+    def forget_reads(self) -> None:
+        """The next ``select`` reads the server again."""
+        self._read = None
 
     def check(self) -> None:
         """The collection must exist (nothing is created); its companion entity table is optional."""
@@ -122,6 +133,8 @@ class PgCollection(PgServer):
         superset of the rows the scan's match rule selects."""
         from psycopg import sql
 
+        if not every and not ids and patterns and (hit := self._reread(user, patterns)) is not None:
+            return hit
         branches = ["SELECT id FROM {t} WHERE payload->>'user_id' = %(u)s"] if user is not None else []
         branches += ["SELECT id FROM {t} WHERE id = ANY(%(ids)s::uuid[])"] if ids else []
         branches += ["SELECT id FROM {t} WHERE EXISTS (SELECT 1 FROM unnest(%(p)s::text[]) p "
@@ -137,7 +150,22 @@ class PgCollection(PgServer):
                                   {"u": user, "ids": list(ids), "p": list(patterns)})
                 out[t] = [(str(i), dict(p or {}), str(v)) for i, p, v in cur.fetchall()]
             con.rollback()
+        if not every and not ids and patterns:
+            self._read = ((user, frozenset(patterns)), out)
         return out
+
+    def _reread(self, user: str | None, patterns: Sequence[str]) -> dict[str, list[Row]] | None:
+        """The rows of the last read that this one selects (the same user, patterns among the
+        last read's), or None: every row the server would select here was in it (a row of the
+        user, or one whose payload's JSON text holds a pattern, as ``strpos`` on the server
+        finds it)."""
+        if self._read is None or self._read[0][0] != user or not set(patterns) <= self._read[0][1]:
+            return None
+
+        def keep(payload: dict[str, Any]) -> bool:
+            text = json.dumps(payload, ensure_ascii=False)  # jsonb's text: the same escapes
+            return (user is not None and payload.get("user_id") == user) or any(p in text for p in patterns)
+        return {t: [r for r in rows if keep(r[1])] for t, rows in self._read[1].items()}
 
     def owners(self, ids: Sequence[str]) -> dict[str, str | None]:
         """The ``user_id`` of each memory of the collection among ``ids`` (absent: in no row)."""
@@ -205,6 +233,7 @@ class PgCollection(PgServer):
         the id's hash (``tally``'s), so the erasure knows exactly what it removed and whose."""
         from psycopg import sql
 
+        self._read = None
         out: dict[str, list[tuple[str, str | None, int]]] = {}
         with self.connect(read_only=False) as con, con.transaction():
             for t, vals in ids.items():
@@ -446,6 +475,7 @@ class Mem0PgLive(Mem0Live):
         self.online.reset()  # a new erasure: its own first digest
         self._hist_first, self._hist_mark, self._snap, self._resumed = None, None, None, False
         self._literals = list(literals)
+        self._coll().forget_reads()
         return super().plan(user, literals)
 
     def _compaction(self) -> list[str]:
