@@ -70,7 +70,7 @@ def _user_turns(s: Session) -> list[dict[str, str]]:
 
 
 def _mem0_config(url: str, local: Path) -> dict[str, Any]:
-    from traceless.models._st_embedder import minilm_path
+    from traceless.models import minilm_path
 
     return {"vector_store": {"provider": "pgvector", "config": {
         "connection_string": url, "collection_name": "memories", "embedding_model_dims": 384}},
