@@ -52,3 +52,18 @@ def test_pg_replicas_are_dumped_and_shown_without_their_passwords(name: str, giv
     assert cfg.pg_replicas == [f"postgresql://app:{pw}@10.0.0.9:5433/db"]  # type: ignore[attr-defined]  # kept in memory
     assert pw not in cfg.model_dump_json() and pw not in repr(cfg)
     assert cfg.model_dump(mode="json")["pg_replicas"] == ["postgresql://app@10.0.0.9:5433/db"]
+
+
+@pytest.mark.parametrize("name, key", [("agno", "db_url"), ("openai-agents", "url")])
+def test_a_server_url_dumps_where_it_points_never_its_password(name: str, key: str) -> None:
+    """The erasure's journal is keyed by the config's dump: with the URL masked whole, two
+    databases on one server shared a journal (the conformance suite's resume check on Agno on
+    Postgres: one instance's erasure removed the other's journal)."""
+    if importlib.util.find_spec("agno" if name == "agno" else "agents") is None:
+        pytest.skip(f"needs traceless[{name}]")
+    from traceless.systems import load_system_config
+
+    dumps = [load_system_config(name, {key: f"postgresql+psycopg://app:s3cret@db:5433/{db}"}).model_dump(mode="json")
+             for db in ("one", "two")]
+    assert dumps[0][key] == "postgresql://app@db:5433/one" and dumps[0] != dumps[1]
+    assert "s3cret" not in repr(dumps)

@@ -38,7 +38,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pydantic import SecretStr, field_validator
+from pydantic import SecretStr, field_serializer, field_validator
 
 from traceless.errors import ConfigError
 from traceless.memory import Session
@@ -86,6 +86,12 @@ class AgnoConfig(SystemConfig, PgServerOptions):
 
         check_url(v.get_secret_value() if v is not None else None, "db_url")
         return v
+
+    @field_serializer("db_url")
+    def _no_password(self, v: SecretStr | None) -> str | None:
+        from traceless.systems.postgres import shown_url
+
+        return shown_url(v)
 
 
 def _import_agno() -> Any:

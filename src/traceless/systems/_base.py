@@ -27,7 +27,7 @@ import abc
 import importlib.util
 import os
 import tomllib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -351,6 +351,12 @@ class MemorySystem(abc.ABC):
         the last plan does not remove (a planned rewrite digests the same before and after)."""
         literals, removed = self._planned
         return kernel.bystander_digests(self.instance(), user, literals, removed)
+
+    def resume_bystanders(self, before: Mapping[str, kernel.StoreDigest]) -> None:
+        """A re-run after a crash, before its bystanders are digested: the digests the
+        interrupted run journalled (an adapter whose digests carry the mark of the rows they
+        cover counts those rows again). Nothing by default."""
+        return None
 
     def instance_files(self) -> list[Path]:
         """Every file under the instance's configured paths (what the byte scan reads)."""

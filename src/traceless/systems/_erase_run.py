@@ -259,7 +259,9 @@ def _journalled_bystanders(system: MemorySystem, user: str | None, doc: dict[str
     stored = doc["bystanders"]
     if any(len(v) == 2 and isinstance(v[0], int) for v in stored.values()):
         return system.bystander_digests(user)
-    return {k: tuple(str(h) for h in v) for k, v in stored.items()}
+    before = {k: tuple(str(h) for h in v) for k, v in stored.items()}
+    system.resume_bystanders(before)
+    return before
 
 
 def _union(first: ErasurePlan, now: ErasurePlan) -> ErasurePlan:

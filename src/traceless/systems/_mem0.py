@@ -18,7 +18,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -399,6 +399,11 @@ class Mem0System(MemorySystem):
 
     def bystander_digests(self, user: str | None) -> dict[str, StoreDigest]:
         return self._live().bystanders(user)
+
+    def resume_bystanders(self, before: Mapping[str, StoreDigest]) -> None:
+        resume = getattr(self._live(), "resume", None)  # a server's tallies carry marks (``Mem0PgLive``)
+        if resume is not None:
+            resume(dict(before))
 
     def execute_erasure(self, plan: ErasurePlan, literals: Sequence[str]) -> list[StoreOutcome]:
         return self._live().execute(plan, self._native_delete)

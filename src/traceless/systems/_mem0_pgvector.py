@@ -75,6 +75,8 @@ from traceless.systems.postgres import (
 __all__ = ["DEFAULT_COMPACTION", "Mem0PgLive", "PgCollection", "PgTarget", "pg_live", "pg_target", "replica_targets"]
 
 _SERVER_STORES = ("vector_store", "entity_store")
+Row = tuple[str, dict[str, Any], str]
+"""A row of a collection table: id, payload, the vector as text."""
 _TEXT_KEYS = ("data", "text_lemmatized", "hash")
 """The payload keys whose bytes the verification looks for (the memory's text, its hash)."""
 
@@ -100,6 +102,15 @@ class PgCollection(PgServer):
     """mem0's collection (and its ``<collection>_entities`` companion) on the server."""
 
     collection: str = "mem0"
+    _read: tuple[tuple[str | None, frozenset[str]], dict[str, list[Row]]] | None = field(
+        default=None, init=False, repr=False, compare=False)
+    """The last read by user and patterns (``select``): the scope check's per-literal scans
+    are answered from the plan's read (one pass over the table instead of one per literal and
+    one more); dropped by ``forget_reads`` and by every ``DELETE``."""
+
+    def forget_reads(self) -> None:
+        """The next ``select`` reads the server again."""
+        self._read = None
 
     def check(self) -> None:
         """The collection must exist (nothing is created); its companion entity table is optional."""
@@ -122,6 +133,8 @@ class PgCollection(PgServer):
         superset of the rows the scan's match rule selects."""
         from psycopg import sql
 
+        if not every and not ids and patterns and (hit := self._reread(user, patterns)) is not None:
+            return hit
         branches = ["SELECT id FROM {t} WHERE payload->>'user_id' = %(u)s"] if user is not None else []
         branches += ["SELECT id FROM {t} WHERE id = ANY(%(ids)s::uuid[])"] if ids else []
         branches += ["SELECT id FROM {t} WHERE EXISTS (SELECT 1 FROM unnest(%(p)s::text[]) p "
@@ -137,7 +150,22 @@ class PgCollection(PgServer):
                                   {"u": user, "ids": list(ids), "p": list(patterns)})
                 out[t] = [(str(i), dict(p or {}), str(v)) for i, p, v in cur.fetchall()]
             con.rollback()
+        if not every and not ids and patterns:
+            self._read = ((user, frozenset(patterns)), out)
         return out
+
+    def _reread(self, user: str | None, patterns: Sequence[str]) -> dict[str, list[Row]] | None:
+        """The rows of the last read that this one selects (the same user, patterns among the
+        last read's), or None: every row the server would select here was in it (a row of the
+        user, or one whose payload's JSON text holds a pattern, as ``strpos`` on the server
+        finds it)."""
+        if self._read is None or self._read[0][0] != user or not set(patterns) <= self._read[0][1]:
+            return None
+
+        def keep(payload: dict[str, Any]) -> bool:
+            text = json.dumps(payload, ensure_ascii=False)  # jsonb's text: the same escapes
+            return (user is not None and payload.get("user_id") == user) or any(p in text for p in patterns)
+        return {t: [r for r in rows if keep(r[1])] for t, rows in self._read[1].items()}
 
     def owners(self, ids: Sequence[str]) -> dict[str, str | None]:
         """The ``user_id`` of each memory of the collection among ``ids`` (absent: in no row)."""
@@ -152,24 +180,52 @@ class PgCollection(PgServer):
             con.rollback()
         return found
 
-    def tally(self, user: str | None, skip: Collection[str] = ()) -> dict[str, Tally]:
+    def tally(self, user: str | None, skip: Collection[str] = (), *,
+              within: str | None = None) -> tuple[dict[str, Tally], str]:
         """Per table, the rows that are not ``user``'s and not in ``skip`` (the plan's targets),
         counted on the server with the sum of their ids' 64-bit hashes (``hashtextextended``):
         the bystander digest in one row per table (``OnlineTally``). Every row's id is hashed
-        (a pass over the table on the server); nothing else of the rows is read."""
+        (a pass over the table on the server); nothing else of the rows is read. ``within``: only
+        the rows a snapshot (``pg_current_snapshot()`` as text) saw, by their ``xmin`` (a re-run
+        after a crash counts what the interrupted run's first count saw; the application's later
+        rows are its own). Returns the counts and the snapshot they were taken in (one
+        ``REPEATABLE READ`` transaction)."""
+        import psycopg
         from psycopg import sql
 
         agg = "SELECT count(*), coalesce(sum(hashtextextended(id::text, 0)), 0)::text FROM {} "
         mine = "WHERE payload->>'user_id' IS DISTINCT FROM %(u)s"
+        args: dict[str, Any] = {"u": user, "ids": sorted(skip)}
+        if within is not None:
+            xmax = int(within.split(":")[1])
+            args.update(snap=within, xmax=xmax, base=xmax >> 32 << 32)
+            mine += (" AND pg_visible_in_snapshot((%(base)s + xmin::text::bigint - CASE WHEN %(base)s + "
+                     "xmin::text::bigint > %(xmax)s THEN 4294967296 ELSE 0 END)::text::xid8, %(snap)s::pg_snapshot)")
         out: dict[str, Tally] = {}
         with self.connect(read_only=True) as con:
+            con.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ  # the counts and the snapshot: one view
+            snap = str(con.execute("SELECT pg_current_snapshot()::text").fetchone()[0])
             for t in self.tables:
-                n, h = con.execute(sql.SQL(agg + mine).format(sql.Identifier(t)), {"u": user}).fetchone()
+                n, h = con.execute(sql.SQL(agg + mine).format(sql.Identifier(t)), args).fetchone()
                 sn, sh = con.execute(sql.SQL(agg + mine + " AND id = ANY(%(ids)s::uuid[])").format(
-                    sql.Identifier(t)), {"u": user, "ids": sorted(skip)}).fetchone() if skip else (0, "0")
+                    sql.Identifier(t)), args).fetchone() if skip else (0, "0")
                 out[t] = (int(n) - int(sn), int(h) - int(sh))
             con.rollback()
-        return out
+        return out, snap
+
+    def held(self, hashes: Sequence[str]) -> set[str]:
+        """Which of ``hashes`` (mem0's ``hash``: the md5 of a memory's text) a row of the
+        collection still holds (one read-only pass over the table's ``payload->>'hash'``)."""
+        if not hashes:
+            return set()
+        from psycopg import sql
+
+        with self.connect(read_only=True) as con:
+            found = {str(r[0]) for r in con.execute(sql.SQL(
+                "SELECT DISTINCT payload->>'hash' FROM {} WHERE payload->>'hash' = ANY(%s)").format(
+                sql.Identifier(self.collection)), (list(hashes),))}
+            con.rollback()
+        return found
 
     def delete_rows(self, ids: dict[str, set[str]]) -> dict[str, list[tuple[str, str | None, int]]]:
         """Per table, the rows with one of ``ids`` (the primary key: ``uuid``), in one
@@ -177,6 +233,7 @@ class PgCollection(PgServer):
         the id's hash (``tally``'s), so the erasure knows exactly what it removed and whose."""
         from psycopg import sql
 
+        self._read = None
         out: dict[str, list[tuple[str, str | None, int]]] = {}
         with self.connect(read_only=False) as con, con.transaction():
             for t, vals in ids.items():
@@ -187,34 +244,69 @@ class PgCollection(PgServer):
         return out
 
 
+Mark = tuple[int, str]
+"""(rowid, id) of the history table's last bystander row when the first digest read it."""
+
+
 def history_tally(path: Path, skip_memories: Collection[str], skip_ids: Collection[str], *,
-                  count_only: bool = False) -> Tally:
+                  count_only: bool = False, upto: int | None = None) -> Tally:
     """The history table's rows but those of ``skip_memories`` (the user's memories) and
     ``skip_ids`` (the plan's targets), digested by SQLite as (rows, the sum of each row's CRC-32
     over its values' ``repr``, a function registered on the read-only connection): one pass in
     SQLite instead of a row tuple and a SHA-256 per row in Python. A change of any row's values
     changes its CRC (but for a 2^-32 chance), a removed row the count. ``count_only``: the
-    rows counted, no CRC (0)."""
+    rows counted, no CRC (0). ``upto``: only rows whose rowid is at most it (those that were
+    there when the first digest took its ``history_mark``: the application's later rows are not
+    bystanders of this erasure)."""
     def crc(*values: object) -> int:
         return zlib.crc32(repr(values).encode())
 
     cols = _HISTORY_COLUMNS.removeprefix("SELECT ").removesuffix(" FROM history")
     agg = "count(*), 0" if count_only else f"count(*), coalesce(sum(tl_row_crc({cols})), 0)"
+    within = "" if upto is None else f" AND rowid <= {int(upto)}"
     with closing(_ro(path)) as con:
         if not con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'history'").fetchone():
             return 0, 0
         con.create_function("tl_row_crc", -1, crc, deterministic=True)
-        n, h = con.execute(f"SELECT {agg} FROM history").fetchone()  # noqa: S608 - fixed names
+        n, h = con.execute(f"SELECT {agg} FROM history WHERE 1{within}").fetchone()  # noqa: S608 - fixed names
         skip = (json.dumps(sorted(skip_memories)), json.dumps(sorted(skip_ids)))
-        sn, sh = con.execute(f"SELECT {agg} FROM history WHERE memory_id IN (SELECT value FROM json_each(?)) "  # noqa: S608
-                             "OR id IN (SELECT value FROM json_each(?))", skip).fetchone()
+        sn, sh = con.execute(f"SELECT {agg} FROM history WHERE (memory_id IN (SELECT value FROM json_each(?)) "  # noqa: S608
+                             f"OR id IN (SELECT value FROM json_each(?))){within}", skip).fetchone()
     return int(n) - int(sn), int(h) - int(sh)
 
 
-def tally_digest(t: Tally) -> StoreDigest:
+def history_mark(path: Path, skip_memories: Collection[str], skip_ids: Collection[str]) -> Mark | None:
+    """The last history row (largest rowid) that is a bystander (not one of ``skip_memories``'
+    rows, not in ``skip_ids``): no erasure may remove it, and while it is there with its id
+    SQLite gives every new row a larger rowid (``history_kept``). None: no such row."""
+    with closing(_ro(path)) as con:
+        if not con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'history'").fetchone():
+            return None
+        skip = (json.dumps(sorted(skip_memories)), json.dumps(sorted(skip_ids)))
+        row = con.execute("SELECT rowid, id FROM history WHERE coalesce(memory_id, '') NOT IN (SELECT value FROM "
+                          "json_each(?)) AND id NOT IN (SELECT value FROM json_each(?)) ORDER BY rowid DESC LIMIT 1",
+                          skip).fetchone()
+    return None if row is None else (int(row[0]), str(row[1]))
+
+
+def history_kept(path: Path, mark: Mark) -> bool:
+    """The marked row still holds its id: no rowid at or below it was given out since."""
+    with closing(_ro(path)) as con:
+        row = con.execute("SELECT id FROM history WHERE rowid = ?", (mark[0],)).fetchone()
+    return row is not None and str(row[0]) == mark[1]
+
+
+MARK = "mark:"
+"""The prefix of a digest entry that says, in clear, which rows a ``Tally`` covers (a snapshot,
+a history row): the same on both sides when nothing was lost, and what a re-run after a crash
+reads back from the journal (``Mem0PgLive.resume``)."""
+
+
+def tally_digest(t: Tally, mark: str) -> StoreDigest:
     """A ``Tally`` as a bystander digest: one record of (count, key-hash sum), so any change of
-    the count or of which rows it holds shows as that record gone (an over-deletion)."""
-    return digest([f"{t[0]}:{t[1]}"])
+    the count or of which rows it holds shows as that record gone (an over-deletion); and the
+    mark of the rows it covers."""
+    return tuple(sorted((*digest([f"{t[0]}:{t[1]}"]), MARK + mark)))
 
 
 def patterns(literals: Sequence[str]) -> list[str]:
@@ -239,6 +331,14 @@ class Mem0PgLive(Mem0Live):
     """The online bystander rule of the server's tables (the first count, this erasure's DELETE)."""
     _hist_first: Tally | None = None
     """The history table's bystanders as this erasure's first digest read them (``_history_bystanders``)."""
+    _hist_mark: Mark | None = None
+    """The last bystander row of the history table when the first digest read it (``history_mark``)."""
+    _snap: str | None = None
+    """The snapshot the first count of the server's tables was taken in (``PgCollection.tally``)."""
+    _resumed: bool = False
+    """A re-run after a crash: the marks are the interrupted run's (``resume``)."""
+    _literals: list[str] = field(default_factory=list)
+    """The last plan's literals."""
 
     def _coll(self) -> PgCollection:
         assert self.pg is not None
@@ -297,11 +397,15 @@ class Mem0PgLive(Mem0Live):
     def _store(self, table: str) -> str:
         return "vector_store" if table == self._coll().collection else "entity_store"
 
-    def _server_tally(self, user: str | None) -> dict[str, Tally]:
+    def _server_tally(self, user: str | None, within: str | None = None) -> dict[str, Tally]:
         """The other users' rows of the server's tables per store, less what the last plan
-        targets, counted on the server (``PgCollection.tally``)."""
+        targets, counted on the server (``PgCollection.tally``; ``within``: the rows that
+        snapshot saw). The first count keeps its snapshot (``_snap``)."""
         skip = {i for s, i in self.targets if s in _SERVER_STORES}
-        return {self._store(t): v for t, v in self._coll().tally(user, skip).items()}
+        counts, snap = self._coll().tally(user, skip, within=within)
+        if self._snap is None:
+            self._snap = snap
+        return {self._store(t): v for t, v in counts.items()}
 
     def bystanders(self, user: str | None) -> dict[str, StoreDigest]:
         """As the local back ends', but digested where the rows are, in one row per table: the
@@ -309,27 +413,55 @@ class Mem0PgLive(Mem0Live):
         plan's targets), the server's tables by the server (``PgCollection.tally``). The
         server's tables are shared with a running application: their bystanders are the other
         users' rows of the first count, less the rows this erasure's ``DELETE`` returned that it
-        held (``OnlineTally``); an over-deletion lowers the count."""
+        held (``OnlineTally``); an over-deletion lowers the count. Each tally carries the mark
+        of the rows it covers (the first count's snapshot, the history's last bystander row): a
+        re-run after a crash counts those rows again (``resume``)."""
         per: dict[str, StoreDigest] = {s: digest([]) for s in self.store_names()}
         mine = {r.id for r in self._as_recs(self._coll().select(user, ())) if r.store == "vector_store"}
-        per["history"] = tally_digest(self._history_bystanders(mine))
+        hist = self._history_bystanders(mine)
+        per["history"] = tally_digest(hist, "history:" + ":".join(map(str, self._hist_mark or (0, ""))))
         msgs = [self._row_digest(store, raw) for store, rid, whose, raw in self._messages_rows()
                 if not (user is not None and whose == user) and (store, rid) not in self.targets]
         per["messages"] = digest(msgs)
-        for store, t in self.online.tallies(lambda: self._server_tally(user)).items():
-            per[store] = tally_digest(t)
+        tallies = self.online.tallies(lambda: self._server_tally(user, self._snap if self._resumed else None))
+        for store, t in tallies.items():
+            per[store] = tally_digest(t, f"snapshot:{self._snap}")
         return per
+
+    def resume(self, before: dict[str, StoreDigest]) -> None:
+        """A re-run after a crash: the interrupted run's marks, read back from its journalled
+        digests, so the bystanders are the rows its first count covered (the application's rows
+        written since are its own, not an over-deletion)."""
+        for entry in (e for v in before.values() for e in v if e.startswith(MARK)):
+            kind, _, mark = entry.removeprefix(MARK).partition(":")
+            if kind == "snapshot":
+                self._snap = mark
+            elif kind == "history":
+                row, _, rid = mark.partition(":")
+                self._hist_mark = (int(row), rid) if int(row) else None
+            self._resumed = True
 
     def _history_bystanders(self, mine: Collection[str]) -> Tally:
         """The history table's bystanders (``history_tally``): the first digest of this erasure
-        reads every row's values; after the erasure's DELETE they are counted again (any
-        removed row lowers the count; the erasure only deletes there, so no value of a kept
-        row changed) with the first digest's CRC sum. A re-run after a crash reads them all."""
+        marks the last bystander row (``history_mark``) and reads every row's values up to it
+        (the application's later rows are its own); after the erasure's DELETE they are counted
+        again up to the mark (any removed row lowers the count; the erasure only deletes there,
+        so no value of a kept row changed) with the first digest's CRC sum, or, when the marked
+        row is gone (a rowid may have been given out again), read again whole. A re-run after a
+        crash reads them all."""
         skip = {i for s, i in self.targets if s == "history"}
+        path = self.layout.history
+        if self._resumed:  # a re-run: every row up to the interrupted run's mark read
+            return history_tally(path, mine, skip, upto=self._hist_mark[0] if self._hist_mark is not None else 0)
         if self._hist_first is None or not self.online.deleted:
-            self._hist_first = history_tally(self.layout.history, mine, skip)
+            self._hist_mark = history_mark(path, mine, skip)
+            upto = self._hist_mark[0] if self._hist_mark is not None else 0
+            self._hist_first = history_tally(path, mine, skip, upto=upto)
             return self._hist_first
-        return history_tally(self.layout.history, mine, skip, count_only=True)[0], self._hist_first[1]
+        mark = self._hist_mark
+        if mark is not None and history_kept(path, mark):
+            return history_tally(path, mine, skip, count_only=True, upto=mark[0])[0], self._hist_first[1]
+        return history_tally(path, mine, skip, upto=mark[0] if mark is not None else 0)
 
     def _messages_rows(self) -> list[tuple[str, str, str | None, tuple[object, ...]]]:
         """The history db's ``messages`` rows as ``history_rows`` gives them (a small table,
@@ -341,7 +473,9 @@ class Mem0PgLive(Mem0Live):
 
     def plan(self, user: str | None, literals: Sequence[str]) -> ErasurePlan:
         self.online.reset()  # a new erasure: its own first digest
-        self._hist_first = None
+        self._hist_first, self._hist_mark, self._snap, self._resumed = None, None, None, False
+        self._literals = list(literals)
+        self._coll().forget_reads()
         return super().plan(user, literals)
 
     def _compaction(self) -> list[str]:
@@ -361,10 +495,16 @@ class Mem0PgLive(Mem0Live):
             ids.setdefault(a.store, set()).add(a.record_id)
         planned = sorted(ids.get("vector_store", set()) | ids.get("entity_store", set()))
         erased = [r for r in self.records_for(None, (), planned) if r.id in ids.get(r.store, set())]
-        needles = sorted({r.texts[k] for r in erased for k in _TEXT_KEYS if len(r.texts.get(k, "")) >= 8})
         self._delete_history(ids, set(ids.get("vector_store", set())))
         gone = pg.delete_rows({pg.collection: ids.get("vector_store", set()),
                                f"{pg.collection}_entities": ids.get("entity_store", set())})
+        # a text another user's memory holds too stays in the files (and its count would tell how many hold
+        # it); a text holding a literal is the user's alone (the scope check refused or rewrote the others')
+        forms = [f for lit in self._literals for f in literal_forms(lit)]
+        common = {r.texts.get("hash", "") for r in erased if not any(f in r.texts.get("data", "") for f in forms)}
+        shared = pg.held(sorted(common - {""}))
+        needles = sorted({r.texts[k] for r in erased if r.texts.get("hash") not in shared for k in _TEXT_KEYS
+                          if len(r.texts.get(k, "")) >= 8})
         for t, rows in gone.items():
             store = self._store(t)
             for rid, owner, key_hash in rows:  # held by the first count: another user's row, not a target

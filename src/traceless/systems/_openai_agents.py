@@ -49,7 +49,7 @@ from collections.abc import Coroutine, Iterable, Sequence
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_serializer, field_validator
 
 from traceless.errors import ConfigError, StudyError
 from traceless.memory import Session
@@ -121,6 +121,12 @@ class OpenAIAgentsConfig(SystemConfig, PgServerOptions):
 
         check_url(v.get_secret_value() if v is not None else None, "url")
         return v
+
+    @field_serializer("url")
+    def _no_password(self, v: SecretStr | None) -> str | None:
+        from traceless.systems.postgres import shown_url
+
+        return shown_url(v)
 
 
 def audit_model(backend: ModelBackend, max_new_tokens: int) -> Any:

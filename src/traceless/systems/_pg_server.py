@@ -42,6 +42,12 @@ _CODECS = {"LATIN1": "latin-1", "LATIN9": "iso8859-15", "WIN1252": "cp1252", "SQ
 """Python's codec for a few single-byte server encodings (the rest: every form of the byte scan)."""
 _PAST = "SELECT coalesce(pg_last_wal_replay_lsn() > %s::pg_lsn, false)"
 _REACHED = "SELECT coalesce(pg_last_wal_replay_lsn() >= %s::pg_lsn, false)"
+_NO_TEXT_KEYS = ("uuid", "smallint", "integer", "bigint", "real", "double precision", "numeric", "boolean", "date",
+                 "timestamp without time zone", "timestamp with time zone", "oid", "vector", "halfvec", "sparsevec")
+"""Index key types that hold no text: an index whose every key is one of them (pgvector's HNSW
+and IVFFlat on a vector, a b-tree on a ``uuid`` key, TOAST's ``(chunk_id, chunk_seq)``) holds
+no byte of a record's text, so its files are not read (at 10^6 memories the HNSW index alone
+is about a third of the collection's files)."""
 REPLAY_TIMEOUT_S = 30.0
 """How long a named replica may take to replay the primary's WAL past the erasure."""
 
@@ -260,8 +266,9 @@ class PgServer:
         return None
 
     def server_files(self) -> tuple[list[Path], Path | None, str]:
-        """The relation files (main fork, every segment) of the tables, their TOAST and
-        indexes; the data directory; the server's version. No files when not readable here."""
+        """The relation files (main fork, every segment) of the tables, their TOAST and the
+        indexes whose keys can hold text (``_NO_TEXT_KEYS``); the data directory; the server's
+        version. No files when not readable here."""
         with self.connect(read_only=True) as con:
             version = str(con.execute("SHOW server_version").fetchone()[0])
             self.encoding = str(con.execute("SHOW server_encoding").fetchone()[0])
@@ -273,9 +280,11 @@ class PgServer:
             rels = [str(r[0]) for r in con.execute(
                 "SELECT pg_relation_filepath(x) FROM (SELECT c.oid AS x FROM pg_class c WHERE c.oid = ANY(%s) "
                 "UNION SELECT c.reltoastrelid FROM pg_class c WHERE c.oid = ANY(%s) AND c.reltoastrelid <> 0 "
-                "UNION SELECT i.indexrelid FROM pg_index i WHERE i.indrelid = ANY(%s) OR i.indrelid IN "
-                "(SELECT reltoastrelid FROM pg_class WHERE oid = ANY(%s))) s ORDER BY 1",
-                (self._oids(con),) * 4).fetchall() if r[0]]
+                "UNION SELECT i.indexrelid FROM pg_index i WHERE (i.indrelid = ANY(%s) OR i.indrelid IN "
+                "(SELECT reltoastrelid FROM pg_class WHERE oid = ANY(%s))) AND EXISTS (SELECT 1 FROM pg_attribute a "
+                "WHERE a.attrelid = i.indexrelid AND a.attnum > 0 AND a.atttypid::regtype::text <> ALL(%s))) s "
+                "ORDER BY 1",
+                (*(self._oids(con),) * 4, list(_NO_TEXT_KEYS))).fetchall() if r[0]]
             con.rollback()
         files: list[Path] = []
         for rel in rels:

@@ -37,15 +37,17 @@ from traceless.systems._pg_server import (
     delete_in,
     ident,
     out_of_scope,
+    parse_dsn,
     physical_step,
     replica_files,
     replica_steps,
+    shown_dsn,
     shown_dsns,
 )
 from traceless.systems.contract import LiveInstance, Op, Record, Remove
 from traceless.systems.kernel import bystander_rows, replace_literals
 
-__all__ = ["SERVER_KEYS", "OwnerOf", "PgTables", "check_url", "pg_tables", "traceless_section", "url_target"]
+__all__ = ["SERVER_KEYS", "OwnerOf", "PgTables", "check_url", "pg_tables", "shown_url", "traceless_section", "url_target"]
 
 OwnerOf = Callable[[str, dict[str, Any]], str | None]
 """(table, row as column → value) → the user the row belongs to (None: no user)."""
@@ -142,7 +144,9 @@ class PgTables(LiveInstance):
                          for t in {o.record.store for o in rewrites}}
         self.online.deleted |= {(t, "/".join(k)) for t, ks in gone.items() for k in ks}
         self.online.rewritten |= {(o.record.store, o.record.id) for o in rewrites}
-        touched = [t for t in self.pg.tables if gone.get(t) or rewritten.get(t)]
+        # a planned row may have gone before its own DELETE (a foreign key's ON DELETE CASCADE from a
+        # row deleted first): its table holds the dead tuple all the same, so the physical step covers it
+        touched = [t for t in self.pg.tables if gone.get(t) or rewritten.get(t) or t in removes]
         out = {t: StoreOutcome(store=t, removed=len(gone.get(t, ())), rewritten=rewritten.get(t, 0),
                                compacted=True) for t in touched}
         if touched:
@@ -301,6 +305,15 @@ def check_url(url: str | None, key: str) -> None:
     never repeats it (it holds the password)."""
     if url is not None and url.split("://", 1)[0].split("+", 1)[0] not in ("postgresql", "postgres"):
         raise ValueError(f"{key} must be a PostgreSQL URL (postgresql+psycopg://USER:PASSWORD@HOST:PORT/DBNAME)")
+
+
+def shown_url(url: Any) -> str | None:
+    """A server URL (a ``SecretStr``) as a config dump shows it: the user, host, port and
+    database, never the password. What tells two instances on one server apart (the
+    erasure's journal is keyed by the dump): a mask alone named every database the same."""
+    if url is None:
+        return None
+    return shown_dsn(parse_dsn(url.get_secret_value(), "url"))
 
 
 def url_target(url: str, key: str, compaction: str | None) -> PgTarget:

@@ -46,12 +46,14 @@ do (``attach_config``; else it erases the opened instance), and checks:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import hashlib
 import multiprocessing as mp
 import os
 import random
+import re
 import shutil
 import signal
 import time
@@ -74,6 +76,7 @@ from traceless.systems._base import (
     open_system,
     system_class,
 )
+from traceless.systems._conformance_apps import SERVER_APPS, ServerApp
 from traceless.systems._erase_run import (
     VERIFIED_AT,
     _only_the_users_records_left,
@@ -85,7 +88,8 @@ from traceless.systems._recheck import recheck_system
 from traceless.systems.contract import Capability
 from traceless.systems.kernel import count_literals
 
-__all__ = ["CHECKS", "CheckOutcome", "ConformanceReport", "run_conformance"]
+__all__ = ["CHECKS", "SERVER_LACKS", "CheckOutcome", "ConformanceReport", "ServerEndpoint", "run_conformance",
+           "run_server_conformance"]
 
 TARGET, PREFIX, QUOTER = "user-10", "user-1", "bob"
 """The erased user, a user whose id is a prefix of the target's, a user who quotes the target."""
@@ -101,6 +105,9 @@ class CheckOutcome(BaseModel):
     """The behaviour holds."""
     detail: str = ""
     """What was measured (and, on failure, what broke)."""
+    applies: bool = True
+    """False: the deployment declares the check cannot apply to it (``Target.lacks``; the
+    detail says why); it counts as passed and ``ConformanceReport.not_applicable`` lists it."""
 
 
 class ConformanceReport(BaseModel):
@@ -115,6 +122,10 @@ class ConformanceReport(BaseModel):
     def passed(self) -> bool:
         """Every check passed."""
         return all(c.passed for c in self.checks.values())
+
+    def not_applicable(self) -> dict[str, str]:
+        """The checks the deployment declared it cannot take, and why."""
+        return {k: c.detail for k, c in self.checks.items() if not c.applies}
 
     def failures(self) -> str:
         """The failed checks, one per line."""
@@ -165,6 +176,9 @@ class Target:
         shutil.copytree(template, work)
         return work
 
+    lacks: dict[str, str] = dataclasses.field(default_factory=dict)
+    """Check → why it cannot apply to this deployment (declared, reported: never skipped silently)."""
+
     def live_config(self, work: Path) -> SystemConfig | None:
         return system_class(self.name).attach_config(work, self.config)
 
@@ -173,6 +187,165 @@ class Target:
         if cfg is None:
             return open_system(self.name, work, self.config, self.runtime)
         return system_class(self.name).attach(cfg, self.runtime, read_only=read_only)
+
+    def fingerprint(self, work: Path) -> dict[str, tuple[str, int]]:
+        """What "no byte changed" compares: every file of the instance (sha256, mtime)."""
+        return fingerprint(work)
+
+    def own_name(self, work: Path) -> str:
+        """The name a receipt gives this instance itself (none: its files' paths are not in its notes)."""
+        return ""
+
+    def settle(self, work: Path) -> None:
+        """Before the instance's files are read for bytes: nothing (a local instance's files are it)."""
+
+    def app_write(self, work: Path, sessions: Sequence[Session]) -> None:
+        """The application writes ``sessions`` through the system's own API."""
+        s = open_system(self.name, work, self.config, self.runtime)
+        try:
+            s.write(sessions)
+        finally:
+            s.close()
+
+    def texts(self, work: Path) -> str:
+        """Every text of every store, as the audit reads the instance it built (``stores()``)."""
+        opened = open_system(self.name, work, self.config, self.runtime)
+        try:
+            return "\n".join(x for v in opened.stores().values() for x in v)
+        finally:
+            opened.close()
+
+    def child(self, work: Path) -> tuple[str, dict[str, Any], str, Any]:
+        """What a spawned child needs to open the instance or run the app: (name, config as
+        JSON, work dir, the server app or None)."""
+        return self.name, self.config.model_dump(mode="json"), str(work), None
+
+
+@dataclass(frozen=True)
+class ServerEndpoint:
+    """A PostgreSQL server the suite may create databases on (a throwaway test server):
+    ``url`` is the application's connection URL and ``admin`` a superuser's DSN, each with a
+    ``{db}`` placeholder for the database."""
+
+    url: str
+    admin: str
+
+    def app_url(self, db: str) -> str:
+        return self.url.replace("{db}", db)
+
+    def admin_dsn(self, db: str) -> str:
+        return self.admin.replace("{db}", db)
+
+
+SERVER_LACKS = {
+    "audit_and_receipt_agree": "the audit builds its own local instance (open_system + write) and never one on a "
+                               "server: a server-backed deployment is only attached, so there are no audit copies "
+                               "to compare with the scan's",
+}
+"""The checks a server-backed deployment declares it cannot take, and why (reported as not applicable)."""
+
+
+@dataclass
+class ServerTarget(Target):
+    """One system deployed on a PostgreSQL server (issue #35): each instance is a database of
+    ``server`` that ``app`` built through the package's own API (copied per check by ``CREATE
+    DATABASE … TEMPLATE``, the local files beside it copied too), attached as the user's config
+    names it. "No byte changed" is the server's state: every table's rows, the write counters
+    of ``pg_stat_user_tables`` and the catalog (relation file names), plus the local files;
+    the relation files are read for bytes after a ``CHECKPOINT`` (``settle``)."""
+
+    app: ServerApp | None = None
+    server: ServerEndpoint | None = None
+
+    def _parts(self) -> tuple[ServerApp, ServerEndpoint]:
+        assert self.app is not None and self.server is not None
+        return self.app, self.server
+
+    def db(self, work: Path) -> str:
+        tag = hashlib.sha256(str(self.root.resolve()).encode()).hexdigest()[:8]
+        return f"tlc_{tag}_{work.name}".replace("-", "_").lower()
+
+    def _admin(self, sql: str, db: str = "postgres", args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        import psycopg
+
+        with psycopg.connect(self._parts()[1].admin_dsn(db), autocommit=True) as c:
+            cur = c.execute(sql.encode(), args or None)  # names the suite made: never user input
+            return list(cur.fetchall()) if cur.description else []
+
+    def build(self, where: str, *, quote: bool = False, crowd: bool = False) -> Path:
+        app, server = self._parts()
+        template = self.root / f"template-{'quote' if quote else 'crowd' if crowd else 'plain'}"
+        if not template.exists():
+            template.mkdir(parents=True)
+            self._admin(f'CREATE DATABASE "{self.db(template)}"')
+            with app.open(server.app_url(self.db(template)), template) as write:
+                write(sessions(quote=quote, crowd=crowd))
+        work = self.root / where
+        shutil.copytree(template, work)
+        self._admin("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", args=(self.db(template),))
+        self._admin(f'CREATE DATABASE "{self.db(work)}" TEMPLATE "{self.db(template)}"')
+        return work
+
+    def raw_config(self, work: Path) -> dict[str, Any]:
+        app, server = self._parts()
+        return app.config(server.app_url(self.db(work)), work)
+
+    def live_config(self, work: Path) -> SystemConfig | None:
+        return load_system_config(self.name, self.raw_config(work))
+
+    def fingerprint(self, work: Path) -> dict[str, tuple[str, int]]:
+        out = fingerprint(work)
+        db = self.db(work)
+        for t in self._tables(db):
+            rows = self._admin(f"SELECT t::text FROM {t} t ORDER BY 1", db)  # noqa: S608 - the catalog's names
+            out[f"server:{t}"] = (hashlib.sha256(repr(rows).encode()).hexdigest(), len(rows))
+        stats = self._admin("SELECT relname, n_tup_ins, n_tup_upd, n_tup_del, n_tup_hot_upd FROM pg_stat_user_tables "
+                            "ORDER BY relname", db)
+        catalog = self._admin("SELECT relname, relkind, relfilenode::text FROM pg_class WHERE relnamespace NOT IN "
+                              "('pg_catalog'::regnamespace, 'information_schema'::regnamespace, 'pg_toast'::regnamespace)"
+                              " ORDER BY 1, 2", db)
+        out["server:pg_stat_user_tables"] = (hashlib.sha256(repr(stats).encode()).hexdigest(), 0)
+        out["server:catalog"] = (hashlib.sha256(repr(catalog).encode()).hexdigest(), 0)
+        return out
+
+    def _tables(self, db: str) -> list[str]:
+        return [str(r[0]) for r in self._admin("SELECT format('%I.%I', schemaname, relname) FROM pg_stat_user_tables "
+                                               "ORDER BY 1", db)]
+
+    def own_name(self, work: Path) -> str:
+        return self.db(work)
+
+    def settle(self, work: Path) -> None:
+        self._admin("CHECKPOINT", self.db(work))
+
+    def app_write(self, work: Path, sessions: Sequence[Session]) -> None:
+        app, server = self._parts()
+        with app.open(server.app_url(self.db(work)), work) as write:
+            write(sessions)
+
+    def texts(self, work: Path) -> str:
+        """Every row of every table of the database as text (``bytea`` columns with their
+        printable bytes as they are), and the local files' bytes: read by the superuser, not
+        through the adapter under test."""
+        db, out = self.db(work), []
+        for t in self._tables(db):
+            cols = self._admin("SELECT CASE WHEN atttypid = 'bytea'::regtype THEN format('encode(%%I, ''escape'')', "
+                               "attname) ELSE format('%%I::text', attname) END FROM pg_attribute WHERE attrelid = "
+                               "%s::regclass AND attnum > 0 AND NOT attisdropped", db, (t,))
+            exprs = ", ".join(str(c[0]) for c in cols)
+            out += [str(r[0]) for r in self._admin(f"SELECT concat_ws(' ', {exprs}) FROM {t}", db)]  # noqa: S608
+        out += [p.read_bytes().decode("latin-1") for p in sorted(work.rglob("*")) if p.is_file()]
+        return "\n".join(out)
+
+    def child(self, work: Path) -> tuple[str, dict[str, Any], str, Any]:
+        app, server = self._parts()
+        return self.name, self.raw_config(work), str(work), (app, server.app_url(self.db(work)))
+
+    def cleanup(self) -> None:
+        """Every database this run made, dropped."""
+        tag = self.db(self.root / "x")[:-1]
+        for (name,) in self._admin("SELECT datname FROM pg_database WHERE starts_with(datname, %s)", args=(tag,)):
+            self._admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def fingerprint(root: Path) -> dict[str, tuple[str, int]]:
@@ -202,9 +375,9 @@ def _owned(rep: Any) -> dict[str, int]:
 
 def check_scan_changes_no_byte(t: Target) -> CheckOutcome:
     work = t.build("scan")
-    before = fingerprint(work)
+    before = t.fingerprint(work)
     rep = _with(t, work, lambda s: scan_system(s, TARGET, [SECRETS[TARGET]]), read_only=True)
-    after = fingerprint(work)
+    after = t.fingerprint(work)
     changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
     mine = sum(_owned(rep).values())
     ok = not changed and mine > 0
@@ -214,6 +387,8 @@ def check_scan_changes_no_byte(t: Target) -> CheckOutcome:
 
 def _left(t: Target, work: Path, user: str, secret: str) -> tuple[int, int, int]:
     """(the user's records, records holding the secret, file bytes holding it)."""
+    t.settle(work)
+
     def read(s: MemorySystem) -> tuple[int, int, int]:
         rep = scan_system(s, user, [secret])
         files = sum(scan_files(s.instance_files(), [secret]).values())
@@ -244,13 +419,13 @@ def check_erasure_complete_and_bystanders(t: Target) -> dict[str, CheckOutcome]:
 def check_quote_per_policy(t: Target) -> CheckOutcome:
     work = t.build("quote", quote=True)
     rewrite = Capability.REWRITE in system_class(t.name).capabilities
-    before = fingerprint(work)
+    before = t.fingerprint(work)
     quoter = _left(t, work, QUOTER, SECRETS[QUOTER])
     try:
         receipt = _with(t, work, lambda s: erase_system(s, TARGET, [SECRETS[TARGET]],
                                                         state_dir=t.root / "state-quote", key=KEY))
     except ErasureScopeError as e:
-        unchanged = fingerprint(work) == before
+        unchanged = t.fingerprint(work) == before
         return CheckOutcome(passed=not rewrite and unchanged,
                             detail=f"refused ({e}); files unchanged: {unchanged}; declared rewrite: {rewrite}")
     after = _left(t, work, QUOTER, SECRETS[QUOTER])
@@ -263,12 +438,12 @@ def check_quote_per_policy(t: Target) -> CheckOutcome:
 
 def check_unmatched_user_signs_nothing(t: Target) -> CheckOutcome:
     work = t.build("nobody")
-    before = fingerprint(work)
+    before = t.fingerprint(work)
     state = t.root / "state-nobody"
     try:
         _with(t, work, lambda s: erase_system(s, "nobody-at-all", [], state_dir=state, key=KEY))
     except NothingToEraseError:
-        unchanged = fingerprint(work) == before
+        unchanged = t.fingerprint(work) == before
         journals = list((state / "erasures").glob("*")) if (state / "erasures").exists() else []
         return CheckOutcome(passed=unchanged and not journals, detail=f"refused; files unchanged: {unchanged}; "
                                                                       f"journals left: {len(journals)}")
@@ -298,15 +473,21 @@ def check_audit_and_receipt_agree(t: Target) -> CheckOutcome:
                         detail=f"audit copies per store {audit}; scan copies per store {scan}")
 
 
-def _erase_child(name: str, cfg: dict[str, Any], work: str, state: str, ready: Any) -> None:
-    """The child of the interrupted-erasure check: attach, say ready, erase (killed meanwhile)."""
+def _child_runtime() -> SystemRuntime:
     from traceless.models import HashingEmbedder, ScriptedBackend
     from traceless.systems.testing import register_dict_system
 
     register_dict_system()  # the suite's own test system, in a spawned child too (entry points load themselves)
-    runtime = SystemRuntime(ScriptedBackend(lambda m, c: "noted"), HashingEmbedder(), "scripted")
-    t = Target(name, load_system_config(name, cfg), runtime, Path(work).parent)
-    s = t.open(Path(work), read_only=False)
+    return SystemRuntime(ScriptedBackend(lambda m, c: "noted"), HashingEmbedder(), "scripted")
+
+
+def _erase_child(name: str, cfg: dict[str, Any], work: str, server: Any, state: str, ready: Any) -> None:
+    """The child of the interrupted-erasure check: attach, say ready, erase (killed meanwhile)."""
+    runtime = _child_runtime()
+    if server is not None:  # a server deployment: its user's config, attached
+        s = system_class(name).attach(load_system_config(name, cfg), runtime, read_only=False)
+    else:
+        s = Target(name, load_system_config(name, cfg), runtime, Path(work).parent).open(Path(work), read_only=False)
     ready.send(True)
     erase_system(s, TARGET, [SECRETS[TARGET]], state_dir=Path(state), key=KEY)
     s.close()
@@ -317,7 +498,7 @@ def check_interrupted_erasure_completes(t: Target, seed: int = 0) -> CheckOutcom
     state = t.root / "state-killed"
     ctx = mp.get_context("spawn")
     parent, child = ctx.Pipe()
-    p = ctx.Process(target=_erase_child, args=(t.name, t.config.model_dump(mode="json"), str(work), str(state), child))
+    p = ctx.Process(target=_erase_child, args=(*t.child(work), str(state), child))
     p.start()
     if not parent.poll(120):
         p.kill()
@@ -357,11 +538,11 @@ def check_certify_refused_or_runs(t: Target) -> CheckOutcome:
     work = t.build("certify")
     state = t.root / "state-certify"
     broken = dataclasses.replace(t.runtime, embedder=_Unreachable())
-    before = fingerprint(work)
+    before = t.fingerprint(work)
     try:
         _with(t, work, lambda s: erase_system(s, TARGET, [SECRETS[TARGET]], state_dir=state, key=KEY, certify=broken))
     except TracelessError as e:
-        unchanged = fingerprint(work) == before
+        unchanged = t.fingerprint(work) == before
         journals = list((state / "erasures").glob("*")) if (state / "erasures").exists() else []
         return CheckOutcome(passed=unchanged and not journals,
                             detail=f"refused before the erasure ({str(e)[:120]}); files unchanged: {unchanged}; "
@@ -386,11 +567,11 @@ def _refused(t: Target, work: Path, state: Path, literals: Sequence[str],
              expect: tuple[type[BaseException], ...]) -> tuple[bool, str]:
     """Erase ``TARGET`` with ``literals`` on ``work``: (refused with no byte changed and no
     journal left, what happened)."""
-    before = fingerprint(work)
+    before = t.fingerprint(work)
     try:
         r = _with(t, work, lambda s: erase_system(s, TARGET, literals, state_dir=state, key=KEY))
     except expect as e:
-        unchanged = fingerprint(work) == before
+        unchanged = t.fingerprint(work) == before
         journals = list((state / "erasures").glob("*")) if (state / "erasures").exists() else []
         return unchanged and not journals, (f"refused ({type(e).__name__}: {str(e)[:100]}); files unchanged: "
                                             f"{unchanged}; journals left: {len(journals)}")
@@ -437,11 +618,7 @@ def _journals(state: Path) -> int:
 
 
 def _app_write(t: Target, work: Path, user: str, text: str) -> None:
-    s = open_system(t.name, work, t.config, t.runtime)
-    try:
-        s.write([_session(user, "s1", text)])
-    finally:
-        s.close()
+    t.app_write(work, [_session(user, "s1", text)])
 
 
 def check_resume_on_its_own_instance(t: Target) -> CheckOutcome:
@@ -480,26 +657,28 @@ def _passes(t: Target, work: Path, literals: Sequence[str], state: Path) -> bool
     return r.verification.passed or f"False {r.verification.checks}"
 
 
-def _app_child(name: str, cfg: dict[str, Any], work: str, ready: Any, stop: Any) -> None:
+def _app_child(name: str, cfg: dict[str, Any], work: str, server: Any, ready: Any, stop: Any) -> None:
     """The application of ``app_writes_during_erasure``: opens the instance through the system's
-    own API and writes one new user's memory after another (every ``TARGET_EVERY``-th one the
-    target's own: the app still serves the user being erased) until told to stop; sends
-    (writes done, when the last one returned, whether it failed). Only a write of the target's
-    may fail (its state erased under the request: ADK's "User state missing"), and is reported;
-    a failed write of another user ends the app with an error."""
-    from traceless.models import HashingEmbedder, ScriptedBackend
-    from traceless.systems.testing import register_dict_system
-
-    register_dict_system()
-    runtime = SystemRuntime(ScriptedBackend(lambda m, c: "noted"), HashingEmbedder(), "scripted")
-    s = open_system(name, Path(work), load_system_config(name, cfg), runtime)
-    ready.send((0, time.time(), False))
-    n = 0
-    try:
+    own API (on a server: the deployment's app) and writes one new user's memory after another
+    (every ``TARGET_EVERY``-th one the target's own: the app still serves the user being erased)
+    until told to stop; sends (writes done, when the last one returned, whether it failed). Only
+    a write of the target's may fail (its state erased under the request: ADK's "User state
+    missing"), and is reported; a failed write of another user ends the app with an error."""
+    runtime = _child_runtime()
+    with contextlib.ExitStack() as stack:
+        if server is not None:
+            app, url = server
+            write = stack.enter_context(app.open(url, Path(work)))
+        else:
+            s = open_system(name, Path(work), load_system_config(name, cfg), runtime)
+            stack.callback(s.close)
+            write = s.write
+        ready.send((0, time.time(), False))
+        n = 0
         while not stop.is_set() and n < APP_WRITES:
             failed = False
             try:
-                s.write([_session(_app_user(n), f"app{n}", f"App memory {n}: {_app_note(n)}.")])
+                write([_session(_app_user(n), f"app{n}", f"App memory {n}: {_app_note(n)}.")])
             except Exception:
                 if _app_user(n) != TARGET:
                     raise
@@ -507,8 +686,6 @@ def _app_child(name: str, cfg: dict[str, Any], work: str, ready: Any, stop: Any)
             n += 1
             ready.send((n, time.time(), failed))
             time.sleep(0.01)
-    finally:
-        s.close()
 
 
 TARGET_EVERY = 4
@@ -541,7 +718,7 @@ def check_app_writes_during_erasure(t: Target) -> CheckOutcome:
     ctx = mp.get_context("spawn")
     parent, child = ctx.Pipe()
     stop = ctx.Event()
-    p = ctx.Process(target=_app_child, args=(t.name, t.config.model_dump(mode="json"), str(work), child, stop))
+    p = ctx.Process(target=_app_child, args=(*t.child(work), child, stop))
     p.start()
     done: dict[int, float] = {}
     failed: set[int] = set()
@@ -583,12 +760,8 @@ def check_app_writes_during_erasure(t: Target) -> CheckOutcome:
 
 
 def _audit_texts(t: Target, work: Path) -> str:
-    """Every text of every store, as the audit reads the instance it built (``stores()``)."""
-    opened = open_system(t.name, work, t.config, t.runtime)
-    try:
-        return "\n".join(x for v in opened.stores().values() for x in v)
-    finally:
-        opened.close()
+    """Every text of every store (``Target.texts``)."""
+    return t.texts(work)
 
 
 def _offline_app_writes_back(t: Target) -> CheckOutcome:
@@ -634,11 +807,20 @@ def _erase_target(s: MemorySystem, *, state: Path) -> Any:
     return erase_system(s, TARGET, [SECRETS[TARGET]], state_dir=state, key=KEY)
 
 
-def _tiers_view(r: Any) -> dict[str, Any]:
+_WAL = re.compile(r"pg_wal: (\d+) of \d+ segments (still )?hold")
+
+
+def _tiers_view(r: Any, own: str = "") -> dict[str, Any]:
+    """What the receipt says, the instance's own name (``own``: a server's database) elided, and
+    of the server's WAL whether a segment holds the texts, not how many: the WAL is the whole
+    server's, shared by every database on it (its segments fill with all their writes)."""
+    def mine(n: str) -> str:
+        n = _WAL.sub(lambda m: "pg_wal: segments hold" if m.group(1) != "0" else "pg_wal: no segment holds", n)
+        return n.replace(own, "<instance>") if own else n
     return {"tiers": {s: (len(tr.removed), len(tr.rewritten), tr.left, tr.target_copies_after)
                       for s, tr in r.tiers.items()},
             "guarantee": r.guarantee, "checks": r.verification.checks,
-            "notes": [n for n in r.notes if not n.startswith(VERIFIED_AT)],  # its moment differs, nothing else
+            "notes": [mine(n) for n in r.notes if not n.startswith(VERIFIED_AT)],  # its moment differs, nothing else
             "not_covered": r.not_covered, "literal_scan": r.verification.literal_scan,
             "disk_scan": r.verification.disk_scan}
 
@@ -650,7 +832,7 @@ def check_receipt_reveals_nothing_of_others(t: Target) -> CheckOutcome:
     views = []
     for where, crowd in (("reveal-plain", False), ("reveal-crowd", True)):
         work, state = t.build(where, crowd=crowd), t.root / f"state-{where}"
-        views.append(_tiers_view(_with(t, work, functools.partial(_erase_target, state=state))))
+        views.append(_tiers_view(_with(t, work, functools.partial(_erase_target, state=state)), t.own_name(work)))
     diff = sorted(k for k in views[0] if views[0][k] != views[1][k])
     return CheckOutcome(passed=not diff, detail=f"receipts differ in {diff}: {[v[k] for v in views for k in diff]}"
                         if diff else "the same receipt whatever the other users keep")
@@ -677,8 +859,31 @@ _TRUST_CHECKS: dict[str, Callable[[Target], CheckOutcome]] = {
 def run_conformance(name: str, runtime: SystemRuntime, root: Path, *, config: dict[str, Any] | None = None,
                     checks: Sequence[str] = CHECKS, seed: int = 0) -> ConformanceReport:
     """Run the suite on the registered system ``name`` in the empty directory ``root``."""
-    t = Target(name, load_system_config(name, config or {}), runtime, root)
-    report = ConformanceReport(system=name)
+    return _run(Target(name, load_system_config(name, config or {}), runtime, root), checks, seed)
+
+
+def run_server_conformance(app: str, runtime: SystemRuntime, root: Path, server: ServerEndpoint, *,
+                           checks: Sequence[str] = CHECKS, seed: int = 0) -> ConformanceReport:
+    """Run the same suite on a server deployment (``SERVER_APPS``: ``mem0-pgvector``,
+    ``langgraph-pg``, ``agno-pg``) whose instances are databases on ``server`` (a throwaway
+    test server: the suite creates and drops its databases there), local files in ``root``."""
+    spec = SERVER_APPS[app]
+    t = ServerTarget(spec.system, load_system_config(spec.system, {}), runtime, root, lacks=dict(SERVER_LACKS),
+                     app=spec, server=server)
+    try:
+        report = _run(t, checks, seed)
+    finally:
+        t.cleanup()
+    report.system = f"{spec.system} ({app})"
+    return report
+
+
+def _run(t: Target, checks: Sequence[str], seed: int) -> ConformanceReport:
+    report = ConformanceReport(system=t.name)
+    for k in checks:
+        if k in t.lacks:
+            report.checks[k] = CheckOutcome(passed=True, applies=False, detail=f"not applicable: {t.lacks[k]}")
+    checks = [k for k in checks if k not in t.lacks]
     if "scan_changes_no_byte" in checks:
         report.checks["scan_changes_no_byte"] = check_scan_changes_no_byte(t)
     if {"erasure_complete", "bystanders_intact"} & set(checks):

@@ -45,6 +45,7 @@ from traceless.systems._pg_tables import (
     PgTables,
     check_url,
     pg_tables,
+    shown_url,
     traceless_section,
     url_target,
 )
@@ -53,5 +54,5 @@ __all__ = ["COMPACTIONS", "DEFAULT_COMPACTION", "REPLICAS_SHOWN", "SERVER_KEYS",
            "PgServer", "PgServerOptions", "Tally",
            "PgTables", "PgTarget", "check_url", "delete_in", "ident", "make_target", "out_of_scope", "parse_dsn",
            "pg_tables", "physical_step", "replica_files", "replica_steps", "replica_targets", "shown_dsn",
-           "shown_dsns", "standbys",
+           "shown_dsns", "shown_url", "standbys",
            "traceless_section", "url_target", "verify_files", "verify_replica"]
