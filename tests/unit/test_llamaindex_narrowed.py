@@ -24,7 +24,7 @@ from traceless.systems import (
 pytest.importorskip("llama_index.core")
 
 from traceless.systems import _llamaindex_live as li_live  # noqa: E402
-from traceless.systems._json_index import JsonIndex  # noqa: E402
+from traceless.systems.json_index import JsonIndex  # noqa: E402
 
 ACCENT = "Zoë-Ærø 4411"
 SLASH = "12/05/1990 K9"

@@ -12,9 +12,9 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from traceless.systems._sqlite_live import _pk, _tables, ro_connect
 from traceless.systems.contract import Record
 from traceless.systems.kernel import ERASED, literal_forms, replace_literals
+from traceless.systems.sqlite import primary_key, ro_connect, table_list
 
 __all__ = ["bystander_rows", "counts", "records"]
 
@@ -64,8 +64,8 @@ def records(path: Path, owner: Owner, owner_cols: dict[str, str], user: str | No
     ``SqliteFile.records`` makes them (store = table, ``ref`` = rowid)."""
     con = ro_connect(path)
     try:
-        for table, no_rowid in _tables(con):
-            cols, pk = _cols(con, table), _pk(con, table)
+        for table, no_rowid in table_list(con):
+            cols, pk = _cols(con, table), primary_key(con, table)
             where, args = _where(cols, _forms(literals), owner_cols.get(table), user)
             cur = con.execute(f'SELECT {"-1" if no_rowid else "rowid"}, * FROM "{table}" WHERE {where}', args)  # noqa: S608
             for r in cur:
@@ -80,7 +80,7 @@ def counts(path: Path) -> dict[str, int]:
     """Every table's row count (``count(*)``)."""
     con = ro_connect(path)
     try:
-        return {t: int(con.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0]) for t, _ in _tables(con)}  # noqa: S608
+        return {t: int(con.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0]) for t, _ in table_list(con)}  # noqa: S608
     finally:
         con.close()
 
@@ -118,8 +118,8 @@ def bystander_rows(path: Path, owner: Owner, owner_cols: dict[str, str], user: s
     out: list[tuple[tuple[str, str], str]] = []
     con = ro_connect(path)
     try:
-        for table, no_rowid in _tables(con):
-            cols, pk = _cols(con, table), _pk(con, table)
+        for table, no_rowid in table_list(con):
+            cols, pk = _cols(con, table), primary_key(con, table)
             oc = owner_cols.get(table)
             skip = f' WHERE "{oc}" IS NOT ? OR typeof("{oc}") != \'text\'' if oc and user is not None else ""
             rid = f'"{pk}"' if pk else ("-1" if no_rowid else "rowid")

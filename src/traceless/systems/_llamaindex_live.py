@@ -24,7 +24,7 @@ from traceless.errors import ConfigError
 from traceless.systems import LiveInstance, Op, Record, Remove, StoreOutcome
 from traceless.systems import _llamaindex_chat as li_chat
 from traceless.systems import sqlite as live
-from traceless.systems._json_index import LAZY, Entry, JsonIndex
+from traceless.systems.json_index import LAZY, Entry, JsonIndex
 from traceless.systems.kernel import count_literals, literal_forms, replace_literals
 
 __all__ = ["CHAT_TABLE", "JsonRecord", "LlamaIndexInstance", "erase_json", "indexed_refs", "json_files", "owned_refs",

@@ -28,7 +28,7 @@ from traceless.systems.kernel import ERASED, replace_literals
 if TYPE_CHECKING:
     from traceless.systems._pg_tables import PgTables
 
-__all__ = ["ERASED", "OwnerOf", "OwnerSql", "Row", "SqliteFile", "SqliteInstance", "bystander_digests", "erase_residue",
+__all__ = ["ERASED", "OwnerOf", "primary_key", "table_list", "OwnerSql", "Row", "SqliteFile", "SqliteInstance", "bystander_digests", "erase_residue",
            "id_prefix", "literal_sql", "live_db", "narrowable", "plan", "ro_connect", "row_digest_sql", "rows", "scan",
            "user_column"]
 
@@ -584,3 +584,9 @@ class SqliteInstance(MemorySystem):
     def out_of_scope(self) -> list[str]:
         out = super().out_of_scope()
         return out + self.server.out_of_scope() if self.server is not None else out
+
+
+primary_key = _pk
+"""The single-column primary key of a table (None: rowid), for an adapter reading one SQLite file."""
+table_list = _tables
+"""(table name, WITHOUT ROWID?) of every table of an open connection, for an adapter reading one SQLite file."""

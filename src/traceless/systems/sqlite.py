@@ -26,14 +26,16 @@ from traceless.systems._sqlite_live import (
     live_db,
     narrowable,
     plan,
+    primary_key,
     ro_connect,
     row_digest_sql,
     rows,
     scan,
+    table_list,
     table_texts,
     user_column,
 )
 from traceless.systems.kernel import count_literals, literal_forms, replace_literals
 
 __all__ = ["ERASED", "OwnerOf", "OwnerSql", "Row", "SqliteFile", "SqliteInstance", "bystander_digests", "count_literals", "erase_residue", "id_prefix",
-           "literal_forms", "literal_sql", "live_db", "narrowable", "plan", "replace_literals", "ro_connect", "row_digest_sql", "rows", "scan", "table_texts", "user_column"]
+           "literal_forms", "literal_sql", "live_db", "narrowable", "plan", "primary_key", "replace_literals", "ro_connect", "row_digest_sql", "rows", "scan", "table_list", "table_texts", "user_column"]
