@@ -6,6 +6,7 @@ restarts the server with fewer threads and sends it again whole, with the reply 
 
 from __future__ import annotations
 
+import logging
 import time
 
 import pytest
@@ -41,26 +42,36 @@ def test_a_thread_change_restarts_the_real_server_on_its_port_with_the_same_repl
     assert (one.text, one.completion_tokens) == (two.text, two.completion_tokens) and one.completion_tokens > 4
 
 
-@pytest.mark.skip(reason="stop 48: in 1 of 2 clean-clone CI runs the re-sent request timed out after 120 s on the restarted server (a real defect of the mid-request restart, not yet found); re-enable once fixed")
-def test_load_arriving_mid_request_restarts_the_real_server_and_the_reply_is_the_one_it_had_alone() -> None:
+def test_load_arriving_mid_request_restarts_the_real_server_and_the_reply_is_the_one_it_had_alone(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """The reference reply and the re-sent one run on 1 thread; only the cut request starts on 2
+    (raised between requests), so a 2-thread decode beside another test's busy cores (the
+    collapse this adaptation exists for: 16x slower measured beside 2 busy loops, past the
+    client's 120 s timeout once in CI) lasts only until the cut."""
     pytest.importorskip("xllamacpp")
-    server = LlamaCppServer(assemble("smollm2-135m-instruct"), ctx=2048, threads=2, cache_prompt=False,
+    server = LlamaCppServer(assemble("smollm2-135m-instruct"), ctx=2048, threads=1, cache_prompt=False,
                             adapt_threads=True)
-    loaded = [False]  # then every reading taken while a request is in flight finds half a CPU free
-    server.adapter = ThreadAdapter(2, lambda: 0.5 if loaded[0] and server._in_flight else 2.0, max_threads=2,
-                                   interval=0.05, persist=2, cooldown=0)
+    phase = ["alone"]  # then: 2 CPUs free between requests, half a CPU while one is in flight
+    server.adapter = ThreadAdapter(1, lambda: 1.0 if phase[0] == "alone" else 0.5 if server._in_flight else 2.0,
+                                   max_threads=2, interval=0.05, persist=2, up_persist=1, cooldown=600)
     be = ServedBackend(server.start(), cache_prompt=False)
     cfg = GenerationConfig(max_new_tokens=96)
     ask = [ChatMessage(role="user", content="Write a long story about a lighthouse keeper and a storm.")]
     try:
         alone = be.generate(ask, cfg)
-        loaded[0] = True
-        t0 = time.monotonic()
-        cut = be.generate(ask, cfg)
-        took = time.monotonic() - t0
+        phase[0] = "loaded"
+        deadline = time.monotonic() + 30
+        while server.adapter.pending != 2 and time.monotonic() < deadline:
+            time.sleep(0.02)  # the watcher's next reading asks for 2 threads: the request raises them
+        with caplog.at_level(logging.INFO, logger="traceless.models"):
+            cut = be.generate(ask, cfg)
     finally:
         be.close()
-    assert [(n, mid) for _, n, mid in server.thread_log] == [(1, True)], server.thread_log
-    assert server.thread_log[0][0] - t0 < took / 2  # it was cut early, not after the reply
+    assert [(n, mid) for _, n, mid in server.thread_log] == [(2, False), (1, True)], server.thread_log
+    # the request on 2 threads failed under the restart and was sent again (by the HTTP client's
+    # retry, or by ServedBackend once those are spent): cut off, not finished
+    said = [r.getMessage() for r in caplog.records]
+    assert any("Server disconnected without sending a response" in m or "mid-request: sending it again" in m
+               for m in said), said
     assert (cut.text, cut.completion_tokens) == (alone.text, alone.completion_tokens)
     assert alone.completion_tokens > 50
