@@ -24,7 +24,7 @@ import json
 import re
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypedDict
 
@@ -677,7 +677,7 @@ class LangGraphSystem(MemorySystem):
             if user is not None:
                 refuse_shared(self.name, self._pg.shared(user))
             self._pg.requester = user
-            self._pg.online.reset()  # a new erasure: the online bystander rule takes its own first digest
+            self._pg.reset()  # a new erasure: the online bystander rule takes its own first count
             return super().plan_erasure(user, literals)
         live = self._attached()
         self._literals = tuple(literals)
@@ -690,12 +690,16 @@ class LangGraphSystem(MemorySystem):
         return self._attached().execute(plan, literals)
 
     def bystander_digests(self, user: str | None) -> dict[str, StoreDigest]:
-        if self._pg is not None:
+        if self._pg is not None:  # counted on the server, one aggregate per table (``PgLangGraph.bystanders``)
             self._pg.requester = user
-            return super().bystander_digests(user)
+            return self._pg.bystanders(user, self._planned[1])
         # records holding a literal are the erasure's targets, not bystanders: the literals
         # are those of the last plan (the driver plans before it digests)
         return self._attached().bystanders(user, self._literals)
+
+    def resume_bystanders(self, before: Mapping[str, StoreDigest]) -> None:
+        if self._pg is not None:  # the server's tallies carry the snapshot they counted in
+            self._pg.resume(before)
 
     def instance_files(self) -> list[Path]:
         if self._pg is not None:  # the relation files of its tables, when the data directory is readable

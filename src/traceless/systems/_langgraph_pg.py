@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -54,21 +54,28 @@ from traceless.errors import ConfigError
 from traceless.systems import StoreOutcome
 from traceless.systems._langgraph_live import NamespaceMap, owned_threads, shared_threads, state_users
 from traceless.systems.contract import LiveInstance, Op, Record, Remove
-from traceless.systems.kernel import count_literals, literal_forms
+from traceless.systems.kernel import StoreDigest, count_literals, literal_forms
 from traceless.systems.postgres import (
-    OnlineBystanders,
+    KEY_SEP,
+    OnlineTally,
     PgServer,
     PgTarget,
+    Tally,
     ident,
+    in_snapshot,
+    key_hash,
+    key_sql,
     make_target,
+    marks,
     out_of_scope,
     physical_step,
     replica_files,
     replica_steps,
     standbys,
+    tally_digest,
 )
 
-__all__ = ["CKPT_TABLES", "KEYS", "STORE_TABLES", "PgLangGraph", "digest_key", "lg_target", "pg_instance",
+__all__ = ["CKPT_TABLES", "KEYS", "STORE_TABLES", "PgLangGraph", "lg_target", "pg_instance",
            "probe_store"]
 
 CKPT_TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
@@ -149,8 +156,14 @@ class PgLangGraph(LiveInstance):
     """Texts of the rows the last ``apply`` removed (what the file verification looks for)."""
     replicas: list[PgServer] = field(default_factory=list)
     """The server's named physical standbys (``traceless.pg_replicas``), read only."""
-    online: OnlineBystanders = field(default_factory=OnlineBystanders)
-    """The online bystander rule (this erasure's first digest, the rows its DELETE returned)."""
+    online: OnlineTally = field(default_factory=OnlineTally)
+    """The online bystander rule in aggregate (this erasure's first count, the rows its DELETE returned)."""
+    _first: tuple[tuple[set[str], str | None], dict[str, str]] | None = None
+    """The user's threads and namespace as this erasure's first count left them out, and its snapshots."""
+    _snaps: dict[str, str] = field(default_factory=dict)
+    """Per table, the snapshot its first count was taken in (``pg_current_snapshot()``)."""
+    _resumed: bool = False
+    """A re-run after a crash: the snapshots are the interrupted run's (``resume``)."""
 
     # ------------------------------------------------------------------ reading
     def stores(self) -> list[str]:
@@ -312,47 +325,86 @@ class PgLangGraph(LiveInstance):
         for r in self.replicas:
             r.check_standby()
 
-    def online_bystanders(self, rows: list[tuple[tuple[str, str], str]]) -> list[tuple[tuple[str, str], str]]:
-        return list(self.online.rows(dict(rows)).items())
+    def reset(self) -> None:
+        """A new erasure (its plan): the online rule takes its own first count."""
+        self.online.reset()
+        self._first, self._snaps, self._resumed = None, {}, False
 
-    def server_bystanders(self, user: str | None, literals: Sequence[str],
-                          removed: Iterable[tuple[str, str]]) -> list[tuple[tuple[str, str], str]]:
-        """The other users' rows, each digested on the server (``_digests``); once this erasure's
-        first digest is kept, nothing is read: the online rule needs only it and the rows this
-        erasure's ``DELETE`` returned (``OnlineBystanders.rows``)."""
-        return [] if self.online.first is not None else self._digests(user, removed)
+    def bystanders(self, user: str | None, removed: Collection[tuple[str, str]]) -> dict[str, StoreDigest]:
+        """Per table, the bystanders as one ``Tally`` (``_tally``: the other users' rows less the
+        plan's targets, counted on the server, one aggregate per table) with the mark of the
+        snapshot it was taken in. While the app writes other users' rows, the bystanders are those
+        of this erasure's first count, less the rows its ``DELETE … RETURNING`` removed that the
+        first count held (``OnlineTally``): an over-deletion lowers the count. A re-run after a
+        crash counts the rows the interrupted run's snapshot saw (``resume``)."""
+        def now() -> dict[str, Tally]:
+            counts = self._tally(user, removed, self._snaps if self._resumed else None)
+            if self._first is None:
+                self._first = (self._mine(user), dict(self._snaps))
+            return counts
+        tallies = self.online.tallies(now)
+        return {t: tally_digest(v, f"snapshot:{self._snaps.get(t, '')}") for t, v in tallies.items()}
 
-    def _digests(self, user: str | None, removed: Iterable[tuple[str, str]]) -> list[tuple[tuple[str, str], str]]:
-        """((table, id), the MD5 of the row's text) of every row that is not ``user``'s (its threads
-        as ``_user_threads`` finds them, its namespace) and not in ``removed``, computed on the server
-        (nothing of the rows but their keys and digests leaves it). The literals are not replaced:
-        this instance rewrites nothing (``others_policy = "leave"``)."""
+    def resume(self, before: Mapping[str, Sequence[str]]) -> None:
+        """A re-run after a crash: each table's snapshot as the interrupted run journalled it."""
+        for t, entries in before.items():
+            if (snap := marks(entries).get("snapshot")):
+                self._snaps[t] = snap
+                self._resumed = True
+
+    def _mine(self, user: str | None) -> tuple[set[str], str | None]:
+        """The user's threads (``_user_threads``) and namespace, as the first count left them out."""
+        tids: set[str] = set()
+        for pg in self.servers:
+            if "checkpoints" in pg.tables and user is not None:
+                with pg.connect(read_only=True) as con:
+                    tids |= self._user_threads(con, pg, user, self._owner_map(con, pg, user))
+                    con.rollback()
+        return tids, self.users.prefix(user) if user is not None else None
+
+    def _owner_map(self, con: Any, pg: PgServer, user: str | None) -> _Tables:
+        tabs = _Tables()
+        if "checkpoints" in pg.tables and user is not None:
+            tabs.named = _metadata_users(con, self.users)
+            tabs.by_state = _state_owners(con, self.users, "checkpoint_blobs" in pg.tables)
+        return tabs
+
+    def _tally(self, user: str | None, removed: Collection[tuple[str, str]],
+               within: Mapping[str, str] | None = None) -> dict[str, Tally]:
+        """Per table, the rows that are not ``user``'s (its threads as ``_user_threads`` finds
+        them, its namespace) and not in ``removed``, counted on the server with the sum of their
+        keys' hashes (``key_sql``, ``hashtextextended``): one aggregate per table, nothing of the
+        rows leaves the server. Counted in one ``REPEATABLE READ`` transaction per server, whose
+        snapshot each table keeps (``_snaps``); ``within``: per table, only the rows that snapshot
+        saw. The literals are not replaced: this instance rewrites nothing."""
+        import psycopg
         from psycopg import sql
 
-        skip = {digest_key(k) for k in removed}
-        out: list[tuple[tuple[str, str], str]] = []
+        skip: dict[str, list[str]] = {}
+        for t, rid in removed:
+            if t in KEYS:
+                skip.setdefault(t, []).append(KEY_SEP.join(json.loads(rid)))
+        out: dict[str, Tally] = {}
         for pg in self.servers:
             with pg.connect(read_only=True) as con:
-                tabs = _Tables()
-                if "checkpoints" in pg.tables and user is not None:
-                    tabs.named = _metadata_users(con, self.users)
-                    tabs.by_state = _state_owners(con, self.users, "checkpoint_blobs" in pg.tables)
-                tids = sorted(self._user_threads(con, pg, user, tabs)) if "checkpoints" in pg.tables else []
+                con.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ  # every count and the snapshot: one view
+                snap = str(con.execute("SELECT pg_current_snapshot()::text").fetchone()[0])
+                tids = sorted(self._user_threads(con, pg, user, self._owner_map(con, pg, user))) \
+                    if "checkpoints" in pg.tables else []
                 ns = self.users.prefix(user) if user is not None else None
                 for t in pg.tables:
-                    keys = KEYS[t]
-                    cond = sql.SQL("")
-                    if t in CKPT_TABLES and tids:
-                        cond = sql.SQL(" WHERE NOT (thread_id = ANY(%(tids)s))")
-                    elif t in STORE_TABLES and ns is not None:
-                        cond = sql.SQL(" WHERE NOT (prefix = %(ns)s OR prefix LIKE %(below)s)")
-                    q = sql.SQL("SELECT {}, md5(r::text) FROM {} r{}").format(
-                        sql.SQL(", ").join(sql.SQL("{}::text").format(sql.Identifier(k)) for k in keys), ident(t), cond)
-                    rows = con.execute(q, {"tids": tids, "ns": ns, "below": _escape_like(ns or "") + ".%"}).fetchall()
-                    for row in rows:  # fetched at once: psycopg's per-row iteration costs more than the rows
-                        k = (t, "\0".join(row[:len(keys)]))  # ``digest_key``: cheaper than the id's JSON
-                        if k not in skip:
-                            out.append((k, str(row[-1])))
+                    cond, args = _others(t, tids, ns)
+                    if within is not None and t in within:
+                        more, extra = in_snapshot(within[t])
+                        cond, args = cond + more, {**args, **extra}
+                    key = key_sql(KEYS[t])
+                    agg = sql.SQL("SELECT count(*), coalesce(sum(hashtextextended({}, 0)), 0)::text FROM {} WHERE ")
+                    q = agg.format(key, ident(t)) + sql.SQL(cond)
+                    n, h = con.execute(q, args).fetchone()
+                    sn, sh = con.execute(q + sql.SQL(" AND {} = ANY(%(skip)s)").format(key),
+                                         {**args, "skip": skip[t]}).fetchone() if skip.get(t) else (0, "0")
+                    out[t] = (int(n) - int(sn), int(h) - int(sh))
+                    self._snaps.setdefault(t, snap)
                 con.rollback()
         return out
 
@@ -364,16 +416,40 @@ class PgLangGraph(LiveInstance):
         gone = [o.record for o in ops if isinstance(o, Remove) and o.record.store in KEYS]
         self.erased_texts = sorted(set(self.erased_texts) | _needles(gone, literals, lambda c: self._kept(gone, c)))
         outcomes = {t: StoreOutcome(store=t, compacted=True) for t in self.stores()}
+        planned = {(r.store, r.id) for r in gone}
         for pg in self.servers:
             keys = {t: (KEYS[t], {_key(r) for r in gone if r.store == t}) for t in _DELETE_ORDER if t in pg.tables}
-            for t, removed in pg.delete(keys).items():
+            deleted = pg.delete(keys)
+            for t, removed in deleted.items():
                 outcomes[t].removed += len(removed)
-                self.online.deleted |= {(t, "\0".join(k)) for k in removed}
+            self._count_removed(pg, deleted, planned)
             outcomes[pg.tables[0]].notes += physical_step(pg, self.erased_texts, self.replicas)
-        planned = {(r.store, r.id) for r in gone}
-        now = dict(self._digests(self.requester, planned))
-        outcomes[self.stores()[0]].notes.append(self.online.note(now, {digest_key(k) for k in planned}))
+        outcomes[self.stores()[0]].notes.append(self.online.note(self._tally(self.requester, planned)))
         return list(outcomes.values())
+
+    def _count_removed(self, pg: PgServer, deleted: Mapping[str, set[tuple[str, ...]]],
+                       planned: Collection[tuple[str, str]]) -> None:
+        """The rows this erasure's ``DELETE`` returned, for the online rule: a row the plan did not
+        name and that is not the user's as the first count left it out (an over-deletion) is taken
+        out of the first count (its key's hash asked of the server)."""
+        tids, ns = self._first[0] if self._first is not None else (set(), None)
+        held: dict[str, list[str]] = {}
+        for t, rows in deleted.items():
+            for k in rows:
+                mine = (k[0] in tids) if t in CKPT_TABLES else ns is not None and (k[0] == ns or
+                                                                                   k[0].startswith(ns + "."))
+                planned_row = (t, _rid(k)) in planned
+                if not planned_row and not mine:
+                    held.setdefault(t, []).append(KEY_SEP.join(k))
+                else:
+                    self.online.removed(t, False, 0, planned_row)
+        if held:
+            with pg.connect(read_only=True) as con:
+                hashes = key_hash(con, [text for texts in held.values() for text in texts])
+                con.rollback()
+            for t, texts in held.items():
+                for text in texts:
+                    self.online.removed(t, True, hashes[text], False)
 
     def _kept(self, gone: Sequence[Record], texts: Sequence[str]) -> list[str]:
         """The texts of the rows that stay and may hold one of ``texts`` (selected on the server)."""
@@ -386,13 +462,6 @@ class PgLangGraph(LiveInstance):
 
     def out_of_scope(self) -> list[str]:
         return out_of_scope(self.replicas)
-
-
-def digest_key(key: tuple[str, str]) -> tuple[str, str]:
-    """The bystander digests' key of a record ((table, id) → (table, the key's columns joined by
-    NUL, which no text column holds)): made per row on the server's digests, where the id's JSON
-    would cost more than the digest."""
-    return key[0], "\0".join(json.loads(key[1]))
 
 
 def _rid(key: tuple[str, ...]) -> str:
@@ -455,6 +524,16 @@ def _pieces(literals: Sequence[str]) -> list[str] | None:
 
 def _all_forms(literals: Sequence[str]) -> list[str]:
     return [f for lit in literals for f in literal_forms(lit)]
+
+
+def _others(table: str, tids: Sequence[str], ns: str | None) -> tuple[str, dict[str, Any]]:
+    """The condition for the rows of ``table`` that are not the user's (its threads ``tids``, its
+    namespace ``ns`` and below), and its arguments."""
+    if table in CKPT_TABLES and tids:
+        return "NOT (thread_id = ANY(%(tids)s))", {"tids": list(tids)}
+    if table in STORE_TABLES and ns is not None:
+        return "NOT (prefix = %(ns)s OR prefix LIKE %(below)s)", {"ns": ns, "below": _escape_like(ns) + ".%"}
+    return "true", {}
 
 
 def _escape_like(text: str) -> str:

@@ -58,10 +58,12 @@ from traceless.systems._mem0_live import (
 from traceless.systems.kernel import StoreDigest, digest, literal_forms
 from traceless.systems.postgres import (
     DEFAULT_COMPACTION,
+    MARK,
     OnlineTally,
     PgServer,
     PgTarget,
     Tally,
+    in_snapshot,
     make_target,
     out_of_scope,
     parse_dsn,
@@ -70,6 +72,7 @@ from traceless.systems.postgres import (
     replica_steps,
     replica_targets,
     standbys,
+    tally_digest,
 )
 
 __all__ = ["DEFAULT_COMPACTION", "Mem0PgLive", "PgCollection", "PgTarget", "pg_live", "pg_target", "replica_targets"]
@@ -197,10 +200,9 @@ class PgCollection(PgServer):
         mine = "WHERE payload->>'user_id' IS DISTINCT FROM %(u)s"
         args: dict[str, Any] = {"u": user, "ids": sorted(skip)}
         if within is not None:
-            xmax = int(within.split(":")[1])
-            args.update(snap=within, xmax=xmax, base=xmax >> 32 << 32)
-            mine += (" AND pg_visible_in_snapshot((%(base)s + xmin::text::bigint - CASE WHEN %(base)s + "
-                     "xmin::text::bigint > %(xmax)s THEN 4294967296 ELSE 0 END)::text::xid8, %(snap)s::pg_snapshot)")
+            cond, more = in_snapshot(within)
+            mine += cond
+            args.update(more)
         out: dict[str, Tally] = {}
         with self.connect(read_only=True) as con:
             con.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ  # the counts and the snapshot: one view
@@ -294,19 +296,6 @@ def history_kept(path: Path, mark: Mark) -> bool:
     with closing(_ro(path)) as con:
         row = con.execute("SELECT id FROM history WHERE rowid = ?", (mark[0],)).fetchone()
     return row is not None and str(row[0]) == mark[1]
-
-
-MARK = "mark:"
-"""The prefix of a digest entry that says, in clear, which rows a ``Tally`` covers (a snapshot,
-a history row): the same on both sides when nothing was lost, and what a re-run after a crash
-reads back from the journal (``Mem0PgLive.resume``)."""
-
-
-def tally_digest(t: Tally, mark: str) -> StoreDigest:
-    """A ``Tally`` as a bystander digest: one record of (count, key-hash sum), so any change of
-    the count or of which rows it holds shows as that record gone (an over-deletion); and the
-    mark of the rows it covers."""
-    return tuple(sorted((*digest([f"{t[0]}:{t[1]}"]), MARK + mark)))
 
 
 def patterns(literals: Sequence[str]) -> list[str]:

@@ -31,9 +31,10 @@ from typing import Any, TypeVar
 from traceless.errors import ConfigError
 from traceless.forget import encodings_of, scan_bytes
 
-__all__ = ["COMPACTIONS", "DEFAULT_COMPACTION", "OnlineBystanders", "OnlineTally", "PgServer", "Tally", "PgTarget", "delete_in", "ident",
+__all__ = ["COMPACTIONS", "DEFAULT_COMPACTION", "KEY_SEP", "MARK", "OnlineBystanders", "OnlineTally", "PgServer", "Tally", "PgTarget", "delete_in", "ident",
            "make_target", "out_of_scope", "parse_dsn", "physical_step", "replica_files", "replica_steps", "replica_targets",
-           "shown_dsn", "shown_dsns", "standbys", "verify_files", "verify_replica"]
+           "shown_dsn", "shown_dsns", "standbys", "tally_digest", "verify_files", "verify_replica",
+           "in_snapshot", "key_hash", "key_sql", "marks"]
 
 COMPACTIONS = ("vacuum", "full")
 DEFAULT_COMPACTION = "vacuum"
@@ -529,6 +530,58 @@ def _moves(**kinds: int | bool) -> str:
 
 Tally = tuple[int, int]
 """(rows, the sum of their keys' 64-bit hashes): a set of rows in one row, computed on the server."""
+MARK = "mark:"
+"""The prefix of a digest entry that says, in clear, which rows a ``Tally`` covers (a snapshot,
+a history row): the same on both sides when nothing was lost, and what a re-run after a crash
+reads back from the journal."""
+KEY_SEP = "\x1f"
+"""Joins a composite key's columns (as text) into the one text whose hash ``key_hash`` sums."""
+
+
+def tally_digest(t: Tally, mark: str) -> tuple[str, ...]:
+    """A ``Tally`` as a bystander digest: one record of (count, key-hash sum), so any change of
+    the count or of which rows it holds shows as that record gone (an over-deletion); and the
+    mark of the rows it covers."""
+    from traceless.systems.kernel import digest
+
+    return tuple(sorted((*digest([f"{t[0]}:{t[1]}"]), MARK + mark)))
+
+
+def marks(digest: Sequence[str]) -> dict[str, str]:
+    """The marks a ``tally_digest`` carries (kind → value: ``snapshot`` → ``pg_current_snapshot()``)."""
+    out = {}
+    for entry in (e for e in digest if e.startswith(MARK)):
+        kind, _, value = entry.removeprefix(MARK).partition(":")
+        out[kind] = value
+    return out
+
+
+def in_snapshot(within: str) -> tuple[str, dict[str, Any]]:
+    """A condition (`` AND …``) and its arguments: the row's ``xmin`` was visible to the snapshot
+    ``within`` (``pg_current_snapshot()`` as text): a re-run after a crash counts the rows the
+    interrupted run's first count saw (the application's later rows, and its later versions of
+    a row, are its own)."""
+    xmax = int(within.split(":")[1])
+    return (" AND pg_visible_in_snapshot((%(base)s + xmin::text::bigint - CASE WHEN %(base)s + xmin::text::bigint "
+            "> %(xmax)s THEN 4294967296 ELSE 0 END)::text::xid8, %(snap)s::pg_snapshot)",
+            {"snap": within, "xmax": xmax, "base": xmax >> 32 << 32})
+
+
+def key_sql(cols: Sequence[str]) -> Any:
+    """A key's columns as the one text ``key_hash`` hashes (``KEY_SEP`` between them)."""
+    from psycopg import sql
+
+    return sql.SQL("concat_ws(E'\\x1f', {})").format(
+        sql.SQL(", ").join(sql.SQL("{}::text").format(sql.Identifier(c)) for c in cols))
+
+
+def key_hash(con: Any, keys: Sequence[str]) -> dict[str, int]:
+    """Each key text's 64-bit hash as the server computes it in a ``Tally``
+    (``hashtextextended(key, 0)``)."""
+    if not keys:
+        return {}
+    return {str(k): int(h) for k, h in con.execute(
+        "SELECT k, hashtextextended(k, 0) FROM unnest(%s::text[]) k", (list(keys),))}
 
 
 @dataclass

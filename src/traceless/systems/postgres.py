@@ -10,7 +10,8 @@ without ``DELETE``/``MAINTAIN`` before any change, deletes by key columns in one
 ``verify_replica``, which read the relation files and ``pg_wal`` of the server and of each named
 standby (``standbys``; ``replica_files`` for the kernel's byte scan); ``OnlineBystanders`` is the
 bystander rule while an application keeps writing other users' rows (``OnlineTally``: the same
-in aggregate, counted on the server); ``out_of_scope`` names
+in aggregate, counted on the server, ``tally_digest`` its digest with the mark of the rows it
+covers); ``out_of_scope`` names
 what no erasure on a server reaches. ``PgTables`` is the erasure kernel's ``LiveInstance`` for
 a set of tables (the server mirror of ``sqlite.SqliteFile``: a table is a store, a row a record).
 """
@@ -18,6 +19,8 @@ a set of tables (the server mirror of ``sqlite.SqliteFile``: a table is a store,
 from traceless.systems._pg_server import (
     COMPACTIONS,
     DEFAULT_COMPACTION,
+    KEY_SEP,
+    MARK,
     OnlineBystanders,
     OnlineTally,
     PgServer,
@@ -25,7 +28,11 @@ from traceless.systems._pg_server import (
     Tally,
     delete_in,
     ident,
+    in_snapshot,
+    key_hash,
+    key_sql,
     make_target,
+    marks,
     out_of_scope,
     parse_dsn,
     physical_step,
@@ -35,6 +42,7 @@ from traceless.systems._pg_server import (
     shown_dsn,
     shown_dsns,
     standbys,
+    tally_digest,
     verify_files,
     verify_replica,
 )
@@ -50,9 +58,9 @@ from traceless.systems._pg_tables import (
     url_target,
 )
 
-__all__ = ["COMPACTIONS", "DEFAULT_COMPACTION", "REPLICAS_SHOWN", "SERVER_KEYS", "OnlineBystanders", "OnlineTally",
+__all__ = ["COMPACTIONS", "DEFAULT_COMPACTION", "KEY_SEP", "MARK", "REPLICAS_SHOWN", "SERVER_KEYS", "OnlineBystanders", "OnlineTally",
            "PgServer", "PgServerOptions", "Tally",
            "PgTables", "PgTarget", "check_url", "delete_in", "ident", "make_target", "out_of_scope", "parse_dsn",
            "pg_tables", "physical_step", "replica_files", "replica_steps", "replica_targets", "shown_dsn",
-           "shown_dsns", "shown_url", "standbys",
+           "shown_dsns", "shown_url", "standbys", "tally_digest", "in_snapshot", "key_hash", "key_sql", "marks",
            "traceless_section", "url_target", "verify_files", "verify_replica"]
