@@ -42,7 +42,11 @@ import random
 import statistics
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
@@ -52,6 +56,7 @@ ROOT = Path(__file__).resolve().parents[1]
 USER, TMPL = "u0007", "uTMPL"
 CANARY = "CANARY-lg-bench-4411"
 SCAN_TARGET_S, FORGET_TARGET_S = 1.0, 5.0
+APP_TARGET_MS = 100
 CKPT = ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
 
 
@@ -99,6 +104,16 @@ def _swap(v: Any, old: str, new: str) -> Any:
     return v
 
 
+_FILL = """INSERT INTO store (prefix, key, value)
+SELECT u || '.memories', 'k' || lpad(i::text, 7, '0'), jsonb_build_object('text', u || ' note ' || i || ': ' ||
+       CASE WHEN u = %(me)s THEN 'code ' || %(canary)s ELSE 'likes topic ' || ((hashint4(i + 1) & 2147483647) %% 1000000) END)
+FROM (SELECT i, CASE WHEN i %% (%(n)s / 10) = 7 THEN %(me)s
+                     ELSE 'u' || lpad(((hashint4(i) & 2147483647) %% %(users)s)::text, 4, '0') END AS u
+      FROM generate_series(0, %(n)s - 1) i) s"""
+"""``n`` store items over ``users`` users (the target's every tenth of the table and wherever
+the hash picks it), made on the server (``generate_series``), deterministic (no RNG)."""
+
+
 def _build(srv: Any, items: int, users: int, share: float) -> dict[str, int]:
     """Database ``lg_tmpl``: the target's threads by the app, the template user's copied to
     ``share`` of the users, ``items`` store items over ``users`` users."""
@@ -127,12 +142,8 @@ def _build(srv: Any, items: int, users: int, share: float) -> dict[str, int]:
                     for r in rows:
                         cp.write_row([_swap(v, TMPL, u) if not isinstance(v, dict) else
                                       json.dumps(v).replace(TMPL, u) for v in r])
-        mine = int(c.execute("SELECT count(*) FROM store WHERE prefix = %s", (f"{USER}.memories",)).fetchone()[0])
-        with c.cursor().copy("COPY store (prefix, key, value) FROM STDIN") as cp:
-            for i in range(items - mine):
-                u = USER if i % (items // 10) == 7 else f"u{rng.randrange(users):04d}"
-                text = f"{u} note {i}: " + (f"code {CANARY}" if u == USER else f"likes topic {rng.randrange(10**6)}")
-                cp.write_row((f"{u}.memories", f"k{i:07d}", json.dumps({"text": text})))
+        c.execute(_FILL, {"n": items - int(c.execute("SELECT count(*) FROM store").fetchone()[0]), "users": users,
+                          "me": USER, "canary": CANARY})
         for t in (*CKPT, "store"):
             c.execute(f"VACUUM ANALYZE {t}")
         n = {t: int(c.execute(f"SELECT count(*) FROM {t}").fetchone()[0]) for t in (*CKPT, "store")}
@@ -201,7 +212,133 @@ def _lg_delete(srv: Any, db: str) -> float:
         return time.monotonic() - t0
 
 
-def _rep(srv: Any, built: dict[str, int], level: str, timers: list[list[float]]) -> dict[str, Any]:
+@dataclass
+class LgApp:
+    """The application serving other users during the erasure: its own process (not the erasing
+    one, whose imports would hold its GIL), ``threads`` threads sharing LangGraph's own
+    ``PostgresSaver`` and ``PostgresStore`` over one psycopg pool, each looping, 5 ms apart, over
+    ``store.search`` of a user's namespace, ``saver.get_tuple`` of a user's thread, the graph run
+    for a new thread of a user (checkpoints, blobs, writes and a ``store.put``) and a ``store.put``
+    over an item; every call timed."""
+
+    url: str
+    users: list[str]
+    """Other users with threads (never the target)."""
+    threads: int = 3
+    waits: list[tuple[float, float, str]] = field(default_factory=list)
+    """(start on the monotonic clock, seconds, the call) of every call."""
+    errors: list[str] = field(default_factory=list)
+    written: list[str] = field(default_factory=list)
+    """The threads the graph wrote."""
+    items: dict[str, Any] = field(default_factory=dict)
+    """"user/key" → the value of the app's last put."""
+
+    @contextmanager
+    def running(self) -> Iterator[None]:
+        import multiprocessing as mp
+
+        ctx = mp.get_context("spawn")
+        stop, ready, out = ctx.Event(), ctx.Event(), ctx.Queue()
+        proc = ctx.Process(target=_lg_app, args=(self.url, self.users, self.threads, stop, ready, out), daemon=True)
+        proc.start()
+        try:
+            assert ready.wait(120), f"the app process did not start (exit code {proc.exitcode})"
+            time.sleep(1.0)  # the app's own latency before the erasure
+            yield
+            time.sleep(0.3)
+            stop.set()
+            self.waits, self.errors, self.written, self.items = out.get(timeout=120)
+        finally:
+            stop.set()
+            proc.join(timeout=30)
+
+    def longest(self, start: float, end: float) -> tuple[float, str]:
+        """The longest call (ms, which) that overlapped [start, end]."""
+        return max(((1000 * d, what) for t, d, what in self.waits if t <= end and t + d >= start), default=(0.0, ""))
+
+    def lost(self) -> int:
+        """The app's threads without a checkpoint after, its items not holding its last value."""
+        from langgraph.checkpoint.postgres import PostgresSaver
+        from langgraph.store.postgres import PostgresStore
+
+        with PostgresSaver.from_conn_string(self.url) as saver, PostgresStore.from_conn_string(self.url) as store:
+            gone = sum(saver.get_tuple({"configurable": {"thread_id": t}}) is None for t in self.written)
+            for k, v in self.items.items():
+                u, key = k.split("/", 1)
+                got = store.get((u, "memories"), key)
+                gone += got is None or got.value != v
+        return gone
+
+
+def _lg_app(url: str, users: list[str], threads: int, stop: Any, ready: Any, out: Any) -> None:  # noqa: PLR0913
+    """The app process's body (``LgApp``): results back through ``out`` once ``stop``."""
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from langgraph.store.postgres import PostgresStore
+    from psycopg.rows import dict_row
+    from psycopg_pool import ConnectionPool
+
+    pool = ConnectionPool(url, min_size=threads, max_size=2 * threads, open=True,
+                          kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row})
+    graph = _graph(PostgresSaver(pool), store := PostgresStore(pool))  # type: ignore[arg-type]
+    saver = graph.checkpointer
+    waits: list[tuple[float, float, str]] = []
+    errors: list[str] = []
+    written: list[str] = []
+    items: dict[str, Any] = {}
+    lock = threading.Lock()
+
+    def loop(k: int) -> None:
+        rng, n = random.Random(k), 0
+        while not stop.is_set():
+            user = users[rng.randrange(len(users))]
+            what = ("search", "get_tuple", "graph", "put")[n % 4]
+            t0 = time.monotonic()
+            try:
+                if what == "search":
+                    store.search((user, "memories"), limit=10)
+                elif what == "get_tuple":
+                    saver.get_tuple({"configurable": {"thread_id": f"{user}/s1"}})
+                elif what == "graph":
+                    tid = f"{user}/app{k}-{n}"
+                    graph.invoke({"messages": [{"role": "user", "content": f"app turn {n}"}], "user_id": user},
+                                 {"configurable": {"thread_id": tid}})
+                    with lock:
+                        written.append(tid)
+                else:
+                    value = {"text": f"{user} updated by the app {n}"}
+                    store.put((user, "memories"), f"app{k}-{n % 8}", value)
+                    with lock:
+                        items[f"{user}/app{k}-{n % 8}"] = value
+            except Exception as e:  # every failure is the bench's evidence
+                with lock:
+                    errors.append(f"{what}: {type(e).__name__}: {e}")
+            with lock:
+                waits.append((t0, time.monotonic() - t0, what))
+            n += 1
+            if n == 4:
+                ready.set()
+            time.sleep(0.005)
+
+    workers = [threading.Thread(target=loop, args=(k,), daemon=True) for k in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    pool.close()
+    out.put((waits, errors, written, items))
+
+
+def _app_users(srv: Any, db: str) -> list[str]:
+    """Up to 100 other users with threads (the app serves them)."""
+    import psycopg
+
+    with psycopg.connect(srv.superuser_dsn(db)) as c:
+        return [str(r[0]) for r in c.execute(
+            "SELECT DISTINCT split_part(thread_id, '/', 1) u FROM checkpoints WHERE thread_id NOT LIKE %s "
+            "ORDER BY u LIMIT 100", (USER + "/%",))]
+
+
+def _rep(srv: Any, built: dict[str, int], level: str, timers: list[list[float]], app: bool) -> dict[str, Any]:
     import traceless
 
     db, _ = _copy(srv, level)
@@ -221,9 +358,16 @@ def _rep(srv: Any, built: dict[str, int], level: str, timers: list[list[float]])
                     and {h.record_id for h in rep_lit.hits} >= {h.record_id for h in mine if h.literal_count})
     for spent in timers:
         spent.clear()
-    t0 = time.monotonic()
-    receipt = traceless.forget(system="langgraph", config=str(path), user=USER, literals=[CANARY])
-    row["forget"] = time.monotonic() - t0
+    load = LgApp(srv.url(db), _app_users(srv, db)) if app else None
+    with load.running() if load is not None else nullcontext():
+        t0 = time.monotonic()
+        receipt = traceless.forget(system="langgraph", config=str(path), user=USER, literals=[CANARY])
+        t1 = time.monotonic()
+    row["forget"] = t1 - t0
+    if load is not None:
+        row["app_wait"], row["app_own"] = load.longest(t0, t1), load.longest(0, t0 - 0.01)
+        row["app_errors"], row["app_lost"], row["app_calls"] = load.errors, load.lost(), sum(
+            1 for t, d, _ in load.waits if t <= t1 and t + d >= t0)
     row["physical"], row["byte_scan"] = sum(timers[0]), sum(timers[1]) + sum(timers[2])
     checks = receipt.verification.checks  # plain VACUUM leaves bytes in the pages' free space: files_clean
     row["passed"] = all(v for k, v in checks.items() if k != "files_clean" or level == "full")
@@ -239,6 +383,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reps", type=int, default=1)
     ap.add_argument("--level", choices=("vacuum", "full"), default="vacuum",
                     help="the physical step (traceless: pg_compaction): vacuum (default, online) or full (blocking)")
+    ap.add_argument("--app", action="store_true", help="an application serving other users during the forget (its "
+                    "own process, 3 threads of LangGraph's PostgresSaver/PostgresStore: search, get_tuple, the graph "
+                    "run for a new thread, put): its longest call, errors and lost writes are reported")
     args = ap.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     sys.path.insert(0, str(ROOT / "tests"))
@@ -252,7 +399,7 @@ def main(argv: list[str] | None = None) -> int:
         from traceless.systems._pg_server import PgServer
 
         timers = [_timed(PgServer, "compact"), _timed(PgServer, "count_in"), _timed(_erase_run, "scan_files")]
-        rows = [_rep(srv, built, args.level, timers) for _ in range(args.reps)]
+        rows = [_rep(srv, built, args.level, timers, args.app) for _ in range(args.reps)]
     finally:
         srv.stop()
     return _report(args, built, rows)
@@ -276,10 +423,17 @@ def _report(args: argparse.Namespace, built: dict[str, int], rows: list[dict[str
     logical = p50("forget") - p50("physical") - p50("byte_scan")
     print(f"forget less the physical step and the byte scan of the server's files: {logical:.2f} s "
           f"({logical / base:.2f}x LangGraph's)")
+    if args.app:
+        wait, what = max(r["app_wait"] for r in rows)
+        own, own_what = max(r["app_own"] for r in rows)
+        print(f"the app's longest call during the forget: {wait:.0f} ms ({what}; {sum(r['app_calls'] for r in rows)} "
+              f"calls overlapped it; target <= {APP_TARGET_MS} ms); its own before: {own:.0f} ms ({own_what}); "
+              f"errors {sum(len(r['app_errors']) for r in rows)} {[e for r in rows for e in r['app_errors']][:3]}, "
+              f"lost writes {sum(r['app_lost'] for r in rows)}")
     for n in rows[0]["notes"]:
         print(f"  {n}")
     print(f"load after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    ok = all(r["passed"] and r["found"] for r in rows) and not seq
+    ok = all(r["passed"] and r["found"] and not r.get("app_errors") and not r.get("app_lost") for r in rows) and not seq
     met = p50("scan") <= SCAN_TARGET_S and logical <= FORGET_TARGET_S
     print(f"receipts pass, scans find every row, the user's rows found through indexes ({seq or 'no Seq Scan'}): "
           f"{ok}; targets (scan <= {SCAN_TARGET_S} s, forget less the physical step and byte scan <= "

@@ -54,16 +54,16 @@ def _su(srv: Any, db: str) -> Any:
     return psycopg.connect(srv.superuser_dsn(db), autocommit=True)
 
 
-def _store(url: str) -> Any:
+def _store(url: str, dims: int = DIMS) -> Any:
     """mem0's own pgvector store, as ``Memory.from_config`` builds it (a psycopg pool)."""
     from mem0.vector_stores.pgvector import PGVector
 
-    return PGVector(dbname=None, collection_name=TABLE, embedding_model_dims=DIMS, user=None, password=None,
+    return PGVector(dbname=None, collection_name=TABLE, embedding_model_dims=dims, user=None, password=None,
                     host=None, port=None, diskann=False, hnsw=True, maxconn=8, connection_string=url)
 
 
-def _vec(rng: random.Random) -> list[float]:
-    return [rng.uniform(-1, 1) for _ in range(DIMS)]
+def _vec(rng: random.Random, dims: int = DIMS) -> list[float]:
+    return [rng.uniform(-1, 1) for _ in range(dims)]
 
 
 def _payload(user: str, text: str) -> dict[str, Any]:
@@ -140,6 +140,8 @@ class AppLoad:
     mutable: list[tuple[str, str]]
     """(id, user) of the memories the app updates."""
     threads: int = 3
+    dims: int = DIMS
+    """The collection's vector size (the bench's ``--dims``)."""
     waits: list[tuple[float, float]] = field(default_factory=list)
     """(start on the monotonic clock, seconds) of every query."""
     errors: list[str] = field(default_factory=list)
@@ -153,7 +155,7 @@ class AppLoad:
 
         ctx = mp.get_context("spawn")
         stop, ready, out = ctx.Event(), ctx.Event(), ctx.Queue()
-        proc = ctx.Process(target=_app, args=(self.url, self.mutable, self.threads, stop, ready, out), daemon=True)
+        proc = ctx.Process(target=_app, args=(self.url, self.mutable, self.threads, stop, ready, out, self.dims), daemon=True)
         proc.start()
         try:
             assert ready.wait(60), f"the app process did not start (exit code {proc.exitcode})"
@@ -169,9 +171,10 @@ class AppLoad:
         return 1000 * max((s for t, s in self.waits if t <= end and t + s >= start), default=0.0)
 
 
-def _app(url: str, mutable: list[tuple[str, str]], threads: int, stop: Any, ready: Any, out: Any) -> None:
+def _app(url: str, mutable: list[tuple[str, str]], threads: int, stop: Any, ready: Any, out: Any,  # noqa: PLR0913
+         dims: int = DIMS) -> None:
     """The app process's body (see ``AppLoad``): results back through ``out`` once ``stop``."""
-    store = _store(url)
+    store = _store(url, dims)
     waits: list[tuple[float, float]] = []
     errors: list[str] = []
     written: list[str] = []
@@ -185,7 +188,7 @@ def _app(url: str, mutable: list[tuple[str, str]], threads: int, stop: Any, read
             t0 = time.monotonic()
             try:
                 if n % 4 == 0:
-                    store.search("", _vec(rng), top_k=5, filters={"user_id": user})
+                    store.search("", _vec(rng, dims), top_k=5, filters={"user_id": user})
                 elif n % 4 == 1:
                     store.list(filters={"user_id": user}, top_k=100)
                 elif n % 4 == 3:
@@ -196,7 +199,7 @@ def _app(url: str, mutable: list[tuple[str, str]], threads: int, stop: Any, read
                         updated[mid] = text
                 else:
                     mid = str(uuid.uuid4())
-                    store.insert([_vec(rng)], [_payload(user, f"{user} written during the erasure {mid}")], [mid])
+                    store.insert([_vec(rng, dims)], [_payload(user, f"{user} written during the erasure {mid}")], [mid])
                     with lock:
                         written.append(mid)
             except Exception as e:  # every failure is the test's evidence
