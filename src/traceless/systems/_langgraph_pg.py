@@ -592,15 +592,15 @@ def _state_owners(con: Any, users: NamespaceMap, blobs: bool) -> dict[str, str]:
     key = users.state_key
     if key is None:
         return {}
-    pairs: list[tuple[str, Any]] = [(str(t), w) for t, w in con.execute(
-        "SELECT thread_id, checkpoint -> 'channel_values' ->> %s FROM checkpoints "
-        "WHERE jsonb_typeof(checkpoint -> 'channel_values' -> %s) = 'string'", (key, key))]
+    pairs: list[tuple[str, Any]] = [(str(t), w) for t, w in con.execute(  # a thread's checkpoints repeat it
+        "SELECT DISTINCT thread_id, checkpoint -> 'channel_values' ->> %s FROM checkpoints "
+        "WHERE jsonb_typeof(checkpoint -> 'channel_values' -> %s) = 'string'", (key, key)).fetchall()]
     if blobs:
         from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
         serde = JsonPlusSerializer()
-        for tid, typ, blob in con.execute("SELECT thread_id, type, blob FROM checkpoint_blobs WHERE channel = %s "
-                                          "AND type <> 'empty' AND blob IS NOT NULL", (key,)):
+        for tid, typ, blob in con.execute("SELECT DISTINCT thread_id, type, blob FROM checkpoint_blobs WHERE "
+                                          "channel = %s AND type <> 'empty' AND blob IS NOT NULL", (key,)).fetchall():
             try:
                 pairs.append((str(tid), serde.loads_typed((str(typ), bytes(blob)))))
             except Exception:  # noqa: BLE001 - a blob this serializer cannot read names nobody
@@ -610,16 +610,20 @@ def _state_owners(con: Any, users: NamespaceMap, blobs: bool) -> dict[str, str]:
 
 def _needles(gone: Iterable[Record], literals: Sequence[str], kept: Callable[[Sequence[str]], Sequence[str]]) -> set[str]:
     """What the file verification looks for: the literals, and the store values' and the message
-    texts' strings of the removed rows (8 characters at least) that no remaining row holds."""
-    texts = set(literals)
+    texts' strings of the removed rows (8 characters at least) that no remaining row holds. A
+    string holding one of those literals is left out: every copy of it holds the literal's bytes,
+    which the verification looks for anyway (the remaining rows are then asked about fewer texts:
+    at 10^5 items a pass with 5 patterns instead of 25)."""
+    lits = {t for t in literals if len(t) >= _MIN_NEEDLE}
+    texts: set[str] = set()
     for r in gone:
         if r.store == "store":
             texts |= _strings(_json(r.fields.get("value", "")))
         elif r.store == "checkpoints":
             texts |= _strings(_json(r.fields.get("checkpoint", "")).get("channel_values", {}))
-    texts = {t for t in texts if len(t) >= _MIN_NEEDLE}
-    rest = kept(sorted(t for t in texts if t not in literals))  # the remaining rows that may hold one
-    return {t for t in texts if t in literals or not any(count_literals(k, [t]) for k in rest)}
+    texts = {t for t in texts - lits if len(t) >= _MIN_NEEDLE and not any(x in t for x in lits)}
+    rest = kept(sorted(texts))  # the remaining rows that may hold one
+    return lits | {t for t in texts if not any(count_literals(k, [t]) for k in rest)}
 
 
 def _json(text: str) -> Any:
