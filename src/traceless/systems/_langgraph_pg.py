@@ -338,9 +338,9 @@ class PgLangGraph(LiveInstance):
         first count held (``OnlineTally``): an over-deletion lowers the count. A re-run after a
         crash counts the rows the interrupted run's snapshot saw (``resume``)."""
         def now() -> dict[str, Tally]:
-            counts = self._tally(user, removed, self._snaps if self._resumed else None)
+            counts, mine = self._tally(user, removed, self._snaps if self._resumed else None)
             if self._first is None:
-                self._first = (self._mine(user), dict(self._snaps))
+                self._first = (mine, dict(self._snaps))
             return counts
         tallies = self.online.tallies(now)
         return {t: tally_digest(v, f"snapshot:{self._snaps.get(t, '')}") for t, v in tallies.items()}
@@ -352,16 +352,6 @@ class PgLangGraph(LiveInstance):
                 self._snaps[t] = snap
                 self._resumed = True
 
-    def _mine(self, user: str | None) -> tuple[set[str], str | None]:
-        """The user's threads (``_user_threads``) and namespace, as the first count left them out."""
-        tids: set[str] = set()
-        for pg in self.servers:
-            if "checkpoints" in pg.tables and user is not None:
-                with pg.connect(read_only=True) as con:
-                    tids |= self._user_threads(con, pg, user, self._owner_map(con, pg, user))
-                    con.rollback()
-        return tids, self.users.prefix(user) if user is not None else None
-
     def _owner_map(self, con: Any, pg: PgServer, user: str | None) -> _Tables:
         tabs = _Tables()
         if "checkpoints" in pg.tables and user is not None:
@@ -370,13 +360,14 @@ class PgLangGraph(LiveInstance):
         return tabs
 
     def _tally(self, user: str | None, removed: Collection[tuple[str, str]],
-               within: Mapping[str, str] | None = None) -> dict[str, Tally]:
+               within: Mapping[str, str] | None = None) -> tuple[dict[str, Tally], tuple[set[str], str | None]]:
         """Per table, the rows that are not ``user``'s (its threads as ``_user_threads`` finds
         them, its namespace) and not in ``removed``, counted on the server with the sum of their
         keys' hashes (``key_sql``, ``hashtextextended``): one aggregate per table, nothing of the
         rows leaves the server. Counted in one ``REPEATABLE READ`` transaction per server, whose
         snapshot each table keeps (``_snaps``); ``within``: per table, only the rows that snapshot
-        saw. The literals are not replaced: this instance rewrites nothing."""
+        saw. The literals are not replaced: this instance rewrites nothing. Also returns the
+        user's threads and namespace as the count left them out."""
         import psycopg
         from psycopg import sql
 
@@ -385,13 +376,15 @@ class PgLangGraph(LiveInstance):
             if t in KEYS:
                 skip.setdefault(t, []).append(KEY_SEP.join(json.loads(rid)))
         out: dict[str, Tally] = {}
+        mine: set[str] = set()
+        ns = self.users.prefix(user) if user is not None else None
         for pg in self.servers:
             with pg.connect(read_only=True) as con:
                 con.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ  # every count and the snapshot: one view
                 snap = str(con.execute("SELECT pg_current_snapshot()::text").fetchone()[0])
                 tids = sorted(self._user_threads(con, pg, user, self._owner_map(con, pg, user))) \
                     if "checkpoints" in pg.tables else []
-                ns = self.users.prefix(user) if user is not None else None
+                mine |= set(tids)
                 for t in pg.tables:
                     cond, args = _others(t, tids, ns)
                     if within is not None and t in within:
@@ -406,7 +399,7 @@ class PgLangGraph(LiveInstance):
                     out[t] = (int(n) - int(sn), int(h) - int(sh))
                     self._snaps.setdefault(t, snap)
                 con.rollback()
-        return out
+        return out, (mine, ns)
 
     def apply(self, ops: Sequence[Op], literals: Sequence[str]) -> list[StoreOutcome]:
         if self.read_only:
@@ -424,7 +417,7 @@ class PgLangGraph(LiveInstance):
                 outcomes[t].removed += len(removed)
             self._count_removed(pg, deleted, planned)
             outcomes[pg.tables[0]].notes += physical_step(pg, self.erased_texts, self.replicas)
-        outcomes[self.stores()[0]].notes.append(self.online.note(self._tally(self.requester, planned)))
+        outcomes[self.stores()[0]].notes.append(self.online.note(self._tally(self.requester, planned)[0]))
         return list(outcomes.values())
 
     def _count_removed(self, pg: PgServer, deleted: Mapping[str, set[tuple[str, ...]]],
