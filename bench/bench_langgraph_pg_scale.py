@@ -256,6 +256,14 @@ class LgApp:
         """The longest call (ms, which) that overlapped [start, end]."""
         return max(((1000 * d, what) for t, d, what in self.waits if t <= end and t + d >= start), default=(0.0, ""))
 
+    def by_call(self, start: float, end: float) -> dict[str, int]:
+        """The longest call (ms) of each kind that overlapped [start, end]."""
+        out: dict[str, int] = {}
+        for t, d, what in self.waits:
+            if t <= end and t + d >= start:
+                out[what] = max(out.get(what, 0), round(1000 * d))
+        return out
+
     def lost(self) -> int:
         """The app's threads without a checkpoint after, its items not holding its last value."""
         from langgraph.checkpoint.postgres import PostgresSaver
@@ -366,6 +374,7 @@ def _rep(srv: Any, built: dict[str, int], level: str, timers: list[list[float]],
     row["forget"] = t1 - t0
     if load is not None:
         row["app_wait"], row["app_own"] = load.longest(t0, t1), load.longest(0, t0 - 0.01)
+        row["app_by_call"], row["app_own_by_call"] = load.by_call(t0, t1), load.by_call(0, t0 - 0.01)
         row["app_errors"], row["app_lost"], row["app_calls"] = load.errors, load.lost(), sum(
             1 for t, d, _ in load.waits if t <= t1 and t + d >= t0)
     row["physical"], row["byte_scan"] = sum(timers[0]), sum(timers[1]) + sum(timers[2])
@@ -430,6 +439,8 @@ def _report(args: argparse.Namespace, built: dict[str, int], rows: list[dict[str
               f"calls overlapped it; target <= {APP_TARGET_MS} ms); its own before: {own:.0f} ms ({own_what}); "
               f"errors {sum(len(r['app_errors']) for r in rows)} {[e for r in rows for e in r['app_errors']][:3]}, "
               f"lost writes {sum(r['app_lost'] for r in rows)}")
+        print(f"  longest per call during the forget (ms): {rows[0]['app_by_call']}; before it: "
+              f"{rows[0]['app_own_by_call']} (the graph run: several queries and the graph's own Python)")
     for n in rows[0]["notes"]:
         print(f"  {n}")
     print(f"load after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")

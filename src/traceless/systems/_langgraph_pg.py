@@ -18,7 +18,8 @@ gives ``from_conn_string``, read in read-only transactions and erased through th
   (``records``: the per-thread owner map, the user's threads by ``thread_id`` and items by
   namespace through LangGraph's indexes, literal holders by one ``LIKE ANY`` pass on the
   server as a superset the kernel's match rule then decides); totals by ``count(*)``
-  (``counts``); bystanders digested there (``md5`` per row, ``server_bystanders``).
+  (``counts``); bystanders counted there (``bystanders``: per table the count and the sum of
+  the primary keys' hashes, one aggregate, with the snapshot's mark).
 * erasure: the kernel's plan (``others_policy = "leave"``: another user's record quoting a
   literal is never changed, so the erasure is refused for that literal); the rows go by their
   composite keys in **one** transaction per server (``PgServer.delete``), then ``VACUUM
@@ -30,8 +31,9 @@ gives ``from_conn_string``, read in read-only transactions and erased through th
   and ``pg_wal`` read; the kernel's byte scan reads its files too (``postgres.physical_step``,
   ``replica_files``, as for mem0 on pgvector).
 * online: the app keeps writing other users' threads and items meanwhile; the bystanders are
-  the other users' rows of this erasure's first digest, less the rows its ``DELETE …
-  RETURNING`` removed (``postgres.OnlineBystanders``); the receipt says what the app changed.
+  the other users' rows of this erasure's first count, less the rows its ``DELETE …
+  RETURNING`` removed that the count held (``postgres.OnlineTally``); the receipt says which way
+  the app moved the count.
 * ``--certify`` (``probe_store``): the probes read the user's items through LangGraph's own
   ``PostgresStore`` on the server (its search, the config's index), on a connection whose
   session is read-only (``default_transaction_read_only``); what the user's graph writes while
