@@ -477,9 +477,11 @@ def test_the_servers_selection_finds_what_reading_every_row_finds(
                                             read_only=True)._pg  # type: ignore[attr-defined]
     full = copy.copy(inst)
     full.records, full.counts = full.every_record, lambda: None
+    with _su(pg_server, db) as c:  # a literal only a timestamp column holds (its minute, as the server prints it)
+        stamp = str(c.execute("SELECT created_at::text FROM store ORDER BY created_at LIMIT 1").fetchone()[0])[:16]
     seen = 0
     for user, lits in [(X, []), (X, odd), (None, odd), ("bob", [odd[0]]), ("carl", [odd[0]]), ("nobody", odd),
-                       (X, [secret("bob")]), (X, [odd[1]]), (None, [secret(X)])]:
+                       (X, [secret("bob")]), (X, [odd[1]]), (None, [secret(X)]), (None, [stamp]), (X, [stamp])]:
         inst.requester = full.requester = user
         got, want = kernel.scan("langgraph", inst, user, lits), kernel.scan("langgraph", full, user, lits)
         assert _lg_hits(got) == _lg_hits(want) and got.stores == want.stores, (user, lits)
@@ -491,6 +493,7 @@ def test_the_servers_selection_finds_what_reading_every_row_finds(
             assert inst._tally(user, removed)[0] == want, (user, lits)
         seen += sum(1 for h in got.hits if h.literal_count and not h.owner_match)
     assert seen  # the tricky rows were found (by both)
+    assert kernel.scan("langgraph", inst, None, [stamp]).hits  # the timestamp's rows found (by both)
     assert any(h.store == "checkpoint_blobs" and h.literal_count for h in kernel.scan("langgraph", inst, None, odd).hits)
 
 

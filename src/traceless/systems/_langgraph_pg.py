@@ -267,7 +267,7 @@ class PgLangGraph(LiveInstance):
         if table == "store_vectors" and items:
             terms.append(sql.SQL("prefix = ANY(%(of)s)"))
         if args["p"]:
-            terms.append(_match(con, table))
+            terms.append(_match(con, table, args["p"]))
         if not terms:
             return []
         ns = self.users.prefix(who) if who is not None else ""
@@ -542,25 +542,45 @@ def _like(template: str, user: str) -> str:
                    for p in parts)
 
 
-def _match(con: Any, table: str) -> Any:
+_TIME_CHARS = frozenset("0123456789-:. +BCinfty")
+"""Every character of a date or timestamp as the server prints it with ``DateStyle`` ISO
+(``2026-12-06 07:37:10.123456+05:30``, `` BC``, ``-infinity``)."""
+_NUMBER_CHARS = frozenset("0123456789-+.eNaInfity")
+"""Every character of a number as the server prints it (``-1.5e+20``, ``NaN``, ``Infinity``)."""
+_TYPED = {**dict.fromkeys(("date", "timestamp without time zone", "timestamp with time zone"), _TIME_CHARS),
+          **dict.fromkeys(("smallint", "integer", "bigint", "real", "double precision", "numeric"), _NUMBER_CHARS)}
+
+
+def _match(con: Any, table: str, pieces: Sequence[str]) -> Any:
     """A row of ``table`` holds one of the pieces: the text columns joined by tabs (a piece holds
     no tab: it is in the joined text only inside one column) ``LIKE ANY`` of ``%(l)s`` (each piece
     as ``%piece%``, escaped), each bytea column ``LIKE ANY`` of ``%(lb)s`` (the same, as UTF-8):
-    each row's text made once, every piece looked for in it."""
+    each row's text made once, every piece looked for in it. A date, time or number column is
+    left out of the joined text when no piece is made only of the characters the server prints
+    it with (``_TYPED``; dates and times only when the session's ``DateStyle`` is ISO, the
+    default: the rows' text is read in the same session): printing the timestamps of each of 10^6
+    store items cost as much as the rest of the pass."""
     from psycopg import sql
 
     cols = _columns(con, table)
-    text = [sql.SQL("{}::text").format(sql.Identifier(n)) for n, t in cols if t != "bytea"]
-    terms = [sql.SQL("concat_ws(E'\\t', {}) LIKE ANY(%(l)s::text[])").format(sql.SQL(", ").join(text))] if text else []
+    iso = str(con.execute("SHOW DateStyle").fetchone()[0]).upper().startswith("ISO")
+    kept = [(n, t) for n, t in cols if t not in _TYPED or (t in _NUMBER_TYPES or iso) and any(
+        set(p) <= _TYPED[t] for p in pieces)]
+    text = [sql.SQL("{}::text").format(sql.Identifier(n)) for n, t in kept if t != "bytea"]
+    terms: list[Any] = [sql.SQL("concat_ws(E'\\t', {}) LIKE ANY(%(l)s::text[])").format(sql.SQL(", ").join(text))] \
+        if text else []
     terms += [sql.SQL("{} LIKE ANY(%(lb)s::bytea[])").format(sql.Identifier(n)) for n, t in cols if t == "bytea"]
-    return sql.SQL("({})").format(sql.SQL(" OR ").join(terms))
+    return sql.SQL("({})").format(sql.SQL(" OR ").join(terms or [sql.SQL("false")]))
+
+
+_NUMBER_TYPES = frozenset(t for t, chars in _TYPED.items() if chars is _NUMBER_CHARS)
 
 
 def _holding_threads(con: Any, pg: PgServer, args: Mapping[str, Any]) -> set[str]:
     """The threads one of whose rows may hold a piece (a pass over the saver's tables, on the server)."""
     from psycopg import sql
 
-    q = sql.SQL(" UNION ").join(sql.SQL("SELECT thread_id FROM {} WHERE {}").format(ident(t), _match(con, t))
+    q = sql.SQL(" UNION ").join(sql.SQL("SELECT thread_id FROM {} WHERE {}").format(ident(t), _match(con, t, args["p"]))
                                 for t in CKPT_TABLES if t in pg.tables)
     return {str(r[0]) for r in con.execute(q, dict(args)).fetchall()}
 
