@@ -547,8 +547,11 @@ _TIME_CHARS = frozenset("0123456789-:. +BCinfty")
 (``2026-12-06 07:37:10.123456+05:30``, `` BC``, ``-infinity``)."""
 _NUMBER_CHARS = frozenset("0123456789-+.eNaInfity")
 """Every character of a number as the server prints it (``-1.5e+20``, ``NaN``, ``Infinity``)."""
+_VECTOR_CHARS = frozenset("0123456789[],.-+e")
+"""Every character of a pgvector ``vector``/``halfvec`` as the server prints it (``[0.5,-1e-05]``)."""
 _TYPED = {**dict.fromkeys(("date", "timestamp without time zone", "timestamp with time zone"), _TIME_CHARS),
-          **dict.fromkeys(("smallint", "integer", "bigint", "real", "double precision", "numeric"), _NUMBER_CHARS)}
+          **dict.fromkeys(("smallint", "integer", "bigint", "real", "double precision", "numeric"), _NUMBER_CHARS),
+          **{t: _VECTOR_CHARS for t in ("vector", "halfvec")}}
 
 
 def _match(con: Any, table: str, pieces: Sequence[str]) -> Any:
@@ -564,8 +567,9 @@ def _match(con: Any, table: str, pieces: Sequence[str]) -> Any:
 
     cols = _columns(con, table)
     iso = str(con.execute("SHOW DateStyle").fetchone()[0]).upper().startswith("ISO")
-    kept = [(n, t) for n, t in cols if t not in _TYPED or (t in _NUMBER_TYPES or iso) and any(
-        set(p) <= _TYPED[t] for p in pieces)]
+    base = {n: re.sub(r"\(\d+(,\d+)?\)", "", t) for n, t in cols}  # vector(384), timestamp(3) with time zone
+    kept = [(n, t) for n, t in cols if base[n] not in _TYPED or (base[n] in _NUMBER_TYPES or iso) and any(
+        set(p) <= _TYPED[base[n]] for p in pieces)]
     text = [sql.SQL("{}::text").format(sql.Identifier(n)) for n, t in kept if t != "bytea"]
     terms: list[Any] = [sql.SQL("concat_ws(E'\\t', {}) LIKE ANY(%(l)s::text[])").format(sql.SQL(", ").join(text))] \
         if text else []
@@ -573,7 +577,8 @@ def _match(con: Any, table: str, pieces: Sequence[str]) -> Any:
     return sql.SQL("({})").format(sql.SQL(" OR ").join(terms or [sql.SQL("false")]))
 
 
-_NUMBER_TYPES = frozenset(t for t, chars in _TYPED.items() if chars is _NUMBER_CHARS)
+_NUMBER_TYPES = frozenset(t for t, chars in _TYPED.items() if chars is not _TIME_CHARS)
+"""The typed columns printed the same under any ``DateStyle``."""
 
 
 def _holding_threads(con: Any, pg: PgServer, args: Mapping[str, Any]) -> set[str]:
