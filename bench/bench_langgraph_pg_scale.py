@@ -43,6 +43,7 @@ import json
 import operator
 import os
 import random
+import shutil
 import statistics
 import sys
 import tempfile
@@ -160,6 +161,8 @@ def _build(srv: Any, items: int, users: int, share: float) -> dict[str, int]:
 
 
 _N = iter(range(1000))
+_TMP: list[Path] = []
+"""The run's temp dir (the configs), removed at its end."""
 
 
 def _copy(srv: Any, level: str) -> tuple[str, Path]:
@@ -168,7 +171,7 @@ def _copy(srv: Any, level: str) -> tuple[str, Path]:
     db = f"lg{next(_N)}"
     with psycopg.connect(srv.superuser_dsn(), autocommit=True) as c:
         c.execute(f"CREATE DATABASE {db} TEMPLATE lg_tmpl")
-    path = Path(tempfile.mkdtemp(prefix="lg-scale-")) / "lg.json"
+    path = Path(tempfile.mkdtemp(prefix="lg-scale-", dir=_TMP[0])) / "lg.json"
     url = srv.url(db)
     path.write_text(json.dumps({"checkpointer": {"kind": "postgres", "url": url},
                                 "store": {"kind": "postgres", "url": url},
@@ -406,6 +409,7 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"load before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     srv = _pgvector_server.start("maintenance_work_mem = 1GB\nshared_buffers = 512MB\n")
+    _TMP.append(Path(tempfile.mkdtemp(prefix="lg-scale-")))
     try:
         built = _build(srv, args.items, args.users, args.share)
         from traceless.systems import _erase_run
@@ -415,6 +419,7 @@ def main(argv: list[str] | None = None) -> int:
         rows = [_rep(srv, built, args.level, timers, args.app) for _ in range(args.reps)]
     finally:
         srv.stop()
+        shutil.rmtree(_TMP.pop(), ignore_errors=True)
     return _report(args, built, rows)
 
 

@@ -122,13 +122,15 @@ def _cfg(srv: Any, db: str, root: Path, dims: int, level: str) -> dict[str, Any]
 
 
 _N = iter(range(1000))
+_TMP: list[Path] = []
+"""The run's temp dir (the history db copies, the configs)."""
 
 
 def _copy(srv: Any, template: Path, dims: int, level: str) -> tuple[dict[str, Any], Path]:
     import psycopg
 
     db = f"scale{next(_N)}"
-    work = Path(tempfile.mkdtemp(prefix="pg-scale-"))
+    work = Path(tempfile.mkdtemp(prefix="pg-scale-", dir=_TMP[0]))
     with psycopg.connect(srv.superuser_dsn(), autocommit=True) as c:
         c.execute(f"CREATE DATABASE {db} TEMPLATE scale_tmpl")
     shutil.copy(template / "history.db", work / "history.db")
@@ -150,7 +152,7 @@ def _plan(srv: Any, db: str) -> str:
 def _delete_all(cfg: dict[str, Any]) -> float:
     from traceless.systems._mem0 import _import_mem0
 
-    mem = _import_mem0(Path(tempfile.mkdtemp())).Memory.from_config({k: v for k, v in cfg.items() if k != "traceless"})
+    mem = _import_mem0(Path(tempfile.mkdtemp(dir=_TMP[0]))).Memory.from_config({k: v for k, v in cfg.items() if k != "traceless"})
     t0 = time.monotonic()
     mem.delete_all(user_id=USER)
     dt = time.monotonic() - t0
@@ -258,7 +260,8 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"load before: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}")
     srv = _pgvector_server.start("maintenance_work_mem = 1GB\nshared_buffers = 512MB\n")
-    template = Path(tempfile.mkdtemp(prefix="pg-scale-tmpl-"))
+    _TMP.append(Path(tempfile.mkdtemp(prefix="pg-scale-")))  # every file of the run, removed at its end
+    template = Path(tempfile.mkdtemp(prefix="tmpl-", dir=_TMP[0]))
     try:
         built = _build(srv, template, args.memories, args.users, args.dims, not args.no_user_index)
         from traceless.systems import _erase_run, _mem0_pgvector
@@ -274,6 +277,7 @@ def main(argv: list[str] | None = None) -> int:
                 for _ in range(args.reps)]
     finally:
         srv.stop()
+        shutil.rmtree(_TMP.pop(), ignore_errors=True)
     return _report(args, rows)
 
 
