@@ -320,6 +320,9 @@ class AdkSystem(live.SqliteInstance):
     def row_owner(self, table: str, row: dict[str, Any]) -> str | None:
         return _owner(table, row)
 
+    def derived_table(self, table: str) -> bool:
+        return table.startswith(FTS)  # the memory index's FTS5 tables: rebuilt from memory_events
+
     def bystander_digests(self, user: str | None) -> dict[str, StoreDigest]:
         # the FTS5 index's shadow tables are derived from memory_events (and rebuilt by the
         # erasure): not records of any user

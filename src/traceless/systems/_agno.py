@@ -34,6 +34,7 @@ called), then ``VACUUM (INDEX_CLEANUP ON)`` (or ``pg_compaction: full``: ``VACUU
 from __future__ import annotations
 
 import os
+import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -199,7 +200,9 @@ class AgnoSystem(live.SqliteInstance):
         return notes
 
     def _sessions(self, owner: str) -> list[str]:
-        con = live.ro_connect(self.path)
+        # read-only: through ``ro_connect``; else a plain read (Agno's own connection holds a
+        # ``-wal`` open, which ``ro_connect`` would copy the whole file for)
+        con = live.ro_connect(self.path) if self.read_only else sqlite3.connect(str(self.path))
         try:
             return [r[0] for r in con.execute("SELECT session_id FROM agno_sessions WHERE user_id = ? "
                                               "ORDER BY session_id", (owner,))]
