@@ -24,7 +24,7 @@ import json
 import re
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypedDict
 
@@ -696,6 +696,12 @@ class LangGraphSystem(MemorySystem):
         # records holding a literal are the erasure's targets, not bystanders: the literals
         # are those of the last plan (the driver plans before it digests)
         return self._attached().bystanders(user, self._literals)
+
+    def resume_bystanders(self, before: Mapping[str, StoreDigest]) -> None:
+        if self._pg is None:  # the file's digests carry their scope (``LiveLangGraph.resume_scope``)
+            self._attached().resume_scope(before)
+        else:
+            super().resume_bystanders(before)
 
     def instance_files(self) -> list[Path]:
         if self._pg is not None:  # the relation files of its tables, when the data directory is readable

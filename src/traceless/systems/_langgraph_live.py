@@ -35,6 +35,7 @@ from typing import Any
 
 from traceless.errors import ConfigError, ErasureScopeError, UnsupportedError
 from traceless.systems import ErasurePlan, PlannedAction, ScanHit, ScanReport, StoreOutcome
+from traceless.systems._sqlite_live import REST, SCOPE
 from traceless.systems.kernel import StoreDigest, byte_forms, count_in_blobs, digest, literal_forms
 from traceless.systems.sqlite import ro_connect, row_digest_sql
 
@@ -194,6 +195,9 @@ class LiveLangGraph:
         self.store_path, self.checkpoint_path = store_path, checkpoint_path
         self._conns: dict[str, sqlite3.Connection] = {}
         self._cache: tuple[Any, list[_Row]] | None = None
+        self._scope: tuple[tuple[str | None, str | None], dict[str, int]] | None = None
+        """The bystander digests' scope (namespace and thread-id prefixes) and rest marks, fixed
+        by an erasure's first digest."""
         for name, p in (("store", store_path), ("checkpoints", checkpoint_path)):
             if p is None:
                 continue
@@ -392,6 +396,7 @@ class LiveLangGraph:
         return out + self._thread_tables()
 
     def plan(self, system: str, user: str | None, literals: Sequence[str]) -> ErasurePlan:
+        self._scope = None  # a new erasure: its first bystander digest fixes the scope again
         refuse_shared(system, self._shared_threads(user))
         target, rest = self._targets(user, literals)
         actions = [PlannedAction(store=r.store, record_id=json.dumps(list(r.key), ensure_ascii=False),
@@ -401,21 +406,70 @@ class LiveLangGraph:
                            held_by_others=sum(1 for r in rest if r.hits))
 
     def bystanders(self, user: str | None, literals: Sequence[str]) -> dict[str, StoreDigest]:
-        """Per table: the SHA-256 of every row that is not a target, over its values as SQLite
-        quotes them (``row_digest_sql``, computed by SQLite: no row decoded here; rowids left out:
-        VACUUM may renumber them)."""
+        """Per table: the SHA-256 of every row that is not a target in the containers the
+        erasure touches (the namespaces and threads whose text starts with the user's, ``_scope``),
+        over its values as SQLite quotes them (``row_digest_sql``, computed by SQLite: no row
+        decoded here; rowids left out: VACUUM may renumber them), and a count of every other
+        row that is not a target, up to the highest rowid the first digest saw (``#rest:``: a row
+        another writer adds later gets a higher one), so a row removed anywhere changes it."""
         target, _ = self._targets(user, literals)
         skip: dict[str, set[int]] = {}
         for r in target:
             skip.setdefault(r.store, set()).add(r.rowid)
+        if self._scope is None:
+            self._scope = (self._scope_prefixes(user), {})
+        (ns, th), marks = self._scope
         out: dict[str, StoreDigest] = {}
         for name in self._empty_stores():
             conn = self._conns["store" if name in _STORE_TABLES else "checkpoints"]
+            col, p = ("prefix", ns) if name in _STORE_TABLES else ("thread_id", th)
+            where, args = (f'substr(CAST("{col}" AS TEXT), 1, ?) = ?', [len(p), p]) if p is not None else ("0", [])
             gone = skip.get(name, set())
             text, _ = row_digest_sql(_columns(conn, name), ())
-            rows = conn.execute(f'SELECT rowid, {text} FROM "{name}"')  # noqa: S608
-            out[name] = digest(sha256(b).hexdigest() for rowid, b in rows if rowid not in gone)
+            rows = conn.execute(f'SELECT rowid, {text} FROM "{name}" WHERE {where}', args)  # noqa: S608
+            mine = digest(sha256(b).hexdigest() for rowid, b in rows if rowid not in gone)
+            out[name] = tuple(sorted([*mine, self._rest(conn, name, where, args, gone, marks),
+                                      SCOPE + json.dumps([ns, th])]))
         return out
+
+    def _rest(self, conn: sqlite3.Connection, name: str, where: str, args: list[Any], gone: set[int],
+              marks: dict[str, int]) -> str:
+        """``#rest:MAXROWID:COUNT`` of the rows outside the containers that are not targets."""
+        rest = (f'FROM "{name}" WHERE NOT coalesce({where}, 0) '  # noqa: S608 - the file's own tables
+                "AND rowid NOT IN (SELECT value FROM json_each(?))")
+        rargs = [*args, json.dumps(sorted(gone))]
+        if name in marks:
+            n = conn.execute(f"SELECT count(*) {rest} AND rowid <= ?", [*rargs, marks[name]]).fetchone()[0]
+        else:
+            n, marks[name] = conn.execute(f"SELECT count(*), ifnull(max(rowid), -1) {rest}", rargs).fetchone()
+        return f"{REST}{marks[name]}:{n}"
+
+    def _scope_prefixes(self, user: str | None) -> tuple[str | None, str | None]:
+        """The text every namespace and every thread id of ``user`` (and of the users whose id
+        starts with the user's) starts with: the templates up to the user id (None: no user)."""
+        if user is None:
+            return None, None
+        labels = list(self.users.namespace)
+        upto = next((i for i, label in enumerate(labels) if "{user_id}" in label), len(labels) - 1)
+        ns = ".".join(label.format(user_id=user) for label in labels[:upto + 1])
+        ns = ns[:ns.rindex(user) + len(user)] if user in ns else ns
+        head = self.users.thread_id.split("{user_id}", 1)
+        th = head[0].split("{session_id}", 1)[0] + (user if len(head) == 2 and "{session_id}" not in head[0] else "")
+        return ns, th
+
+    def resume_scope(self, before: Mapping[str, StoreDigest]) -> None:
+        """The scope an interrupted erasure journalled with its digests (``#scope:``/``#rest:``)."""
+        marks: dict[str, int] = {}
+        prefixes: tuple[str | None, str | None] | None = None
+        for name, entries in before.items():
+            for e in entries:
+                if e.startswith(SCOPE):
+                    ns, th = json.loads(e[len(SCOPE):])
+                    prefixes = (ns, th)
+                elif e.startswith(REST):
+                    marks[name] = int(e[len(REST):].split(":", 1)[0])
+        if prefixes is not None:
+            self._scope = (prefixes, marks)
 
     # ------------------------------------------------------------------ erasure
     def execute(self, plan: ErasurePlan, literals: Sequence[str]) -> list[StoreOutcome]:
