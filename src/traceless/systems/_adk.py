@@ -336,19 +336,20 @@ class AdkSystem(live.SqliteInstance):
 
     def execute_erasure(self, plan: ErasurePlan, literals: Sequence[str]) -> list[StoreOutcome]:
         out = super().execute_erasure(plan, literals)
-        _rebuild_fts(self.path)
+        _rebuild_fts(self.path, literals)
         return out
 
 
-def _rebuild_fts(path: Path) -> None:
+def _rebuild_fts(path: Path, literals: Sequence[str]) -> None:
     """Rebuild the memory service's FTS5 index from its content table: FTS5 records a deleted
     row as a tombstone and keeps the row's terms in its segments until they merge (measured: a
     term of the deleted canary is still in ``memory_events_fts_data`` after DELETE and VACUUM)."""
     con = sqlite3.connect(str(path))
+    con.execute("PRAGMA secure_delete = ON")  # the old segments' rows are zeroed as the rebuild drops them
     try:
         if con.execute("SELECT 1 FROM sqlite_master WHERE name = 'memory_events_fts'").fetchone():
             con.execute("INSERT INTO memory_events_fts(memory_events_fts) VALUES('rebuild')")
             con.commit()
-        con.execute("VACUUM")
+        live.compact(con, lambda: sorted(p for p in path.parent.glob(path.name + "*") if p.is_file()), literals)
     finally:
         con.close()

@@ -526,6 +526,7 @@ class SqliteFile(LiveInstance):
 
     def apply(self, ops: Sequence[Op], literals: Sequence[str]) -> list[StoreOutcome]:
         con = sqlite3.connect(str(self.path))
+        con.execute("PRAGMA secure_delete = ON")  # what this connection deletes or rewrites is zeroed
         out: dict[str, StoreOutcome] = {}
         try:
             for op in ops:
@@ -536,10 +537,11 @@ class SqliteFile(LiveInstance):
                 else:
                     o.rewritten += changed
             con.commit()
-            con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            con.execute("VACUUM")
+            note = compact(con, self.files, literals)
         finally:
             con.close()
+        for o in out.values():
+            o.notes = list(dict.fromkeys([*o.notes, note]))
         return list(out.values())
 
     def _apply_one(self, con: sqlite3.Connection, op: Op, literals: Sequence[str]) -> int:
@@ -564,6 +566,37 @@ class SqliteFile(LiveInstance):
             return ("rowid = ?", rec.ref) if rec.ref >= 0 else (None, None)
         pk = _pk(con, rec.store)
         return (f'"{pk}" = ?', rec.id) if pk else ("rowid = ?", int(rec.id) if rec.id.lstrip("-").isdigit() else -1)
+
+
+def secure_delete_default() -> bool:
+    """Whether this SQLite library zeroes what a connection deletes unless told otherwise
+    (compiled with ``SQLITE_SECURE_DELETE``, as Debian's and Ubuntu's are): then the packages'
+    own connections, which set no ``secure_delete``, zeroed what their deletions freed too."""
+    con = sqlite3.connect(":memory:")
+    try:
+        return bool(con.execute("PRAGMA secure_delete").fetchone()[0])
+    finally:
+        con.close()
+
+
+VACUUMED = "VACUUM rebuilt the file (no freed page keeps a deleted byte)"
+ZEROED = ("not VACUUMed: every deletion ran with secure_delete (the deleted rows' bytes were overwritten with "
+          "zeros) and the byte scan found no literal in the file or its WAL")
+
+
+def compact(con: sqlite3.Connection, files: Callable[[], list[Path]], literals: Sequence[str]) -> str:
+    """A truncating WAL checkpoint, then ``VACUUM`` unless it is not needed: every deletion
+    zeroed the bytes it freed (``secure_delete_default``; this module's own connections set it)
+    and, given literals, the byte scan of ``files`` (``traceless.forget.scan_files``) finds none
+    of them (a copy an index or the WAL kept). Returns the note saying which."""
+    from traceless.forget import scan_files
+
+    con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    if secure_delete_default() and not (literals and any(scan_files(files(), literals).values())):
+        return ZEROED
+    con.execute("VACUUM")
+    con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    return VACUUMED
 
 
 def scan(system: str, path: Path, owner_of: OwnerOf, user: str | None, literals: Sequence[str],
