@@ -18,12 +18,13 @@ updates the read marks in ``-shm`` (an index, no data). No ``setup()``, no migra
 
 Erasure: the store's own ``delete`` per item and the checkpointer's ``delete_thread`` per
 thread, then the rows those leave (the store's ``store_vectors`` rows: its ``ON DELETE
-CASCADE`` needs ``PRAGMA foreign_keys``, which the store does not set), then ``VACUUM`` and a
-truncating WAL checkpoint of each file. Every step is idempotent.
+CASCADE`` needs ``PRAGMA foreign_keys``, which the store does not set), then a truncating WAL
+checkpoint of each file and ``VACUUM`` where a deletion left bytes (``sqlite.compact``). Every step is idempotent.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import sqlite3
@@ -37,7 +38,7 @@ from traceless.errors import ConfigError, ErasureScopeError, UnsupportedError
 from traceless.systems import ErasurePlan, PlannedAction, ScanHit, ScanReport, StoreOutcome
 from traceless.systems._sqlite_live import REST, SCOPE
 from traceless.systems.kernel import StoreDigest, byte_forms, count_in_blobs, digest, literal_forms
-from traceless.systems.sqlite import ro_connect, row_digest_sql
+from traceless.systems.sqlite import compact, ro_connect, row_digest_sql
 
 __all__ = ["LiveLangGraph", "NamespaceMap", "owned_threads", "refuse_shared", "shared_threads", "state_users"]
 
@@ -206,6 +207,7 @@ class LiveLangGraph:
                     conn = ro_connect(p)  # immutable=1, or a private copy while a writer's -wal exists
                 else:
                     conn = sqlite3.connect(str(p), check_same_thread=False, isolation_level=None)
+                    conn.execute("PRAGMA secure_delete = ON")  # the deletions zero what they free
                 _tables(conn)
             except sqlite3.DatabaseError as e:
                 raise ConfigError(f"langgraph: cannot open {p} {'read-only ' if read_only else ''}as SQLite ({e}); "
@@ -483,10 +485,13 @@ class LiveLangGraph:
         self._residue(plan.user, literals, outcomes)
         self._cache = None
         for name, conn in self._conns.items():
-            _compact(conn)
+            path = self.store_path if name == "store" else self.checkpoint_path
+            assert path is not None
+            note = compact(conn, functools.partial(_db_files, path), literals)
             for o in outcomes.values():
                 if (o.store in _STORE_TABLES) == (name == "store"):
                     o.compacted = True
+                    o.notes.append(note)
         return list(outcomes.values())
 
     def _native_deletes(self, plan: ErasurePlan, outcomes: dict[str, StoreOutcome]) -> None:
@@ -529,7 +534,7 @@ class LiveLangGraph:
         for p in (self.store_path, self.checkpoint_path):
             if p is None:
                 continue
-            out += [q for q in (p, *(p.with_name(p.name + s) for s in ("-wal", "-shm", "-journal"))) if q.is_file()]
+            out += _db_files(p)
         return out
 
     def snapshot(self, db: str) -> sqlite3.Connection | None:
@@ -557,8 +562,6 @@ def _reason(r: _Row) -> str:
     return "of an erased thread" if r.store not in _STORE_TABLES else "index row of an erased item"
 
 
-def _compact(conn: sqlite3.Connection) -> None:
-    """Rebuild the file (no freed page keeps a byte) and truncate its WAL."""
-    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    conn.execute("VACUUM")
-    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+def _db_files(p: Path) -> list[Path]:
+    """The SQLite file ``p`` and its ``-wal``/``-shm``/``-journal`` (those there)."""
+    return [q for q in (p, *(p.with_name(p.name + s) for s in ("-wal", "-shm", "-journal"))) if q.is_file()]
