@@ -104,12 +104,33 @@ class _Row:
     """An index row whose item is gone (``store_vectors``)."""
 
 
+def needles(forms: Sequence[bytes]) -> list[bytes]:
+    """Byte strings at least one of which every one of ``forms`` holds, fewer where they can be:
+    a literal's UTF-16LE and UTF-16BE forms whose code units' high bytes are zero (ASCII, Latin-1)
+    share all but one byte (``C\\0A\\0…\\0Y``), searched once for both."""
+    out: list[bytes] = []
+    covered: set[bytes] = set()
+    for f in forms:
+        if f in covered:
+            continue
+        twin = next((g for g in forms if g != f and len(g) == len(f) > 2 and f[:-1] == g[1:]), None)
+        if twin is not None and f[-1:] == b"\0" and twin[:1] == b"\0":
+            covered |= {f, twin}
+            out.append(f[:-1])
+        else:
+            covered.add(f)
+            out.append(f)
+    return list(dict.fromkeys(out))
+
+
 def _hold_sql(cols: Sequence[str], forms: Sequence[bytes], alias: str = "t") -> tuple[str, list[Any]]:
-    """An SQL condition true for a row one of whose columns' bytes holds one of ``forms``."""
+    """An SQL condition true for a row one of whose columns' bytes holds one of ``forms`` (and
+    for a few others: ``needles``; the rows it selects are counted by the forms themselves)."""
     if not forms:
         return "0", []
-    return " OR ".join(f'instr(CAST({alias}."{c}" AS BLOB), ?) > 0' for c in cols for _ in forms), \
-        [f for _ in cols for f in forms]
+    keys = needles(forms)
+    return " OR ".join(f'instr(CAST({alias}."{c}" AS BLOB), ?) > 0' for c in cols for _ in keys), \
+        [f for _ in cols for f in keys]
 
 
 def _text(v: Any) -> str:
@@ -514,8 +535,10 @@ class LiveLangGraph:
                 outcomes[a.store].removed += 1
 
     def _residue(self, user: str | None, literals: Sequence[str], outcomes: dict[str, StoreOutcome]) -> None:
-        """Delete directly what the native deletions left (found by the same record scan)."""
-        target, _ = self._targets(user, literals)
+        """Delete directly what the native deletions left (found by the same record scan; with a
+        user the targets are the user's threads and items and the orphan index rows, whatever
+        holds a literal: the literals' byte search is not run again here)."""
+        target, _ = self._targets(user, () if user is not None else literals)
         left: dict[str, list[int]] = {}
         for r in target:
             left.setdefault(r.store, []).append(r.rowid)
