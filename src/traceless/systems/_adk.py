@@ -30,7 +30,8 @@ copied stays searchable after both (adk #7109).
 A live instance (``db_file``) is scanned read-only (``mode=ro``) and erased: ADK's
 ``delete_session`` of every session of the user, then the rows it leaves (the memory
 service's copies among them), rows quoting a literal, an FTS5 ``rebuild`` of the memory index
-(a deleted row's terms otherwise stay in the index segments) and ``VACUUM``.
+(a deleted row's terms otherwise stay in the index segments) and ``VACUUM`` where a deletion left
+bytes (``sqlite.compact``).
 """
 
 from __future__ import annotations

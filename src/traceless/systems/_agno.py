@@ -20,7 +20,8 @@ secret), ``clear_user_memories`` (``MemoryManager.clear_user_memories(user_id)``
 deletes every user's memories, agno #9983).
 
 A live instance (``db_file`` in the config) is scanned read-only (``mode=ro``) and erased:
-Agno's own deletions, then the rows they leave and rows quoting a literal, then ``VACUUM``.
+Agno's own deletions, then the rows they leave and rows quoting a literal, then ``VACUUM`` where
+a deletion left bytes (``sqlite.compact``).
 
 On a PostgreSQL server (``db_url``: the URL the app gives ``PostgresDb(db_url=...)``, with its
 ``db_schema`` and table names): the tables (``PgTables``) are read in one read-only

@@ -2,7 +2,7 @@
 Agents SDK's ``SQLiteSession``): every table, read through a ``mode=ro`` URI, each row
 attributed to a user by the adapter's ``owner_of``. The adapters call their package's own
 deletions first and this module for what those leave (rows of the user still there, other
-rows quoting a literal), then ``VACUUM``.
+rows quoting a literal), then ``VACUUM`` where a deletion left bytes (``compact``).
 """
 
 from __future__ import annotations
@@ -315,7 +315,7 @@ def row_digest_sql(cols: Sequence[str], literals: Sequence[str]) -> tuple[str, l
 class SqliteFile(LiveInstance):
     """One SQLite file as the erasure kernel reads and changes it: a table is a store, a row a
     record (``owner_of`` says whose), a rewrite replaces the literals in its string columns;
-    ``apply`` ends with a WAL checkpoint and ``VACUUM``."""
+    ``apply`` ends with a WAL checkpoint and, where a deletion left bytes, ``VACUUM`` (``compact``)."""
 
     others_policy = "rewrite"
 
@@ -606,13 +606,13 @@ def scan(system: str, path: Path, owner_of: OwnerOf, user: str | None, literals:
 
 
 def plan(system: str, path: Path, owner_of: OwnerOf, user: str | None, literals: Sequence[str]) -> ErasurePlan:
-    """Remove the user's rows; rewrite other rows that quote a literal; VACUUM (the kernel's plan)."""
+    """Remove the user's rows; rewrite other rows that quote a literal; compact (the kernel's plan)."""
     return kernel.plan(system, SqliteFile(path, owner_of), user, literals)
 
 
 def erase_residue(path: Path, owner_of: OwnerOf, user: str | None, literals: Sequence[str]) -> list[StoreOutcome]:
     """What the native deletions left: the user's rows deleted, other rows quoting a literal
-    rewritten, then ``VACUUM`` (the kernel's plan and execution on the file)."""
+    rewritten, then ``compact`` (the kernel's plan and execution on the file)."""
     inst = SqliteFile(path, owner_of)
     return kernel.execute(inst, kernel.plan("sqlite", inst, user, literals), literals)
 
