@@ -336,12 +336,17 @@ class AdkSystem(live.SqliteInstance):
                 self._run(svc.delete_session(app_name=self.app, user_id=plan.user, session_id=sid))
 
     def execute_erasure(self, plan: ErasurePlan, literals: Sequence[str]) -> list[StoreOutcome]:
+        inst = self.instance()
+        if isinstance(inst, live.SqliteFile):  # compacted once, after the FTS5 rebuild
+            inst.compact_later = True
         out = super().execute_erasure(plan, literals)
-        _rebuild_fts(self.path, literals)
+        note = _rebuild_fts(self.path, literals)
+        for o in out:
+            o.notes = list(dict.fromkeys([*o.notes, note]))
         return out
 
 
-def _rebuild_fts(path: Path, literals: Sequence[str]) -> None:
+def _rebuild_fts(path: Path, literals: Sequence[str]) -> str:
     """Rebuild the memory service's FTS5 index from its content table: FTS5 records a deleted
     row as a tombstone and keeps the row's terms in its segments until they merge (measured: a
     term of the deleted canary is still in ``memory_events_fts_data`` after DELETE and VACUUM)."""
@@ -351,6 +356,6 @@ def _rebuild_fts(path: Path, literals: Sequence[str]) -> None:
         if con.execute("SELECT 1 FROM sqlite_master WHERE name = 'memory_events_fts'").fetchone():
             con.execute("INSERT INTO memory_events_fts(memory_events_fts) VALUES('rebuild')")
             con.commit()
-        live.compact(con, lambda: sorted(p for p in path.parent.glob(path.name + "*") if p.is_file()), literals)
+        return live.compact(con, lambda: sorted(p for p in path.parent.glob(path.name + "*") if p.is_file()), literals)
     finally:
         con.close()

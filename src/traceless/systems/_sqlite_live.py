@@ -324,6 +324,8 @@ class SqliteFile(LiveInstance):
         self.path, self.owner_of, self.owner_sql, self.derived = path, owner_of, owner_sql, derived
         self._scope: Scope | None = None
         """The scoped bystander digests' scope, fixed by the first digest of an erasure (``reset_scope``)."""
+        self.compact_later = False
+        """``apply`` leaves ``compact`` to its caller (ADK rebuilds its FTS5 index first)."""
         self._cache: tuple[Any, list[Record]] | None = None
         self._counted: tuple[Any, dict[str, int]] | None = None
         """The last narrowed read, keyed by (user, literals, ``file_version``): the plan and the
@@ -537,11 +539,12 @@ class SqliteFile(LiveInstance):
                 else:
                     o.rewritten += changed
             con.commit()
-            note = compact(con, self.files, literals)
+            if not self.compact_later:
+                note = compact(con, self.files, literals)
+                for o in out.values():
+                    o.notes = list(dict.fromkeys([*o.notes, note]))
         finally:
             con.close()
-        for o in out.values():
-            o.notes = list(dict.fromkeys([*o.notes, note]))
         return list(out.values())
 
     def _apply_one(self, con: sqlite3.Connection, op: Op, literals: Sequence[str]) -> int:
