@@ -20,7 +20,7 @@ keeps them there and reuses them (``DIR/NAME-N``). Per system and size, timed (w
   ``get_sessions``; OpenAI Agents: ``session.get_items()``; ADK: ``list_sessions`` +
   ``get_session`` of each and ``search_memory``);
 * ``forget``: ``erase_system`` of the user with the canary on a fresh copy (plan, scope
-  check, bystander digests, native deletions, residue, VACUUM, re-scan, digests, receipt);
+  check, bystander digests, native deletions, residue, VACUUM where needed, re-scan, digests, receipt);
 * ``own delete``: the system's own deletion of that user on another copy (``delete_thread`` +
   ``store.delete``; ``clear_user_memories`` + ``delete_sessions``; ``clear_session``;
   ``delete_session`` of each session).

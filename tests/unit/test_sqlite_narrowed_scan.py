@@ -180,7 +180,8 @@ def test_langgraph_narrowed_scan_is_the_full_read(tmp_path: Path) -> None:
 
 def _erase(name: str, tmp_path: Path, db: str, plant: str) -> Any:
     """Erase u1 with an over-deletion planted in the native step: ``delete`` removes a row of
-    the prefix user u10, ``flip`` changes one byte of one of u10's rows."""
+    the prefix user u10, ``flip`` changes one byte of one of u10's rows, ``far`` removes a row
+    of bob (outside the digests' containers: the count sees it)."""
     _build(name, tmp_path / "w", {"summarize": False} if name == "langgraph" else None)
     cls = system_class(name)
     cfg = cls.attach_config(tmp_path / "w", load_system_config(name, {"summarize": False})) if name == "langgraph" \
@@ -192,10 +193,10 @@ def _erase(name: str, tmp_path: Path, db: str, plant: str) -> Any:
         con = sqlite3.connect(path)
         table, col = {"agno": ("agno_memories", "user_id"), "openai-agents": ("agent_messages", "session_id"),
                       "adk": ("events", "user_id"), "langgraph": ("writes", "thread_id")}[name]
-        who = "u10/b" if name == "langgraph" else "u10"
+        who = ("bob/d" if plant == "far" else "u10/b") if name == "langgraph" else ("bob" if plant == "far" else "u10")
         rid = con.execute(f'SELECT max(rowid) FROM "{table}" WHERE "{col}" = ?', (who,)).fetchone()[0]  # noqa: S608
         assert rid is not None
-        if plant == "delete":
+        if plant in ("delete", "far"):
             con.execute(f'DELETE FROM "{table}" WHERE rowid = ?', (rid,))  # noqa: S608
         else:
             cols = [r[1] for r in con.execute(f'PRAGMA table_info("{table}")')]
@@ -233,7 +234,7 @@ def _erase(name: str, tmp_path: Path, db: str, plant: str) -> Any:
         system.close()
 
 
-@pytest.mark.parametrize("plant", ["none", "delete", "flip"])
+@pytest.mark.parametrize("plant", ["none", "delete", "flip", "far"])
 @pytest.mark.parametrize("name, module, db", [*SQLITE, ("langgraph", "langgraph", "checkpoints.db")])
 def test_a_planted_over_deletion_is_caught(tmp_path: Path, name: str, module: str, db: str, plant: str) -> None:
     if importlib.util.find_spec(module.split(".")[0]) is None or importlib.util.find_spec(module) is None:
@@ -267,3 +268,30 @@ def test_the_kept_read_is_not_used_after_a_write(tmp_path: Path, wal: bool) -> N
     con.commit()
     assert sorted(r.id for r in inst.records("u1", ())) == ["1", "2"]
     con.close()
+
+
+@pytest.mark.parametrize("name, module, db", [*SQLITE, ("langgraph", "langgraph", "checkpoints.db")])
+def test_the_digests_read_only_the_touched_containers(tmp_path: Path, name: str, module: str, db: str) -> None:
+    """Issue 39: the bystander digest hashes the rows sharing a container with the erasure (u1's
+    and the prefix user u10's), and counts the others (bob's, ü1's) in one ``#rest:`` entry."""
+    if importlib.util.find_spec(module.split(".")[0]) is None or importlib.util.find_spec(module) is None:
+        pytest.skip(f"needs {module}")
+    _build(name, tmp_path / "w", {"summarize": False} if name == "langgraph" else None)
+    cls = system_class(name)
+    cfg = cls.attach_config(tmp_path / "w", load_system_config(name, {"summarize": False})) if name == "langgraph" \
+        else load_system_config(name, {"db_file": str(tmp_path / "w" / db)})
+    system = cls.attach(cfg, read_only=True)
+    try:
+        system.plan_erasure("u1", [OWN])
+        digests = system.bystander_digests("u1")
+    finally:
+        system.close()
+    con = sqlite3.connect(tmp_path / "w" / db)
+    table = {"agno": "agno_sessions", "openai-agents": "agent_messages", "adk": "events", "langgraph": "writes"}[name]
+    col = {"agno": "user_id", "openai-agents": "session_id", "adk": "user_id", "langgraph": "thread_id"}[name]
+    others = con.execute(f'SELECT count(*) FROM "{table}" WHERE substr("{col}", 1, 2) <> \'u1\'').fetchone()[0]  # noqa: S608
+    u10 = con.execute(f'SELECT count(*) FROM "{table}" WHERE substr("{col}", 1, 3) = \'u10\'').fetchone()[0]  # noqa: S608
+    con.close()
+    rest = [e for e in digests[table] if e.startswith("#rest:")]
+    assert others > 0 and u10 > 0 and rest and rest[0].endswith(f":{others}"), (digests[table], others)
+    assert len([e for e in digests[table] if not e.startswith("#")]) == u10

@@ -30,7 +30,8 @@ copied stays searchable after both (adk #7109).
 A live instance (``db_file``) is scanned read-only (``mode=ro``) and erased: ADK's
 ``delete_session`` of every session of the user, then the rows it leaves (the memory
 service's copies among them), rows quoting a literal, an FTS5 ``rebuild`` of the memory index
-(a deleted row's terms otherwise stay in the index segments) and ``VACUUM``.
+(a deleted row's terms otherwise stay in the index segments) and ``VACUUM`` where a deletion left
+bytes (``sqlite.compact``).
 """
 
 from __future__ import annotations
@@ -320,6 +321,9 @@ class AdkSystem(live.SqliteInstance):
     def row_owner(self, table: str, row: dict[str, Any]) -> str | None:
         return _owner(table, row)
 
+    def derived_table(self, table: str) -> bool:
+        return table.startswith(FTS)  # the memory index's FTS5 tables: rebuilt from memory_events
+
     def bystander_digests(self, user: str | None) -> dict[str, StoreDigest]:
         # the FTS5 index's shadow tables are derived from memory_events (and rebuilt by the
         # erasure): not records of any user
@@ -332,20 +336,26 @@ class AdkSystem(live.SqliteInstance):
                 self._run(svc.delete_session(app_name=self.app, user_id=plan.user, session_id=sid))
 
     def execute_erasure(self, plan: ErasurePlan, literals: Sequence[str]) -> list[StoreOutcome]:
+        inst = self.instance()
+        if isinstance(inst, live.SqliteFile):  # compacted once, after the FTS5 rebuild
+            inst.compact_later = True
         out = super().execute_erasure(plan, literals)
-        _rebuild_fts(self.path)
+        note = _rebuild_fts(self.path, literals)
+        for o in out:
+            o.notes = list(dict.fromkeys([*o.notes, note]))
         return out
 
 
-def _rebuild_fts(path: Path) -> None:
+def _rebuild_fts(path: Path, literals: Sequence[str]) -> str:
     """Rebuild the memory service's FTS5 index from its content table: FTS5 records a deleted
     row as a tombstone and keeps the row's terms in its segments until they merge (measured: a
     term of the deleted canary is still in ``memory_events_fts_data`` after DELETE and VACUUM)."""
     con = sqlite3.connect(str(path))
+    con.execute("PRAGMA secure_delete = ON")  # the old segments' rows are zeroed as the rebuild drops them
     try:
         if con.execute("SELECT 1 FROM sqlite_master WHERE name = 'memory_events_fts'").fetchone():
             con.execute("INSERT INTO memory_events_fts(memory_events_fts) VALUES('rebuild')")
             con.commit()
-        con.execute("VACUUM")
+        return live.compact(con, lambda: sorted(p for p in path.parent.glob(path.name + "*") if p.is_file()), literals)
     finally:
         con.close()

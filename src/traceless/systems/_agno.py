@@ -20,7 +20,8 @@ secret), ``clear_user_memories`` (``MemoryManager.clear_user_memories(user_id)``
 deletes every user's memories, agno #9983).
 
 A live instance (``db_file`` in the config) is scanned read-only (``mode=ro``) and erased:
-Agno's own deletions, then the rows they leave and rows quoting a literal, then ``VACUUM``.
+Agno's own deletions, then the rows they leave and rows quoting a literal, then ``VACUUM`` where
+a deletion left bytes (``sqlite.compact``).
 
 On a PostgreSQL server (``db_url``: the URL the app gives ``PostgresDb(db_url=...)``, with its
 ``db_schema`` and table names): the tables (``PgTables``) are read in one read-only
@@ -34,6 +35,7 @@ called), then ``VACUUM (INDEX_CLEANUP ON)`` (or ``pg_compaction: full``: ``VACUU
 from __future__ import annotations
 
 import os
+import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -199,7 +201,9 @@ class AgnoSystem(live.SqliteInstance):
         return notes
 
     def _sessions(self, owner: str) -> list[str]:
-        con = live.ro_connect(self.path)
+        # read-only: through ``ro_connect``; else a plain read (Agno's own connection holds a
+        # ``-wal`` open, which ``ro_connect`` would copy the whole file for)
+        con = live.ro_connect(self.path) if self.read_only else sqlite3.connect(str(self.path))
         try:
             return [r[0] for r in con.execute("SELECT session_id FROM agno_sessions WHERE user_id = ? "
                                               "ORDER BY session_id", (owner,))]

@@ -700,6 +700,8 @@ class LangGraphSystem(MemorySystem):
     def resume_bystanders(self, before: Mapping[str, StoreDigest]) -> None:
         if self._pg is not None:  # the server's tallies carry the snapshot they counted in
             self._pg.resume(before)
+        else:  # the file's digests carry their scope (``LiveLangGraph.resume_scope``)
+            self._attached().resume_scope(before)
 
     def instance_files(self) -> list[Path]:
         if self._pg is not None:  # the relation files of its tables, when the data directory is readable

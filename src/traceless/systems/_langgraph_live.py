@@ -18,12 +18,13 @@ updates the read marks in ``-shm`` (an index, no data). No ``setup()``, no migra
 
 Erasure: the store's own ``delete`` per item and the checkpointer's ``delete_thread`` per
 thread, then the rows those leave (the store's ``store_vectors`` rows: its ``ON DELETE
-CASCADE`` needs ``PRAGMA foreign_keys``, which the store does not set), then ``VACUUM`` and a
-truncating WAL checkpoint of each file. Every step is idempotent.
+CASCADE`` needs ``PRAGMA foreign_keys``, which the store does not set), then a truncating WAL
+checkpoint of each file and ``VACUUM`` where a deletion left bytes (``sqlite.compact``). Every step is idempotent.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import sqlite3
@@ -35,8 +36,9 @@ from typing import Any
 
 from traceless.errors import ConfigError, ErasureScopeError, UnsupportedError
 from traceless.systems import ErasurePlan, PlannedAction, ScanHit, ScanReport, StoreOutcome
+from traceless.systems._sqlite_live import REST, SCOPE
 from traceless.systems.kernel import StoreDigest, byte_forms, count_in_blobs, digest, literal_forms
-from traceless.systems.sqlite import ro_connect, row_digest_sql
+from traceless.systems.sqlite import compact, ro_connect, row_digest_sql
 
 __all__ = ["LiveLangGraph", "NamespaceMap", "owned_threads", "refuse_shared", "shared_threads", "state_users"]
 
@@ -102,12 +104,33 @@ class _Row:
     """An index row whose item is gone (``store_vectors``)."""
 
 
+def needles(forms: Sequence[bytes]) -> list[bytes]:
+    """Byte strings at least one of which every one of ``forms`` holds, fewer where they can be:
+    a literal's UTF-16LE and UTF-16BE forms whose code units' high bytes are zero (ASCII, Latin-1)
+    share all but one byte (``C\\0A\\0…\\0Y``), searched once for both."""
+    out: list[bytes] = []
+    covered: set[bytes] = set()
+    for f in forms:
+        if f in covered:
+            continue
+        twin = next((g for g in forms if g != f and len(g) == len(f) > 2 and f[:-1] == g[1:]), None)
+        if twin is not None and f[-1:] == b"\0" and twin[:1] == b"\0":
+            covered |= {f, twin}
+            out.append(f[:-1])
+        else:
+            covered.add(f)
+            out.append(f)
+    return list(dict.fromkeys(out))
+
+
 def _hold_sql(cols: Sequence[str], forms: Sequence[bytes], alias: str = "t") -> tuple[str, list[Any]]:
-    """An SQL condition true for a row one of whose columns' bytes holds one of ``forms``."""
+    """An SQL condition true for a row one of whose columns' bytes holds one of ``forms`` (and
+    for a few others: ``needles``; the rows it selects are counted by the forms themselves)."""
     if not forms:
         return "0", []
-    return " OR ".join(f'instr(CAST({alias}."{c}" AS BLOB), ?) > 0' for c in cols for _ in forms), \
-        [f for _ in cols for f in forms]
+    keys = needles(forms)
+    return " OR ".join(f'instr(CAST({alias}."{c}" AS BLOB), ?) > 0' for c in cols for _ in keys), \
+        [f for _ in cols for f in keys]
 
 
 def _text(v: Any) -> str:
@@ -194,6 +217,9 @@ class LiveLangGraph:
         self.store_path, self.checkpoint_path = store_path, checkpoint_path
         self._conns: dict[str, sqlite3.Connection] = {}
         self._cache: tuple[Any, list[_Row]] | None = None
+        self._scope: tuple[tuple[str | None, str | None], dict[str, int]] | None = None
+        """The bystander digests' scope (namespace and thread-id prefixes) and rest marks, fixed
+        by an erasure's first digest."""
         for name, p in (("store", store_path), ("checkpoints", checkpoint_path)):
             if p is None:
                 continue
@@ -202,6 +228,7 @@ class LiveLangGraph:
                     conn = ro_connect(p)  # immutable=1, or a private copy while a writer's -wal exists
                 else:
                     conn = sqlite3.connect(str(p), check_same_thread=False, isolation_level=None)
+                    conn.execute("PRAGMA secure_delete = ON")  # the deletions zero what they free
                 _tables(conn)
             except sqlite3.DatabaseError as e:
                 raise ConfigError(f"langgraph: cannot open {p} {'read-only ' if read_only else ''}as SQLite ({e}); "
@@ -392,6 +419,7 @@ class LiveLangGraph:
         return out + self._thread_tables()
 
     def plan(self, system: str, user: str | None, literals: Sequence[str]) -> ErasurePlan:
+        self._scope = None  # a new erasure: its first bystander digest fixes the scope again
         refuse_shared(system, self._shared_threads(user))
         target, rest = self._targets(user, literals)
         actions = [PlannedAction(store=r.store, record_id=json.dumps(list(r.key), ensure_ascii=False),
@@ -401,21 +429,70 @@ class LiveLangGraph:
                            held_by_others=sum(1 for r in rest if r.hits))
 
     def bystanders(self, user: str | None, literals: Sequence[str]) -> dict[str, StoreDigest]:
-        """Per table: the SHA-256 of every row that is not a target, over its values as SQLite
-        quotes them (``row_digest_sql``, computed by SQLite: no row decoded here; rowids left out:
-        VACUUM may renumber them)."""
+        """Per table: the SHA-256 of every row that is not a target in the containers the
+        erasure touches (the namespaces and threads whose text starts with the user's, ``_scope``),
+        over its values as SQLite quotes them (``row_digest_sql``, computed by SQLite: no row
+        decoded here; rowids left out: VACUUM may renumber them), and a count of every other
+        row that is not a target, up to the highest rowid the first digest saw (``#rest:``: a row
+        another writer adds later gets a higher one), so a row removed anywhere changes it."""
         target, _ = self._targets(user, literals)
         skip: dict[str, set[int]] = {}
         for r in target:
             skip.setdefault(r.store, set()).add(r.rowid)
+        if self._scope is None:
+            self._scope = (self._scope_prefixes(user), {})
+        (ns, th), marks = self._scope
         out: dict[str, StoreDigest] = {}
         for name in self._empty_stores():
             conn = self._conns["store" if name in _STORE_TABLES else "checkpoints"]
+            col, p = ("prefix", ns) if name in _STORE_TABLES else ("thread_id", th)
+            where, args = (f'substr(CAST("{col}" AS TEXT), 1, ?) = ?', [len(p), p]) if p is not None else ("0", [])
             gone = skip.get(name, set())
             text, _ = row_digest_sql(_columns(conn, name), ())
-            rows = conn.execute(f'SELECT rowid, {text} FROM "{name}"')  # noqa: S608
-            out[name] = digest(sha256(b).hexdigest() for rowid, b in rows if rowid not in gone)
+            rows = conn.execute(f'SELECT rowid, {text} FROM "{name}" WHERE {where}', args)  # noqa: S608
+            mine = digest(sha256(b).hexdigest() for rowid, b in rows if rowid not in gone)
+            out[name] = tuple(sorted([*mine, self._rest(conn, name, where, args, gone, marks),
+                                      SCOPE + json.dumps([ns, th])]))
         return out
+
+    def _rest(self, conn: sqlite3.Connection, name: str, where: str, args: list[Any], gone: set[int],
+              marks: dict[str, int]) -> str:
+        """``#rest:MAXROWID:COUNT`` of the rows outside the containers that are not targets."""
+        rest = (f'FROM "{name}" WHERE NOT coalesce({where}, 0) '  # noqa: S608 - the file's own tables
+                "AND rowid NOT IN (SELECT value FROM json_each(?))")
+        rargs = [*args, json.dumps(sorted(gone))]
+        if name in marks:
+            n = conn.execute(f"SELECT count(*) {rest} AND rowid <= ?", [*rargs, marks[name]]).fetchone()[0]
+        else:
+            n, marks[name] = conn.execute(f"SELECT count(*), ifnull(max(rowid), -1) {rest}", rargs).fetchone()
+        return f"{REST}{marks[name]}:{n}"
+
+    def _scope_prefixes(self, user: str | None) -> tuple[str | None, str | None]:
+        """The text every namespace and every thread id of ``user`` (and of the users whose id
+        starts with the user's) starts with: the templates up to the user id (None: no user)."""
+        if user is None:
+            return None, None
+        labels = list(self.users.namespace)
+        upto = next((i for i, label in enumerate(labels) if "{user_id}" in label), len(labels) - 1)
+        ns = ".".join(label.format(user_id=user) for label in labels[:upto + 1])
+        ns = ns[:ns.rindex(user) + len(user)] if user in ns else ns
+        head = self.users.thread_id.split("{user_id}", 1)
+        th = head[0].split("{session_id}", 1)[0] + (user if len(head) == 2 and "{session_id}" not in head[0] else "")
+        return ns, th
+
+    def resume_scope(self, before: Mapping[str, StoreDigest]) -> None:
+        """The scope an interrupted erasure journalled with its digests (``#scope:``/``#rest:``)."""
+        marks: dict[str, int] = {}
+        prefixes: tuple[str | None, str | None] | None = None
+        for name, entries in before.items():
+            for e in entries:
+                if e.startswith(SCOPE):
+                    ns, th = json.loads(e[len(SCOPE):])
+                    prefixes = (ns, th)
+                elif e.startswith(REST):
+                    marks[name] = int(e[len(REST):].split(":", 1)[0])
+        if prefixes is not None:
+            self._scope = (prefixes, marks)
 
     # ------------------------------------------------------------------ erasure
     def execute(self, plan: ErasurePlan, literals: Sequence[str]) -> list[StoreOutcome]:
@@ -429,10 +506,13 @@ class LiveLangGraph:
         self._residue(plan.user, literals, outcomes)
         self._cache = None
         for name, conn in self._conns.items():
-            _compact(conn)
+            path = self.store_path if name == "store" else self.checkpoint_path
+            assert path is not None
+            note = compact(conn, functools.partial(_db_files, path), literals)
             for o in outcomes.values():
                 if (o.store in _STORE_TABLES) == (name == "store"):
                     o.compacted = True
+                    o.notes.append(note)
         return list(outcomes.values())
 
     def _native_deletes(self, plan: ErasurePlan, outcomes: dict[str, StoreOutcome]) -> None:
@@ -455,8 +535,10 @@ class LiveLangGraph:
                 outcomes[a.store].removed += 1
 
     def _residue(self, user: str | None, literals: Sequence[str], outcomes: dict[str, StoreOutcome]) -> None:
-        """Delete directly what the native deletions left (found by the same record scan)."""
-        target, _ = self._targets(user, literals)
+        """Delete directly what the native deletions left (found by the same record scan; with a
+        user the targets are the user's threads and items and the orphan index rows, whatever
+        holds a literal: the literals' byte search is not run again here)."""
+        target, _ = self._targets(user, () if user is not None else literals)
         left: dict[str, list[int]] = {}
         for r in target:
             left.setdefault(r.store, []).append(r.rowid)
@@ -475,7 +557,7 @@ class LiveLangGraph:
         for p in (self.store_path, self.checkpoint_path):
             if p is None:
                 continue
-            out += [q for q in (p, *(p.with_name(p.name + s) for s in ("-wal", "-shm", "-journal"))) if q.is_file()]
+            out += _db_files(p)
         return out
 
     def snapshot(self, db: str) -> sqlite3.Connection | None:
@@ -503,8 +585,6 @@ def _reason(r: _Row) -> str:
     return "of an erased thread" if r.store not in _STORE_TABLES else "index row of an erased item"
 
 
-def _compact(conn: sqlite3.Connection) -> None:
-    """Rebuild the file (no freed page keeps a byte) and truncate its WAL."""
-    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    conn.execute("VACUUM")
-    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+def _db_files(p: Path) -> list[Path]:
+    """The SQLite file ``p`` and its ``-wal``/``-shm``/``-journal`` (those there)."""
+    return [q for q in (p, *(p.with_name(p.name + s) for s in ("-wal", "-shm", "-journal"))) if q.is_file()]

@@ -28,7 +28,8 @@ Fernet token (no plaintext bytes), which the key still decrypts (Fernet checks t
 when asked): the store ``agent_messages@decrypted`` is every row the key opens.
 
 A live instance (``db_file``) is scanned read-only (``mode=ro``) and erased: ``clear_session``
-of every session of the user, then the rows it leaves and rows quoting a literal, then ``VACUUM``.
+of every session of the user, then the rows it leaves and rows quoting a literal, then ``VACUUM``
+where a deletion left bytes (``sqlite.compact``).
 
 On a PostgreSQL server (``url``: the URL the app gives ``SQLAlchemySession.from_url(url=...)``,
 ``postgresql+psycopg://`` or ``postgresql+asyncpg://``): the two tables (``PgTables``) are read

@@ -2,7 +2,7 @@
 Agents SDK's ``SQLiteSession``): every table, read through a ``mode=ro`` URI, each row
 attributed to a user by the adapter's ``owner_of``. The adapters call their package's own
 deletions first and this module for what those leave (rows of the user still there, other
-rows quoting a literal), then ``VACUUM``.
+rows quoting a literal), then ``VACUUM`` where a deletion left bytes (``compact``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import json
 import shutil
 import sqlite3
 import tempfile
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -39,20 +39,59 @@ OwnerSql = Callable[[str, Sequence[str], str], tuple[str, list[Any]]]
 row ``OwnerOf`` gives to the user (the narrowed read's filter: ``OwnerOf`` still decides)."""
 
 
+@dataclass(frozen=True)
+class _ColumnOwner:
+    """An ``OwnerSql`` whose rows are attributed by one column's value (``column``): the user id
+    itself, or (with ``sep``) the user id or a value starting with it and ``sep``. The column
+    also names the rows' containers for the scoped bystander digests (``SqliteFile.scoped_digests``)."""
+
+    column: str
+    sep: str | None = None
+
+    def __call__(self, table: str, cols: Sequence[str], user: str) -> tuple[str, list[Any]]:
+        if self.column not in cols:
+            return "0", []
+        if self.sep is None:
+            return f'"{self.column}" = ?', [user]
+        return (f'("{self.column}" = ? OR substr("{self.column}", 1, ?) = ?)',
+                [user, len(user) + len(self.sep), user + self.sep])
+
+
 def user_column(column: str) -> OwnerSql:
     """The owner filter of a table whose ``column`` holds the user id (no such column: no row)."""
-    def where(table: str, cols: Sequence[str], user: str) -> tuple[str, list[Any]]:
-        return (f'"{column}" = ?', [user]) if column in cols else ("0", [])
-    return where
+    return _ColumnOwner(column)
 
 
 def id_prefix(column: str, sep: str) -> OwnerSql:
     """The owner filter of a table whose ``column`` is the user id or starts with it and ``sep``."""
-    def where(table: str, cols: Sequence[str], user: str) -> tuple[str, list[Any]]:
-        if column not in cols:
-            return "0", []
-        return f'("{column}" = ? OR substr("{column}", 1, ?) = ?)', [user, len(user) + len(sep), user + sep]
-    return where
+    return _ColumnOwner(column, sep)
+
+
+SCOPE = "#scope:"
+"""A scoped digest's entry naming its containers (the owner values, JSON)."""
+REST = "#rest:"
+"""A scoped digest's entry counting the rows outside its containers: ``#rest:MAXROWID:COUNT``."""
+
+
+@dataclass
+class Scope:
+    """The containers a scoped bystander digest reads row by row (``owners``: the owner column's
+    values start with one of them, None: the column is NULL) and, per table, the highest rowid
+    of the rows outside them when the first digest counted them (None: WITHOUT ROWID)."""
+
+    owners: list[str | None]
+    marks: dict[str, int | None]
+
+    def sql(self, column: str) -> tuple[str, list[Any]]:
+        """The condition selecting the containers' rows (NULL for some rows: use ``coalesce``)."""
+        conds, args = [], []
+        for o in self.owners:
+            if o is None:
+                conds.append(f'"{column}" IS NULL')
+            else:
+                conds.append(f'substr(CAST("{column}" AS TEXT), 1, ?) = ?')
+                args += [len(o), o]
+        return "(" + (" OR ".join(conds) or "0") + ")", args
 
 
 @dataclass(frozen=True)
@@ -276,12 +315,17 @@ def row_digest_sql(cols: Sequence[str], literals: Sequence[str]) -> tuple[str, l
 class SqliteFile(LiveInstance):
     """One SQLite file as the erasure kernel reads and changes it: a table is a store, a row a
     record (``owner_of`` says whose), a rewrite replaces the literals in its string columns;
-    ``apply`` ends with a WAL checkpoint and ``VACUUM``."""
+    ``apply`` ends with a WAL checkpoint and, where a deletion left bytes, ``VACUUM`` (``compact``)."""
 
     others_policy = "rewrite"
 
-    def __init__(self, path: Path, owner_of: OwnerOf, owner_sql: OwnerSql | None = None) -> None:
-        self.path, self.owner_of, self.owner_sql = path, owner_of, owner_sql
+    def __init__(self, path: Path, owner_of: OwnerOf, owner_sql: OwnerSql | None = None,
+                 derived: Callable[[str], bool] = lambda table: False) -> None:
+        self.path, self.owner_of, self.owner_sql, self.derived = path, owner_of, owner_sql, derived
+        self._scope: Scope | None = None
+        """The scoped bystander digests' scope, fixed by the first digest of an erasure (``reset_scope``)."""
+        self.compact_later = False
+        """``apply`` leaves ``compact`` to its caller (ADK rebuilds its FTS5 index first)."""
         self._cache: tuple[Any, list[Record]] | None = None
         self._counted: tuple[Any, dict[str, int]] | None = None
         """The last narrowed read, keyed by (user, literals, ``file_version``): the plan and the
@@ -372,23 +416,25 @@ class SqliteFile(LiveInstance):
             con.close()
 
     def _table_digests(self, con: sqlite3.Connection, t: str, no_rowid: bool, user: str | None,
-                       literals: Sequence[str], skip: set[tuple[str, str]],
-                       held: list[int]) -> list[tuple[tuple[str, str], str]]:
-        """The table's bystanders; a row in ``held`` (or any row of a WITHOUT ROWID table) is
+                       literals: Sequence[str], skip: set[tuple[str, str]], held: list[int],
+                       scope: tuple[str, list[Any]] | None = None) -> list[tuple[tuple[str, str], str]]:
+        """The table's bystanders (with ``scope``: those its SQL condition selects, each digested
+        with the literals replaced); a row in ``held`` (or any row of a WITHOUT ROWID table) is
         digested with the literals replaced, every other one as it is (it holds none)."""
         assert self.owner_sql is not None
         cols = _columns(con, t)
         pk = _pk(con, t)
         mine, args = self.owner_sql(t, cols, user) if user is not None else ("0", [])
         text, targs = row_digest_sql(cols, ())
-        if literals and (held or no_rowid):
+        if literals and (held or no_rowid or scope is not None):
             rep, rargs = row_digest_sql(cols, literals)
-            text, targs = (rep, rargs) if no_rowid else (
+            text, targs = (rep, rargs) if no_rowid or scope is not None else (
                 f"CASE WHEN rowid IN (SELECT value FROM json_each(?)) THEN {rep} ELSE {text} END", [json.dumps(held), *rargs])
         rid = f'"{pk}"' if pk else ("-1" if no_rowid else "rowid")
         every = ", *" if no_rowid else ""  # no rowid to read a row again by: its values come along
+        where, wargs = scope if scope is not None else ("1", [])
         cur = con.execute(f'SELECT {rid}, {"-1" if no_rowid else "rowid"}, ({mine}), {text}{every} '  # noqa: S608
-                          f'FROM "{t}"', [*args, *targs])
+                          f'FROM "{t}" WHERE {where}', [*args, *targs, *wargs])
         out = []
         sha = hashlib.sha256
         for r in cur:
@@ -398,6 +444,77 @@ class SqliteFile(LiveInstance):
             if key not in skip:
                 out.append((key, sha(r[3]).hexdigest()))
         return out
+
+    def reset_scope(self) -> None:
+        """A new erasure: its first scoped digest fixes the scope again."""
+        self._scope = None
+
+    def resume_scope(self, before: Mapping[str, kernel.StoreDigest]) -> None:
+        """The scope an interrupted erasure journalled with its digests (``SCOPE``/``REST`` entries)."""
+        owners: list[str | None] | None = None
+        marks: dict[str, int | None] = {}
+        for table, entries in before.items():
+            for e in entries:
+                if e.startswith(SCOPE):
+                    owners = json.loads(e[len(SCOPE):])
+                elif e.startswith(REST):
+                    mark = e[len(REST):].split(":", 1)[0]
+                    marks[table] = None if mark == "-" else int(mark)
+        if owners is not None:
+            self._scope = Scope(owners, marks)
+
+    def scoped_digests(self, user: str | None, literals: Sequence[str],
+                       removed: Iterable[tuple[str, str]]) -> dict[str, kernel.StoreDigest] | None:
+        """Per table, the bystander digest of the rows sharing a container with what the erasure
+        touches, and a count of all the others; None without a column owner filter (``user_column``,
+        ``id_prefix``): the full ``server_bystanders``.
+
+        The containers are the values of the owner column starting with the user id or with the
+        owner of a row holding a literal (its rewrite), and NULL where such a row has none: those
+        rows are digested one by one (SHA-256 of their values, the literals replaced), the user's
+        own and ``removed`` left out. Every other row is counted by SQL up to the highest rowid
+        the first digest saw (``REST``: a row another writer adds later gets a higher one), so a
+        row removed anywhere changes the count. The scope itself is an entry (``SCOPE``), so the
+        digest after, and a re-run's (``resume_scope``), cover the same rows. A table ``derived``
+        says is derived from others (ADK's FTS5 index) is left out."""
+        column = getattr(self.owner_sql, "column", None)
+        if self.owner_sql is None or not isinstance(column, str) or not self.path.exists():
+            return None
+        if self._scope is None:
+            self._scope = Scope(self._scope_owners(user, literals), {})
+        scope, skip = self._scope, set(removed)
+        con = _connect(self.path, True)
+        try:
+            out: dict[str, kernel.StoreDigest] = {}
+            for t, no_rowid in _tables(con):
+                if not self.derived(t):
+                    out[t] = self._scoped_table(con, t, no_rowid, column, scope, user, literals, skip)
+            return out
+        finally:
+            con.close()
+
+    def _scope_owners(self, user: str | None, literals: Sequence[str]) -> list[str | None]:
+        """The user and the owner of every row holding a literal (sorted, None last)."""
+        owners: set[str | None] = {user} if user is not None else set()
+        owners |= {r.owner for r in self.records(user, literals) if literals and kernel.count_literals(r.text(), literals)}
+        return sorted((o for o in owners if o is not None), key=str) + ([None] if None in owners else [])
+
+    def _scoped_table(self, con: sqlite3.Connection, t: str, no_rowid: bool, column: str, scope: Scope,
+                      user: str | None, literals: Sequence[str], skip: set[tuple[str, str]]) -> kernel.StoreDigest:
+        cols = _columns(con, t)
+        where, args = scope.sql(column) if column in cols else ("1", [])
+        rows = self._table_digests(con, t, no_rowid, user, literals, skip, [], (where, args))
+        rest = f'FROM "{t}" WHERE NOT coalesce({where}, 0)'  # noqa: S608 - the file's own table names
+        if no_rowid:
+            mark, n = None, con.execute(f"SELECT count(*) {rest}", args).fetchone()[0]
+        elif t in scope.marks:
+            mark = scope.marks[t]
+            n = con.execute(f"SELECT count(*) {rest} AND rowid <= ?", [*args, -1 if mark is None else mark]).fetchone()[0]
+        else:
+            n, mark = con.execute(f"SELECT count(*), ifnull(max(rowid), -1) {rest}", args).fetchone()
+            scope.marks[t] = int(mark)
+        marks = [f"{REST}{'-' if mark is None else mark}:{n}", SCOPE + json.dumps(scope.owners)]
+        return tuple(sorted([*kernel.digest(h for _, h in rows), *marks]))
 
     def _owner(self, con: sqlite3.Connection, t: str, cols: list[str], r: tuple[Any, ...]) -> str | None:
         values = r[4:] if len(r) > 4 else con.execute(f'SELECT * FROM "{t}" WHERE rowid = ?', (r[1],)).fetchone()  # noqa: S608
@@ -411,6 +528,7 @@ class SqliteFile(LiveInstance):
 
     def apply(self, ops: Sequence[Op], literals: Sequence[str]) -> list[StoreOutcome]:
         con = sqlite3.connect(str(self.path))
+        con.execute("PRAGMA secure_delete = ON")  # what this connection deletes or rewrites is zeroed
         out: dict[str, StoreOutcome] = {}
         try:
             for op in ops:
@@ -421,8 +539,10 @@ class SqliteFile(LiveInstance):
                 else:
                     o.rewritten += changed
             con.commit()
-            con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            con.execute("VACUUM")
+            if not self.compact_later:
+                note = compact(con, self.files, literals)
+                for o in out.values():
+                    o.notes = list(dict.fromkeys([*o.notes, note]))
         finally:
             con.close()
         return list(out.values())
@@ -451,6 +571,37 @@ class SqliteFile(LiveInstance):
         return (f'"{pk}" = ?', rec.id) if pk else ("rowid = ?", int(rec.id) if rec.id.lstrip("-").isdigit() else -1)
 
 
+def secure_delete_default() -> bool:
+    """Whether this SQLite library zeroes what a connection deletes unless told otherwise
+    (compiled with ``SQLITE_SECURE_DELETE``, as Debian's and Ubuntu's are): then the packages'
+    own connections, which set no ``secure_delete``, zeroed what their deletions freed too."""
+    con = sqlite3.connect(":memory:")
+    try:
+        return bool(con.execute("PRAGMA secure_delete").fetchone()[0])
+    finally:
+        con.close()
+
+
+VACUUMED = "VACUUM rebuilt the file (no freed page keeps a deleted byte)"
+ZEROED = ("not VACUUMed: every deletion ran with secure_delete (the deleted rows' bytes were overwritten with "
+          "zeros) and the byte scan found no literal in the file or its WAL")
+
+
+def compact(con: sqlite3.Connection, files: Callable[[], list[Path]], literals: Sequence[str]) -> str:
+    """A truncating WAL checkpoint, then ``VACUUM`` unless it is not needed: every deletion
+    zeroed the bytes it freed (``secure_delete_default``; this module's own connections set it)
+    and, given literals, the byte scan of ``files`` (``traceless.forget.scan_files``) finds none
+    of them (a copy an index or the WAL kept). Returns the note saying which."""
+    from traceless.forget import scan_files
+
+    con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    if secure_delete_default() and not (literals and any(scan_files(files(), literals).values())):
+        return ZEROED
+    con.execute("VACUUM")
+    con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    return VACUUMED
+
+
 def scan(system: str, path: Path, owner_of: OwnerOf, user: str | None, literals: Sequence[str],
          reveal: bool) -> ScanReport:
     """The user's rows and every row holding a literal, per table (the kernel's scan)."""
@@ -458,13 +609,13 @@ def scan(system: str, path: Path, owner_of: OwnerOf, user: str | None, literals:
 
 
 def plan(system: str, path: Path, owner_of: OwnerOf, user: str | None, literals: Sequence[str]) -> ErasurePlan:
-    """Remove the user's rows; rewrite other rows that quote a literal; VACUUM (the kernel's plan)."""
+    """Remove the user's rows; rewrite other rows that quote a literal; compact (the kernel's plan)."""
     return kernel.plan(system, SqliteFile(path, owner_of), user, literals)
 
 
 def erase_residue(path: Path, owner_of: OwnerOf, user: str | None, literals: Sequence[str]) -> list[StoreOutcome]:
     """What the native deletions left: the user's rows deleted, other rows quoting a literal
-    rewritten, then ``VACUUM`` (the kernel's plan and execution on the file)."""
+    rewritten, then ``compact`` (the kernel's plan and execution on the file)."""
     inst = SqliteFile(path, owner_of)
     return kernel.execute(inst, kernel.plan("sqlite", inst, user, literals), literals)
 
@@ -539,15 +690,39 @@ class SqliteInstance(MemorySystem):
             return self.server
         have = getattr(self, "_file", None)
         if not isinstance(have, SqliteFile) or have.path != self.path:
-            have = self._file = SqliteFile(self.path, self.row_owner, self.owner_filter())
+            have = self._file = SqliteFile(self.path, self.row_owner, self.owner_filter(), self.derived_table)
         return have
 
+    def derived_table(self, table: str) -> bool:
+        """Whether ``table`` only derives from the others (an index the erasure rebuilds): left
+        out of the bystander digests. None by default."""
+        return False
+
     def plan_erasure(self, user: str | None, literals: Sequence[str]) -> ErasurePlan:
-        """The kernel's plan; on a server a new erasure, whose online bystander rule takes its
-        own first digest (``PgTables.online``)."""
+        """The kernel's plan; a new erasure, whose bystander digests fix their scope again (on
+        a server the online bystander rule takes its own first digest, ``PgTables.online``)."""
+        inst = self.instance()
         if self.server is not None:
             self.server.online.reset()
+        elif isinstance(inst, SqliteFile):
+            inst.reset_scope()
         return super().plan_erasure(user, literals)
+
+    def bystander_digests(self, user: str | None) -> dict[str, kernel.StoreDigest]:
+        """The file's scoped digests (``SqliteFile.scoped_digests``: the rows sharing a container
+        with what the erasure touches one by one, every other row counted), else the kernel's."""
+        inst = self.instance()
+        if isinstance(inst, SqliteFile):
+            literals, removed = self._planned
+            scoped = inst.scoped_digests(user, literals, removed)
+            if scoped is not None:
+                return scoped
+        return super().bystander_digests(user)
+
+    def resume_bystanders(self, before: Mapping[str, kernel.StoreDigest]) -> None:
+        inst = self.instance()
+        if isinstance(inst, SqliteFile):
+            inst.resume_scope(before)
 
     def check_erasable(self) -> None:
         """On a server: the role may DELETE, UPDATE and VACUUM every table, the named replicas

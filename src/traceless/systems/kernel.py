@@ -221,10 +221,13 @@ def execute(inst: LiveInstance, planned: ErasurePlan, literals: Sequence[str]) -
             rec = Record(a.store, a.record_id, None, {})
             ops.append(Remove(rec, a.reason) if a.action == "remove" else Rewrite(rec, a.reason))
     outcomes: dict[str, StoreOutcome] = {}
+    # the rounds look for records to remove; with a user and the rewrite policy only the user's
+    # records are removed, whatever they hold: the literals' search is not run again for them
+    again = () if planned.user is not None and inst.others_policy == "rewrite" else literals
     for _ in range(LIVE_ROUNDS):
         for o in inst.apply(ops, literals):
             _merge(outcomes, o)
-        ops = [o for o in plan_ops(inst, planned.user, literals)[0] if isinstance(o, Remove)]
+        ops = [o for o in plan_ops(inst, planned.user, again)[0] if isinstance(o, Remove)]
         if not ops:
             break
     return list(outcomes.values())
