@@ -18,6 +18,7 @@ pytest.importorskip("mem0")
 
 from traceless.forget import scan_files  # noqa: E402
 from traceless.systems import erase_system, load_system_config, system_class  # noqa: E402
+from traceless.systems._mem0_qdrant import encode_key  # noqa: E402
 
 USERS, PER_USER = 40, 10
 SECRET = "IBAN-DE89-3704-0044-0532"
@@ -173,7 +174,7 @@ def _plant(cfg: dict[str, Any], how: str, key: str) -> None:
             con.execute("UPDATE points SET point = ? WHERE id = ?", (blob.replace(b"memory", b"memorY"), key))
         elif how == "add":
             (blob,), = con.execute("SELECT point FROM points WHERE id = ?", (key,)).fetchall()
-            con.execute("INSERT INTO points VALUES (?, ?)", ("zzzz-another-writer", blob))
+            con.execute("INSERT INTO points VALUES (?, ?)", (encode_key("ffffffff-0000-4000-8000-000000000000"), blob))
     con.close()
 
 

@@ -47,7 +47,7 @@ from urllib.parse import unquote
 from traceless.errors import ConfigError, UnsupportedError
 from traceless.systems import NO_OWNER, ErasurePlan, PlannedAction, ScanHit, ScanReport, StoreOutcome
 from traceless.systems._mem0_near import table_digest
-from traceless.systems._mem0_qdrant import encode_keys, key_forms, may_hold, pickled_str, point_needles
+from traceless.systems._mem0_qdrant import decode_ids, key_forms, may_hold, pickled_str, point_needles
 from traceless.systems.kernel import StoreDigest, count_literals, digest, literal_forms
 from traceless.systems.sqlite import ro_connect
 
@@ -476,18 +476,18 @@ class Mem0Live:
         return recs
 
     def _qdrant_selected(self, store: str, collection: str, user: str | None, needles: Sequence[bytes],
-                         ) -> tuple[list[Rec], set[str]]:
+                         ) -> tuple[list[Rec], list[str]]:
         """(the points ``may_hold`` selects, decoded; every point's key). Each selected
         point's key is kept (``_keys``): the bystander digest skips points by key."""
         db = self.layout.qdrant_db(collection)
         if not db.is_file():
-            return [], set()
+            return [], []
         mine = pickled_str(user) if user is not None else None
         out: dict[str, Rec] = {}
-        keys: set[str] = set()
+        keys: list[str] = []
         with closing(_ro(db)) as con:  # in rowid order (read ahead); the last row of an id is the one kept
             for key, blob in con.execute("SELECT id, point FROM points"):
-                keys.add(key)
+                keys.append(key)
                 if may_hold(blob, mine, needles):
                     rec = _point_rec(store, _load_point(blob))
                     out.pop(rec.id, None)
@@ -495,7 +495,7 @@ class Mem0Live:
                     self._keys[(store, rec.id)] = key
         return list(reversed(out.values())), keys
 
-    def _history_for(self, vec: Sequence[Rec], keys: set[str], user: str | None,
+    def _history_for(self, vec: Sequence[Rec], keys: Sequence[str], user: str | None,
                      literals: Sequence[str]) -> list[Rec]:
         """The history db's rows of ``vec``'s memories, of no memory (``keys``: every point's)
         or holding a literal (``_narrowing``), each owned as its memory is."""
@@ -513,15 +513,15 @@ class Mem0Live:
                 r.orphan = (r.memory_id or "") in lost
         return hist
 
-    def _orphan_memories(self, keys: set[str]) -> set[str | None]:
-        """The history rows' memory ids that no point of the collection has (``keys``)."""
+    def _orphan_memories(self, keys: Sequence[str]) -> set[str | None]:
+        """The history rows' memory ids that no point of the collection has (``keys``: every
+        point's), compared as bytes (``decode_ids``: the keys decoded at once)."""
         with closing(_ro(self.layout.history)) as con:
             if not con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'history'").fetchone():
                 return set()
-            mids = {m for (m,) in con.execute("SELECT memory_id FROM history")}
-        uuids = [str(m) for m in mids if m is not None and not str(m).lstrip("-").isdigit()]
-        lost: set[str | None] = {m for m, k in zip(uuids, encode_keys(uuids), strict=True) if k not in keys}
-        return lost | {m for m in mids if m is None or (str(m).lstrip("-").isdigit() and keys.isdisjoint(key_forms(str(m))))}
+            mids = {m for (m,) in con.execute("SELECT CAST(memory_id AS BLOB) FROM history")}
+        lost: set[str | None] = {None} if None in mids else set()
+        return lost | {bytes(m).decode("utf-8", "surrogatepass") for m in mids - decode_ids(keys) if m is not None}
 
     def _owners_of(self, memory_ids: Collection[str]) -> dict[str, str | None]:
         """The owners of these memories' points (a few: another user's history rows holding a literal)."""
