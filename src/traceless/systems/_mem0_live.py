@@ -47,7 +47,7 @@ from urllib.parse import unquote
 from traceless.errors import ConfigError, UnsupportedError
 from traceless.systems import NO_OWNER, ErasurePlan, PlannedAction, ScanHit, ScanReport, StoreOutcome
 from traceless.systems._mem0_near import table_digest
-from traceless.systems._mem0_qdrant import decode_ids, key_forms, may_hold, pickled_str, point_needles
+from traceless.systems._mem0_qdrant import decode_ids, key_forms, pickled_str, point_needles, selected
 from traceless.systems.kernel import StoreDigest, count_literals, digest, literal_forms
 from traceless.systems.sqlite import ro_connect
 
@@ -60,6 +60,8 @@ _CHROMA_DELETE = 3  # embeddings_queue.operation of a delete (ADD 0, UPDATE 1, U
 ORPHAN = "a history row whose memory_id is in no collection"
 """Why a record is unattributable residue (``ScanHit.unattributable``)."""
 _POINTS = ("vector_store", "entity_store")
+_BATCH = 2048
+"""Points read and searched at once (``_mem0_qdrant.selected``): about 8 MB."""
 _REBUILDING = ".traceless-rebuild"
 SECURE_DELETE_NOTE = ("qdrant local: points deleted from storage.sqlite (and history rows from the history db) with "
                       "secure_delete, which overwrites a deleted record's bytes with zeros (its page, overflow and "
@@ -486,9 +488,11 @@ class Mem0Live:
         out: dict[str, Rec] = {}
         keys: list[str] = []
         with closing(_ro(db)) as con:  # in rowid order (read ahead); the last row of an id is the one kept
-            for key, blob in con.execute("SELECT id, point FROM points"):
-                keys.append(key)
-                if may_hold(blob, mine, needles):
+            cur = con.execute("SELECT id, point FROM points")
+            while rows := cur.fetchmany(_BATCH):
+                keys += [k for k, _ in rows]
+                for i in selected([b for _, b in rows], mine, needles):
+                    key, blob = rows[i]
                     rec = _point_rec(store, _load_point(blob))
                     out.pop(rec.id, None)
                     out[rec.id] = rec
