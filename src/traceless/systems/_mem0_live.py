@@ -22,10 +22,12 @@ Every read uses SQLite ``mode=ro`` URIs on the files themselves (no mem0, qdrant
 client is opened: qdrant's local client takes a lock file and chroma's client migrates
 its schema). On qdrant local a scan or plan decodes only the points whose stored bytes may be
 the user's or hold a literal (``_mem0_qdrant``; issue #39: a 10^6-point collection is not
-unpickled whole), and the bystander digests hash the points' stored bytes. The erasure on
-chroma opens mem0 read-write and runs its own ``delete_all``; on qdrant local it takes
-qdrant's own lock and deletes the points by key as qdrant local's ``delete`` does (mem0's
-``delete_all`` would first load every point into memory).
+unpickled whole), and the bystander digests cover the containers the erasure touches and
+each table's count (``_mem0_near``). The erasure on chroma opens mem0 read-write and runs
+its own ``delete_all``; on qdrant local it takes qdrant's own lock and deletes the points by
+key as qdrant local's ``delete`` does (mem0's ``delete_all`` would first load every point
+into memory), with ``secure_delete``, VACUUMing a file only when the verification's byte
+scan still finds a literal in it (``compact_residue``).
 """
 
 from __future__ import annotations
