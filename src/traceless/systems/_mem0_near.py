@@ -9,7 +9,7 @@ So one table's digest is
 * ``range:[lo, hi]``: per deleted key, the keys from its ``NEIGHBOURS``-th predecessor to its
   ``NEIGHBOURS``-th successor in key order (the rows sharing its index and leaf pages: the
   container; a table of a few hundred rows is one container whole);
-* ``row:<sha256>``: each row in those ranges that is not skipped (the user's, the plan's), by
+* ``row:<digest>``: each row in those ranges that is not skipped (the user's, the plan's), by
   its values;
 * ``rows:<n>``: the rows of the whole table that are not skipped, counted by SQLite.
 
@@ -24,12 +24,11 @@ clients out while the erasure deletes), or removing as many rows as it adds.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sqlite3
 from collections.abc import Collection, Sequence
 
-from traceless.systems.kernel import StoreDigest
+from traceless.systems.kernel import StoreDigest, digest
 
 __all__ = ["NEIGHBOURS", "table_digest"]
 
@@ -75,7 +74,7 @@ def table_digest(con: sqlite3.Connection, table: str, columns: str, skip: Collec
         for row in con.execute(sql, (lo,) if hi is None else (lo, hi)):
             rows[str(row[0])] = tuple(row)
     out = [RANGE + json.dumps([lo, hi]) for lo, hi in ranges]
-    out += [ROW + hashlib.sha256(repr(r).encode()).hexdigest()[:32] for k, r in rows.items() if k not in skip]
+    out += [ROW + h for h in digest(repr(r) for k, r in rows.items() if k not in skip)]  # the kernel's one digest
     total = int(con.execute(f"SELECT count(*) FROM {table}").fetchone()[0])  # noqa: S608 - fixed names
     skipped = int(con.execute(f"SELECT count(*) FROM {table} WHERE id IN (SELECT value FROM json_each(?))",  # noqa: S608
                               (json.dumps(sorted(skip)),)).fetchone()[0])
