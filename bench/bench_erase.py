@@ -21,7 +21,9 @@ and traceless before the clock starts:
 * ``scan``: ``traceless.scan("mem0", cfg, user=U, literals=[canary])`` (read-only), and
   ``scan (CLI)``: the whole ``traceless scan`` command in a cold process, imports included;
 * ``forget``: ``traceless.forget(system="mem0", config=cfg, user=U, literals=[canary])``:
-  plan, journal, the deletions, VACUUM, re-scan, bystanders, signed receipt.
+  plan, journal, the deletions (with ``secure_delete``; VACUUM only of a file the re-scan's
+  byte scan still finds the canary in), re-scan, bystanders (the touched containers and
+  each table's count), signed receipt.
 
 Wall and CPU seconds (CPU: what a loaded machine changes least) are p50 over ``--reps``;
 ``load`` is printed before and after, and per size. ``--baseline-src DIR`` (a ``src`` folder

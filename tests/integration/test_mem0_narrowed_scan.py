@@ -220,3 +220,31 @@ def test_the_erasure_never_loads_the_collection(inst: dict[str, Any], tmp_path: 
     r = erase_system(system, "u1", [ODD[2]], state_dir=tmp_path / "state", key=b"k" * 32)
     assert r.verification.passed
     assert _live(cfg).scan("u1", [ODD[2]], False).hits == []
+
+
+def test_point_keys_decode_to_the_ids_they_encode() -> None:
+    """``decode_ids`` (the orphan check's keys decoded at once) inverts ``encode_keys`` for
+    UUIDs, digit strings, integers and non-ASCII ids; a key no id encodes to is no id."""
+    from traceless.systems._mem0_qdrant import decode_ids, encode_key, encode_keys
+
+    ids = [f"00000000-0000-4000-8000-{i:012d}" for i in range(50)] + ["5", "05", "ñandú-ü", "x" * 36]
+    keys = [*encode_keys(ids), encode_key(7), "not-a-key", encode_key(7)[:-4]]
+    assert decode_ids(keys) == {i.encode() for i in [*ids, "7"]}
+
+
+def test_the_float_run_is_the_vector_and_nothing_else(inst: dict[str, Any]) -> None:
+    """``may_hold`` skips a point's unnamed vector: the run found is exactly its floats (a
+    ``BINFLOAT`` each), the payload right after; a pickle laid out otherwise is searched whole."""
+    import pickle
+
+    from traceless.systems._mem0_live import _load_point
+    from traceless.systems._mem0_qdrant import float_run
+
+    con = sqlite3.connect(Path(inst["vector_store"]["config"]["path"]) / "collection" / "mem" / "storage.sqlite")
+    blobs = [b for (b,) in con.execute("SELECT point FROM points")]
+    con.close()
+    for b in blobs:
+        lo, hi = float_run(b) or (0, 0)
+        assert hi - lo == 9 * 8 and b[hi:].startswith(b"es\x8c\x07payload")  # 8 dims
+        assert pickle.loads(b"(" + b[lo:hi] + b"l.") == _load_point(b).vector[""]  # noqa: S301 - the test's own bytes
+    assert float_run(pickle.dumps({"vector": {"a": [1.0]}, "payload": {}})) is None

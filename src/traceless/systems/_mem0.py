@@ -408,6 +408,11 @@ class Mem0System(MemorySystem):
     def execute_erasure(self, plan: ErasurePlan, literals: Sequence[str]) -> list[StoreOutcome]:
         return self._live().execute(plan, self._native_delete)
 
+    def compact_residue(self, names: Sequence[str]) -> list[StoreOutcome]:
+        """The driver's hook when the verification's byte scan still finds a literal in ``names``
+        (``_erase_run._verify_compacting``): VACUUM those SQLite files (``Mem0Live.compact_residue``)."""
+        return self._live().compact_residue(names)
+
     def check_erasable(self) -> None:
         """qdrant local's lock can be taken (``qdrant_lock``, without loading the collection):
         an application that holds the instance open is found here, before any history row is

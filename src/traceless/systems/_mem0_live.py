@@ -22,10 +22,12 @@ Every read uses SQLite ``mode=ro`` URIs on the files themselves (no mem0, qdrant
 client is opened: qdrant's local client takes a lock file and chroma's client migrates
 its schema). On qdrant local a scan or plan decodes only the points whose stored bytes may be
 the user's or hold a literal (``_mem0_qdrant``; issue #39: a 10^6-point collection is not
-unpickled whole), and the bystander digests hash the points' stored bytes. The erasure on
-chroma opens mem0 read-write and runs its own ``delete_all``; on qdrant local it takes
-qdrant's own lock and deletes the points by key as qdrant local's ``delete`` does (mem0's
-``delete_all`` would first load every point into memory).
+unpickled whole), and the bystander digests cover the containers the erasure touches and
+each table's count (``_mem0_near``). The erasure on chroma opens mem0 read-write and runs
+its own ``delete_all``; on qdrant local it takes qdrant's own lock and deletes the points by
+key as qdrant local's ``delete`` does (mem0's ``delete_all`` would first load every point
+into memory), with ``secure_delete``, VACUUMing a file only when the verification's byte
+scan still finds a literal in it (``compact_residue``).
 """
 
 from __future__ import annotations
@@ -46,7 +48,8 @@ from urllib.parse import unquote
 
 from traceless.errors import ConfigError, UnsupportedError
 from traceless.systems import NO_OWNER, ErasurePlan, PlannedAction, ScanHit, ScanReport, StoreOutcome
-from traceless.systems._mem0_qdrant import encode_keys, key_forms, may_hold, pickled_str, point_needles
+from traceless.systems._mem0_near import table_digest
+from traceless.systems._mem0_qdrant import decode_ids, key_forms, pickled_str, point_needles, selected
 from traceless.systems.kernel import StoreDigest, count_literals, digest, literal_forms
 from traceless.systems.sqlite import ro_connect
 
@@ -59,7 +62,13 @@ _CHROMA_DELETE = 3  # embeddings_queue.operation of a delete (ADD 0, UPDATE 1, U
 ORPHAN = "a history row whose memory_id is in no collection"
 """Why a record is unattributable residue (``ScanHit.unattributable``)."""
 _POINTS = ("vector_store", "entity_store")
-_REBUILDING = ".traceless-rebuild"  # ``_mem0_chroma.REBUILD_SUFFIX`` (not imported: a scan imports no numpy/chroma)
+_BATCH = 2048
+"""Points read and searched at once (``_mem0_qdrant.selected``): about 8 MB."""
+_REBUILDING = ".traceless-rebuild"
+SECURE_DELETE_NOTE = ("qdrant local: points deleted from storage.sqlite (and history rows from the history db) with "
+                      "secure_delete, which overwrites a deleted record's bytes with zeros (its page, overflow and "
+                      "freed pages); VACUUM only where the byte scan after the deletion still finds a literal (no "
+                      "segments or WAL in local mode)")  # ``_mem0_chroma.REBUILD_SUFFIX`` (not imported: a scan imports no numpy/chroma)
 
 
 @dataclass(frozen=True)
@@ -324,6 +333,8 @@ class Mem0Live:
     _selected: tuple[tuple[Any, str | None], frozenset[str], list[Rec]] | None = None
     """The last narrowed read (``records_for``): ((files' stamp, user), literals, records)."""
     _keys: dict[tuple[str, str], str] = field(default_factory=dict)
+    _baseline: dict[str, StoreDigest] = field(default_factory=dict)
+    """This erasure's first bystander digest on qdrant local (``bystanders``; reset by ``plan``)."""
     """The ``points.id`` key of each point a narrowed read decoded, by (store, id)."""
 
     def __post_init__(self) -> None:
@@ -402,12 +413,6 @@ class Mem0Live:
                 yield Rec("messages", str(row[0]), _scope_user(str(row[1] or "")),
                           {"content": str(row[3] or ""), "session_scope": str(row[1] or "")}, row)
 
-    def history_rows(self) -> Iterator[tuple[str, str, str | None, tuple[Any, ...]]]:
-        """Every row of the history db as (store, id, memory id or the messages row's user,
-        its values): what the bystander digest reads, without building a ``Rec`` per row."""
-        for table, row in self._history_tables():
-            yield table, str(row[0]), str(row[1]) if table == "history" else _scope_user(str(row[1] or "")), row
-
     def history_counts(self) -> dict[str, int]:
         """Rows of the history db's tables (``history``, ``messages``), counted by SQLite."""
         with closing(_ro(self.layout.history)) as con:
@@ -475,26 +480,28 @@ class Mem0Live:
         return recs
 
     def _qdrant_selected(self, store: str, collection: str, user: str | None, needles: Sequence[bytes],
-                         ) -> tuple[list[Rec], set[str]]:
+                         ) -> tuple[list[Rec], list[str]]:
         """(the points ``may_hold`` selects, decoded; every point's key). Each selected
         point's key is kept (``_keys``): the bystander digest skips points by key."""
         db = self.layout.qdrant_db(collection)
         if not db.is_file():
-            return [], set()
+            return [], []
         mine = pickled_str(user) if user is not None else None
         out: dict[str, Rec] = {}
-        keys: set[str] = set()
+        keys: list[str] = []
         with closing(_ro(db)) as con:  # in rowid order (read ahead); the last row of an id is the one kept
-            for key, blob in con.execute("SELECT id, point FROM points"):
-                keys.add(key)
-                if may_hold(blob, mine, needles):
+            cur = con.execute("SELECT id, point FROM points")
+            while rows := cur.fetchmany(_BATCH):
+                keys += [k for k, _ in rows]
+                for i in selected([b for _, b in rows], mine, needles):
+                    key, blob = rows[i]
                     rec = _point_rec(store, _load_point(blob))
                     out.pop(rec.id, None)
                     out[rec.id] = rec
                     self._keys[(store, rec.id)] = key
         return list(reversed(out.values())), keys
 
-    def _history_for(self, vec: Sequence[Rec], keys: set[str], user: str | None,
+    def _history_for(self, vec: Sequence[Rec], keys: Sequence[str], user: str | None,
                      literals: Sequence[str]) -> list[Rec]:
         """The history db's rows of ``vec``'s memories, of no memory (``keys``: every point's)
         or holding a literal (``_narrowing``), each owned as its memory is."""
@@ -512,15 +519,15 @@ class Mem0Live:
                 r.orphan = (r.memory_id or "") in lost
         return hist
 
-    def _orphan_memories(self, keys: set[str]) -> set[str | None]:
-        """The history rows' memory ids that no point of the collection has (``keys``)."""
+    def _orphan_memories(self, keys: Sequence[str]) -> set[str | None]:
+        """The history rows' memory ids that no point of the collection has (``keys``: every
+        point's), compared as bytes (``decode_ids``: the keys decoded at once)."""
         with closing(_ro(self.layout.history)) as con:
             if not con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'history'").fetchone():
                 return set()
-            mids = {m for (m,) in con.execute("SELECT memory_id FROM history")}
-        uuids = [str(m) for m in mids if m is not None and not str(m).lstrip("-").isdigit()]
-        lost: set[str | None] = {m for m, k in zip(uuids, encode_keys(uuids), strict=True) if k not in keys}
-        return lost | {m for m in mids if m is None or (str(m).lstrip("-").isdigit() and keys.isdisjoint(key_forms(str(m))))}
+            mids = {m for (m,) in con.execute("SELECT CAST(memory_id AS BLOB) FROM history")}
+        lost: set[str | None] = {None} if None in mids else set()
+        return lost | {bytes(m).decode("utf-8", "surrogatepass") for m in mids - decode_ids(keys) if m is not None}
 
     def _owners_of(self, memory_ids: Collection[str]) -> dict[str, str | None]:
         """The owners of these memories' points (a few: another user's history rows holding a literal)."""
@@ -574,6 +581,7 @@ class Mem0Live:
 
     # ------------------------------------------------------------------ plan
     def plan(self, user: str | None, literals: Sequence[str]) -> ErasurePlan:
+        self._baseline = {}  # a new erasure: its own first bystander digest
         recs = self.records_for(user, literals)
         actions: list[PlannedAction] = []
         hit_mem: set[str] = set()
@@ -600,7 +608,32 @@ class Mem0Live:
         return ErasurePlan(system="mem0", user=user, actions=actions, compaction=self._compaction(),
                            held_by_others=others)
 
+    def compact_residue(self, names: Collection[str]) -> list[StoreOutcome]:
+        """VACUUM the SQLite files the verification's byte scan still found the literals in
+        (``names``: file names, a ``-journal``/``-wal`` of one counting as the file), on qdrant
+        local, whose erasure deletes with ``secure_delete`` and compacts nothing otherwise
+        (issue 39: VACUUM of a 4 GB ``storage.sqlite`` is a minute); the stores each file
+        holds, marked compacted. Nothing elsewhere (chroma's erasure VACUUMs always)."""
+        if self.layout.provider != "qdrant" or self.read_only:
+            return []
+        held = {n.removesuffix("-journal").removesuffix("-wal") for n in names}
+        stores: dict[str, list[str]] = {}
+        with qdrant_lock(self.layout.path):
+            for p, owns in ((self.layout.history, ("history", "messages")),
+                            (self.layout.qdrant_db(self.layout.collection), ("vector_store",)),
+                            (self.layout.qdrant_db(self.layout.entity_collection), ("entity_store",))):
+                if p.name in held and p.is_file():
+                    _vacuum(p)
+                    for st in owns:
+                        stores.setdefault(st, []).append(f"VACUUM {p.name}: the byte scan after the deletion still "
+                                                         "found the literals there")
+        return [StoreOutcome(store=st, compacted=True, notes=n) for st, n in stores.items()]
+
     def _compaction(self) -> list[str]:
+        if self.layout.provider == "qdrant":
+            return [f"VACUUM {p} only if the byte scan after the deletion still finds a literal in it "
+                    "(deleted with secure_delete: the records' bytes are overwritten with zeros)"
+                    for p in self.layout.sqlite_files()]
         out = [f"VACUUM {p}" for p in self.layout.sqlite_files()]
         if self.layout.provider == "chroma":
             out.append(f"rebuild the HNSW segment of chroma's {self.layout.collection} (and of its entity "
@@ -609,34 +642,44 @@ class Mem0Live:
 
     def bystanders(self, user: str | None) -> dict[str, StoreDigest]:
         """Per store, the digests of the records that are neither the user's nor the plan's
-        targets. On qdrant local a point is digested by its stored bytes (one pass over
-        ``storage.sqlite``: only the points that may be the user's are decoded, to tell) and a
-        history db row by its values; elsewhere from every record as read (``records``)."""
+        targets. On qdrant local (``_mem0_near``): in each table the erasure deletes from, the
+        rows sharing a container (key neighbours) with a deleted one, by their values, and the
+        table's count by SQLite; the first digest is this erasure's baseline, the later ones
+        cover the same containers (``resume``: the journalled one after a crash). The small
+        ``messages`` table whole. Elsewhere from every record as read (``records``)."""
         if self.layout.provider != "qdrant":
             return self._bystanders_read(user)
-        per: dict[str, list[str]] = {s: [] for s in self.store_names()}
-        own = [] if user is None else [r for r in self.records_for(user, ()) if r.owner == user and r.store in _POINTS]
-        mine = {r.id for r in own if r.store == "vector_store"}
-        per["vector_store"] = self._point_digests("vector_store", self.layout.collection, own)
-        per["entity_store"] = self._point_digests("entity_store", self.layout.entity_collection, own)
-        for table, rid, whose, raw in self.history_rows():
-            theirs = whose in mine if table == "history" else user is not None and whose == user
-            if not theirs and (table, rid) not in self.targets:
-                per.setdefault(table, []).append(self._row_digest(table, raw))
-        return {s: digest(d) for s, d in per.items()}
+        recs = [] if user is None else self.records_for(user, ())
+        own = {(r.store, r.id) for r in recs if r.owner == user and r.store in _POINTS}
+        mine = {i for s, i in own if s == "vector_store"}
+        out: dict[str, StoreDigest] = {}
+        for store, coll in (("vector_store", self.layout.collection), ("entity_store", self.layout.entity_collection)):
+            if (db := self.layout.qdrant_db(coll)).is_file():
+                ids = own | {t for t in self.targets if t[0] == store}
+                keys = {k for s, i in ids if s == store for k in ([self._keys[(s, i)]] if (s, i) in self._keys
+                                                                   else key_forms(i))}
+                with closing(_ro(db)) as con:
+                    out[store] = table_digest(con, "points", "id, point", keys, keys, self._baseline.get(store))
+        skip = {i for s, i in self.targets if s == "history"} | {
+            r.id for r in recs if r.store == "history" and r.memory_id in mine}
+        with closing(_ro(self.layout.history)) as con:
+            names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if "history" in names:
+                out["history"] = table_digest(con, "history", _HISTORY_COLUMNS.removeprefix("SELECT ").split(
+                    " FROM ")[0], skip, skip, self._baseline.get("history"))
+            msgs = list(con.execute(_MESSAGES_COLUMNS)) if "messages" in names else []
+        out["messages"] = digest(self._row_digest("messages", tuple(r)) for r in msgs
+                                 if not (user is not None and _scope_user(str(r[1] or "")) == user)
+                                 and ("messages", str(r[0])) not in self.targets)
+        for s in self.store_names():
+            out.setdefault(s, ())
+        if not self._baseline:
+            self._baseline = dict(out)
+        return out
 
-    def _point_digests(self, store: str, collection: str, own: Sequence[Rec]) -> list[str]:
-        """SHA-256 of each point's stored bytes but the user's (``own``: the narrowed read's,
-        that of the scan or plan just made when the files are as they were) and the plan's
-        targets, each told by its key (``_keys``, else its id's ``key_forms``)."""
-        db = self.layout.qdrant_db(collection)
-        if not db.is_file():
-            return []
-        ids = {(r.store, r.id) for r in own} | {t for t in self.targets if t[0] == store}
-        skip = {k for s, i in ids if s == store for k in ([self._keys[(s, i)]] if (s, i) in self._keys else key_forms(i))}
-        with closing(_ro(db)) as con:
-            return [hashlib.sha256(blob).hexdigest() for key, blob in con.execute("SELECT id, point FROM points")
-                    if key not in skip]
+    def resume(self, before: dict[str, StoreDigest]) -> None:
+        """A re-run after a crash: the journalled first digest is this erasure's baseline."""
+        self._baseline = dict(before)
 
     def _bystanders_read(self, user: str | None) -> dict[str, StoreDigest]:
         per: dict[str, list[str]] = {s: [] for s in self.store_names()}
@@ -693,8 +736,10 @@ class Mem0Live:
         notes = self._compact_vectors(mem_ids, ids)
         if chroma is not None:
             chroma.rebuild(self.files())
-        _vacuum(self.layout.history)
-        out = [StoreOutcome(store=s, removed=removed.get(s, 0), compacted=True) for s in self.store_names()]
+        qdrant = self.layout.provider == "qdrant"
+        if not qdrant:
+            _vacuum(self.layout.history)
+        out = [StoreOutcome(store=s, removed=removed.get(s, 0), compacted=not qdrant) for s in self.store_names()]
         for o in out:
             o.notes = notes.get(o.store, [])
         if chroma is not None:
@@ -744,10 +789,7 @@ class Mem0Live:
 
     def _compact_vectors(self, mem_ids: set[str], ids: dict[str, set[str]]) -> dict[str, list[str]]:
         if self.layout.provider == "qdrant":
-            for p in self.layout.sqlite_files()[1:]:
-                _vacuum(p)
-            return {"vector_store": ["qdrant local: points deleted from storage.sqlite, then VACUUM (no segments "
-                                     "or WAL in local mode)"]}
+            return {"vector_store": [SECURE_DELETE_NOTE]}
         db = self.layout.path / _CHROMA_DB
         with closing(sqlite3.connect(db)) as con:
             con.execute("PRAGMA secure_delete = ON")

@@ -28,7 +28,8 @@ from collections.abc import Sequence
 
 from traceless.systems.kernel import literal_forms
 
-__all__ = ["encode_key", "encode_keys", "key_forms", "may_hold", "point_needles", "pickled_str", "text_needle"]
+__all__ = ["decode_ids", "encode_key", "encode_keys", "float_run", "key_forms", "may_hold", "pickled_str",
+           "point_needles", "selected", "text_needle"]
 
 _ESCAPE_TAIL = frozenset("nrtbfu0123456789abcdef")
 """What may follow a backslash in ``json.dumps(ensure_ascii=False)`` (``\\n`` … ``\\u001f``)."""
@@ -82,15 +83,39 @@ def pickled_str(s: str) -> tuple[bytes, bytes]:
 
 def may_hold(blob: bytes, user: tuple[bytes, bytes] | None, needles: Sequence[bytes]) -> bool:
     """The point's bytes may be the user's (``pickled_str``) or hold a literal's needle. A
-    pickle of protocol 0 or 1 (never qdrant's) is always decoded."""
+    pickle of protocol 0 or 1 (never qdrant's) is always decoded. The unnamed vector's floats
+    (``float_run``: no string is there, and nine in ten of a point's bytes) are not searched."""
+    lo, hi = float_run(blob) or (len(blob), len(blob))
     for n in needles:
-        if n in blob:
+        if blob.find(n, 0, lo) >= 0 or blob.find(n, hi) >= 0:
             return True
     if user is None:
         return False
     if blob[:1] != b"\x80" or len(blob) < 2 or blob[1] < 2:
         return True
-    return (user[0] if blob[1] >= 4 else user[1]) in blob
+    u = user[0] if blob[1] >= 4 else user[1]
+    return blob.find(u, 0, lo) >= 0 or blob.find(u, hi) >= 0
+
+
+_VECTOR = b"\x8c\x06vector\x94}\x94\x8c\x00\x94]\x94("
+"""A protocol-4 pickle's ``"vector": {"": [`` (qdrant local's unnamed vector), floats next."""
+_PAYLOAD = b"es\x8c\x07payload\x94"
+"""What follows the floats: the list and the vector dict closed, then the payload's key."""
+
+
+def float_run(blob: bytes) -> tuple[int, int] | None:
+    """(start, end) of the floats of a point's unnamed vector in its pickle: a run of
+    ``BINFLOAT`` (``G`` and 8 raw bytes: every 9th byte a ``G``, the run ending where one is
+    not), the payload's key right after it; None when the pickle is not laid out so (then
+    every byte is searched). The floats' raw bytes belong to no string: a string's bytes (the
+    user id, a payload text) lie wholly before or after them."""
+    v = blob.find(_VECTOR, 0, 512)
+    if v < 0:
+        return None
+    p = v + len(_VECTOR)
+    ops = blob[p::9]
+    q = p + 9 * (len(ops) - len(ops.lstrip(b"G")))
+    return (p, q) if q > p and blob.startswith(_PAYLOAD, q) else None
 
 
 def encode_key(point_id: str | int) -> str:
@@ -113,6 +138,57 @@ def encode_keys(point_ids: Sequence[str]) -> list[str]:
         out.append(enc[pos:pos + n])
         pos += n
     return out
+
+
+def selected(blobs: Sequence[bytes], user: tuple[bytes, bytes] | None, needles: Sequence[bytes]) -> list[int]:
+    """The indexes of ``blobs`` that ``may_hold`` selects. Points laid out alike (the first
+    one's ``float_run``, checked for every point of the batch at once: its vector marker the
+    first, every 9th byte of the floats a ``G``, the payload key after them) are searched
+    at once, the bytes before and after their floats joined; a batch where a needle is found
+    there, or not laid out alike, is decided point by point."""
+    run = float_run(blobs[0]) if blobs else None
+    if run is None or user is None and not needles:
+        return [i for i, b in enumerate(blobs) if may_hold(b, user, needles)]
+    p, q = run
+    n, m, k, ops = len(blobs), len(_VECTOR), len(_PAYLOAD), b"G" * ((q - p) // 9)
+    alike = (b"".join([b[q:q + k] for b in blobs]) == _PAYLOAD * n
+             and all(b[p:q:9] == ops for b in blobs)
+             and all(b.find(_VECTOR, 0, p) == p - m for b in blobs))  # protocol 4+: MEMOIZE in the marker
+    if alike:
+        text = (b"\0".join([b[:p] for b in blobs]), b"\0".join([b[q:] for b in blobs]))
+        if not any(x in t for x in [*needles, *([user[0]] if user else [])] for t in text):
+            return []
+    return [i for i, b in enumerate(blobs) if may_hold(b, user, needles)]
+
+
+_UUID_KEY = pickle.dumps("0" * 36, protocol=_KEY_PROTOCOL)
+"""The pickle of a 36-character string id (a UUID's), the shape of most keys: 13 bytes, the
+id, 2 bytes (51: whole base64 quanta, so many keys joined decode at once)."""
+
+
+def decode_ids(keys: Sequence[str]) -> set[bytes]:
+    """The UTF-8 bytes of ``str(id)`` of every point whose key is in ``keys`` (the inverse of
+    ``encode_key``): the keys of 36-character string ids decoded joined, at once, their fixed
+    bytes checked column by column; any other key decoded alone."""
+    size, b64 = len(_UUID_KEY), len(_UUID_KEY) // 3 * 4
+    fast = [k for k in keys if len(k) == b64 and k[-1] != "="]
+    raw = base64.b64decode("".join(fast))
+    n = len(fast)
+    ok = len(raw) == n * size and all(raw[j::size] == _UUID_KEY[j:j + 1] * n for j in (*range(13), size - 2, size - 1))
+    out = {raw[i + 13:i + 13 + 36] for i in range(0, len(raw), size)} if ok else set()
+    for k in (k for k in keys if not ok or len(k) != b64 or k[-1] == "="):
+        if (i := _decode_key(k)) is not None:
+            out.add(str(i).encode("utf-8", "surrogatepass"))
+    return out
+
+
+def _decode_key(key: str) -> str | int | None:
+    """The id whose ``encode_key`` is ``key``; None for a key no id encodes to (no memory's)."""
+    try:
+        i = pickle.loads(base64.b64decode(key, validate=True))  # noqa: S301 - qdrant local's own key format
+    except Exception:  # noqa: BLE001 - not a pickle: no id's key
+        return None
+    return i if isinstance(i, (str, int)) and encode_key(i) == key else None
 
 
 def key_forms(point_id: str) -> list[str]:
