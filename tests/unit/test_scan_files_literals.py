@@ -50,3 +50,27 @@ def test_scan_bytes_counts_each_needle_apart_across_the_chunk_boundary(tmp_path:
     assert scan_bytes([big, tmp_path / "gone"], [vec, other, vec[:8]]) == {str(big): [2, 0, 2]}
     with pytest.raises(ValueError, match="empty needle"):
         scan_bytes([big], [b""])
+
+
+def test_one_pass_scan_counts_what_a_count_per_form_does(tmp_path: Path) -> None:
+    """The one-pass reader (a chunk without NUL skips the UTF-16 forms; a chunk where the regex
+    of all forms finds none is not counted form by form) counts exactly ``bytes.count`` per form:
+    chunks with and without NUL, with and without a hit, overlapping and repeated forms."""
+    import random
+
+    from traceless.forget import encodings_of, scan_bytes
+
+    rng = random.Random(39)
+    literals = ["QZ7-KIWI-1234", "KIWI-12", "ZZZ", "ünï-42"]
+    forms = [f for lit in literals for f in encodings_of(lit)]
+    text = bytearray(rng.choice(b"abcdefgh ,:[]{}0123456789") for _ in range(3 * CHUNK + 777))
+    for pos in (5, CHUNK - 3, 3 * CHUNK + 100):  # UTF-8 hits in chunks 1 (one across its end) and 4; none in 2
+        form = rng.choice([f for f in forms if b"\0" not in f])
+        text[pos:pos + len(form)] = form
+    text[2 * CHUNK + 9:2 * CHUNK + 9 + 26] = "QZ7-KIWI-1234".encode("utf-16-le")  # a NUL only in chunk 2
+    text[2 * CHUNK + 90:2 * CHUNK + 96] = b"ZZZZZZ"
+    f = tmp_path / "store.json"
+    f.write_bytes(bytes(text))
+    data = bytes(text)
+    assert scan_bytes([f], forms) == {str(f): [data.count(x) for x in forms]}
+    assert scan_files([f], literals) == {str(f): sum(data.count(x) for x in forms)}
