@@ -74,3 +74,29 @@ def test_one_pass_scan_counts_what_a_count_per_form_does(tmp_path: Path) -> None
     data = bytes(text)
     assert scan_bytes([f], forms) == {str(f): [data.count(x) for x in forms]}
     assert scan_files([f], literals) == {str(f): sum(data.count(x) for x in forms)}
+
+
+def test_many_needles_count_what_a_count_per_needle_does(tmp_path: Path) -> None:
+    """Past a few forms (an erasure's vectors: hundreds of needles) the reader finds them by
+    their first 4 bytes (NumPy, every alignment): still exactly ``bytes.count`` per needle,
+    for needles across the chunk end, repeated, overlapping themselves, shorter than 4 bytes,
+    sharing their first 4 bytes, and ones that are absent."""
+    import random
+
+    from traceless.forget import scan_bytes
+
+    rng = random.Random(391)
+    vecs = [rng.randbytes(1536) for _ in range(40)]
+    needles = [*vecs, b"abab" * 3, b"xy", vecs[0][:4] + b"tail", b"\x00\x00\x00\x00\x00"]
+    data = bytearray(rng.randbytes(2 * CHUNK + 5000))
+    for k, pos in enumerate([3, CHUNK - 700, CHUNK + 2000, 2 * CHUNK + 1000, 2 * CHUNK + 2600]):
+        data[pos:pos + 1536] = vecs[k % 3]  # one across the first chunk's end
+    data[77_001:77_001 + 13] = b"abababababab" + b"a"  # overlapping self-matches
+    data[90_000:90_008] = vecs[0][:4] + b"tail"
+    data[91_000:91_009] = b"\x00" * 9
+    f = tmp_path / "data.lance"
+    f.write_bytes(bytes(data))
+    raw = bytes(data)
+    expected = [raw.count(x) for x in needles]
+    assert expected[0] == 2 and expected[1] == 2 and expected[-1] == 1  # the planted copies (and the test's own claim)
+    assert scan_bytes([f], needles) == {str(f): expected}
