@@ -98,18 +98,19 @@ def _hash(words: np.ndarray) -> np.ndarray:
 def _anchored(buf: bytearray, end: int, forms: list[bytes], idx: list[int]) -> dict[int, list[int]]:
     """Every start (below ``end``) of every ``forms[i]`` (``i`` in ``idx``, each of 4 bytes or
     more) in ``buf``: each 4-byte word at each of the 4 alignments looked up at once (NumPy) in a
-    table of the forms' first 4 bytes, and only the few positions it marks compared in Python."""
-    by_anchor: dict[bytes, list[int]] = {}
+    table of the forms' first 4 bytes, and only the positions it marks compared in Python, once
+    per length of the forms that start so (texts that share their start: one look-up each)."""
+    by_anchor: dict[bytes, dict[int, dict[bytes, list[int]]]] = {}
     for i in idx:
-        by_anchor.setdefault(forms[i][:4], []).append(i)
+        by_anchor.setdefault(forms[i][:4], {}).setdefault(len(forms[i]), {}).setdefault(forms[i], []).append(i)
     table = np.zeros(1 << _BITS, dtype=bool)
     table[_hash(np.frombuffer(b"".join(by_anchor), dtype="<u4"))] = True
     out: dict[int, list[int]] = {i: [] for i in idx}
     for a in range(4):
         words = np.frombuffer(buf, dtype="<u4", count=max(0, (end - a) // 4), offset=a)
         for p in (np.flatnonzero(table[_hash(words)]) * 4 + a).tolist():
-            for i in by_anchor.get(bytes(buf[p:p + 4]), ()):
-                if buf.startswith(forms[i], p, end):
+            for size, same in by_anchor.get(bytes(buf[p:p + 4]), {}).items():
+                for i in same.get(bytes(buf[p:p + size]), ()) if p + size <= end else ():
                     out[i].append(p)
         del words  # the view released: ``buf`` is written again by the caller
     return out
