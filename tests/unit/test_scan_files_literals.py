@@ -100,3 +100,34 @@ def test_many_needles_count_what_a_count_per_needle_does(tmp_path: Path) -> None
     expected = [raw.count(x) for x in needles]
     assert expected[0] == 2 and expected[1] == 2 and expected[-1] == 1  # the planted copies (and the test's own claim)
     assert scan_bytes([f], needles) == {str(f): expected}
+
+
+def test_sparse_needles_in_a_file_of_zeros_count_what_a_count_per_needle_does(tmp_path: Path) -> None:
+    """Sparse vectors (runs of zero floats, as a hashing embedder writes them) in a file mostly of
+    zero bytes: each needle anchored by a window of its own (not a run of zeros), and past too
+    many marked positions the chunk counted form by form; both exactly ``bytes.count``."""
+    import random
+
+    from traceless.forget import scan_bytes
+
+    rng = random.Random(392)
+
+    def sparse() -> bytes:
+        v = bytearray(1536)
+        for _ in range(3):
+            k = rng.randrange(0, 1536 // 4) * 4
+            v[k:k + 4] = rng.randbytes(4)
+        return bytes(v)
+
+    vecs = [sparse() for _ in range(30)]
+    data = bytearray(CHUNK + 3000)
+    for k, pos in enumerate([40, 9000, CHUNK - 100, CHUNK + 1440]):
+        data[pos:pos + 1536] = vecs[k % 2]
+    f = tmp_path / "zeros.lance"
+    f.write_bytes(bytes(data))
+    raw = bytes(data)
+    expected = [raw.count(x) for x in vecs]
+    assert expected[:3] == [2, 2, 0]
+    assert scan_bytes([f], vecs) == {str(f): expected}
+    crowded = [*vecs, *(bytes(8 + k) for k in range(20))]  # runs of zeros: marked everywhere
+    assert scan_bytes([f], crowded) == {str(f): [raw.count(x) for x in crowded]}

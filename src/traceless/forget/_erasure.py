@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from io import BufferedReader
 from pathlib import Path
@@ -19,7 +20,11 @@ _FEW = 16
 position whose byte starts one); more (an erasure's vectors: hundreds of 1536-byte needles) by
 their 4-byte anchors (``_anchored``)."""
 _BITS = 20
-_MULT = np.uint32(2654435761)
+_MULT = np.uint64(0x9E3779B97F4A7C15)
+_W = 8
+"""Bytes of an anchor: a form of ``_W`` bytes or more is found by one window of its own."""
+_CROWDED = 1 << 16
+"""Candidates per chunk past which the anchors are dropped and the forms counted one by one."""
 
 
 def _json_escaped(literal: str, upper: bool) -> bytes:
@@ -91,28 +96,53 @@ def _possible(forms: list[bytes], nul: bool) -> list[int]:
 
 
 def _hash(words: np.ndarray) -> np.ndarray:
-    """A 4-byte word's slot in the anchors' table (Knuth's multiplicative hash, ``_BITS`` bits)."""
-    return (words * _MULT) >> np.uint32(32 - _BITS)
+    """An 8-byte word's slot in the anchors' table (multiplicative hash, ``_BITS`` bits)."""
+    return (words * _MULT) >> np.uint64(64 - _BITS)
 
 
-def _anchored(buf: bytearray, end: int, forms: list[bytes], idx: list[int]) -> dict[int, list[int]]:
-    """Every start (below ``end``) of every ``forms[i]`` (``i`` in ``idx``, each of 4 bytes or
-    more) in ``buf``: each 4-byte word at each of the 4 alignments looked up at once (NumPy) in a
-    table of the forms' first 4 bytes, and only the positions it marks compared in Python, once
-    per length of the forms that start so (texts that share their start: one look-up each)."""
-    by_anchor: dict[bytes, dict[int, dict[bytes, list[int]]]] = {}
+def _windows(form: bytes) -> set[bytes]:
+    return {form[k:k + _W] for k in range(min(len(form) - _W, 256) + 1)}
+
+
+def _anchors(forms: list[bytes]) -> dict[bytes, int]:
+    """Each form's anchor offset: of its ``_W``-byte windows (the first 256), the one fewest of
+    the other forms share (a text's common words, a sparse vector's zero floats are in most
+    rows of a file: never those when another is at hand), then the one of most distinct bytes."""
+    shared = Counter(w for f in set(forms) for w in _windows(f))
+
+    def rank(f: bytes, k: int) -> tuple[int, int, int]:
+        return shared[f[k:k + _W]], -len(set(f[k:k + _W])), k
+
+    return {f: min(range(min(len(f) - _W, 256) + 1), key=lambda k: rank(f, k)) for f in set(forms)}
+
+
+def _anchored(buf: bytearray, end: int, forms: list[bytes], idx: list[int]) -> dict[int, list[int]] | None:
+    """Every start (below ``end``) of every ``forms[i]`` (``i`` in ``idx``, each of ``_W`` bytes or
+    more) in ``buf``: each 8-byte word at each alignment looked up at once (NumPy) in a table of
+    the forms' anchors (``_anchors``), and only the positions it marks compared in Python, once
+    per (anchor offset, length) of the forms anchored so. None when over ``_CROWDED`` positions
+    are marked (then a count per form is faster)."""
+    by_anchor: dict[bytes, dict[tuple[int, int], dict[bytes, list[int]]]] = {}
+    offsets = _anchors([forms[i] for i in idx])
     for i in idx:
-        by_anchor.setdefault(forms[i][:4], {}).setdefault(len(forms[i]), {}).setdefault(forms[i], []).append(i)
+        f = forms[i]
+        k = offsets[f]
+        by_anchor.setdefault(f[k:k + _W], {}).setdefault((k, len(f)), {}).setdefault(f, []).append(i)
     table = np.zeros(1 << _BITS, dtype=bool)
-    table[_hash(np.frombuffer(b"".join(by_anchor), dtype="<u4"))] = True
-    out: dict[int, list[int]] = {i: [] for i in idx}
-    for a in range(4):
-        words = np.frombuffer(buf, dtype="<u4", count=max(0, (end - a) // 4), offset=a)
-        for p in (np.flatnonzero(table[_hash(words)]) * 4 + a).tolist():
-            for size, same in by_anchor.get(bytes(buf[p:p + 4]), {}).items():
-                for i in same.get(bytes(buf[p:p + size]), ()) if p + size <= end else ():
-                    out[i].append(p)
+    table[_hash(np.frombuffer(b"".join(by_anchor), dtype="<u8"))] = True
+    marked = []
+    for a in range(_W):
+        words = np.frombuffer(buf, dtype="<u8", count=max(0, (end - a) // _W), offset=a)
+        marked.append(np.flatnonzero(table[_hash(words)]) * _W + a)
         del words  # the view released: ``buf`` is written again by the caller
+        if sum(map(len, marked)) > _CROWDED:
+            return None
+    out: dict[int, list[int]] = {i: [] for i in idx}
+    for q in np.concatenate(marked).tolist():
+        for (k, size), same in by_anchor.get(bytes(buf[q:q + _W]), {}).items():
+            p = q - k
+            for i in same.get(bytes(buf[p:p + size]), ()) if p >= 0 and p + size <= end else ():
+                out[i].append(p)
     return out
 
 
@@ -130,17 +160,18 @@ def _greedy(starts: list[int], size: int, limit: int) -> int:
 def _chunk_counts(buf: bytearray, have: int, end: int, forms: list[bytes], live: list[int], n: list[int]) -> None:
     """Add to ``n`` each live form's occurrences in ``buf[:end]`` not inside ``buf[:have]`` (the
     previous chunk's tail, counted with it): few forms counted one by one after a regex of all
-    found one; many, a short one counted, the others found by their anchors."""
+    found one; many, found by their anchors (``_anchored``), a short one counted."""
     if len(live) <= _FEW:
         if len(live) > 1 and _matcher(tuple(forms[i] for i in live)).search(buf, 0, end) is None:
             return
         for i in live:
             n[i] += buf.count(forms[i], 0, end) - buf.count(forms[i], 0, have)
         return
-    long = [i for i in live if len(forms[i]) >= 4]
-    for i in (i for i in live if len(forms[i]) < 4):
+    long = [i for i in live if len(forms[i]) >= _W]
+    found = _anchored(buf, end, forms, long)
+    for i in live if found is None else [i for i in live if len(forms[i]) < _W]:
         n[i] += buf.count(forms[i], 0, end) - buf.count(forms[i], 0, have)
-    for i, starts in _anchored(buf, end, forms, long).items():
+    for i, starts in (found or {}).items():
         if starts:
             n[i] += _greedy(starts, len(forms[i]), end) - _greedy(starts, len(forms[i]), have)
 
