@@ -305,6 +305,36 @@ def _versions(path: Path, rows: bool = True, current: dict[str, Any] | None = No
     return out, n
 
 
+_KEPT: dict[Path, tuple[Any, tuple[dict[str, list[dict[str, Any]]], dict[str, int]], dict[str, Any]]] = {}
+"""The last ``_versions(rows=False)`` read (its stamp, its answer, the current text columns): an
+erasure asks for it a dozen times (plan, scope check, digests, rounds, re-scan) from fresh
+instances, on a table that changes only at ``apply``."""
+
+
+def _stamp(path: Path) -> Any:
+    """What changes whenever LanceDB commits: every table's version manifests (a version is
+    never rewritten; each commit, delete and cleanup adds or removes one), named, sized, dated."""
+    out = []
+    for t in sorted(path.glob("*.lance")) if path.is_dir() else []:
+        vs = t / "_versions"
+        files = sorted(vs.iterdir()) if vs.is_dir() else []
+        out.append((t.name, tuple((f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in files)))
+    return tuple(out)
+
+
+def _versions_kept(path: Path) -> tuple[tuple[dict[str, list[dict[str, Any]]], dict[str, int]], dict[str, Any]]:
+    """``_versions(path, rows=False)`` and its current text columns, read again only when a
+    table committed since (``_stamp``)."""
+    stamp = _stamp(path)
+    hit = _KEPT.get(path)
+    if hit is None or hit[0] != stamp:
+        current: dict[str, Any] = {}
+        got = _versions(path, rows=False, current=current)
+        _KEPT.clear()  # one instance's at a time
+        _KEPT[path] = hit = (stamp, got, current)
+    return hit[1], hit[2]
+
+
 @memory_system("crewai", help="CrewAI Memory on LanceDB (every table and version); deletions forget/"
                               "forget_scope/reset/reset_all")
 class CrewAISystem(MemorySystem):
@@ -464,8 +494,7 @@ class CrewAIInstance(LiveInstance):
         """The rows only older versions hold and every store's count, kept until ``apply``
         changes the instance (a scan asks the stores, the counts, then the records)."""
         if self._cache is None:
-            self._columns: dict[str, Any] = {}
-            self._cache = _versions(self.path, rows=False, current=self._columns)
+            self._cache, self._columns = _versions_kept(self.path)
         return self._cache
 
     def counts(self) -> dict[str, int]:
@@ -493,7 +522,7 @@ class CrewAIInstance(LiveInstance):
 
     def apply(self, ops: Sequence[Op], literals: Sequence[str]) -> list[StoreOutcome]:
         self._cache = None
-        before = _versions(self.path, rows=False)[1]
+        before = _versions_kept(self.path)[0][1]
         ids = sorted({o.record.id for o in ops if isinstance(o, Remove) and o.record.store == TABLE})
         erased = _erased_rows(self.path, {o.record.id for o in ops if isinstance(o, Remove)})
         if ids:
@@ -501,9 +530,10 @@ class CrewAIInstance(LiveInstance):
                 self._memory().forget(record_ids=ids)
         self._close()
         _purge_versions(self.path)  # what only an older version held goes with the versions
-        after = _versions(self.path, rows=False)[1]
+        after = _versions_kept(self.path)[0][1]
         out = [StoreOutcome(store=k, removed=max(0, before[k] - after.get(k, 0)), compacted=True) for k in before]
         _verify_gone(self.path, self.files, erased, {o.record.id for o in ops if isinstance(o, Remove)}, out)
+        self._cache = None  # ``_verify_gone`` may have rewritten the tables: the next read checks the stamp
         return out
 
 
