@@ -110,3 +110,24 @@ def test_an_over_deletion_changes_the_digest(memory: Path, tmp_path: Path) -> No
     lancedb.connect(str(work)).open_table(cr.TABLE).delete("scope = '/user/u10' AND strpos(content, 'weather') > 0")
     after = kernel.bystander_digests(cr.CrewAIInstance(work, None, None), "u1", [SECRET])
     assert kernel.bystander_changes(before, after)[0] == [cr.TABLE]
+
+
+def test_the_versions_are_read_once_until_a_table_commits(memory: Path, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """An erasure's many fresh instances (plan, scope check, digests, re-scan) read every version
+    once while no table committed; a commit (another writer's row) is read again."""
+    import shutil
+
+    import lancedb
+
+    work = tmp_path / "m"
+    shutil.copytree(memory, work)
+    reads: list[Path] = []
+    real = cr._versions
+    monkeypatch.setattr(cr, "_versions", lambda path, *a, **k: (reads.append(path), real(path, *a, **k))[1])
+    first = [cr.CrewAIInstance(work, None, None).counts() for _ in range(3)]
+    assert len(reads) == 1 and first[0] == first[2]
+    tbl = lancedb.connect(str(work)).open_table(cr.TABLE)
+    tbl.add(tbl.to_arrow().slice(0, 1).to_pylist())
+    assert cr.CrewAIInstance(work, None, None).counts()[cr.TABLE] == first[0][cr.TABLE] + 1
+    assert len(reads) == 2
