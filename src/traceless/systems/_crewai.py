@@ -271,9 +271,36 @@ def _digest_texts(data: Any, literals: Sequence[str]) -> Iterator[tuple[str, str
             col = pc.replace_substring(col, f, ERASED)
         parts.append(pc.binary_join_element_wise(f"{c}=", col, ""))
     texts = pc.binary_join_element_wise(*parts, "\t").to_pylist()
-    rows = data.select([c for c in ("id", "scope", "metadata_str") if c in data.column_names]).to_pylist()
-    for r, text in zip(rows, texts, strict=True):
-        yield str(r.get("id")), _owner(r), text
+    yield from zip(_ids(data), _owners(data), texts, strict=True)
+
+
+def _ids(data: Any) -> list[str]:
+    """``str(row["id"])`` of each row (``"None"`` where it is missing)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if "id" not in data.column_names:
+        return ["None"] * data.num_rows
+    return list(pc.fill_null(data["id"].cast(pa.string()), "None").to_pylist())
+
+
+def _owners(data: Any) -> list[str | None]:
+    """``_owner`` of each row: a ``/user/USER…`` scope's user cut by Arrow, the metadata read in
+    Python only for the rows of another scope (few: most rows are a user's)."""
+    import pyarrow.compute as pc
+
+    if "scope" not in data.column_names:
+        return [_owner(r) for r in data.select([c for c in ("metadata_str",) if c in data.column_names]).to_pylist()]
+    scope = data["scope"]
+    mine = pc.fill_null(pc.starts_with(scope, "/user/"), False)
+    users = pc.utf8_slice_codeunits(scope, 6).to_pylist()
+    out: list[str | None] = [u.split("/", 1)[0] if m else None for u, m in zip(users, mine.to_pylist(), strict=True)]
+    rest = pc.indices_nonzero(pc.invert(mine)).to_pylist()
+    if rest:
+        cols = [c for c in ("scope", "metadata_str") if c in data.column_names]
+        for i, r in zip(rest, data.select(cols).take(rest).to_pylist(), strict=True):
+            out[i] = _owner(r)
+    return out
 
 
 def _versions(path: Path, rows: bool = True, current: dict[str, Any] | None = None,
