@@ -24,7 +24,9 @@ _MULT = np.uint64(0x9E3779B97F4A7C15)
 _W = 8
 """Bytes of an anchor: a form of ``_W`` bytes or more is found by one window of its own."""
 _CROWDED = 1 << 16
-"""Candidates per chunk past which the anchors are dropped and the forms counted one by one."""
+"""Marked positions per chunk past which the anchors marked most are dropped (``_anchored``)."""
+_HOT = 1 << 10
+"""Marks of one anchor in a crowded chunk past which its forms are counted one by one."""
 
 
 def _json_escaped(literal: str, upper: bool) -> bytes:
@@ -120,34 +122,58 @@ def _anchors(forms: list[bytes]) -> dict[bytes, int]:
     return {f: min(range(min(len(f) - _W, 256) + 1), key=lambda k: rank(f, k)) for f in set(forms)}
 
 
-def _anchored(buf: bytearray, end: int, forms: list[bytes], idx: list[int]) -> dict[int, list[int]] | None:
-    """Every start (below ``end``) of every ``forms[i]`` (``i`` in ``idx``, each of ``_W`` bytes or
-    more) in ``buf``: each 8-byte word at each alignment looked up at once (NumPy) in a table of
-    the forms' anchors (``_anchors``), and only the positions it marks compared in Python, once
-    per (anchor offset, length) of the forms anchored so. None when over ``_CROWDED`` positions
-    are marked (then a count per form is faster)."""
+_Plan = tuple[dict[bytes, dict[tuple[int, int], dict[bytes, list[int]]]], dict[int, int], np.ndarray]
+
+
+@functools.lru_cache(maxsize=4)
+def _plan(forms: tuple[bytes, ...], idx: tuple[int, ...]) -> _Plan:
+    """(anchor window → (offset, length) → form → indexes, index → its anchor's slot, the table
+    of slots) of ``forms[i]`` for ``i`` in ``idx``: made once per file set, not per chunk."""
     by_anchor: dict[bytes, dict[tuple[int, int], dict[bytes, list[int]]]] = {}
     offsets = _anchors([forms[i] for i in idx])
+    slot: dict[int, int] = {}
     for i in idx:
         f = forms[i]
         k = offsets[f]
         by_anchor.setdefault(f[k:k + _W], {}).setdefault((k, len(f)), {}).setdefault(f, []).append(i)
+        slot[i] = int(_hash(np.frombuffer(f[k:k + _W], dtype="<u8"))[0])
     table = np.zeros(1 << _BITS, dtype=bool)
     table[_hash(np.frombuffer(b"".join(by_anchor), dtype="<u8"))] = True
-    marked = []
+    return by_anchor, slot, table
+
+
+def _anchored(buf: bytearray, end: int, forms: list[bytes], idx: list[int],
+              ) -> tuple[dict[int, list[int]], list[int]] | None:
+    """Every start (below ``end``) of every ``forms[i]`` (``i`` in ``idx``, each of ``_W`` bytes or
+    more) in ``buf``: each 8-byte word at each alignment looked up at once (NumPy) in a table of
+    the forms' anchors (``_anchors``), and only the positions it marks compared in Python, once
+    per (anchor offset, length) of the forms anchored so. Past ``_CROWDED`` marked positions an
+    anchor marked more than ``_HOT`` times (a window most rows share) is dropped: its forms are
+    returned apart, to be counted one by one; None when still crowded."""
+    by_anchor, slot, table = _plan(tuple(forms), tuple(idx))
+    slots, starts = [], []
     for a in range(_W):
         words = np.frombuffer(buf, dtype="<u8", count=max(0, (end - a) // _W), offset=a)
-        marked.append(np.flatnonzero(table[_hash(words)]) * _W + a)
-        del words  # the view released: ``buf`` is written again by the caller
-        if sum(map(len, marked)) > _CROWDED:
+        h = _hash(words)
+        m = np.flatnonzero(table[h])
+        slots.append(h[m])
+        starts.append(m * _W + a)
+        del words, h  # the view released: ``buf`` is written again by the caller
+    marked, where = np.concatenate(slots), np.concatenate(starts)
+    hot: set[int] = set()
+    if len(where) > _CROWDED:
+        values, counts = np.unique(marked, return_counts=True)
+        hot = set(values[counts > _HOT].tolist())
+        where = where[~np.isin(marked, values[counts > _HOT])]
+        if len(where) > _CROWDED:
             return None
-    out: dict[int, list[int]] = {i: [] for i in idx}
-    for q in np.concatenate(marked).tolist():
+    out: dict[int, list[int]] = {i: [] for i in idx if slot[i] not in hot}
+    for q in where.tolist():
         for (k, size), same in by_anchor.get(bytes(buf[q:q + _W]), {}).items():
             p = q - k
             for i in same.get(bytes(buf[p:p + size]), ()) if p >= 0 and p + size <= end else ():
                 out[i].append(p)
-    return out
+    return out, [i for i in idx if slot[i] in hot]
 
 
 def _greedy(starts: list[int], size: int, limit: int) -> int:
@@ -172,10 +198,11 @@ def _chunk_counts(buf: bytearray, have: int, end: int, forms: list[bytes], live:
             n[i] += buf.count(forms[i], 0, end) - buf.count(forms[i], 0, have)
         return
     long = [i for i in live if len(forms[i]) >= _W]
-    found = _anchored(buf, end, forms, long)
-    for i in live if found is None else [i for i in live if len(forms[i]) < _W]:
+    got = _anchored(buf, end, forms, long)
+    found, hot = got if got is not None else ({}, long)
+    for i in [i for i in live if len(forms[i]) < _W] + hot:
         n[i] += buf.count(forms[i], 0, end) - buf.count(forms[i], 0, have)
-    for i, starts in (found or {}).items():
+    for i, starts in found.items():
         if starts:
             n[i] += _greedy(starts, len(forms[i]), end) - _greedy(starts, len(forms[i]), have)
 
