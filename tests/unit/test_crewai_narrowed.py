@@ -110,3 +110,38 @@ def test_an_over_deletion_changes_the_digest(memory: Path, tmp_path: Path) -> No
     lancedb.connect(str(work)).open_table(cr.TABLE).delete("scope = '/user/u10' AND strpos(content, 'weather') > 0")
     after = kernel.bystander_digests(cr.CrewAIInstance(work, None, None), "u1", [SECRET])
     assert kernel.bystander_changes(before, after)[0] == [cr.TABLE]
+
+
+def test_the_versions_are_read_once_until_a_table_commits(memory: Path, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """An erasure's many fresh instances (plan, scope check, digests, re-scan) read every version
+    once while no table committed; a commit (another writer's row) is read again."""
+    import shutil
+
+    import lancedb
+
+    work = tmp_path / "m"
+    shutil.copytree(memory, work)
+    reads: list[Path] = []
+    real = cr._versions
+    monkeypatch.setattr(cr, "_versions", lambda path, *a, **k: (reads.append(path), real(path, *a, **k))[1])
+    first = [cr.CrewAIInstance(work, None, None).counts() for _ in range(3)]
+    assert len(reads) == 1 and first[0] == first[2]
+    tbl = lancedb.connect(str(work)).open_table(cr.TABLE)
+    tbl.add(tbl.to_arrow().slice(0, 1).to_pylist())
+    assert cr.CrewAIInstance(work, None, None).counts()[cr.TABLE] == first[0][cr.TABLE] + 1
+    assert len(reads) == 2
+
+
+def test_the_owners_cut_by_arrow_are_the_rows_owners() -> None:
+    """``_owners`` (a ``/user/`` scope cut by Arrow, the metadata read for the other rows) gives
+    each row's ``_owner``: nested and empty user scopes, crew scopes with and without a metadata
+    user, bad JSON, a missing scope, a non-ASCII user."""
+    import pyarrow as pa
+
+    rows = [{"scope": "/user/u1", "metadata_str": "{}"}, {"scope": "/user/u1/notes", "metadata_str": None},
+            {"scope": "/user/", "metadata_str": '{"user_id": "x"}'}, {"scope": "/crew/a", "metadata_str": '{"user_id": "u7"}'},
+            {"scope": "/", "metadata_str": "not json"}, {"scope": None, "metadata_str": '{"user_id": 42}'},
+            {"scope": "/user/Zoë/x", "metadata_str": "{}"}, {"scope": "/users/u2", "metadata_str": '{"user_id": ""}'}]
+    data = pa.Table.from_pylist(rows)
+    assert cr._owners(data) == [cr._owner(r) for r in rows] == ["u1", "u1", "", "u7", None, "42", "Zoë", None]

@@ -271,9 +271,36 @@ def _digest_texts(data: Any, literals: Sequence[str]) -> Iterator[tuple[str, str
             col = pc.replace_substring(col, f, ERASED)
         parts.append(pc.binary_join_element_wise(f"{c}=", col, ""))
     texts = pc.binary_join_element_wise(*parts, "\t").to_pylist()
-    rows = data.select([c for c in ("id", "scope", "metadata_str") if c in data.column_names]).to_pylist()
-    for r, text in zip(rows, texts, strict=True):
-        yield str(r.get("id")), _owner(r), text
+    yield from zip(_ids(data), _owners(data), texts, strict=True)
+
+
+def _ids(data: Any) -> list[str]:
+    """``str(row["id"])`` of each row (``"None"`` where it is missing)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if "id" not in data.column_names:
+        return ["None"] * data.num_rows
+    return list(pc.fill_null(data["id"].cast(pa.string()), "None").to_pylist())
+
+
+def _owners(data: Any) -> list[str | None]:
+    """``_owner`` of each row: a ``/user/USER…`` scope's user cut by Arrow, the metadata read in
+    Python only for the rows of another scope (few: most rows are a user's)."""
+    import pyarrow.compute as pc
+
+    if "scope" not in data.column_names:
+        return [_owner(r) for r in data.select([c for c in ("metadata_str",) if c in data.column_names]).to_pylist()]
+    scope = data["scope"]
+    mine = pc.fill_null(pc.starts_with(scope, "/user/"), False)
+    users = pc.utf8_slice_codeunits(scope, 6).to_pylist()
+    out: list[str | None] = [u.split("/", 1)[0] if m else None for u, m in zip(users, mine.to_pylist(), strict=True)]
+    rest = pc.indices_nonzero(pc.invert(mine)).to_pylist()
+    if rest:
+        cols = [c for c in ("scope", "metadata_str") if c in data.column_names]
+        for i, r in zip(rest, data.select(cols).take(rest).to_pylist(), strict=True):
+            out[i] = _owner(r)
+    return out
 
 
 def _versions(path: Path, rows: bool = True, current: dict[str, Any] | None = None,
@@ -303,6 +330,36 @@ def _versions(path: Path, rows: bool = True, current: dict[str, Any] | None = No
             out.setdefault(name + OLD, []).extend(old)
             n[name + OLD] = n.get(name + OLD, 0) + len(old)
     return out, n
+
+
+_KEPT: dict[Path, tuple[Any, tuple[dict[str, list[dict[str, Any]]], dict[str, int]], dict[str, Any]]] = {}
+"""The last ``_versions(rows=False)`` read (its stamp, its answer, the current text columns): an
+erasure asks for it a dozen times (plan, scope check, digests, rounds, re-scan) from fresh
+instances, on a table that changes only at ``apply``."""
+
+
+def _stamp(path: Path) -> Any:
+    """What changes whenever LanceDB commits: every table's version manifests (a version is
+    never rewritten; each commit, delete and cleanup adds or removes one), named, sized, dated."""
+    out = []
+    for t in sorted(path.glob("*.lance")) if path.is_dir() else []:
+        vs = t / "_versions"
+        files = sorted(vs.iterdir()) if vs.is_dir() else []
+        out.append((t.name, tuple((f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in files)))
+    return tuple(out)
+
+
+def _versions_kept(path: Path) -> tuple[tuple[dict[str, list[dict[str, Any]]], dict[str, int]], dict[str, Any]]:
+    """``_versions(path, rows=False)`` and its current text columns, read again only when a
+    table committed since (``_stamp``)."""
+    stamp = _stamp(path)
+    hit = _KEPT.get(path)
+    if hit is None or hit[0] != stamp:
+        current: dict[str, Any] = {}
+        got = _versions(path, rows=False, current=current)
+        _KEPT.clear()  # one instance's at a time
+        _KEPT[path] = hit = (stamp, got, current)
+    return hit[1], hit[2]
 
 
 @memory_system("crewai", help="CrewAI Memory on LanceDB (every table and version); deletions forget/"
@@ -464,8 +521,7 @@ class CrewAIInstance(LiveInstance):
         """The rows only older versions hold and every store's count, kept until ``apply``
         changes the instance (a scan asks the stores, the counts, then the records)."""
         if self._cache is None:
-            self._columns: dict[str, Any] = {}
-            self._cache = _versions(self.path, rows=False, current=self._columns)
+            self._cache, self._columns = _versions_kept(self.path)
         return self._cache
 
     def counts(self) -> dict[str, int]:
@@ -493,7 +549,7 @@ class CrewAIInstance(LiveInstance):
 
     def apply(self, ops: Sequence[Op], literals: Sequence[str]) -> list[StoreOutcome]:
         self._cache = None
-        before = _versions(self.path, rows=False)[1]
+        before = _versions_kept(self.path)[0][1]
         ids = sorted({o.record.id for o in ops if isinstance(o, Remove) and o.record.store == TABLE})
         erased = _erased_rows(self.path, {o.record.id for o in ops if isinstance(o, Remove)})
         if ids:
@@ -501,9 +557,10 @@ class CrewAIInstance(LiveInstance):
                 self._memory().forget(record_ids=ids)
         self._close()
         _purge_versions(self.path)  # what only an older version held goes with the versions
-        after = _versions(self.path, rows=False)[1]
+        after = _versions_kept(self.path)[0][1]
         out = [StoreOutcome(store=k, removed=max(0, before[k] - after.get(k, 0)), compacted=True) for k in before]
         _verify_gone(self.path, self.files, erased, {o.record.id for o in ops if isinstance(o, Remove)}, out)
+        self._cache = None  # ``_verify_gone`` may have rewritten the tables: the next read checks the stamp
         return out
 
 

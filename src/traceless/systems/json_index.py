@@ -25,6 +25,8 @@ _WS = re.compile(r"[ \t\n\r]*")
 _NUMBER_CHARS = frozenset("0123456789.,-+eE []NaInfity")
 """Every character a flat array of JSON numbers can hold (``NaN``, ``Infinity`` as Python writes them)."""
 _DECODER = json.JSONDecoder()
+_SCAN = _DECODER.scan_once  # type: ignore[attr-defined]
+_SPACE = frozenset(" \t\n\r")
 
 
 class _Lazy:
@@ -69,24 +71,34 @@ def _value(text: str, pos: int) -> tuple[Any, int]:
         close = text.find("]", pos)
         if close > 0 and all(text.find(c, pos + 1, close) < 0 for c in '"[{'):
             return LAZY, close + 1
-    return _DECODER.raw_decode(text, pos)
+    try:
+        return _SCAN(text, pos)  # type: ignore[no-any-return]
+    except StopIteration as e:
+        raise ValueError(f"expected a value at {e.value}") from None
 
 
 def _object(text: str, pos: int, coll: str, out: list[Entry], seps: set[str]) -> int:
     """The entries of the object at ``pos`` (its ``{``) appended, the separators met added to
-    ``seps``; returns the offset past its ``}``."""
+    ``seps``; returns the offset past its ``}``. The separators ``json.dump`` writes (``": "``,
+    ``", "``) are taken without a regex (most of a file's entries: a third of the parse)."""
     pos = _ws(text, pos + 1)
     if text[pos:pos + 1] == "}":
         return pos + 1
     while True:
         _expect(text, pos, '"')
         key, after = scanstring(text, pos + 1)
-        colon = _ws(text, after)
-        _expect(text, colon, ":")
-        vstart = _ws(text, colon + 1)
+        if text.startswith(": ", after) and text[after + 2:after + 3] not in _SPACE:
+            vstart = after + 2
+        else:
+            colon = _ws(text, after)
+            _expect(text, colon, ":")
+            vstart = _ws(text, colon + 1)
+            seps.add(text[after:vstart])
         value, end = _value(text, vstart)
         out.append(Entry(coll, key, pos, vstart, end, value))
-        seps.add(text[after:vstart])
+        if text.startswith(', "', end):
+            pos = end + 2
+            continue
         pos = _ws(text, end)
         if text[pos:pos + 1] == "}":
             return pos + 1
