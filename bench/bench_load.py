@@ -7,6 +7,8 @@ in one run (issue #27 item 1).
     python bench/bench_load.py --loads 2 --late                # also: the load starts after the server did
     python bench/bench_load.py --loads 2,4 --late --leave      # also: the load leaves mid-run
     python bench/bench_load.py --loads 2 --late --start-threads 2   # a shared machine: start as if idle
+    python bench/bench_load.py --profiles 3 --modes all --loads 2 --late --late-after 20 --late-only
+                                                               # the full audit, load arriving 20 s in
 
 Each run is ``traceless audit``'s engine (``audit_model``: llama.cpp, one slot, prompt cache off;
 threads from ``free_cpus`` when the server starts, i.e. after the background processes started,
@@ -121,6 +123,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--leave", action="store_true", help="also, per load, the processes ending mid-run")
     ap.add_argument("--leave-after", type=float, default=0.0,
                     help="seconds into a --leave run the processes end (default: half the alone wall)")
+    ap.add_argument("--late-only", action="store_true",
+                    help="with --late/--leave: skip the runs whose load starts before the server (the full audit's time)")
     ap.add_argument("--start-threads", type=int, default=0,
                     help="the server's threads at start instead of the CPUs free then (still adapted during the run): "
                          "on a machine other jobs already load, to see the mid-run changes")
@@ -130,7 +134,8 @@ def main(argv: list[str] | None = None) -> int:
     cores = len(os.sched_getaffinity(0))
     runs: list[tuple[str, int, int | None]] = [("alone", 0, None)]
     for n in (int(x) for x in a.loads.split(",") if x.strip()):
-        runs.append((f"{n} busy", n, None))
+        if not a.late_only:
+            runs.append((f"{n} busy", n, None))
         if a.late:
             runs.append((f"{n} busy, started {a.late_after:g} s after the server", n, None))
         if a.leave:

@@ -22,6 +22,8 @@ rule to them (a superset is selected: the same hits as decoding every point).
 from __future__ import annotations
 
 import base64
+import bisect
+import itertools
 import pickle
 import struct
 from collections.abc import Sequence
@@ -144,8 +146,9 @@ def selected(blobs: Sequence[bytes], user: tuple[bytes, bytes] | None, needles: 
     """The indexes of ``blobs`` that ``may_hold`` selects. Points laid out alike (the first
     one's ``float_run``, checked for every point of the batch at once: its vector marker the
     first, every 9th byte of the floats a ``G``, the payload key after them) are searched
-    at once, the bytes before and after their floats joined; a batch where a needle is found
-    there, or not laid out alike, is decided point by point."""
+    at once, the bytes before and after their floats joined, and only the points where a needle
+    is found there are decided by ``may_hold``; a batch not laid out alike is decided point by
+    point."""
     run = float_run(blobs[0]) if blobs else None
     if run is None or user is None and not needles:
         return [i for i, b in enumerate(blobs) if may_hold(b, user, needles)]
@@ -154,11 +157,29 @@ def selected(blobs: Sequence[bytes], user: tuple[bytes, bytes] | None, needles: 
     alike = (b"".join([b[q:q + k] for b in blobs]) == _PAYLOAD * n
              and all(b[p:q:9] == ops for b in blobs)
              and all(b.find(_VECTOR, 0, p) == p - m for b in blobs))  # protocol 4+: MEMOIZE in the marker
-    if alike:
-        text = (b"\0".join([b[:p] for b in blobs]), b"\0".join([b[q:] for b in blobs]))
-        if not any(x in t for x in [*needles, *([user[0]] if user else [])] for t in text):
-            return []
-    return [i for i, b in enumerate(blobs) if may_hold(b, user, needles)]
+    if not alike:
+        return [i for i, b in enumerate(blobs) if may_hold(b, user, needles)]
+    heads = [b[:p] for b in blobs]
+    tails = [b[q:] for b in blobs]
+    found = _parts_holding(heads, [*needles, *(user or ())]) | _parts_holding(tails, [*needles, *(user or ())])
+    if user is not None:  # a pickle of protocol 0 or 1 is always decoded (``may_hold``)
+        found |= {i for i, b in enumerate(blobs) if b[:1] != b"\x80" or len(b) < 2 or b[1] < 2}
+    return [i for i in sorted(found) if may_hold(blobs[i], user, needles)]
+
+
+def _parts_holding(parts: Sequence[bytes], needles: Sequence[bytes]) -> set[int]:
+    """The indexes of ``parts`` that may hold one of ``needles``: the parts joined, each needle
+    found in the joined bytes, each place mapped back to the part it starts in (a superset: a
+    place across a join counts for the part it starts in; ``may_hold`` decides)."""
+    text = b"\0".join(parts)
+    starts = list(itertools.accumulate((len(x) + 1 for x in parts[:-1]), initial=0))
+    out: set[int] = set()
+    for n in needles:
+        at = text.find(n)
+        while at >= 0:
+            out.add(bisect.bisect_right(starts, at) - 1)
+            at = text.find(n, at + 1)
+    return out
 
 
 _UUID_KEY = pickle.dumps("0" * 36, protocol=_KEY_PROTOCOL)
