@@ -36,7 +36,7 @@ from typing import Any
 
 from traceless.errors import ConfigError, ErasureScopeError, UnsupportedError
 from traceless.systems import ErasurePlan, PlannedAction, ScanHit, ScanReport, StoreOutcome
-from traceless.systems._sqlite_live import REST, SCOPE
+from traceless.systems._sqlite_live import REST, SCOPE, holds_sql
 from traceless.systems.kernel import StoreDigest, byte_forms, count_in_blobs, digest, literal_forms
 from traceless.systems.sqlite import compact, ro_connect, row_digest_sql
 
@@ -123,14 +123,12 @@ def needles(forms: Sequence[bytes]) -> list[bytes]:
     return list(dict.fromkeys(out))
 
 
-def _hold_sql(cols: Sequence[str], forms: Sequence[bytes], alias: str = "t") -> tuple[str, list[Any]]:
+def _hold_sql(cols: Sequence[str], forms: Sequence[bytes], alias: str = "t",
+              con: sqlite3.Connection | None = None) -> tuple[str, list[Any]]:
     """An SQL condition true for a row one of whose columns' bytes holds one of ``forms`` (and
-    for a few others: ``needles``; the rows it selects are counted by the forms themselves)."""
-    if not forms:
-        return "0", []
-    keys = needles(forms)
-    return " OR ".join(f'instr(CAST({alias}."{c}" AS BLOB), ?) > 0' for c in cols for _ in keys), \
-        [f for _ in cols for f in keys]
+    for a few others: ``needles``; the rows it selects are counted by the forms themselves);
+    given ``con``, one function call a row (``holds_sql``)."""
+    return holds_sql(con, cols, needles(forms), alias)
 
 
 def _text(v: Any) -> str:
@@ -244,7 +242,7 @@ class LiveLangGraph:
         with a match (or, with ``reveal``, a store item of the user) is read whole here."""
         conn = self._conns[db]
         cols = _columns(conn, table)
-        hold, hargs = _hold_sql(cols, forms)
+        hold, hargs = _hold_sql(cols, forms, con=conn)
         keys = ", ".join(f'"{k}"' for k in keycols)
         sql = f'SELECT rowid, {keys}, ({hold}), ({orphan}) FROM "{table}" AS t WHERE ({where}) OR ({hold})'  # noqa: S608
         for rowid, *rest in conn.execute(sql, [*hargs, *args, *hargs]).fetchall():
@@ -275,7 +273,8 @@ class LiveLangGraph:
         if "store_vectors" in tables:
             item = "SELECT 1 FROM store AS s WHERE s.prefix = t.prefix AND s.key = t.key" if "store" in tables else ""
             gone = f"NOT EXISTS ({item})" if item else "1"
-            hold, hargs = _hold_sql(_columns(self._conns["store"], "store"), forms, "s") if item and forms else ("0", [])
+            hold, hargs = _hold_sql(_columns(self._conns["store"], "store"), forms, "s", self._conns["store"]) \
+                if item and forms else ("0", [])
             where = f"{mine} OR {gone}" + (f" OR EXISTS ({item} AND ({hold}))" if hold != "0" else "")
             yield from self._table_rows("store", "store_vectors", _KEYS["store_vectors"], where, [*margs, *hargs],
                                         forms, owned, reveal, orphan=gone)
@@ -326,7 +325,7 @@ class LiveLangGraph:
         rx = self.users.thread_pattern(user)
         cand = {t for t in tids if rx.match(t)} | {t for pairs in named.values() for t, _ in pairs}
         # a state names the user as a string the serializer decodes: UTF-8, or JSON-escaped
-        hold, args = _hold_sql(["checkpoint"], [f.encode("utf-8") for f in literal_forms(user)])
+        hold, args = _hold_sql(["checkpoint"], [f.encode("utf-8") for f in literal_forms(user)], con=conn)
         cand |= {str(t) for (t,) in conn.execute(f"SELECT DISTINCT thread_id FROM checkpoints AS t WHERE {hold}", args)}  # noqa: S608
         serde = JsonPlusSerializer()
         pairs: list[tuple[str, Any]] = []
@@ -349,7 +348,7 @@ class LiveLangGraph:
         whole = set(mine)
         if user is None and forms:
             for table in self._thread_tables():
-                hold, args = _hold_sql(_columns(conn, table), forms)
+                hold, args = _hold_sql(_columns(conn, table), forms, con=conn)
                 whole |= {str(t) for (t,) in conn.execute(f'SELECT DISTINCT thread_id FROM "{table}" AS t '  # noqa: S608
                                                           f"WHERE {hold}", args)}
         for table in self._thread_tables():

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from ahocorasick_rs import MATCHKIND_LEFTMOST_FIRST, BytesAhoCorasick
+
 from traceless.errors import ConfigError
 from traceless.systems import kernel
 from traceless.systems._base import MemorySystem, SystemConfig, SystemRuntime
@@ -272,19 +274,49 @@ def narrowable(literals: Sequence[str]) -> bool:
     return not any("\ufffd" in lit or "\0" in lit for lit in literals)
 
 
-def literal_sql(cols: Sequence[str], literals: Sequence[str]) -> tuple[str, list[Any]]:
+def holds_sql(con: sqlite3.Connection | None, cols: Sequence[str], forms: Sequence[bytes],
+              alias: str | None = None) -> tuple[str, list[Any]]:
+    """An SQL condition true for a row one of whose ``cols`` (each as a BLOB: a number as its
+    text) holds one of ``forms``. Given ``con``: one call per row of a function registered on
+    it, every column searched for every form at once (Aho–Corasick, as the byte scan); 10
+    literals' forms over 7 columns were 140 ``instr`` calls a row. Without: the ``instr`` calls."""
+    forms = list(dict.fromkeys(f for f in forms if f))
+    if not forms:
+        return "0", []
+    col = [f'CAST({alias + "." if alias else ""}"{c}" AS BLOB)' for c in cols]
+    if con is None:
+        return " OR ".join(f"instr({c}, ?) > 0" for c in col for _ in forms), [f for _ in col for f in forms]
+    return f"{_holds_function(con, tuple(forms))}({', '.join(col)})", []
+
+
+def _holds_function(con: sqlite3.Connection, forms: tuple[bytes, ...]) -> str:
+    """The name of a function registered on ``con`` (a read-only connection too: nothing is
+    written) that is 1 when one of its arguments holds one of ``forms``."""
+    find = BytesAhoCorasick(list(forms), matchkind=MATCHKIND_LEFTMOST_FIRST).find_matches_as_indexes
+
+    def holds(*values: Any) -> int:
+        return int(any(find(v) for v in values if isinstance(v, bytes)))
+
+    name = "traceless_holds_" + hashlib.sha256(b"\0".join(forms)).hexdigest()[:16]
+    con.create_function(name, -1, holds, deterministic=True)
+    return name
+
+
+def literal_sql(cols: Sequence[str], literals: Sequence[str],
+                con: sqlite3.Connection | None = None) -> tuple[str, list[Any]]:
     """An SQL condition true for every row whose text (``_text`` of each column) holds a form of
     a literal (``kernel.count_literals``): one of its text forms (``kernel.literal_forms``) in
-    UTF-8 in a column's bytes (``instr`` over the column as a BLOB: a number as its text; a
-    UTF-16 copy decodes to no form of it), and, for a literal a float's text could hold, every
-    row with a REAL that Python may print otherwise than SQLite (``_REAL_DIFFERS``)."""
+    UTF-8 in a column's bytes (``holds_sql``: a number as its text; a UTF-16 copy decodes to no
+    form of it), and, for a literal a float's text could hold, every row with a REAL that Python
+    may print otherwise than SQLite (``_REAL_DIFFERS``). Given the connection the condition runs
+    on, one function call a row searches every column for every form."""
     forms = [f.encode("utf-8") for lit in literals for f in kernel.literal_forms(lit)]
     if not forms:
         return "0", []
-    conds = [f'instr(CAST("{c}" AS BLOB), ?) > 0' for c in cols for _ in forms]
+    hold, args = holds_sql(con, cols, forms)
     if any(set(lit) <= _FLOAT_CHARS for lit in literals):
-        conds += [_REAL_DIFFERS.format(c=c) for c in cols]
-    return " OR ".join(conds), [f for _ in cols for f in forms]
+        hold = " OR ".join([hold, *(_REAL_DIFFERS.format(c=c) for c in cols)])
+    return hold, args
 
 
 _REAL_DIFFERS = ("""(typeof("{c}") = 'real' AND ("{c}" = 0 OR instr(CAST("{c}" AS TEXT), 'e') > 0 """
@@ -368,7 +400,7 @@ class SqliteFile(LiveInstance):
             for t, no_rowid in _tables(con):
                 cols = _columns(con, t)
                 mine, args = self.owner_sql(t, cols, user) if user is not None else ("0", [])
-                hold, more = literal_sql(cols, literals)
+                hold, more = literal_sql(cols, literals, con)
                 cur = con.execute(f'SELECT {"-1" if no_rowid else "rowid"}, * FROM "{t}" '  # noqa: S608
                                   f"WHERE ({mine}) OR ({hold})", [*args, *more])
                 pk = _pk(con, t)
