@@ -298,18 +298,15 @@ class PgServer:
         return [int(con.execute("SELECT %s::regclass::oid", (t,)).fetchone()[0]) for t in self.tables]
 
     def wal_holding(self, data: Path, texts: Sequence[str]) -> tuple[int, int]:
-        """(segments under pg_wal holding any of ``texts`` (``forms``); segments there). A
-        segment (16 MB by default) is read whole and searched until the first form found."""
+        """(segments under pg_wal holding any of ``texts`` (``forms``); segments there). Every
+        segment (16 MB by default) is searched for every form in one pass (``scan_bytes``: a
+        segment that holds none of 300 forms was read 300 times by a search per form, 91 s for
+        64 segments at 10^6 memories); one recycled or removed meanwhile is not counted."""
         segs = sorted(p for p in (data / "pg_wal").glob("0*") if p.is_file() and len(p.name) == 24)
         forms = self.forms(texts)
-        holding = 0
-        for seg in segs:
-            try:
-                body = seg.read_bytes()
-            except FileNotFoundError:  # recycled or removed meanwhile: not there any more
-                continue
-            holding += any(f in body for f in forms)
-        return holding, len(segs)
+        if not forms:
+            return 0, len(segs)
+        return sum(1 for n in scan_bytes(segs, forms).values() if any(n)), len(segs)
 
     def forms(self, texts: Sequence[str]) -> list[bytes]:
         """The byte forms of ``texts`` in this server's files: on a UTF8 server their UTF-8

@@ -278,15 +278,21 @@ def holds_sql(con: sqlite3.Connection | None, cols: Sequence[str], forms: Sequen
               alias: str | None = None) -> tuple[str, list[Any]]:
     """An SQL condition true for a row one of whose ``cols`` (each as a BLOB: a number as its
     text) holds one of ``forms``. Given ``con``: one call per row of a function registered on
-    it, every column searched for every form at once (Aho–Corasick, as the byte scan); 10
-    literals' forms over 7 columns were 140 ``instr`` calls a row. Without: the ``instr`` calls."""
+    it, every column searched for every form at once (Aho–Corasick, as the byte scan), the
+    columns joined into one argument when no form holds a NUL (half the call's cost: 0.75 against
+    1.46 s for 200,000 rows of 7 columns); 10 literals' forms over 7 columns were 140 ``instr``
+    calls a row. Without ``con``: the ``instr`` calls."""
     forms = list(dict.fromkeys(f for f in forms if f))
     if not forms:
         return "0", []
     col = [f'CAST({alias + "." if alias else ""}"{c}" AS BLOB)' for c in cols]
     if con is None:
         return " OR ".join(f"instr({c}, ?) > 0" for c in col for _ in forms), [f for _ in col for f in forms]
-    return f"{_holds_function(con, tuple(forms))}({', '.join(col)})", []
+    if any(b"\0" in f for f in forms) or not col:
+        return f"{_holds_function(con, tuple(forms))}({', '.join(col)})", []
+    # no form holds a NUL, so none matches across the NUL between two columns: one argument a row
+    joined = " || x'00' || ".join(f"coalesce({c}, x'')" for c in col)
+    return f"{_holds_function(con, tuple(forms))}(CAST({joined} AS BLOB))", []
 
 
 def _holds_function(con: sqlite3.Connection, forms: tuple[bytes, ...]) -> str:
