@@ -36,9 +36,8 @@ from typing import Any
 
 from traceless.errors import ConfigError, ErasureScopeError, UnsupportedError
 from traceless.systems import ErasurePlan, PlannedAction, ScanHit, ScanReport, StoreOutcome
-from traceless.systems._sqlite_live import REST, SCOPE, holds_sql
 from traceless.systems.kernel import StoreDigest, byte_forms, count_in_blobs, digest, literal_forms
-from traceless.systems.sqlite import compact, ro_connect, row_digest_sql
+from traceless.systems.sqlite import REST, SCOPE, compact, holds_sql, ro_connect, row_digest_sql
 
 __all__ = ["LiveLangGraph", "NamespaceMap", "owned_threads", "refuse_shared", "shared_threads", "state_users"]
 

@@ -51,7 +51,7 @@ from traceless.systems import NO_OWNER, ErasurePlan, PlannedAction, ScanHit, Sca
 from traceless.systems._mem0_near import table_digest
 from traceless.systems._mem0_qdrant import decode_ids, key_forms, pickled_str, point_needles, selected
 from traceless.systems.kernel import StoreDigest, count_literals, digest, literal_forms
-from traceless.systems.sqlite import ro_connect
+from traceless.systems.sqlite import holds_sql, ro_connect
 
 __all__ = ["LiveLayout", "Mem0Live", "Rec", "live_layout", "probe_config"]
 
@@ -297,10 +297,12 @@ _MESSAGES_COLUMNS = "SELECT id, session_scope, role, content, name, created_at F
 
 
 def _narrowing(narrow: tuple[Collection[str | None], Sequence[str], str | None] | None,
-               ) -> tuple[str, list[Any], str, list[Any]]:
+               con: sqlite3.Connection) -> tuple[str, list[Any], str, list[Any]]:
     """``WHERE`` clauses (and their arguments) of ``Mem0Live._history``'s narrowed read (a
     ``None`` memory id: the rows without one). A messages row is the user's by ``user_id=``
-    in its scope, percent-decoded: it holds the id as it is, or a ``%``."""
+    in its scope, percent-decoded: it holds the id as it is, or a ``%``. The literal forms are
+    searched in the columns' UTF-8 bytes by one function call a row (``holds_sql`` on ``con``:
+    a text holds a form exactly where its UTF-8 bytes hold the form's)."""
     if narrow is None:
         return "", [], "", []
     ids, forms, user = narrow
@@ -308,11 +310,10 @@ def _narrowing(narrow: tuple[Collection[str | None], Sequence[str], str | None] 
     hist_args: list[Any] = [json.dumps(sorted(i for i in ids if i is not None))]
     msg: list[str] = ["instr(session_scope, ?) > 0 OR instr(session_scope, '%') > 0"] if user else []
     msg_args: list[Any] = [user] if user else []
-    for f in forms:
-        hist.append("instr(coalesce(old_memory, ''), ?) > 0 OR instr(coalesce(new_memory, ''), ?) > 0")
-        hist_args += [f, f]
-        msg.append("instr(coalesce(content, ''), ?) > 0 OR instr(coalesce(session_scope, ''), ?) > 0")
-        msg_args += [f, f]
+    if forms:
+        raw = [f.encode("utf-8", "surrogatepass") for f in forms]
+        hist.append(holds_sql(con, ["old_memory", "new_memory"], raw)[0])
+        msg.append(holds_sql(con, ["content", "session_scope"], raw)[0])
     return " WHERE " + " OR ".join(hist), hist_args, " WHERE " + (" OR ".join(msg) or "0"), msg_args
 
 
@@ -390,8 +391,8 @@ class Mem0Live:
     def _history_tables(self, narrow: tuple[Collection[str | None], Sequence[str], str | None] | None = None,
                         ) -> Iterator[tuple[str, tuple[Any, ...]]]:
         """(table, row) of the history db's ``history`` and ``messages`` rows (``_narrowing``)."""
-        hist_sql, hist_args, msg_sql, msg_args = _narrowing(narrow)
         with closing(_ro(self.layout.history)) as con:
+            hist_sql, hist_args, msg_sql, msg_args = _narrowing(narrow, con)
             names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
             if "history" in names:
                 for row in con.execute(_HISTORY_COLUMNS + hist_sql, hist_args):

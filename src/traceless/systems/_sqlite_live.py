@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import abc
 import hashlib
+import itertools
 import json
 import shutil
 import sqlite3
@@ -295,6 +296,9 @@ def holds_sql(con: sqlite3.Connection | None, cols: Sequence[str], forms: Sequen
     return f"{_holds_function(con, tuple(forms))}(CAST({joined} AS BLOB))", []
 
 
+_HOLDS = itertools.count()
+
+
 def _holds_function(con: sqlite3.Connection, forms: tuple[bytes, ...]) -> str:
     """The name of a function registered on ``con`` (a read-only connection too: nothing is
     written) that is 1 when one of its arguments holds one of ``forms``."""
@@ -303,7 +307,7 @@ def _holds_function(con: sqlite3.Connection, forms: tuple[bytes, ...]) -> str:
     def holds(*values: Any) -> int:
         return int(any(find(v) for v in values if isinstance(v, bytes)))
 
-    name = "traceless_holds_" + hashlib.sha256(b"\0".join(forms)).hexdigest()[:16]
+    name = f"traceless_holds_{next(_HOLDS)}"  # a name of its own: a connection may hold several
     con.create_function(name, -1, holds, deterministic=True)
     return name
 

@@ -14,6 +14,8 @@ kernel scans, plans, digests bystanders and erases for it; a subclass says whose
 
 from traceless.systems._sqlite_live import (
     ERASED,
+    REST,
+    SCOPE,
     OwnerOf,
     OwnerSql,
     Row,
@@ -22,6 +24,7 @@ from traceless.systems._sqlite_live import (
     bystander_digests,
     compact,
     erase_residue,
+    holds_sql,
     id_prefix,
     literal_sql,
     live_db,
@@ -38,5 +41,5 @@ from traceless.systems._sqlite_live import (
 )
 from traceless.systems.kernel import count_literals, literal_forms, replace_literals
 
-__all__ = ["ERASED", "OwnerOf", "OwnerSql", "Row", "SqliteFile", "SqliteInstance", "bystander_digests", "compact", "count_literals", "erase_residue", "id_prefix",
+__all__ = ["ERASED", "REST", "SCOPE", "OwnerOf", "OwnerSql", "Row", "SqliteFile", "SqliteInstance", "bystander_digests", "compact", "count_literals", "erase_residue", "holds_sql", "id_prefix",
            "literal_forms", "literal_sql", "live_db", "narrowable", "plan", "primary_key", "replace_literals", "ro_connect", "row_digest_sql", "rows", "scan", "table_list", "table_texts", "user_column"]
