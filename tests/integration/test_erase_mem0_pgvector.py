@@ -315,3 +315,53 @@ class _Full:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._live, name)
+
+
+def test_the_verification_read_searches_what_was_written_since_and_finds_what_a_full_read_finds(
+        pgvector_server: Any, inst: tuple[Path, str, dict[str, Any]]) -> None:
+    """After the plan's full pattern read (``Basis``) and this erasure's ``DELETE``, the
+    verification read searches only the rows written since its snapshot's horizon and re-reads
+    the plan's rows by id; it finds what a full read finds though the application, meanwhile,
+    inserted a row holding the literal, updated another row to hold it, and committed a row a
+    subtransaction wrote before the plan's read began (its id is above the horizon; the
+    snapshot lists top-level transactions only)."""
+    import psycopg
+    from psycopg.types.json import Jsonb
+
+    from traceless.systems import load_system_config, system_class
+    from traceless.systems._mem0_pgvector import patterns
+
+    path, db, cfg = inst
+    lit = canary("bob", 0)
+    vec = "[" + ",".join(["0.1"] * 384) + "]"
+    live = system_class("mem0").attach(load_system_config("mem0", path), read_only=False).live  # type: ignore[attr-defined]
+    pg = live._coll()
+    early = psycopg.connect(pgvector_server.superuser_dsn(db))  # a transaction open across the plan's read
+    try:
+        early.execute("SELECT pg_current_xact_id()")
+        early.execute("SAVEPOINT s")
+        early.execute(f"INSERT INTO {TABLE} (id, vector, payload) VALUES (%s, %s, %s)",
+                      ("00000000-0000-4000-8000-0000000000a1", vec, Jsonb({"user_id": "eve", "data": f"eve {lit}"})))
+        early.execute("RELEASE SAVEPOINT s")
+        with _su(pgvector_server, db) as c:  # a later transaction completes: the snapshot's xmax passes the row's
+            c.execute("SELECT pg_current_xact_id()")
+        pg.forget_reads()
+        plan_read = pg.select("ann", patterns([lit]))
+        early.commit()
+    finally:
+        early.close()
+    assert pg._basis is not None
+    assert {p["user_id"] for _, p, _ in plan_read[TABLE]} == {"ann", "bob"}
+    pg.delete_rows({TABLE: {i for i, p, _ in plan_read[TABLE] if p["user_id"] == "ann"}})
+    with _su(pgvector_server, db) as c:
+        c.execute(f"INSERT INTO {TABLE} (id, vector, payload) VALUES (%s, %s, %s)",
+                  ("00000000-0000-4000-8000-0000000000a2", vec, Jsonb({"user_id": "carl", "data": f"carl {lit}"})))
+        c.execute(f"UPDATE {TABLE} SET payload = jsonb_set(payload, '{{data}}', to_jsonb(%s::text)) "
+                  "WHERE payload->>'data' LIKE 'bob note 1:%%'", (f"bob now {lit}",))
+    narrowed = pg.select("ann", patterns([lit]))
+    pg.forget_reads()
+    full = pg.select("ann", patterns([lit]))
+    assert pg._basis is not None  # the full read is the next basis
+    ids = {t: sorted(r[0] for r in rows) for t, rows in narrowed.items()}
+    assert ids == {t: sorted(r[0] for r in rows) for t, rows in full.items()}
+    assert sorted(p["user_id"] for _, p, _ in narrowed[TABLE]) == ["bob", "bob", "carl", "eve"]

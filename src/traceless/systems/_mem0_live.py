@@ -301,8 +301,9 @@ def _narrowing(narrow: tuple[Collection[str | None], Sequence[str], str | None] 
     """``WHERE`` clauses (and their arguments) of ``Mem0Live._history``'s narrowed read (a
     ``None`` memory id: the rows without one). A messages row is the user's by ``user_id=``
     in its scope, percent-decoded: it holds the id as it is, or a ``%``. The literal forms are
-    searched in the columns' UTF-8 bytes by one function call a row (``holds_sql`` on ``con``:
-    a text holds a form exactly where its UTF-8 bytes hold the form's)."""
+    searched in the columns' UTF-8 bytes by SQLite (``holds_sql`` on ``con``: ``instr`` calls,
+    or one function call a row where they would be many; a text holds a form exactly where its
+    UTF-8 bytes hold the form's)."""
     if narrow is None:
         return "", [], "", []
     ids, forms, user = narrow
@@ -312,8 +313,11 @@ def _narrowing(narrow: tuple[Collection[str | None], Sequence[str], str | None] 
     msg_args: list[Any] = [user] if user else []
     if forms:
         raw = [f.encode("utf-8", "surrogatepass") for f in forms]
-        hist.append(holds_sql(con, ["old_memory", "new_memory"], raw)[0])
-        msg.append(holds_sql(con, ["content", "session_scope"], raw)[0])
+        for where, args, cols in ((hist, hist_args, ["old_memory", "new_memory"]),
+                                  (msg, msg_args, ["content", "session_scope"])):
+            cond, more = holds_sql(con, cols, raw)
+            where.append(cond)
+            args += more
     return " WHERE " + " OR ".join(hist), hist_args, " WHERE " + (" OR ".join(msg) or "0"), msg_args
 
 

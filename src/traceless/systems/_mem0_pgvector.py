@@ -110,10 +110,13 @@ class PgCollection(PgServer):
     """The last read by user and patterns (``select``): the scope check's per-literal scans
     are answered from the plan's read (one pass over the table instead of one per literal and
     one more); dropped by ``forget_reads`` and by every ``DELETE``."""
+    _basis: Basis | None = field(default=None, init=False, repr=False, compare=False)
+    """The last full pattern read (``select``): kept across this erasure's ``DELETE`` (dropped
+    by ``forget_reads``), so the verification's read searches only the rows written since."""
 
     def forget_reads(self) -> None:
-        """The next ``select`` reads the server again."""
-        self._read = None
+        """The next ``select`` reads the server again, every row searched for the patterns."""
+        self._read, self._basis = None, None
 
     def check(self) -> None:
         """The collection must exist (nothing is created); its companion entity table is optional."""
@@ -138,24 +141,51 @@ class PgCollection(PgServer):
 
         if not every and not ids and patterns and (hit := self._reread(user, patterns)) is not None:
             return hit
+        import psycopg
+
         branches = ["SELECT id FROM {t} WHERE payload->>'user_id' = %(u)s"] if user is not None else []
         branches += ["SELECT id FROM {t} WHERE id = ANY(%(ids)s::uuid[])"] if ids else []
-        branches += ["SELECT id FROM {t} WHERE EXISTS (SELECT 1 FROM unnest(%(p)s::text[]) p "
-                     "WHERE strpos(payload::text, p) > 0)"] if patterns else []
-        if not every and not branches:
-            return {t: [] for t in self.tables}
-        q = "SELECT id::text, payload, vector::text FROM {t}"
-        q += "" if every else " WHERE id IN (" + " UNION ".join(branches) + ")"
-        out: dict[str, list[tuple[str, dict[str, Any], str]]] = {}
+        search = "SELECT id FROM {t} WHERE EXISTS (SELECT 1 FROM unnest(%(p)s::text[]) p WHERE strpos(payload::text, p) > 0)"
         with self.connect(read_only=True) as con:
+            con.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ  # the rows and the snapshot: one view
+            args: dict[str, Any] = {"u": user, "ids": list(ids), "p": list(patterns)}
+            since = self._since(con, user, patterns) if patterns and not every else None
+            if since is not None:  # the rows written since the basis read, and that read's rows by id
+                branches += [search + " AND %(base)s + xmin::text::bigint >= %(horizon)s",
+                             "SELECT id FROM {t} WHERE id = ANY(%(was)s::uuid[])"]
+                args |= since
+            elif patterns:
+                branches.append(search)
+            if not every and not branches:
+                return {t: [] for t in self.tables}
+            q = "SELECT id::text, payload, vector::text FROM {t}"
+            q += "" if every else " WHERE id IN (" + " UNION ".join(branches) + ")"
+            snap = str(con.execute("SELECT pg_current_snapshot()::text").fetchone()[0])
+            out: dict[str, list[tuple[str, dict[str, Any], str]]] = {}
             for t in self.tables:
-                cur = con.execute(sql.SQL(q + " ORDER BY id").format(t=sql.Identifier(t)),
-                                  {"u": user, "ids": list(ids), "p": list(patterns)})
+                args["was"] = since["was"].get(t, []) if since is not None else []
+                cur = con.execute(sql.SQL(q + " ORDER BY id").format(t=sql.Identifier(t)), args)
                 out[t] = [(str(i), dict(p or {}), str(v)) for i, p, v in cur.fetchall()]
             con.rollback()
         if not every and not ids and patterns:
             self._read = ((user, frozenset(patterns)), out)
+            if since is None:
+                self._basis = Basis(user, frozenset(patterns), snap, {t: [r[0] for r in rows] for t, rows in out.items()})
         return out
+
+    def _since(self, con: Any, user: str | None, patterns: Sequence[str]) -> dict[str, Any] | None:
+        """The arguments that narrow the pattern search to the rows written since the basis
+        read (``Basis``), or None (no basis for this user and these patterns, or the server's
+        transaction ids have wrapped into another epoch since: every row is searched)."""
+        b = self._basis
+        if b is None or b.user != user or not set(patterns) <= b.patterns:
+            return None
+        horizon = int(b.snapshot.split(":")[0])
+        now = int(con.execute("SELECT pg_snapshot_xmax(pg_current_snapshot())::text").fetchone()[0])
+        if now >> 32 != horizon >> 32:
+            return None
+        was: dict[str, list[str]] = {t: list(ids) for t, ids in b.ids.items()}
+        return {"base": horizon >> 32 << 32, "horizon": horizon, "was": was}
 
     def _reread(self, user: str | None, patterns: Sequence[str]) -> dict[str, list[Row]] | None:
         """The rows of the last read that this one selects (the same user, patterns among the
@@ -244,6 +274,25 @@ class PgCollection(PgServer):
                         "DELETE FROM {} WHERE id = ANY(%s::uuid[]) RETURNING id::text, payload->>'user_id', "
                         "hashtextextended(id::text, 0)").format(sql.Identifier(t)), (sorted(vals),))]
         return out
+
+
+@dataclass(frozen=True)
+class Basis:
+    """A read that searched every row of the collection's tables for ``patterns`` (``select``),
+    in one ``REPEATABLE READ`` snapshot. A row that is live later either was in that snapshot,
+    unchanged (PostgreSQL writes a new row version, with a new ``xmin``, on every change; only
+    a transaction older than the snapshot's ``xmin`` horizon had completed for certain, a
+    subtransaction's id included), so it holds a pattern only if that read returned it
+    (``ids``, re-read by primary key), or it was written by a transaction at or past the
+    horizon: only those rows need the search again. A verification read after this
+    erasure's ``DELETE`` then searches what the application wrote meanwhile, not the table."""
+
+    user: str | None
+    patterns: frozenset[str]
+    snapshot: str
+    """``pg_current_snapshot()`` of that read (``xmin:xmax:xip``)."""
+    ids: dict[str, list[str]]
+    """Per table, the ids of every row that read returned (the user's and those holding a pattern)."""
 
 
 Mark = tuple[int, str]
