@@ -38,7 +38,9 @@ N = 10  # per group and phase: fixed before the first run (KS p for a full separ
 N_AUDIT = 8  # per group in the audit test: fixed before its first run (full separation: p 1.6e-4)
 ALPHA = 1e-3
 RECORD = ("Memory: the user's IBAN is DE89 3704 0044 0532 0130 00, they live at 12 Elm Street, Leeds, and their "
-          "daughter's school is St Mary's. " + " ".join(["They prefer morning appointments and tea over coffee."] * 20))
+          "daughter's school is St Mary's. " + " ".join(["They prefer morning appointments and tea over coffee."] * 8))
+# ~130 tokens (was ~250: an uncached probe took 2.2-3.9 s on one thread, a cached one 0.12-0.22 s;
+# half the prefix halves the test, the two groups stay apart by an order of magnitude)
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +61,7 @@ def _runtime(server: object) -> SystemRuntime:
 
 def test_the_record_is_in_the_serving_cache_until_it_is_cleared(server: object) -> None:
     tier = serving_cache_check(server, RECORD, n=N, alpha=ALPHA)
-    assert tier.tokens > 200
+    assert tier.tokens > 100
     b, a = tier.before, tier.after
     assert b.verdict == "cached" and b.ks_p < ALPHA and b.median_ratio < 0.5, b
     assert a.verdict == "not detected" and a.ks_p > ALPHA and 0.5 < a.median_ratio < 2.0, a
