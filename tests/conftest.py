@@ -101,6 +101,19 @@ def _network_guard(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 _PG_HINT = 'start one with: eval "$(.ci/start-postgres)" (needs apt-get install -y postgresql)'
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _no_test_system_left_registered() -> Iterator[None]:
+    """A module that registers the conformance suite's test system (``dict``,
+    ``register_dict_system``) removes it at its end: the next module in the same worker lists
+    the systems installed here (an order-dependent failure of the CLI's listing test)."""
+    from traceless.systems import MEMORY_SYSTEMS
+
+    had = "dict" in MEMORY_SYSTEMS
+    yield
+    if not had:
+        MEMORY_SYSTEMS._entries.pop("dict", None)
+
+
 @pytest.fixture(scope="session")
 def pg_server() -> str:
     """The superuser URL of the test server (``TRACELESS_TEST_PG_URL``)."""
