@@ -106,12 +106,16 @@ def _no_test_system_left_registered() -> Iterator[None]:
     """A module that registers the conformance suite's test system (``dict``,
     ``register_dict_system``) removes it at its end: the next module in the same worker lists
     the systems installed here (an order-dependent failure of the CLI's listing test)."""
-    from traceless.systems import MEMORY_SYSTEMS
+    import sys
 
-    had = "dict" in MEMORY_SYSTEMS
+    def registry() -> Any:  # None while no test has imported traceless.systems (it is not imported here)
+        mod = sys.modules.get("traceless.systems")
+        return None if mod is None else mod.MEMORY_SYSTEMS
+
+    had = (reg := registry()) is not None and "dict" in reg
     yield
-    if not had:
-        MEMORY_SYSTEMS._entries.pop("dict", None)
+    if not had and (reg := registry()) is not None:
+        reg._entries.pop("dict", None)
 
 
 @pytest.fixture(scope="session")
