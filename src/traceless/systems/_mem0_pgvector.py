@@ -184,8 +184,7 @@ class PgCollection(PgServer):
         now = int(con.execute("SELECT pg_snapshot_xmax(pg_current_snapshot())::text").fetchone()[0])
         if now >> 32 != horizon >> 32:
             return None
-        was: dict[str, list[str]] = {t: list(ids) for t, ids in b.ids.items()}
-        return {"base": horizon >> 32 << 32, "horizon": horizon, "was": was}
+        return {"base": horizon >> 32 << 32, "horizon": horizon, "was": b.ids}
 
     def _reread(self, user: str | None, patterns: Sequence[str]) -> dict[str, list[Row]] | None:
         """The rows of the last read that this one selects (the same user, patterns among the
