@@ -101,14 +101,32 @@ class DictInstance(LiveInstance):
     def apply(self, ops: Sequence[Op], literals: Sequence[str]) -> list[StoreOutcome]:
         with self.locked():
             out = self._apply(ops, literals)
-        if self.bug == "stale-read":
-            time.sleep(0.5)  # the application writes meanwhile; this reader will not see it
+        if self.bug == "stale-read" and self._seen is not None:
+            # the application writes the erased user's memories meanwhile; this reader will not
+            # see them (waited for, not slept on: the bug shows whatever the load). Two writes:
+            # the first has then returned to the application, before the verification.
+            self._wait_for_another_writer(self._seen, writes=2, owners={op.record.owner for op in ops})
         return out
+
+    def _wait_for_another_writer(self, mine: dict[str, dict[str, dict[str, str]]], writes: int = 1,
+                                 owners: set[str | None] | None = None, timeout: float = 60.0) -> None:
+        """The bugs' window, made deterministic: returns once the file holds records, not in
+        ``mine``, of ``writes`` distinct texts (another writer's writes; of ``owners`` only,
+        when given), or after ``timeout`` seconds."""
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            with contextlib.suppress(ValueError, OSError):  # a reader may meet the file mid-replace
+                new = {r["text"] for store, recs in self.load().items() for rid, r in recs.items()
+                       if rid not in mine.get(store, {}) and (owners is None or r["owner"] in owners)}
+                if len(new) >= writes:
+                    return
+            time.sleep(0.01)
 
     def _apply(self, ops: Sequence[Op], literals: Sequence[str]) -> list[StoreOutcome]:
         doc = self.load()
         if self.bug == "unlocked":
-            time.sleep(0.5)  # a slow write-back: what the application writes meanwhile is lost
+            # a slow write-back: once the application has written, what it wrote is lost
+            self._wait_for_another_writer(doc)
         out = {s: StoreOutcome(store=s, compacted=True) for s in STORES}
         for op in ops:
             rec = doc.get(op.record.store, {}).get(op.record.id)
