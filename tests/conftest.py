@@ -235,6 +235,18 @@ def pgvector_replica(pgvector_server: Any) -> Iterator[Any]:
         srv.stop()
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Modules marked ``heavy(seconds)`` first, heaviest first; the rest keep their order. CI's
+    ``-n 2 --dist loadfile --no-loadscope-reorder`` hands files to the two workers in this order,
+    so the longest start first and the run does not end on one worker still running a
+    four-minute file (xdist's default order, most tests first, put them last)."""
+    def weight(item: pytest.Item) -> float:
+        m = item.get_closest_marker("heavy")
+        return -float(m.args[0]) if m is not None else 0.0
+
+    items.sort(key=weight)  # stable: a module's tests stay together and in order
+
+
 _EXIT_STATUS: list[int] = []
 
 

@@ -21,7 +21,7 @@ from traceless.cli._systems import print_result
 from traceless.models import CachingBackend, ModelBackend, load_backend, load_embedder
 from traceless.systems import SystemRuntime
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.heavy(220), pytest.mark.integration, pytest.mark.slow]
 SPEC = "llamacpp:smollm2-135m-instruct"
 
 

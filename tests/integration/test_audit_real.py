@@ -15,7 +15,7 @@ from traceless.audit import SystemAuditConfig, run_system_audit
 from traceless.models import CachingBackend, load_backend, load_embedder
 from traceless.systems import SystemRuntime
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.heavy(110), pytest.mark.integration]
 
 
 def test_audit_on_smollm2(tmp_path: Path) -> None:

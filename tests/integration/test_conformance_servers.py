@@ -17,7 +17,7 @@ from traceless.models import HashingEmbedder, ScriptedBackend
 from traceless.systems import SystemRuntime
 from traceless.systems.conformance import CHECKS, SERVER_LACKS, ServerEndpoint, run_server_conformance
 
-pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("_home")]
+pytestmark = [pytest.mark.heavy(65), pytest.mark.integration, pytest.mark.usefixtures("_home")]
 
 RUNTIME = SystemRuntime(ScriptedBackend(lambda m, c: "noted"), HashingEmbedder(), "scripted")
 

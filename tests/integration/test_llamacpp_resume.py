@@ -12,7 +12,7 @@ import pytest
 
 from traceless.studies import read_rows, run_study
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.heavy(70), pytest.mark.integration]
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "longmemeval_tiny.json"
 SLICE = {"data": str(FIXTURE), "n": 1, "S": [0, 1], "k": [1, 3], "modes": ["full_purge"], "wordings": 1,

@@ -19,7 +19,7 @@ from traceless.cli._systems import print_result
 from traceless.models import CachingBackend, ModelBackend, load_backend, load_embedder
 from traceless.systems import SystemRuntime
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.heavy(290), pytest.mark.integration]
 SPEC = "llamacpp:smollm2-135m-instruct"
 
 

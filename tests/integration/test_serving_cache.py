@@ -33,7 +33,7 @@ from traceless.datasets import canary_sentence  # noqa: E402
 from traceless.models import HashingEmbedder  # noqa: E402
 from traceless.systems import DeletionTarget, SystemRuntime, erase_system, load_system_config, open_system  # noqa: E402
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.heavy(150), pytest.mark.integration]
 N = 10  # per group and phase: fixed before the first run (KS p for a full separation: 1.1e-5)
 N_AUDIT = 8  # per group in the audit test: fixed before its first run (full separation: p 1.6e-4)
 ALPHA = 1e-3

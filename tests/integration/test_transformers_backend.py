@@ -19,7 +19,7 @@ import torch
 from traceless.models import GenerationConfig, load_backend, load_embedder, messages
 from traceless.models._base import KVBackend
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.heavy(65), pytest.mark.integration]
 
 SMOL = "smollm2-135m-instruct"
 GREEDY = GenerationConfig(max_new_tokens=24)
