@@ -12,7 +12,8 @@ erasure also removes the records of a user whose id is a prefix of the requester
 ``"certify-unchecked"`` (``probe_ready`` checks nothing: a ``--certify`` whose embedder cannot
 run erases, then its probe fails), ``"count-others"`` (its outcome notes count the records
 left in each store: the receipt tells the requester about other users' records), ``"unlocked"``
-(its read-modify-write takes no lock and is slow: what an application writes meanwhile is lost),
+(its erasure reads the file outside the lock and writes it back after an application's write:
+what the application wrote meanwhile is lost),
 ``"stale-read"`` (after its erasure it reads back what it wrote, never what another writer
 added: its verification misses the user's records an application wrote meanwhile).
 
@@ -88,9 +89,6 @@ class DictInstance(LiveInstance):
         """Every read-modify-write of the file (the erasure's and the application's) holds an
         exclusive ``flock`` on the instance's lock file: without it the erasure's write-back
         loses what the application wrote in between (the suite's app check finds it)."""
-        if self.bug == "unlocked":
-            yield
-            return
         fd = os.open(self.path.with_suffix(".lock"), os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
@@ -99,34 +97,39 @@ class DictInstance(LiveInstance):
             os.close(fd)
 
     def apply(self, ops: Sequence[Op], literals: Sequence[str]) -> list[StoreOutcome]:
+        if self.bug == "unlocked":
+            # a lost update: the erasure reads outside the lock and writes back inside it, after
+            # the application has written (waited for, not slept on: the loss is certain
+            # whatever the load, and no write of the application's straddles the write-back)
+            doc = self.load()
+            self._wait_for_another_writer(doc)
+            with self.locked():
+                return self._apply(ops, literals, doc)
         with self.locked():
-            out = self._apply(ops, literals)
+            out = self._apply(ops, literals, self.load())
         if self.bug == "stale-read" and self._seen is not None:
             # the application writes the erased user's memories meanwhile; this reader will not
-            # see them (waited for, not slept on: the bug shows whatever the load). Two writes:
-            # the first has then returned to the application, before the verification.
+            # see them (waited for: the bug shows whatever the load). Two of its writes: the
+            # first has then returned to the application, before the verification began.
             self._wait_for_another_writer(self._seen, writes=2, owners={op.record.owner for op in ops})
         return out
 
     def _wait_for_another_writer(self, mine: dict[str, dict[str, dict[str, str]]], writes: int = 1,
                                  owners: set[str | None] | None = None, timeout: float = 60.0) -> None:
         """The bugs' window, made deterministic: returns once the file holds records, not in
-        ``mine``, of ``writes`` distinct texts (another writer's writes; of ``owners`` only,
-        when given), or after ``timeout`` seconds."""
+        ``mine``, of ``writes`` sessions (another writer's writes: a record's id is
+        ``user/session/turn``; of ``owners`` only, when given), or after ``timeout`` seconds."""
         end = time.monotonic() + timeout
         while time.monotonic() < end:
             with contextlib.suppress(ValueError, OSError):  # a reader may meet the file mid-replace
-                new = {r["text"] for store, recs in self.load().items() for rid, r in recs.items()
+                new = {rid.rpartition("/")[0] for store, recs in self.load().items() for rid, r in recs.items()
                        if rid not in mine.get(store, {}) and (owners is None or r["owner"] in owners)}
                 if len(new) >= writes:
                     return
             time.sleep(0.01)
 
-    def _apply(self, ops: Sequence[Op], literals: Sequence[str]) -> list[StoreOutcome]:
-        doc = self.load()
-        if self.bug == "unlocked":
-            # a slow write-back: once the application has written, what it wrote is lost
-            self._wait_for_another_writer(doc)
+    def _apply(self, ops: Sequence[Op], literals: Sequence[str],
+               doc: dict[str, dict[str, dict[str, str]]]) -> list[StoreOutcome]:
         out = {s: StoreOutcome(store=s, compacted=True) for s in STORES}
         for op in ops:
             rec = doc.get(op.record.store, {}).get(op.record.id)
