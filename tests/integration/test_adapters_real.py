@@ -28,9 +28,7 @@ SPEC = "llamacpp:smollm2-135m-instruct"
 @pytest.fixture(scope="module")
 def served() -> Iterator[ModelBackend]:
     pytest.importorskip("xllamacpp")
-    # one thread: the module runs beside the other xdist worker's model server (two synchronised
-    # threads per server on 2 cores collapse; issue 39)
-    be = CachingBackend(load_backend(SPEC, timeout=900, num_threads=1))
+    be = CachingBackend(load_backend(SPEC, timeout=900))
     yield be
     be.close()
 

@@ -191,10 +191,8 @@ def test_the_audit_command_on_the_real_package_and_a_served_model(
     _need(module)
     _need("xllamacpp")
     out = tmp_path / "a"
-    # one engine thread: CI runs the two parameters side by side on 2 cores, where two servers of
-    # two synchronised threads each collapsed (the crewai case took 69 s, then 97 s, then 117 s)
     main(["audit", "--memory", name, "--model", "llamacpp:smollm2-135m-instruct", "--max-new-tokens", "16",
-          "--threads", "1", "--out", str(out)])
+          "--out", str(out)])
     s = json.loads((out / "summary.json").read_text())
     assert s["model"]["backend"] == "llamacpp" and s["model"]["engine"]["name"] == "llama.cpp"
     c = s["copies"]
