@@ -63,10 +63,12 @@ from traceless.systems.postgres import (
     PgServer,
     PgTarget,
     Tally,
+    escape_like,
     ident,
     in_snapshot,
     key_hash,
     key_sql,
+    like_any,
     make_target,
     marks,
     out_of_scope,
@@ -220,7 +222,7 @@ class PgLangGraph(LiveInstance):
         from psycopg import sql
 
         out = _Tables()
-        like = [f"%{_escape_like(x)}%" for x in pieces]
+        like = like_any(pieces)
         args = {"p": list(pieces), "l": like, "lb": [x.encode("utf-8") for x in like]}
         for pg in self.servers:
             with pg.connect(read_only=True) as con:
@@ -272,7 +274,7 @@ class PgLangGraph(LiveInstance):
             return []
         ns = self.users.prefix(who) if who is not None else ""
         return _table_rows(con, table, sql.SQL(" OR ").join(terms),
-                           {**args, "ns": ns, "below": _escape_like(ns) + ".%", "of": sorted({k[0] for k, _ in items})})
+                           {**args, "ns": ns, "below": escape_like(ns) + ".%", "of": sorted({k[0] for k, _ in items})})
 
     def _as_records(self, who: str | None, tabs: _Tables, literals: Sequence[str]) -> Iterator[Record]:
         tids = {k[0] for t in CKPT_TABLES for k, _ in tabs.rows.get(t, [])}
@@ -527,18 +529,14 @@ def _others(table: str, tids: Sequence[str], ns: str | None) -> tuple[str, dict[
     if table in CKPT_TABLES and tids:
         return "NOT (thread_id = ANY(%(tids)s))", {"tids": list(tids)}
     if table in STORE_TABLES and ns is not None:
-        return "NOT (prefix = %(ns)s OR prefix LIKE %(below)s)", {"ns": ns, "below": _escape_like(ns) + ".%"}
+        return "NOT (prefix = %(ns)s OR prefix LIKE %(below)s)", {"ns": ns, "below": escape_like(ns) + ".%"}
     return "true", {}
-
-
-def _escape_like(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
 def _like(template: str, user: str) -> str:
     """``NamespaceMap.thread_pattern`` as a ``LIKE`` pattern (``{session_id}``: one character or more)."""
     parts = re.split(r"(\{user_id\}|\{session_id\})", template)
-    return "".join(_escape_like(user) if p == "{user_id}" else "_%" if p == "{session_id}" else _escape_like(p)
+    return "".join(escape_like(user) if p == "{user_id}" else "_%" if p == "{session_id}" else escape_like(p)
                    for p in parts)
 
 

@@ -64,6 +64,7 @@ from traceless.systems.postgres import (
     PgTarget,
     Tally,
     in_snapshot,
+    like_any,
     make_target,
     out_of_scope,
     parse_dsn,
@@ -133,33 +134,34 @@ class PgCollection(PgServer):
     def select(self, user: str | None, patterns: Sequence[str], ids: Sequence[str] = (), *,
                every: bool = False) -> dict[str, list[tuple[str, dict[str, Any], str]]]:
         """Per table, the rows (id, payload, vector as text) whose ``user_id`` is ``user``
-        (through the server's index on ``payload->>'user_id'`` when the deployment has one),
-        whose id is in ``ids`` (the primary key), or whose payload's JSON text holds one of
-        ``patterns`` (a pass over the table on the server); one read-only transaction. A
-        superset of the rows the scan's match rule selects."""
+        (through the server's index on ``payload->>'user_id'`` when the deployment has one and no
+        pattern is asked), whose id is in ``ids`` (the primary key), or whose payload's JSON text
+        holds one of ``patterns`` (one pass over the table on the server, its parallel workers
+        sharing it: one condition per row, ``LIKE ANY``); one read-only transaction. A superset of
+        the rows the scan's match rule selects."""
         from psycopg import sql
 
         if not every and not ids and patterns and (hit := self._reread(user, patterns)) is not None:
             return hit
         import psycopg
 
-        branches = ["SELECT id FROM {t} WHERE payload->>'user_id' = %(u)s"] if user is not None else []
-        branches += ["SELECT id FROM {t} WHERE id = ANY(%(ids)s::uuid[])"] if ids else []
-        search = "SELECT id FROM {t} WHERE EXISTS (SELECT 1 FROM unnest(%(p)s::text[]) p WHERE strpos(payload::text, p) > 0)"
+        conds = ["payload->>'user_id' = %(u)s"] if user is not None else []
+        conds += ["id = ANY(%(ids)s::uuid[])"] if ids else []
+        search = "payload::text LIKE ANY(%(l)s::text[])"
         with self.connect(read_only=True) as con:
             con.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ  # the rows and the snapshot: one view
-            args: dict[str, Any] = {"u": user, "ids": list(ids), "p": list(patterns)}
+            args: dict[str, Any] = {"u": user, "ids": list(ids), "l": like_any(patterns)}
             since = self._since(con, user, patterns) if patterns and not every else None
             if since is not None:  # the rows written since the basis read, and that read's rows by id
-                branches += [search + " AND %(base)s + xmin::text::bigint >= %(horizon)s",
-                             "SELECT id FROM {t} WHERE id = ANY(%(was)s::uuid[])"]
+                conds += ["id = ANY(%(was)s::uuid[])",
+                          "(%(base)s + xmin::text::bigint >= %(horizon)s AND " + search + ")"]
                 args |= since
             elif patterns:
-                branches.append(search)
-            if not every and not branches:
+                conds.append(search)
+            if not every and not conds:
                 return {t: [] for t in self.tables}
             q = "SELECT id::text, payload, vector::text FROM {t}"
-            q += "" if every else " WHERE id IN (" + " UNION ".join(branches) + ")"
+            q += "" if every else " WHERE " + " OR ".join(conds)
             snap = str(con.execute("SELECT pg_current_snapshot()::text").fetchone()[0])
             out: dict[str, list[tuple[str, dict[str, Any], str]]] = {}
             for t in self.tables:
@@ -189,7 +191,7 @@ class PgCollection(PgServer):
     def _reread(self, user: str | None, patterns: Sequence[str]) -> dict[str, list[Row]] | None:
         """The rows of the last read that this one selects (the same user, patterns among the
         last read's), or None: every row the server would select here was in it (a row of the
-        user, or one whose payload's JSON text holds a pattern, as ``strpos`` on the server
+        user, or one whose payload's JSON text holds a pattern, as ``LIKE`` on the server
         finds it)."""
         if self._read is None or self._read[0][0] != user or not set(patterns) <= self._read[0][1]:
             return None

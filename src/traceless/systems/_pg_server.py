@@ -34,7 +34,7 @@ from traceless.forget import encodings_of, scan_bytes
 __all__ = ["COMPACTIONS", "DEFAULT_COMPACTION", "KEY_SEP", "MARK", "OnlineBystanders", "OnlineTally", "PgServer", "Tally", "PgTarget", "delete_in", "ident",
            "make_target", "out_of_scope", "parse_dsn", "physical_step", "replica_files", "replica_steps", "replica_targets",
            "shown_dsn", "shown_dsns", "standbys", "tally_digest", "verify_files", "verify_replica",
-           "in_snapshot", "key_hash", "key_sql", "marks"]
+           "escape_like", "in_snapshot", "key_hash", "key_sql", "like_any", "marks"]
 
 COMPACTIONS = ("vacuum", "full")
 DEFAULT_COMPACTION = "vacuum"
@@ -562,6 +562,19 @@ def in_snapshot(within: str) -> tuple[str, dict[str, Any]]:
     return (" AND pg_visible_in_snapshot((%(base)s + xmin::text::bigint - CASE WHEN %(base)s + xmin::text::bigint "
             "> %(xmax)s THEN 4294967296 ELSE 0 END)::text::xid8, %(snap)s::pg_snapshot)",
             {"snap": within, "xmax": xmax, "base": xmax >> 32 << 32})
+
+
+def escape_like(text: str) -> str:
+    """``text`` as a ``LIKE`` pattern that matches it literally (``\\`` is ``LIKE``'s default escape)."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def like_any(pieces: Sequence[str]) -> list[str]:
+    """The ``LIKE ANY`` patterns (``%piece%``, escaped) true for a text that holds one of
+    ``pieces``, as ``strpos`` would find it: the text is made once a row and every piece looked
+    for in it (an ``EXISTS`` over ``unnest`` with ``strpos`` makes it once per piece, and as a
+    sub-plan it keeps the pass off the server's parallel workers)."""
+    return [f"%{escape_like(p)}%" for p in pieces]
 
 
 def key_sql(cols: Sequence[str]) -> Any:
