@@ -346,13 +346,15 @@ def test_replica_holds_no_copy_after_replay_and_the_receipt_says_per_replica(
     assert "out of scope: streaming and logical replicas other than the 2 named in traceless.pg_replicas" in receipt.notes
 
 
-@pytest.mark.parametrize("where", ["server", "history"])
+@pytest.mark.parametrize("where", ["server", "history", "history-edit"])
 def test_a_broken_delete_of_a_bystanders_row_fails_the_bystander_check(
         pgvector_server: Any, template: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str) -> None:
     """The bystander check stays able to see an over-deletion although the bystanders are
     counted, not read row by row (``OnlineTally``, ``history_tally``): the erasure's DELETE also
     removes one of the prefixed bystander's memories on the server (``server``) or one of its
-    history rows (``history``): ``bystanders_intact`` fails, the note names the stray row."""
+    history rows (``history``), or changes the text of the bystander's history row that lies
+    next to an erased one (``history-edit``: the history digest reads the rows beside the
+    erased ones, ``NEIGHBOURS``): ``bystanders_intact`` fails, the note names the store."""
     import sqlite3
 
     from traceless._erase_api import erase
@@ -369,11 +371,21 @@ def test_a_broken_delete_of_a_bystanders_row_fails_the_bystander_check(
         monkeypatch.setattr(PgCollection, "delete_rows", delete_rows)
     else:
         real_h = Mem0PgLive._delete_history
+        mine = [i for i, (u, _) in _rows(srv, db).items() if u == TARGET]
+        with sqlite3.connect(tmp_path / "history.db") as con:  # the bystander row nearest an erased one
+            erased = [r for (r,) in con.execute("SELECT rowid FROM history WHERE memory_id IN "
+                                                f"({','.join('?' * len(mine))})", mine)]
+            edited = min((abs(r - e), r) for (r,) in con.execute(
+                f"SELECT rowid FROM history WHERE memory_id NOT IN ({','.join('?' * len(mine))})", mine) for e in erased)
+        assert edited[0] == 1, edited  # the rows of the users' memories interleave
 
         def delete_history(self: Mem0PgLive, ids: Any, mem_ids: set[str]) -> None:
             real_h(self, ids, mem_ids)
             with sqlite3.connect(self.layout.history) as con:
-                con.execute("DELETE FROM history WHERE memory_id = ?", (victim,))
+                if where == "history":
+                    con.execute("DELETE FROM history WHERE memory_id = ?", (victim,))
+                else:
+                    con.execute("UPDATE history SET new_memory = new_memory || '.' WHERE rowid = ?", (edited[1],))
         monkeypatch.setattr(Mem0PgLive, "_delete_history", delete_history)
     receipt = erase("mem0", cfg_path, user=TARGET, receipt=tmp_path / "receipt.json", state_dir=tmp_path / "state")
     checks = receipt.verification.checks
