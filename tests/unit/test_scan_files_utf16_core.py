@@ -1,5 +1,5 @@
-"""The byte scan's one pass (``forget._erasure``): an Aho–Corasick gate over the forms less
-their leading NULs, then the exact automaton over the windows around what the gate reports.
+"""The byte scan's one pass (``forget._erasure``): an Aho–Corasick gate over a window of each form
+(where the file's first bytes hold its 3 bytes least, never a NUL first), then the exact automaton over the windows around what the gate reports.
 Its counts must be ``bytes.count``'s per form, for adjacent, overlapping and repeated copies,
 forms with leading NULs (UTF-16BE of ASCII, sparse vectors), across chunk boundaries and the
 gate's slices, and in a crowded chunk (counted per form): chunks, slices and the crowding
@@ -45,17 +45,23 @@ def test_the_gated_pass_counts_what_bytes_count_does(monkeypatch: pytest.MonkeyP
     forms += [b"\0\0" + forms[0], forms[0]]  # a form with two leading NULs; a repeated form
     for trial in range(200):
         data = _random_data(rng, forms)
+        _erasure._PLANS.clear()  # each trial's windows chosen on its own bytes
         got = _erasure._counts(io.BufferedReader(io.BytesIO(data)), forms) if data else [0] * len(forms)
         assert got == _per_form(data, forms), (trial, data)
 
 
-def test_more_forms_than_one_gate_holds(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Past ``_BATCH`` forms the gate is split: every batch counted, none dropped."""
+@pytest.mark.parametrize("gated", ["batched", "whole"])
+def test_more_forms_than_one_gate_holds(monkeypatch: pytest.MonkeyPatch, gated: str) -> None:
+    """Past ``_BATCH`` forms the gate is split, or one gate holds every window (``_plan`` keeps
+    the faster on the first bytes; each is forced here): every form counted, none dropped."""
     monkeypatch.setattr(_erasure, "_CHUNK", 256)
+    monkeypatch.setattr(_erasure, "_PLANS", {})
+    monkeypatch.setattr(_erasure, "_took", lambda g, trial: len(g) if gated == "whole" else -len(g))
     rng = random.Random(11)
     forms = [bytes([0] * rng.randint(0, 2)) + rng.randbytes(rng.randint(2, 12)) for _ in range(150)]
     data = b"".join(rng.choice(forms) + rng.randbytes(rng.randint(0, 5)) for _ in range(400))
     assert _erasure._counts(io.BufferedReader(io.BytesIO(data)), forms) == _per_form(data, forms)
+    assert len(next(iter(_erasure._PLANS.values()))) == (1 if gated == "whole" else 3)
 
 
 def test_both_utf16_forms_are_counted(tmp_path: Path) -> None:
