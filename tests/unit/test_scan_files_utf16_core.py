@@ -33,11 +33,13 @@ def _random_data(rng: random.Random, forms: list[bytes]) -> bytes:
     return b"".join(parts)
 
 
+@pytest.mark.parametrize("sample", [8, 1 << 20])  # windows chosen on the first 8 bytes; a small file's heads
 @pytest.mark.parametrize(("chunk", "slice_", "crowded"), [(64, 16, 4), (64, 1 << 18, 1 << 12), (7, 3, 1), (1 << 24, 5, 2)])
 @pytest.mark.parametrize("literals", [["CANARY-1"], ["Zürich-7", "abcd"], ["東京-4471", "aCa", "CaC"]])
-def test_the_gated_pass_counts_what_bytes_count_does(monkeypatch: pytest.MonkeyPatch, chunk: int, slice_: int,
-                                                     crowded: int, literals: list[str]) -> None:
+def test_the_gated_pass_counts_what_bytes_count_does(monkeypatch: pytest.MonkeyPatch, chunk: int, slice_: int,  # noqa: PLR0913
+                                                     crowded: int, literals: list[str], sample: int) -> None:
     monkeypatch.setattr(_erasure, "_CHUNK", chunk)
+    monkeypatch.setattr(_erasure, "_SAMPLE", sample)
     monkeypatch.setattr(_erasure, "_SLICE", slice_)
     monkeypatch.setattr(_erasure, "_CROWDED", crowded)
     rng = random.Random(7)
@@ -55,6 +57,7 @@ def test_more_forms_than_one_gate_holds(monkeypatch: pytest.MonkeyPatch, gated: 
     """Past ``_BATCH`` forms the gate is split, or one gate holds every window (``_plan`` keeps
     the faster on the first bytes; each is forced here): every form counted, none dropped."""
     monkeypatch.setattr(_erasure, "_CHUNK", 256)
+    monkeypatch.setattr(_erasure, "_SAMPLE", 64)
     monkeypatch.setattr(_erasure, "_PLANS", {})
     monkeypatch.setattr(_erasure, "_took", lambda g, trial: len(g) if gated == "whole" else -len(g))
     rng = random.Random(11)

@@ -117,6 +117,12 @@ def _window(form: bytes, rarity: np.ndarray) -> int:
     return 0 if np.isinf(score.min()) else int(score.argmin())
 
 
+def _heads(forms: tuple[bytes, ...]) -> tuple[int, ...]:
+    """Each distinct form's window at its head, past its leading NULs (a file under ``_SAMPLE``
+    bytes: choosing windows would cost more than the search)."""
+    return tuple(min(len(f) - len(f.lstrip(b"\0")), max(0, len(f) - 1)) for f in dict.fromkeys(forms))
+
+
 def _gate_windows(forms: tuple[bytes, ...], sample: bytes | memoryview) -> tuple[int, ...]:
     """Each distinct form's gate window start (``_window``), chosen on this sample."""
     rarity = _rarity(sample)
@@ -270,7 +276,8 @@ def _counts(fh: BufferedReader, forms: list[bytes]) -> list[int]:
     gates: Gates | None = None
     while got := fh.readinto(view[have:]):
         end = have + got
-        gates = gates or _plan(key, bytes(view[:min(end, _SAMPLE)]) if key not in _PLANS else b"")
+        gates = gates or (_plan(key, bytes(view[:_SAMPLE]) if key not in _PLANS else b"") if end >= _SAMPLE
+                          else _gates(key, _heads(key), _BATCH))
         _chunk_counts(buf, have, end, key, n, gates)
         tail = min(keep, end)
         buf[:tail] = buf[end - tail:end]
