@@ -8,9 +8,12 @@ import time
 from collections.abc import Iterable, Sequence
 from io import BufferedReader
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
 from ahocorasick_rs import MATCHKIND_LEFTMOST_FIRST, MATCHKIND_STANDARD, BytesAhoCorasick, Implementation
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = ["encodings_of", "scan_bytes", "scan_files"]
 
@@ -96,12 +99,16 @@ def _count(fh: BufferedReader, forms: list[bytes]) -> int:
 
 def _trigrams(data: bytes | memoryview) -> np.ndarray:
     """Each 3-byte sequence of ``data`` hashed into ``_BINS`` bins."""
+    import numpy as np  # only for a file of ``_SAMPLE`` bytes or more (``forget verify`` imports no NumPy)
+
     a = np.frombuffer(data, dtype=np.uint8).astype(np.uint32)
     return ((a[:-2] * 65599 + a[1:-1]) * 257 + a[2:]) % _BINS
 
 
 def _rarity(sample: bytes | memoryview) -> np.ndarray:
     """How often each (hashed) 3-byte sequence occurs in ``sample``."""
+    import numpy as np
+
     return np.bincount(_trigrams(sample), minlength=_BINS) if len(sample) >= 3 else np.zeros(_BINS, np.int64)
 
 
@@ -110,6 +117,8 @@ def _window(form: bytes, rarity: np.ndarray) -> int:
     SIMD prefilter keys on a pattern's first bytes: a window starting with bytes that most of the
     file holds, such as the texts' common head "u0107 note", checks a candidate at almost every
     byte), a NUL byte never first; the earliest of the rarest."""
+    import numpy as np
+
     if len(form) < 4:
         return 0
     score = rarity[_trigrams(form)].astype(np.float64)
