@@ -32,13 +32,14 @@ _SLICE = 1 << 18
 _CROWDED = 1 << 12
 """Gate matches in one slice past which a batch is counted per form in the chunk instead (a
 form's head that most of the bytes hold, e.g. a vector of zeros in a zero-filled file)."""
-_SAMPLE = 1 << 20
+_SAMPLE = 1 << 18
 """Bytes at the start of each file whose 3-byte sequences are counted (``_rarity``) to choose
 where in each form its gate window starts (``_window``)."""
 _WINDOW = 32
 """The most bytes of a form its gate window holds."""
-_BINS = 1 << 20
-"""Hash bins of the 3-byte sequences ``_rarity`` counts (8 MB of counts)."""
+_BINS = 1 << 18
+"""Hash bins of the 3-byte sequences ``_rarity`` counts (2 MB of counts: a forget of a 6 MB record
+must peak under 4 times its size, ``test_trust3_crypto``)."""
 
 
 def _json_escaped(literal: str, upper: bool) -> bytes:
