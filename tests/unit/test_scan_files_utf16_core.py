@@ -33,13 +33,17 @@ def _random_data(rng: random.Random, forms: list[bytes]) -> bytes:
     return b"".join(parts)
 
 
-@pytest.mark.parametrize("sample", [8, 1 << 20])  # windows chosen on the first 8 bytes; a small file's heads
+@pytest.mark.parametrize("gating", ["small file", "heads", "rarest"])
 @pytest.mark.parametrize(("chunk", "slice_", "crowded"), [(64, 16, 4), (64, 1 << 18, 1 << 12), (7, 3, 1), (1 << 24, 5, 2)])
 @pytest.mark.parametrize("literals", [["CANARY-1"], ["Zürich-7", "abcd"], ["東京-4471", "aCa", "CaC"]])
 def test_the_gated_pass_counts_what_bytes_count_does(monkeypatch: pytest.MonkeyPatch, chunk: int, slice_: int,  # noqa: PLR0913
-                                                     crowded: int, literals: list[str], sample: int) -> None:
+                                                     crowded: int, literals: list[str], gating: str) -> None:
+    """Every way ``_plan`` can gate, forced: a file under ``_SAMPLE`` bytes (the forms' heads);
+    of a bigger one (here, 8 bytes) the heads' gates or the windows chosen on its first bytes."""
     monkeypatch.setattr(_erasure, "_CHUNK", chunk)
-    monkeypatch.setattr(_erasure, "_SAMPLE", sample)
+    monkeypatch.setattr(_erasure, "_SAMPLE", 1 << 20 if gating == "small file" else 8)
+    sign = -1 if gating == "rarest" else 1  # the gates with the latest window start, or the earliest
+    monkeypatch.setattr(_erasure, "_took", lambda g, trial: sign * max(x[3] for x in g))
     monkeypatch.setattr(_erasure, "_SLICE", slice_)
     monkeypatch.setattr(_erasure, "_CROWDED", crowded)
     rng = random.Random(7)
