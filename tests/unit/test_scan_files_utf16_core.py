@@ -38,10 +38,11 @@ def _random_data(rng: random.Random, forms: list[bytes]) -> bytes:
 @pytest.mark.parametrize("literals", [["CANARY-1"], ["Zürich-7", "abcd"], ["東京-4471", "aCa", "CaC"]])
 def test_the_gated_pass_counts_what_bytes_count_does(monkeypatch: pytest.MonkeyPatch, chunk: int, slice_: int,  # noqa: PLR0913
                                                      crowded: int, literals: list[str], gating: str) -> None:
-    """Every way ``_plan`` can gate, forced: a file under ``_SAMPLE`` bytes (the forms' heads);
+    """Every way ``_plan`` can gate, forced: a file under ``_PLAN_FROM`` bytes (the forms' heads);
     of a bigger one (here, 8 bytes) the heads' gates or the windows chosen on its first bytes."""
     monkeypatch.setattr(_erasure, "_CHUNK", chunk)
-    monkeypatch.setattr(_erasure, "_SAMPLE", 1 << 20 if gating == "small file" else 8)
+    monkeypatch.setattr(_erasure, "_PLAN_FROM", 1 << 20 if gating == "small file" else 8)
+    monkeypatch.setattr(_erasure, "_SAMPLE", 8)
     sign = -1 if gating == "rarest" else 1  # the gates with the latest window start, or the earliest
     monkeypatch.setattr(_erasure, "_took", lambda g, trial: sign * max(x[3] for x in g))
     monkeypatch.setattr(_erasure, "_SLICE", slice_)
@@ -61,6 +62,7 @@ def test_more_forms_than_one_gate_holds(monkeypatch: pytest.MonkeyPatch, gated: 
     """Past ``_BATCH`` forms the gate is split, or one gate holds every window (``_plan`` keeps
     the faster on the first bytes; each is forced here): every form counted, none dropped."""
     monkeypatch.setattr(_erasure, "_CHUNK", 256)
+    monkeypatch.setattr(_erasure, "_PLAN_FROM", 64)
     monkeypatch.setattr(_erasure, "_SAMPLE", 64)
     monkeypatch.setattr(_erasure, "_PLANS", {})
     monkeypatch.setattr(_erasure, "_took", lambda g, trial: len(g) if gated == "whole" else -len(g))

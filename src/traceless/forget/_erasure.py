@@ -32,6 +32,9 @@ _SLICE = 1 << 18
 _CROWDED = 1 << 12
 """Gate matches in one slice past which a batch is counted per form in the chunk instead (a
 form's head that most of the bytes hold, e.g. a vector of zeros in a zero-filled file)."""
+_PLAN_FROM = 1 << 24
+"""Bytes a file's first chunk must hold for its forms' gates to be planned (``_plan``): below it
+the forms' heads are the gate (planning, some 20–50 ms, would cost more than a slow gate)."""
 _SAMPLE = 1 << 18
 """Bytes at the start of each file whose 3-byte sequences are counted (``_rarity``) to choose
 where in each form its gate window starts (``_window``)."""
@@ -100,7 +103,7 @@ def _count(fh: BufferedReader, forms: list[bytes]) -> int:
 
 def _trigrams(data: bytes | memoryview) -> np.ndarray:
     """Each 3-byte sequence of ``data`` hashed into ``_BINS`` bins."""
-    import numpy as np  # only for a file of ``_SAMPLE`` bytes or more (``forget verify`` imports no NumPy)
+    import numpy as np  # only for a file of ``_PLAN_FROM`` bytes or more (``forget verify`` imports no NumPy)
 
     a = np.frombuffer(data, dtype=np.uint8).astype(np.uint32)
     return ((a[:-2] * 65599 + a[1:-1]) * 257 + a[2:]) % _BINS
@@ -128,8 +131,8 @@ def _window(form: bytes, rarity: np.ndarray) -> int:
 
 
 def _heads(forms: tuple[bytes, ...]) -> tuple[int, ...]:
-    """Each distinct form's window at its head, past its leading NULs (a file under ``_SAMPLE``
-    bytes: choosing windows would cost more than the search)."""
+    """Each distinct form's window at its head, past its leading NULs (a file under
+    ``_PLAN_FROM`` bytes; one of the candidates ``_plan`` times)."""
     return tuple(min(len(f) - len(f.lstrip(b"\0")), max(0, len(f) - 1)) for f in dict.fromkeys(forms))
 
 
@@ -291,7 +294,7 @@ def _counts(fh: BufferedReader, forms: list[bytes]) -> list[int]:
     gates: Gates | None = None
     while got := fh.readinto(view[have:]):
         end = have + got
-        gates = gates or (_plan(key, bytes(view[:_SAMPLE]) if key not in _PLANS else b"") if end >= _SAMPLE
+        gates = gates or (_plan(key, bytes(view[:_SAMPLE]) if key not in _PLANS else b"") if end >= _PLAN_FROM
                           else _gates(key, _heads(key), _BATCH))
         _chunk_counts(buf, have, end, key, n, gates)
         tail = min(keep, end)
