@@ -180,7 +180,7 @@ _PLANS: dict[tuple[bytes, ...], Gates] = {}
 """The last few form sets' gates (``_plan``), oldest first."""
 
 
-def _plan(forms: tuple[bytes, ...], sample: bytes) -> Gates:
+def _plan(forms: tuple[bytes, ...], data: memoryview) -> Gates:
     """The gates a set of forms is searched with, chosen on the first file's first bytes (and
     kept for the next files and scans of the same forms: any choice counts the same). Four
     candidates, the one that searched the sample fastest kept: each form's window at its head
@@ -193,6 +193,7 @@ def _plan(forms: tuple[bytes, ...], sample: bytes) -> Gates:
     canaries' heads ("WQ5-…") beat a rarer window made of digits and dashes. The counts are the
     same either way (the exact automaton decides); only the time differs."""
     if (kept := _PLANS.pop(forms, None)) is None:
+        sample = bytes(data[:_SAMPLE])  # the first ``_SAMPLE`` bytes, copied only when a plan is made
         options = {(starts, size) for starts in (_heads(forms), _gate_windows(forms, sample))
                    for size in (_BATCH, len(forms) if len(set(forms)) > _BATCH else _BATCH)}
         kept = min((_gates(forms, st, size) for st, size in sorted(options)), key=lambda g: _took(g, sample[:_TRIAL]))
@@ -294,8 +295,7 @@ def _counts(fh: BufferedReader, forms: list[bytes]) -> list[int]:
     gates: Gates | None = None
     while got := fh.readinto(view[have:]):
         end = have + got
-        gates = gates or (_plan(key, bytes(view[:_SAMPLE]) if key not in _PLANS else b"") if end >= _PLAN_FROM
-                          else _gates(key, _heads(key), _BATCH))
+        gates = gates or (_plan(key, view) if end >= _PLAN_FROM else _gates(key, _heads(key), _BATCH))
         _chunk_counts(buf, have, end, key, n, gates)
         tail = min(keep, end)
         buf[:tail] = buf[end - tail:end]
