@@ -49,7 +49,15 @@ from urllib.parse import unquote
 from traceless.errors import ConfigError, UnsupportedError
 from traceless.systems import NO_OWNER, ErasurePlan, PlannedAction, ScanHit, ScanReport, StoreOutcome
 from traceless.systems._mem0_near import table_digest
-from traceless.systems._mem0_qdrant import decode_ids, key_forms, pickled_str, point_needles, selected
+from traceless.systems._mem0_qdrant import (
+    ID_SIZE,
+    absent,
+    key_forms,
+    pickled_str,
+    point_needles,
+    selected,
+    split_ids,
+)
 from traceless.systems.kernel import StoreDigest, count_literals, digest, literal_forms
 from traceless.systems.sqlite import holds_sql, ro_connect
 
@@ -338,9 +346,9 @@ class Mem0Live:
     _selected: tuple[tuple[Any, str | None], frozenset[str], list[Rec]] | None = None
     """The last narrowed read (``records_for``): ((files' stamp, user), literals, records)."""
     _keys: dict[tuple[str, str], str] = field(default_factory=dict)
+    """The ``points.id`` key of each point a narrowed read decoded, by (store, id)."""
     _baseline: dict[str, StoreDigest] = field(default_factory=dict)
     """This erasure's first bystander digest on qdrant local (``bystanders``; reset by ``plan``)."""
-    """The ``points.id`` key of each point a narrowed read decoded, by (store, id)."""
 
     def __post_init__(self) -> None:
         if not self.read_only:
@@ -526,13 +534,20 @@ class Mem0Live:
 
     def _orphan_memories(self, keys: Sequence[str]) -> set[str | None]:
         """The history rows' memory ids that no point of the collection has (``keys``: every
-        point's), compared as bytes (``decode_ids``: the keys decoded at once)."""
+        point's), compared as bytes: the ids of ``ID_SIZE`` bytes (a UUID's, nearly all) read
+        joined by SQLite and compared at once (``absent``), any other one by a set."""
         with closing(_ro(self.layout.history)) as con:
             if not con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'history'").fetchone():
                 return set()
-            mids = {m for (m,) in con.execute("SELECT CAST(memory_id AS BLOB) FROM history")}
-        lost: set[str | None] = {None} if None in mids else set()
-        return lost | {bytes(m).decode("utf-8", "surrogatepass") for m in mids - decode_ids(keys) if m is not None}
+            odd = {m for (m,) in con.execute("SELECT CAST(memory_id AS BLOB) FROM history WHERE memory_id IS NULL "
+                                             "OR length(CAST(memory_id AS BLOB)) != ?", (ID_SIZE,))}
+            (joined,) = con.execute("SELECT CAST(group_concat(CAST(memory_id AS BLOB), '') AS BLOB) FROM history "
+                                    "WHERE length(CAST(memory_id AS BLOB)) = ?", (ID_SIZE,)).fetchone()
+        fixed, other = split_ids(keys)
+        joined = bytes(joined or b"")
+        odd |= {joined[i * ID_SIZE:(i + 1) * ID_SIZE] for i in absent(joined, fixed)}
+        lost: set[str | None] = {None} if None in odd else set()
+        return lost | {bytes(m).decode("utf-8", "surrogatepass") for m in odd - other if m is not None}
 
     def _owners_of(self, memory_ids: Collection[str]) -> dict[str, str | None]:
         """The owners of these memories' points (a few: another user's history rows holding a literal)."""

@@ -22,16 +22,18 @@ rule to them (a superset is selected: the same hits as decoding every point).
 from __future__ import annotations
 
 import base64
-import bisect
-import itertools
+import functools
 import pickle
 import struct
 from collections.abc import Sequence
+from typing import Any
+
+from ahocorasick_rs import MATCHKIND_STANDARD, BytesAhoCorasick
 
 from traceless.systems.kernel import literal_forms
 
-__all__ = ["decode_ids", "encode_key", "encode_keys", "float_run", "key_forms", "may_hold", "pickled_str",
-           "point_needles", "selected", "text_needle"]
+__all__ = ["ID_SIZE", "absent", "decode_ids", "encode_key", "encode_keys", "float_run", "key_forms", "may_hold", "pickled_str",
+           "point_needles", "selected", "split_ids", "text_needle"]
 
 _ESCAPE_TAIL = frozenset("nrtbfu0123456789abcdef")
 """What may follow a backslash in ``json.dumps(ensure_ascii=False)`` (``\\n`` … ``\\u001f``)."""
@@ -143,43 +145,37 @@ def encode_keys(point_ids: Sequence[str]) -> list[str]:
 
 
 def selected(blobs: Sequence[bytes], user: tuple[bytes, bytes] | None, needles: Sequence[bytes]) -> list[int]:
-    """The indexes of ``blobs`` that ``may_hold`` selects. Points laid out alike (the first
-    one's ``float_run``, checked for every point of the batch at once: its vector marker the
-    first, every 9th byte of the floats a ``G``, the payload key after them) are searched
-    at once, the bytes before and after their floats joined, and only the points where a needle
-    is found there are decided by ``may_hold``; a batch not laid out alike is decided point by
-    point."""
-    run = float_run(blobs[0]) if blobs else None
-    if run is None or user is None and not needles:
-        return [i for i, b in enumerate(blobs) if may_hold(b, user, needles)]
-    p, q = run
-    n, m, k, ops = len(blobs), len(_VECTOR), len(_PAYLOAD), b"G" * ((q - p) // 9)
-    alike = (b"".join([b[q:q + k] for b in blobs]) == _PAYLOAD * n
-             and all(b[p:q:9] == ops for b in blobs)
-             and all(b.find(_VECTOR, 0, p) == p - m for b in blobs))  # protocol 4+: MEMOIZE in the marker
-    if not alike:
-        return [i for i, b in enumerate(blobs) if may_hold(b, user, needles)]
-    heads = [b[:p] for b in blobs]
-    tails = [b[q:] for b in blobs]
-    found = _parts_holding(heads, [*needles, *(user or ())]) | _parts_holding(tails, [*needles, *(user or ())])
+    """The indexes of ``blobs`` that ``may_hold`` selects. The points are joined and searched
+    for every needle and both forms of the pickled user id at once (one Aho–Corasick pass,
+    every overlapping match: ``_finder``); only a point where one starts, or (with a user) a
+    point not pickled with protocol 2 or later, is decided by ``may_hold``. A point's whole
+    bytes are searched, its floats too: a superset of what ``may_hold`` searches."""
+    if not blobs or user is None and not needles:
+        return []
+    import numpy as np  # noqa: PLC0415 - numpy's import (0.1 s) only where points are searched
+
+    patterns = tuple(sorted({*needles, *(user or ())}))
+    text = b"".join(blobs)
+    lens = np.fromiter(map(len, blobs), dtype=np.int64, count=len(blobs))
+    starts = np.cumsum(lens) - lens
+    hits = np.array([s for _, s, _ in _finder(patterns).find_matches_as_indexes(text, overlapping=True)],
+                    dtype=np.int64)
+    found = np.zeros(len(blobs), dtype=bool)
+    found[np.searchsorted(starts, hits, side="right") - 1] = True
     if user is not None:  # a pickle of protocol 0 or 1 is always decoded (``may_hold``)
-        found |= {i for i, b in enumerate(blobs) if b[:1] != b"\x80" or len(b) < 2 or b[1] < 2}
-    return [i for i in sorted(found) if may_hold(blobs[i], user, needles)]
+        arr = np.frombuffer(text, dtype=np.uint8)
+        big = lens >= 2
+        found |= ~big
+        at = starts[big]
+        found[big] |= (arr[at] != 0x80) | (arr[at + 1] < 2)
+    return [i for i in np.flatnonzero(found).tolist() if may_hold(blobs[i], user, needles)]
 
 
-def _parts_holding(parts: Sequence[bytes], needles: Sequence[bytes]) -> set[int]:
-    """The indexes of ``parts`` that may hold one of ``needles``: the parts joined, each needle
-    found in the joined bytes, each place mapped back to the part it starts in (a superset: a
-    place across a join counts for the part it starts in; ``may_hold`` decides)."""
-    text = b"\0".join(parts)
-    starts = list(itertools.accumulate((len(x) + 1 for x in parts[:-1]), initial=0))
-    out: set[int] = set()
-    for n in needles:
-        at = text.find(n)
-        while at >= 0:
-            out.add(bisect.bisect_right(starts, at) - 1)
-            at = text.find(n, at + 1)
-    return out
+@functools.lru_cache(maxsize=8)
+def _finder(patterns: tuple[bytes, ...]) -> BytesAhoCorasick:
+    """One automaton of ``patterns`` reporting every overlapping match (kept per pattern set:
+    a scan searches every batch of points with the same one)."""
+    return BytesAhoCorasick(list(patterns), matchkind=MATCHKIND_STANDARD)
 
 
 _UUID_KEY = pickle.dumps("0" * 36, protocol=_KEY_PROTOCOL)
@@ -187,20 +183,80 @@ _UUID_KEY = pickle.dumps("0" * 36, protocol=_KEY_PROTOCOL)
 id, 2 bytes (51: whole base64 quanta, so many keys joined decode at once)."""
 
 
+ID_SIZE = 36
+"""The UTF-8 length of most ids (a UUID's string): ``split_ids`` and ``absent`` take those joined."""
+
+
 def decode_ids(keys: Sequence[str]) -> set[bytes]:
     """The UTF-8 bytes of ``str(id)`` of every point whose key is in ``keys`` (the inverse of
-    ``encode_key``): the keys of 36-character string ids decoded joined, at once, their fixed
-    bytes checked column by column; any other key decoded alone."""
+    ``encode_key``; ``split_ids``'s two parts as one set)."""
+    joined, other = split_ids(keys)
+    return {joined[i:i + ID_SIZE] for i in range(0, len(joined), ID_SIZE)} | other
+
+
+def split_ids(keys: Sequence[str]) -> tuple[bytes, set[bytes]]:
+    """(the ``ID_SIZE``-byte ids of the keys of 36-character string ids, joined; the UTF-8
+    bytes of every other key's ``str(id)``). The keys of 36-character ids are decoded joined,
+    at once, their fixed bytes checked column by column; any other key is decoded alone."""
     size, b64 = len(_UUID_KEY), len(_UUID_KEY) // 3 * 4
     fast = [k for k in keys if len(k) == b64 and k[-1] != "="]
     raw = base64.b64decode("".join(fast))
     n = len(fast)
     ok = len(raw) == n * size and all(raw[j::size] == _UUID_KEY[j:j + 1] * n for j in (*range(13), size - 2, size - 1))
-    out = {raw[i + 13:i + 13 + 36] for i in range(0, len(raw), size)} if ok else set()
+    joined = b""
+    if ok and n:
+        import numpy as np  # noqa: PLC0415 - numpy's import only where keys are decoded
+
+        joined = np.frombuffer(raw, dtype=np.uint8).reshape(n, size)[:, 13:13 + ID_SIZE].tobytes()
+    other: set[bytes] = set()
     for k in (k for k in keys if not ok or len(k) != b64 or k[-1] == "="):
         if (i := _decode_key(k)) is not None:
-            out.add(str(i).encode("utf-8", "surrogatepass"))
-    return out
+            other.add(str(i).encode("utf-8", "surrogatepass"))
+    return joined, other
+
+
+def absent(ids: bytes, among: bytes, size: int = ID_SIZE) -> list[int]:
+    """The indexes ``i`` of the ``size``-byte records of ``ids`` (``ids[i*size:(i+1)*size]``)
+    that no record of ``among`` equals. Each record is mixed into 64 bits and looked up among
+    ``among``'s sorted; a record whose mix is found is compared byte for byte with the one
+    found, and a mix found with other bytes (two records sharing it) is decided by a set."""
+    import numpy as np  # noqa: PLC0415 - numpy's import only where ids are compared
+
+    a, b = _words(ids, size), _words(among, size)
+    if not len(a):
+        return []
+    if not len(b):
+        return list(range(len(a)))
+    ha, hb = _mix(a), _mix(b)
+    order = np.argsort(hb)
+    near = order[np.minimum(np.searchsorted(hb[order], ha), len(hb) - 1)]
+    same = hb[near] == ha  # a record of ``among`` has that mix (the one found, if any)
+    equal = same.copy()
+    equal[same] = (b[near[same]] == a[same]).all(axis=1)
+    if (unsure := np.flatnonzero(same & ~equal)).size:
+        whole = {among[i:i + size] for i in range(0, len(among), size)}
+        equal[[i for i in unsure.tolist() if ids[i * size:(i + 1) * size] in whole]] = True
+    return np.flatnonzero(~equal).tolist()
+
+
+def _words(records: bytes, size: int) -> Any:
+    """The ``size``-byte records as rows of 64-bit words (zero-padded to a whole word)."""
+    import numpy as np  # noqa: PLC0415
+
+    n, width = len(records) // size, -(-size // 8)
+    rows = np.zeros((n, width * 8), dtype=np.uint8)
+    rows[:, :size] = np.frombuffer(records, dtype=np.uint8, count=n * size).reshape(n, size)
+    return rows.view("<u8")
+
+
+def _mix(words: Any) -> Any:
+    """A 64-bit mix of each row of words (FNV-style: xor, then multiply, word by word)."""
+    import numpy as np  # noqa: PLC0415
+
+    h = np.full(len(words), 0xCBF29CE484222325, dtype=np.uint64)
+    for j in range(words.shape[1]):
+        h = (h ^ words[:, j]) * np.uint64(0x100000001B3)
+    return h
 
 
 def _decode_key(key: str) -> str | int | None:
