@@ -78,3 +78,31 @@ def test_both_utf16_forms_are_counted(tmp_path: Path) -> None:
     p = tmp_path / "f"
     p.write_bytes(b"x" + lit.encode("utf-16-le") + b"yy" + lit.encode("utf-16-be") + b"\0" + lit.encode())
     assert scan_files([p], lit) == {str(p): 4}  # LE, BE, the BE copy's NUL + core read as LE too, UTF-8
+
+
+def _starts(data: bytes, forms: list[bytes]) -> list[int]:
+    """Every start of every distinct form (overlapping ones too), by brute force."""
+    return sorted(i for f in set(forms) for i in range(len(data)) if data.startswith(f, i))
+
+
+@pytest.mark.parametrize("gating", ["heads", "rarest"])
+@pytest.mark.parametrize(("slice_", "crowded"), [(16, 4), (1 << 18, 1 << 12), (3, 1)])
+@pytest.mark.parametrize("literals", [["CANARY-1"], ["Zürich-7", "abcd"], ["東京-4471", "aCa", "CaC"]])
+def test_occurrences_are_every_start_of_every_form(monkeypatch: pytest.MonkeyPatch, slice_: int, crowded: int,
+                                                   literals: list[str], gating: str) -> None:
+    """``occurrences`` (mem0's points searched as the byte scan searches a file) gives every
+    start of every form, overlapping and repeated ones, through every way of gating and the
+    crowded path (the exact automaton over all the bytes)."""
+    monkeypatch.setattr(_erasure, "_SAMPLE", 8)
+    sign = -1 if gating == "rarest" else 1
+    monkeypatch.setattr(_erasure, "_took", lambda g, trial: sign * max(x[3] for x in g))
+    monkeypatch.setattr(_erasure, "_SLICE", slice_)
+    monkeypatch.setattr(_erasure, "_CROWDED", crowded)
+    rng = random.Random(5)
+    forms = [f for lit in literals for f in encodings_of(lit)]
+    forms += [b"\0\0" + forms[0], forms[0], forms[0][:3]]  # leading NULs, a repeat, a prefix of another
+    for trial in range(150):
+        data = _random_data(rng, forms)
+        _erasure._PLANS.clear()
+        assert sorted(_erasure.occurrences(data, forms)) == _starts(data, forms), (trial, data)
+    assert _erasure.occurrences(b"", forms) == [] and _erasure.occurrences(b"abc", []) == []

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
         verify_bundle,
         write_bundle,
     )
-    from traceless.forget._erasure import encodings_of, scan_bytes, scan_files
+    from traceless.forget._erasure import encodings_of, occurrences, scan_bytes, scan_files
     from traceless.forget._forget import MIN_LITERAL_CHARS, TIERS, ForgetOp, ForgetTarget, forget
     from traceless.forget._log import (
         LogAppend,
@@ -109,6 +109,7 @@ __all__ = [
     "forget_mode",
     "load_receipt",
     "receipt_key",
+    "occurrences",
     "scan_bytes",
     "scan_files",
     "sign",
@@ -177,7 +178,7 @@ __all__ = [
 EXPORTS: dict[str, tuple[str, ...]] = {
     "._bundle": ("BUNDLE_FILE", "BundleCheck", "BundleEntry", "BundleVerifyResult", "RequestBundle", "bundle_signature_ok",
                  "is_bundle", "load_bundle", "sign_bundle", "verify_bundle", "write_bundle"),
-    "._erasure": ("encodings_of", "scan_bytes", "scan_files"),
+    "._erasure": ("encodings_of", "occurrences", "scan_bytes", "scan_files"),
     "._forget": ("MIN_LITERAL_CHARS", "TIERS", "ForgetOp", "ForgetTarget", "forget"),
     "._receipt": ("Certificate", "CertificateProbe", "Receipt", "TargetRef", "TierReport", "Verification",
                   "VerifyResult", "attach_certificate", "check_receipt_path", "load_receipt", "pseudonym",

@@ -22,14 +22,12 @@ rule to them (a superset is selected: the same hits as decoding every point).
 from __future__ import annotations
 
 import base64
-import functools
 import pickle
 import struct
 from collections.abc import Sequence
 from typing import Any
 
-from ahocorasick_rs import MATCHKIND_STANDARD, BytesAhoCorasick
-
+from traceless.forget import occurrences
 from traceless.systems.kernel import literal_forms
 
 __all__ = ["ID_SIZE", "absent", "decode_ids", "encode_key", "encode_keys", "float_run", "key_forms", "may_hold", "pickled_str",
@@ -146,8 +144,8 @@ def encode_keys(point_ids: Sequence[str]) -> list[str]:
 
 def selected(blobs: Sequence[bytes], user: tuple[bytes, bytes] | None, needles: Sequence[bytes]) -> list[int]:
     """The indexes of ``blobs`` that ``may_hold`` selects. The points are joined and searched
-    for every needle and both forms of the pickled user id at once (one Aho–Corasick pass,
-    every overlapping match: ``_finder``); only a point where one starts, or (with a user) a
+    for every needle and both forms of the pickled user id at once, as the byte scan searches
+    a file (``traceless.forget.occurrences``: every overlapping occurrence); only a point where one starts, or (with a user) a
     point not pickled with protocol 2 or later, is decided by ``may_hold``. A point's whole
     bytes are searched, its floats too: a superset of what ``may_hold`` searches."""
     if not blobs or user is None and not needles:
@@ -158,8 +156,7 @@ def selected(blobs: Sequence[bytes], user: tuple[bytes, bytes] | None, needles: 
     text = b"".join(blobs)
     lens = np.fromiter(map(len, blobs), dtype=np.int64, count=len(blobs))
     starts = np.cumsum(lens) - lens
-    hits = np.array([s for _, s, _ in _finder(patterns).find_matches_as_indexes(text, overlapping=True)],
-                    dtype=np.int64)
+    hits = np.array(occurrences(text, patterns), dtype=np.int64)
     found = np.zeros(len(blobs), dtype=bool)
     found[np.searchsorted(starts, hits, side="right") - 1] = True
     if user is not None:  # a pickle of protocol 0 or 1 is always decoded (``may_hold``)
@@ -169,13 +166,6 @@ def selected(blobs: Sequence[bytes], user: tuple[bytes, bytes] | None, needles: 
         at = starts[big]
         found[big] |= (arr[at] != 0x80) | (arr[at + 1] < 2)
     return [i for i in np.flatnonzero(found).tolist() if may_hold(blobs[i], user, needles)]
-
-
-@functools.lru_cache(maxsize=8)
-def _finder(patterns: tuple[bytes, ...]) -> BytesAhoCorasick:
-    """One automaton of ``patterns`` reporting every overlapping match (kept per pattern set:
-    a scan searches every batch of points with the same one)."""
-    return BytesAhoCorasick(list(patterns), matchkind=MATCHKIND_STANDARD)
 
 
 _UUID_KEY = pickle.dumps("0" * 36, protocol=_KEY_PROTOCOL)
