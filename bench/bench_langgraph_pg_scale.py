@@ -55,7 +55,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
-from bench_pgvector_scale import _timed  # the one timing wrapper of the server benches
+from bench_pgvector_scale import _byte_check_timer, _timed  # the timing wrappers of the server benches
 
 ROOT = Path(__file__).resolve().parents[1]
 USER, TMPL = "u0007", "uTMPL"
@@ -415,7 +415,7 @@ def main(argv: list[str] | None = None) -> int:
         from traceless.systems import _erase_run
         from traceless.systems._pg_server import PgServer
 
-        timers = [_timed(PgServer, "compact"), _timed(PgServer, "count_in"), _timed(_erase_run, "scan_files")]
+        timers = [_timed(PgServer, "compact"), _timed(PgServer, "count_in"), _byte_check_timer(_erase_run)]
         rows = [_rep(srv, built, args.level, timers, args.app) for _ in range(args.reps)]
     finally:
         srv.stop()

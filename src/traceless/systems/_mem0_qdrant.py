@@ -145,9 +145,10 @@ def encode_keys(point_ids: Sequence[str]) -> list[str]:
 def selected(blobs: Sequence[bytes], user: tuple[bytes, bytes] | None, needles: Sequence[bytes]) -> list[int]:
     """The indexes of ``blobs`` that ``may_hold`` selects. The points are joined and searched
     for every needle and both forms of the pickled user id at once, as the byte scan searches
-    a file (``traceless.forget.occurrences``: every overlapping occurrence); only a point where one starts, or (with a user) a
-    point not pickled with protocol 2 or later, is decided by ``may_hold``. A point's whole
-    bytes are searched, its floats too: a superset of what ``may_hold`` searches."""
+    a file (``traceless.forget.occurrences``: every overlapping occurrence); only a point
+    where one starts, or (with a user) a point not pickled with protocol 2 or later, is
+    decided by ``may_hold``. A point's whole bytes are searched, its floats too: a superset of
+    what ``may_hold`` searches."""
     if not blobs or user is None and not needles:
         return []
     import numpy as np  # noqa: PLC0415 - numpy's import (0.1 s) only where points are searched
