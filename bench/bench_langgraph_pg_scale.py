@@ -183,11 +183,12 @@ def _plans(srv: Any, db: str) -> list[str]:
     """``EXPLAIN`` of the statements traceless sends for the user's rows (as ``_langgraph_pg`` builds them)."""
     import psycopg
 
-    from traceless.systems._langgraph_pg import _escape_like, _like
+    from traceless.systems._langgraph_pg import _like
+    from traceless.systems.postgres import escape_like
 
     ns = f"{USER}.memories"
     qs = [("store by namespace", "SELECT * FROM store WHERE prefix = %s OR prefix LIKE %s ORDER BY prefix, key",
-           (ns, _escape_like(ns) + ".%")),
+           (ns, escape_like(ns) + ".%")),
           ("threads by id template", "SELECT thread_id FROM checkpoints WHERE thread_id LIKE %s UNION SELECT thread_id "
            "FROM checkpoint_blobs WHERE thread_id LIKE %s UNION SELECT thread_id FROM checkpoint_writes WHERE "
            "thread_id LIKE %s", (_like("{user_id}/{session_id}", USER),) * 3)]
