@@ -544,7 +544,7 @@ class Mem0Live:
             (joined,) = con.execute("SELECT CAST(group_concat(CAST(memory_id AS BLOB), '') AS BLOB) FROM history "
                                     "WHERE length(CAST(memory_id AS BLOB)) = ?", (ID_SIZE,)).fetchone()
         fixed, other = split_ids(keys)
-        joined = bytes(joined or b"")
+        joined = joined or b""  # a BLOB (bytes), or NULL where no id has ``ID_SIZE`` bytes
         odd |= {joined[i * ID_SIZE:(i + 1) * ID_SIZE] for i in absent(joined, fixed)}
         lost: set[str | None] = {None} if None in odd else set()
         return lost | {bytes(m).decode("utf-8", "surrogatepass") for m in odd - other if m is not None}

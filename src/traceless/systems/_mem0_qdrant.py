@@ -153,11 +153,10 @@ def selected(blobs: Sequence[bytes], user: tuple[bytes, bytes] | None, needles: 
         return []
     import numpy as np  # noqa: PLC0415 - numpy's import (0.1 s) only where points are searched
 
-    patterns = tuple(sorted({*needles, *(user or ())}))
     text = b"".join(blobs)
     lens = np.fromiter(map(len, blobs), dtype=np.int64, count=len(blobs))
     starts = np.cumsum(lens) - lens
-    hits = np.array(occurrences(text, patterns), dtype=np.int64)
+    hits = np.array(occurrences(text, [*needles, *(user or ())]), dtype=np.int64)
     found = np.zeros(len(blobs), dtype=bool)
     found[np.searchsorted(starts, hits, side="right") - 1] = True
     if user is not None:  # a pickle of protocol 0 or 1 is always decoded (``may_hold``)
