@@ -39,7 +39,7 @@ def _load(path: Path) -> Any:
             from sentence_transformers import SentenceTransformer
             from transformers.utils import logging as tlog
 
-            tlog.disable_progress_bar()  # type: ignore[no-untyped-call]
+            tlog.disable_progress_bar()
 
             try:
                 _MODELS[key] = SentenceTransformer(str(path), device="cpu", local_files_only=True)

@@ -60,8 +60,8 @@ KV = list[tuple[torch.Tensor, torch.Tensor]]
 def _quiet_transformers() -> None:
     from transformers.utils import logging as tlog
 
-    tlog.disable_progress_bar()  # type: ignore[no-untyped-call]
-    tlog.set_verbosity_error()  # type: ignore[no-untyped-call]
+    tlog.disable_progress_bar()
+    tlog.set_verbosity_error()
 
 
 # ----------------------------------------------------------------------------------- loading
@@ -127,7 +127,7 @@ def load_gguf_model(
         raise BackendError(f"transformers could not load GGUF {gguf}: {type(e).__name__}: {e}") from e
     # The weights are plain dequantized float32 now; drop the GGUF quantizer so the model
     # can be saved (transformers refuses to serialize "gguf-quantized" models).
-    model.hf_quantizer = None  # type: ignore[assignment]
+    model.hf_quantizer = None
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
     if hf_dir is not None and sha256 is not None:
