@@ -325,10 +325,12 @@ def test_crewai_memories_outside_the_user_scope_are_attributed_by_their_metadata
     assert "Bob prefers rail freight" in left and not any("Quay Lane" in c for c in left)
 
 
-def test_twenty_scans_of_a_crewai_instance_all_exit_cleanly(tmp_path: Path) -> None:
+def test_twelve_scans_of_a_crewai_instance_all_exit_cleanly(tmp_path: Path) -> None:
     """Issue 34 (bug 4): 4 of 10 scans ended in ``Fatal Python error: PyGILState_Release``
     (exit 134) after a correct report. Each scan is a process of its own (the crash was at
-    interpreter exit); every one must exit 0 with the report and no fatal error."""
+    interpreter exit); every one must exit 0 with the report and no fatal error. Twelve: at the
+    measured rate the chance that all pass is 0.6^12 = 0.2% (twenty took 64 s of CI's
+    CrewAI/ADK run, on its longest worker)."""
     import subprocess
     import sys
 
@@ -338,7 +340,7 @@ def test_twenty_scans_of_a_crewai_instance_all_exit_cleanly(tmp_path: Path) -> N
     cfg.write_text('{"storage_path": "%s"}' % (tmp_path / "live" / "memory"))
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONFAULTHANDLER": "1"}
     exe = str(Path(sys.executable).with_name("traceless"))
-    for i in range(20):
+    for i in range(12):
         p = subprocess.run([exe, "scan", "--memory", "crewai", "--memory-config", str(cfg), "--user", ME.owner],
                            capture_output=True, text=True, env=env, timeout=120)
         assert p.returncode == 0 and "Fatal Python error" not in p.stderr, (i, p.returncode, p.stderr[-1500:])
