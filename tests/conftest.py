@@ -29,8 +29,23 @@ os.environ["HF_DATASETS_OFFLINE"] = "1"
 # workers each running a 2-thread llama.cpp server or torch would oversubscribe the cores, and
 # a 2-thread server's per-token sync collapses when the other worker takes a core (measured
 # 630 s vs 105 s for one audit test). Replies do not depend on the thread count.
+# The same for every BLAS and OpenMP pool (numpy's OpenBLAS, torch's intra-op threads: the
+# MiniLM embedder, the inversion tests' products). Measured: 400 texts embedded three times by
+# MiniLM, beside a busy core: 2 torch threads 11.8 s wall and 14.8 CPU-s (they spin waiting for
+# each other), 1 thread 6.4 s and 6.4 CPU-s (alone: 4.3 s and 6.6 s). Set in the controller
+# before it starts the workers, so each worker's interpreter starts with it (OpenBLAS reads it
+# when numpy loads, torch when it loads).
+_ONE_THREAD_POOLS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ.setdefault("TRACELESS_NUM_THREADS", "1")
+    for _var in _ONE_THREAD_POOLS:
+        os.environ.setdefault(_var, "1")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("numprocesses", default=None):  # the xdist controller, before its workers start
+        for var in _ONE_THREAD_POOLS:
+            os.environ.setdefault(var, "1")
 
 _SESSION_HOME = tempfile.mkdtemp(prefix="traceless-test-home-")
 os.environ["TRACELESS_HOME"] = _SESSION_HOME
