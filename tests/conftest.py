@@ -35,17 +35,20 @@ os.environ["HF_DATASETS_OFFLINE"] = "1"
 # each other), 1 thread 6.4 s and 6.4 CPU-s (alone: 4.3 s and 6.6 s). Set in the controller
 # before it starts the workers, so each worker's interpreter starts with it (OpenBLAS reads it
 # when numpy loads, torch when it loads).
-_ONE_THREAD_POOLS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+def _one_thread_pools() -> None:
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(var, "1")
+
+
 if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ.setdefault("TRACELESS_NUM_THREADS", "1")
-    for _var in _ONE_THREAD_POOLS:
-        os.environ.setdefault(_var, "1")
+    _one_thread_pools()
 
 
 def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("numprocesses", default=None):  # the xdist controller, before its workers start
-        for var in _ONE_THREAD_POOLS:
-            os.environ.setdefault(var, "1")
+        _one_thread_pools()
+
 
 _SESSION_HOME = tempfile.mkdtemp(prefix="traceless-test-home-")
 os.environ["TRACELESS_HOME"] = _SESSION_HOME

@@ -38,8 +38,9 @@ def test_check_fails_on_an_edited_number_and_rewrite_restores_it(tmp_path: Path)
     f = docs / "frontier.md"
     # the published doc's first table, marker to closing marker (each table renders its bundle's
     # report: the whole doc's 18 took ~8 s a pass, and the test makes three)
-    m = find_markers(ROOT / "docs" / "frontier.md")[0]
-    f.write_text("\n".join((ROOT / "docs" / "frontier.md").read_text().split("\n")[m.start:m.end + 1]) + "\n")
+    published = ROOT / "docs" / "frontier.md"
+    m = find_markers(published)[0]
+    f.write_text("\n".join(published.read_text().split("\n")[m.start:m.end + 1]) + "\n")
     original = f.read_text()
     m = find_markers(f)[0]
     lines = original.split("\n")
