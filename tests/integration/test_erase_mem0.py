@@ -109,6 +109,20 @@ def test_scan_is_read_only_and_finds_every_store(built: dict[str, tuple[Path, Pa
         assert copies["chroma_log"] == 3
 
 
+def _bystander_hits(report: dict[str, object], rebuilt: bool) -> list[dict[str, object]]:
+    """A scan's hits as the bystander check compares them. When chroma had flushed an erased
+    vector to its HNSW segment (chromadb 1.5.9 does so, or not, by timing after a client
+    opens the collection), the erasure rebuilds the collection: the remaining records are
+    added again, so their log entries (``chroma_log``) get new sequence numbers, in another
+    order; only then the log's record ids are left out of the comparison."""
+    hits = report["hits"]
+    assert isinstance(hits, list)
+    if not rebuilt:
+        return hits
+    masked = [{**h, "record_id": None} if h["store"] == "chroma_log" else h for h in hits]
+    return sorted(masked, key=lambda h: json.dumps(h, sort_keys=True))
+
+
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_forget_erases_user_everywhere_keeps_bystanders_and_signs(
         built: dict[str, tuple[Path, Path]], provider: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -128,12 +142,13 @@ def test_forget_erases_user_everywhere_keeps_bystanders_and_signs(
     assert after["files_scanned"] == len([p for p in (tmp_path / "inst").rglob("*") if p.is_file()])
     # the other users' records are exactly what they were
     assert live.bystander_digests("alice") == digests
+    r = json.loads(receipt.read_text())
+    rebuilt = any("rebuilt from its" in n for n in r["notes"])
     for u, rep in others.items():
         now = _scan(cfg, u, *_canaries(u))
-        assert now["hits"] == rep["hits"] and now["stores"] == {**rep["stores"], **{
-            s: n for s, n in now["stores"].items()}}
+        assert _bystander_hits(now, rebuilt) == _bystander_hits(rep, rebuilt) and now["stores"] == {
+            **rep["stores"], **{s: n for s, n in now["stores"].items()}}
         assert _copies(now) == _copies(rep)
-    r = json.loads(receipt.read_text())
     assert r["verification"]["passed"] and r["verification"]["checks"]["bystanders_intact"]
     assert "alice" not in receipt.read_text() and "CANARY" not in receipt.read_text()
     assert set(r["guarantee"]) >= {"history=clear", "vector_store=clear", "messages=clear"}
