@@ -515,6 +515,123 @@ def test_a_surviving_copy_of_the_segment_keeps_the_vector_store_logical(
                for n in r["notes"]), r["notes"]
 
 
+def _segment(root: Path, collection_id: str) -> Path:
+    """The HNSW segment directory of a collection (chroma's catalogue, read-only)."""
+    import sqlite3
+
+    db = next(root.rglob("chroma.sqlite3"))
+    con = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        (sid,) = con.execute("SELECT id FROM segments WHERE scope = 'VECTOR' AND collection = ?",
+                             (collection_id,)).fetchone()
+    finally:
+        con.close()
+    return db.parent / str(sid)
+
+
+@CHROMA
+def test_scrub_zeroes_what_hnswlib_wrote_from_uninitialised_memory_and_chroma_reads_the_same(tmp_path: Path) -> None:
+    """hnswlib writes ``length.bin`` whole from a ``malloc``ed buffer it fills only for
+    ``cosine`` (each vector's norm): an ``l2`` segment's file is heap garbage; a segment made
+    before its first sync has room for 100 elements and none written (``data_level0.bin`` past
+    its last element). ``scrub_segments`` zeroes those bytes (a marker planted in each is gone),
+    keeps the cosine norms, and what chroma returns (``get`` with embeddings, ``query``) is the
+    same before and after."""
+    import chromadb
+    import numpy as np
+    from chromadb.config import Settings
+
+    from traceless.systems._mem0_chroma import collection_spaces, scrub_segments
+
+    root = tmp_path / "c"
+    vecs = np.random.default_rng(5).standard_normal((150, 16)).astype(np.float32) * 3
+    names = {"l2": 150, "cosine": 150, "fresh": 5}  # fresh: l2 below its threshold (1,000): nothing synced
+    client = chromadb.PersistentClient(path=str(root), settings=Settings(anonymized_telemetry=False))
+    try:
+        ids = {}
+        for name, k in names.items():
+            hnsw = {"space": "cosine" if name == "cosine" else "l2"} | ({} if name == "fresh" else {"sync_threshold": 100})
+            col = client.create_collection(f"mem-{name}", embedding_function=None, configuration={"hnsw": hnsw})
+            col.add(ids=[f"m{i}" for i in range(k)], embeddings=vecs[:k])
+            ids[name] = str(col.id)
+    finally:
+        client.close()
+
+    def read() -> list[Any]:
+        c = chromadb.PersistentClient(path=str(root), settings=Settings(anonymized_telemetry=False))
+        try:
+            out = []
+            for name in names:
+                col = c.get_collection(f"mem-{name}", embedding_function=None)
+                got = col.get(include=["embeddings"])
+                q = col.query(query_embeddings=vecs[:3] + 0.5, n_results=5, include=["distances"])
+                out.append((got["ids"], np.asarray(got["embeddings"]).tobytes(), q["ids"],
+                            np.asarray(q["distances"]).tobytes()))
+            return out
+        finally:
+            c.close()
+
+    marker = b"CANARY-hnswlib-heap"
+    seg = {name: _segment(root, cid) for name, cid in ids.items()}
+    count = {n: int.from_bytes((d / "header.bin").read_bytes()[20:28], "little") for n, d in seg.items()}
+    assert count == {"l2": 150, "cosine": 150, "fresh": 0}
+    assert (seg["fresh"] / "data_level0.bin").stat().st_size > 64
+    norms = (seg["cosine"] / "length.bin").read_bytes()[:4 * 150]
+    before = read()
+    for f in (seg["l2"] / "length.bin", seg["fresh"] / "length.bin", seg["fresh"] / "data_level0.bin"):
+        with open(f, "r+b") as fh:  # what the heap held: here a marker
+            fh.seek(8)
+            fh.write(marker)
+    zeroed, files = scrub_segments(root, collection_spaces(root))
+    assert zeroed >= 3 * len(marker) and files >= 3
+    assert not any(marker in p.read_bytes() for p in root.rglob("*") if p.is_file())
+    assert (seg["l2"] / "length.bin").read_bytes().count(0) == (seg["l2"] / "length.bin").stat().st_size
+    assert (seg["cosine"] / "length.bin").read_bytes()[:4 * 150] == norms and norms.count(0) < 4 * 150
+    assert scrub_segments(root, collection_spaces(root)) == (0, 0)  # nothing left to zero
+    assert read() == before  # (opening "fresh" syncs its 5 logged vectors: chroma writes new garbage then)
+
+
+@CHROMA
+def test_forget_zeroes_an_erased_canary_hnswlib_wrote_into_length_bin(
+        big: tuple[Path, Path, Past], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """hnswlib writes ``length.bin`` from the writing process's heap: a CI run failed when the
+    segment the rebuild wrote held alice's canary six times (the erasing process had read her
+    records) and the receipt failed ``files_clean``. The heap is not steerable, so the bytes
+    are written where hnswlib wrote them, right after chroma's rebuild: the erasure zeroes them,
+    the receipt passes with ``clear``, no file holds the canary, the other users' vectors are
+    as they were. Before ``scrub_segments`` this receipt failed ``files_clean``."""
+    from traceless.systems import _mem0_chroma
+
+    cfg, (_, others, _, size) = _copy_big(big, tmp_path / "inst")
+    canary = mi.canary("alice", 0).encode()
+    real = _mem0_chroma.rebuild
+
+    def rebuild_with_heap_bytes(path: Path, names: Any) -> dict[str, int]:
+        kept = real(path, names)
+        for length in Path(path).rglob("length.bin"):
+            with open(length, "r+b") as f:
+                f.seek(16)
+                f.write(canary)
+        return kept
+
+    monkeypatch.setattr(_mem0_chroma, "rebuild", rebuild_with_heap_bytes)
+    receipt = tmp_path / "receipt.json"
+    assert cli("forget", "--memory", "mem0", "--memory-config", str(cfg), "--user", "alice", *_lit_args("alice"),
+               "--receipt", str(receipt)) == 0
+    capsys.readouterr()
+    r = json.loads(receipt.read_text())
+    assert r["verification"]["passed"] and "vector_store=clear" in r["guarantee"]
+    assert any("rebuilt from its" in n for n in r["notes"]) and any("uninitialised memory" in n for n in r["notes"])
+    assert not any(canary in p.read_bytes() for p in (tmp_path / "inst").rglob("*") if p.is_file())
+    client = _chroma_client(cfg)
+    try:
+        col = client.get_collection("prod_memories", embedding_function=None)
+        assert _vectors(col, {"user_id": {"$ne": "alice"}}) == others and col.count() == size - mi.MEMORIES
+    finally:
+        client.close()
+
+
 @CHROMA
 def test_the_vector_check_finds_chromas_normalised_floats(tmp_path: Path) -> None:
     """On a ``cosine`` collection chroma writes each vector L2-normalised by hnswlib: the check

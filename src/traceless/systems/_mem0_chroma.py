@@ -15,14 +15,23 @@ the text, but embedding inversion recovers text from them, so the erasure:
    collection deleted and its segment directories removed, the new one renamed to the old
    name. A kill at any step leaves the old collection whole or the new one complete
    (``finish`` completes it on the re-run, before mem0 opens the collection);
-3. checks every file of the instance for each erased vector, raw and normalised as chroma's
+3. zeroes the bytes of every HNSW segment that hold no index data (``scrub_segments``):
+   chroma's hnswlib writes ``length.bin`` whole from memory it never initialised (``malloc``)
+   and fills only for ``cosine`` (each vector's norm), so the file holds whatever the writing
+   process's heap held before: pointers, and text of the records it handled (measured: an
+   erased user's canary six times in a rebuilt segment's ``length.bin``, one CI run in two);
+   ``l2``/``ip``: the whole file, ``cosine``: past its last element; ``data_level0.bin`` past
+   its last element. What chroma reads stays the same (checked: ``get``, ``query``);
+4. checks every file of the instance for each erased vector, raw and normalised as chroma's
    hnswlib normalises (``surviving``): ``clear`` only when none is left.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import sqlite3
+import struct
 import time
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -34,8 +43,8 @@ from typing import Any
 from traceless.forget import scan_bytes
 from traceless.systems import StoreOutcome
 
-__all__ = ["REBUILD_SUFFIX", "ChromaErasure", "chroma_file_vectors", "chroma_log_vectors", "erased_vectors", "finish",
-           "rebuild", "surviving", "vector_forms"]
+__all__ = ["REBUILD_SUFFIX", "ChromaErasure", "chroma_file_vectors", "chroma_log_vectors", "collection_spaces",
+           "erased_vectors", "finish", "rebuild", "scrub_segments", "surviving", "vector_forms"]
 
 REBUILD_SUFFIX = ".traceless-rebuild"
 """The name of a collection being rebuilt is its own plus this (chroma allows ``.`` and ``-``)."""
@@ -58,10 +67,14 @@ class ChromaErasure:
     deletion from chroma's API and from its log (an update's earlier vector is there too)."""
     gone: set[str] = field(default_factory=set)
     """Erased ids of which no vector could be read (an earlier, interrupted run deleted them)."""
+    spaces: dict[str, str] = field(default_factory=dict)
+    """Per collection of the instance, its HNSW distance (``l2``, ``ip``, ``cosine``), read before
+    the deletion (``scrub_segments`` keeps a ``cosine`` segment's norms)."""
     notes: list[str] = field(default_factory=list)
 
     def before(self) -> None:
         self.notes += [f"chroma: {n}" for n in finish(self.path, [c for c, _ in self.erased.values()])]
+        self.spaces = collection_spaces(self.path)
         api = erased_vectors(self.path, {c: ids for c, ids in self.erased.values()})
         wanted = {i for _, ids in self.erased.values() for i in ids}
         for i, vecs in [*api.items(), *_log_vectors(self.path, wanted).items()]:
@@ -71,13 +84,21 @@ class ChromaErasure:
     def rebuild(self, files: Sequence[Path]) -> None:
         """Rebuild the collections erased from when a segment file still holds an erased vector
         (or some could not be read): below the sync threshold chroma has written none there, and
-        the log entries the caller removed were their only copies."""
+        the log entries the caller removed were their only copies. Then, rebuilt or not, zero
+        what every segment holds beyond its index (``scrub_segments``)."""
         held = [f for f in surviving(files, self.vectors) if self.path in Path(f).parents
                 and Path(f).parent != self.path]
         if not held and not self.gone:
             self.notes.append("chroma: no segment file holds an erased vector (they were in its log only): "
                               "no rebuild needed")
-            return
+        else:
+            self._rebuild()
+        zeroed, segments = scrub_segments(self.path, self.spaces)
+        if zeroed:
+            self.notes.append(f"chroma: {zeroed} bytes of uninitialised memory hnswlib had written into {segments} "
+                              "HNSW segment files zeroed (length.bin, and data_level0.bin past its last element)")
+
+    def _rebuild(self) -> None:
         t0 = time.monotonic()
         kept = rebuild(self.path, [c for c, ids in self.erased.values() if ids])
         with closing(sqlite3.connect(self.path / "chroma.sqlite3")) as con:
@@ -301,6 +322,62 @@ def surviving(files: Iterable[Path], vectors: Mapping[str, Iterable[bytes]]) -> 
         if any(per.values()):
             out[f] = {i: n for i, n in per.items() if n}
     return out
+
+
+def collection_spaces(path: Path) -> dict[str, str]:
+    """Every collection's HNSW distance through chroma's API (``cosine`` where its configuration
+    names none: the reading that keeps the most of a segment)."""
+    with _client(path) as client:
+        out: dict[str, str] = {}
+        for c in client.list_collections():
+            hnsw = (client.get_collection(c.name, embedding_function=None).configuration or {}).get("hnsw") or {}
+            out[c.name] = str(hnsw.get("space") or "cosine")
+        return out
+
+
+def scrub_segments(path: Path, spaces: Mapping[str, str]) -> tuple[int, int]:
+    """Zero what the HNSW segments of the collections in ``spaces`` hold beyond their index
+    (module docstring, step 3); (nonzero bytes zeroed, files changed). A segment whose header
+    is not hnswlib's layout as ``chroma_file_vectors`` reads it is left as it is."""
+    db = path / "chroma.sqlite3"
+    if not db.is_file():
+        return 0, 0
+    with closing(sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True)) as con:
+        rows = con.execute("SELECT s.id, c.name FROM segments s JOIN collections c ON c.id = s.collection "
+                           "WHERE s.scope = 'VECTOR'").fetchall()
+    zeroed = files = 0
+    for sid, name in rows:
+        d = path / str(sid)
+        header = d / "header.bin"
+        if str(name) not in spaces or not header.is_file():
+            continue
+        h = header.read_bytes()
+        if len(h) < 52:
+            continue
+        _, _, _, count, size, label_off, data_off = struct.unpack_from("<I6Q", h, 0)
+        if not 0 < data_off < label_off <= size:
+            continue
+        lengths_kept = count * 4 if spaces[str(name)] == "cosine" else 0  # cosine: each vector's norm
+        for f, start in ((d / "data_level0.bin", count * size), (d / "length.bin", lengths_kept)):
+            n = _zero_from(f, start)
+            zeroed, files = zeroed + n, files + bool(n)
+    return zeroed, files
+
+
+def _zero_from(f: Path, start: int) -> int:
+    """Zero ``f`` from byte ``start`` to its end, in place; how many of those bytes were not zero."""
+    if not f.is_file() or f.stat().st_size <= start:
+        return 0
+    with open(f, "r+b") as fh:
+        fh.seek(start)
+        tail = fh.read()
+        nonzero = len(tail) - tail.count(0)
+        if nonzero:
+            fh.seek(start)
+            fh.write(bytes(len(tail)))
+            fh.flush()
+            os.fsync(fh.fileno())
+    return nonzero
 
 
 def chroma_file_vectors(path: Path) -> Any:
