@@ -145,6 +145,34 @@ def test_the_meter_counts_the_server_process_time_as_free_and_never_sleeps() -> 
     assert m.read() == pytest.approx(0.7)
 
 
+def test_a_reading_sooner_than_the_min_window_waits_and_covers_the_whole_window() -> None:
+    """Issue 39.3: right after a restart the watcher's reading could cover two scheduler ticks,
+    both CPUs busy in them (the audit's own work on one): 1.0 free of 2 on an idle machine,
+    and the server dropped to one thread. A window shorter than ``min_window`` is no reading."""
+    clock, jiffies, own = Clock(), {0: [0, 0], 1: [0, 0]}, [0.0]
+
+    def stat() -> str:
+        return "cpu  0 0 0 0\n" + "".join(f"cpu{c} {b} 0 0 {i} 0 0 0 0\n" for c, (b, i) in jiffies.items())
+
+    def meter(min_window: float) -> _cpu.CpuMeter:
+        m = _cpu.CpuMeter(lambda: [], read_stat=stat, own_cpu=lambda: own[0], clock=clock, cpus=[0, 1],
+                          min_window=min_window)
+        m.reset()
+        return m
+
+    for c in jiffies:
+        jiffies[c] = [0, 0]
+    clock.t, own[0] = 0.0, 0.0
+    short, whole = meter(0.0), meter(0.5)
+    clock.t, own[0] = 0.02, 0.02  # 20 ms: both CPUs busy, one of them with this process
+    jiffies[0], jiffies[1] = [2, 0], [2, 0]
+    assert short.read() == pytest.approx(1.0)  # the noise: half the machine looks taken
+    assert whole.read() is None  # too short: the window goes on
+    clock.t, own[0] = 1.0, 0.1  # the rest of the second: this process 0.08 s more, both CPUs mostly idle
+    jiffies[0], jiffies[1] = [10, 90], [4, 96]
+    assert whole.read() == pytest.approx(0.9 + 0.96 + 0.1)
+
+
 def test_the_meter_reads_this_machine(tmp_path: Path) -> None:
     m = _cpu.CpuMeter(lambda: [])
     if m.read() is None and not Path("/proc/stat").exists():

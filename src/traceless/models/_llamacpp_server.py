@@ -48,7 +48,7 @@ from typing import IO, Any
 import httpx
 
 from traceless.errors import BackendError, ModelNotAvailableError
-from traceless.models._cpu import CpuMeter, ThreadAdapter, cpu_limit
+from traceless.models._cpu import ADAPT_MIN_WINDOW, CpuMeter, ThreadAdapter, cpu_limit
 from traceless.models._speculation import SPECULATION_TYPES
 
 __all__ = ["SPECULATION_TYPES", "LlamaCppServer", "main", "turn_markers"]
@@ -232,7 +232,7 @@ class LlamaCppServer:
         self._finalizer: weakref.finalize[Any, Any] | None = None
         self.startup_seconds: float | None = None
         """Seconds from process spawn until ``/health`` answered (model load included)."""
-        self.meter: CpuMeter | None = CpuMeter(lambda: [p] if (p := self.pid) else []) if adapt_threads else None
+        self.meter: CpuMeter | None = CpuMeter(lambda: [p] if (p := self.pid) else [], min_window=ADAPT_MIN_WINDOW) if adapt_threads else None
         """Free CPUs during the run (this process and the server's count as free), for the adapter."""
         self.adapter: ThreadAdapter | None = (
             ThreadAdapter(threads, self.meter.read, max_threads=cpu_limit()) if self.meter is not None else None)
