@@ -429,6 +429,25 @@ def _past_the_threshold(cfg: Path) -> Past:
         client.close()
 
 
+def _forget_alice(cfg: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
+    """``traceless forget`` of alice with her canaries (exit 0); its receipt."""
+    receipt = tmp_path / "receipt.json"
+    assert cli("forget", "--memory", "mem0", "--memory-config", str(cfg), "--user", "alice", *_lit_args("alice"),
+               "--receipt", str(receipt)) == 0
+    capsys.readouterr()
+    return dict(json.loads(receipt.read_text()))
+
+
+def _others_kept(cfg: Path, others: dict[str, bytes], size: int) -> None:
+    """Every other user's vector is the same bytes through chroma's API, and only alice's went."""
+    client = _chroma_client(cfg)
+    try:
+        col = client.get_collection("prod_memories", embedding_function=None)
+        assert _vectors(col, {"user_id": {"$ne": "alice"}}) == others and col.count() == size - mi.MEMORIES
+    finally:
+        client.close()
+
+
 @pytest.fixture(scope="module")
 def big(built: dict[str, tuple[Path, Path]], tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Past]:
     """The chroma instance past its threshold (``_past_the_threshold``), built once per module."""
@@ -468,23 +487,14 @@ def test_forget_rewrites_chromas_hnsw_segment_past_its_threshold(
     assert size > threshold and len(alice) == mi.MEMORIES
     before = _vector_copies(tmp_path / "inst", alice.values())
     assert sum(n for f, n in before.items() if f.endswith("data_level0.bin")) == mi.MEMORIES, before
-    receipt = tmp_path / "receipt.json"
-    assert cli("forget", "--memory", "mem0", "--memory-config", str(cfg), "--user", "alice", *_lit_args("alice"),
-               "--receipt", str(receipt)) == 0
-    capsys.readouterr()
+    r = _forget_alice(cfg, tmp_path, capsys)
     forms = {f for pair in vector_forms(list(alice.values())) for f in pair}
     assert _vector_copies(tmp_path / "inst", forms) == {}  # on main: 3 in data_level0.bin
-    r = json.loads(receipt.read_text())
     assert r["verification"]["passed"] and "vector_store=clear" in r["guarantee"]
     assert any("rebuilt from its" in n for n in r["notes"]), r["notes"]
     assert any(f"0 of the {mi.MEMORIES} erased vectors" in n for n in r["notes"]), r["notes"]
     assert not any("HNSW" in n for n in r["notes"] if n.startswith("out of scope"))
-    client = _chroma_client(cfg)
-    try:
-        col = client.get_collection("prod_memories", embedding_function=None)
-        assert _vectors(col, {"user_id": {"$ne": "alice"}}) == others and col.count() == size - mi.MEMORIES
-    finally:
-        client.close()
+    _others_kept(cfg, others, size)
     mem = mi.mem0_memory(json.loads(cfg.read_text()), tmp_path / "home")
     try:
         hits = mem.search("bob note 1: my account code", filters={"user_id": "bob"}, top_k=3)["results"]
@@ -504,11 +514,7 @@ def test_a_surviving_copy_of_the_segment_keeps_the_vector_store_logical(
     chroma = tmp_path / "inst" / "chroma"
     seg = next(p.parent for p in chroma.rglob("data_level0.bin"))
     shutil.copytree(seg, chroma / "backup" / seg.name)
-    receipt = tmp_path / "receipt.json"
-    assert cli("forget", "--memory", "mem0", "--memory-config", str(cfg), "--user", "alice", *_lit_args("alice"),
-               "--receipt", str(receipt)) == 0
-    capsys.readouterr()
-    r = json.loads(receipt.read_text())
+    r = _forget_alice(cfg, tmp_path, capsys)
     assert "vector_store=logical" in r["guarantee"] and "history=clear" in r["guarantee"]
     assert _vector_copies(tmp_path / "inst", alice.values()) == {f"chroma/backup/{seg.name}/data_level0.bin": 3}
     assert any(f"{mi.MEMORIES} of the {mi.MEMORIES} erased vectors" in n and "backup" in n and "data_level0.bin" in n
@@ -616,20 +622,11 @@ def test_forget_zeroes_an_erased_canary_hnswlib_wrote_into_length_bin(
         return kept
 
     monkeypatch.setattr(_mem0_chroma, "rebuild", rebuild_with_heap_bytes)
-    receipt = tmp_path / "receipt.json"
-    assert cli("forget", "--memory", "mem0", "--memory-config", str(cfg), "--user", "alice", *_lit_args("alice"),
-               "--receipt", str(receipt)) == 0
-    capsys.readouterr()
-    r = json.loads(receipt.read_text())
+    r = _forget_alice(cfg, tmp_path, capsys)
     assert r["verification"]["passed"] and "vector_store=clear" in r["guarantee"]
     assert any("rebuilt from its" in n for n in r["notes"]) and any("uninitialised memory" in n for n in r["notes"])
     assert not any(canary in p.read_bytes() for p in (tmp_path / "inst").rglob("*") if p.is_file())
-    client = _chroma_client(cfg)
-    try:
-        col = client.get_collection("prod_memories", embedding_function=None)
-        assert _vectors(col, {"user_id": {"$ne": "alice"}}) == others and col.count() == size - mi.MEMORIES
-    finally:
-        client.close()
+    _others_kept(cfg, others, size)
 
 
 @CHROMA
@@ -678,17 +675,12 @@ def test_an_interrupted_rebuild_is_completed_by_the_next_erasure(
     finally:
         client.close()
     assert _copies(_scan(cfg, "alice", *_canaries("alice")))["vector_store"] == mi.MEMORIES
-    receipt = tmp_path / "receipt.json"
-    assert cli("forget", "--memory", "mem0", "--memory-config", str(cfg), "--user", "alice", *_lit_args("alice"),
-               "--receipt", str(receipt)) == 0
-    capsys.readouterr()
-    r = json.loads(receipt.read_text())
+    r = _forget_alice(cfg, tmp_path, capsys)
     assert r["verification"]["passed"] and "vector_store=clear" in r["guarantee"]
     assert any("interrupted rebuild" in n for n in r["notes"]), r["notes"]
     client = _chroma_client(cfg)
     try:
         assert sorted(c.name for c in client.list_collections()) == ["prod_memories"]
-        col = client.get_collection("prod_memories", embedding_function=None)
-        assert _vectors(col, {"user_id": {"$ne": "alice"}}) == others and col.count() == size - mi.MEMORIES
     finally:
         client.close()
+    _others_kept(cfg, others, size)
