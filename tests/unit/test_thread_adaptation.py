@@ -160,9 +160,6 @@ def test_a_reading_sooner_than_the_min_window_waits_and_covers_the_whole_window(
         m.reset()
         return m
 
-    for c in jiffies:
-        jiffies[c] = [0, 0]
-    clock.t, own[0] = 0.0, 0.0
     short, whole = meter(0.0), meter(0.5)
     clock.t, own[0] = 0.02, 0.02  # 20 ms: both CPUs busy, one of them with this process
     jiffies[0], jiffies[1] = [2, 0], [2, 0]

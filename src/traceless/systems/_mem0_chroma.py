@@ -348,20 +348,26 @@ def scrub_segments(path: Path, spaces: Mapping[str, str]) -> tuple[int, int]:
     zeroed = files = 0
     for sid, name in rows:
         d = path / str(sid)
-        header = d / "header.bin"
-        if str(name) not in spaces or not header.is_file():
+        layout = _segment_layout(d / "header.bin") if str(name) in spaces else None
+        if layout is None:
             continue
-        h = header.read_bytes()
-        if len(h) < 52:
-            continue
-        _, _, _, count, size, label_off, data_off = struct.unpack_from("<I6Q", h, 0)
-        if not 0 < data_off < label_off <= size:
-            continue
+        count, size, _, _ = layout
         lengths_kept = count * 4 if spaces[str(name)] == "cosine" else 0  # cosine: each vector's norm
         for f, start in ((d / "data_level0.bin", count * size), (d / "length.bin", lengths_kept)):
             n = _zero_from(f, start)
             zeroed, files = zeroed + n, files + bool(n)
     return zeroed, files
+
+
+def _segment_layout(header: Path) -> tuple[int, int, int, int] | None:
+    """(``cur_element_count``, ``size_data_per_element``, ``label_offset``, ``offsetData``) from
+    an HNSW segment's ``header.bin`` (a format version, then hnswlib's ``offsetLevel0``,
+    ``max_elements`` and these); None when the file is missing or not that layout."""
+    h = header.read_bytes() if header.is_file() else b""
+    if len(h) < 52:
+        return None
+    _, _, _, count, size, label_off, data_off = struct.unpack_from("<I6Q", h, 0)
+    return (count, size, label_off, data_off) if 0 < data_off < label_off <= size else None
 
 
 def _zero_from(f: Path, start: int) -> int:
@@ -387,19 +393,17 @@ def chroma_file_vectors(path: Path) -> Any:
     ``data_level0.bin``: each element's links, its float32 vector, its label), deleted ones
     included: what anyone with the folder reads, whatever the API says. One float32 array
     (rows: vectors of one dimension; segments of another dimension are left out)."""
-    import struct
-
     import numpy as np
 
     rows: list[Any] = []
     for header in sorted(Path(path).rglob("header.bin")):
         data = header.with_name("data_level0.bin")
-        h = header.read_bytes()
-        if not data.is_file() or len(h) < 52:
+        layout = _segment_layout(header)
+        if layout is None or not data.is_file():
             continue
-        _, _, _, n, size, label_off, data_off = struct.unpack_from("<I6Q", h, 0)
+        n, size, label_off, data_off = layout
         raw = data.read_bytes()
-        if not 0 < data_off < label_off <= size or n * size > len(raw):
+        if n * size > len(raw):
             continue  # not hnswlib's layout as this reader knows it: nothing read rather than garbage
         arr = np.frombuffer(raw[: n * size], dtype=np.uint8).reshape(n, size)
         rows.append(arr[:, data_off:label_off].copy().view("<f4"))
