@@ -89,6 +89,14 @@ def test_the_narrowed_scan_plan_and_digests_equal_the_full_decode(tmp_path: Path
     removed = {(a.store, a.record_id) for a in plan.actions if a.action == "remove"}
     assert kernel.bystander_digests(narrow, user, literals, removed) == kernel.bystander_digests(full, user, literals,
                                                                                                  removed)
+    # the erasure's digest (per collection, the entries' bytes hashed) agrees with the full decode's
+    # verdict: after the erasure both say every bystander is as it was
+    before = narrow.bystander_digests(user, literals, removed)
+    before_full = kernel.bystander_digests(full, user, literals, removed)
+    assert set(before) == set(before_full)
+    kernel.execute(narrow, plan, literals)
+    assert kernel.bystander_digests(full, user, literals, removed) == before_full
+    assert narrow.bystander_digests(user, literals, removed) == before
     if user == "u1":  # u10's records are never u1's (a prefix), u1's are found in every store
         assert {a.store for a in plan.actions if a.reason == "owned by the user"} >= {
             "chat_store", "docstore", "vector_store", "index_store"}
@@ -110,16 +118,36 @@ def test_the_narrowed_scan_decodes_no_other_users_embedding(tmp_path: Path, monk
     assert rep.stores["vector_store"] > len(decoded)  # counted, not decoded
 
 
-@pytest.mark.parametrize("where", ["embedding", "chat", "node text"])
+def _drop_entry(persist: Path, where: str) -> None:
+    """Remove one of u10's entries (an embedding, or a node of the index struct), the file
+    written again by ``json.dump`` as LlamaIndex writes it."""
+    import json
+
+    path = persist / ("default__vector_store.json" if where == "embedding entry" else "index_store.json")
+    data = json.loads(path.read_text())
+    if where == "embedding entry":
+        del data["embedding_dict"][next(k for k in data["embedding_dict"] if k.startswith("u10/"))]
+    else:
+        struct = next(iter(data["index_store/data"].values()))
+        inner = json.loads(struct["__data__"])
+        del inner["nodes_dict"][next(k for k in inner["nodes_dict"] if k.startswith("u10/"))]
+        struct["__data__"] = json.dumps(inner)
+    path.write_text(json.dumps(data))
+
+
+@pytest.mark.parametrize("where", ["embedding", "chat", "node text", "embedding entry", "index node"])
 def test_an_over_deletion_fails_the_bystander_check(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                     where: str) -> None:
-    """An erasure of u1 that also changes a record of u10 (u1 is its prefix) is caught by the digest."""
+    """An erasure of u1 that also changes or removes a record of u10 (u1 is its prefix) is caught
+    by the digest."""
     conf = _live(tmp_path)
     real = li_live.LlamaIndexInstance.apply
 
     def apply(self: li_live.LlamaIndexInstance, ops: Sequence[Any], literals: Sequence[str]) -> Any:
         out = real(self, ops, literals)
-        if where == "chat":
+        if where in ("embedding entry", "index node"):
+            _drop_entry(Path(conf["persist_dir"]), where)
+        elif where == "chat":
             import sqlite3
             con = sqlite3.connect(conf["chat_db"])
             con.execute("DELETE FROM llama_index_memory WHERE key = 'u10' AND role = 'assistant'")
@@ -165,3 +193,34 @@ def test_the_erasure_passes_with_or_without_llamaindexs_own_index_deletion(tmp_p
     assert {g.split("=")[1] for g in receipt.guarantee} == {"clear"}
     narrow, _ = _pair(conf)
     assert not [r for r in narrow.records("u1", [SECRET]) if r.owner == "u1" or SECRET in r.text()]
+
+
+@pytest.mark.parametrize("overdelete", [False, True])
+def test_a_rerun_tells_the_apps_new_memories_from_an_over_deletion(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                     overdelete: bool) -> None:
+    """The first run dies in its JSON rewrite (having removed one of u10's embeddings, or not);
+    the application then writes a new memory of u2 (LlamaIndex appends its entries); the re-run
+    compares the entries the first run digested apart from the appended ones: it passes when
+    nothing of a bystander went, and fails its bystander check when one did."""
+    conf = _live(tmp_path)
+    cls = system_class("llamaindex")
+    cfg = load_system_config("llamaindex", conf)
+
+    def crash(*a: Any, **k: Any) -> Any:
+        if overdelete:
+            _drop_entry(Path(conf["persist_dir"]), "embedding entry")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(li_live, "erase_json", crash)
+    with pytest.raises(KeyboardInterrupt):
+        erase_system(cls.attach(cfg, read_only=False), "u1", [SECRET], state_dir=tmp_path / "s", key=b"k" * 32)
+    monkeypatch.undo()
+    runtime = SystemRuntime(CachingBackend(ScriptedBackend(lambda m, c: "no")), HashingEmbedder(), "scripted")
+    app = open_system("llamaindex", tmp_path / "live", load_system_config("llamaindex", {}), runtime)
+    try:
+        app.write([_session("u2", "new", ["a new memory APPNOTE-7"])])
+    finally:
+        app.close()
+    receipt = erase_system(cls.attach(cfg, read_only=False), "u1", [SECRET], state_dir=tmp_path / "s", key=b"k" * 32)
+    assert receipt.verification.checks["bystanders_intact"] is not overdelete
+    assert receipt.verification.passed is not overdelete

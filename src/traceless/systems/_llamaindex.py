@@ -29,7 +29,7 @@ literal; ``VACUUM`` of ``chat.db`` and each JSON store rewritten with those entr
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -126,6 +126,7 @@ class LlamaIndexSystem(MemorySystem):
         self._persist = persist or work_dir / "storage"
         self._index: Any = None
         self._memories: dict[str, Any] = {}
+        self._resumed: dict[str, dict[str, int]] = {}
 
     @property
     def index(self) -> Any:
@@ -249,6 +250,18 @@ class LlamaIndexSystem(MemorySystem):
 
     def instance(self) -> LiveInstance:
         return li_live.LlamaIndexInstance(self._chat(), self._persist)
+
+    def bystander_digests(self, user: str | None) -> dict[str, kernel.StoreDigest]:
+        """The chat store's digest per row; each JSON store's per collection, its entries' bytes
+        hashed as the file holds them (``LlamaIndexInstance.bystander_digests``)."""
+        literals, removed = self._planned
+        inst = li_live.LlamaIndexInstance(self._chat(), self._persist)
+        return inst.bystander_digests(user, literals, removed, self._resumed)
+
+    def resume_bystanders(self, before: Mapping[str, kernel.StoreDigest]) -> None:
+        """A re-run: each JSON collection's entries the interrupted run digested are compared
+        apart from those the application appended since (``stream_counts``)."""
+        self._resumed = {store: li_live.stream_counts(d) for store, d in before.items()}
 
     def native_erasure(self, plan: ErasurePlan) -> None:
         """LlamaIndex's own deletion of the user's chat (``Memory.reset()``), and with

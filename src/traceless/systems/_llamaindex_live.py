@@ -13,9 +13,10 @@ id is ``USER/…``, the adapter's ids), and every node of such a doc. Files are 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,7 @@ from traceless.systems import LiveInstance, Op, Record, Remove, StoreOutcome
 from traceless.systems import _llamaindex_chat as li_chat
 from traceless.systems import sqlite as live
 from traceless.systems.json_index import LAZY, Entry, JsonIndex
-from traceless.systems.kernel import count_literals, literal_forms, replace_literals
+from traceless.systems.kernel import StoreDigest, count_literals, digest, literal_forms, replace_literals
 
 __all__ = ["CHAT_TABLE", "JsonRecord", "LlamaIndexInstance", "erase_json", "indexed_refs", "json_files", "owned_refs",
            "owners", "records"]
@@ -271,6 +272,111 @@ def _entry_texts(store: str, ix: JsonIndex, e: Entry) -> Iterator[tuple[str, str
         yield r.record_id, r.key, r.text()
 
 
+def _left_out(store: str, ix: JsonIndex, own: dict[str, str], user: str | None, mine: set[str],
+              skip: set[tuple[str, str]]) -> set[int]:
+    """Indexes of the entries the bystander digest leaves out: the user's and those ``skip`` names."""
+    keys = mine | {rid.rpartition(":")[2] for s, rid in skip if s == store}
+    return {i for i in ix.positions(keys) if (user is not None and own.get(ix.entries[i].key) == user)
+            or (store, f"{ix.entries[i].coll}:{ix.entries[i].key}") in skip}
+
+
+def _parts(coll: str, parts: Sequence[tuple[int, str]]) -> list[str]:
+    """A stream's digest entries: its first part (``coll``, entries, hash), the entries after
+    the part an interrupted run digested (``+``: what was only added meanwhile)."""
+    first, *rest = parts
+    return [f"{coll}\t{first[0]}\t{first[1]}", *(f"+{coll}\t{first[0]}\t{n}\t{sha}" for n, sha in rest)]
+
+
+def stream_counts(digest: Sequence[str]) -> dict[str, int]:
+    """Collection → the entries its stream digest covered (``stream_digest``'s first parts)."""
+    out: dict[str, int] = {}
+    for d in digest:  # a digest per record (the chat store's, a JSON store's read per entry): no count
+        if d[:1] not in ("+", "#") and d.count("\t") >= 2:
+            coll, n, _ = d.rsplit("\t", 2)
+            out[coll] = int(n)
+    return out
+
+
+def _struct_parts(store: str, ix: JsonIndex, e: Entry, own: dict[str, str], user: str | None,
+                  skip: set[tuple[str, str]], literals: Sequence[str], split: Mapping[str, int]) -> list[str] | None:
+    """One index struct's digest entries: the struct less its nodes with the nodes that are not
+    the user's nor in ``skip`` (in their order, the literals replaced; the first ``split[coll]``
+    apart from those after them); None for an entry that is no index struct."""
+    parsed = _index_nodes(e.value)
+    if parsed is None:
+        return None
+    data, nodes = parsed
+    coll = f"{e.coll}/{e.key}/{_INDEX_NODES}"
+    kept = [(k, v) for k, v in nodes.items()
+            if not (user is not None and own.get(k) == user) and (store, f"{coll}:{k}") not in skip]
+    head = {k: v for k, v in data.items() if k != _INDEX_NODES}
+
+    def sha(items: list[tuple[str, Any]], *more: Any) -> str:
+        text = replace_literals(json.dumps([*more, items], ensure_ascii=False), literals)
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+    n = split.get(coll, len(kept))
+    parts = [(min(n, len(kept)), sha(kept[:n], e.coll, e.key, head))]
+    if len(kept) > n:
+        parts.append((len(kept) - n, sha(kept[n:])))
+    return _parts(coll, parts)
+
+
+def stream_digest(store: str, ix: JsonIndex, own: dict[str, str], user: str | None, mine: set[str],
+                  skip: set[tuple[str, str]], literals: Sequence[str], split: Mapping[str, int]) -> StoreDigest:
+    """The bystander digest of one JSON store written as ``json.dump`` writes (``standard``), the
+    literals plain, without per-entry work: per collection the SHA-256 of its bystander entries'
+    bytes as the file joins them (``collection_digest``), an entry holding a literal's form as
+    ``json.dump`` writes its value with the literals replaced (a planned rewrite: the same text
+    before and after); per index struct one of its nodes. ``erase_json`` splices the file, every
+    entry it does not change keeping its bytes and its place: a removed, changed or moved
+    bystander changes its collection's digest. ``split`` (a re-run: ``stream_counts`` of the
+    interrupted run's digest): each collection's first entries apart from those the
+    application appended since. A collection that is no object: a digest per entry."""
+    out: list[str] = []
+    texts: dict[int, str | None] = dict.fromkeys(_left_out(store, ix, own, user, mine, skip))
+    for i in ix.hit(text_forms(literals)) - texts.keys():
+        e = ix.entries[i]
+        texts[i] = replace_literals(_entry_text(ix, e, ix.value(e)), literals)
+    for i in ix.members(INDEX_COLL) if INDEX_COLL in ix.spans else ():
+        parts = None if texts.get(i, "") is None else _struct_parts(store, ix, ix.entries[i], own, user, skip,
+                                                                    literals, split)
+        if parts is not None:
+            out += parts
+            texts[i] = None
+    for coll in ix.collections:
+        if coll in ix.spans:
+            out += _parts(coll, ix.collection_digest(coll, texts, split.get(coll)))
+            continue
+        for i in ix.members(coll):
+            for rid, key, text in _entry_texts(store, ix, ix.entries[i]):
+                if (store, rid) not in skip and not (user is not None and own.get(key) == user):
+                    row = f"{own.get(key)}\tentry={replace_literals(text, literals)}"
+                    out.append("#" + hashlib.sha256(row.encode("utf-8")).hexdigest()[:32])
+    return tuple(sorted(out))
+
+
+def _entry_rows(idx: dict[str, JsonIndex], own: dict[str, str], user: str | None, literals: Sequence[str],
+                skip: set[tuple[str, str]], plain: bool) -> list[tuple[tuple[str, str], str]]:
+    """The JSON stores' bystander rows, one per record, as ``kernel.bystander_rows`` makes them
+    (the literals replaced only in an entry whose text holds one when ``plain``)."""
+    out: list[tuple[tuple[str, str], str]] = []
+    memo: dict[tuple[str, str], list[tuple[str, str, str]]] = {}
+    for store, ix in idx.items():
+        hits = ix.hit(text_forms(literals)) if plain else None
+        for i, e in enumerate(ix.entries):
+            for rid, key, text in _digest_texts(store, ix, e, memo):
+                who = own.get(key)
+                if (store, rid) in skip or (user is not None and who == user):
+                    continue
+                if hits is None or i in hits:
+                    text = replace_literals(text, literals)
+                out.append(((store, rid), f"{who}\tentry={text}"))
+    _MEMO.clear()
+    _MEMO.update(memo)
+    return out
+
+
 def _chat_owner(table: str, row: dict[str, Any]) -> str | None:
     key = row.get("key")
     return key if table == CHAT_TABLE and isinstance(key, str) else None
@@ -336,24 +442,35 @@ class LlamaIndexInstance(LiveInstance):
         an embedding's from its bytes in the file (never decoded), the literals replaced only in
         an entry whose text holds one (every entry when a literal is not ``_plain``)."""
         skip = set(removed)
-        out = (li_chat.bystander_rows(self.chat.path, _chat_owner, {CHAT_TABLE: "key"}, user, literals, skip,
-                                      _chat_store) if self.chat is not None else [])
+        idx = self.indexes()
+        return self._chat_rows(user, literals, skip) + _entry_rows(idx, owners_of(idx), user, literals, skip,
+                                                                   self._plain(idx, literals))
+
+    def _chat_rows(self, user: str | None, literals: Sequence[str],
+                   skip: set[tuple[str, str]]) -> list[tuple[tuple[str, str], str]]:
+        return (li_chat.bystander_rows(self.chat.path, _chat_owner, {CHAT_TABLE: "key"}, user, literals, skip,
+                                       _chat_store) if self.chat is not None else [])
+
+    def bystander_digests(self, user: str | None, literals: Sequence[str], removed: Iterable[tuple[str, str]],
+                          resumed: Mapping[str, Mapping[str, int]] | None = None) -> dict[str, StoreDigest]:
+        """Per store, the bystander digest the erasure compares: the chat store's per row
+        (``kernel.digest``); each JSON store written as ``json.dump`` writes, the literals
+        plain, as ``stream_digest`` (no per-entry work); otherwise per entry. ``resumed``: the
+        stream counts an interrupted run journalled (``stream_counts``)."""
+        skip = set(removed)
         idx = self.indexes()
         own = owners_of(idx)
         plain = self._plain(idx, literals)
-        memo: dict[tuple[str, str], list[tuple[str, str, str]]] = {}
-        for store, ix in idx.items():
-            hits = ix.hit(text_forms(literals)) if plain else None
-            for i, e in enumerate(ix.entries):
-                for rid, key, text in _digest_texts(store, ix, e, memo):
-                    who = own.get(key)
-                    if (store, rid) in skip or (user is not None and who == user):
-                        continue
-                    if hits is None or i in hits:
-                        text = replace_literals(text, literals)
-                    out.append(((store, rid), f"{who}\tentry={text}"))
-        _MEMO.clear()
-        _MEMO.update(memo)
+        rows = self._chat_rows(user, literals, skip) + ([] if plain else _entry_rows(idx, own, user, literals, skip,
+                                                                                   False))
+        texts: dict[str, list[str]] = {s: [] for s in self.stores()}
+        for (store, _), text in rows:
+            texts.setdefault(store, []).append(text)
+        out = {store: digest(ts) for store, ts in texts.items()}
+        if plain:
+            mine = {k for k, u in own.items() if u == user} if user is not None else set()
+            for store, ix in idx.items():
+                out[store] = stream_digest(store, ix, own, user, mine, skip, literals, (resumed or {}).get(store, {}))
         return out
 
     def compaction(self) -> list[str]:

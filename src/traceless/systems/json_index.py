@@ -11,6 +11,7 @@ per pattern (``str.find``) and decode only those, and let an erasure splice the 
 from __future__ import annotations
 
 import bisect
+import hashlib
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -20,6 +21,9 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["LAZY", "Entry", "JsonIndex", "find_all"]
+
+_HASH_CHUNK = 1 << 26
+"""Characters hashed at a time from a file's text that is not ASCII (encoded chunk by chunk)."""
 
 _WS = re.compile(r"[ \t\n\r]*")
 _NUMBER_CHARS = frozenset("0123456789.,-+eE []NaInfity")
@@ -155,7 +159,10 @@ class JsonIndex:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.text = path.read_bytes().decode("utf-8")
+        data = path.read_bytes()
+        self.text = data.decode("utf-8")
+        self.data = data if len(data) == len(self.text) else None
+        """The file's bytes when it is ASCII (its offsets are the text's): hashed without a copy."""
         seps: set[str] = set()
         self.entries, self.spans = _parse(self.text, seps)
         self.standard = seps <= {": ", ", "} and "\n" not in self.text
@@ -168,6 +175,60 @@ class JsonIndex:
         for i, e in enumerate(self.entries):
             first, _ = self._range.get(e.coll, (i, i))
             self._range[e.coll] = (first, i + 1)
+
+    def members(self, coll: str) -> range:
+        """The indexes of a collection's entries (in file order)."""
+        first, last = self._range.get(coll, (0, 0))
+        return range(first, last)
+
+    def positions(self, keys: Iterable[str]) -> list[int]:
+        """Indexes of the entries whose key is one of ``keys`` (any collection)."""
+        want = set(keys)
+        return [i for i, e in enumerate(self.entries) if e.key in want] if want else []
+
+    def collection_digest(self, coll: str, texts: Mapping[int, str | None],
+                          split: int | None = None) -> list[tuple[int, str]]:
+        """[(entries, SHA-256 hex)] of a collection's entries joined as ``json.dump`` and
+        ``splice`` join them (``", "``): each entry's bytes as the file holds them, but entry
+        ``i`` in ``texts`` given as ``texts[i]``, or left out where that is None. A file
+        ``splice`` wrote hashes the same wherever the entries not in ``texts`` kept their bytes
+        and their order. The bytes between the entries in ``texts`` are hashed as runs (no
+        per-entry work). With ``split``, the first ``split`` entries and the rest (if any) are
+        two digests: the entries appended since a digest of ``split`` entries do not change it."""
+        span = self.members(coll)
+        units: list[tuple[int, int, str | None]] = []
+        pos = span.start
+        for i in [*sorted(k for k in texts if k in span), span.stop]:
+            if pos < i:
+                units.append((pos, i, None))
+            text = texts.get(i) if i < span.stop else None
+            if text is not None:
+                units.append((i, i + 1, text))
+            pos = i + 1
+        out: list[tuple[int, str]] = []
+        h, n, sep = hashlib.sha256(), 0, False
+        for a, b, text in units:
+            while a < b:
+                if split is not None and not out and n == split:
+                    out.append((n, h.hexdigest()))
+                    h, n, sep = hashlib.sha256(), 0, False
+                cut = b if split is None or out or text is not None else min(b, a + split - n)
+                if sep:
+                    h.update(b", ")
+                if text is not None:
+                    h.update(text.encode("utf-8"))
+                else:
+                    self._hash(h, self.entries[a].start, self.entries[cut - 1].end)
+                n, sep, a = n + cut - a, True, cut
+        return [*out, (n, h.hexdigest())]
+
+    def _hash(self, h: Any, start: int, end: int) -> None:
+        """Feed the file's text ``[start, end)`` to ``h`` as UTF-8."""
+        if self.data is not None:
+            h.update(memoryview(self.data)[start:end])
+            return
+        for a in range(start, end, _HASH_CHUNK):
+            h.update(self.text[a:min(end, a + _HASH_CHUNK)].encode("utf-8"))
 
     def value(self, e: Entry) -> Any:
         """The entry's value, decoded now if it was left ``LAZY``."""
