@@ -81,19 +81,28 @@ _CACHED_FILES = 8
 only the last one's."""
 
 
+def _stamp(path: Path) -> tuple[int, int, int]:
+    st = path.stat()
+    return st.st_size, st.st_mtime_ns, st.st_ino
+
+
 def cached(path: Path) -> JsonIndex:
     """The file's index, kept (one per path) while its size, mtime and inode stay the same: an
     erasure reads the instance a dozen times (plan, scope check, digests, rounds, re-scan), and
     changes a file only by renaming a new one over it."""
-    st = path.stat()
-    stamp = (st.st_size, st.st_mtime_ns, st.st_ino)
+    stamp = _stamp(path)
     hit = _CACHE.get(path)
     if hit is None or hit[0] != stamp:
-        _CACHE.pop(path, None)
-        while len(_CACHE) >= _CACHED_FILES:  # the oldest first: one instance's stores at a time
-            _CACHE.pop(next(iter(_CACHE)))
-        _CACHE[path] = hit = (stamp, _index(path))
+        hit = _keep(path, stamp, _index(path))
     return hit[1]
+
+
+def _keep(path: Path, stamp: tuple[int, int, int], ix: JsonIndex) -> tuple[tuple[int, int, int], JsonIndex]:
+    _CACHE.pop(path, None)
+    while len(_CACHE) >= _CACHED_FILES:  # the oldest first: one instance's stores at a time
+        _CACHE.pop(next(iter(_CACHE)))
+    _CACHE[path] = (stamp, ix)
+    return _CACHE[path]
 
 
 _OWNERS: dict[tuple[tuple[Path, tuple[int, int, int]], ...], dict[str, str]] = {}
@@ -584,12 +593,23 @@ def erase_json(persist: Path, ops: Sequence[Op], literals: Sequence[str]) -> lis
             continue
         o = StoreOutcome(store=store, compacted=True)
         ix = cached(path)
-        text = ix.splice(_changes(ix, mine, literals, o))
+        text, entries, spans = ix.spliced(_changes(ix, mine, literals, o))
+        data = text.encode("utf-8")
         tmp = path.with_name(path.name + ".traceless-tmp")
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
+        with open(tmp, "wb") as f:
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
+        _remember(JsonIndex.of_text(path, data, text, entries, spans, ix.standard))
         out.append(o)
     return out
+
+
+def _remember(ix: JsonIndex) -> None:
+    """Keep the index of a file just written (``cached``) when the file, read back, holds
+    exactly its bytes: what the verification reads is what is on disk, not parsed again."""
+    stamp = _stamp(ix.path)
+    held = ix.path.read_bytes()
+    if held == (ix.data if ix.data is not None else ix.text.encode("utf-8")) and _stamp(ix.path) == stamp:
+        _keep(ix.path, stamp, ix)

@@ -43,7 +43,7 @@ class _Lazy:
 LAZY = _Lazy()
 
 
-@dataclass
+@dataclass(slots=True)
 class Entry:
     """One entry of one collection: ``coll[key]`` (``key`` "" for a collection that is no object)."""
 
@@ -158,14 +158,20 @@ class JsonIndex:
     on a file that is not one complete JSON object of UTF-8)."""
 
     def __init__(self, path: Path) -> None:
-        self.path = path
         data = path.read_bytes()
-        self.text = data.decode("utf-8")
-        self.data = data if len(data) == len(self.text) else None
-        """The file's bytes when it is ASCII (its offsets are the text's): hashed without a copy."""
+        text = data.decode("utf-8")
         seps: set[str] = set()
-        self.entries, self.spans = _parse(self.text, seps)
-        self.standard = seps <= {": ", ", "} and "\n" not in self.text
+        entries, spans = _parse(text, seps)
+        self._set(path, text, data, entries, spans, seps <= {": ", ", "} and "\n" not in text)
+
+    def _set(self, path: Path, text: str, data: bytes, entries: list[Entry], spans: dict[str, tuple[int, int]],
+             standard: bool) -> None:
+        self.path = path
+        self.text = text
+        self.data = data if len(data) == len(text) else None
+        """The file's bytes when it is ASCII (its offsets are the text's): hashed without a copy."""
+        self.entries, self.spans = entries, spans
+        self.standard = standard
         """Written as ``json.dump`` writes by default (separators ``", "``, ``": "``, no indent): an
         entry's text is then what ``json.dumps`` makes of its value, but for the keys' order."""
         self.collections = sorted({e.coll for e in self.entries} | set(self.spans))
@@ -275,17 +281,87 @@ class JsonIndex:
 
     def splice(self, changes: Mapping[int, str | None]) -> str:
         """The file's text with entry ``i`` replaced by ``changes[i]`` (its ``"key": value``
-        text) or removed (None). A collection with a change is written again from its entries'
-        texts (joined by ``", "``); every other byte stays as it was. A change to an entry of a
-        collection that is no object is ignored (such a collection holds no record to change)."""
-        touched = {self.entries[i].coll for i in changes if self.entries[i].coll in self.spans}
+        text) or removed (None). A collection with a change is written again: its runs of
+        unchanged entries as the file holds them, the changed entries' texts, joined by ``", "``;
+        every other byte stays as it was. A change to an entry of a collection that is no
+        object is ignored (such a collection holds no record to change)."""
+        return self.spliced(changes)[0]
+
+    def spliced(self, changes: Mapping[int, str | None]) -> tuple[str, list[Entry], dict[str, tuple[int, int]]]:
+        """``splice``'s text, with its entries and collection spans made from this index's (shifted,
+        a changed entry's value decoded from its new text): the new file's index without parsing it.
+        A changed entry's text starts with its key as the file holds it (``"key": ``)."""
+        touched = sorted({self.entries[i].coll for i in changes if self.entries[i].coll in self.spans},
+                         key=lambda c: self.spans[c][0])
         parts: list[str] = []
-        pos = 0
-        for coll in sorted(touched, key=lambda c: self.spans[c][0]):
+        entries: list[Entry] = []
+        spans: dict[str, tuple[int, int]] = {}
+        pos = delta = done = 0  # old offset copied up to; new minus old offset there; entries placed
+        for coll in touched:
             start, end = self.spans[coll]
-            first, last = self._range[coll]
-            kept = [self.raw(self.entries[i]) if i not in changes else changes[i] for i in range(first, last)]
-            parts += [self.text[pos:start], "{", ", ".join(k for k in kept if k is not None), "}"]
-            pos = end
-        parts.append(self.text[pos:])
-        return "".join(parts)
+            done = self._copy(parts, entries, spans, pos, start, delta, done)
+            cursor = start + delta + 1
+            parts.append("{")
+            span = self.members(coll)
+            cursor = self._rebuild(parts, entries, coll, span, changes, cursor)
+            parts.append("}")
+            spans[coll] = (start + delta, cursor + 1)
+            delta, pos, done = cursor + 1 - end, end, max(done, span.stop)
+        self._copy(parts, entries, spans, pos, len(self.text), delta, done)
+        return "".join(parts), entries, spans
+
+    def _copy(self, parts: list[str], entries: list[Entry], spans: dict[str, tuple[int, int]], a: int, b: int,
+              delta: int, done: int) -> int:
+        """Copy the text ``[a, b)``, its entries and collection spans shifted by ``delta``; returns
+        the index of the first entry past ``b``."""
+        parts.append(self.text[a:b])
+        i = done
+        while i < len(self.entries) and self.entries[i].start < b:
+            e = self.entries[i]
+            entries.append(Entry(e.coll, e.key, e.start + delta, e.vstart + delta, e.end + delta, e.value))
+            i += 1
+        spans.update({c: (s + delta, t + delta) for c, (s, t) in self.spans.items() if a <= s and t <= b})
+        return i
+
+    def _rebuild(self, parts: list[str], entries: list[Entry], coll: str, span: range,
+                 changes: Mapping[int, str | None], cursor: int) -> int:
+        """A changed collection's entries written from ``cursor`` (past its ``{``): the runs of
+        unchanged entries as the file holds them, the changed texts, joined by ``", "``; returns
+        the offset of its ``}``."""
+        pos, sep = span.start, False
+        for i in [*sorted(k for k in changes if k in span), span.stop]:
+            pieces: list[tuple[int, str | None]] = [(pos, None)] if pos < i else []
+            text = changes.get(i) if i < span.stop else None
+            pieces += [(i, text)] if text is not None else []
+            for at, piece in pieces:
+                if sep:
+                    parts.append(", ")
+                    cursor += 2
+                if piece is None:  # the run of unchanged entries [at, i)
+                    a, b = self.entries[at].start, self.entries[i - 1].end
+                    parts.append(self.text[a:b])
+                    for e in self.entries[at:i]:
+                        d = cursor - a
+                        entries.append(Entry(e.coll, e.key, e.start + d, e.vstart + d, e.end + d, e.value))
+                    cursor += b - a
+                else:
+                    e = self.entries[at]
+                    head = e.vstart - e.start
+                    if piece[:head] != self.text[e.start:e.vstart]:
+                        raise ValueError(f"a changed entry's text must start with its key as the file holds it: {e.key!r}")
+                    parts.append(piece)
+                    entries.append(Entry(e.coll, e.key, cursor, cursor + head, cursor + len(piece),
+                                         _value(piece, head)[0]))
+                    cursor += len(piece)
+                sep = True
+            pos = i + 1
+        return cursor
+
+    @classmethod
+    def of_text(cls, path: Path, data: bytes, text: str, entries: list[Entry], spans: dict[str, tuple[int, int]],
+                standard: bool) -> JsonIndex:
+        """The index of a file whose bytes are ``data`` (its text ``text``), made from entries and
+        spans already known (``spliced``): no parse."""
+        ix = cls.__new__(cls)
+        ix._set(path, text, data, entries, spans, standard)
+        return ix

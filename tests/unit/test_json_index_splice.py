@@ -1,0 +1,60 @@
+"""``JsonIndex.spliced``: the index of a spliced file made from the old one (entries shifted, the
+changed entries decoded from their new text) equals the index a parse of the written file makes."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from traceless.systems.json_index import LAZY, JsonIndex
+
+
+def _store(rng: random.Random) -> dict[str, object]:
+    def coll(n: int, prefix: str) -> dict[str, object]:
+        out: dict[str, object] = {}
+        for i in range(n):
+            kind = rng.randrange(3)
+            out[f"{prefix}{i}"] = ([rng.uniform(-1, 1) for _ in range(4)] if kind == 0 else
+                                   {"text": f"é {i} \"q\"", "n": [i, {"k": "v"}]} if kind == 1 else f"s{i}")
+        return out
+    return {"a": coll(rng.randrange(0, 6), "x"), "top": rng.randrange(9), "b": coll(rng.randrange(1, 9), "y"),
+            "c": coll(rng.randrange(1, 5), "z"), "tail": ["not", "an", "object"]}
+
+
+def _view(ix: JsonIndex) -> tuple[list[tuple[object, ...]], dict[str, tuple[int, int]], list[str]]:
+    entries = [(e.coll, e.key, e.start, e.vstart, e.end, "LAZY" if e.value is LAZY else json.dumps(e.value))
+               for e in ix.entries]
+    return entries, ix.spans, ix.collections
+
+
+@pytest.mark.parametrize("seed", range(40))
+@pytest.mark.parametrize("ascii_", [True, False])
+def test_the_spliced_index_is_the_parse_of_the_written_file(tmp_path: Path, seed: int, ascii_: bool) -> None:
+    rng = random.Random(seed)
+    path = tmp_path / "store.json"
+    path.write_text(json.dumps(_store(rng), ensure_ascii=ascii_), encoding="utf-8")
+    ix = JsonIndex(path)
+    objects = [i for i, e in enumerate(ix.entries) if e.coll in ix.spans]
+    changes: dict[int, str | None] = {}
+    for i in rng.sample(objects, rng.randrange(1, len(objects) + 1)):
+        e = ix.entries[i]
+        changes[i] = None if rng.random() < 0.5 else ix.text[e.start:e.vstart] + json.dumps(
+            rng.choice([[0.5, -0.25], {"text": "ré [erased]"}, "new"]), ensure_ascii=ascii_)
+    text, entries, spans = ix.spliced(changes)
+    assert text == ix.splice(changes)
+    path.write_text(text, encoding="utf-8")
+    data = path.read_bytes()
+    made = JsonIndex.of_text(path, data, text, entries, spans, ix.standard)
+    assert _view(made) == _view(JsonIndex(path))
+    assert json.loads(text)  # still one JSON object
+
+
+def test_a_change_that_does_not_start_with_the_entrys_key_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps({"a": {"k": 1, "j": 2}}))
+    ix = JsonIndex(path)
+    with pytest.raises(ValueError, match="start with its key"):
+        ix.spliced({0: '"other": 3'})
