@@ -135,7 +135,7 @@ def _drop_entry(persist: Path, where: str) -> None:
     path.write_text(json.dumps(data))
 
 
-@pytest.mark.parametrize("where", ["embedding", "chat", "node text", "embedding entry", "index node"])
+@pytest.mark.parametrize("where", ["embedding", "chat", "chat text", "node text", "embedding entry", "index node"])
 def test_an_over_deletion_fails_the_bystander_check(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                     where: str) -> None:
     """An erasure of u1 that also changes or removes a record of u10 (u1 is its prefix) is caught
@@ -147,10 +147,11 @@ def test_an_over_deletion_fails_the_bystander_check(tmp_path: Path, monkeypatch:
         out = real(self, ops, literals)
         if where in ("embedding entry", "index node"):
             _drop_entry(Path(conf["persist_dir"]), where)
-        elif where == "chat":
+        elif where.startswith("chat"):
             import sqlite3
             con = sqlite3.connect(conf["chat_db"])
-            con.execute("DELETE FROM llama_index_memory WHERE key = 'u10' AND role = 'assistant'")
+            con.execute("DELETE FROM llama_index_memory WHERE key = 'u10' AND role = 'assistant'" if where == "chat" else
+                        "UPDATE llama_index_memory SET data = replace(data, 'weather', 'WEATHER') WHERE key = 'u10'")
             con.commit()
             con.close()
         else:

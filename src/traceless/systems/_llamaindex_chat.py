@@ -7,6 +7,8 @@ digest texts (``kernel.bystander_rows``)."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -16,7 +18,7 @@ from traceless.systems.contract import Record
 from traceless.systems.kernel import ERASED, literal_forms, replace_literals
 from traceless.systems.sqlite import primary_key, ro_connect, table_list
 
-__all__ = ["bystander_rows", "counts", "records"]
+__all__ = ["bystander_rows", "counts", "records", "table_streams"]
 
 Owner = Callable[[str, dict[str, Any]], "str | None"]
 
@@ -154,3 +156,54 @@ def _python_rows(con: sqlite3.Connection, table: str, no_rowid: bool, cols: list
         texts = [replace_literals(_text(v), literals) if isinstance(v, float) else _text(v) for v in r[1 + n:]]
         out.append(((name, rid), f"{who}\t" + "\t".join(f"{cols[i]}={texts[i]}" for i in order)))
     return out
+
+
+def table_streams(path: Path, owner_cols: dict[str, str], user: str | None, literals: Sequence[str],
+                  removed: set[tuple[str, str]], store: Callable[[str], str],
+                  split: dict[str, dict[str, int]]) -> dict[str, list[tuple[int, str]] | None]:
+    """Per table (its store name): [(rows, SHA-256 hex)] of the rows that are not the user's nor in
+    ``removed``, in rowid order, each as ``bystander_rows`` makes its text (by SQLite), hashed
+    one after another (length-prefixed) without a row's Python object; with
+    ``split[store][store]`` (a re-run: the rows the interrupted run digested), those first rows
+    and the rest apart (rows appended since do not change the first). None for a table read
+    per row: no rowid, or a REAL or BLOB value (its text made in Python)."""
+    forms = _forms(literals)
+    out: dict[str, list[tuple[int, str]] | None] = {}
+    con = ro_connect(path)
+    try:
+        for table, no_rowid in table_list(con):
+            name = store(table)
+            cols, pk = _cols(con, table), primary_key(con, table)
+            oc = owner_cols.get(table)
+            if no_rowid or not cols:
+                out[name] = None
+                continue
+            gone = json.dumps(sorted(rid for s, rid in removed if s == name))
+            rid = f'"{pk}"' if pk else "rowid"
+            skip = f' AND ("{oc}" IS NOT ? OR typeof("{oc}") != \'text\')' if oc and user is not None else ""
+            odd = " OR ".join(f"typeof(\"{c}\") IN ('real', 'blob')" for c in cols)
+            args = [f for _ in cols for f in forms] + [gone] + ([user] if skip else [])
+            cur = con.execute(f'SELECT {_sql_text(cols, oc, len(forms))}, {odd} FROM "{table}" '  # noqa: S608
+                              f"WHERE CAST({rid} AS TEXT) NOT IN (SELECT value FROM json_each(?)){skip} ORDER BY rowid",
+                              args)
+            out[name] = _hashed(cur, split.get(name, {}).get(name))
+    finally:
+        con.close()
+    return out
+
+
+def _hashed(cur: sqlite3.Cursor, split: int | None) -> list[tuple[int, str]] | None:
+    """The texts of ``cur`` hashed in order (first ``split`` apart); None at a row with a REAL or BLOB."""
+    parts: list[tuple[int, str]] = []
+    h, n = hashlib.sha256(), 0
+    for text, odd in cur:
+        if odd:
+            return None
+        if split is not None and not parts and n == split:
+            parts.append((n, h.hexdigest()))
+            h, n = hashlib.sha256(), 0
+        data = text.encode("utf-8")
+        h.update(b"%d:" % len(data))
+        h.update(data)
+        n += 1
+    return [*parts, (n, h.hexdigest())]

@@ -470,12 +470,17 @@ class LlamaIndexInstance(LiveInstance):
         idx = self.indexes()
         own = owners_of(idx)
         plain = self._plain(idx, literals)
-        rows = self._chat_rows(user, literals, skip) + ([] if plain else _entry_rows(idx, own, user, literals, skip,
-                                                                                   False))
+        resumed = resumed or {}
+        streams = (li_chat.table_streams(self.chat.path, {CHAT_TABLE: "key"}, user, literals, skip, _chat_store,
+                                         {s: dict(c) for s, c in resumed.items()}) if self.chat is not None else {})
+        rows = (self._chat_rows(user, literals, skip) if None in streams.values() else []) + (
+            [] if plain else _entry_rows(idx, own, user, literals, skip, False))
         texts: dict[str, list[str]] = {s: [] for s in self.stores()}
         for (store, _), text in rows:
-            texts.setdefault(store, []).append(text)
+            if streams.get(store) is None:
+                texts.setdefault(store, []).append(text)
         out = {store: digest(ts) for store, ts in texts.items()}
+        out.update({store: tuple(_parts(store, parts)) for store, parts in streams.items() if parts is not None})
         if plain:
             mine = {k for k, u in own.items() if u == user} if user is not None else set()
             for store, ix in idx.items():
@@ -555,7 +560,12 @@ def _struct_change(ix: JsonIndex, e: Entry, ops: Sequence[Op], literals: Sequenc
 
 def _changes(ix: JsonIndex, ops: Sequence[Op], literals: Sequence[str], o: StoreOutcome) -> dict[int, str | None]:
     """Entry index → its new text (None: removed) for ``ops`` on one JSON store."""
-    where = {(e.coll, e.key): i for i, e in enumerate(ix.entries) if e.coll in ix.spans}
+    keys = set()
+    for op in ops:  # the entries the ops name: an entry's key, or an index struct's id
+        coll, key = _locate(op)
+        base, _, rest = coll.partition(f"/{_INDEX_NODES}")
+        keys.add(base.rpartition("/")[2] if rest == "" and coll != base else key)
+    where = {(ix.entries[i].coll, ix.entries[i].key): i for i in ix.positions(keys) if ix.entries[i].coll in ix.spans}
     changes: dict[int, str | None] = {}
     structs: dict[int, list[Op]] = {}
     for op in ops:
