@@ -43,12 +43,13 @@ def test_the_spliced_index_is_the_parse_of_the_written_file(tmp_path: Path, seed
         e = ix.entries[i]
         changes[i] = None if rng.random() < 0.5 else ix.text[e.start:e.vstart] + json.dumps(
             rng.choice([[0.5, -0.25], {"text": "ré [erased]"}, "new"]), ensure_ascii=ascii_)
-    text, entries, spans = ix.spliced(changes)
+    text, entries, spans, ranges = ix.spliced(changes)
     assert text == ix.splice(changes)
     path.write_text(text, encoding="utf-8")
     data = path.read_bytes()
-    made = JsonIndex.of_text(path, data, text, entries, spans, ix.standard)
-    assert _view(made) == _view(JsonIndex(path))
+    made, parsed = JsonIndex.of_text(path, data, text, entries, spans, ranges, ix.standard), JsonIndex(path)
+    assert _view(made) == _view(parsed)
+    assert {c: made.members(c) for c in made.collections} == {c: parsed.members(c) for c in parsed.collections}
     assert json.loads(text)  # still one JSON object
 
 

@@ -225,3 +225,11 @@ def test_a_rerun_tells_the_apps_new_memories_from_an_over_deletion(tmp_path: Pat
     receipt = erase_system(cls.attach(cfg, read_only=False), "u1", [SECRET], state_dir=tmp_path / "s", key=b"k" * 32)
     assert receipt.verification.checks["bystanders_intact"] is not overdelete
     assert receipt.verification.passed is not overdelete
+
+
+def test_the_owners_read_from_the_index_are_those_of_the_records(tmp_path: Path) -> None:
+    conf = _live(tmp_path)
+    idx = li_live.indexes(Path(conf["persist_dir"]))
+    own = li_live.owners(li_live.owner_records(idx))
+    assert {"u1", "u10", "u2"} <= set(own.values())
+    assert li_live.owners_of(idx) == own

@@ -111,11 +111,11 @@ _OWNERS: dict[tuple[tuple[Path, tuple[int, int, int]], ...], dict[str, str]] = {
 def owners_of(idx: dict[str, JsonIndex]) -> dict[str, str]:
     """``owners`` of the indexed stores, kept (the last one) while no file changed."""
     if not all(ix.path in _CACHE and _CACHE[ix.path][1] is ix for ix in idx.values()):
-        return owners(owner_records(idx))  # an index not kept: nothing to key it by
+        return _owners(lambda: _owner_items(idx))  # an index not kept: nothing to key it by
     key = tuple((ix.path, _CACHE[ix.path][0]) for ix in idx.values())
     if key not in _OWNERS:
         _OWNERS.clear()
-        _OWNERS[key] = owners(owner_records(idx))
+        _OWNERS[key] = _owners(lambda: _owner_items(idx))
     return _OWNERS[key]
 
 
@@ -171,25 +171,37 @@ def _meta(value: Any) -> dict[str, Any]:
 def owners(recs: dict[str, list[JsonRecord]]) -> dict[str, str]:
     """Node or ref doc id → its user: a ref doc's metadata ``user_id`` (else the ``USER/…`` prefix
     of its id, the adapter's ids), inherited by every node of the doc."""
+    return _owners(lambda: ((r.collection, r.key, r.value) for rs in recs.values() for r in rs))
+
+
+def _owner_items(idx: dict[str, JsonIndex]) -> Iterator[tuple[str, str, Any]]:
+    """(collection, key, value) of every entry ``owners`` reads, in ``owner_records``' order (no record made)."""
+    for ix in idx.values():
+        for coll in sorted((c for c in ix.collections if c in _OWNER_COLLS), key=lambda c: ix.members(c).start):
+            for e in ix.entries[ix.members(coll).start:ix.members(coll).stop]:
+                yield coll, e.key, ix.value(e)
+
+
+def _owners(items: Callable[[], Iterable[tuple[str, str, Any]]]) -> dict[str, str]:
+    """``owners`` of the (collection, key, value) items ``items()`` yields (read twice)."""
     refs: dict[str, str] = {}
     nodes: dict[str, str] = {}
-    every = [r for rs in recs.values() for r in rs]
-    for r in every:
-        user = _meta(r.value).get("user_id")
-        if r.collection == "docstore/ref_doc_info":
-            owner = user if isinstance(user, str) else (r.key.split("/", 1)[0] if "/" in r.key else None)
+    for coll, key, value in items():
+        user = _meta(value).get("user_id")
+        if coll == "docstore/ref_doc_info":
+            owner = user if isinstance(user, str) else (key.split("/", 1)[0] if "/" in key else None)
             if owner is not None:
-                refs[r.key] = owner
-                ids = r.value.get("node_ids") if isinstance(r.value, dict) else None
+                refs[key] = owner
+                ids = value.get("node_ids") if isinstance(value, dict) else None
                 nodes.update({str(i): owner for i in ids or []})
-        elif r.collection in ("docstore/data", "metadata_dict") and isinstance(user, str):
-            nodes[r.key] = user
-    for r in every:
-        if r.collection == "text_id_to_ref_doc_id" and r.value in refs:
-            nodes[r.key] = refs[str(r.value)]
-        ref = r.value.get("ref_doc_id") if isinstance(r.value, dict) else None
-        if r.collection in ("docstore/metadata", "metadata_dict") and ref in refs:
-            nodes[r.key] = refs[str(ref)]
+        elif coll in ("docstore/data", "metadata_dict") and isinstance(user, str):
+            nodes[key] = user
+    for coll, key, value in items():
+        if coll == "text_id_to_ref_doc_id" and value in refs:
+            nodes[key] = refs[str(value)]
+        ref = value.get("ref_doc_id") if isinstance(value, dict) else None
+        if coll in ("docstore/metadata", "metadata_dict") and ref in refs:
+            nodes[key] = refs[str(ref)]
     return {**nodes, **refs}
 
 
@@ -603,7 +615,7 @@ def erase_json(persist: Path, ops: Sequence[Op], literals: Sequence[str]) -> lis
             continue
         o = StoreOutcome(store=store, compacted=True)
         ix = cached(path)
-        text, entries, spans = ix.spliced(_changes(ix, mine, literals, o))
+        text, entries, spans, ranges = ix.spliced(_changes(ix, mine, literals, o))
         data = text.encode("utf-8")
         tmp = path.with_name(path.name + ".traceless-tmp")
         with open(tmp, "wb") as f:
@@ -611,7 +623,7 @@ def erase_json(persist: Path, ops: Sequence[Op], literals: Sequence[str]) -> lis
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-        _remember(JsonIndex.of_text(path, data, text, entries, spans, ix.standard))
+        _remember(JsonIndex.of_text(path, data, text, entries, spans, ranges, ix.standard))
         out.append(o)
     return out
 

@@ -112,8 +112,10 @@ def _object(text: str, pos: int, coll: str, out: list[Entry], seps: set[str]) ->
         pos = nxt
 
 
-def _parse(text: str, seps: set[str]) -> tuple[list[Entry], dict[str, tuple[int, int]]]:
-    """Every entry of every collection, in file order, and each object collection's span."""
+def _parse(text: str, seps: set[str], ranges: dict[str, tuple[int, int]]) -> tuple[list[Entry],
+                                                                                 dict[str, tuple[int, int]]]:
+    """Every entry of every collection, in file order, and each object collection's span; each
+    collection's entries' indexes put in ``ranges`` (first, one past the last)."""
     entries: list[Entry] = []
     colls: dict[str, tuple[int, int]] = {}
     pos = _ws(text, 0)
@@ -125,6 +127,7 @@ def _parse(text: str, seps: set[str]) -> tuple[list[Entry], dict[str, tuple[int,
         pos = _ws(text, after)
         _expect(text, pos, ":")
         pos = _ws(text, pos + 1)
+        first = len(entries)
         if text[pos:pos + 1] == "{":
             start, pos = pos, _object(text, pos, coll, entries, seps)
             colls[coll] = (start, pos)
@@ -132,6 +135,8 @@ def _parse(text: str, seps: set[str]) -> tuple[list[Entry], dict[str, tuple[int,
             value, end = _DECODER.raw_decode(text, pos)
             entries.append(Entry(coll, "", pos, pos, end, value))
             pos = end
+        if len(entries) > first:
+            ranges[coll] = (first, len(entries))
         pos = _ws(text, pos)
         if text[pos:pos + 1] == ",":
             pos = _ws(text, pos + 1)
@@ -161,11 +166,12 @@ class JsonIndex:
         data = path.read_bytes()
         text = data.decode("utf-8")
         seps: set[str] = set()
-        entries, spans = _parse(text, seps)
-        self._set(path, text, data, entries, spans, seps <= {": ", ", "} and "\n" not in text)
+        ranges: dict[str, tuple[int, int]] = {}
+        entries, spans = _parse(text, seps, ranges)
+        self._set(path, text, data, entries, spans, ranges, seps <= {": ", ", "} and "\n" not in text)
 
     def _set(self, path: Path, text: str, data: bytes, entries: list[Entry], spans: dict[str, tuple[int, int]],
-             standard: bool) -> None:
+             ranges: dict[str, tuple[int, int]], standard: bool) -> None:
         self.path = path
         self.text = text
         self.data = data if len(data) == len(text) else None
@@ -174,13 +180,17 @@ class JsonIndex:
         self.standard = standard
         """Written as ``json.dump`` writes by default (separators ``", "``, ``": "``, no indent): an
         entry's text is then what ``json.dumps`` makes of its value, but for the keys' order."""
-        self.collections = sorted({e.coll for e in self.entries} | set(self.spans))
-        self._starts = [e.start for e in self.entries]
+        self.collections = sorted(set(ranges) | set(self.spans))
+        self._starts_: list[int] | None = None
         self._pieces: tuple[str, list[int], list[int]] | None = None
-        self._range: dict[str, tuple[int, int]] = {}
-        for i, e in enumerate(self.entries):
-            first, _ = self._range.get(e.coll, (i, i))
-            self._range[e.coll] = (first, i + 1)
+        self._range = ranges
+
+    @property
+    def _starts(self) -> list[int]:
+        """Each entry's start (made on first use: a ``hit``)."""
+        if self._starts_ is None:
+            self._starts_ = [e.start for e in self.entries]
+        return self._starts_
 
     def members(self, coll: str) -> range:
         """The indexes of a collection's entries (in file order)."""
@@ -287,10 +297,11 @@ class JsonIndex:
         object is ignored (such a collection holds no record to change)."""
         return self.spliced(changes)[0]
 
-    def spliced(self, changes: Mapping[int, str | None]) -> tuple[str, list[Entry], dict[str, tuple[int, int]]]:
-        """``splice``'s text, with its entries and collection spans made from this index's (shifted,
-        a changed entry's value decoded from its new text): the new file's index without parsing it.
-        A changed entry's text starts with its key as the file holds it (``"key": ``)."""
+    def spliced(self, changes: Mapping[int, str | None]) -> tuple[str, list[Entry], dict[str, tuple[int, int]],
+                                                                 dict[str, tuple[int, int]]]:
+        """``splice``'s text, with its entries, collection spans and entry ranges made from this
+        index's (shifted, a changed entry's value decoded from its new text): the new file's index
+        without parsing it. A changed entry's text starts with its key as the file holds it."""
         touched = sorted({self.entries[i].coll for i in changes if self.entries[i].coll in self.spans},
                          key=lambda c: self.spans[c][0])
         parts: list[str] = []
@@ -308,7 +319,15 @@ class JsonIndex:
             spans[coll] = (start + delta, cursor + 1)
             delta, pos, done = cursor + 1 - end, end, max(done, span.stop)
         self._copy(parts, entries, spans, pos, len(self.text), delta, done)
-        return "".join(parts), entries, spans
+        ranges: dict[str, tuple[int, int]] = {}
+        n = 0
+        for coll, (first, last) in sorted(self._range.items(), key=lambda kv: kv[1]):
+            kept = last - first - sum(1 for i in changes if first <= i < last and changes[i] is None
+                                      and coll in self.spans)
+            if kept:
+                ranges[coll] = (n, n + kept)
+            n += kept
+        return "".join(parts), entries, spans, ranges
 
     def _copy(self, parts: list[str], entries: list[Entry], spans: dict[str, tuple[int, int]], a: int, b: int,
               delta: int, done: int) -> int:
@@ -359,9 +378,9 @@ class JsonIndex:
 
     @classmethod
     def of_text(cls, path: Path, data: bytes, text: str, entries: list[Entry], spans: dict[str, tuple[int, int]],
-                standard: bool) -> JsonIndex:
-        """The index of a file whose bytes are ``data`` (its text ``text``), made from entries and
-        spans already known (``spliced``): no parse."""
+                ranges: dict[str, tuple[int, int]], standard: bool) -> JsonIndex:
+        """The index of a file whose bytes are ``data`` (its text ``text``), made from what is
+        already known of it (``spliced``): no parse."""
         ix = cls.__new__(cls)
-        ix._set(path, text, data, entries, spans, standard)
+        ix._set(path, text, data, entries, spans, ranges, standard)
         return ix
