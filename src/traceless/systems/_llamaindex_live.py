@@ -474,10 +474,11 @@ class LlamaIndexInstance(LiveInstance):
 
     def bystander_digests(self, user: str | None, literals: Sequence[str], removed: Iterable[tuple[str, str]],
                           resumed: Mapping[str, Mapping[str, int]] | None = None) -> dict[str, StoreDigest]:
-        """Per store, the bystander digest the erasure compares: the chat store's per row
-        (``kernel.digest``); each JSON store written as ``json.dump`` writes, the literals
-        plain, as ``stream_digest`` (no per-entry work); otherwise per entry. ``resumed``: the
-        stream counts an interrupted run journalled (``stream_counts``)."""
+        """Per store, the bystander digest the erasure compares, as containers where it can: the
+        chat table one hash of its rows in rowid order (``table_streams``; a table with a REAL
+        or a BLOB per row, ``kernel.digest``); each JSON store written as ``json.dump`` writes,
+        the literals plain, ``stream_digest`` (no per-entry work); otherwise per entry.
+        ``resumed``: per store, the counts an interrupted run's digest holds (``stream_counts``)."""
         skip = set(removed)
         idx = self.indexes()
         own = owners_of(idx)
@@ -496,7 +497,7 @@ class LlamaIndexInstance(LiveInstance):
         if plain:
             mine = {k for k, u in own.items() if u == user} if user is not None else set()
             for store, ix in idx.items():
-                out[store] = stream_digest(store, ix, own, user, mine, skip, literals, (resumed or {}).get(store, {}))
+                out[store] = stream_digest(store, ix, own, user, mine, skip, literals, resumed.get(store, {}))
         return out
 
     def compaction(self) -> list[str]:
