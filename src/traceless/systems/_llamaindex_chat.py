@@ -7,7 +7,6 @@ digest texts (``kernel.bystander_rows``)."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
@@ -15,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from traceless.systems.contract import Record
-from traceless.systems.kernel import ERASED, literal_forms, replace_literals
+from traceless.systems.kernel import ERASED, literal_forms, replace_literals, stream_hash
 from traceless.systems.sqlite import primary_key, ro_connect, table_list
 
 __all__ = ["bystander_rows", "counts", "records", "table_streams"]
@@ -195,13 +194,13 @@ def table_streams(path: Path, owner_cols: dict[str, str], user: str | None, lite
 def _hashed(cur: sqlite3.Cursor, split: int | None) -> list[tuple[int, str]] | None:
     """The texts of ``cur`` hashed in order (first ``split`` apart); None at a row with a REAL or BLOB."""
     parts: list[tuple[int, str]] = []
-    h, n = hashlib.sha256(), 0
+    h, n = stream_hash(), 0
     for text, odd in cur:
         if odd:
             return None
         if split is not None and not parts and n == split:
             parts.append((n, h.hexdigest()))
-            h, n = hashlib.sha256(), 0
+            h, n = stream_hash(), 0
         data = text.encode("utf-8")
         h.update(b"%d:" % len(data))
         h.update(data)

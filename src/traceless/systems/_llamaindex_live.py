@@ -13,7 +13,6 @@ id is ``USER/…``, the adapter's ids), and every node of such a doc. Files are 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -26,7 +25,15 @@ from traceless.systems import LiveInstance, Op, Record, Remove, StoreOutcome
 from traceless.systems import _llamaindex_chat as li_chat
 from traceless.systems import sqlite as live
 from traceless.systems.json_index import LAZY, Entry, JsonIndex
-from traceless.systems.kernel import StoreDigest, count_literals, digest, literal_forms, replace_literals
+from traceless.systems.kernel import (
+    StoreDigest,
+    count_literals,
+    digest,
+    literal_forms,
+    record_hash,
+    replace_literals,
+    stream_hash,
+)
 
 __all__ = ["CHAT_TABLE", "JsonRecord", "LlamaIndexInstance", "erase_json", "indexed_refs", "json_files", "owned_refs",
            "owners", "records"]
@@ -333,8 +340,9 @@ def _struct_parts(store: str, ix: JsonIndex, e: Entry, own: dict[str, str], user
     head = {k: v for k, v in data.items() if k != _INDEX_NODES}
 
     def sha(items: list[tuple[str, Any]], *more: Any) -> str:
-        text = replace_literals(json.dumps([*more, items], ensure_ascii=False), literals)
-        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+        h = stream_hash()
+        h.update(replace_literals(json.dumps([*more, items], ensure_ascii=False), literals).encode("utf-8"))
+        return str(h.hexdigest())
 
     n = split.get(coll, len(kept))
     parts = [(min(n, len(kept)), sha(kept[:n], e.coll, e.key, head))]
@@ -373,7 +381,7 @@ def stream_digest(store: str, ix: JsonIndex, own: dict[str, str], user: str | No
             for rid, key, text in _entry_texts(store, ix, ix.entries[i]):
                 if (store, rid) not in skip and not (user is not None and own.get(key) == user):
                     row = f"{own.get(key)}\tentry={replace_literals(text, literals)}"
-                    out.append("#" + hashlib.sha256(row.encode("utf-8")).hexdigest()[:32])
+                    out.append("#" + record_hash(row))
     return tuple(sorted(out))
 
 

@@ -11,7 +11,6 @@ per pattern (``str.find``) and decode only those, and let an erasure splice the 
 from __future__ import annotations
 
 import bisect
-import hashlib
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -19,6 +18,8 @@ from dataclasses import dataclass
 from json.decoder import scanstring  # type: ignore[attr-defined]
 from pathlib import Path
 from typing import Any
+
+from traceless.systems.kernel import stream_hash
 
 __all__ = ["LAZY", "Entry", "JsonIndex", "find_all"]
 
@@ -222,12 +223,12 @@ class JsonIndex:
                 units.append((i, i + 1, text))
             pos = i + 1
         out: list[tuple[int, str]] = []
-        h, n, sep = hashlib.sha256(), 0, False
+        h, n, sep = stream_hash(), 0, False
         for a, b, text in units:
             while a < b:
                 if split is not None and not out and n == split:
                     out.append((n, h.hexdigest()))
-                    h, n, sep = hashlib.sha256(), 0, False
+                    h, n, sep = stream_hash(), 0, False
                 cut = b if split is None or out or text is not None else min(b, a + split - n)
                 if sep:
                     h.update(b", ")

@@ -47,9 +47,11 @@ __all__ = [
     "execute",
     "literal_forms",
     "plan",
+    "record_hash",
     "replace_literals",
     "scan",
     "store_copies",
+    "stream_hash",
 ]
 
 ERASED = "[erased]"
@@ -107,7 +109,19 @@ told apart from records changed or removed (``bystander_changes``)."""
 
 def digest(texts: Iterable[str]) -> StoreDigest:
     """The one bystander digest of one store: its records' digest texts, hashed and sorted."""
-    return tuple(sorted(hashlib.sha256(t.encode("utf-8")).hexdigest()[:32] for t in texts))
+    return tuple(sorted(record_hash(t) for t in texts))
+
+
+def record_hash(text: str) -> str:
+    """One record's entry in a bystander digest (``digest``): SHA-256 of its text, 128 bits, hex."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+
+
+def stream_hash() -> Any:
+    """The hash of a container's bystanders digested as one stream (a JSON collection's entries
+    or a table's rows in their order, fed one after another): SHA-256; its hex digest is the
+    container's entry in the store's digest (``_llamaindex_live.stream_digest``)."""
+    return hashlib.sha256()
 
 
 def bystander_changes(before: Mapping[str, Sequence[str]],
