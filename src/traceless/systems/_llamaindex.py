@@ -43,7 +43,6 @@ from traceless.systems import (
     ContextItem,
     DeletionTarget,
     ErasurePlan,
-    LiveInstance,
     MemorySystem,
     StoreOutcome,
     SystemConfig,
@@ -248,15 +247,14 @@ class LlamaIndexSystem(MemorySystem):
         chat = sorted(p for p in self._chat_db.parent.glob(self._chat_db.name + "*") if p.is_file())
         return chat + (sorted(p for p in self._persist.rglob("*") if p.is_file()) if self._persist.is_dir() else [])
 
-    def instance(self) -> LiveInstance:
+    def instance(self) -> li_live.LlamaIndexInstance:
         return li_live.LlamaIndexInstance(self._chat(), self._persist)
 
     def bystander_digests(self, user: str | None) -> dict[str, kernel.StoreDigest]:
-        """The chat store's digest per row; each JSON store's per collection, its entries' bytes
-        hashed as the file holds them (``LlamaIndexInstance.bystander_digests``)."""
+        """Digested per container: the chat table's rows and each JSON collection's entries hashed
+        as one stream each (``LlamaIndexInstance.bystander_digests``)."""
         literals, removed = self._planned
-        inst = li_live.LlamaIndexInstance(self._chat(), self._persist)
-        return inst.bystander_digests(user, literals, removed, self._resumed)
+        return self.instance().bystander_digests(user, literals, removed, self._resumed)
 
     def resume_bystanders(self, before: Mapping[str, kernel.StoreDigest]) -> None:
         """A re-run: each JSON collection's entries the interrupted run digested are compared
