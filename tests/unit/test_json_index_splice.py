@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from traceless.systems import json_index
 from traceless.systems.json_index import LAZY, JsonIndex
 
 
@@ -59,3 +60,61 @@ def test_a_change_that_does_not_start_with_the_entrys_key_is_refused(tmp_path: P
     ix = JsonIndex(path)
     with pytest.raises(ValueError, match="start with its key"):
         ix.spliced({0: '"other": 3'})
+
+
+def _parsed(text: str) -> tuple[list[tuple[object, ...]], dict[str, tuple[int, int]], dict[str, tuple[int, int]]]:
+    """The entries, spans and ranges of the parse in Python (one step per entry)."""
+    ranges: dict[str, tuple[int, int]] = {}
+    entries, spans = json_index._parse(text, set(), ranges)
+    return ([(e.coll, e.key, e.start, e.vstart, e.end, "LAZY" if e.value is LAZY else json.dumps(e.value))
+             for e in entries], spans, ranges)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_columns_index_what_the_parse_indexes(tmp_path: Path, seed: int) -> None:
+    """A file ``json.dump`` wrote (ASCII) is indexed as columns, with the entries, spans and
+    collection ranges the parse in Python makes; its splice as bytes is the text splice's."""
+    rng = random.Random(seed)
+    path = tmp_path / "store.json"
+    path.write_text(json.dumps(_store(rng)), encoding="utf-8")
+    ix = JsonIndex(path)
+    assert ix.columnar
+    entries, spans, ranges = _parsed(path.read_text())
+    assert _view(ix)[0] == entries and ix.spans == spans
+    assert ix.collections == sorted(set(ranges) | set(spans))
+    assert {c: ix.members(c) for c in ix.collections if ix.members(c)} == {c: range(*r) for c, r in ranges.items()}
+    objects = [i for i, e in enumerate(ix.entries) if e.coll in ix.spans]
+    changes: dict[int, str | None] = {}
+    for i in rng.sample(objects, rng.randrange(1, len(objects) + 1)):
+        e = ix.entries[i]
+        changes[i] = None if rng.random() < 0.5 else ix.text[e.start:e.vstart] + json.dumps({"text": "[erased]"})
+    assert ix.splice_bytes(changes) == ix.splice(changes).encode()
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_a_columns_hit_is_every_entry_a_form_starts_in(tmp_path: Path, seed: int) -> None:
+    rng = random.Random(seed)
+    path = tmp_path / "store.json"
+    path.write_text(json.dumps(_store(rng)), encoding="utf-8")
+    ix = JsonIndex(path)
+    text = path.read_text()
+    forms = rng.sample(['\\"q\\"', "x1", "0.", '"k": "v"', "s3", "y2", "none-such"], 3)
+    want = {i for i, e in enumerate(ix.entries)
+            for f in forms for at in range(len(text)) if text.startswith(f, at) and e.start <= at < e.end}
+    assert ix.hit(forms) == want
+
+
+@pytest.mark.parametrize("text", [
+    '{"a": {"k": 1, "k": 2}}',  # a duplicate key: the decoder keeps one
+    '{"a": {"k": 1,  "j": 2}}',  # another separator
+    '{"a": {"k\\/x": 1}}',  # an escaped key
+    '{"a": {"k": "\u00e9"}}',  # not ASCII
+    '{"a": {"k": 1}}\n',  # a newline
+    '{"a": {"k": [1, 2]}, "b": 3}',
+])
+def test_only_json_dumps_default_output_is_indexed_as_columns(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "s.json"
+    path.write_text(text, encoding="utf-8")
+    ix = JsonIndex(path)
+    assert ix.columnar is (text == '{"a": {"k": [1, 2]}, "b": 3}')
+    assert _view(ix)[0] == _parsed(text)[0]

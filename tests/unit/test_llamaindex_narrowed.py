@@ -230,6 +230,7 @@ def test_a_rerun_tells_the_apps_new_memories_from_an_over_deletion(tmp_path: Pat
 def test_the_owners_read_from_the_index_are_those_of_the_records(tmp_path: Path) -> None:
     conf = _live(tmp_path)
     idx = li_live.indexes(Path(conf["persist_dir"]))
+    assert all(ix.columnar for ix in idx.values())  # the owners read at C speed (``_Owned``)
     own = li_live.owners(li_live.owner_records(idx))
     assert {"u1", "u10", "u2"} <= set(own.values())
     assert li_live.owners_of(idx) == own

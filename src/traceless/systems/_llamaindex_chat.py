@@ -1,5 +1,6 @@
 """LlamaIndex's chat store (the ``Memory``'s SQLite file) read where its rows live: the user's rows
-through the ``key`` index, the rows that may hold a literal through SQLite's ``instr``, counts
+through the ``key`` index, the rows that may hold a literal from the file's pages that hold its
+bytes (``_sqlite_pages``; else SQLite's ``GLOB`` over every row), counts
 by ``count(*)`` and the bystanders' digest texts with the literals replaced by SQLite's
 ``replace``: no Python pass over every row but the digest's hash. Each returns what
 ``SqliteFile`` (read whole) gives the kernel for the same rows: the same records, the same
@@ -13,6 +14,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from traceless.systems import _sqlite_pages as pages
 from traceless.systems.contract import Record
 from traceless.systems.kernel import ERASED, literal_forms, replace_literals, stream_hash
 from traceless.systems.sqlite import primary_key, ro_connect, table_list
@@ -41,7 +43,7 @@ def _glob(form: str) -> str:
 
 def _where(cols: list[str], forms: list[str], owner_col: str | None, user: str | None) -> tuple[str, list[Any]]:
     """A row of the user (``owner_col = user``) or one whose text may hold a form: a text's or a
-    blob's GLOB, an integer's for a form of digits, any REAL (SQLite's text of a float is not
+    blob's GLOB (a blob's cast to text: SQLite's GLOB matches no blob), an integer's for a form of digits, any REAL (SQLite's text of a float is not
     always Python's)."""
     conds: list[str] = []
     args: list[Any] = []
@@ -51,8 +53,34 @@ def _where(cols: list[str], forms: list[str], owner_col: str | None, user: str |
     digits = [f for f in forms if not f.strip("0123456789-")]
     for c in cols if forms else []:
         conds.append(f"typeof(\"{c}\") = 'real'")
-        conds.append(f"(typeof(\"{c}\") IN ('text', 'blob') AND (" + " OR ".join(f'"{c}" GLOB ?' for _ in forms) + "))")
+        conds.append(f"(typeof(\"{c}\") IN ('text', 'blob') AND ("  # a blob's text: GLOB matches no blob itself
+                     + " OR ".join(f'CAST("{c}" AS TEXT) GLOB ?' for _ in forms) + "))")
         args += [_glob(f) for f in forms]
+        if digits:
+            conds.append(f"(typeof(\"{c}\") = 'integer' AND (" + " OR ".join(f'"{c}" GLOB ?' for _ in digits) + "))")
+            args += [_glob(f) for f in digits]
+    return " OR ".join(conds) or "0", args
+
+
+def _where_paged(con: sqlite3.Connection, table: str, forms: list[str], owner_col: str | None, user: str | None,
+                 hits: pages.PageHits) -> tuple[str, list[Any]]:
+    """``_where`` with the text and blob search replaced by the rows on the pages holding a
+    form's bytes (``leaf_rowids``) and, where a page may overflow, every row long enough to;
+    a column of TEXT affinity (it holds no number) left out of the number checks."""
+    conds: list[str] = []
+    args: list[Any] = []
+    if owner_col is not None and user is not None:
+        conds.append(f'"{owner_col}" = ?')
+        args.append(user)
+    info = list(con.execute(f'PRAGMA table_info("{table}")'))
+    if forms:
+        conds.append("rowid IN (SELECT value FROM json_each(?))")
+        args.append(json.dumps(sorted(hits.rowids)))
+        if hits.overflow:
+            conds.append(pages.long_row([r[1] for r in info], hits.usable))
+    digits = [f for f in forms if not f.strip("0123456789-")]
+    for c in [r[1] for r in info if not pages.text_affinity(r[2] or "")] if forms else []:
+        conds.append(f"typeof(\"{c}\") = 'real'")
         if digits:
             conds.append(f"(typeof(\"{c}\") = 'integer' AND (" + " OR ".join(f'"{c}" GLOB ?' for _ in digits) + "))")
             args += [_glob(f) for f in digits]
@@ -63,11 +91,16 @@ def records(path: Path, owner: Owner, owner_cols: dict[str, str], user: str | No
             literals: Sequence[str]) -> Iterator[Record]:
     """The rows of the user (by ``owner_cols[table]``) and those that may hold a literal, as
     ``SqliteFile.records`` makes them (store = table, ``ref`` = rowid)."""
+    forms = _forms(literals)
+    rows = pages.leaf_rowids(path, forms) if forms else pages.PageHits(set(), False, 0)
     con = ro_connect(path)
     try:
         for table, no_rowid in table_list(con):
             cols, pk = _cols(con, table), primary_key(con, table)
-            where, args = _where(cols, _forms(literals), owner_cols.get(table), user)
+            if rows is None or no_rowid:
+                where, args = _where(cols, forms, owner_cols.get(table), user)
+            else:
+                where, args = _where_paged(con, table, forms, owner_cols.get(table), user, rows)
             cur = con.execute(f'SELECT {"-1" if no_rowid else "rowid"}, * FROM "{table}" WHERE {where}', args)  # noqa: S608
             for r in cur:
                 values = dict(zip(cols, r[1:], strict=True))

@@ -13,12 +13,15 @@ id is ``USER/…``, the adapter's ids), and every node of such a doc. Files are 
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from traceless.errors import ConfigError
 from traceless.systems import LiveInstance, Op, Record, Remove, StoreOutcome
@@ -118,11 +121,11 @@ _OWNERS: dict[tuple[tuple[Path, tuple[int, int, int]], ...], dict[str, str]] = {
 def owners_of(idx: dict[str, JsonIndex]) -> dict[str, str]:
     """``owners`` of the indexed stores, kept (the last one) while no file changed."""
     if not all(ix.path in _CACHE and _CACHE[ix.path][1] is ix for ix in idx.values()):
-        return _owners(lambda: _owner_items(idx))  # an index not kept: nothing to key it by
+        return _owners(_all_fields(idx))  # an index not kept: nothing to key it by
     key = tuple((ix.path, _CACHE[ix.path][0]) for ix in idx.values())
     if key not in _OWNERS:
         _OWNERS.clear()
-        _OWNERS[key] = _owners(lambda: _owner_items(idx))
+        _OWNERS[key] = _owners(_all_fields(idx))
     return _OWNERS[key]
 
 
@@ -178,37 +181,102 @@ def _meta(value: Any) -> dict[str, Any]:
 def owners(recs: dict[str, list[JsonRecord]]) -> dict[str, str]:
     """Node or ref doc id → its user: a ref doc's metadata ``user_id`` (else the ``USER/…`` prefix
     of its id, the adapter's ids), inherited by every node of the doc."""
-    return _owners(lambda: ((r.collection, r.key, r.value) for rs in recs.values() for r in rs))
+    runs = (run for rs in recs.values() for run in itertools.groupby(rs, key=lambda r: r.collection))
+    return _owners(_OwnerColumns.of_fields(c, [_fields(c, r.key, r.value) for r in run]) for c, run in runs)
 
 
-def _owner_items(idx: dict[str, JsonIndex]) -> Iterator[tuple[str, str, Any]]:
-    """(collection, key, value) of every entry ``owners`` reads, in ``owner_records``' order (no record made)."""
-    for ix in idx.values():
-        for coll in sorted((c for c in ix.collections if c in _OWNER_COLLS), key=lambda c: ix.members(c).start):
-            for e in ix.entries[ix.members(coll).start:ix.members(coll).stop]:
-                yield coll, e.key, ix.value(e)
+def _owner_colls(ix: JsonIndex) -> list[str]:
+    return sorted((c for c in ix.collections if c in _OWNER_COLLS), key=lambda c: ix.members(c).start)
 
 
-def _owners(items: Callable[[], Iterable[tuple[str, str, Any]]]) -> dict[str, str]:
-    """``owners`` of the (collection, key, value) items ``items()`` yields (read twice)."""
+class _Said(msgspec.Struct):
+    """What ``_meta`` reads of a node's metadata."""
+
+    user_id: Any = None
+
+
+class _Data(msgspec.Struct):
+    metadata: _Said | None = None
+
+
+class _Owned(msgspec.Struct):
+    """The fields of an entry ``owners`` reads (a value that is no object, or whose fields
+    have other types, is read whole instead)."""
+
+    data: _Data | None | msgspec.UnsetType = msgspec.field(name="__data__", default=msgspec.UNSET)
+    metadata: _Said | None = None
+    node_ids: Any = None
+    ref_doc_id: Any = None
+
+
+Fields = tuple[str, str, "str | None", Any, Any, Any]
+"""(collection, key, the metadata's ``user_id`` if a string, ``node_ids``, ``ref_doc_id``, the
+value itself when it is no object): what ``owners`` reads of an entry."""
+
+
+def _fields(coll: str, key: str, value: Any) -> Fields:
+    user = _meta(value).get("user_id")
+    if isinstance(value, dict):
+        return coll, key, user if isinstance(user, str) else None, value.get("node_ids"), value.get("ref_doc_id"), None
+    return coll, key, None, None, None, value
+
+
+@dataclass
+class _OwnerColumns:
+    """``_fields`` of one collection's entries, as columns (``_owners`` reads them in loops of
+    their own: a million entries in well under a second)."""
+
+    coll: str
+    keys: list[str]
+    users: list[str | None]
+    ids: list[Any]
+    refs: list[Any]
+    values: list[Any]
+
+    @classmethod
+    def of(cls, ix: JsonIndex, coll: str) -> _OwnerColumns:
+        """Decoded at C speed as ``_Owned`` where the file is indexed as columns and every value
+        fits (else as plain values, else entry by entry)."""
+        keys = [ix.key(i) for i in ix.members(coll)]
+        got = ix.typed(coll, _Owned)
+        if got is None:
+            plain = ix.typed(coll, Any)
+            vals = plain if plain is not None else [ix.value(ix.entry(i)) for i in ix.members(coll)]
+            return cls.of_fields(coll, [_fields(coll, k, v) for k, v in zip(keys, vals, strict=True)])
+        metas = [v.metadata if v.data is msgspec.UNSET else (v.data.metadata if v.data is not None else None)
+                 for v in got]
+        users = [u if isinstance(u := (m.user_id if m is not None else None), str) else None for m in metas]
+        return cls(coll, keys, users, [v.node_ids for v in got], [v.ref_doc_id for v in got], [None] * len(got))
+
+    @classmethod
+    def of_fields(cls, coll: str, fields: Sequence[Fields]) -> _OwnerColumns:
+        return cls(coll, [f[1] for f in fields], [f[2] for f in fields], [f[3] for f in fields],
+                   [f[4] for f in fields], [f[5] for f in fields])
+
+
+def _all_fields(idx: dict[str, JsonIndex]) -> list[_OwnerColumns]:
+    return [_OwnerColumns.of(ix, coll) for ix in idx.values() for coll in _owner_colls(ix)]
+
+
+def _owners(columns: Iterable[_OwnerColumns]) -> dict[str, str]:
+    """Node or ref doc id -> its user, from the owner collections' fields (in file order)."""
     refs: dict[str, str] = {}
     nodes: dict[str, str] = {}
-    for coll, key, value in items():
-        user = _meta(value).get("user_id")
-        if coll == "docstore/ref_doc_info":
-            owner = user if isinstance(user, str) else (key.split("/", 1)[0] if "/" in key else None)
-            if owner is not None:
-                refs[key] = owner
-                ids = value.get("node_ids") if isinstance(value, dict) else None
-                nodes.update({str(i): owner for i in ids or []})
-        elif coll in ("docstore/data", "metadata_dict") and isinstance(user, str):
-            nodes[key] = user
-    for coll, key, value in items():
-        if coll == "text_id_to_ref_doc_id" and value in refs:
-            nodes[key] = refs[str(value)]
-        ref = value.get("ref_doc_id") if isinstance(value, dict) else None
-        if coll in ("docstore/metadata", "metadata_dict") and ref in refs:
-            nodes[key] = refs[str(ref)]
+    columns = list(columns)
+    for c in columns:
+        if c.coll == "docstore/ref_doc_info":
+            for key, user, ids in zip(c.keys, c.users, c.ids, strict=True):
+                owner = user if user is not None else (key.split("/", 1)[0] if "/" in key else None)
+                if owner is not None:
+                    refs[key] = owner
+                    nodes.update({str(i): owner for i in ids or []})
+        elif c.coll in ("docstore/data", "metadata_dict"):
+            nodes.update((k, u) for k, u in zip(c.keys, c.users, strict=True) if u is not None)
+    for c in columns:
+        if c.coll == "text_id_to_ref_doc_id":
+            nodes.update((k, refs[str(v)]) for k, v in zip(c.keys, c.values, strict=True) if v in refs)
+        if c.coll in ("docstore/metadata", "metadata_dict"):
+            nodes.update((k, refs[str(r)]) for k, r in zip(c.keys, c.refs, strict=True) if r in refs)
     return {**nodes, **refs}
 
 
@@ -246,6 +314,11 @@ def text_forms(literals: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(out + [f.replace("/", "\\/") for f in out if "/" in f]))
 
 
+def _structs(ix: JsonIndex) -> range:
+    """The entries of the index structs' collection (``index_store/data``) when it is an object."""
+    return ix.members(INDEX_COLL) if INDEX_COLL in ix.spans else range(0)
+
+
 def _count(ix: JsonIndex, e: Entry) -> int:
     """The records of one entry (an index struct: itself and each of its nodes)."""
     parsed = _index_nodes(e.value) if e.coll == INDEX_COLL and e.coll in ix.spans else None
@@ -261,7 +334,8 @@ def _narrowed(idx: dict[str, JsonIndex], own: dict[str, str], user: str | None,
     for store, ix in idx.items():
         hits = ix.hit(forms)
         recs = out.setdefault(store, [])
-        for i, e in enumerate(ix.entries):
+        for i in sorted(hits | set(ix.positions(mine)) | set(_structs(ix))):
+            e = ix.entry(i)
             if e.coll == INDEX_COLL and e.coll in ix.spans and (i in hits or mine):
                 hit = i in hits
 
@@ -294,7 +368,7 @@ def _entry_texts(store: str, ix: JsonIndex, e: Entry) -> Iterator[tuple[str, str
     from its bytes (what ``json.dumps`` makes of it in a file ``json.dump`` wrote)."""
     if e.value is LAZY:
         head = json.dumps([e.coll, e.key], ensure_ascii=False)[:-1]
-        yield f"{e.coll}:{e.key}", e.key, f"{head}, {ix.text[e.vstart:e.end]}]"
+        yield f"{e.coll}:{e.key}", e.key, f"{head}, {ix.slice(e.vstart, e.end)}]"
         return
     for r in _records_of(store, ix, e):
         yield r.record_id, r.key, r.text()
@@ -304,8 +378,8 @@ def _left_out(store: str, ix: JsonIndex, own: dict[str, str], user: str | None, 
               skip: set[tuple[str, str]]) -> set[int]:
     """Indexes of the entries the bystander digest leaves out: the user's and those ``skip`` names."""
     keys = mine | {rid.rpartition(":")[2] for s, rid in skip if s == store}
-    return {i for i in ix.positions(keys) if (user is not None and own.get(ix.entries[i].key) == user)
-            or (store, f"{ix.entries[i].coll}:{ix.entries[i].key}") in skip}
+    return {i for i in ix.positions(keys) if (user is not None and own.get(ix.key(i)) == user)
+            or (store, f"{ix.entry(i).coll}:{ix.key(i)}") in skip}
 
 
 def _parts(coll: str, parts: Sequence[tuple[int, str]]) -> list[str]:
@@ -365,10 +439,10 @@ def stream_digest(store: str, ix: JsonIndex, own: dict[str, str], user: str | No
     out: list[str] = []
     texts: dict[int, str | None] = dict.fromkeys(_left_out(store, ix, own, user, mine, skip))
     for i in ix.hit(text_forms(literals)) - texts.keys():
-        e = ix.entries[i]
+        e = ix.entry(i)
         texts[i] = replace_literals(_entry_text(ix, e, ix.value(e)), literals)
     for i in ix.members(INDEX_COLL) if INDEX_COLL in ix.spans else ():
-        parts = None if texts.get(i, "") is None else _struct_parts(store, ix, ix.entries[i], own, user, skip,
+        parts = None if texts.get(i, "") is None else _struct_parts(store, ix, ix.entry(i), own, user, skip,
                                                                     literals, split)
         if parts is not None:
             out += parts
@@ -378,7 +452,7 @@ def stream_digest(store: str, ix: JsonIndex, own: dict[str, str], user: str | No
             out += _parts(coll, ix.collection_digest(coll, texts, split.get(coll)))
             continue
         for i in ix.members(coll):
-            for rid, key, text in _entry_texts(store, ix, ix.entries[i]):
+            for rid, key, text in _entry_texts(store, ix, ix.entry(i)):
                 if (store, rid) not in skip and not (user is not None and own.get(key) == user):
                     row = f"{own.get(key)}\tentry={replace_literals(text, literals)}"
                     out.append("#" + record_hash(row))
@@ -442,13 +516,13 @@ class LlamaIndexInstance(LiveInstance):
 
     def counts(self) -> dict[str, int]:
         chat = {_chat_store(t): n for t, n in li_chat.counts(self.chat.path).items()} if self.chat is not None else {}
-        return chat | {store: sum(_count(ix, e) for e in ix.entries) for store, ix in self.indexes().items()}
+        return chat | {store: len(ix) - len(_structs(ix)) + sum(_count(ix, ix.entry(i)) for i in _structs(ix))
+                       for store, ix in self.indexes().items()}
 
     def _plain(self, idx: dict[str, JsonIndex], literals: Sequence[str]) -> bool:
         """The literals found in the files' text where the records' texts hold them (``_plain``)."""
         names = [*self.stores(), *(c for ix in idx.values() for c in ix.collections),
-                 *(f"{INDEX_COLL}/{e.key}/{_INDEX_NODES}" for ix in idx.values() for e in ix.entries
-                   if e.coll == INDEX_COLL)]
+                 *(f"{INDEX_COLL}/{ix.key(i)}/{_INDEX_NODES}" for ix in idx.values() for i in ix.members(INDEX_COLL))]
         return _plain(literals, names) and all(ix.standard for ix in idx.values())
 
     def records(self, user: str | None = None, literals: Sequence[str] = ()) -> Iterator[Record]:
@@ -555,7 +629,7 @@ def _locate(op: Op) -> tuple[str, str]:
 def _entry_text(ix: JsonIndex, e: Entry, value: Any) -> str:
     """``"key": value`` as the file writes its entry (its own key and separator), the value as
     ``json.dump`` writes it (``\\uXXXX`` escapes unless the entry held a non-ASCII byte)."""
-    return ix.text[e.start:e.vstart] + json.dumps(value, ensure_ascii=ix.raw(e).isascii())
+    return ix.slice(e.start, e.vstart) + json.dumps(value, ensure_ascii=ix.raw(e).isascii())
 
 
 def _struct_change(ix: JsonIndex, e: Entry, ops: Sequence[Op], literals: Sequence[str], o: StoreOutcome) -> str | None:
@@ -586,7 +660,7 @@ def _changes(ix: JsonIndex, ops: Sequence[Op], literals: Sequence[str], o: Store
         coll, key = _locate(op)
         base, _, rest = coll.partition(f"/{_INDEX_NODES}")
         keys.add(base.rpartition("/")[2] if rest == "" and coll != base else key)
-    where = {(ix.entries[i].coll, ix.entries[i].key): i for i in ix.positions(keys) if ix.entries[i].coll in ix.spans}
+    where = {(ix.entry(i).coll, ix.key(i)): i for i in ix.positions(keys) if ix.entry(i).coll in ix.spans}
     changes: dict[int, str | None] = {}
     structs: dict[int, list[Op]] = {}
     for op in ops:
@@ -604,10 +678,10 @@ def _changes(ix: JsonIndex, ops: Sequence[Op], literals: Sequence[str], o: Store
             changes[i] = None
             o.removed += 1
         else:
-            changes[i] = _entry_text(ix, ix.entries[i], _scrub(ix.value(ix.entries[i]), literals)[0])
+            changes[i] = _entry_text(ix, ix.entry(i), _scrub(ix.value(ix.entry(i)), literals)[0])
             o.rewritten += 1
     for i, struct_ops in structs.items():
-        new = _struct_change(ix, ix.entries[i], struct_ops, literals, o)
+        new = _struct_change(ix, ix.entry(i), struct_ops, literals, o)
         if new is not None and i not in changes:
             changes[i] = new
     return changes
@@ -624,17 +698,26 @@ def erase_json(persist: Path, ops: Sequence[Op], literals: Sequence[str]) -> lis
             continue
         o = StoreOutcome(store=store, compacted=True)
         ix = cached(path)
-        text, entries, spans, ranges = ix.spliced(_changes(ix, mine, literals, o))
-        data = text.encode("utf-8")
-        tmp = path.with_name(path.name + ".traceless-tmp")
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        _remember(JsonIndex.of_text(path, data, text, entries, spans, ranges, ix.standard))
+        changes = _changes(ix, mine, literals, o)
+        if ix.columnar and all(t is None or t.isascii() for t in changes.values()):
+            _write(path, ix.splice_bytes(changes))  # indexed again from the file on its next read
+        else:
+            text, entries, spans, ranges = ix.spliced(changes)
+            data = text.encode("utf-8")
+            _write(path, data)
+            _remember(JsonIndex.of_text(path, data, text, entries, spans, ranges, ix.standard))
         out.append(o)
     return out
+
+
+def _write(path: Path, data: bytes) -> None:
+    """``data`` written to a new file renamed over ``path`` (fsynced first)."""
+    tmp = path.with_name(path.name + ".traceless-tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
 
 
 def _remember(ix: JsonIndex) -> None:

@@ -6,6 +6,13 @@ indexed by entry at C speed: each entry's span in the file's text, its value dec
 The spans let a scan find the entries that hold a pattern by searching the file's text once
 per pattern (``str.find``) and decode only those, and let an erasure splice the file
 (``splice``): every entry it does not change keeps its bytes.
+
+A file ``json.dump`` wrote with its defaults (ASCII, separators ``", "``/``": "``, no indent:
+what LlamaIndex's ``persist`` writes) is indexed without a Python step per entry
+(``_Columns``): msgspec validates the file and gives each collection's keys and each value's
+length at C speed, the spans follow from those lengths (checked to add up to each
+collection's bytes exactly: a duplicate key, a space, an escaped key fall back to the parse
+above), and an entry is decoded only when asked for (``entry``).
 """
 
 from __future__ import annotations
@@ -14,11 +21,15 @@ import bisect
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from json.decoder import scanstring  # type: ignore[attr-defined]
 from pathlib import Path
 from typing import Any
 
+import msgspec
+import numpy as np
+
+from traceless.forget import occurrences
 from traceless.systems.kernel import stream_hash
 
 __all__ = ["LAZY", "Entry", "JsonIndex", "find_all"]
@@ -159,32 +170,209 @@ def find_all(text: str, forms: Iterable[str]) -> list[int]:
     return out
 
 
+def _plain_keys(keys: list[str]) -> bool:
+    """Every key written by ``json.dumps`` as itself between quotes (no escape)."""
+    joined = "".join(keys)
+    return joined.isascii() and joined.isprintable() and '"' not in joined and "\\" not in joined
+
+
+def _address(buf: Any) -> int:
+    return int(np.frombuffer(buf, np.uint8).ctypes.data) if len(buf) else 0
+
+
+@dataclass(slots=True)
+class _Columns:
+    """The entries of a file ``json.dump`` wrote with its defaults, as arrays: keys, each entry's
+    start, value start and end (a collection that is no object: one entry, key "")."""
+
+    keys: list[str]
+    colls: list[str]
+    """Each collection's name, in file order."""
+    first: list[int]
+    """Index of each collection's first entry (``colls``' order)."""
+    spans: dict[str, tuple[int, int]]
+    """Each object collection's span (its ``{`` to one past its ``}``)."""
+    start: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    vstart: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    end: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+
+    @classmethod
+    def of(cls, data: bytes) -> _Columns | None:
+        """The columns, or None where the file is not ``json.dump``'s default output (ASCII, no
+        newline, the separators ``", "`` and ``": "``, keys without escapes, no duplicate key):
+        each collection's entries' lengths must add up to its bytes exactly. A file whose
+        collections are all objects is decoded once (a collection's span follows from its
+        entries' lengths); otherwise its top level first, then each object collection."""
+        if not data.isascii() or b"\n" in data:
+            return None
+        try:
+            colls = msgspec.json.decode(data, type=dict[str, dict[str, msgspec.Raw]])
+        except msgspec.ValidationError:  # a collection that is no object
+            return cls._of_top(data)
+        except msgspec.DecodeError:
+            return None
+        out = cls([], list(colls), [], {})
+        if not _plain_keys(out.colls):
+            return None
+        base, pos, parts = _address(data), 1, []
+        for name, inner in colls.items():
+            at = pos + len(name) + 4  # past '"name": '
+            got = out._add(name, at, list(inner), list(inner.values()), base)
+            if got is None:
+                return None
+            parts.append(got)
+            pos = out.spans[name][1] + 2
+        if (pos if colls else 3) != len(data) + 1:
+            return None
+        return out._joined(parts)
+
+    @classmethod
+    def _of_top(cls, data: bytes) -> _Columns | None:
+        """``of`` for a file with a collection that is no object (one entry, key "")."""
+        try:
+            top = msgspec.json.decode(data, type=dict[str, msgspec.Raw])
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            return None
+        out = cls([], list(top), [], {})
+        if not _plain_keys(out.colls) or _layout(out.colls, list(top.values())) != len(data):
+            return None
+        base, parts = _address(data), []
+        for name, raw in top.items():
+            at = _address(raw) - base
+            if data[at:at + 1] != b"{":
+                out.first.append(len(out.keys))
+                out.keys.append("")
+                parts.append(np.array([[at], [at], [at + len(raw)]], np.int64))
+                continue
+            inner = msgspec.json.decode(raw, type=dict[str, msgspec.Raw])
+            got = out._add(name, at, list(inner), list(inner.values()), base)
+            if got is None or out.spans[name][1] != at + len(raw):
+                return None
+            parts.append(got)
+        return out._joined(parts)
+
+    def _add(self, name: str, at: int, keys: list[str], raws: list[msgspec.Raw], base: int) -> np.ndarray | None:
+        """Add an object collection starting at ``at`` (its ``{``): its span, keys and first
+        entry; returns its entries' (start, value start, end) rows, or None where a key is
+        escaped or a value is not where the lengths put it."""
+        if not _plain_keys(keys):
+            return None
+        self.first.append(len(self.keys))
+        self.keys += keys
+        head = np.fromiter(map(len, keys), np.int64, len(keys)) + 4  # '"key": '
+        size = np.fromiter(map(len, raws), np.int64, len(raws))
+        step = head + size + 2  # the entry and the ", " after it
+        start = at + 1 + np.concatenate(([0], np.cumsum(step)[:-1])).astype(np.int64)
+        self.spans[name] = (at, at + _layout(keys, raws))
+        if keys and (_address(raws[0]) - base != start[0] + head[0] or _address(raws[-1]) - base != start[-1] + head[-1]):
+            return None
+        return np.stack([start, start + head, start + head + size]) if keys else np.zeros((3, 0), np.int64)
+
+    def _joined(self, parts: list[np.ndarray]) -> _Columns:
+        rows = np.concatenate(parts, axis=1) if parts else np.zeros((3, 0), np.int64)
+        self.start, self.vstart, self.end = rows[0], rows[1], rows[2]
+        return self
+
+
+def _layout(keys: list[str], raws: list[msgspec.Raw]) -> int:
+    """The bytes of an object holding these keys and values as ``json.dumps`` joins them."""
+    if not keys:
+        return 2
+    return 2 + sum(map(len, keys)) + 4 * len(keys) + sum(map(len, raws)) + 2 * (len(keys) - 1)
+
+
 class JsonIndex:
     """One JSON store file's entries with their spans (raises ``ValueError``/``UnicodeDecodeError``
     on a file that is not one complete JSON object of UTF-8)."""
 
-    def __init__(self, path: Path) -> None:
-        data = path.read_bytes()
+    _cols: _Columns | None
+
+    def __init__(self, path: Path, data: bytes | None = None) -> None:
+        data = path.read_bytes() if data is None else data
+        cols = _Columns.of(data)
+        if cols is not None:
+            ranges = {c: (f, t) for c, f, t in zip(cols.colls, cols.first, [*cols.first[1:], len(cols.keys)],
+                                                    strict=True) if t > f}
+            self._set(path, None, data, None, cols.spans, ranges, True)
+            self._cols = cols
+            return
         text = data.decode("utf-8")
         seps: set[str] = set()
-        ranges: dict[str, tuple[int, int]] = {}
+        ranges = {}
         entries, spans = _parse(text, seps, ranges)
         self._set(path, text, data, entries, spans, ranges, seps <= {": ", ", "} and "\n" not in text)
 
-    def _set(self, path: Path, text: str, data: bytes, entries: list[Entry], spans: dict[str, tuple[int, int]],
-             ranges: dict[str, tuple[int, int]], standard: bool) -> None:
+    def _set(self, path: Path, text: str | None, data: bytes, entries: list[Entry] | None,
+             spans: dict[str, tuple[int, int]], ranges: dict[str, tuple[int, int]], standard: bool) -> None:
         self.path = path
-        self.text = text
-        self.data = data if len(data) == len(text) else None
+        self._text = text
+        self.data = data if text is None or len(data) == len(text) else None
         """The file's bytes when it is ASCII (its offsets are the text's): hashed without a copy."""
-        self.entries, self.spans = entries, spans
+        self._entries, self.spans = entries, spans
         self.standard = standard
         """Written as ``json.dump`` writes by default (separators ``", "``, ``": "``, no indent): an
         entry's text is then what ``json.dumps`` makes of its value, but for the keys' order."""
         self.collections = sorted(set(ranges) | set(self.spans))
+        self._cols = None
+        self._made: dict[int, Entry] = {}
+        self._where: dict[str, dict[str, int]] | None = None
         self._starts_: list[int] | None = None
         self._pieces: tuple[str, list[int], list[int]] | None = None
         self._range = ranges
+
+    @property
+    def columnar(self) -> bool:
+        """Indexed without a Python step per entry (``_Columns``): entries are made when asked for."""
+        return self._cols is not None
+
+    @property
+    def text(self) -> str:
+        """The file's text (decoded on first use where the file was indexed from its bytes)."""
+        if self._text is None:
+            assert self.data is not None
+            self._text = self.data.decode("ascii")
+        return self._text
+
+    @property
+    def entries(self) -> list[Entry]:
+        """Every entry, in file order (made on first use where the file was indexed as columns:
+        a full read)."""
+        if self._entries is None:
+            self._entries = [self.entry(i) for i in range(len(self))]
+        return self._entries
+
+    def __len__(self) -> int:
+        return len(self._cols.keys) if self._cols is not None else len(self.entries)
+
+    def entry(self, i: int) -> Entry:
+        """Entry ``i`` (its value decoded, ``LAZY`` for a flat array of numbers)."""
+        if self._entries is not None or self._cols is None:
+            return self.entries[i]
+        e = self._made.get(i)
+        if e is None:
+            c = self._cols
+            start, vstart, end = int(c.start[i]), int(c.vstart[i]), int(c.end[i])
+            assert self.data is not None
+            value = _value(self.data[vstart:end].decode("ascii"), 0)[0]
+            e = self._made[i] = Entry(self.coll_of(i), c.keys[i], start, vstart, end, value)
+        return e
+
+    def coll_of(self, i: int) -> str:
+        """The collection of entry ``i``."""
+        for coll, (first, last) in self._range.items():
+            if first <= i < last:
+                return coll
+        raise IndexError(i)
+
+    def key(self, i: int) -> str:
+        return self._cols.keys[i] if self._cols is not None else self.entries[i].key
+
+    def bounds(self, i: int) -> tuple[int, int]:
+        """(start, end) of entry ``i`` in the file."""
+        if self._cols is not None:
+            return int(self._cols.start[i]), int(self._cols.end[i])
+        e = self.entries[i]
+        return e.start, e.end
 
     @property
     def _starts(self) -> list[int]:
@@ -201,7 +389,14 @@ class JsonIndex:
     def positions(self, keys: Iterable[str]) -> list[int]:
         """Indexes of the entries whose key is one of ``keys`` (any collection)."""
         want = set(keys)
-        return [i for i, e in enumerate(self.entries) if e.key in want] if want else []
+        if not want:
+            return []
+        if self._cols is None:
+            return [i for i, e in enumerate(self.entries) if e.key in want]
+        if self._where is None:  # per collection: key -> index (the columns' keys are unique in one)
+            self._where = {c: dict(zip(self._cols.keys[f:t], range(f, t), strict=True))
+                           for c, (f, t) in self._range.items()}
+        return sorted(i for where in self._where.values() for k in want if (i := where.get(k)) is not None)
 
     def collection_digest(self, coll: str, texts: Mapping[int, str | None],
                           split: int | None = None) -> list[tuple[int, str]]:
@@ -235,7 +430,7 @@ class JsonIndex:
                 if text is not None:
                     h.update(text.encode("utf-8"))
                 else:
-                    self._hash(h, self.entries[a].start, self.entries[cut - 1].end)
+                    self._hash(h, self.bounds(a)[0], self.bounds(cut - 1)[1])
                 n, sep, a = n + cut - a, True, cut
         return [*out, (n, h.hexdigest())]
 
@@ -247,18 +442,46 @@ class JsonIndex:
         for a in range(start, end, _HASH_CHUNK):
             h.update(self.text[a:min(end, a + _HASH_CHUNK)].encode("utf-8"))
 
+    def typed(self, coll: str, kind: Any) -> list[Any] | None:
+        """The values of an object collection decoded at C speed as ``kind`` (a ``msgspec``
+        type: the fields a caller reads, the rest skipped), in file order; None where the file
+        is not indexed as columns or a value does not fit ``kind``."""
+        if self._cols is None or coll not in self.spans:
+            return None
+        a, b = self.spans[coll]
+        assert self.data is not None
+        try:
+            return list(msgspec.json.decode(memoryview(self.data)[a:b], type=dict[str, kind]).values())
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            return None
+
     def value(self, e: Entry) -> Any:
         """The entry's value, decoded now if it was left ``LAZY``."""
-        return json.loads(self.text[e.vstart:e.end]) if e.value is LAZY else e.value
+        return json.loads(self.slice(e.vstart, e.end)) if e.value is LAZY else e.value
 
     def raw(self, e: Entry) -> str:
         """The entry's text as the file holds it (key and value)."""
-        return self.text[e.start:e.end]
+        return self.slice(e.start, e.end)
+
+    def slice(self, a: int, b: int) -> str:
+        """The file's text ``[a, b)`` (from its bytes where the text was never decoded)."""
+        if self._text is None and self.data is not None:
+            return self.data[a:b].decode("ascii")
+        return self.text[a:b]
 
     def hit(self, forms: Sequence[str]) -> set[int]:
         """Indexes of the entries whose span holds one of ``forms``. A form with a character no
         number array holds is looked for outside the ``LAZY`` arrays only (in the text the
-        others leave: the keys, the decoded values); any other, in the whole text."""
+        others leave: the keys, the decoded values); any other, in the whole text. Indexed as
+        columns (ASCII): every form in the file's bytes, one pass for all (``occurrences``)."""
+        if self._cols is not None:
+            assert self.data is not None
+            offs = np.array(occurrences(self.data, [f.encode("utf-8") for f in forms if f]), np.int64)
+            if not len(offs):
+                return set()
+            at = np.searchsorted(self._cols.start, offs, side="right") - 1
+            ok = (at >= 0) & (offs < self._cols.end[np.maximum(at, 0)])
+            return {int(i) for i in at[ok]}
         out: set[int] = set()
         inside = [f for f in forms if set(f) <= _NUMBER_CHARS]
         for off in find_all(self.text, inside):
@@ -297,6 +520,37 @@ class JsonIndex:
         every other byte stays as it was. A change to an entry of a collection that is no
         object is ignored (such a collection holds no record to change)."""
         return self.spliced(changes)[0]
+
+    def splice_bytes(self, changes: Mapping[int, str | None]) -> bytes:
+        """``splice``'s text as bytes, made from the file's bytes (a file indexed as columns:
+        ASCII, its text never decoded); a changed entry's text must be ASCII."""
+        assert self.data is not None
+        touched = sorted({self.coll_of(i) for i in changes if self.coll_of(i) in self.spans},
+                         key=lambda c: self.spans[c][0])
+        data = memoryview(self.data)
+        parts: list[bytes | memoryview] = []
+        pos = 0
+        for coll in touched:
+            start, end = self.spans[coll]
+            parts.append(data[pos:start + 1])
+            kept: list[bytes | memoryview] = []
+            run = self.members(coll).start
+            for i in [*sorted(k for k in changes if k in self.members(coll)), self.members(coll).stop]:
+                if run < i:
+                    kept.append(data[self.bounds(run)[0]:self.bounds(i - 1)[1]])
+                text = changes.get(i) if i < self.members(coll).stop else None
+                if text is not None:
+                    a, b = self.bounds(i)
+                    head = self.data[a:a + len(self._cols.keys[i]) + 4] if self._cols is not None else b""
+                    if not text.isascii() or text.encode("ascii")[:len(head)] != head:
+                        raise ValueError(f"a changed entry's text must start with its key as the file holds it "
+                                         f"and be ASCII: {self.key(i)!r}")
+                    kept.append(text.encode("ascii"))
+                run = i + 1
+            parts += [b", ".join(kept), b"}"]
+            pos = end
+        parts.append(data[pos:])
+        return b"".join(parts)
 
     def spliced(self, changes: Mapping[int, str | None]) -> tuple[str, list[Entry], dict[str, tuple[int, int]],
                                                                  dict[str, tuple[int, int]]]:

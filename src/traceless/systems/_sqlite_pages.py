@@ -1,0 +1,111 @@
+"""The rows of a SQLite file whose bytes may hold a pattern, found from the file's bytes: one
+search of the whole file for every pattern at once (``traceless.forget.occurrences``, the
+byte scan's matcher), then the rowids of the cells on each table leaf page that holds a
+match. A row's record lies whole in one page unless it overflows, so every row holding a
+pattern's bytes is on such a page, or is a row long enough to overflow (``long_row``: the
+caller searches those in SQL). A page that is no table leaf (an index, a freed page, an
+overflow page) adds nothing: a live row holding the bytes is on a leaf too, or is long.
+
+Used where the file alone is the database: no ``-wal`` file (its frames would be newer than
+the file's pages), text stored as UTF-8. Anything else: None, the caller searches every row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from traceless.forget import occurrences
+
+__all__ = ["PageHits", "leaf_rowids", "long_row", "text_affinity"]
+
+_HEADER = b"SQLite format 3\x00"
+_TABLE_LEAF = 0x0D
+_UTF8 = 1
+
+
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    """(value, position after) of the SQLite varint at ``pos``."""
+    value = 0
+    for k in range(9):
+        b = data[pos + k]
+        if k == 8:
+            return (value << 8) | b, pos + 9
+        value = (value << 7) | (b & 0x7F)
+        if b < 0x80:
+            return value, pos + k + 1
+    raise AssertionError("unreachable")
+
+
+def _cells(data: bytes, page: int, size: int) -> list[int]:
+    """The rowids of a table leaf page's cells (none for another page, or one that does not parse)."""
+    base = page * size
+    head = base + (100 if page == 0 else 0)
+    if head + 8 > len(data) or data[head] != _TABLE_LEAF:
+        return []
+    out: list[int] = []
+    try:
+        for k in range(int.from_bytes(data[head + 3:head + 5], "big")):
+            ptr = int.from_bytes(data[head + 8 + 2 * k:head + 10 + 2 * k], "big")
+            if not 0 < ptr < size:
+                return out
+            _, pos = _varint(data, base + ptr)  # the payload's size
+            rowid, _ = _varint(data, pos)
+            out.append(rowid - (1 << 64) if rowid >= 1 << 63 else rowid)
+    except IndexError:  # a freed page's stale bytes: its rowids are only more rows to read
+        return out
+    return out
+
+
+@dataclass(frozen=True)
+class PageHits:
+    """What a SQLite file's pages say of the rows that may hold some bytes."""
+
+    rowids: set[int]
+    """The rowids of the cells on the table leaf pages holding the bytes."""
+    overflow: bool
+    """Some page may be an overflow page: a row long enough to overflow (``long_row``) may hold
+    the bytes split across pages. False only where every page is a b-tree page (each page's
+    first byte a b-tree page type; an overflow page's is the high byte of the next page's
+    number, 0 in a file of fewer than 2^24 pages)."""
+    usable: int
+    """A page's usable bytes (``long_row``'s bound)."""
+
+
+_BTREE = frozenset({0x02, 0x05, 0x0A, 0x0D})
+
+
+def leaf_rowids(path: Path, forms: Sequence[str]) -> PageHits | None:
+    """The rows on the table leaf pages holding a form's UTF-8 bytes (any table's: a caller
+    reads them back by rowid, a rowid of another table only one more row read), or None where
+    the file is not the whole database (a ``-wal`` file beside it) or stores text other than
+    as UTF-8."""
+    wal = path.with_name(path.name + "-wal")
+    if wal.exists():
+        return None
+    data = path.read_bytes()
+    if data[:16] != _HEADER or int.from_bytes(data[56:60], "big") not in (0, _UTF8):
+        return None
+    size = int.from_bytes(data[16:18], "big")
+    size = 65536 if size == 1 else size
+    firsts = set(data[size::size]) | {data[100]}
+    overflow = len(data) // size >= 1 << 24 or not firsts <= _BTREE
+    pages = {at // size for at in occurrences(data, [f.encode("utf-8") for f in forms if f])}
+    return PageHits({rowid for page in pages for rowid in _cells(data, page, size)}, overflow, size - data[20])
+
+
+def text_affinity(declared: str) -> bool:
+    """A column SQLite gives TEXT affinity (its declared type): it holds no number, a number
+    written to it is stored as its text (SQLite's "Determination Of Column Affinity")."""
+    t = declared.upper()
+    return "INT" not in t and any(k in t for k in ("CHAR", "CLOB", "TEXT"))
+
+
+def long_row(cols: Sequence[str], usable: int) -> str:
+    """A SQL condition true for every row whose record may overflow its page (SQLite keeps a
+    record of at most ``usable - 35`` bytes whole in its leaf): the values' bytes plus the most
+    a record header and a number can take."""
+    size = " + ".join(f"(CASE WHEN typeof(\"{c}\") IN ('text', 'blob') THEN length(CAST(\"{c}\" AS BLOB)) ELSE 9 END)"
+                      for c in cols) or "0"
+    return f"({size} + {9 * (len(cols) + 1)} > {usable - 35})"
