@@ -1,18 +1,21 @@
 """LlamaIndex's chat store (the ``Memory``'s SQLite file) read where its rows live: the user's rows
 through the ``key`` index, the rows that may hold a literal from the file's pages that hold its
 bytes (``_sqlite_pages``; else SQLite's ``GLOB`` over every row), counts
-by ``count(*)`` and the bystanders' digest texts with the literals replaced by SQLite's
-``replace``: no Python pass over every row but the digest's hash. Each returns what
-``SqliteFile`` (read whole) gives the kernel for the same rows: the same records, the same
-digest texts (``kernel.bystander_rows``)."""
+by ``count(*)``, the bystanders' digest texts with the literals replaced by SQLite's
+``replace`` (``bystander_rows``: what ``SqliteFile``, read whole, gives the kernel for the same
+rows) and the bystanders' stream digest (``table_streams``: their values hashed in batches, the
+literals replaced only in the rows that may hold one)."""
 
 from __future__ import annotations
 
 import json
+import operator
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from traceless.systems import _sqlite_pages as pages
 from traceless.systems.contract import Record
@@ -190,15 +193,20 @@ def _python_rows(con: sqlite3.Connection, table: str, no_rowid: bool, cols: list
     return out
 
 
+_ROWS = 20000
+"""Rows hashed at a time by ``table_streams`` (one msgpack array each)."""
+
+
 def table_streams(path: Path, owner_cols: dict[str, str], user: str | None, literals: Sequence[str],
                   removed: set[tuple[str, str]], store: Callable[[str], str],
                   split: dict[str, dict[str, int]]) -> dict[str, list[tuple[int, str]] | None]:
     """Per table (its store name): [(rows, SHA-256 hex)] of the rows that are not the user's nor in
-    ``removed``, in rowid order, each as ``bystander_rows`` makes its text (by SQLite), hashed
-    one after another (length-prefixed) without a row's Python object; with
+    ``removed``, in rowid order: each batch of ``_ROWS`` rows' values (every column, in the
+    table's order) as one msgpack array, a row that may hold a literal with the literals
+    replaced in its strings as the erasure's rewrite replaces them (``_may_hold``); with
     ``split[store][store]`` (a re-run: the rows the interrupted run digested), those first rows
-    and the rest apart (rows appended since do not change the first). None for a table read
-    per row: no rowid, or a REAL or BLOB value (its text made in Python)."""
+    and the rest apart (rows appended since do not change the first). None for a table without
+    a rowid (read per row)."""
     forms = _forms(literals)
     out: dict[str, list[tuple[int, str]] | None] = {}
     con = ro_connect(path)
@@ -213,29 +221,58 @@ def table_streams(path: Path, owner_cols: dict[str, str], user: str | None, lite
             gone = json.dumps(sorted(rid for s, rid in removed if s == name))
             rid = f'"{pk}"' if pk else "rowid"
             skip = f' AND ("{oc}" IS NOT ? OR typeof("{oc}") != \'text\')' if oc and user is not None else ""
-            odd = " OR ".join(f"typeof(\"{c}\") IN ('real', 'blob')" for c in cols)
-            args = [f for _ in cols for f in forms] + [gone] + ([user] if skip else [])
-            cur = con.execute(f'SELECT {_sql_text(cols, oc, len(forms))}, {odd} FROM "{table}" '  # noqa: S608
+            alias = _rowid_alias(con, table)  # its column is the rowid: no rowid selected apart
+            cur = con.execute(f'SELECT {"" if alias is not None else "rowid, "}* FROM "{table}" '  # noqa: S608
                               f"WHERE CAST({rid} AS TEXT) NOT IN (SELECT value FROM json_each(?)){skip} ORDER BY rowid",
-                              args)
-            out[name] = _hashed(cur, split.get(name, {}).get(name))
+                              [gone] + ([user] if skip else []))
+            out[name] = _hashed(cur, split.get(name, {}).get(name), _may_hold(con, path, table, cols, forms), literals,
+                                alias)
     finally:
         con.close()
     return out
 
 
-def _hashed(cur: sqlite3.Cursor, split: int | None) -> list[tuple[int, str]] | None:
-    """The texts of ``cur`` hashed in order (first ``split`` apart); None at a row with a REAL or BLOB."""
+def _may_hold(con: sqlite3.Connection, path: Path, table: str, cols: list[str], forms: list[str]) -> set[int]:
+    """Rowids of the rows whose strings may hold a form: those on the pages holding its bytes and,
+    where a page may overflow, the rows long enough to (``_sqlite_pages``); else SQLite's search."""
+    if not forms:
+        return set()
+    hits = pages.leaf_rowids(path, forms)
+    if hits is None:
+        where, args = _where(cols, forms, None, None)
+    else:
+        where, args = (pages.long_row(cols, hits.usable) if hits.overflow else "0"), []
+    found = {int(r[0]) for r in con.execute(f'SELECT rowid FROM "{table}" WHERE {where}', args)}  # noqa: S608
+    return found | (hits.rowids if hits is not None else set())
+
+
+def _rowid_alias(con: sqlite3.Connection, table: str) -> int | None:
+    """The index of the column that is the table's rowid (an ``INTEGER PRIMARY KEY``), if any."""
+    info = list(con.execute(f'PRAGMA table_info("{table}")'))
+    keys = [i for i, r in enumerate(info) if r[5]]
+    return keys[0] if len(keys) == 1 and str(info[keys[0]][2]).upper() == "INTEGER" else None
+
+
+def _hashed(cur: sqlite3.Cursor, split: int | None, cand: set[int], literals: Sequence[str],
+            alias: int | None) -> list[tuple[int, str]]:
+    """The rows of ``cur`` hashed in batches (each row's values; its rowid the column ``alias``,
+    else selected first and left out), the first ``split`` apart (a part begun only when a row
+    follows); a row in ``cand`` with the literals replaced in its strings."""
     parts: list[tuple[int, str]] = []
     h, n = stream_hash(), 0
-    for text, odd in cur:
-        if odd:
-            return None
-        if split is not None and not parts and n == split:
+    key = operator.itemgetter(0 if alias is None else alias)
+    while True:
+        size = _ROWS if split is None or parts else min(_ROWS, split - n)
+        rows = cur.fetchmany(size or _ROWS)
+        if not rows:
+            break
+        if size == 0:
             parts.append((n, h.hexdigest()))
             h, n = stream_hash(), 0
-        data = text.encode("utf-8")
-        h.update(b"%d:" % len(data))
-        h.update(data)
-        n += 1
+        body: list[Any] = rows if alias is not None else [r[1:] for r in rows]
+        if not cand.isdisjoint(map(key, rows)):
+            body = [v if key(r) not in cand else tuple(replace_literals(x, literals) for x in v)
+                    for r, v in zip(rows, body, strict=True)]
+        h.update(msgspec.msgpack.encode(body))
+        n += len(rows)
     return [*parts, (n, h.hexdigest())]

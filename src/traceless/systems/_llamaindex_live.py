@@ -557,8 +557,8 @@ class LlamaIndexInstance(LiveInstance):
     def bystander_digests(self, user: str | None, literals: Sequence[str], removed: Iterable[tuple[str, str]],
                           resumed: Mapping[str, Mapping[str, int]] | None = None) -> dict[str, StoreDigest]:
         """Per store, the bystander digest the erasure compares, as containers where it can: the
-        chat table one hash of its rows in rowid order (``table_streams``; a table with a REAL
-        or a BLOB per row, ``kernel.digest``); each JSON store written as ``json.dump`` writes,
+        chat table one hash of its rows in rowid order (``table_streams``; a table without a
+        rowid per row, ``kernel.digest``); each JSON store written as ``json.dump`` writes,
         the literals plain, ``stream_digest`` (no per-entry work); otherwise per entry.
         ``resumed``: per store, the counts an interrupted run's digest holds (``stream_counts``)."""
         skip = set(removed)
