@@ -88,7 +88,14 @@ def test_the_columns_index_what_the_parse_indexes(tmp_path: Path, seed: int) -> 
     for i in rng.sample(objects, rng.randrange(1, len(objects) + 1)):
         e = ix.entries[i]
         changes[i] = None if rng.random() < 0.5 else ix.text[e.start:e.vstart] + json.dumps({"text": "[erased]"})
-    assert ix.splice_bytes(changes) == ix.splice(changes).encode()
+    data = ix.splice_bytes(changes)
+    assert data == ix.splice(changes).encode()
+    made = ix.spliced_index(path, data, changes)  # the new file's columns from the old ones
+    path.write_bytes(data)
+    parsed = JsonIndex(path)
+    assert made.columnar and parsed.columnar
+    assert _view(made) == _view(parsed) and made.spans == parsed.spans
+    assert {c: made.members(c) for c in made.collections} == {c: parsed.members(c) for c in parsed.collections}
 
 
 @pytest.mark.parametrize("seed", range(10))
@@ -118,3 +125,31 @@ def test_only_json_dumps_default_output_is_indexed_as_columns(tmp_path: Path, te
     ix = JsonIndex(path)
     assert ix.columnar is (text == '{"a": {"k": [1, 2]}, "b": 3}')
     assert _view(ix)[0] == _parsed(text)[0]
+
+
+def test_the_owner_columns_after_a_splice_are_those_of_the_written_file(tmp_path: Path) -> None:
+    """``_spliced_owners``: a removed entry left out, a changed one read from its new text (its
+    ``user_id`` rewritten here), every other kept: as decoding the written file gives them."""
+    from traceless.systems import _llamaindex_live as li_live
+
+    def node(user: str, ref: str) -> dict[str, object]:
+        return {"__data__": {"metadata": {"user_id": user}, "text": "t", "ref_doc_id": ref}, "__type__": "1"}
+
+    store = {"docstore/ref_doc_info": {f"r{i}": {"node_ids": [f"n{i}"], "metadata": {"user_id": f"u{i % 3}"}}
+                                       for i in range(9)},
+             "docstore/data": {f"n{i}": node(f"u{i % 3}", f"r{i}") for i in range(9)},
+             "docstore/metadata": {f"n{i}": {"doc_hash": "h", "ref_doc_id": f"r{i}"} for i in range(9)}}
+    path = tmp_path / "docstore.json"
+    path.write_text(json.dumps(store))
+    ix = JsonIndex(path)
+    owned = [li_live._OwnerColumns.of(ix, c) for c in li_live._owner_colls(ix)]
+    changes: dict[int, str | None] = {0: None, 12: None}  # r0, docstore/data n3
+    for i in (4, 10):  # r4's user and n1's user rewritten
+        e = ix.entry(i)
+        changes[i] = ix.slice(e.start, e.vstart) + json.dumps(json.loads(ix.slice(e.vstart, e.end).replace('"u1"', '"x"')))
+    data = ix.splice_bytes(changes)
+    path.write_bytes(data)
+    after = JsonIndex(path)
+    want = [li_live._OwnerColumns.of(after, c) for c in li_live._owner_colls(after)]
+    assert li_live._spliced_owners(ix, owned, changes) == want
+    assert li_live._owners(want) != li_live._owners(owned)

@@ -234,3 +234,21 @@ def test_the_owners_read_from_the_index_are_those_of_the_records(tmp_path: Path)
     own = li_live.owners(li_live.owner_records(idx))
     assert {"u1", "u10", "u2"} <= set(own.values())
     assert li_live.owners_of(idx) == own
+
+
+def test_the_index_and_owners_kept_after_the_rewrite_are_those_of_the_written_files(tmp_path: Path) -> None:
+    """The erasure keeps each rewritten file's index and owner columns derived from the old ones
+    (no decode); they equal a fresh decode of the files it wrote."""
+    conf = _live(tmp_path)
+    cls = system_class("llamaindex")
+    receipt = erase_system(cls.attach(load_system_config("llamaindex", conf), read_only=False), "u1", [SECRET, ACCENT],
+                           state_dir=tmp_path / "s", key=b"k" * 32)
+    assert receipt.verification.passed
+    persist = Path(conf["persist_dir"])
+    kept = {s: li_live.cached(p) for s, p in li_live.json_files(persist).items()}
+    assert any(li_live._OWNED in ix.memo and ix.columnar for ix in kept.values())
+    fresh = li_live.indexes(persist)
+    for store, ix in kept.items():
+        assert [(e.coll, e.key, e.start, e.vstart, e.end) for e in ix.entries] == [
+            (e.coll, e.key, e.start, e.vstart, e.end) for e in fresh[store].entries]
+    assert li_live.owners_of(kept) == li_live.owners(li_live.owner_records(fresh))

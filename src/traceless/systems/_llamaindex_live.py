@@ -254,8 +254,38 @@ class _OwnerColumns:
                    [f[4] for f in fields], [f[5] for f in fields])
 
 
+_OWNED = "owner columns"
+
+
 def _all_fields(idx: dict[str, JsonIndex]) -> list[_OwnerColumns]:
-    return [_OwnerColumns.of(ix, coll) for ix in idx.values() for coll in _owner_colls(ix)]
+    """Every store's owner columns, kept with its index (an erasure's rewrite derives the new
+    file's from them: ``_spliced_owners``)."""
+    for ix in idx.values():
+        if _OWNED not in ix.memo:
+            ix.memo[_OWNED] = [_OwnerColumns.of(ix, coll) for coll in _owner_colls(ix)]
+    return [c for ix in idx.values() for c in ix.memo[_OWNED]]
+
+
+def _spliced_owners(ix: JsonIndex, owned: list[_OwnerColumns], changes: Mapping[int, str | None]) -> list[_OwnerColumns]:
+    """The owner columns of the file ``ix.splice_parts(changes)`` wrote: the removed entries left
+    out, a changed one's fields read from its new text."""
+    out: list[_OwnerColumns] = []
+    for c in owned:
+        span = ix.members(c.coll)
+        mine = {i - span.start: t for i, t in changes.items() if i in span}
+        if not mine:
+            out.append(c)
+            continue
+        new = _OwnerColumns(c.coll, list(c.keys), list(c.users), list(c.ids), list(c.refs), list(c.values))
+        for j, text in sorted(mine.items(), reverse=True):
+            if text is None:
+                for col in (new.keys, new.users, new.ids, new.refs, new.values):
+                    del col[j]
+                continue
+            head = ix.entry(span.start + j).vstart - ix.entry(span.start + j).start
+            _, _, new.users[j], new.ids[j], new.refs[j], new.values[j] = _fields(c.coll, c.keys[j], json.loads(text[head:]))
+        out.append(new)
+    return out
 
 
 def _owners(columns: Iterable[_OwnerColumns]) -> dict[str, str]:
@@ -700,7 +730,9 @@ def erase_json(persist: Path, ops: Sequence[Op], literals: Sequence[str]) -> lis
         ix = cached(path)
         changes = _changes(ix, mine, literals, o)
         if ix.columnar and all(t is None or t.isascii() for t in changes.values()):
-            _write(path, ix.splice_bytes(changes))  # indexed again from the file on its next read
+            parts = ix.splice_parts(changes)
+            _write(path, parts)
+            _remember_spliced(ix, parts, changes)
         else:
             text, entries, spans, ranges = ix.spliced(changes)
             data = text.encode("utf-8")
@@ -710,14 +742,35 @@ def erase_json(persist: Path, ops: Sequence[Op], literals: Sequence[str]) -> lis
     return out
 
 
-def _write(path: Path, data: bytes) -> None:
-    """``data`` written to a new file renamed over ``path`` (fsynced first)."""
+def _write(path: Path, data: bytes | Sequence[bytes | memoryview]) -> None:
+    """``data`` (or its pieces, one after another) written to a new file renamed over ``path``
+    (fsynced first)."""
     tmp = path.with_name(path.name + ".traceless-tmp")
     with open(tmp, "wb") as f:
-        f.write(data)
+        for piece in [data] if isinstance(data, bytes) else data:
+            f.write(piece)
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
+
+
+def _remember_spliced(ix: JsonIndex, parts: Sequence[bytes | memoryview], changes: Mapping[int, str | None]) -> None:
+    """Keep the index of a file ``erase_json`` just wrote, made from the old one's columns
+    (``spliced_index``) with the owner columns derived too, when the file, read back, holds
+    exactly the pieces written: the verification reads what is on disk, not decoded again."""
+    stamp = _stamp(ix.path)
+    held = ix.path.read_bytes()
+    view, pos = memoryview(held), 0
+    for piece in parts:
+        if view[pos:pos + len(piece)] != piece:
+            return
+        pos += len(piece)
+    if pos != len(held) or _stamp(ix.path) != stamp:
+        return
+    new = ix.spliced_index(ix.path, held, changes)
+    if _OWNED in ix.memo:
+        new.memo[_OWNED] = _spliced_owners(ix, ix.memo[_OWNED], changes)
+    _keep(ix.path, stamp, new)
 
 
 def _remember(ix: JsonIndex) -> None:

@@ -18,6 +18,7 @@ above), and an entry is decoded only when asked for (``entry``).
 from __future__ import annotations
 
 import bisect
+import itertools
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -268,6 +269,38 @@ class _Columns:
             return None
         return np.stack([start, start + head, start + head + size]) if keys else np.zeros((3, 0), np.int64)
 
+    def spliced(self, changes: Mapping[int, str | None]) -> _Columns:
+        """The columns after ``JsonIndex.splice_parts`` (entry ``i`` removed where
+        ``changes[i]`` is None, else its text ``changes[i]``; only object collections' entries)."""
+        keep = np.ones(len(self.keys), bool)
+        head = self.vstart - self.start
+        size = self.end - self.vstart
+        for i, text in changes.items():
+            if text is None:
+                keep[i] = False
+            else:
+                size[i] = len(text) - head[i]
+        out = _Columns([], self.colls, [], {})
+        parts: list[np.ndarray] = []
+        delta = 0  # how far the entries after the collections done so far moved
+        for k, coll in enumerate(self.colls):
+            first, last = self.first[k], self.first[k + 1] if k + 1 < len(self.colls) else len(self.keys)
+            out.first.append(len(out.keys))
+            if coll not in self.spans:
+                out.keys += self.keys[first:last]
+                parts.append(np.stack([self.start[first:last], self.vstart[first:last], self.end[first:last]]) + delta)
+                continue
+            at, end = self.spans[coll]
+            idx = np.flatnonzero(keep[first:last]) + first
+            step = head[idx] + size[idx] + 2
+            start = at + delta + 1 + np.concatenate(([0], np.cumsum(step)[:-1]))[:len(idx)].astype(np.int64)
+            out.keys += itertools.compress(self.keys[first:last], keep[first:last])
+            parts.append(np.stack([start, start + head[idx], start + head[idx] + size[idx]]))
+            length = int(step.sum()) if len(idx) else 2  # "{" + entries and ", " between + "}"
+            out.spans[coll] = (at + delta, at + delta + length)
+            delta += length - (end - at)
+        return out._joined(parts)
+
     def _joined(self, parts: list[np.ndarray]) -> _Columns:
         rows = np.concatenate(parts, axis=1) if parts else np.zeros((3, 0), np.int64)
         self.start, self.vstart, self.end = rows[0], rows[1], rows[2]
@@ -314,6 +347,8 @@ class JsonIndex:
         entry's text is then what ``json.dumps`` makes of its value, but for the keys' order."""
         self.collections = sorted(set(ranges) | set(self.spans))
         self._cols = None
+        self.memo: dict[str, Any] = {}
+        """What a caller derived from this index and keeps with it (``_llamaindex_live``: the owners' columns)."""
         self._made: dict[int, Entry] = {}
         self._where: dict[str, dict[str, int]] | None = None
         self._starts_: list[int] | None = None
@@ -522,9 +557,14 @@ class JsonIndex:
         return self.spliced(changes)[0]
 
     def splice_bytes(self, changes: Mapping[int, str | None]) -> bytes:
-        """``splice``'s text as bytes, made from the file's bytes (a file indexed as columns:
-        ASCII, its text never decoded); a changed entry's text must be ASCII."""
-        assert self.data is not None
+        """``splice``'s text as bytes (``splice_parts`` joined)."""
+        return b"".join(self.splice_parts(changes))
+
+    def splice_parts(self, changes: Mapping[int, str | None]) -> list[bytes | memoryview]:
+        """``splice``'s text as the pieces of bytes it joins, made from the file's bytes without
+        copying them (a file indexed as columns: ASCII, its text never decoded); a changed
+        entry's text must be ASCII and start with its key as the file holds it."""
+        assert self.data is not None and self._cols is not None
         touched = sorted({self.coll_of(i) for i in changes if self.coll_of(i) in self.spans},
                          key=lambda c: self.spans[c][0])
         data = memoryview(self.data)
@@ -534,23 +574,39 @@ class JsonIndex:
             start, end = self.spans[coll]
             parts.append(data[pos:start + 1])
             kept: list[bytes | memoryview] = []
-            run = self.members(coll).start
-            for i in [*sorted(k for k in changes if k in self.members(coll)), self.members(coll).stop]:
+            span = self.members(coll)
+            run = span.start
+            for i in [*sorted(k for k in changes if k in span), span.stop]:
                 if run < i:
                     kept.append(data[self.bounds(run)[0]:self.bounds(i - 1)[1]])
-                text = changes.get(i) if i < self.members(coll).stop else None
+                text = changes.get(i) if i < span.stop else None
                 if text is not None:
-                    a, b = self.bounds(i)
-                    head = self.data[a:a + len(self._cols.keys[i]) + 4] if self._cols is not None else b""
+                    a = self.bounds(i)[0]
+                    head = self.data[a:a + len(self._cols.keys[i]) + 4]
                     if not text.isascii() or text.encode("ascii")[:len(head)] != head:
                         raise ValueError(f"a changed entry's text must start with its key as the file holds it "
                                          f"and be ASCII: {self.key(i)!r}")
                     kept.append(text.encode("ascii"))
                 run = i + 1
-            parts += [b", ".join(kept), b"}"]
+            for k, piece in enumerate(kept):
+                parts += [b", ", piece] if k else [piece]
+            parts.append(b"}")
             pos = end
         parts.append(data[pos:])
-        return b"".join(parts)
+        return parts
+
+    def spliced_index(self, path: Path, data: bytes, changes: Mapping[int, str | None]) -> JsonIndex:
+        """The index of ``splice_parts``' file, whose bytes are ``data``, made from this one's
+        columns (the kept entries shifted, a changed entry's value length from its new text):
+        no decode."""
+        assert self._cols is not None
+        cols = self._cols.spliced({i: t for i, t in changes.items() if self.coll_of(i) in self.spans})
+        ix = type(self).__new__(type(self))
+        ranges = {c: (f, t) for c, f, t in zip(cols.colls, cols.first, [*cols.first[1:], len(cols.keys)], strict=True)
+                  if t > f}
+        ix._set(path, None, data, None, cols.spans, ranges, self.standard)
+        ix._cols = cols
+        return ix
 
     def spliced(self, changes: Mapping[int, str | None]) -> tuple[str, list[Entry], dict[str, tuple[int, int]],
                                                                  dict[str, tuple[int, int]]]:
