@@ -102,3 +102,29 @@ def test_a_wal_beside_the_file_reads_every_row(tmp_path: Path) -> None:
                                                 ("CHARINT", False), ("JSON", False), ("", False), ("REAL", False)])
 def test_text_affinity_follows_sqlites_rules(declared: str, text: bool) -> None:
     assert pages.text_affinity(declared) is text
+
+
+def test_freed_pages_are_no_overflow_but_an_overflow_page_is(tmp_path: Path) -> None:
+    """A deletion's freed pages (zeroed by ``secure_delete``) leave the file without overflow;
+    a row long enough to overflow makes one; a freelist that does not read whole counts as one."""
+    path = tmp_path / "chat.db"
+    con = sqlite3.connect(path)
+    con.execute("PRAGMA secure_delete = ON")
+    con.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, data VARCHAR)")
+    con.executemany("INSERT INTO t VALUES (?, ?)", [(i, f"n {i} " * 20) for i in range(1, 3001)])
+    con.commit()
+    con.execute("DELETE FROM t WHERE id > 1000")
+    con.commit()
+    data = path.read_bytes()
+    assert int.from_bytes(data[36:40], "big") > 0  # free pages
+    hits = pages.leaf_rowids(path, ["n 7 "])
+    assert hits is not None and not hits.overflow
+    broken = bytearray(data)
+    broken[36:40] = (int.from_bytes(data[36:40], "big") + 1).to_bytes(4, "big")  # a wrong count
+    path.write_bytes(bytes(broken))
+    assert pages.leaf_rowids(path, ["n 7 "]).overflow  # type: ignore[union-attr]
+    path.write_bytes(data)
+    con.execute("INSERT INTO t VALUES (5000, ?)", ("y" * 9000,))
+    con.commit()
+    con.close()
+    assert pages.leaf_rowids(path, ["n 7 "]).overflow  # type: ignore[union-attr]

@@ -760,9 +760,9 @@ def _remember_spliced(ix: JsonIndex, parts: Sequence[bytes | memoryview], change
     exactly the pieces written: the verification reads what is on disk, not decoded again."""
     stamp = _stamp(ix.path)
     held = ix.path.read_bytes()
-    view, pos = memoryview(held), 0
+    pos = 0
     for piece in parts:
-        if view[pos:pos + len(piece)] != piece:
+        if not held.startswith(piece, pos):  # a memcmp (a memoryview's == compares item by item)
             return
         pos += len(piece)
     if pos != len(held) or _stamp(ix.path) != stamp:

@@ -89,10 +89,48 @@ def leaf_rowids(path: Path, forms: Sequence[str]) -> PageHits | None:
         return None
     size = int.from_bytes(data[16:18], "big")
     size = 65536 if size == 1 else size
-    firsts = set(data[size::size]) | {data[100]}
-    overflow = len(data) // size >= 1 << 24 or not firsts <= _BTREE
+    overflow = _may_overflow(data, size)
     pages = {at // size for at in occurrences(data, [f.encode("utf-8") for f in forms if f])}
     return PageHits({rowid for page in pages for rowid in _cells(data, page, size)}, overflow, size - data[20])
+
+
+def _may_overflow(data: bytes, size: int) -> bool:
+    """Some page that is not free may be an overflow page: its first byte is no b-tree page
+    type (an overflow page's first byte is the high byte of the next page's number: 0 in a file
+    of fewer than 2^24 pages). The freelist's pages (a deletion's, zeroed by ``secure_delete``)
+    are left out; a freelist that does not read whole counts as a possible overflow."""
+    pages = len(data) // size
+    if pages >= 1 << 24:
+        return True
+    odd = {k for k in range(1, pages) if data[k * size] not in _BTREE} if not set(data[size::size]) <= _BTREE else set()
+    if data[100] not in _BTREE:
+        return True
+    if not odd:
+        return False
+    free = _free_pages(data, size, pages)
+    return free is None or not odd <= free
+
+
+def _free_pages(data: bytes, size: int, pages: int) -> set[int] | None:
+    """The 0-based indexes of the freelist's trunk and leaf pages (file header bytes 32-39), or
+    None where the list does not read whole (a page out of the file, a loop, a wrong count)."""
+    trunk, total = int.from_bytes(data[32:36], "big"), int.from_bytes(data[36:40], "big")
+    out: set[int] = set()
+    while trunk:
+        if not 0 < trunk <= pages or trunk - 1 in out:
+            return None
+        base = (trunk - 1) * size
+        out.add(trunk - 1)
+        n = int.from_bytes(data[base + 4:base + 8], "big")
+        if n > (size - 8) // 4:
+            return None
+        for k in range(n):
+            leaf = int.from_bytes(data[base + 8 + 4 * k:base + 12 + 4 * k], "big")
+            if not 0 < leaf <= pages:
+                return None
+            out.add(leaf - 1)
+        trunk = int.from_bytes(data[base:base + 4], "big")
+    return out if len(out) == total else None
 
 
 def text_affinity(declared: str) -> bool:
