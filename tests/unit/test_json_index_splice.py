@@ -153,3 +153,59 @@ def test_the_owner_columns_after_a_splice_are_those_of_the_written_file(tmp_path
     want = [li_live._OwnerColumns.of(after, c) for c in li_live._owner_colls(after)]
     assert li_live._spliced_owners(ix, owned, changes) == want
     assert li_live._owners(want) != li_live._owners(owned)
+
+
+def _reference_owners(items: list[tuple[str, str, object]]) -> dict[str, str]:
+    """The owners rule read item by item, as written before it was read as columns."""
+    def meta(value: object) -> dict[str, object]:
+        data = value.get("__data__", value) if isinstance(value, dict) else None
+        m = data.get("metadata") if isinstance(data, dict) else None
+        return m if isinstance(m, dict) else {}
+
+    refs: dict[str, str] = {}
+    nodes: dict[str, str] = {}
+    for coll, key, value in items:
+        user = meta(value).get("user_id")
+        if coll == "docstore/ref_doc_info":
+            owner = user if isinstance(user, str) else (key.split("/", 1)[0] if "/" in key else None)
+            if owner is not None:
+                refs[key] = owner
+                ids = value.get("node_ids") if isinstance(value, dict) else None
+                nodes.update({str(i): owner for i in ids or []})  # type: ignore[union-attr]
+        elif coll in ("docstore/data", "metadata_dict") and isinstance(user, str):
+            nodes[key] = user
+    for coll, key, value in items:
+        if coll == "text_id_to_ref_doc_id" and isinstance(value, str) and value in refs:
+            nodes[key] = refs[value]
+        ref = value.get("ref_doc_id") if isinstance(value, dict) else None
+        if coll in ("docstore/metadata", "metadata_dict") and ref in refs:
+            nodes[key] = refs[str(ref)]
+    return {**nodes, **refs}
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_the_owners_read_as_columns_follow_the_rule_read_item_by_item(tmp_path: Path, seed: int) -> None:
+    """Conflicting owners (a node listed by two users' refs, its own metadata saying a third, its
+    ref doc a fourth's), ids of other types, ``USER/…`` ids, values that are no object: the
+    columns (typed where every value fits, else plain) give the item-by-item rule's owners."""
+    from traceless.systems import _llamaindex_live as li_live
+
+    rng = random.Random(seed)
+    users, nodes, refs = ["u1", "u2", "u3", None, 7], [f"n{i}" for i in range(8)], [f"r{i}" for i in range(5)]
+
+    def meta() -> dict[str, object]:
+        return {"user_id": rng.choice(users)} if rng.random() < 0.8 else {}
+
+    store = {
+        "docstore/ref_doc_info": {rng.choice([r, f"u2/{r}"]): {"node_ids": rng.sample(nodes, 3) + ([5] if rng.random() < 0.2 else []),
+                                                             "metadata": meta()} for r in refs},
+        "docstore/data": {n: ({"__data__": {"metadata": meta()}} if rng.random() < 0.9 else "odd") for n in nodes},
+        "docstore/metadata": {n: {"ref_doc_id": rng.choice(refs + ["u2/r1", "none"])} for n in nodes},
+        "metadata_dict": {n: {**meta(), "ref_doc_id": rng.choice(refs)} for n in nodes[:4]},
+        "text_id_to_ref_doc_id": {n: rng.choice(refs + ["u2/r3"]) for n in nodes},
+    }
+    path = tmp_path / "docstore.json"
+    path.write_text(json.dumps(store))
+    ix = JsonIndex(path)
+    items = [(e.coll, e.key, ix.value(e)) for e in ix.entries if e.coll in li_live._OWNER_COLLS]
+    assert li_live._owners(li_live._all_fields({"docstore": ix})) == _reference_owners(items)

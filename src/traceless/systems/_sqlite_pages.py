@@ -76,7 +76,27 @@ class PageHits:
 _BTREE = frozenset({0x02, 0x05, 0x0A, 0x0D})
 
 
+_LAST: dict[tuple[Path, tuple[str, ...]], tuple[tuple[int, int, int, bytes], PageHits | None]] = {}
+"""The last answer per file and forms, kept while the file's size, mtime, inode and SQLite's
+file change counter stay the same (an erasure asks for the same forms before and after each
+step; every write transaction outside WAL mode increments the counter)."""
+
+
 def leaf_rowids(path: Path, forms: Sequence[str]) -> PageHits | None:
+    """``_leaf_rowids``, kept (the last file and forms only) while the file is unchanged."""
+    st = path.stat()
+    with open(path, "rb") as f:
+        head = f.read(100)
+    stamp = (st.st_size, st.st_mtime_ns, st.st_ino, head[24:28] + head[92:96])
+    key = (path, tuple(forms))
+    got = _LAST.get(key)
+    if got is None or got[0] != stamp or path.with_name(path.name + "-wal").exists():
+        _LAST.clear()
+        got = _LAST[key] = (stamp, _leaf_rowids(path, forms))
+    return got[1]
+
+
+def _leaf_rowids(path: Path, forms: Sequence[str]) -> PageHits | None:
     """The rows on the table leaf pages holding a form's UTF-8 bytes (any table's: a caller
     reads them back by rowid, a rowid of another table only one more row read), or None where
     the file is not the whole database (a ``-wal`` file beside it) or stores text other than
