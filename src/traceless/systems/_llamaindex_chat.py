@@ -90,25 +90,42 @@ def _where_paged(con: sqlite3.Connection, table: str, forms: list[str], owner_co
     return " OR ".join(conds) or "0", args
 
 
+_FOUND: dict[tuple[Path, str, str | None, tuple[str, ...]], tuple[tuple[int, int, int, bytes], list[int]]] = {}
+"""The rowids ``records`` found per file, table, user and forms (the last file only), kept
+while the file is unchanged (``file_stamp``): an erasure reads the same rows to plan, to check
+its scope and to execute."""
+
+
 def records(path: Path, owner: Owner, owner_cols: dict[str, str], user: str | None,
             literals: Sequence[str]) -> Iterator[Record]:
     """The rows of the user (by ``owner_cols[table]``) and those that may hold a literal, as
-    ``SqliteFile.records`` makes them (store = table, ``ref`` = rowid)."""
+    ``SqliteFile.records`` makes them (store = table, ``ref`` = rowid); the rowids a full read of
+    a table found are kept while the file is unchanged (``_FOUND``)."""
     forms = _forms(literals)
-    rows = pages.leaf_rowids(path, forms) if forms else pages.PageHits(set(), False, 0)
+    stamp = pages.file_stamp(path)
     con = ro_connect(path)
     try:
         for table, no_rowid in table_list(con):
             cols, pk = _cols(con, table), primary_key(con, table)
-            if rows is None or no_rowid:
-                where, args = _where(cols, forms, owner_cols.get(table), user)
+            key = (path, table, user, tuple(forms))
+            kept = _FOUND.get(key)
+            if kept is not None and stamp is not None and kept[0] == stamp:  # the same file: the same rows
+                where, args = "rowid IN (SELECT value FROM json_each(?))", [json.dumps(kept[1])]
             else:
-                where, args = _where_paged(con, table, forms, owner_cols.get(table), user, rows)
+                hits = pages.leaf_rowids(path, forms) if forms else pages.PageHits(set(), False, 0)
+                where, args = (_where(cols, forms, owner_cols.get(table), user) if hits is None or no_rowid
+                               else _where_paged(con, table, forms, owner_cols.get(table), user, hits))
+            found: list[int] = []
             cur = con.execute(f'SELECT {"-1" if no_rowid else "rowid"}, * FROM "{table}" WHERE {where}', args)  # noqa: S608
             for r in cur:
                 values = dict(zip(cols, r[1:], strict=True))
                 rid = str(values[pk]) if pk else str(r[0])
+                found.append(int(r[0]))
                 yield Record(table, rid, owner(table, values), {c: _text(v) for c, v in values.items()}, ref=int(r[0]))
+            if stamp is not None and not no_rowid:
+                if any(k[0] != path for k in _FOUND):
+                    _FOUND.clear()
+                _FOUND[key] = (stamp, found)
     finally:
         con.close()
 

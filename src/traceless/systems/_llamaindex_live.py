@@ -13,6 +13,7 @@ id is ``USER/…``, the adapter's ids), and every node of such a doc. Files are 
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import os
@@ -136,10 +137,17 @@ def indexes(persist: Path) -> dict[str, JsonIndex]:
 
 
 def _index_nodes(entry: Any) -> tuple[dict[str, Any], dict[str, Any]] | None:
-    """(the index struct, its ``nodes_dict``) of an ``index_store/data`` entry."""
+    """(the index struct, its ``nodes_dict``) of an ``index_store/data`` entry: read-only, one
+    decode kept per struct text (``_struct``: a struct of a million nodes is read by every
+    scan, plan and digest of an erasure)."""
     if not isinstance(entry, dict) or not isinstance(entry.get("__data__"), str):
         return None
-    data = json.loads(entry["__data__"])
+    return _struct(entry["__data__"])
+
+
+@functools.lru_cache(maxsize=4)
+def _struct(text: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    data = json.loads(text)
     nodes = data.get(_INDEX_NODES) if isinstance(data, dict) else None
     return (data, nodes) if isinstance(nodes, dict) else None
 
@@ -673,7 +681,8 @@ def _struct_change(ix: JsonIndex, e: Entry, ops: Sequence[Op], literals: Sequenc
     parsed = _index_nodes(e.value)
     if parsed is None:
         return None
-    data, nodes = parsed
+    nodes = dict(parsed[1])  # changed here: the decode ``_index_nodes`` keeps is read-only
+    data = {**parsed[0], _INDEX_NODES: nodes}
     changed = False
     for op in ops:
         key = _locate(op)[1]

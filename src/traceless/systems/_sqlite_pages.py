@@ -18,7 +18,7 @@ from pathlib import Path
 
 from traceless.forget import occurrences
 
-__all__ = ["PageHits", "leaf_rowids", "long_row", "text_affinity"]
+__all__ = ["PageHits", "file_stamp", "leaf_rowids", "long_row", "text_affinity"]
 
 _HEADER = b"SQLite format 3\x00"
 _TABLE_LEAF = 0x0D
@@ -82,15 +82,26 @@ file change counter stay the same (an erasure asks for the same forms before and
 step; every write transaction outside WAL mode increments the counter)."""
 
 
-def leaf_rowids(path: Path, forms: Sequence[str]) -> PageHits | None:
-    """``_leaf_rowids``, kept (the last file and forms only) while the file is unchanged."""
+def file_stamp(path: Path) -> tuple[int, int, int, bytes] | None:
+    """The file's size, mtime, inode and SQLite's file change counter (every write transaction
+    outside WAL mode increments it): what an answer kept for the file is kept by. None while a
+    ``-wal`` file is beside it (its frames change without the file changing)."""
+    if path.with_name(path.name + "-wal").exists():
+        return None
     st = path.stat()
     with open(path, "rb") as f:
         head = f.read(100)
-    stamp = (st.st_size, st.st_mtime_ns, st.st_ino, head[24:28] + head[92:96])
+    return st.st_size, st.st_mtime_ns, st.st_ino, head[24:28] + head[92:96]
+
+
+def leaf_rowids(path: Path, forms: Sequence[str]) -> PageHits | None:
+    """``_leaf_rowids``, kept (the last file and forms only) while the file is unchanged."""
+    stamp = file_stamp(path)
+    if stamp is None:
+        return None  # a -wal file: the file is not the whole database
     key = (path, tuple(forms))
     got = _LAST.get(key)
-    if got is None or got[0] != stamp or path.with_name(path.name + "-wal").exists():
+    if got is None or got[0] != stamp:
         _LAST.clear()
         got = _LAST[key] = (stamp, _leaf_rowids(path, forms))
     return got[1]

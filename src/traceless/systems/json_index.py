@@ -347,7 +347,7 @@ class JsonIndex:
         entry's text is then what ``json.dumps`` makes of its value, but for the keys' order."""
         self.collections = sorted(set(ranges) | set(self.spans))
         self._cols = None
-        self.memo: dict[str, Any] = {}
+        self.memo: dict[Any, Any] = {}
         """What a caller derived from this index and keeps with it (``_llamaindex_live``: the owners' columns)."""
         self._made: dict[int, Entry] = {}
         self._where: dict[str, dict[str, int]] | None = None
@@ -510,13 +510,14 @@ class JsonIndex:
         others leave: the keys, the decoded values); any other, in the whole text. Indexed as
         columns (ASCII): every form in the file's bytes, one pass for all (``occurrences``)."""
         if self._cols is not None:
-            assert self.data is not None
-            offs = np.array(occurrences(self.data, [f.encode("utf-8") for f in forms if f]), np.int64)
-            if not len(offs):
-                return set()
-            at = np.searchsorted(self._cols.start, offs, side="right") - 1
-            ok = (at >= 0) & (offs < self._cols.end[np.maximum(at, 0)])
-            return {int(i) for i in at[ok]}
+            key = ("hit", *forms)
+            if key not in self.memo:  # the file's bytes do not change under an index
+                assert self.data is not None
+                offs = np.array(occurrences(self.data, [f.encode("utf-8") for f in forms if f]), np.int64)
+                at = np.searchsorted(self._cols.start, offs, side="right") - 1
+                ok = (at >= 0) & (offs < self._cols.end[np.maximum(at, 0)])
+                self.memo[key] = frozenset(int(i) for i in at[ok])
+            return set(self.memo[key])
         out: set[int] = set()
         inside = [f for f in forms if set(f) <= _NUMBER_CHARS]
         for off in find_all(self.text, inside):
