@@ -17,10 +17,18 @@ from typing import Any
 
 import msgspec
 
-from traceless.systems import _sqlite_pages as pages
 from traceless.systems.contract import Record
 from traceless.systems.kernel import ERASED, literal_forms, replace_literals, stream_hash
-from traceless.systems.sqlite import primary_key, ro_connect, table_list
+from traceless.systems.sqlite import (
+    PageHits,
+    file_stamp,
+    leaf_rowids,
+    long_row,
+    primary_key,
+    ro_connect,
+    table_list,
+    text_affinity,
+)
 
 __all__ = ["bystander_rows", "counts", "records", "table_streams"]
 
@@ -66,7 +74,7 @@ def _where(cols: list[str], forms: list[str], owner_col: str | None, user: str |
 
 
 def _where_paged(con: sqlite3.Connection, table: str, forms: list[str], owner_col: str | None, user: str | None,
-                 hits: pages.PageHits) -> tuple[str, list[Any]]:
+                 hits: PageHits) -> tuple[str, list[Any]]:
     """``_where`` with the text and blob search replaced by the rows on the pages holding a
     form's bytes (``leaf_rowids``) and, where a page may overflow, every row long enough to;
     a column of TEXT affinity (it holds no number) left out of the number checks."""
@@ -80,9 +88,9 @@ def _where_paged(con: sqlite3.Connection, table: str, forms: list[str], owner_co
         conds.append("rowid IN (SELECT value FROM json_each(?))")
         args.append(json.dumps(sorted(hits.rowids)))
         if hits.overflow:
-            conds.append(pages.long_row([r[1] for r in info], hits.usable))
+            conds.append(long_row([r[1] for r in info], hits.usable))
     digits = [f for f in forms if not f.strip("0123456789-")]
-    for c in [r[1] for r in info if not pages.text_affinity(r[2] or "")] if forms else []:
+    for c in [r[1] for r in info if not text_affinity(r[2] or "")] if forms else []:
         conds.append(f"typeof(\"{c}\") = 'real'")
         if digits:
             conds.append(f"(typeof(\"{c}\") = 'integer' AND (" + " OR ".join(f'"{c}" GLOB ?' for _ in digits) + "))")
@@ -102,7 +110,7 @@ def records(path: Path, owner: Owner, owner_cols: dict[str, str], user: str | No
     ``SqliteFile.records`` makes them (store = table, ``ref`` = rowid); the rowids a full read of
     a table found are kept while the file is unchanged (``_FOUND``)."""
     forms = _forms(literals)
-    stamp = pages.file_stamp(path)
+    stamp = file_stamp(path)
     con = ro_connect(path)
     try:
         for table, no_rowid in table_list(con):
@@ -112,7 +120,7 @@ def records(path: Path, owner: Owner, owner_cols: dict[str, str], user: str | No
             if kept is not None and stamp is not None and kept[0] == stamp:  # the same file: the same rows
                 where, args = "rowid IN (SELECT value FROM json_each(?))", [json.dumps(kept[1])]
             else:
-                hits = pages.leaf_rowids(path, forms) if forms else pages.PageHits(set(), False, 0)
+                hits = leaf_rowids(path, forms) if forms else PageHits(set(), False, 0)
                 where, args = (_where(cols, forms, owner_cols.get(table), user) if hits is None or no_rowid
                                else _where_paged(con, table, forms, owner_cols.get(table), user, hits))
             found: list[int] = []
@@ -254,11 +262,11 @@ def _may_hold(con: sqlite3.Connection, path: Path, table: str, cols: list[str], 
     where a page may overflow, the rows long enough to (``_sqlite_pages``); else SQLite's search."""
     if not forms:
         return set()
-    hits = pages.leaf_rowids(path, forms)
+    hits = leaf_rowids(path, forms)
     if hits is None:
         where, args = _where(cols, forms, None, None)
     else:
-        where, args = (pages.long_row(cols, hits.usable) if hits.overflow else "0"), []
+        where, args = (long_row(cols, hits.usable) if hits.overflow else "0"), []
     found = {int(r[0]) for r in con.execute(f'SELECT rowid FROM "{table}" WHERE {where}', args)}  # noqa: S608
     return found | (hits.rowids if hits is not None else set())
 

@@ -9,7 +9,9 @@ kernel scans, plans, digests bystanders and erases for it; a subclass says whose
 (``row_owner``) and runs its package's own deletions in ``native_erasure``. The functions read through ``mode=ro`` /
 ``immutable=1`` connections (``ro_connect``) unless they erase. ``count_literals``,
 ``replace_literals`` and ``literal_forms`` are the kernel's one literal-match rule
-(``traceless.systems.kernel``), re-exported.
+(``traceless.systems.kernel``), re-exported. ``leaf_rowids`` finds the rows that may hold some
+bytes from the file's pages (``traceless.systems._sqlite_pages``), ``long_row`` the rows that
+may overflow a page, ``text_affinity`` a column that holds no number.
 """
 
 from traceless.systems._sqlite_live import (
@@ -39,7 +41,8 @@ from traceless.systems._sqlite_live import (
     table_texts,
     user_column,
 )
+from traceless.systems._sqlite_pages import PageHits, file_stamp, leaf_rowids, long_row, text_affinity
 from traceless.systems.kernel import count_literals, literal_forms, replace_literals
 
-__all__ = ["ERASED", "REST", "SCOPE", "OwnerOf", "OwnerSql", "Row", "SqliteFile", "SqliteInstance", "bystander_digests", "compact", "count_literals", "erase_residue", "holds_sql", "id_prefix",
-           "literal_forms", "literal_sql", "live_db", "narrowable", "plan", "primary_key", "replace_literals", "ro_connect", "row_digest_sql", "rows", "scan", "table_list", "table_texts", "user_column"]
+__all__ = ["ERASED", "REST", "SCOPE", "OwnerOf", "OwnerSql", "PageHits", "Row", "SqliteFile", "SqliteInstance", "bystander_digests", "compact", "count_literals", "erase_residue", "file_stamp", "holds_sql", "id_prefix",
+           "leaf_rowids", "literal_forms", "literal_sql", "live_db", "long_row", "narrowable", "plan", "primary_key", "replace_literals", "ro_connect", "row_digest_sql", "rows", "scan", "table_list", "table_texts", "text_affinity", "user_column"]
