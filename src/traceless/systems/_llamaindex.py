@@ -217,6 +217,7 @@ class LlamaIndexSystem(MemorySystem):
             if engine is not None:
                 asyncio.run(engine.dispose())
         self._memories.clear()
+        li_live.clear_kept()  # what this attach read is read again by the next one
 
     # ------------------------------------------------- live instances: scan and erase
     @classmethod

@@ -21,6 +21,7 @@ from traceless.systems.contract import Record
 from traceless.systems.kernel import ERASED, literal_forms, replace_literals, stream_hash
 from traceless.systems.sqlite import (
     PageHits,
+    clear_kept_pages,
     file_stamp,
     leaf_rowids,
     long_row,
@@ -30,7 +31,7 @@ from traceless.systems.sqlite import (
     text_affinity,
 )
 
-__all__ = ["bystander_rows", "counts", "records", "table_streams"]
+__all__ = ["bystander_rows", "clear_kept", "counts", "records", "table_streams"]
 
 Owner = Callable[[str, dict[str, Any]], "str | None"]
 
@@ -102,6 +103,12 @@ _FOUND: dict[tuple[Path, str, str | None, tuple[str, ...]], tuple[tuple[int, int
 """The rowids ``records`` found per file, table, user and forms (the last file only), kept
 while the file is unchanged (``file_stamp``): an erasure reads the same rows to plan, to check
 its scope and to execute."""
+
+
+def clear_kept() -> None:
+    """Forget the rows found and the pages' answers kept: the next read reads the file again."""
+    _FOUND.clear()
+    clear_kept_pages()
 
 
 def records(path: Path, owner: Owner, owner_cols: dict[str, str], user: str | None,

@@ -40,7 +40,7 @@ from traceless.systems.kernel import (
     stream_hash,
 )
 
-__all__ = ["CHAT_TABLE", "JsonRecord", "LlamaIndexInstance", "erase_json", "indexed_refs", "json_files", "owned_refs",
+__all__ = ["CHAT_TABLE", "JsonRecord", "LlamaIndexInstance", "clear_kept", "erase_json", "indexed_refs", "json_files", "owned_refs",
            "owners", "records"]
 
 CHAT_TABLE = "llama_index_memory"
@@ -129,6 +129,16 @@ def owners_of(idx: dict[str, JsonIndex]) -> dict[str, str]:
         _OWNERS.clear()
         _OWNERS[key] = _owners(_all_fields(idx))
     return _OWNERS[key]
+
+
+def clear_kept() -> None:
+    """Forget every index, owners, struct and chat answer kept: what an attached instance read is
+    read again by the next one (``LlamaIndexSystem.close``)."""
+    _CACHE.clear()
+    _OWNERS.clear()
+    _MEMO.clear()
+    _struct.cache_clear()
+    li_chat.clear_kept()
 
 
 def indexes(persist: Path) -> dict[str, JsonIndex]:

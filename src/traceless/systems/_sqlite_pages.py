@@ -18,7 +18,7 @@ from pathlib import Path
 
 from traceless.forget import occurrences
 
-__all__ = ["PageHits", "file_stamp", "leaf_rowids", "long_row", "text_affinity"]
+__all__ = ["PageHits", "clear_kept", "file_stamp", "leaf_rowids", "long_row", "text_affinity"]
 
 _HEADER = b"SQLite format 3\x00"
 _TABLE_LEAF = 0x0D
@@ -92,6 +92,11 @@ def file_stamp(path: Path) -> tuple[int, int, int, bytes] | None:
     with open(path, "rb") as f:
         head = f.read(100)
     return st.st_size, st.st_mtime_ns, st.st_ino, head[24:28] + head[92:96]
+
+
+def clear_kept() -> None:
+    """Forget the answers kept (``leaf_rowids``): the next read of a file reads it again."""
+    _LAST.clear()
 
 
 def leaf_rowids(path: Path, forms: Sequence[str]) -> PageHits | None:

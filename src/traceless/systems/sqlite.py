@@ -42,7 +42,8 @@ from traceless.systems._sqlite_live import (
     user_column,
 )
 from traceless.systems._sqlite_pages import PageHits, file_stamp, leaf_rowids, long_row, text_affinity
+from traceless.systems._sqlite_pages import clear_kept as clear_kept_pages
 from traceless.systems.kernel import count_literals, literal_forms, replace_literals
 
-__all__ = ["ERASED", "REST", "SCOPE", "OwnerOf", "OwnerSql", "PageHits", "Row", "SqliteFile", "SqliteInstance", "bystander_digests", "compact", "count_literals", "erase_residue", "file_stamp", "holds_sql", "id_prefix",
+__all__ = ["ERASED", "REST", "SCOPE", "OwnerOf", "OwnerSql", "PageHits", "Row", "SqliteFile", "SqliteInstance", "bystander_digests", "clear_kept_pages", "compact", "count_literals", "erase_residue", "file_stamp", "holds_sql", "id_prefix",
            "leaf_rowids", "literal_forms", "literal_sql", "live_db", "long_row", "narrowable", "plan", "primary_key", "replace_literals", "ro_connect", "row_digest_sql", "rows", "scan", "table_list", "table_texts", "text_affinity", "user_column"]
