@@ -128,3 +128,15 @@ def test_freed_pages_are_no_overflow_but_an_overflow_page_is(tmp_path: Path) -> 
     con.commit()
     con.close()
     assert pages.leaf_rowids(path, ["n 7 "]).overflow  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("pages_per_chunk", [1, 3, 16])
+def test_the_file_read_in_chunks_finds_the_same_rows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                     pages_per_chunk: int) -> None:
+    """A chunk of whole pages at a time (a database larger than memory) finds what one read finds."""
+    path = tmp_path / "chat.db"
+    _db(path, random.Random(7))
+    whole = pages._leaf_rowids(path, [FORM])
+    monkeypatch.setattr(pages, "_CHUNK", 4096 * pages_per_chunk)
+    assert whole is not None and whole.rowids
+    assert pages._leaf_rowids(path, [FORM]) == whole

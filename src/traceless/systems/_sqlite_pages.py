@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from traceless.forget import occurrences
 
@@ -38,20 +39,20 @@ def _varint(data: bytes, pos: int) -> tuple[int, int]:
     raise AssertionError("unreachable")
 
 
-def _cells(data: bytes, page: int, size: int) -> list[int]:
-    """The rowids of a table leaf page's cells (none for another page, or one that does not parse)."""
-    base = page * size
-    head = base + (100 if page == 0 else 0)
-    if head + 8 > len(data) or data[head] != _TABLE_LEAF:
+def _cells(page: bytes, number: int, size: int) -> list[int]:
+    """The rowids of a table leaf page's cells (``page``: its bytes; ``number``: 0-based), none
+    for another page or one that does not parse."""
+    head = 100 if number == 0 else 0
+    if head + 8 > len(page) or page[head] != _TABLE_LEAF:
         return []
     out: list[int] = []
     try:
-        for k in range(int.from_bytes(data[head + 3:head + 5], "big")):
-            ptr = int.from_bytes(data[head + 8 + 2 * k:head + 10 + 2 * k], "big")
+        for k in range(int.from_bytes(page[head + 3:head + 5], "big")):
+            ptr = int.from_bytes(page[head + 8 + 2 * k:head + 10 + 2 * k], "big")
             if not 0 < ptr < size:
                 return out
-            _, pos = _varint(data, base + ptr)  # the payload's size
-            rowid, _ = _varint(data, pos)
+            _, pos = _varint(page, ptr)  # the payload's size
+            rowid, _ = _varint(page, pos)
             out.append(rowid - (1 << 64) if rowid >= 1 << 63 else rowid)
     except IndexError:  # a freed page's stale bytes: its rowids are only more rows to read
         return out
@@ -112,60 +113,71 @@ def leaf_rowids(path: Path, forms: Sequence[str]) -> PageHits | None:
     return got[1]
 
 
+_CHUNK = 1 << 26
+"""Bytes read and searched at a time (a multiple of every page size: a chunk holds whole pages,
+and a copy across a chunk's end spans two pages, so no cell holds it)."""
+
+
 def _leaf_rowids(path: Path, forms: Sequence[str]) -> PageHits | None:
     """The rows on the table leaf pages holding a form's UTF-8 bytes (any table's: a caller
     reads them back by rowid, a rowid of another table only one more row read), or None where
     the file is not the whole database (a ``-wal`` file beside it) or stores text other than
-    as UTF-8."""
-    wal = path.with_name(path.name + "-wal")
-    if wal.exists():
+    as UTF-8. The file is read in chunks of whole pages (a database larger than memory too)."""
+    if path.with_name(path.name + "-wal").exists():
         return None
-    data = path.read_bytes()
-    if data[:16] != _HEADER or int.from_bytes(data[56:60], "big") not in (0, _UTF8):
-        return None
-    size = int.from_bytes(data[16:18], "big")
-    size = 65536 if size == 1 else size
-    overflow = _may_overflow(data, size)
-    pages = {at // size for at in occurrences(data, [f.encode("utf-8") for f in forms if f])}
-    return PageHits({rowid for page in pages for rowid in _cells(data, page, size)}, overflow, size - data[20])
+    needles = [f.encode("utf-8") for f in forms if f]
+    with open(path, "rb") as fh:
+        head = fh.read(101)
+        if len(head) < 101 or head[:16] != _HEADER or int.from_bytes(head[56:60], "big") not in (0, _UTF8):
+            return None
+        size = int.from_bytes(head[16:18], "big")
+        size = 65536 if size == 1 else size
+        fh.seek(0)
+        firsts, rowids, at = bytearray(), set(), 0
+        while chunk := fh.read(_CHUNK):
+            firsts += chunk[0::size]
+            for page in {k // size for k in occurrences(chunk, needles)}:
+                rowids.update(_cells(chunk[page * size:(page + 1) * size], at // size + page, size))
+            at += len(chunk)
+        return PageHits(rowids, _may_overflow(bytes(firsts), head, size, fh), size - head[20])
 
 
-def _may_overflow(data: bytes, size: int) -> bool:
-    """Some page that is not free may be an overflow page: its first byte is no b-tree page
-    type (an overflow page's first byte is the high byte of the next page's number: 0 in a file
-    of fewer than 2^24 pages). The freelist's pages (a deletion's, zeroed by ``secure_delete``)
-    are left out; a freelist that does not read whole counts as a possible overflow."""
-    pages = len(data) // size
-    if pages >= 1 << 24:
+def _may_overflow(firsts: bytes, head: bytes, size: int, fh: BinaryIO) -> bool:
+    """Some page that is not free may be an overflow page: its first byte (``firsts``: every
+    page's; page 1's type at byte 100 of ``head``) is no b-tree page type (an overflow page's
+    first byte is the high byte of the next page's number: 0 in a file of fewer than 2^24
+    pages). The freelist's pages (a deletion's, zeroed by ``secure_delete``) are left out; a
+    freelist that does not read whole counts as a possible overflow."""
+    pages = len(firsts)
+    if pages >= 1 << 24 or head[100] not in _BTREE:
         return True
-    odd = {k for k in range(1, pages) if data[k * size] not in _BTREE} if not set(data[size::size]) <= _BTREE else set()
-    if data[100] not in _BTREE:
-        return True
-    if not odd:
+    if set(firsts[1:]) <= _BTREE:
         return False
-    free = _free_pages(data, size, pages)
+    odd = {k for k in range(1, pages) if firsts[k] not in _BTREE}
+    free = _free_pages(head, size, pages, fh)
     return free is None or not odd <= free
 
 
-def _free_pages(data: bytes, size: int, pages: int) -> set[int] | None:
+def _free_pages(head: bytes, size: int, pages: int, fh: BinaryIO) -> set[int] | None:
     """The 0-based indexes of the freelist's trunk and leaf pages (file header bytes 32-39), or
     None where the list does not read whole (a page out of the file, a loop, a wrong count)."""
-    trunk, total = int.from_bytes(data[32:36], "big"), int.from_bytes(data[36:40], "big")
+    trunk, total = int.from_bytes(head[32:36], "big"), int.from_bytes(head[36:40], "big")
     out: set[int] = set()
     while trunk:
         if not 0 < trunk <= pages or trunk - 1 in out:
             return None
-        base = (trunk - 1) * size
+        fh.seek((trunk - 1) * size)
+        page = fh.read(size)
         out.add(trunk - 1)
-        n = int.from_bytes(data[base + 4:base + 8], "big")
+        n = int.from_bytes(page[4:8], "big")
         if n > (size - 8) // 4:
             return None
         for k in range(n):
-            leaf = int.from_bytes(data[base + 8 + 4 * k:base + 12 + 4 * k], "big")
+            leaf = int.from_bytes(page[8 + 4 * k:12 + 4 * k], "big")
             if not 0 < leaf <= pages:
                 return None
             out.add(leaf - 1)
-        trunk = int.from_bytes(data[base:base + 4], "big")
+        trunk = int.from_bytes(page[:4], "big")
     return out if len(out) == total else None
 
 
