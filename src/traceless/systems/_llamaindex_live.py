@@ -548,9 +548,10 @@ class LlamaIndexInstance(LiveInstance):
     to a new file renamed over the old one.
 
     Given a user or literals, only the user's records and those that may hold a literal are
-    read: the chat store's through SQLite (``_llamaindex_chat``), the JSON stores' found in
-    each file's text (``JsonIndex``: every entry's span; an embedding never decoded) and only
-    those decoded into records; the counts come from the same index (``counts``)."""
+    read: the chat store's by the key index and the file's pages (``_llamaindex_chat``), the
+    JSON stores' found in each file's bytes (``JsonIndex``: every entry's span, from msgspec's
+    columns for a file ``json.dump`` wrote; an embedding never decoded) and only those decoded
+    into records; the counts come from the same index (``counts``)."""
 
     others_policy = "rewrite"
 
