@@ -88,7 +88,7 @@ def test_the_columns_index_what_the_parse_indexes(tmp_path: Path, seed: int) -> 
     for i in rng.sample(objects, rng.randrange(1, len(objects) + 1)):
         e = ix.entries[i]
         changes[i] = None if rng.random() < 0.5 else ix.text[e.start:e.vstart] + json.dumps({"text": "[erased]"})
-    data = ix.splice_bytes(changes)
+    data = b"".join(ix.splice_parts(changes))
     assert data == ix.splice(changes).encode()
     made = ix.spliced_index(path, data, changes)  # the new file's columns from the old ones
     path.write_bytes(data)
@@ -147,7 +147,7 @@ def test_the_owner_columns_after_a_splice_are_those_of_the_written_file(tmp_path
     for i in (4, 10):  # r4's user and n1's user rewritten
         e = ix.entry(i)
         changes[i] = ix.slice(e.start, e.vstart) + json.dumps(json.loads(ix.slice(e.vstart, e.end).replace('"u1"', '"x"')))
-    data = ix.splice_bytes(changes)
+    data = b"".join(ix.splice_parts(changes))
     path.write_bytes(data)
     after = JsonIndex(path)
     want = [li_live._OwnerColumns.of(after, c) for c in li_live._owner_colls(after)]

@@ -758,51 +758,41 @@ def erase_json(persist: Path, ops: Sequence[Op], literals: Sequence[str]) -> lis
         if ix.columnar and all(t is None or t.isascii() for t in changes.values()):
             parts = ix.splice_parts(changes)
             _write(path, parts)
-            _remember_spliced(ix, parts, changes)
+            if (back := _read_back(path, parts)) is not None:
+                new = ix.spliced_index(path, back[1], changes)
+                if _OWNED in ix.memo:
+                    new.memo[_OWNED] = _spliced_owners(ix, ix.memo[_OWNED], changes)
+                _keep(path, back[0], new)
         else:
             text, entries, spans, ranges = ix.spliced(changes)
             data = text.encode("utf-8")
-            _write(path, data)
-            _remember(JsonIndex.of_text(path, data, text, entries, spans, ranges, ix.standard))
+            _write(path, [data])
+            if (back := _read_back(path, [data])) is not None:
+                _keep(path, back[0], JsonIndex.of_text(path, data, text, entries, spans, ranges, ix.standard))
         out.append(o)
     return out
 
 
-def _write(path: Path, data: bytes | Sequence[bytes | memoryview]) -> None:
-    """``data`` (or its pieces, one after another) written to a new file renamed over ``path``
-    (fsynced first)."""
+def _write(path: Path, parts: Sequence[bytes | memoryview]) -> None:
+    """``parts`` written one after another to a new file renamed over ``path`` (fsynced first)."""
     tmp = path.with_name(path.name + ".traceless-tmp")
     with open(tmp, "wb") as f:
-        for piece in [data] if isinstance(data, bytes) else data:
+        for piece in parts:
             f.write(piece)
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
 
 
-def _remember_spliced(ix: JsonIndex, parts: Sequence[bytes | memoryview], changes: Mapping[int, str | None]) -> None:
-    """Keep the index of a file ``erase_json`` just wrote, made from the old one's columns
-    (``spliced_index``) with the owner columns derived too, when the file, read back, holds
-    exactly the pieces written: the verification reads what is on disk, not decoded again."""
-    stamp = _stamp(ix.path)
-    held = ix.path.read_bytes()
+def _read_back(path: Path, parts: Sequence[bytes | memoryview]) -> tuple[tuple[int, int, int], bytes] | None:
+    """(stamp, bytes) of a file just written when, read back, it holds exactly ``parts`` one after
+    another and did not change meanwhile: the index kept for it (made from what was written, not
+    decoded again) is then the index of what is on disk; else None (read again when next used)."""
+    stamp = _stamp(path)
+    held = path.read_bytes()
     pos = 0
     for piece in parts:
         if not held.startswith(piece, pos):  # a memcmp (a memoryview's == compares item by item)
-            return
+            return None
         pos += len(piece)
-    if pos != len(held) or _stamp(ix.path) != stamp:
-        return
-    new = ix.spliced_index(ix.path, held, changes)
-    if _OWNED in ix.memo:
-        new.memo[_OWNED] = _spliced_owners(ix, ix.memo[_OWNED], changes)
-    _keep(ix.path, stamp, new)
-
-
-def _remember(ix: JsonIndex) -> None:
-    """Keep the index of a file just written (``cached``) when the file, read back, holds
-    exactly its bytes: what the verification reads is what is on disk, not parsed again."""
-    stamp = _stamp(ix.path)
-    held = ix.path.read_bytes()
-    if held == (ix.data if ix.data is not None else ix.text.encode("utf-8")) and _stamp(ix.path) == stamp:
-        _keep(ix.path, stamp, ix)
+    return (stamp, held) if pos == len(held) and _stamp(path) == stamp else None

@@ -557,10 +557,6 @@ class JsonIndex:
         object is ignored (such a collection holds no record to change)."""
         return self.spliced(changes)[0]
 
-    def splice_bytes(self, changes: Mapping[int, str | None]) -> bytes:
-        """``splice``'s text as bytes (``splice_parts`` joined)."""
-        return b"".join(self.splice_parts(changes))
-
     def splice_parts(self, changes: Mapping[int, str | None]) -> list[bytes | memoryview]:
         """``splice``'s text as the pieces of bytes it joins, made from the file's bytes without
         copying them (a file indexed as columns: ASCII, its text never decoded); a changed
