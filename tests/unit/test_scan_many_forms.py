@@ -1,0 +1,63 @@
+"""Past ``_BATCH`` distinct forms (an erasure's rows: thousands of vectors and texts) the byte
+scan searches with Hyperscan on worker threads (``_many_counts``): exactly ``bytes.count`` per
+form, for forms across every chunk end, repeated, overlapping themselves, holding NUL bytes,
+one byte long and absent; and a crowded file goes back to the gated automata, same counts."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from traceless.forget import _erasure, scan_bytes
+
+
+def _planted(rng: random.Random, chunk: int) -> tuple[bytes, list[bytes]]:
+    vecs = [rng.randbytes(rng.choice((8, 40, 1536))) for _ in range(120)]
+    texts = [f"filler {k} 2 about the weather".encode() for k in range(60)]  # heads and tails shared
+    needles = [*vecs, *texts, b"abab" * 3, b"q", vecs[0], b"\x00\x00\x00ab", texts[3][:9]]
+    data = bytearray(rng.randbytes(9 * chunk + 333))
+    for k in range(40):  # some across a chunk's end (the form longer than the gap to it)
+        form = rng.choice(needles[:180])
+        pos = rng.choice((rng.randrange(len(data) - 1600), (k % 9 + 1) * chunk - len(form) // 2))
+        data[pos:pos + len(form)] = form
+    data[700:713] = b"abababababab" + b"a"  # overlapping self-matches
+    data[900:905] = b"\x00\x00\x00ab"
+    return bytes(data), needles
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_many_forms_count_what_a_count_per_form_does(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                     seed: int) -> None:
+    chunk = 4096
+    monkeypatch.setattr(_erasure, "_MANY_CHUNK", chunk)  # 10 chunks, several on the workers at once
+    raw, needles = _planted(random.Random(seed), chunk)
+    f = tmp_path / "data.lance"
+    f.write_bytes(raw)
+    expected = [raw.count(x) for x in needles]
+    assert sum(expected[:180]) >= 15 and expected[-5] == 1  # the planted copies (the overlapping run counts once, as bytes.count)
+
+    def automata(*_: object) -> list[int]:
+        raise AssertionError("the many-forms search gave the file back")
+
+    with monkeypatch.context() as m:
+        m.setattr(_erasure, "_gated_counts", automata)
+        assert scan_bytes([f], needles) == {str(f): expected}
+    with monkeypatch.context() as m:  # the automata alone count the same
+        m.setattr(_erasure, "_many", lambda _forms: None)
+        assert scan_bytes([f], needles) == {str(f): expected}
+
+
+def test_a_crowded_file_is_counted_by_the_automata(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_erasure, "_MANY_CHUNK", 1 << 17)
+    rng = random.Random(7)
+    raw = bytes(1 << 19) + rng.randbytes(5000)
+    needles = [*(rng.randbytes(16) for _ in range(100)), bytes(8)]  # zeros: 2^17 matches a chunk
+    f = tmp_path / "zeros.lance"
+    f.write_bytes(raw)
+    calls = []
+    gated = _erasure._gated_counts
+    monkeypatch.setattr(_erasure, "_gated_counts", lambda fh, forms: calls.append(1) or gated(fh, forms))
+    assert scan_bytes([f], needles) == {str(f): [raw.count(x) for x in needles]}
+    assert calls == [1]
