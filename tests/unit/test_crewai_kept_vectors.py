@@ -30,3 +30,13 @@ def test_the_vectors_a_row_holds_are_those_of_every_rows_bytes(dim: int) -> None
     got = cr._same_vectors(column, erased)
     assert got == every & erased
     assert rows[3].tobytes() in got and rows[10].tobytes() in got and twin.tobytes() not in got
+
+
+def test_a_sliced_chunk_is_read_from_its_offset() -> None:
+    rng = np.random.default_rng(5)
+    rows = rng.standard_normal((300, 16)).astype("<f4")
+    whole = pa.array([r.tolist() for r in rows], pa.list_(pa.float32(), 16))
+    erased = {rows[k].tobytes() for k in (0, 4, 5, 299)}
+    assert cr._same_vectors(pa.chunked_array([whole.slice(5, 290)]), erased) == {rows[5].tobytes()}
+    listed = pa.chunked_array([pa.array([r.tolist() for r in rows[:10]], pa.list_(pa.float32()))])
+    assert cr._same_vectors(listed, erased) == {rows[k].tobytes() for k in (0, 4, 5)}

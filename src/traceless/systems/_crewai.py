@@ -43,7 +43,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from traceless.errors import ConfigError
 from traceless.forget import scan_bytes
@@ -63,6 +63,9 @@ from traceless.systems import (
 )
 from traceless.systems.contract import LiveInstance, Op, Record, Remove
 from traceless.systems.kernel import ERASED, StoreDigest, literal_forms
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = ["CrewAIConfig", "CrewAISystem"]
 
@@ -657,28 +660,47 @@ def _kept(path: Path, vecs: set[bytes], texts: set[str]) -> tuple[set[bytes], se
 
 
 def _same_vectors(column: Any, vecs: set[bytes]) -> set[bytes]:
-    """Of ``vecs`` (float32 bytes), those a row of ``column`` (``fixed_size_list<float>``) holds:
+    """Of ``vecs`` (float32 bytes), those a row of ``column`` (``fixed_size_list<float>``) holds,
+    chunk by chunk (no copy of the column: combining its 975 chunks at 10^6 rows took 2.3 s):
     rows whose first 8 bytes are some erased vector's first 8 found by ``np.isin``, then only
     those rows' bytes compared whole."""
     import numpy as np
-    import pyarrow.compute as pc
+    import pyarrow as pa
 
-    col = column.filter(pc.is_valid(column)).combine_chunks()
-    if not len(col):
-        return set()
-    rows = np.ascontiguousarray(np.asarray(col.flatten().to_numpy(zero_copy_only=False), dtype="<f4")
-                                .reshape(len(col), -1)).view(np.uint8)
+    out: set[bytes] = set()
+    for chunk in column.chunks:
+        if not len(chunk) or not pa.types.is_fixed_size_list(chunk.type):
+            out |= _same_vectors_listed(chunk, vecs)
+            continue
+        size = chunk.type.list_size
+        flat = chunk.values.slice(chunk.offset * size, len(chunk) * size).to_numpy(zero_copy_only=False)
+        rows = np.asarray(flat, dtype="<f4").reshape(len(chunk), size).view(np.uint8)
+        out |= _same_rows(rows, np.asarray(chunk.is_valid()), vecs)
+    return out
+
+
+def _same_vectors_listed(chunk: Any, vecs: set[bytes]) -> set[bytes]:
+    """``_same_vectors`` of a chunk of variable-size lists: each valid row's floats compared."""
+    import numpy as np
+
+    return {np.asarray(v, dtype="<f4").tobytes() for v in chunk.to_pylist() if v is not None} & vecs
+
+
+def _same_rows(rows: np.ndarray, valid: np.ndarray, vecs: set[bytes]) -> set[bytes]:
+    """Of ``vecs``, those a valid row of ``rows`` (one vector's bytes a row) holds."""
+    import numpy as np
+
     width = rows.shape[1]
+    same = [v for v in vecs if len(v) == width]
+    if not same or not len(rows):
+        return set()
     head = min(8, width)
 
     def key(a: np.ndarray) -> np.ndarray:
-        return np.pad(a[:, :head], ((0, 0), (0, 8 - head))).copy().view("<u8").ravel()
+        return np.pad(a[:, :head], ((0, 0), (0, 8 - head))).view("<u8").ravel()
 
-    same = [v for v in vecs if len(v) == width]
-    if not same:
-        return set()
     wanted = np.frombuffer(b"".join(same), dtype=np.uint8).reshape(len(same), width)
-    hits = np.flatnonzero(np.isin(key(rows), key(wanted)))
+    hits = np.flatnonzero(np.isin(key(rows), key(wanted)) & valid)
     return {rows[i].tobytes() for i in hits} & vecs
 
 
