@@ -375,20 +375,26 @@ def _many_counts(fh: BufferedReader, forms: list[bytes]) -> list[int] | None:
 
     starts: list[list[int]] = [[] for _ in distinct]
     tail, base = b"", 0
-    with ThreadPoolExecutor(max_workers=_WORKERS) as pool:
-        pending = []
-        while got := fh.read(_MANY_CHUNK):
-            chunk = tail + got
-            pending.append(pool.submit(search, chunk, base, len(tail)))
-            tail = chunk[len(chunk) - min(keep, len(chunk)):] if keep else b""
-            base += len(chunk) - len(tail)
-            if len(pending) > _WORKERS:
-                _collect(pending.pop(0), starts)
-        for job in pending:
-            _collect(job, starts)
+    pending: list[Future[list[tuple[int, int]]]] = []
+    while got := fh.read(_MANY_CHUNK):
+        chunk = tail + got
+        pending.append(_pool().submit(search, chunk, base, len(tail)))
+        tail = chunk[len(chunk) - min(keep, len(chunk)):] if keep else b""
+        base += len(chunk) - len(tail)
+        if len(pending) > _WORKERS:
+            _collect(pending.pop(0), starts)
+    for job in pending:
+        _collect(job, starts)
     total = base + len(tail)
     at = {f: k for k, f in enumerate(distinct)}
     return [_greedy(starts[at[f]], len(f), total) for f in forms]
+
+
+@functools.cache
+def _pool() -> ThreadPoolExecutor:
+    """The many-forms search's worker threads, made once (a scan of thousands of small files
+    would otherwise start a pool per file)."""
+    return ThreadPoolExecutor(max_workers=_WORKERS, thread_name_prefix="traceless-scan")
 
 
 def _collect(job: Future[list[tuple[int, int]]], starts: list[list[int]]) -> None:
