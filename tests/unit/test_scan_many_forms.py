@@ -43,6 +43,7 @@ def test_many_forms_count_what_a_count_per_form_does(tmp_path: Path, monkeypatch
 
     with monkeypatch.context() as m:
         m.setattr(_erasure, "_gated_counts", automata)
+        m.setattr(_erasure, "_many_first", lambda fh, forms: True)
         assert scan_bytes([f], needles) == {str(f): expected}
     with monkeypatch.context() as m:  # the automata alone count the same
         m.setattr(_erasure, "_many", lambda _forms: None)
@@ -56,8 +57,33 @@ def test_a_crowded_file_is_counted_by_the_automata(tmp_path: Path, monkeypatch: 
     needles = [*(rng.randbytes(16) for _ in range(100)), bytes(8)]  # zeros: 2^17 matches a chunk
     f = tmp_path / "zeros.lance"
     f.write_bytes(raw)
+    monkeypatch.setattr(_erasure, "_many_first", lambda fh, forms: True)
     calls = []
     gated = _erasure._gated_counts
     monkeypatch.setattr(_erasure, "_gated_counts", lambda fh, forms: calls.append(1) or gated(fh, forms))
     assert scan_bytes([f], needles) == {str(f): [raw.count(x) for x in needles]}
     assert calls == [1]
+
+
+def test_each_large_file_is_searched_by_the_faster_on_its_samples(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """``_many_first``: below ``_PLAN_FROM`` bytes the automata; a file that large by whichever
+    searched its spread samples faster, timed for each file; both counts exact."""
+    rng = random.Random(11)
+    monkeypatch.setattr(_erasure, "_PLAN_FROM", 1 << 16)
+    raw, needles = _planted(rng, 1 << 15)
+    small, large = tmp_path / "small.bin", tmp_path / "large.bin"
+    small.write_bytes(raw[:1000])
+    large.write_bytes(raw)
+    times = {"many": 1.0, "gated": 2.0}
+    monkeypatch.setattr(_erasure, "_took_many", lambda db, trial: times["many"])
+    monkeypatch.setattr(_erasure, "_took", lambda gates, trial: times["gated"])
+    forms = tuple(needles)
+    for fast, slow, want in (("many", "gated", True), ("gated", "many", False), ("many", "gated", True)):
+        times[fast], times[slow] = 1.0, 2.0
+        with open(small, "rb") as fh:
+            assert _erasure._many_first(fh, forms) is False
+        with open(large, "rb") as fh:
+            assert _erasure._many_first(fh, forms) is want
+        assert scan_bytes([small, large], needles) == {str(small): [raw[:1000].count(x) for x in needles],
+                                                      str(large): [raw.count(x) for x in needles]}
