@@ -202,16 +202,16 @@ def narrowable(user: str | None, literals: Sequence[str]) -> bool:
     return user is None or not (any(c in user for c in '"\\') or any(ord(c) < 0x20 for c in user))
 
 
-def _keys(data: Any) -> list[str]:
-    """Each row's ``_text`` of an Arrow table, joined by Arrow (C speed)."""
+def _keys(data: Any) -> Any:
+    """Each row's ``_text`` of an Arrow table, joined by Arrow (C speed), as an Arrow array."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     if not data.num_rows:
-        return []
+        return pa.array([], pa.string())
     parts = [pc.fill_null(data[c].cast(pa.string()), "None") if c in data.column_names else pa.scalar("")
              for c in _TEXT_COLS]
-    return list(pc.binary_join_element_wise(*parts, "\t").to_pylist())
+    return pc.binary_join_element_wise(*parts, "\t")
 
 
 def _text_cols(tbl: Any) -> Any:
@@ -222,9 +222,15 @@ def _text_cols(tbl: Any) -> Any:
 
 def _old_rows(tbl: Any, latest: int, current: Any) -> list[dict[str, Any]]:
     """Each distinct row that only an older version holds (``current``: the current rows' text
-    columns, made keys only when an older version is there)."""
-    out: list[dict[str, Any]] = []
-    seen: set[str] | None = None
+    columns): every older version's keys looked up in the current keys at once by Arrow's
+    ``is_in`` (one hash of the current keys: an older version of 10^6 rows took a set of Python
+    strings 1.5 s), only the rows the current version lacks made Python values."""
+    import bisect
+
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    older: list[tuple[Any, Any]] = []  # (text columns, keys) of each older version
     for v in sorted(int(x["version"]) for x in tbl.list_versions()):
         if v == latest:
             continue
@@ -235,15 +241,23 @@ def _old_rows(tbl: Any, latest: int, current: Any) -> list[dict[str, Any]]:
             if "Not found" not in str(e):
                 raise
             continue  # another writer's cleanup removed that version's files meanwhile: it holds nothing
-        seen = set(_keys(current)) if seen is None else seen
-        new = []
-        for i, k in enumerate(_keys(data)):
-            if k not in seen:
-                seen.add(k)
-                new.append(i)
-        out += data.take(new).to_pylist() if new else []
+        older.append((data, _keys(data)))
     tbl.checkout_latest()
-    return out
+    if not older:
+        return []
+    keys = pa.chunked_array([k for _, k in older], type=pa.string())
+    lacking = pc.indices_nonzero(pc.invert(pc.is_in(keys, value_set=_keys(current)))).to_pylist()
+    starts = [0]
+    for _, k in older:
+        starts.append(starts[-1] + len(k))
+    seen: set[str] = set()
+    picked: list[list[int]] = [[] for _ in older]
+    for i in lacking:
+        if (key := keys[i].as_py()) not in seen:  # each distinct row once
+            seen.add(key)
+            n = bisect.bisect_right(starts, i) - 1
+            picked[n].append(i - starts[n])
+    return [r for (data, _), rows in zip(older, picked, strict=True) if rows for r in data.take(rows).to_pylist()]
 
 
 def _selected(data: Any, user: str | None, literals: Sequence[str]) -> list[dict[str, Any]]:
@@ -582,10 +596,12 @@ class CrewAIInstance(LiveInstance):
                 self._memory().forget(record_ids=ids)
         self._close()
         _purge_versions(self.path)  # what only an older version held goes with the versions
-        after = _versions_kept(self.path)[0][1]
-        out = [StoreOutcome(store=k, removed=max(0, before[k] - after.get(k, 0)), compacted=True) for k in before]
+        out = [StoreOutcome(store=k, compacted=True) for k in before]
         _verify_gone(self.path, self.files, erased, {o.record.id for o in ops if isinstance(o, Remove)}, out)
-        self._cache = None  # ``_verify_gone`` may have rewritten the tables: the next read checks the stamp
+        after = _versions_kept(self.path)[0][1]  # read once, after ``_verify_gone``'s rewrite if any
+        for o in out:
+            o.removed = max(0, before[o.store] - after.get(o.store, 0))
+        self._cache = None  # the next read checks the stamp
         return out
 
 
