@@ -202,16 +202,16 @@ def narrowable(user: str | None, literals: Sequence[str]) -> bool:
     return user is None or not (any(c in user for c in '"\\') or any(ord(c) < 0x20 for c in user))
 
 
-def _keys(data: Any) -> Any:
-    """Each row's ``_text`` of an Arrow table, joined by Arrow (C speed), as an Arrow array."""
+def _keys(data: Any) -> list[str]:
+    """Each row's ``_text`` of an Arrow table, joined by Arrow (C speed)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     if not data.num_rows:
-        return pa.array([], pa.string())
+        return []
     parts = [pc.fill_null(data[c].cast(pa.string()), "None") if c in data.column_names else pa.scalar("")
              for c in _TEXT_COLS]
-    return pc.binary_join_element_wise(*parts, "\t")
+    return list(pc.binary_join_element_wise(*parts, "\t").to_pylist())
 
 
 def _text_cols(tbl: Any) -> Any:
@@ -222,15 +222,9 @@ def _text_cols(tbl: Any) -> Any:
 
 def _old_rows(tbl: Any, latest: int, current: Any) -> list[dict[str, Any]]:
     """Each distinct row that only an older version holds (``current``: the current rows' text
-    columns): every older version's keys looked up in the current keys at once by Arrow's
-    ``is_in`` (one hash of the current keys: an older version of 10^6 rows took a set of Python
-    strings 1.5 s), only the rows the current version lacks made Python values."""
-    import bisect
-
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    older: list[tuple[Any, Any]] = []  # (text columns, keys) of each older version
+    columns, made keys only when an older version is there)."""
+    out: list[dict[str, Any]] = []
+    seen: set[str] | None = None
     for v in sorted(int(x["version"]) for x in tbl.list_versions()):
         if v == latest:
             continue
@@ -241,23 +235,15 @@ def _old_rows(tbl: Any, latest: int, current: Any) -> list[dict[str, Any]]:
             if "Not found" not in str(e):
                 raise
             continue  # another writer's cleanup removed that version's files meanwhile: it holds nothing
-        older.append((data, _keys(data)))
+        seen = set(_keys(current)) if seen is None else seen
+        new = []
+        for i, k in enumerate(_keys(data)):
+            if k not in seen:
+                seen.add(k)
+                new.append(i)
+        out += data.take(new).to_pylist() if new else []
     tbl.checkout_latest()
-    if not older:
-        return []
-    keys = pa.chunked_array([k for _, k in older], type=pa.string())
-    lacking = pc.indices_nonzero(pc.invert(pc.is_in(keys, value_set=_keys(current)))).to_pylist()
-    starts = [0]
-    for _, k in older:
-        starts.append(starts[-1] + len(k))
-    seen: set[str] = set()
-    picked: list[list[int]] = [[] for _ in older]
-    for i in lacking:
-        if (key := keys[i].as_py()) not in seen:  # each distinct row once
-            seen.add(key)
-            n = bisect.bisect_right(starts, i) - 1
-            picked[n].append(i - starts[n])
-    return [r for (data, _), rows in zip(older, picked, strict=True) if rows for r in data.take(rows).to_pylist()]
+    return out
 
 
 def _selected(data: Any, user: str | None, literals: Sequence[str]) -> list[dict[str, Any]]:
