@@ -411,6 +411,8 @@ slower; eight pieces of 32 KB all fell in the vectors and chose the slower (meas
 _SPREAD = 1 << 20
 """Bytes of those pieces together (a 256 KB trial, timed in a tenth of a millisecond, chose the
 slower matcher while other threads ran: measured in an erasure)."""
+
+
 def _many_first(fh: BufferedReader, forms: tuple[bytes, ...]) -> bool:
     """Whether a file is searched for ``forms`` (more distinct than ``_BATCH``) by Hyperscan
     first: timed against the gated automata (planned as ``_plan`` plans them) on ``_PIECES``

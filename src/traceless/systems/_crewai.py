@@ -120,11 +120,11 @@ def _import_crewai() -> None:
     """CrewAI's memory imported ahead (5.4 s at 10^6 of an erasure's time, measured) on a thread
     of its own while the plan reads the tables (LanceDB and Arrow release the GIL); the native
     deletion's import then finds it done, or waits for it (Python's import lock). An import
-    error is raised again there, by the same import."""
+    error is not printed from this thread: the same import raises it again there."""
     try:
         import crewai.memory  # noqa: F401
         import crewai.memory.storage.lancedb_storage  # noqa: F401
-    except ImportError:
+    except Exception:  # noqa: BLE001 - raised again by the native deletion's own import
         return
 
 
