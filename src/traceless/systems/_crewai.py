@@ -273,16 +273,13 @@ def _selected(data: Any, user: str | None, literals: Sequence[str]) -> list[dict
     return list(data.filter(mask).to_pylist())
 
 
-def _bystander_texts(name: str, data: Any, user: str | None, literals: Sequence[str],
-                     removed: set[str]) -> list[tuple[tuple[str, str], str]]:
-    """((store, id), ``kernel.bystander_rows``' text: the owner, then each field with the literals
-    replaced) of each row of ``data`` that is not ``user``'s nor in ``removed``: the texts joined
-    and the rows chosen by Arrow; only the kept rows' ids and texts made Python strings."""
+def _digest_texts(data: Any, literals: Sequence[str]) -> Iterator[tuple[str, str | None, str]]:
+    """(id, owner, the fields' digest text as ``kernel.bystander_rows`` makes it) of each row."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     if not data.num_rows:
-        return []
+        return
     forms = [f for lit in literals for f in literal_forms(lit)]
     parts = []
     for c in sorted(_TEXT_COLS):
@@ -290,13 +287,8 @@ def _bystander_texts(name: str, data: Any, user: str | None, literals: Sequence[
         for f in forms:
             col = pc.replace_substring(col, f, ERASED)
         parts.append(pc.binary_join_element_wise(f"{c}=", col, ""))
-    owners = pa.array(_owners(data), pa.string())
-    texts = pc.binary_join_element_wise(pc.fill_null(owners, "None"), *parts, "\t")
-    ids = pa.array(_ids(data), pa.string())
-    keep = pc.invert(pc.is_in(ids, value_set=pa.array(sorted(removed), pa.string())))
-    if user is not None:
-        keep = pc.and_(keep, pc.invert(pc.fill_null(pc.equal(owners, user), False)))
-    return [((name, i), t) for i, t in zip(ids.filter(keep).to_pylist(), texts.filter(keep).to_pylist(), strict=True)]
+    texts = pc.binary_join_element_wise(*parts, "\t").to_pylist()
+    yield from zip(_ids(data), _owners(data), texts, strict=True)
 
 
 def _ids(data: Any) -> list[str]:
@@ -545,7 +537,9 @@ class CrewAIInstance(LiveInstance):
         skip = set(removed)
         out: list[tuple[tuple[str, str], str]] = []
         for name, data in self._columns.items():
-            out += _bystander_texts(name, data, user, literals, {rid for store, rid in skip if store == name})
+            for rid, who, text in _digest_texts(data, literals):
+                if (name, rid) not in skip and not (user is not None and who == user):
+                    out.append(((name, rid), f"{who}\t{text}"))
         return out
 
     def _state(self) -> tuple[dict[str, list[dict[str, Any]]], dict[str, int]]:
