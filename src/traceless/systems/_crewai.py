@@ -116,18 +116,6 @@ def _console_off() -> Iterator[None]:
         set_suppress_console_output(before)
 
 
-def _import_crewai() -> None:
-    """CrewAI's memory imported ahead (5.4 s at 10^6 of an erasure's time, measured) on a thread
-    of its own while the plan reads the tables (LanceDB and Arrow release the GIL); the native
-    deletion's import then finds it done, or waits for it (Python's import lock). An import
-    error is not printed from this thread: the same import raises it again there."""
-    try:
-        import crewai.memory  # noqa: F401
-        import crewai.memory.storage.lancedb_storage  # noqa: F401
-    except Exception:  # noqa: BLE001 - raised again by the native deletion's own import
-        return
-
-
 def scope_of(user: str) -> str:
     return f"/user/{user}"
 
@@ -399,7 +387,6 @@ class CrewAISystem(MemorySystem):
         self.path = path or work_dir / DIR_NAME
         self.read_only = read_only
         self._memory: Any = None
-        self._importing: threading.Thread | None = None
         _quiet_env()
 
     def _open(self) -> Any:
@@ -472,9 +459,6 @@ class CrewAISystem(MemorySystem):
         for t in threading.enumerate():  # LanceDBStorage's fire-and-forget compaction
             if t.name == "lancedb-compact":
                 t.join()
-        if self._importing is not None:
-            self._importing.join()
-            self._importing = None
 
     # ------------------------------------------------- live instances: scan and erase
     @classmethod
@@ -486,11 +470,7 @@ class CrewAISystem(MemorySystem):
         if not (p / f"{TABLE}.lance").is_dir():
             raise ConfigError(f"crewai: {p} holds no LanceDB table {TABLE!r}; give CrewAI's memory directory "
                               "($CREWAI_STORAGE_DIR/memory)")
-        system = cls(p.parent, config, runtime, path=p, read_only=read_only)
-        if not read_only:  # an erasure: CrewAI's own deletion comes after the plan's reads
-            system._importing = threading.Thread(target=_import_crewai, name="crewai-import")
-            system._importing.start()
-        return system
+        return cls(p.parent, config, runtime, path=p, read_only=read_only)
 
     def instance_files(self) -> list[Path]:
         return self.files()
