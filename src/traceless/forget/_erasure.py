@@ -341,18 +341,17 @@ class _Crowded(Exception):
     """A chunk matched more than ``_HS_CROWDED`` times."""
 
 
-def _many_counts(fh: BufferedReader, forms: list[bytes]) -> list[int] | None:
+def _many_counts(fh: BufferedReader, forms: list[bytes], db: Any) -> list[int]:
     """``_counts`` of many forms (more distinct than ``_BATCH``) by Hyperscan: the file read in
     chunks, each with the previous one's last ``longest - 1`` bytes in front and searched on a
     worker thread (Hyperscan releases the GIL); an occurrence is taken from the chunk it ends in
     past that overlap (so from one chunk only, whole), every start of every form kept, then
-    counted as ``bytes.count`` counts (``_greedy``). None when Hyperscan is missing; ``_Crowded``
-    when a chunk matches too often: the caller searches the file again with the automata."""
-    distinct = list(dict.fromkeys(forms))
-    db = _many(tuple(distinct))
-    if db is None:
-        return None
+    counted as ``bytes.count`` counts (``_greedy``). ``db``: ``_many`` of the distinct forms.
+    ``_Crowded`` when a chunk matches too often: the caller searches the file again with the
+    automata."""
     import hyperscan
+
+    distinct = list(dict.fromkeys(forms))
 
     sizes = [len(f) for f in distinct]
     keep = max(sizes) - 1
@@ -452,12 +451,9 @@ def _counts(fh: BufferedReader, forms: list[bytes]) -> list[int]:
     if len(set(forms)) > _BATCH and _many_first(fh, tuple(forms)):
         start = fh.tell()
         try:
-            got = _many_counts(fh, forms)
+            return _many_counts(fh, forms, _many(tuple(dict.fromkeys(forms))))
         except _Crowded:
-            got = None
-        if got is not None:
-            return got
-        fh.seek(start)
+            fh.seek(start)
     return _gated_counts(fh, forms)
 
 

@@ -326,8 +326,7 @@ def _versions(path: Path, rows: bool = True, current: dict[str, Any] | None = No
     for name in _tables(db):
         tbl = db.open_table(name)
         latest = tbl.version
-        data = current[name] = tbl.search().select([c for c in _TEXT_COLS if c in tbl.schema.names]).limit(
-            None).to_arrow()  # the text columns only (``to_arrow`` would read every vector too)
+        data = current[name] = _text_cols(tbl)
         out.setdefault(name, []).extend(data.to_pylist() if rows else [])
         n[name] = n.get(name, 0) + data.num_rows
         old = _old_rows(tbl, latest, data)
@@ -655,7 +654,7 @@ def _kept(path: Path, vecs: set[bytes], texts: set[str]) -> tuple[set[bytes], se
         data = tbl.search().select(cols).limit(None).to_arrow()
         if "vector" in cols and data.num_rows:
             kept_vecs |= _same_vectors(data["vector"], vecs)
-        for c in cols[1:] if "vector" in cols else cols:
+        for c in (c for c in cols if c != "vector"):
             hit = data[c].filter(pc.is_in(data[c], value_set=pa.array(sorted(texts), type=pa.string())))
             kept_texts |= {str(t) for t in hit.to_pylist() if t}
     return kept_vecs, kept_texts
