@@ -97,3 +97,27 @@ def test_a_rerun_keeps_the_first_rows_apart_from_those_appended(tmp_path: Path) 
     assert again["by_id"] is not None and again["by_id"][0] == first["by_id"][0]  # type: ignore[index]
     assert again["by_id"][1][0] == 1  # type: ignore[index]  the appended row apart
     assert again["by_name"] == first["by_name"]
+
+
+def test_rows_the_plan_removes_are_left_out_in_the_batches_a_table_without_them_makes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another user's rows the plan removes (not the requester's) are left out of the digest
+    before the erasure (the rowid table: in Python, ``_Without``) in batches of exactly
+    ``_ROWS`` rows, as the table digests once they are gone; an id that is no integer's text
+    ("05", "x") names no row of an integer key."""
+    monkeypatch.setattr(chat, "_ROWS", 7)
+    path = tmp_path / "chat.db"
+    _db(path)
+    con = sqlite3.connect(path)
+    planned = [r[0] for r in con.execute("SELECT id FROM by_id WHERE key = 'u2' AND id % 3 = 0")]
+    named = [r[0] for r in con.execute("SELECT name FROM by_name WHERE who = 'u2' AND length(name) = 3")]
+    con.close()
+    assert len(planned) > 5 and len(named) > 5
+    removed = {("by_id", str(i)) for i in planned} | {("by_name", n) for n in named}
+    before = _streams(path, removed | {("by_id", "05"), ("by_id", "x"), ("by_id", "-1")})
+    con = sqlite3.connect(path)
+    con.executemany("DELETE FROM by_id WHERE id = ?", [(i,) for i in planned])
+    con.executemany("DELETE FROM by_name WHERE name = ?", [(n,) for n in named])
+    con.commit()
+    con.close()
+    assert _streams(path) == before

@@ -210,6 +210,11 @@ class LlamaIndexSystem(MemorySystem):
         return dict(out)
 
     def close(self) -> None:
+        self._close_chat()
+        li_live.clear_kept()  # what this attach read is read again by the next one
+
+    def _close_chat(self) -> None:
+        """The chat memories' connections closed (the indexes read are kept)."""
         import asyncio
 
         for m in self._memories.values():
@@ -217,7 +222,6 @@ class LlamaIndexSystem(MemorySystem):
             if engine is not None:
                 asyncio.run(engine.dispose())
         self._memories.clear()
-        li_live.clear_kept()  # what this attach read is read again by the next one
 
     # ------------------------------------------------- live instances: scan and erase
     @classmethod
@@ -300,7 +304,12 @@ class LlamaIndexSystem(MemorySystem):
             raise ConfigError(f"llamaindex: the index in {self._persist} changed while it was erased ({type(e).__name__}: "
                               f"{e}): a running application is writing it. Stop the application, then run the same "
                               "command again: an interrupted erasure is completed by the re-run") from None
-        self.close()
+        # the chat's answers are kept by SQLite's change counter (``Memory.reset`` changes it); the
+        # JSON stores' by size, mtime and inode: LlamaIndex's own persist writes them in place,
+        # so what its deletion changed is read again; else the plan's indexes stand
+        self._close_chat()
+        if self.cfg.index_native_deletion or self._index is not None:
+            li_live.clear_kept()
         self._index = None
         out = kernel.execute(self.instance(), plan, literals)
         rewritten = sum(o.rewritten for o in out if o.store == "docstore")

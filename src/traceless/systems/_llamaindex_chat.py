@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import operator
+import re
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -250,18 +251,52 @@ def table_streams(path: Path, owner_cols: dict[str, str], user: str | None, lite
             if no_rowid or not cols:
                 out[name] = None
                 continue
-            gone = json.dumps(sorted(rid for s, rid in removed if s == name))
+            gone = sorted(rid for s, rid in removed if s == name)
             rid = f'"{pk}"' if pk else "rowid"
-            skip = f' AND ("{oc}" IS NOT ? OR typeof("{oc}") != \'text\')' if oc and user is not None else ""
+            skip = f'("{oc}" IS NOT ? OR typeof("{oc}") != \'text\')' if oc and user is not None else ""
             alias = _rowid_alias(con, table)  # its column is the rowid: no rowid selected apart
+            drop = _integers(gone) if alias is not None else None
+            where = [] if drop is not None else [f"CAST({rid} AS TEXT) NOT IN (SELECT value FROM json_each(?))"]
             cur = con.execute(f'SELECT {"" if alias is not None else "rowid, "}* FROM "{table}" '  # noqa: S608
-                              f"WHERE CAST({rid} AS TEXT) NOT IN (SELECT value FROM json_each(?)){skip} ORDER BY rowid",
-                              [gone] + ([user] if skip else []))
-            out[name] = _hashed(cur, split.get(name, {}).get(name), _may_hold(con, path, table, cols, forms), literals,
-                                alias)
+                              f'{" WHERE " if where or skip else ""}{" AND ".join([*where, *([skip] if skip else [])])}'
+                              " ORDER BY rowid", ([] if drop is not None else [json.dumps(gone)]) + ([user] if skip else []))
+            rows = _Without(cur, operator.itemgetter(alias), drop) if drop else cur
+            out[name] = _hashed(rows, split.get(name, {}).get(name), _may_hold(con, path, table, cols, forms),
+                                literals, alias)
     finally:
         con.close()
     return out
+
+
+def _integers(ids: Sequence[str]) -> set[int]:
+    """The integers whose text (SQLite's ``CAST(… AS TEXT)``) is one of ``ids``: the ids an integer
+    rowid column can hold (any other text names no row of it)."""
+    return {int(i) for i in ids if _INTEGER.fullmatch(i) and str(int(i)) == i}
+
+
+_INTEGER = re.compile(r"-?[0-9]+")
+
+
+class _Without:
+    """A cursor's rows less those whose ``key`` is in ``drop``, fetched ``fetchmany(size)`` rows
+    at a time as a query leaving them out fetches them (``_hashed`` hashes each batch as one
+    array: the batches must be the same whether the dropped rows are in the table or gone). In
+    Python: SQLite's ``NOT IN`` on every row of a 2·10^6-row table costs 0.4 s of a 2.3 s read."""
+
+    def __init__(self, cur: sqlite3.Cursor, key: Callable[[Any], Any], drop: set[int]) -> None:
+        self.cur, self.key, self.drop = cur, key, drop
+        self.held: list[Any] = []
+
+    def fetchmany(self, size: int) -> list[Any]:
+        while len(self.held) < size:
+            rows = self.cur.fetchmany(size)
+            if not rows:
+                break
+            if not self.drop.isdisjoint(map(self.key, rows)):
+                rows = [r for r in rows if self.key(r) not in self.drop]
+            self.held += rows
+        out, self.held = self.held[:size], self.held[size:]
+        return out
 
 
 def _may_hold(con: sqlite3.Connection, path: Path, table: str, cols: list[str], forms: list[str]) -> set[int]:
@@ -285,7 +320,7 @@ def _rowid_alias(con: sqlite3.Connection, table: str) -> int | None:
     return keys[0] if len(keys) == 1 and str(info[keys[0]][2]).upper() == "INTEGER" else None
 
 
-def _hashed(cur: sqlite3.Cursor, split: int | None, cand: set[int], literals: Sequence[str],
+def _hashed(cur: sqlite3.Cursor | _Without, split: int | None, cand: set[int], literals: Sequence[str],
             alias: int | None) -> list[tuple[int, str]]:
     """The rows of ``cur`` hashed in batches (each row's values; its rowid the column ``alias``,
     else selected first and left out), the first ``split`` apart (a part begun only when a row
