@@ -130,7 +130,7 @@ def test_only_json_dumps_default_output_is_indexed_as_columns(tmp_path: Path, te
 def test_the_owner_columns_after_a_splice_are_those_of_the_written_file(tmp_path: Path) -> None:
     """``_spliced_owners``: a removed entry left out, a changed one read from its new text (its
     ``user_id`` rewritten here), every other kept: as decoding the written file gives them."""
-    from traceless.systems import _llamaindex_live as li_live
+    from traceless.systems import _llamaindex_owners as li_owners
 
     def node(user: str, ref: str) -> dict[str, object]:
         return {"__data__": {"metadata": {"user_id": user}, "text": "t", "ref_doc_id": ref}, "__type__": "1"}
@@ -142,7 +142,7 @@ def test_the_owner_columns_after_a_splice_are_those_of_the_written_file(tmp_path
     path = tmp_path / "docstore.json"
     path.write_text(json.dumps(store))
     ix = JsonIndex(path)
-    owned = [li_live._OwnerColumns.of(ix, c) for c in li_live._owner_colls(ix)]
+    owned = [li_owners._OwnerColumns.of(ix, c) for c in li_owners._owner_colls(ix)]
     changes: dict[int, str | None] = {0: None, 12: None}  # r0, docstore/data n3
     for i in (4, 10):  # r4's user and n1's user rewritten
         e = ix.entry(i)
@@ -150,9 +150,9 @@ def test_the_owner_columns_after_a_splice_are_those_of_the_written_file(tmp_path
     data = b"".join(ix.splice_parts(changes))
     path.write_bytes(data)
     after = JsonIndex(path)
-    want = [li_live._OwnerColumns.of(after, c) for c in li_live._owner_colls(after)]
-    assert li_live._spliced_owners(ix, owned, changes) == want
-    assert li_live._owners(want) != li_live._owners(owned)
+    want = [li_owners._OwnerColumns.of(after, c) for c in li_owners._owner_colls(after)]
+    assert li_owners._spliced_owners(ix, owned, changes) == want
+    assert li_owners._owners(want) != li_owners._owners(owned)
 
 
 def _reference_owners(items: list[tuple[str, str, object]]) -> dict[str, str]:
@@ -188,7 +188,7 @@ def test_the_owners_read_as_columns_follow_the_rule_read_item_by_item(tmp_path: 
     """Conflicting owners (a node listed by two users' refs, its own metadata saying a third, its
     ref doc a fourth's), ids of other types, ``USER/…`` ids, values that are no object: the
     columns (typed where every value fits, else plain) give the item-by-item rule's owners."""
-    from traceless.systems import _llamaindex_live as li_live
+    from traceless.systems import _llamaindex_owners as li_owners
 
     rng = random.Random(seed)
     users, nodes, refs = ["u1", "u2", "u3", None, 7], [f"n{i}" for i in range(8)], [f"r{i}" for i in range(5)]
@@ -207,5 +207,46 @@ def test_the_owners_read_as_columns_follow_the_rule_read_item_by_item(tmp_path: 
     path = tmp_path / "docstore.json"
     path.write_text(json.dumps(store))
     ix = JsonIndex(path)
-    items = [(e.coll, e.key, ix.value(e)) for e in ix.entries if e.coll in li_live._OWNER_COLLS]
-    assert li_live._owners(li_live._all_fields({"docstore": ix})) == _reference_owners(items)
+    items = [(e.coll, e.key, ix.value(e)) for e in ix.entries if e.coll in li_owners._OWNER_COLLS]
+    assert li_owners._owners(li_owners._all_fields({"docstore": ix})) == _reference_owners(items)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_owners_read_for_one_user_follow_the_rule_read_item_by_item(tmp_path: Path, seed: int) -> None:
+    """``user_keys`` (the keys the rule gives one user, found from the bytes that may say so)
+    and ``owners_for`` (the rule for some keys) equal the item-by-item rule on instances whose
+    owners conflict: a node listed by several users' ref docs, its own metadata saying another,
+    its ref doc named by ``text_id_to_ref_doc_id`` or ``ref_doc_id`` a third's, ``USER/…`` ids,
+    a number among the ``node_ids``, a non-ASCII user (``\\u`` escapes in the file's values), the
+    vector store's collections in a file of their own read first (as in an instance)."""
+    from traceless.systems import _llamaindex_owners as li_owners
+
+    rng = random.Random(seed)
+    users, nodes, refs = ["u1", "u2", "\u00e91", None, 7], [f"n{i}" for i in range(10)], [f"r{i}" for i in range(6)]
+    named = [*refs, "u2/r1", "\u00e91/r2", "none"]
+
+    def meta() -> dict[str, object]:
+        return {"user_id": rng.choice(users)} if rng.random() < 0.7 else {}
+
+    vector = {"metadata_dict": {n: {**meta(), "ref_doc_id": rng.choice(named)} for n in rng.sample(nodes, 5)},
+              "text_id_to_ref_doc_id": {n: rng.choice(named) for n in rng.sample(nodes, 6)}}
+    docstore = {
+        "docstore/ref_doc_info": {rng.choice([r, f"u2/{r}"]): {
+            "node_ids": rng.sample(nodes, rng.choice([0, 3])) + ([5] if rng.random() < 0.3 else []),
+            "metadata": meta()} for r in refs},
+        "docstore/data": {n: {"__data__": {"metadata": meta()}} for n in nodes},
+        "docstore/metadata": {n: {"ref_doc_id": rng.choice(named)} for n in nodes},
+    }
+    idx = {}
+    for store, doc in (("vector_store", vector), ("docstore", docstore)):
+        (tmp_path / f"{store}.json").write_text(json.dumps(doc))
+        idx[store] = JsonIndex(tmp_path / f"{store}.json")
+    assert all(ix.columnar for ix in idx.values())
+    items = [(e.coll, e.key, ix.value(e)) for ix in idx.values() for e in ix.entries
+             if e.coll in li_owners._OWNER_COLLS]
+    want = _reference_owners(items)
+    assert li_owners._owners(li_owners._all_fields(idx)) == want
+    for user in ("u1", "u2", "\u00e91", "u9"):
+        assert li_owners.user_keys(idx, user) == {k for k, u in want.items() if u == user}, user
+    keys = [*want, "n99", "r99"]
+    assert li_owners.owners_for(idx, keys) == {k: want.get(k) for k in keys}

@@ -247,7 +247,7 @@ def _windows(view: memoryview, end: int, gate: BytesAhoCorasick, lead: int, long
     return out
 
 
-def occurrences(data: bytes, forms: Sequence[bytes]) -> list[int]:
+def occurrences(data: bytes | memoryview, forms: Sequence[bytes]) -> list[int]:
     """Where ``forms`` occur in ``data``: the start of every occurrence of each (overlapping
     ones too), in no order, found as the byte scan finds them: the gates planned for the form
     set on the first data given (``_plan``: timed, kept for the next calls with the same

@@ -23,12 +23,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import msgspec
-
 from traceless.errors import ConfigError
 from traceless.systems import LiveInstance, Op, Record, Remove, StoreOutcome
 from traceless.systems import _llamaindex_chat as li_chat
 from traceless.systems import sqlite as live
+from traceless.systems._llamaindex_owners import (
+    _OWNED,
+    _OWNER_COLLS,
+    _all_fields,
+    _fields,
+    _OwnerColumns,
+    _owners,
+    _spliced_owners,
+    owners_for,
+    user_keys,
+)
 from traceless.systems.json_index import LAZY, Entry, JsonIndex
 from traceless.systems.kernel import (
     StoreDigest,
@@ -47,10 +56,6 @@ CHAT_TABLE = "llama_index_memory"
 CHAT_STORE = "chat_store"
 INDEX_COLL = "index_store/data"
 _INDEX_NODES = "nodes_dict"
-_OWNER_COLLS = frozenset({"docstore/ref_doc_info", "docstore/data", "docstore/metadata", "metadata_dict",
-                          "text_id_to_ref_doc_id"})
-"""The collections ``owners`` reads: every other record's user is the one of its key."""
-
 
 @dataclass(frozen=True)
 class JsonRecord:
@@ -120,11 +125,19 @@ def _keep(path: Path, stamp: tuple[int, int, int], ix: JsonIndex) -> tuple[tuple
 _OWNERS: dict[tuple[tuple[Path, tuple[int, int, int]], ...], dict[str, str]] = {}
 
 
+def _kept_key(idx: dict[str, JsonIndex]) -> tuple[tuple[Path, tuple[int, int, int]], ...] | None:
+    """What an answer read from these indexes is kept by: each file's path and stamp; None where
+    an index is not the one kept for its file (nothing to key it by)."""
+    if not all(ix.path in _CACHE and _CACHE[ix.path][1] is ix for ix in idx.values()):
+        return None
+    return tuple((ix.path, _CACHE[ix.path][0]) for ix in idx.values())
+
+
 def owners_of(idx: dict[str, JsonIndex]) -> dict[str, str]:
     """``owners`` of the indexed stores, kept (the last one) while no file changed."""
-    if not all(ix.path in _CACHE and _CACHE[ix.path][1] is ix for ix in idx.values()):
-        return _owners(_all_fields(idx))  # an index not kept: nothing to key it by
-    key = tuple((ix.path, _CACHE[ix.path][0]) for ix in idx.values())
+    key = _kept_key(idx)
+    if key is None:
+        return _owners(_all_fields(idx))
     if key not in _OWNERS:
         _OWNERS.clear()
         _OWNERS[key] = _owners(_all_fields(idx))
@@ -136,6 +149,7 @@ def clear_kept() -> None:
     read again by the next one (``LlamaIndexSystem.close``)."""
     _CACHE.clear()
     _OWNERS.clear()
+    _MINE.clear()
     _MEMO.clear()
     _struct.cache_clear()
     li_chat.clear_kept()
@@ -191,145 +205,11 @@ def owner_records(idx: dict[str, JsonIndex]) -> dict[str, list[JsonRecord]]:
             for store, ix in idx.items()}
 
 
-def _meta(value: Any) -> dict[str, Any]:
-    data = value.get("__data__", value) if isinstance(value, dict) else None
-    meta = data.get("metadata") if isinstance(data, dict) else None
-    return meta if isinstance(meta, dict) else {}
-
-
 def owners(recs: dict[str, list[JsonRecord]]) -> dict[str, str]:
     """Node or ref doc id → its user: a ref doc's metadata ``user_id`` (else the ``USER/…`` prefix
     of its id, the adapter's ids), inherited by every node of the doc."""
     runs = (run for rs in recs.values() for run in itertools.groupby(rs, key=lambda r: r.collection))
     return _owners(_OwnerColumns.of_fields(c, [_fields(c, r.key, r.value) for r in run]) for c, run in runs)
-
-
-def _owner_colls(ix: JsonIndex) -> list[str]:
-    return sorted((c for c in ix.collections if c in _OWNER_COLLS), key=lambda c: ix.members(c).start)
-
-
-class _Said(msgspec.Struct, gc=False):
-    """What ``_meta`` reads of a node's metadata."""
-
-    user_id: Any = None
-
-
-class _Data(msgspec.Struct, gc=False):
-    metadata: _Said | None = None
-
-
-class _Owned(msgspec.Struct, gc=False):
-    """The fields of an entry ``owners`` reads (a value that is no object, or whose fields
-    have other types, is read whole instead)."""
-
-    data: _Data | None | msgspec.UnsetType = msgspec.field(name="__data__", default=msgspec.UNSET)
-    metadata: _Said | None = None
-    node_ids: Any = None
-    ref_doc_id: Any = None
-
-
-Fields = tuple[str, str, "str | None", Any, Any, Any]
-"""(collection, key, the metadata's ``user_id`` if a string, ``node_ids``, ``ref_doc_id``, the
-value itself when it is no object): what ``owners`` reads of an entry."""
-
-
-def _fields(coll: str, key: str, value: Any) -> Fields:
-    user = _meta(value).get("user_id")
-    if isinstance(value, dict):
-        return coll, key, user if isinstance(user, str) else None, value.get("node_ids"), value.get("ref_doc_id"), None
-    return coll, key, None, None, None, value
-
-
-@dataclass
-class _OwnerColumns:
-    """``_fields`` of one collection's entries, as columns (``_owners`` reads them in loops of
-    their own: a million entries in well under a second)."""
-
-    coll: str
-    keys: list[str]
-    users: list[str | None]
-    ids: list[Any]
-    refs: list[Any]
-    values: list[Any]
-
-    @classmethod
-    def of(cls, ix: JsonIndex, coll: str) -> _OwnerColumns:
-        """Decoded at C speed as ``_Owned`` where the file is indexed as columns and every value
-        fits (else as plain values, else entry by entry)."""
-        keys = [ix.key(i) for i in ix.members(coll)]
-        got = ix.typed(coll, _Owned)
-        if got is None:
-            plain = ix.typed(coll, Any)
-            vals = plain if plain is not None else [ix.value(ix.entry(i)) for i in ix.members(coll)]
-            return cls.of_fields(coll, [_fields(coll, k, v) for k, v in zip(keys, vals, strict=True)])
-        metas = [v.metadata if v.data is msgspec.UNSET else (v.data.metadata if v.data is not None else None)
-                 for v in got]
-        users = [u if isinstance(u := (m.user_id if m is not None else None), str) else None for m in metas]
-        return cls(coll, keys, users, [v.node_ids for v in got], [v.ref_doc_id for v in got], [None] * len(got))
-
-    @classmethod
-    def of_fields(cls, coll: str, fields: Sequence[Fields]) -> _OwnerColumns:
-        return cls(coll, [f[1] for f in fields], [f[2] for f in fields], [f[3] for f in fields],
-                   [f[4] for f in fields], [f[5] for f in fields])
-
-
-_OWNED = "owner columns"
-
-
-def _all_fields(idx: dict[str, JsonIndex]) -> list[_OwnerColumns]:
-    """Every store's owner columns, kept with its index (an erasure's rewrite derives the new
-    file's from them: ``_spliced_owners``)."""
-    for ix in idx.values():
-        if _OWNED not in ix.memo:
-            ix.memo[_OWNED] = [_OwnerColumns.of(ix, coll) for coll in _owner_colls(ix)]
-    return [c for ix in idx.values() for c in ix.memo[_OWNED]]
-
-
-def _spliced_owners(ix: JsonIndex, owned: list[_OwnerColumns], changes: Mapping[int, str | None]) -> list[_OwnerColumns]:
-    """The owner columns of the file ``ix.splice_parts(changes)`` wrote: the removed entries left
-    out, a changed one's fields read from its new text."""
-    out: list[_OwnerColumns] = []
-    for c in owned:
-        span = ix.members(c.coll)
-        mine = {i - span.start: t for i, t in changes.items() if i in span}
-        if not mine:
-            out.append(c)
-            continue
-        new = _OwnerColumns(c.coll, list(c.keys), list(c.users), list(c.ids), list(c.refs), list(c.values))
-        for j, text in sorted(mine.items(), reverse=True):
-            if text is None:
-                for col in (new.keys, new.users, new.ids, new.refs, new.values):
-                    del col[j]
-                continue
-            head = ix.entry(span.start + j).vstart - ix.entry(span.start + j).start
-            _, _, new.users[j], new.ids[j], new.refs[j], new.values[j] = _fields(c.coll, c.keys[j], json.loads(text[head:]))
-        out.append(new)
-    return out
-
-
-def _owners(columns: Iterable[_OwnerColumns]) -> dict[str, str]:
-    """Node or ref doc id -> its user, from the owner collections' fields (in file order): a ref
-    doc's metadata ``user_id`` (else the ``USER/…`` prefix of its id), given to every node it
-    lists; a node's own metadata ``user_id``; then a node whose ref doc (``text_id_to_ref_doc_id``,
-    ``ref_doc_id``) has a user takes that one. Each collection in one comprehension (no frame
-    per entry: a million entries in well under a second)."""
-    refs: dict[str, str] = {}
-    nodes: dict[str, str] = {}
-    columns = list(columns)
-    for c in columns:
-        if c.coll == "docstore/ref_doc_info":
-            who = [u if u is not None else (k.split("/", 1)[0] if "/" in k else None)
-                   for k, u in zip(c.keys, c.users, strict=True)]
-            refs.update({k: o for k, o in zip(c.keys, who, strict=True) if o is not None})
-            nodes.update({str(i): o for ids, o in zip(c.ids, who, strict=True) if o is not None for i in ids or ()})
-        elif c.coll in ("docstore/data", "metadata_dict"):
-            nodes.update({k: u for k, u in zip(c.keys, c.users, strict=True) if u is not None})
-    for c in columns:  # a value in ``refs`` is a string (only a string equals a key)
-        if c.coll == "text_id_to_ref_doc_id":
-            nodes.update({k: refs[v] for k, v in zip(c.keys, c.values, strict=True) if v in refs})
-        if c.coll in ("docstore/metadata", "metadata_dict"):
-            nodes.update({k: refs[r] for k, r in zip(c.keys, c.refs, strict=True) if r in refs})
-    return {**nodes, **refs}
 
 
 def owned_refs(recs: dict[str, list[JsonRecord]], user: str) -> set[str]:
@@ -377,11 +257,11 @@ def _count(ix: JsonIndex, e: Entry) -> int:
     return 1 if parsed is None else 1 + len(parsed[1])
 
 
-def _narrowed(idx: dict[str, JsonIndex], own: dict[str, str], user: str | None,
+def _narrowed(idx: dict[str, JsonIndex], mine: set[str],
               literals: Sequence[str]) -> dict[str, list[JsonRecord]]:
-    """The records of the user (``own``) and those whose entry's text holds a literal's form."""
+    """The records of the user (``mine``: the keys the owner rule gives the user) and those whose
+    entry's text holds a literal's form."""
     forms = text_forms(literals)
-    mine = {k for k, u in own.items() if u == user} if user is not None else set()
     out: dict[str, list[JsonRecord]] = {}
     for store, ix in idx.items():
         hits = ix.hit(forms)
@@ -532,6 +412,30 @@ def _entry_rows(idx: dict[str, JsonIndex], own: dict[str, str], user: str | None
     return out
 
 
+def _user_owners(idx: dict[str, JsonIndex], user: str | None) -> tuple[set[str], dict[str, str]]:
+    """(the keys the owner rule gives ``user``, an owners mapping exact for them): read for the
+    user only (``user_keys``) where it can be, else every owner (``owners_of``)."""
+    if user is None:
+        return set(), {}
+    key = _kept_key(idx)
+    if key is not None and (key, user) in _MINE:
+        mine: set[str] | None = _MINE[(key, user)]
+    else:
+        mine = user_keys(idx, user)
+        if key is not None and mine is not None:
+            _MINE.clear()
+            _MINE[(key, user)] = mine
+    if mine is None:
+        own = owners_of(idx)
+        return {k for k, u in own.items() if u == user}, own
+    return set(mine), dict.fromkeys(mine, user)
+
+
+_MINE: dict[tuple[tuple[tuple[Path, tuple[int, int, int]], ...], str], set[str]] = {}
+"""``user_keys`` of the last user read, kept while no file changed (an erasure reads the user's
+records to plan, to check its scope, to digest the bystanders, after each round)."""
+
+
 def _chat_owner(table: str, row: dict[str, Any]) -> str | None:
     key = row.get("key")
     return key if table == CHAT_TABLE and isinstance(key, str) else None
@@ -586,8 +490,14 @@ class LlamaIndexInstance(LiveInstance):
                     else self.chat.records())
             for r in rows:
                 yield Record(_chat_store(r.store), r.id, r.owner, r.fields, ref=r)
-        own = owners_of(idx)
-        recs = _narrowed(idx, own, user, literals) if narrow else records(self.persist, idx)
+        if not narrow:
+            own = owners_of(idx)
+            recs = records(self.persist, idx)
+        else:
+            mine, own = _user_owners(idx, user)
+            recs = _narrowed(idx, mine, literals)
+            rest = owners_for(idx, {j.key for rs in recs.values() for j in rs} - mine)
+            own = owners_of(idx) if rest is None else {**{k: u for k, u in rest.items() if u is not None}, **own}
         for store, rs in recs.items():
             for j in rs:
                 yield Record(store, j.record_id, own.get(j.key), {"entry": j.text()}, ref=j)
@@ -616,13 +526,18 @@ class LlamaIndexInstance(LiveInstance):
         ``resumed``: per store, the counts an interrupted run's digest holds (``stream_counts``)."""
         skip = set(removed)
         idx = self.indexes()
-        own = owners_of(idx)
         plain = self._plain(idx, literals)
+        # the digest texts name owners only in a collection that is no object, or when not plain
+        named = not plain or any(c not in ix.spans for ix in idx.values() for c in ix.collections)
         resumed = resumed or {}
         with ThreadPoolExecutor(1) as pool:  # SQLite and the JSON digests' hashing run beside each other
             chat = (pool.submit(li_chat.table_streams, self.chat.path, {CHAT_TABLE: "key"}, user, literals, skip,
                                 _chat_store, {s: dict(c) for s, c in resumed.items()}) if self.chat is not None else None)
-            mine = {k for k, u in own.items() if u == user} if user is not None else set()
+            if named:
+                own = owners_of(idx)
+                mine = {k for k, u in own.items() if u == user} if user is not None else set()
+            else:
+                mine, own = _user_owners(idx, user)
             json_digests = {store: stream_digest(store, ix, own, user, mine, skip, literals, resumed.get(store, {}))
                             for store, ix in idx.items()} if plain else {}
             streams = chat.result() if chat is not None else {}

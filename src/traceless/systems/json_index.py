@@ -530,6 +530,24 @@ class JsonIndex:
                 self._add(out, starts[k] + off - offsets[k])
         return out
 
+    def hit_in(self, forms: Sequence[str], colls: Iterable[str]) -> set[int] | None:
+        """``hit`` within the spans of the object collections ``colls`` only (a byte search of
+        those spans: a vector store's owner collections without its embeddings); None where the
+        file is not indexed as columns."""
+        if self._cols is None or self.data is None:
+            return None
+        fs = [f.encode("utf-8") for f in forms if f]
+        out: set[int] = set()
+        for coll in colls:
+            if coll not in self.spans or not fs:
+                continue
+            a, b = self.spans[coll]
+            offs = np.array(occurrences(memoryview(self.data)[a:b], fs), np.int64) + a
+            at = np.searchsorted(self._cols.start, offs, side="right") - 1
+            ok = (at >= 0) & (offs < self._cols.end[np.maximum(at, 0)])
+            out.update(int(i) for i in at[ok])
+        return out
+
     def _add(self, out: set[int], off: int) -> None:
         i = bisect.bisect_right(self._starts, off) - 1
         if i >= 0 and off < self.entries[i].end:
