@@ -210,9 +210,16 @@ def _text_cols(tbl: Any) -> Any:
 
 def _old_rows(tbl: Any, latest: int, current: Any) -> list[dict[str, Any]]:
     """Each distinct row that only an older version holds (``current``: the current rows' text
-    columns, made keys only when an older version is there)."""
+    columns). A version whose rows equal, in order, the current ones or those of the version
+    read just before (Arrow's ``equals``: a table's versions from one build or index are mostly
+    the same rows) adds none; one that is the current rows and some more, in order (what a
+    deletion leaves behind it), adds at most those more (``_beyond``); only another version's
+    rows are all made keys, and the current rows' then (at 10^6 rows, 0.3–0.9 s a version and
+    1 s for the current rows)."""
     out: list[dict[str, Any]] = []
-    seen: set[str] | None = None
+    seen: set[str] = set()
+    held: set[str] | None = None  # the current rows' keys, made for the first version of other rows
+    last = current
     for v in sorted(int(x["version"]) for x in tbl.list_versions()):
         if v == latest:
             continue
@@ -223,15 +230,39 @@ def _old_rows(tbl: Any, latest: int, current: Any) -> list[dict[str, Any]]:
             if "Not found" not in str(e):
                 raise
             continue  # another writer's cleanup removed that version's files meanwhile: it holds nothing
-        seen = set(_keys(current)) if seen is None else seen
+        if any(data.num_rows == t.num_rows and data.equals(t) for t in (last, current)):
+            last = data
+            continue  # the same rows in the same order: every one held by a version already read
+        last = data
+        more = _beyond(data, current)
+        known: set[str] = set()  # none of ``_beyond``'s rows is a current row
+        if more is None:
+            held = set(_keys(current)) if held is None else held
+            more, known = data, held
         new = []
-        for i, k in enumerate(_keys(data)):
-            if k not in seen:
+        for i, k in enumerate(_keys(more)):
+            if k not in seen and k not in known:
                 seen.add(k)
                 new.append(i)
-        out += data.take(new).to_pylist() if new else []
+        out += more.take(new).to_pylist() if new else []
     tbl.checkout_latest()
     return out
+
+
+def _beyond(data: Any, current: Any) -> Any | None:
+    """The rows of ``data`` whose id no current row has, where every other row of ``data`` is,
+    in order, exactly the current rows (``data`` = the current rows and those more: what a
+    deletion leaves in the version before it); None where ``data`` is not that. No row of them
+    is a current row (a row's key holds its id)."""
+    import pyarrow.compute as pc
+
+    if data.num_rows <= current.num_rows or "id" not in data.column_names or data.column_names != current.column_names:
+        return None
+    has = pc.fill_null(pc.is_in(data["id"], value_set=current["id"]), False)
+    same = data.filter(has)
+    if same.num_rows != current.num_rows or not same.equals(current):
+        return None
+    return data.filter(pc.invert(has))
 
 
 def _selected(data: Any, user: str | None, literals: Sequence[str]) -> list[dict[str, Any]]:
