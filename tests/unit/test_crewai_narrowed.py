@@ -94,6 +94,11 @@ def test_the_narrowed_scan_plan_and_digests_equal_the_full_read(memory: Path, us
     removed = {(a.store, a.record_id) for a in plan.actions if a.action == "remove"}
     mine, theirs = (kernel.bystander_digests(i, user, literals, removed) for i in (narrow, full))
     assert mine[cr.TABLE] == theirs[cr.TABLE]
+    by_arrow = narrow.digests(user, literals, removed)  # what the erasure digests (CrewAISystem.bystander_digests)
+    assert by_arrow == {s: d for s, d in mine.items() if s != cr.TABLE + cr.OLD}
+    assert by_arrow[cr.TABLE] == theirs[cr.TABLE]
+    unplanned = kernel.bystander_digests(full, user, literals)  # the user's rows left out without a plan too
+    assert narrow.digests(user, literals, ())[cr.TABLE] == unplanned[cr.TABLE]
     if user == "u1":  # the forgotten memory only an older version holds is found too
         assert rep.stores[cr.TABLE + cr.OLD] >= 1 and any(h.store == cr.TABLE + cr.OLD for h in rep.hits)
 
