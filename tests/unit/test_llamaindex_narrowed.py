@@ -77,9 +77,16 @@ CASES = [("u1", [SECRET]), ("u10", []), ("u1", [ACCENT, SLASH]), (None, [ACCENT]
          ("u2", [QUOTED]), ("u1", ["weather"]), ("nobody", [])]
 
 
+@pytest.mark.parametrize("narrowed_max", [50_000, 0])
 @pytest.mark.parametrize("user, literals", CASES)
 def test_the_narrowed_scan_plan_and_digests_equal_the_full_decode(tmp_path: Path, user: str | None,
-                                                                   literals: list[str]) -> None:
+                                                                   literals: list[str], narrowed_max: int,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The owners read for the user only (``user_keys``, ``owners_for``) and, with no candidate
+    allowed (``NARROWED_MAX`` 0), every owner read as columns: the same scan, plan and digests."""
+    from traceless.systems import _llamaindex_owners as li_owners
+
+    monkeypatch.setattr(li_owners, "NARROWED_MAX", narrowed_max)
     narrow, full = _pair(_live(tmp_path))
     rep = kernel.scan("l", narrow, user, literals, reveal=True)
     assert rep == kernel.scan("l", full, user, literals, reveal=True)

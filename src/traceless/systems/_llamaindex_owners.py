@@ -234,10 +234,11 @@ def owners_for(idx: Mapping[str, JsonIndex], keys: Iterable[str]) -> dict[str, s
     """``_owners(...)`` of each of ``keys`` (None: no user), read from the entries that can
     decide it only: the ref docs of that id, the ref docs whose bytes hold the key (a listing in
     ``node_ids``), the key's own entries, and the ref docs they name. None where a file is not
-    indexed as columns or a key is not ``_simple``."""
+    indexed as columns, a key is not ``_simple``, or there are more than ``NARROWED_MAX`` keys
+    (a literal many records hold: every owner read as columns is then faster)."""
     want = set(keys)
     order = _order(idx)
-    if not all(ix.columnar for ix in idx.values()) or not all(_simple(k) for k in want):
+    if len(want) > NARROWED_MAX or not all(ix.columnar for ix in idx.values()) or not all(map(_simple, want)):
         return None
     refs = _refs(order, want)
     nodes: dict[str, str] = {}
