@@ -292,14 +292,6 @@ def _selected(data: Any, user: str | None, literals: Sequence[str]) -> list[dict
     return list(data.filter(mask).to_pylist())
 
 
-def _digest_texts(data: Any, literals: Sequence[str]) -> Iterator[tuple[str, str | None, str]]:
-    """(id, owner, the fields' digest text as ``kernel.bystander_rows`` makes it) of each row."""
-    if not data.num_rows:
-        return
-    texts = _digest_column(data, literals).to_pylist()
-    yield from zip(_ids(data), _owners(data), texts, strict=True)
-
-
 def _digest_column(data: Any, literals: Sequence[str]) -> Any:
     """Each row's fields' digest text (``kernel.bystander_rows``': ``name=value`` by name, tab
     separated, the literals replaced), as an Arrow array."""
@@ -316,13 +308,8 @@ def _digest_column(data: Any, literals: Sequence[str]) -> Any:
     return pc.binary_join_element_wise(*parts, "\t")
 
 
-def _ids(data: Any) -> list[str]:
-    """``str(row["id"])`` of each row (``"None"`` where it is missing)."""
-    return list(_id_column(data).to_pylist())
-
-
 def _id_column(data: Any) -> Any:
-    """``_ids`` as an Arrow array."""
+    """``str(row["id"])`` of each row (``"None"`` where it is missing), as an Arrow array."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -553,40 +540,44 @@ class CrewAIInstance(LiveInstance):
 
     def server_bystanders(self, user: str | None, literals: Sequence[str],
                           removed: Iterable[tuple[str, str]]) -> list[tuple[tuple[str, str], str]]:
-        """``kernel.bystander_rows``' texts of the current rows, made by Arrow from the text
-        columns the count read (the literals replaced by ``replace_substring``); the rows only
+        """``kernel.bystander_rows``' texts of the current rows (``_bystanders``); the rows only
         older versions hold are no bystanders' (``CrewAISystem.bystander_digests``)."""
-        self._state()
-        skip = set(removed)
         out: list[tuple[tuple[str, str], str]] = []
-        for name, data in self._columns.items():
-            for rid, who, text in _digest_texts(data, literals):
-                if (name, rid) not in skip and not (user is not None and who == user):
-                    out.append(((name, rid), f"{who}\t{text}"))
+        for name, (ids, texts) in self._bystanders(user, literals, removed).items():
+            out += [((name, rid), text) for rid, text in zip(ids.to_pylist(), texts.to_pylist(), strict=True)]
         return out
 
     def digests(self, user: str | None, literals: Sequence[str],
                 removed: Iterable[tuple[str, str]]) -> dict[str, StoreDigest]:
         """``kernel.bystander_digests`` of the current tables (the rows only older versions hold
-        left out): each row's digest text (``server_bystanders``') made, and the user's and the
-        removed rows left out, by Arrow; only the texts kept become strings, each hashed
+        left out): only the kept rows' texts (``_bystanders``) become strings, each hashed
         (``record_hash``). At 10^6 rows 2 s a digest instead of 3.8 s."""
+        out: dict[str, StoreDigest] = {s: () for s in self.stores() if s != TABLE + OLD}
+        for name, (_, texts) in self._bystanders(user, literals, removed).items():
+            out[name] = digest(texts.to_pylist())
+        return out
+
+    def _bystanders(self, user: str | None, literals: Sequence[str],
+                    removed: Iterable[tuple[str, str]]) -> dict[str, tuple[Any, Any]]:
+        """Per current table, (ids, digest texts) as Arrow arrays of the rows that are not the
+        user's nor in ``removed``: ``kernel.bystander_rows``' texts (``owner\tfields``, the
+        literals replaced), made and filtered by Arrow from the text columns the count read."""
         import pyarrow as pa
         import pyarrow.compute as pc
 
         self._state()
         skip = set(removed)
-        out: dict[str, StoreDigest] = {s: () for s in self.stores() if s != TABLE + OLD}
+        out: dict[str, tuple[Any, Any]] = {}
         for name, data in self._columns.items():
             if not data.num_rows:
                 continue
             who = pa.array(_owners(data), pa.string())
-            gone = pa.array(sorted(rid for s, rid in skip if s == name), pa.string())
-            keep = pc.invert(pc.is_in(_id_column(data), value_set=gone))
+            ids = _id_column(data)
+            keep = pc.invert(pc.is_in(ids, value_set=pa.array(sorted(r for s, r in skip if s == name), pa.string())))
             if user is not None:
                 keep = pc.and_(keep, pc.invert(pc.fill_null(pc.equal(who, user), False)))
             texts = pc.binary_join_element_wise(pc.fill_null(who, "None"), _digest_column(data, literals), "\t")
-            out[name] = digest(texts.filter(keep).to_pylist())
+            out[name] = (ids.filter(keep), texts.filter(keep))
         return out
 
     def _state(self) -> tuple[dict[str, list[dict[str, Any]]], dict[str, int]]:

@@ -213,14 +213,14 @@ def _who(f: Fields) -> str | None:
     return f[2] if f[2] is not None else (f[1].split("/", 1)[0] if "/" in f[1] else None)
 
 
-def _refs(order: Order, keys: Iterable[str]) -> dict[str, str]:
-    """``_owners``' ``refs`` for ``keys``: each the last ref doc entry of that id with a user."""
-    out: dict[str, str] = {}
-    for ix, c, i in _entries(order, (_REF_DOCS,), keys):
-        f = _read(ix, c, i)
-        if (who := _who(f)) is not None:
-            out[f[1]] = who
-    return out
+def _ref_docs(order: Order, keys: Iterable[str]) -> list[Fields]:
+    """The ref doc entries whose id is one of ``keys``, decoded, in the rule's order."""
+    return [_read(ix, c, i) for ix, c, i in _entries(order, (_REF_DOCS,), keys)]
+
+
+def _refs(docs: Iterable[Fields]) -> dict[str, str]:
+    """``_owners``' ``refs`` of these ref doc entries: each id's last entry with a user."""
+    return {f[1]: who for f in docs if (who := _who(f)) is not None}
 
 
 def _listed(x: str) -> list[str]:
@@ -240,7 +240,7 @@ def owners_for(idx: Mapping[str, JsonIndex], keys: Iterable[str]) -> dict[str, s
     order = _order(idx)
     if len(want) > NARROWED_MAX or not all(ix.columnar for ix in idx.values()) or not all(map(_simple, want)):
         return None
-    refs = _refs(order, want)
+    refs = _refs(_ref_docs(order, want))
     nodes: dict[str, str] = {}
     forms = [t for k in sorted(want) for t in _listed(k)]
     for ix, c in order:
@@ -256,7 +256,7 @@ def owners_for(idx: Mapping[str, JsonIndex], keys: Iterable[str]) -> dict[str, s
                     nodes[f[1]] = f[2]
     pointing = [(ix, c, i, _read(ix, c, i)) for ix, c, i in _entries(order, _POINTING, want)]
     named = {f[5] if c == "text_id_to_ref_doc_id" else f[4] for _, c, _, f in pointing}
-    named_refs = _refs(order, {r for r in named if isinstance(r, str)})
+    named_refs = _refs(_ref_docs(order, {r for r in named if isinstance(r, str)}))
     for _, c, _, f in pointing:
         r = f[5] if c == "text_id_to_ref_doc_id" else f[4]
         if isinstance(r, str) and r in named_refs:
@@ -282,11 +282,9 @@ def user_keys(idx: Mapping[str, JsonIndex], user: str) -> set[str] | None:
         if len(found) > NARROWED_MAX:
             return None
         cand.update(ix.key(i) for i in found)
-    refs = {r for r, who in _refs(order, cand).items() if who == user}
-    for ix, c, i in _entries(order, (_REF_DOCS,), cand):
-        f = _read(ix, c, i)
-        if _who(f) == user:
-            cand.update(str(x) for x in f[3] or ())
+    docs = _ref_docs(order, cand)
+    refs = {r for r, who in _refs(docs).items() if who == user}
+    cand.update(str(x) for f in docs if _who(f) == user for x in f[3] or ())
     if not all(_simple(r) for r in refs):
         return None
     named = [f'"{t}"' for r in sorted(refs) for t in _contents(r)]
