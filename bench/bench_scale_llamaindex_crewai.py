@@ -133,6 +133,7 @@ def measure(name: str, n: int, canaries: list[str], reps: int, tmp: Path,
         for rep in range(reps):
             work = tmp / f"{name}-{n}-{key}-{rep}"
             shutil.copytree(base, work)
+            os.sync()  # the copy's dirty pages written before the clock starts (not the erasure's I/O)
             t, _, res = _timed(lambda w=work, f=fn: f(w, _moved(cfg, base, w)))  # type: ignore[misc]
             times.append(t)
             ok &= res is not False

@@ -24,6 +24,7 @@ from traceless.audit import SystemAuditConfig, plant_canaries, store_copies
 from traceless.errors import ConfigError
 from traceless.models import CachingBackend, HashingEmbedder, ScriptedBackend
 from traceless.systems import (
+    ErasurePlan,
     SystemRuntime,
     erase_system,
     load_system_config,
@@ -429,3 +430,38 @@ def test_crewai_erasure_rewrites_a_fragment_that_keeps_deleted_rows(tmp_path: Pa
     assert receipt.verification.passed and "memories=clear" in receipt.guarantee, receipt.notes
     assert _held(memory, [*vectors, f"/user/{ME.owner}".encode()]) == {}
     assert len(lancedb.connect(str(memory)).open_table("memories").to_arrow()) == 606
+
+
+def test_crewai_native_erasure_returns_after_crewais_own_background_compaction(tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """CrewAI's ``LanceDBStorage`` starts a compaction in a thread of its own when it opens the
+    table (``lancedb-compact``); when it loses the race for the store lock to ``forget`` it
+    commits after ``forget`` returns, while the kernel reads the versions again. Delayed by
+    0.5 s here, so it always loses: ``native_erasure`` returns only after it committed."""
+    _need("crewai")
+    import threading
+    import time
+
+    from crewai.memory.storage.lancedb_storage import LanceDBStorage
+
+    _written("crewai", tmp_path / "live")
+    memory = tmp_path / "live" / "memory"
+    compact = LanceDBStorage._compact_safe
+
+    def late(self: Any) -> None:
+        time.sleep(0.5)
+        compact(self)
+
+    monkeypatch.setattr(LanceDBStorage, "_compact_safe", late)
+    system = system_class("crewai").attach(load_system_config("crewai", {"storage_path": str(memory)}), _runtime(),
+                                           read_only=False)
+
+    def versions() -> list[str]:
+        return sorted(p.name for p in (memory / "memories.lance" / "_versions").iterdir())
+
+    before = versions()
+    system.native_erasure(ErasurePlan(system="crewai", user=ME.owner))
+    after = versions()
+    assert not [t for t in threading.enumerate() if t.name == "lancedb-compact" and t.is_alive()]
+    time.sleep(1.0)
+    assert versions() == after and len(after) > len(before)
