@@ -2,19 +2,36 @@
 history (an add, a deletion, an update keeping the row's id, a version of the same rows), equal
 the rows of every older version less the current ones, whichever way a version is read: the
 same rows as another (skipped), the current rows and more in order (``_beyond``), or other
-rows (every row made a key)."""
+rows (every row made a key). ``_erased_rows``: an erased id's vectors and texts as every version
+shows them. Each runs twice: with the versions a version's fragments cover left unread
+(``_lance_fragments``, pylance) and with every version read (no pylance)."""
 
 from __future__ import annotations
 
+import importlib
+import os
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 pa = pytest.importorskip("pyarrow")
 lancedb = pytest.importorskip("lancedb")
 
 from traceless.systems import _crewai as cr  # noqa: E402
+from traceless.systems import _lance_fragments as lf  # noqa: E402
+
+
+@pytest.fixture(autouse=True, params=["fragments", "every version"])
+def how(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    if request.param == "every version":
+        monkeypatch.setattr(lf, "fragments", lambda uri, versions: None)
+    elif os.environ.get("TRACELESS_REQUIRE_CREWAI"):
+        importlib.import_module("lance")  # the crewai extra installs pylance: absence fails in CI
+    else:
+        pytest.importorskip("lance")
+    return str(request.param)
 
 
 def _rows(ids: range, tag: str = "") -> Any:
@@ -81,3 +98,88 @@ def test_a_version_of_the_current_ids_and_more_whose_text_differs_is_read_whole(
     got = cr._old_rows(tbl, tbl.version, cr._text_cols(tbl))
     assert {(r["id"], r["content"]) for r in got} == {("7", "memory 7"), ("8", "memory 8")} == {
         (r[0], r[1]) for r in _reference(tbl)}
+
+
+def _history(tmp_path: Path) -> Any:
+    """A table's history: two adds, an index, an update keeping an id, deletions, an add."""
+    db = lancedb.connect(str(tmp_path))
+    tbl = db.create_table("memories", data=_rows(range(40)))
+    tbl.add(_rows(range(40, 70)))
+    tbl.create_scalar_index("id")
+    tbl.update(where="id IN ('5', '45')", values={"content": "memory changed", "vector": [9.0, 9.0]})
+    tbl.delete("id IN ('6', '46', '47')")
+    tbl.add(_rows(range(70, 75)))
+    tbl.delete("id = '71'")
+    return tbl
+
+
+def test_the_erased_rows_vectors_and_texts_are_those_every_version_shows(tmp_path: Path) -> None:
+    tbl = _history(tmp_path)
+    ids = {"5", "6", "45", "46", "71", "72", "none"}
+    want: dict[str, tuple[set[bytes], set[str]]] = {}
+    for v in [int(x["version"]) for x in tbl.list_versions()]:
+        tbl.checkout(v)
+        for r in tbl.to_arrow().to_pylist():
+            if r["id"] in ids:
+                got = want.setdefault(r["id"], (set(), set()))
+                got[0].add(np.asarray(r["vector"], dtype="<f4").tobytes())
+                got[1].update(str(r[c]) for c in cr._CHECKED if r[c])
+    tbl.checkout_latest()
+    assert len(want["5"][0]) == 2 and len(want["6"][0]) == 1 and "none" not in want  # an update's old vector
+    assert cr._erased_rows(tmp_path, ids) == want
+
+
+def test_a_version_is_left_unread_only_where_another_read_shows_each_of_its_rows(tmp_path: Path, how: str) -> None:
+    """``to_read`` of the history: the adds and the index are covered by the version after them
+    (the same fragments, more of them, no deletion file), a version before a deletion is not
+    covered by the one after it; without pylance every version is read."""
+    tbl = _history(tmp_path)
+    versions = [int(x["version"]) for x in tbl.list_versions()]
+    latest = tbl.version
+    read = lf.to_read(tbl.uri, versions, read=[latest])
+    if how == "every version":
+        assert read == [v for v in versions if v != latest]
+        return
+    frags = lf.fragments(tbl.uri, versions)
+    assert frags is not None
+    for v in versions:  # each version is covered by one read or by the current version
+        assert any(lf.covered(frags[v], frags[r]) for r in [*read, latest])
+    assert len(read) < len(versions) - 2
+    tbl.checkout(latest - 1)  # the version before the last deletion: its row 71 the current one lacks
+    assert "71" in tbl.to_arrow()["id"].to_pylist() and not lf.covered(frags[latest - 1], frags[latest])
+    tbl.checkout_latest()
+
+
+def test_a_fragment_is_covered_only_by_the_same_files_with_no_or_the_same_deletions() -> None:
+    files = ((("a.lance", None),), None, "[]")
+    gone = ((("a.lance", None),), ("array", 3, 7, None), "[]")
+    assert lf.covered({0: gone}, {0: files}) and lf.covered({0: gone}, {0: gone}) and lf.covered({}, {0: files})
+    assert not lf.covered({0: files}, {0: gone})  # the deletion hides rows the older version shows
+    assert not lf.covered({0: gone}, {0: ((("a.lance", None),), ("array", 4, 8, None), "[]")})
+    assert not lf.covered({0: files}, {0: ((("b.lance", None),), None, "[]")})
+    assert not lf.covered({0: files}, {1: files}) and not lf.covered({0: files, 1: files}, {0: files})
+    assert not lf.covered({0: files}, {0: ((("a.lance", None),), None, "[overlay]")})
+
+
+def _table(rows: list[tuple[str | None, str]]) -> Any:
+    """Rows of these ids and contents, every other column the same."""
+    n = len(rows)
+    return pa.table({"id": pa.array([i for i, _ in rows], pa.string()), "content": [c for _, c in rows],
+                     "scope": ["/user/u1"] * n, "categories_str": ['["c"]'] * n, "metadata_str": ["{}"] * n,
+                     "source": [None] * n, "vector": pa.array([[1.0, 2.0]] * n, pa.list_(pa.float32(), 2))})
+
+
+@pytest.mark.parametrize("ids", [("1", "1", "7"), (None, None, "3")])
+def test_a_row_whose_id_a_current_row_has_is_old_only_if_no_current_row_holds_its_text(
+        tmp_path: Path, ids: tuple[str | None, ...]) -> None:
+    """Two current rows share an id (LanceDB keeps no id unique), or have none: an older row of
+    that id is a current row where the second holds its text (not where the first does not)."""
+    one, _, other = ids
+    db = lancedb.connect(str(tmp_path))
+    tbl = db.create_table("memories", data=_table([(one, "b"), (other, "k"), (one, "z")]))  # an old version
+    tbl.delete("content IN ('b', 'k', 'z')")
+    tbl.add(_table([(one, "a"), (one, "b")]))  # the current rows: the first of that id "a", the second "b"
+    want = _reference(tbl)
+    assert {(r[0], r[1]) for r in want} == {(other, "k"), (one, "z")}
+    got = cr._old_rows(tbl, tbl.version, cr._text_cols(tbl))
+    assert {(r["id"], r["content"]) for r in got} == {(other, "k"), (one, "z")}
