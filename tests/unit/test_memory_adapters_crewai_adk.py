@@ -465,3 +465,55 @@ def test_crewai_native_erasure_returns_after_crewais_own_background_compaction(t
     assert not [t for t in threading.enumerate() if t.name == "lancedb-compact" and t.is_alive()]
     time.sleep(1.0)
     assert versions() == after and len(after) > len(before)
+
+
+def test_crewai_erasure_in_a_process_without_crewai_deletes_through_crewai_in_a_child(tmp_path: Path) -> None:
+    """A process that has not imported CrewAI (``traceless forget --memory crewai``) starts
+    CrewAI's own deletion in a child process when it plans (its import overlaps the plan): the
+    erasure passes, nothing of mine is left in any file, and the erasing process never imported
+    CrewAI."""
+    _need("crewai")
+    import json
+    import subprocess
+    import sys
+
+    _written("crewai", tmp_path / "live")
+    memory = tmp_path / "live" / "memory"
+    vectors = _my_vectors(memory)
+    script = (
+        "import json, sys\nfrom pathlib import Path\n"
+        "from traceless.systems import erase_system, load_system_config, system_class\n"
+        f"s = system_class('crewai').attach(load_system_config('crewai', {{'storage_path': {str(memory)!r}}}), "
+        "read_only=False)\n"
+        f"r = erase_system(s, {ME.owner!r}, [{ME.canary!r}], state_dir=Path({str(tmp_path / 'state')!r}), "
+        "key=b'k' * 32)\n"
+        "s.close()\n"
+        "print(json.dumps({'passed': r.verification.passed, 'guarantee': r.guarantee, "
+        "'imported': sorted(m for m in sys.modules if m.split('.')[0] == 'crewai')}))\n")
+    p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert p.returncode == 0, p.stderr[-2000:]
+    got = json.loads(p.stdout.strip().splitlines()[-1])
+    assert got["passed"] and "memories=clear" in got["guarantee"] and got["imported"] == [], got
+    assert _held(memory, [*vectors, f"/user/{ME.owner}".encode()]) == {}
+
+
+def test_crewai_deletion_failing_in_the_child_stops_the_erasure_with_the_reason(tmp_path: Path) -> None:
+    """The child's error (an argument ``Memory.forget`` refuses) and its death come back as a
+    ``ForgetError`` that says what failed and how to go on."""
+    _need("crewai")
+    from traceless.errors import ForgetError
+    from traceless.systems._crewai_native import Child
+
+    _written("crewai", tmp_path / "live")
+    child = Child(tmp_path / "live" / "memory")
+    try:
+        with pytest.raises(ForgetError, match=r"TypeError.*run the same forget again"):
+            child.forget({"no_such_argument": 1})
+        assert child.forget({"scope": f"/user/{OTHER.owner}"}) > 0  # the child goes on after an error
+        child._proc.kill()
+        child._proc.wait()
+        with pytest.raises(ForgetError, match=r"the process ended \(exit -9\)"):
+            child.forget({"scope": f"/user/{ME.owner}"})
+    finally:
+        child.close()

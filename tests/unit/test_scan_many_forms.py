@@ -87,3 +87,27 @@ def test_each_large_file_is_searched_by_the_faster_on_its_samples(tmp_path: Path
             assert _erasure._many_first(fh, forms) is want
         assert scan_bytes([small, large], needles) == {str(small): [raw[:1000].count(x) for x in needles],
                                                       str(large): [raw.count(x) for x in needles]}
+
+
+def test_a_search_projected_quick_by_hyperscan_is_taken_without_planning_the_automata(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hyperscan's samples project the whole file's search at or under ``_HS_SURE`` seconds: it
+    is taken, and the automata (whose plan alone took longer) are not planned to compare; over
+    it, they are; both counts exact."""
+    rng = random.Random(12)
+    monkeypatch.setattr(_erasure, "_PLAN_FROM", 1 << 16)
+    raw, needles = _planted(rng, 1 << 15)
+    large = tmp_path / "large.bin"
+    large.write_bytes(raw)
+    planned: list[int] = []
+    plan = _erasure._plan
+    monkeypatch.setattr(_erasure, "_plan", lambda forms, view: planned.append(1) or plan(forms, view))
+    monkeypatch.setattr(_erasure, "_took", lambda gates, trial: 0.0)  # the automata quicker on the samples
+    share = len(raw) / _erasure._SPREAD  # the samples: _PIECES pieces of _SPREAD bytes together
+    for took, want in ((0.9 * _erasure._HS_SURE / share, True), (1.1 * _erasure._HS_SURE / share, False)):
+        monkeypatch.setattr(_erasure, "_took_many", lambda db, trial, t=took: t)
+        planned.clear()
+        with open(large, "rb") as fh:
+            assert _erasure._many_first(fh, tuple(needles)) is want
+        assert planned == ([] if want else [1])
+        assert scan_bytes([large], needles) == {str(large): [raw.count(x) for x in needles]}

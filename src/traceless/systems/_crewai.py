@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -61,6 +62,7 @@ from traceless.systems import (
     memory_system,
     unsafe_at_finalization,
 )
+from traceless.systems._crewai_native import Child
 from traceless.systems._lance_fragments import to_read
 from traceless.systems.contract import LiveInstance, Op, Record, Remove
 from traceless.systems.kernel import ERASED, StoreDigest, digest, literal_forms
@@ -115,31 +117,6 @@ def _console_off() -> Iterator[None]:
         yield
     finally:
         set_suppress_console_output(before)
-
-
-_EARLY: list[threading.Thread] = []
-
-
-def _import_early() -> None:
-    """Import CrewAI's ``Memory`` in a thread of its own, once per process, while the erasure
-    reads and digests the instance (its native deletion needs it; the import takes 3.7 s with
-    bytecode cached, measured, and the plan's reads run mostly outside the GIL in LanceDB and
-    Arrow). LanceDB and Arrow are imported here first, so the two threads never import one
-    module at once. A failed import is left to ``_open``, which imports again and raises it."""
-    if _EARLY:
-        return
-    import lancedb  # noqa: F401 - imported by this thread before CrewAI's imports it
-    import pyarrow.compute  # noqa: F401
-
-    def run() -> None:
-        try:
-            import crewai.memory  # noqa: F401
-            import crewai.memory.storage.lancedb_storage  # noqa: F401
-        except Exception:  # noqa: BLE001, S110 - ``_open`` imports again and raises it
-            pass
-
-    _EARLY.append(threading.Thread(target=run, name="traceless-crewai-import", daemon=True))
-    _EARLY[0].start()
 
 
 def scope_of(user: str) -> str:
@@ -506,6 +483,7 @@ class CrewAISystem(MemorySystem):
         self.path = path or work_dir / DIR_NAME
         self.read_only = read_only
         self._memory: Any = None
+        self._child: Child | None = None
         _quiet_env()
 
     def _open(self) -> Any:
@@ -570,6 +548,13 @@ class CrewAISystem(MemorySystem):
         return sorted(p for p in self.path.rglob("*") if p.is_file()) if self.path.is_dir() else []
 
     def close(self) -> None:
+        self._settle()
+        if self._child is not None:
+            self._child.close()
+            self._child = None
+
+    def _settle(self) -> None:
+        """CrewAI's memory closed, its own background compaction waited for."""
         if self._memory is not None:
             with _console_off():
                 self._memory.drain_writes()
@@ -595,9 +580,25 @@ class CrewAISystem(MemorySystem):
         return self.files()
 
     def instance(self) -> LiveInstance:
-        if not self.read_only:
-            _import_early()
-        return CrewAIInstance(self.path, self._open, self.close)
+        return CrewAIInstance(self.path, self._forget, self._settle)
+
+    def plan_erasure(self, user: str | None, literals: Sequence[str]) -> ErasurePlan:
+        """The kernel's plan; in a process that has not imported CrewAI, its own deletion is
+        started first in a child process (``_crewai_native``: CrewAI's import, 3.7 s, overlaps
+        the plan and the digests)."""
+        if not self.read_only and self._memory is None and self._child is None and "crewai.memory" not in sys.modules:
+            self._child = Child(self.path)
+        return super().plan_erasure(user, literals)
+
+    def _forget(self, **arguments: Any) -> int:
+        """CrewAI's own ``Memory.forget(**arguments)`` (in the child where one was started), its
+        storage closed after it (``_settle``: CrewAI's own background compaction waited for)."""
+        if self._child is not None:
+            return self._child.forget(arguments)
+        with _console_off():
+            deleted = int(self._open().forget(**arguments) or 0)
+        self._settle()
+        return deleted
 
     def native_erasure(self, plan: ErasurePlan) -> None:
         """CrewAI's own deletion of the user's scope first (``Memory.forget(scope=…)``), then its
@@ -605,9 +606,7 @@ class CrewAISystem(MemorySystem):
         opens a table (``lancedb-compact``), which can commit after ``forget`` returns, while the
         kernel reads the versions again; ``close`` waits for it."""
         if plan.user is not None:
-            with _console_off():
-                self._open().forget(scope=scope_of(plan.user))
-            self.close()
+            self._forget(scope=scope_of(plan.user))
 
     def bystander_digests(self, user: str | None) -> dict[str, StoreDigest]:
         """The kernel's digests of the current tables (``CrewAIInstance.digests``: the same
@@ -628,8 +627,8 @@ class CrewAIInstance(LiveInstance):
 
     others_policy = "leave"
 
-    def __init__(self, path: Path, memory: Any, close: Any) -> None:
-        self.path, self._memory, self._close = path, memory, close
+    def __init__(self, path: Path, forget: Callable[..., int], close: Callable[[], None]) -> None:
+        self.path, self._forget, self._close = path, forget, close
         self._cache: tuple[dict[str, list[dict[str, Any]]], dict[str, int]] | None = None
 
     def stores(self) -> list[str]:
@@ -713,8 +712,7 @@ class CrewAIInstance(LiveInstance):
         ids = sorted({o.record.id for o in ops if isinstance(o, Remove) and o.record.store == TABLE})
         erased = _erased_rows(self.path, {o.record.id for o in ops if isinstance(o, Remove)})
         if ids:
-            with _console_off():
-                self._memory().forget(record_ids=ids)
+            self._forget(record_ids=ids)
         self._close()
         _purge_versions(self.path, reindex=False)  # what only an older version held goes with the versions
         out = [StoreOutcome(store=k, compacted=True) for k in before]
