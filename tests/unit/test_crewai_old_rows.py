@@ -1,8 +1,7 @@
 """``_crewai._old_rows``: the rows only an older LanceDB version holds, read from a real table's
 history (an add, a deletion, an update keeping the row's id, a version of the same rows), equal
 the rows of every older version less the current ones, whichever way a version is read: the
-same rows as another (skipped), the current rows and more in order (``_beyond``), or other
-rows (every row made a key). ``_erased_rows``: an erased id's vectors and texts as every version
+same rows as another (skipped) or other rows (told from the current ones by Arrow). ``_erased_rows``: an erased id's vectors and texts as every version
 shows them. Each runs twice: with the versions a version's fragments cover left unread
 (``_lance_fragments``, pylance) and with every version read (no pylance)."""
 
@@ -90,7 +89,7 @@ def test_the_rows_only_older_versions_hold(tmp_path: Path, last: str) -> None:
 
 def test_a_version_of_the_current_ids_and_more_whose_text_differs_is_read_whole(tmp_path: Path) -> None:
     """The first version holds every current id and one more, but an older text of one of them:
-    not the current rows and more (``_beyond`` compares the rows, not only the ids)."""
+    its rows are compared whole, not only by id."""
     db = lancedb.connect(str(tmp_path))
     tbl = db.create_table("memories", data=_rows(range(30)))
     tbl.update(where="id = '7'", values={"content": "memory 7 changed"})
