@@ -517,3 +517,27 @@ def test_crewai_deletion_failing_in_the_child_stops_the_erasure_with_the_reason(
             child.forget({"scope": f"/user/{ME.owner}"})
     finally:
         child.close()
+
+
+def test_crewai_erasure_leaves_another_users_identical_memory_and_claims_clear(tmp_path: Path) -> None:
+    """Another user remembered one of my memories word for word (the same text, the same
+    vector): after my erasure their row still holds those bytes, which are theirs, not a
+    remnant of mine; the claim stays clear. Only the forms found in the files are asked of
+    the remaining rows."""
+    _need("crewai")
+    from traceless.memory import Session, Turn
+
+    _written("crewai", tmp_path / "live")
+    mine = next(t.content for s in ME.sessions for t in s.turns
+                if t.role == "user" and t.content.strip() and ME.canary not in t.content)
+    system = open_system("crewai", tmp_path / "live", load_system_config("crewai", {}), _runtime())
+    try:
+        system.write([Session(session_id="theirs-copy", user_id=OTHER.owner, turns=[Turn(role="user", content=mine)])])
+    finally:
+        system.close()
+    memory = tmp_path / "live" / "memory"
+    cfg = load_system_config("crewai", {"storage_path": str(memory)})
+    receipt = erase_system(system_class("crewai").attach(cfg, _runtime(), read_only=False), ME.owner, [ME.canary],
+                           state_dir=tmp_path / "state", key=b"k" * 32)
+    assert receipt.verification.passed and "memories=clear" in receipt.guarantee, receipt.notes
+    assert _held(memory, [mine.encode()])  # their copy of the text is still in the data files
