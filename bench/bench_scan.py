@@ -60,6 +60,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
 from traceless.audit import make_canary
 from traceless.memory import Session, Turn
@@ -182,10 +183,23 @@ def build_crewai(root: Path, n: int, canaries: list[str]) -> dict[str, Any]:
     _write("crewai", root, {}, [*carriers(canaries), template()])
     tbl = lancedb.connect(str(root / "memory")).open_table("memories")
     tmpl = [r for r in tbl.to_arrow().to_pylist() if TMPL_USER in str(r.get("scope"))]
-    rows = [{c: (str(uuid.UUID(int=j * 16 + i)) if c == "id" else _sub(v, j)) for c, v in r.items()}
-            for j in range(_copies(n, len(canaries))) for i, r in enumerate(tmpl)]
-    tbl.add(rows)
+    copies = _copies(n, len(canaries))
+    rows = [{c: (str(uuid.UUID(int=j * 16 + i)) if c == "id" else _sub(v, j)) for c, v in r.items() if c != "vector"}
+            for j in range(copies) for i, r in enumerate(tmpl)]
+    tbl.add(pa.Table.from_pylist(rows).append_column("vector", _vectors(tmpl, copies)).select(tbl.schema.names)
+            .cast(tbl.schema))
     return {"storage_path": str(root / "memory")}
+
+
+def _vectors(tmpl: list[dict[str, Any]], copies: int) -> Any:
+    """Each copied row's vector: its template row's plus noise of its own (0.01 per component),
+    as a real instance's rows each have an embedding of their own; copied verbatim, every erased
+    vector was also held by a thousand other users' rows (the erasure's byte check then matched
+    it 10^6 times)."""
+    base = np.asarray([r["vector"] for r in tmpl], np.float32)
+    rows = np.tile(base, (copies, 1))
+    rows += np.random.default_rng(0).standard_normal(rows.shape, dtype=np.float32) * np.float32(0.01)
+    return pa.FixedSizeListArray.from_arrays(pa.array(rows.ravel()), base.shape[1])
 
 
 def _mem0_config(root: Path) -> dict[str, Any]:
