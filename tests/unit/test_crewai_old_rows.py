@@ -182,3 +182,46 @@ def test_a_row_whose_id_a_current_row_has_is_old_only_if_no_current_row_holds_it
     assert {(r[0], r[1]) for r in want} == {(other, "k"), (one, "z")}
     got = cr._old_rows(tbl, tbl.version, cr._text_cols(tbl))
     assert {(r["id"], r["content"]) for r in got} == {(other, "k"), (one, "z")}
+
+
+def _compacted(tmp_path: Path) -> Any:
+    """A history with a compaction: appends (a fragment each), a deletion the compaction then
+    reads (its rows not copied), the compaction (a ``Rewrite``), a deletion after it."""
+    db = lancedb.connect(str(tmp_path))
+    tbl = db.create_table("memories", data=_rows(range(10)))
+    for k in range(1, 5):
+        tbl.add(_rows(range(10 * k, 10 * k + 10)))
+    tbl.delete("id IN ('3', '13')")  # before the compaction: the versions before it show these
+    tbl.optimize()  # a Rewrite: the fragments' rows copied into one, without 3 and 13
+    tbl.delete("id = '25'")
+    return tbl
+
+
+def test_a_compaction_covers_the_versions_it_copied_and_not_the_rows_it_did_not(tmp_path: Path, how: str) -> None:
+    tbl = _compacted(tmp_path)
+    want = _reference(tbl)
+    assert {r[0] for r in want} == {"3", "13", "25"}
+    got = cr._old_rows(tbl, tbl.version, cr._text_cols(tbl))
+    assert {tuple(r[c] for c in cr._TEXT_COLS) for r in got} == want
+    ids = {"3", "13", "25", "31"}
+    erased = cr._erased_rows(tmp_path, ids)
+    assert set(erased) == ids and all(len(v) == 1 for v, _ in erased.values())
+    if how == "fragments":
+        versions = [int(x["version"]) for x in tbl.list_versions()]
+        assert lf.rewrites(tbl.uri, versions)  # the compaction's groups were read
+        read = lf.to_read(tbl.uri, versions, read=[tbl.version])
+        assert len(read) <= 3 < len(versions) - 1  # the appends are covered by the compaction's version
+
+
+def test_a_compacted_fragment_is_covered_only_by_its_new_fragments_shown_whole() -> None:
+    old = ((("a.lance", None),), None, "[]")
+    gone = ((("a.lance", None),), ("array", 3, 7, None), "[]")
+    new = {5: ((("n.lance", None),), None, "[]")}
+    group = (((0, (("a.lance", None),), None),), ((5, (("n.lance", None),)),))
+    read_less = (((0, (("a.lance", None),), ("array", 3, 7, None)),), ((5, (("n.lance", None),)),))
+    assert lf.covered({0: old}, new, [group]) and lf.covered({0: gone}, new, [group])
+    assert not lf.covered({0: old}, new)  # without the compaction: other fragments
+    assert not lf.covered({0: old}, {5: ((("n.lance", None),), ("array", 9, 1, None), "[]")}, [group])
+    assert not lf.covered({0: old}, {6: new[5]}, [group]) and not lf.covered({0: old}, {5: new[5]}, [read_less])
+    assert lf.covered({0: gone}, new, [read_less])  # it read what that version shows
+    assert not lf.covered({1: old}, new, [group])
