@@ -3,7 +3,7 @@ history (an add, a deletion, an update keeping the row's id, a version of the sa
 the rows of every older version less the current ones, whichever way a version is read: the
 same rows as another (skipped) or other rows (told from the current ones by Arrow). ``_erased_rows``: an erased id's vectors and texts as every version
 shows them. Each runs twice: with the versions a version's fragments cover left unread
-(``_lance_fragments``, pylance) and with every version read (no pylance)."""
+(``_crewai_lance``, pylance) and with every version read (no pylance)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ pa = pytest.importorskip("pyarrow")
 lancedb = pytest.importorskip("lancedb")
 
 from traceless.systems import _crewai as cr  # noqa: E402
-from traceless.systems import _lance_fragments as lf  # noqa: E402
+from traceless.systems import _crewai_lance as lf  # noqa: E402
 
 
 @pytest.fixture(autouse=True, params=["fragments", "every version"])

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from traceless.errors import ForgetError
+from traceless.systems._crewai_env import _console_off, _llm, _NoEmbed, _quiet_env
 
 __all__ = ["Child", "main"]
 
@@ -74,8 +75,6 @@ class Child:
 def main(argv: list[str] | None = None) -> int:
     """The child: import CrewAI, then answer each request line until the end of input."""
     path = (argv if argv is not None else sys.argv[1:])[0]
-    from traceless.systems._crewai import _console_off, _llm, _NoEmbed, _quiet_env
-
     answers = os.fdopen(os.dup(sys.stdout.fileno()), "w", encoding="utf-8")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # whatever CrewAI prints goes to stderr, not into the answers
     _quiet_env()
