@@ -184,11 +184,14 @@ def test_a_row_whose_id_a_current_row_has_is_old_only_if_no_current_row_holds_it
     assert {(r["id"], r["content"]) for r in got} == {(other, "k"), (one, "z")}
 
 
-def _compacted(tmp_path: Path) -> Any:
+def _compacted(tmp_path: Path, indexed: bool = False) -> Any:
     """A history with a compaction: appends (a fragment each), a deletion the compaction then
-    reads (its rows not copied), the compaction (a ``Rewrite``), a deletion after it."""
+    reads (its rows not copied), the compaction (a ``Rewrite``; with ``indexed``, of a table with
+    a scalar index, as CrewAI's), a deletion after it."""
     db = lancedb.connect(str(tmp_path))
     tbl = db.create_table("memories", data=_rows(range(10)))
+    if indexed:
+        tbl.create_scalar_index("scope", index_type="BTREE")
     for k in range(1, 5):
         tbl.add(_rows(range(10 * k, 10 * k + 10)))
     tbl.delete("id IN ('3', '13')")  # before the compaction: the versions before it show these
@@ -197,8 +200,10 @@ def _compacted(tmp_path: Path) -> Any:
     return tbl
 
 
-def test_a_compaction_covers_the_versions_it_copied_and_not_the_rows_it_did_not(tmp_path: Path, how: str) -> None:
-    tbl = _compacted(tmp_path)
+@pytest.mark.parametrize("indexed", [False, True])
+def test_a_compaction_covers_the_versions_it_copied_and_not_the_rows_it_did_not(tmp_path: Path, how: str,
+                                                                                indexed: bool) -> None:
+    tbl = _compacted(tmp_path, indexed)
     want = _reference(tbl)
     assert {r[0] for r in want} == {"3", "13", "25"}
     got = cr._old_rows(tbl, tbl.version, cr._text_cols(tbl))
@@ -208,20 +213,49 @@ def test_a_compaction_covers_the_versions_it_copied_and_not_the_rows_it_did_not(
     assert set(erased) == ids and all(len(v) == 1 for v, _ in erased.values())
     if how == "fragments":
         versions = [int(x["version"]) for x in tbl.list_versions()]
-        assert lf.rewrites(tbl.uri, versions)  # the compaction's groups were read
+        assert len(lf.rewrites(tbl.uri)) == 1  # the compaction's group, read from its transaction file
         read = lf.to_read(tbl.uri, versions, read=[tbl.version])
         assert len(read) <= 3 < len(versions) - 1  # the appends are covered by the compaction's version
+
+
+def test_the_compactions_read_from_the_transaction_files_are_those_pylance_decodes(tmp_path: Path, how: str) -> None:
+    """Where pylance decodes a compaction (no scalar index rewritten), its groups equal the ones
+    read field by field from the transaction file."""
+    if how != "fragments":
+        pytest.skip("pylance decodes the reference")
+    import lance
+
+    tbl = _compacted(tmp_path)
+    ds = lance.dataset(str(tbl.uri))
+    want = []
+    for v in [int(x["version"]) for x in tbl.list_versions()]:
+        op = getattr(ds.read_transaction(v), "operation", None)
+        for g in getattr(op, "groups", ()) if type(op).__name__ == "Rewrite" else ():
+            gone = [(f.deletion_file.read_version, f.deletion_file.id) if f.deletion_file else None
+                    for f in g.old_fragments]
+            want.append((tuple((f.id, tuple(d.path for d in f.files), d) for f, d in zip(g.old_fragments, gone,
+                                                                                        strict=True)),
+                         tuple((f.id, tuple(d.path for d in f.files)) for f in g.new_fragments)))
+    assert want and lf.rewrites(tbl.uri) == want
+    assert any(o[2] is not None for o in want[0][0])  # a fragment the compaction read with a deletion file
 
 
 def test_a_compacted_fragment_is_covered_only_by_its_new_fragments_shown_whole() -> None:
     old = ((("a.lance", None),), None, "[]")
     gone = ((("a.lance", None),), ("array", 3, 7, None), "[]")
     new = {5: ((("n.lance", None),), None, "[]")}
-    group = (((0, (("a.lance", None),), None),), ((5, (("n.lance", None),)),))
-    read_less = (((0, (("a.lance", None),), ("array", 3, 7, None)),), ((5, (("n.lance", None),)),))
+    group = (((0, ("a.lance",), None),), ((5, ("n.lance",)),))
+    read_less = (((0, ("a.lance",), (3, 7)),), ((5, ("n.lance",)),))
     assert lf.covered({0: old}, new, [group]) and lf.covered({0: gone}, new, [group])
     assert not lf.covered({0: old}, new)  # without the compaction: other fragments
     assert not lf.covered({0: old}, {5: ((("n.lance", None),), ("array", 9, 1, None), "[]")}, [group])
     assert not lf.covered({0: old}, {6: new[5]}, [group]) and not lf.covered({0: old}, {5: new[5]}, [read_less])
     assert lf.covered({0: gone}, new, [read_less])  # it read what that version shows
     assert not lf.covered({1: old}, new, [group])
+
+
+def test_a_file_that_is_no_transaction_records_no_compaction(tmp_path: Path) -> None:
+    (tmp_path / "_transactions").mkdir()
+    for name, data in (("a.txn", b"\xff\xff\xff"), ("b.txn", b"\x0a\x50abc"), ("c.txn", b"")):
+        (tmp_path / "_transactions" / name).write_bytes(data)
+    assert lf.rewrites(tmp_path) == [] and lf.rewrites(tmp_path / "none") == []

@@ -11,7 +11,7 @@ cleanup lists the same fragments again. A compaction (a ``Rewrite`` transaction)
 rows its old fragments show into new ones: a version that shows an old fragment as the
 compaction read it is covered by one that shows every new fragment of it undeleted. Without
 pylance, or where it cannot read a version's manifest, every version is read (``to_read``
-answers all of them); a version whose transaction cannot be read counts as no compaction."""
+answers all of them); a transaction file that cannot be read records no compaction."""
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -20,9 +20,9 @@ from typing import Any
 
 Fragments = dict[int, tuple[Any, ...]]
 """One version's fragments: fragment id → (data files, deletion file, overlays), each as named."""
-Rewrite = tuple[tuple[tuple[int, Any, Any], ...], tuple[tuple[int, Any], ...]]
-"""One group of a compaction: its old fragments (id, data files, deletion file) as it read them,
-and the new fragments (id, data files) it wrote their rows into."""
+Rewrite = tuple[tuple[tuple[int, tuple[str, ...], tuple[int, int] | None], ...], tuple[tuple[int, tuple[str, ...]], ...]]
+"""One group of a compaction: its old fragments (id, data files' paths, deletion file's read
+version and id) as it read them, and the new fragments (id, paths) it wrote their rows into."""
 
 
 def fragments(uri: str | Path, versions: Sequence[int]) -> dict[int, Fragments] | None:
@@ -49,29 +49,101 @@ def _named(meta: Any) -> tuple[Any, ...]:
     return files, deletion, repr(getattr(meta, "overlays", None))
 
 
-def rewrites(uri: str | Path, versions: Sequence[int]) -> list[Rewrite]:
-    """Every compaction group the transactions of ``versions`` record (none where pylance cannot
-    read a transaction: those versions then cover only by their fragments)."""
-    try:
-        import lance
-
-        dataset = lance.dataset(str(uri))
-    except (ImportError, OSError, ValueError, RuntimeError):
-        return []
+def rewrites(uri: str | Path) -> list[Rewrite]:
+    """Every compaction group the table's transaction files record (``_transactions/*.txn``,
+    Lance's ``Transaction`` protobuf read field by field: pylance 14 fails to decode a compaction
+    that also rewrote a scalar index, as CrewAI's ``scope`` index makes it, measured). A file
+    that is not such a message records none."""
     out: list[Rewrite] = []
-    for v in versions:
+    folder = Path(uri) / "_transactions"
+    for path in sorted(folder.glob("*.txn")) if folder.is_dir() else []:
         try:
-            operation = getattr(dataset.read_transaction(v), "operation", None)
-        except Exception:  # noqa: BLE001 - pylance 14 cannot decode a compaction that rewrote a scalar index
-            continue  # (TypeError from LanceOperation.RewrittenIndex, measured): that version covers as no compaction
-        if type(operation).__name__ != "Rewrite":
+            out += _groups(path.read_bytes())
+        except (OSError, ValueError, IndexError, UnicodeDecodeError):
             continue
-        for group in getattr(operation, "groups", ()):
-            old = tuple((f.id, *_named(f)[:2]) for f in group.old_fragments)
-            new = tuple((f.id, _named(f)[0]) for f in group.new_fragments)
+    return out
+
+
+def _groups(transaction: bytes) -> list[Rewrite]:
+    """The groups of a ``Transaction`` message's ``Rewrite`` operation (field 104): its groups
+    (field 3), each of old (1) and new (2) ``DataFragment``s; the fields Lance deprecated for
+    one group (old 1, new 2 of ``Rewrite`` itself) where it has no groups."""
+    out: list[Rewrite] = []
+    for rewrite in _fields(transaction).get(104, []):
+        parts = _fields(rewrite)
+        for group in parts.get(3, []) or ([_message({1: parts.get(1, []), 2: parts.get(2, [])})] if 1 in parts else []):
+            sides = _fields(group)
+            old = tuple(_fragment(f) for f in sides.get(1, []))
+            new = tuple((fid, paths) for fid, paths, _ in (_fragment(f) for f in sides.get(2, [])))
             if old and new:
                 out.append((old, new))
     return out
+
+
+def _fragment(data: bytes) -> tuple[int, tuple[str, ...], tuple[int, int] | None]:
+    """A ``DataFragment``: (id (1), its data files' paths (2 → 1), its deletion file (3) as
+    (read version (2), id (3)))."""
+    parts = _fields(data)
+    paths = tuple(_fields(f).get(1, [b""])[0].decode("utf-8") for f in parts.get(2, []))
+    gone = None
+    for d in parts.get(3, []):
+        fields = _fields(d)
+        gone = (fields.get(2, [0])[0], fields.get(3, [0])[0])
+    return parts.get(1, [0])[0], paths, gone
+
+
+def _fields(data: bytes) -> dict[int, list[Any]]:
+    """A protobuf message's fields by number: varints as ints, length-delimited ones as bytes
+    (fixed-width ones skipped); ValueError where ``data`` is not a message."""
+    out: dict[int, list[Any]] = {}
+    i = 0
+    while i < len(data):
+        key, i = _varint(data, i)
+        number, wire = key >> 3, key & 7
+        value: int | bytes
+        if wire == 0:
+            value, i = _varint(data, i)
+        elif wire == 2:
+            size, i = _varint(data, i)
+            value, i = data[i:i + size], i + size
+            if i > len(data):
+                raise ValueError("a field runs past the message")
+        elif wire in (1, 5):
+            i += 8 if wire == 1 else 4
+            continue
+        else:
+            raise ValueError(f"wire type {wire}")
+        out.setdefault(number, []).append(value)
+    return out
+
+
+def _varint(data: bytes, i: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        byte = data[i]
+        i += 1
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if byte < 0x80:
+            return value, i
+
+
+def _message(fields: dict[int, list[bytes]]) -> bytes:
+    """A message of length-delimited ``fields`` (the deprecated single group, as a group)."""
+    out = bytearray()
+    for number, values in fields.items():
+        for v in values:
+            out += _encode(number << 3 | 2) + _encode(len(v)) + v
+    return bytes(out)
+
+
+def _encode(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, value = value & 0x7F, value >> 7
+        out.append(byte | (0x80 if value else 0))
+        if not value:
+            return bytes(out)
 
 
 def covered(version: Fragments, by: Fragments, rewritten: Sequence[Rewrite] = ()) -> bool:
@@ -91,11 +163,15 @@ def covered(version: Fragments, by: Fragments, rewritten: Sequence[Rewrite] = ()
 
 def _copied(fid: int, files: Any, deletion: Any, group: Rewrite, by: Fragments) -> bool:
     """Whether ``group`` copied fragment ``fid`` (``files``, shown less ``deletion``) whole into new
-    fragments that ``by`` shows whole."""
+    fragments that ``by`` shows whole (data files compared by path, deletion files by read
+    version and id: what the transaction names them by)."""
     old, new = group
-    if not any(o_id == fid and o_files == files and o_gone in (None, deletion) for o_id, o_files, o_gone in old):
+    paths = tuple(p for p, _ in files)
+    gone = None if deletion is None else (deletion[1], deletion[2])
+    if not any(o_id == fid and o_paths == paths and o_gone in (None, gone) for o_id, o_paths, o_gone in old):
         return False
-    return all(n_id in by and by[n_id][0] == n_files and by[n_id][1] is None for n_id, n_files in new)
+    return all(n_id in by and tuple(p for p, _ in by[n_id][0]) == n_paths and by[n_id][1] is None
+               for n_id, n_paths in new)
 
 
 def to_read(uri: str | Path, versions: Sequence[int], read: Sequence[int] = ()) -> list[int]:
@@ -109,7 +185,7 @@ def to_read(uri: str | Path, versions: Sequence[int], read: Sequence[int] = ()) 
     frags = fragments(uri, sorted({*versions, *read}))
     if frags is None:
         return wanted
-    copied = rewrites(uri, sorted({*versions, *read}))
+    copied = rewrites(uri)
     every = sorted(frags)
     shows = {b: {a for a in every if covered(frags[a], frags[b], copied)} for b in every}  # a's rows ⊆ b's
     left = set(wanted) - {a for r in read for a in shows[r]}
