@@ -146,53 +146,62 @@ def _encode(value: int) -> bytes:
             return bytes(out)
 
 
-def covered(version: Fragments, by: Fragments, rewritten: Sequence[Rewrite] = ()) -> bool:
+class Compactions:
+    """The compaction groups of ``rewrites``, looked up by the old fragment (id, data files)."""
+
+    def __init__(self, groups: Sequence[Rewrite] = ()) -> None:
+        self._by: dict[tuple[int, tuple[str, ...]], list[tuple[Any, tuple[tuple[int, tuple[str, ...]], ...]]]] = {}
+        for old, new in groups:
+            for fid, paths, gone in old:
+                self._by.setdefault((fid, paths), []).append((gone, new))
+
+    def copied(self, fid: int, files: Any, deletion: Any, by: Fragments) -> bool:
+        """Whether a compaction copied fragment ``fid`` (``files``, shown less ``deletion``) whole
+        into new fragments that ``by`` shows whole (data files compared by path, deletion files
+        by read version and id: what the transaction names them by)."""
+        gone = None if deletion is None else (deletion[1], deletion[2])
+        for read_less, new in self._by.get((fid, tuple(p for p, _ in files)), ()):
+            if read_less in (None, gone) and all(
+                    n_id in by and tuple(p for p, _ in by[n_id][0]) == n_paths and by[n_id][1] is None
+                    for n_id, n_paths in new):
+                return True
+        return False
+
+
+def covered(version: Fragments, by: Fragments, rewritten: Sequence[Rewrite] | Compactions = ()) -> bool:
     """Whether ``by`` shows every row ``version`` shows: each fragment of ``version`` is one of
     ``by``'s, with the same data files and overlays, and ``by`` deletes none of its rows or the
     same ones (the same deletion file); or a compaction of ``rewritten`` copied it as
     ``version`` shows it (it read it with no deletion file or the same one) into new fragments
     that ``by`` all shows whole (the same data files, no deletion file)."""
+    compactions = rewritten if isinstance(rewritten, Compactions) else Compactions(rewritten)
     for fid, (files, deletion, overlays) in version.items():
         other = by.get(fid)
         if other is not None and other[0] == files and other[2] == overlays and other[1] in (None, deletion):
             continue
-        if not any(_copied(fid, files, deletion, group, by) for group in rewritten):
+        if not compactions.copied(fid, files, deletion, by):
             return False
     return True
-
-
-def _copied(fid: int, files: Any, deletion: Any, group: Rewrite, by: Fragments) -> bool:
-    """Whether ``group`` copied fragment ``fid`` (``files``, shown less ``deletion``) whole into new
-    fragments that ``by`` shows whole (data files compared by path, deletion files by read
-    version and id: what the transaction names them by)."""
-    old, new = group
-    paths = tuple(p for p, _ in files)
-    gone = None if deletion is None else (deletion[1], deletion[2])
-    if not any(o_id == fid and o_paths == paths and o_gone in (None, gone) for o_id, o_paths, o_gone in old):
-        return False
-    return all(n_id in by and tuple(p for p, _ in by[n_id][0]) == n_paths and by[n_id][1] is None
-               for n_id, n_paths in new)
 
 
 def to_read(uri: str | Path, versions: Sequence[int], read: Sequence[int] = ()) -> list[int]:
     """Of ``versions`` (those of ``read`` are read anyway, and not returned), the ones to read so
     that every row any of them shows is shown by one read, in ascending order: a version covered
-    by one read (``covered``, with the compactions ``rewrites`` finds) is not. Chosen greedily:
-    the version that shows the most versions not yet shown, then the one with the fewest
-    deletion files, then the newest. All of ``versions`` but those of ``read`` where the
-    fragments cannot be read (``fragments``)."""
+    (``covered``, with the compactions ``rewrites`` finds) by one read is not. The newest first
+    (a version is mostly covered by a later one: an append's by the next, a compacted one's by
+    the compaction's), each against those taken so far; then a taken one that another taken one
+    covers is left out where that one is covered by none (a version before a deletion covers the
+    deletion's). Linear in the versions where few are taken (one manifest read each). All of
+    ``versions`` but those of ``read`` where the fragments cannot be read (``fragments``)."""
     wanted = sorted(set(versions) - set(read))
     frags = fragments(uri, sorted({*versions, *read}))
     if frags is None:
         return wanted
-    copied = rewrites(uri)
-    every = sorted(frags)
-    shows = {b: {a for a in every if covered(frags[a], frags[b], copied)} for b in every}  # a's rows ⊆ b's
-    left = set(wanted) - {a for r in read for a in shows[r]}
-    out: list[int] = []
-    while left:  # greedily, the version that shows the most versions left (then the fewest deletions, the newest)
-        best = max((v for v in wanted if v not in out), key=lambda v: (
-            len(shows[v] & left), -sum(d is not None for _, d, _ in frags[v].values()), v))
-        out.append(best)
-        left -= shows[best] | {best}
-    return sorted(out)
+    compactions = Compactions(rewrites(uri))
+    taken: list[int] = []
+    for v in sorted(wanted, reverse=True):
+        if not any(covered(frags[v], frags[t], compactions) for t in [*read, *taken]):
+            taken.append(v)
+    widest = [t for t in taken if not any(covered(frags[t], frags[o], compactions) for o in taken if o != t)]
+    return sorted(t for t in taken if t in widest or not any(covered(frags[t], frags[w], compactions)
+                                                              for w in [*read, *widest]))
