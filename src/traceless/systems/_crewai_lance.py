@@ -71,8 +71,7 @@ def _groups(transaction: bytes) -> list[Rewrite]:
     out: list[Rewrite] = []
     for rewrite in _fields(transaction).get(104, []):
         parts = _fields(rewrite)
-        for group in parts.get(3, []) or ([_message({1: parts.get(1, []), 2: parts.get(2, [])})] if 1 in parts else []):
-            sides = _fields(group)
+        for sides in [_fields(g) for g in parts.get(3, [])] or [parts]:
             old = tuple(_fragment(f) for f in sides.get(1, []))
             new = tuple((fid, paths) for fid, paths, _ in (_fragment(f) for f in sides.get(2, [])))
             if old and new:
@@ -126,24 +125,6 @@ def _varint(data: bytes, i: int) -> tuple[int, int]:
         shift += 7
         if byte < 0x80:
             return value, i
-
-
-def _message(fields: dict[int, list[bytes]]) -> bytes:
-    """A message of length-delimited ``fields`` (the deprecated single group, as a group)."""
-    out = bytearray()
-    for number, values in fields.items():
-        for v in values:
-            out += _encode(number << 3 | 2) + _encode(len(v)) + v
-    return bytes(out)
-
-
-def _encode(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte, value = value & 0x7F, value >> 7
-        out.append(byte | (0x80 if value else 0))
-        if not value:
-            return bytes(out)
 
 
 class Compactions:

@@ -39,11 +39,9 @@ class Child:
     def forget(self, arguments: dict[str, Any]) -> int:
         """``Memory.forget(**arguments)`` done by the child; its count of deleted records."""
         assert self._proc.stdin is not None and self._proc.stdout is not None
-        try:
+        with contextlib.suppress(OSError):  # a child that is gone gives no answer: the next line says so
             self._proc.stdin.write(json.dumps({"forget": arguments}) + "\n")
             self._proc.stdin.flush()
-        except OSError:
-            pass  # the child is gone: its answer (none) says so below
         line = self._proc.stdout.readline()
         answer = json.loads(line) if line.strip() else {"error": f"the process ended (exit {self._proc.wait()}): "
                                                                   f"{self._stderr_tail()}"}
