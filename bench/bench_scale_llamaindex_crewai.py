@@ -17,7 +17,9 @@ the template's records copied in the package's own store), in a temp dir, then o
   user's scope and a ``recall`` in it;
 * ``own delete``: the system's own deletion of the user: LlamaIndex ``Memory.reset()`` and
   ``delete_ref_doc`` (with the docstore) of each of the user's documents, then ``persist``;
-  CrewAI ``Memory.forget(scope=…)``;
+  CrewAI ``Memory.forget(scope=…)`` on its storage's defaults (the background compaction its
+  ``LanceDBStorage`` starts when it opens the table waited for: the erasure opens it with
+  ``compact_every=0`` and compacts after the deletion itself);
 * ``erase``: ``erase_system`` of ``u0`` and its canary (plan, native deletions, the kernel,
   compaction, re-scan, bystander digests, signed receipt), on a fresh copy.
 
@@ -46,6 +48,7 @@ from bench_scan import SYSTEMS, _check, _runtime  # noqa: E402
 
 from traceless.audit import make_canary  # noqa: E402
 from traceless.systems import (  # noqa: E402
+    DeletionTarget,
     ErasurePlan,
     erase_system,
     load_system_config,
@@ -96,6 +99,9 @@ def _own_delete(name: str, work: Path) -> None:
     try:
         if name == "llamaindex":
             system.own_deletion(USER)  # type: ignore[attr-defined]
+        elif name == "crewai":  # Memory.forget(scope=…) as CrewAI is used (its storage's defaults: the
+            # compaction it starts at open waited for by close), not the erasure's compact_every=0
+            system.delete("forget_scope", DeletionTarget(owner=USER, literal="", session_id=""))
         else:
             system.native_erasure(ErasurePlan(system=name, user=USER, actions=[]))
     finally:

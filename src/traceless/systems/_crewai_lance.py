@@ -11,7 +11,11 @@ cleanup lists the same fragments again. A compaction (a ``Rewrite`` transaction)
 rows its old fragments show into new ones: a version that shows an old fragment as the
 compaction read it is covered by one that shows every new fragment of it undeleted. Without
 pylance, or where it cannot read a version's manifest, every version is read (``to_read``
-answers all of them); a transaction file that cannot be read records no compaction."""
+answers all of them); a transaction file that cannot be read records no compaction.
+
+A version read is compared with the current one by its rows' addresses (``not_shown``): a row
+the current version shows at the same address (fragment id, offset) of the same data files is
+the same row, so only the others are read and compared by their text."""
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -28,9 +32,8 @@ version and id) as it read them, and the new fragments (id, paths) it wrote thei
 def fragments(uri: str | Path, versions: Sequence[int]) -> dict[int, Fragments] | None:
     """Each version's fragments as its manifest lists them; None where pylance is not installed
     or cannot read one of the versions (another writer's cleanup removed it, a newer format)."""
-    try:
-        import lance
-    except ImportError:
+    lance = import_lance()
+    if lance is None:
         return None
     out: dict[int, Fragments] = {}
     try:
@@ -39,6 +42,77 @@ def fragments(uri: str | Path, versions: Sequence[int]) -> dict[int, Fragments] 
     except Exception:  # noqa: BLE001 - any manifest pylance cannot read: every version is read instead
         return None
     return out
+
+
+def not_shown(uri: str | Path, version: int, by: int) -> tuple[Any, Any] | None:
+    """(``version``'s dataset, the addresses of its rows that ``by`` may not show, in its scan
+    order): the rows of a fragment ``by`` does not list with the same data files and overlays,
+    and those ``by`` deletes. A row ``by`` shows at the same address (fragment id, offset) of the
+    same data files is the same row: Lance never rewrites a data file. Read from the row
+    addresses alone (no column: 0.1 s for two versions of 10^6 rows, against 2 s to read and
+    compare their text columns, measured). None where pylance cannot read them."""
+    frags = fragments(uri, [version, by])
+    if frags is None:
+        return None
+    import numpy as np
+
+    lance = import_lance()
+    old, new = frags[version], frags[by]
+    same = np.array(sorted(fid for fid, (files, _, overlays) in old.items()
+                           if fid in new and new[fid][0] == files and new[fid][2] == overlays), dtype=np.uint64)
+    try:
+        ds = lance.dataset(str(uri), version=version)
+        here, there = _addresses(ds), _addresses(lance.dataset(str(uri), version=by))
+    except Exception:  # noqa: BLE001 - a version pylance cannot read: compared by its texts instead
+        return None
+    there = np.sort(there)  # in order already, mostly (fragments in the manifest's order): found by bisection
+    at = np.minimum(np.searchsorted(there, here), max(len(there) - 1, 0))
+    shown = np.isin(here >> np.uint64(32), same) & (there[at] == here if len(there) else False)
+    return ds, here[~shown]
+
+
+def rows_at(ds: Any, addresses: Any, columns: Sequence[str], whole_from: int = 20_000) -> Any:
+    """The rows of ``ds`` at ``addresses`` (``_rowaddr``), ``columns`` only, as an Arrow table:
+    read through a ``_rowaddr IN (…)`` filter where they are few (Lance's ``take`` by position
+    walked a deletion vector: 5.6 s for 2,004 rows of a fragment with deletions, the filter
+    0.03 s, measured), else the whole version read and filtered by Arrow."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    cols = [c for c in columns if c in ds.schema.names]
+    if len(addresses) <= whole_from:
+        listed = ",".join(str(int(a)) for a in addresses) or "NULL"
+        return ds.to_table(columns=cols, filter=f"_rowaddr IN ({listed})")
+    data = ds.to_table(columns=cols, with_row_address=True, scan_in_order=True)
+    return data.filter(pc.is_in(data["_rowaddr"], value_set=pa.array(addresses))).drop_columns(["_rowaddr"])
+
+
+def compact_deleted(uri: str | Path) -> bool:
+    """Every fragment of the table that has a deletion file rewritten without the rows it marks
+    (Lance's ``compact_files`` with ``materialize_deletions_threshold=0``; LanceDB's ``optimize``
+    leaves a fragment below 10 % deleted rows as it is): a new version, the old one left for
+    the cleanup. In Lance, streamed: at 10^6 rows 3.4–4.6 s against 8.2–9.0 s for the table read
+    into Arrow and written again (measured on the same copies). False where pylance is not
+    installed (nothing changed)."""
+    lance = import_lance()
+    if lance is None:
+        return False
+    lance.dataset(str(uri)).optimize.compact_files(materialize_deletions_threshold=0.0)
+    return True
+
+
+def import_lance() -> Any:
+    """pylance's ``lance`` module; None where it is not installed."""
+    try:
+        import lance
+    except ImportError:
+        return None
+    return lance
+
+
+def _addresses(ds: Any) -> Any:
+    """Each row's address (``_rowaddr``: fragment id << 32 | offset), in the dataset's order."""
+    return ds.to_table(columns=[], with_row_address=True, scan_in_order=True)["_rowaddr"].to_numpy()
 
 
 def _named(meta: Any) -> tuple[Any, ...]:

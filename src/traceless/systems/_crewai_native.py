@@ -6,8 +6,9 @@ much as it saved) on the other core while the erasure reads and digests the inst
 deletes what it is asked to.
 
 One JSON object a line: the parent writes ``{"forget": {…Memory.forget's arguments…}}``; the
-child opens CrewAI's ``Memory`` on ``LanceDBStorage(PATH)``, calls ``forget``, closes it (and waits
-for CrewAI's own background compaction, started when its storage opens the table), and answers
+child opens CrewAI's ``Memory`` on ``LanceDBStorage(PATH, compact_every=0)`` (CrewAI's own
+parameter: no background compaction at open; the erasure compacts after), calls ``forget``,
+closes it, and answers
 ``{"deleted": N}``, or ``{"error": "…"}``. At the end of its input the child exits."""
 from __future__ import annotations
 
@@ -87,7 +88,9 @@ def main(argv: list[str] | None = None) -> int:
         try:
             if failed is not None:
                 raise RuntimeError(failed)
-            memory = Memory(llm=_llm(None), storage=LanceDBStorage(path=path), embedder=_NoEmbed())
+            # ``compact_every=0``: no compaction of CrewAI's own when the storage opens the table
+            # (the erasure compacts after the deletion; CrewAI's rewrote the 1.2 GB table first)
+            memory = Memory(llm=_llm(None), storage=LanceDBStorage(path=path, compact_every=0), embedder=_NoEmbed())
             with _console_off():
                 deleted = memory.forget(**json.loads(line)["forget"])
                 memory.drain_writes()
