@@ -643,7 +643,6 @@ class CrewAIInstance(LiveInstance):
         if ids:
             self._forget(record_ids=ids)
         self._close()
-        _purge_versions(self.path, reindex=False)  # what only an older version held goes with the versions
         out = [StoreOutcome(store=k, compacted=True) for k in before]
         _verify_gone(self.path, self.files, erased, {o.record.id for o in ops if isinstance(o, Remove)}, out)
         after = _versions_kept(self.path)[0][1]  # read once, after ``_verify_gone``'s rewrite if any
@@ -855,13 +854,14 @@ def _rewrite(path: Path) -> dict[str, Any]:
     return out
 
 
-def _compact_deleted(path: Path) -> bool:
-    """``compact_deleted`` of every table (pylance); False where it is not installed. Where a
-    deletion file is still left after it and the purge, the tables are rewritten instead."""
+def _compact_deleted(path: Path) -> int | None:
+    """``compact_deleted`` of every table (pylance): the fragments compacted; None where
+    pylance is not installed."""
     import lancedb
 
     db = lancedb.connect(str(path))
-    return all(compact_deleted(db.open_table(name).uri) for name in _tables(db))
+    done = [compact_deleted(db.open_table(name).uri) for name in _tables(db)]
+    return None if None in done else sum(n for n in done if n is not None)
 
 
 def _marked(path: Path) -> int:
@@ -874,28 +874,26 @@ def _marked(path: Path) -> int:
 
 def _verify_gone(path: Path, files: Callable[[], list[Path]], erased: dict[str, tuple[set[bytes], set[str]]],
                  ids: set[str], outcomes: Sequence[StoreOutcome]) -> None:
-    """After the deletion and a compaction (``_purge_versions`` without its reindex): where a
-    deletion file is left (``_marked``: rows marked deleted in a fragment the compaction left),
-    the fragments that have one are compacted without those rows (``compact_deleted``, pylance)
-    or, where that cannot be done or a deletion file is still left after it, the tables are
-    rewritten (``_rewrite``, which makes the scalar indices from the remaining rows); the
-    scalar indices are rebuilt (unless ``_rewrite`` made them) and the versions purged. Every erased row's vectors (float32) and texts (UTF-8) are then looked for in every file of
-    the instance; when a data file still holds one, the tables are rewritten, purged and looked
-    for again. ``clear`` stays possible only when none is found and every erased row's vector
-    could be read."""
-    marked = _marked(path)
+    """After the deletion: each fragment that keeps rows only marked deleted (a deletion file)
+    is compacted without them (``compact_deleted``, pylance), the scalar indices rebuilt and
+    every older version purged (``_purge_versions``); without pylance, LanceDB's ``optimize``
+    (which rewrites a fragment only past 10 % deleted rows) and the purge. Where a deletion file
+    is still left (``_marked``), the tables are rewritten (``_rewrite``, which makes the scalar
+    indices from the remaining rows) and purged. Every erased row's vectors (float32) and texts
+    (UTF-8) are then looked for in every file of the instance; when a data file still holds one,
+    the tables are rewritten, purged and looked for again. ``clear`` stays possible only when
+    none is found and every erased row's vector could be read."""
     t0 = time.monotonic()
-    compacted = bool(marked) and _compact_deleted(path)
-    if compacted:
-        _purge_versions(path)
-        compacted = not _marked(path)
-    written = _rewrite(path) if marked and not compacted else None
-    if not compacted:
+    compacted = _compact_deleted(path)
+    _purge_versions(path, reindex=compacted is not None)  # what only an older version held goes with the versions
+    marked = _marked(path)
+    written = _rewrite(path) if marked else None
+    if compacted is None or written is not None:
         _purge_versions(path, reindex=written is None)
     took = time.monotonic() - t0
     left, where = _held(path, files(), erased, written)
-    why = (f"{marked} deletion files were left after optimize (rows only marked deleted in a fragment it did "
-           "not rewrite)" if marked else
+    why = (f"{marked} deletion files were left after {'optimize' if compacted is None else 'compaction'} (rows "
+           "only marked deleted in a fragment it did not rewrite)" if marked else
            f"{len(left)} erased rows were still in data files after optimize (deleted rows only marked)")
     if left and not marked:
         t0 = time.monotonic()
@@ -904,9 +902,10 @@ def _verify_gone(path: Path, files: Callable[[], list[Path]], erased: dict[str, 
         took = time.monotonic() - t0
     notes: list[str] = []
     if compacted and written is None:
-        notes.append(f"LanceDB: {why}; every fragment with a deletion file compacted without its deleted rows "
-                     f"(Lance compact_files, materialize_deletions_threshold=0) in {took:.2f} s, scalar indices "
-                     "made again, older versions removed")
+        notes.append(f"LanceDB: {compacted} fragments kept rows only marked deleted (optimize rewrites a fragment "
+                     "only past 10 % deleted rows); each compacted without them (Lance compact_files, "
+                     f"materialize_deletions_threshold=0) in {took:.2f} s, scalar indices made again, older "
+                     "versions removed")
     if written is not None:
         notes.append(f"LanceDB: {why}; every table rewritten from its {sum(d.num_rows for d in written.values())} "
                      f"remaining rows in {took:.2f} s, older versions removed")

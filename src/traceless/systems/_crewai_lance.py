@@ -87,18 +87,21 @@ def rows_at(ds: Any, addresses: Any, columns: Sequence[str], whole_from: int = 2
     return data.filter(pc.is_in(data["_rowaddr"], value_set=pa.array(addresses))).drop_columns(["_rowaddr"])
 
 
-def compact_deleted(uri: str | Path) -> bool:
+def compact_deleted(uri: str | Path) -> int | None:
     """Every fragment of the table that has a deletion file rewritten without the rows it marks
     (Lance's ``compact_files`` with ``materialize_deletions_threshold=0``; LanceDB's ``optimize``
     leaves a fragment below 10 % deleted rows as it is): a new version, the old one left for
     the cleanup. In Lance, streamed: at 10^6 rows 3.4–4.6 s against 8.2–9.0 s for the table read
-    into Arrow and written again (measured on the same copies). False where pylance is not
-    installed (nothing changed)."""
+    into Arrow and written again (measured on the same copies). The number of such fragments;
+    None where pylance is not installed (nothing changed)."""
     lance = import_lance()
     if lance is None:
-        return False
-    lance.dataset(str(uri)).optimize.compact_files(materialize_deletions_threshold=0.0)
-    return True
+        return None
+    ds = lance.dataset(str(uri))
+    marked = sum(1 for f in ds.get_fragments() if f.metadata.deletion_file is not None)
+    if marked:
+        ds.optimize.compact_files(materialize_deletions_threshold=0.0)
+    return marked
 
 
 def import_lance() -> Any:
