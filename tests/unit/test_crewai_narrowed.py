@@ -149,4 +149,4 @@ def test_the_owners_cut_by_arrow_are_the_rows_owners() -> None:
             {"scope": "/", "metadata_str": "not json"}, {"scope": None, "metadata_str": '{"user_id": 42}'},
             {"scope": "/user/Zoë/x", "metadata_str": "{}"}, {"scope": "/users/u2", "metadata_str": '{"user_id": ""}'}]
     data = pa.Table.from_pylist(rows)
-    assert cr._owners(data) == [cr._owner(r) for r in rows] == ["u1", "u1", "", "u7", None, "42", "Zoë", None]
+    assert cr._owners(data).to_pylist() == [cr._owner(r) for r in rows] == ["u1", "u1", "", "u7", None, "42", "Zoë", None]
