@@ -543,8 +543,9 @@ class CrewAISystem(MemorySystem):
 class CrewAIInstance(LiveInstance):
     """CrewAI's LanceDB directory as the erasure kernel reads and changes it: a record is a row
     of the current table (``memories``) or one only an older version holds (``memories@versions``);
-    removal is CrewAI's own ``Memory.forget(record_ids=…)``, then LanceDB ``optimize`` with no age
-    threshold (the old versions and their data files go). A rewrite would keep the vector of the
+    removal is CrewAI's own ``Memory.forget(record_ids=…)``, then the fragments that keep rows
+    only marked deleted compacted without them and every older version purged (``_verify_gone``:
+    the old versions and their data files go). A rewrite would keep the vector of the
     old text, so another user's memory quoting a literal is left and the literal refused."""
 
     others_policy = "leave"
