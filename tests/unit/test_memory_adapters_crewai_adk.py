@@ -550,3 +550,30 @@ def test_crewai_erasure_leaves_another_users_identical_memory_and_claims_clear(t
                            state_dir=tmp_path / "state", key=b"k" * 32)
     assert receipt.verification.passed and "memories=clear" in receipt.guarantee, receipt.notes
     assert _held(memory, [mine.encode()])  # their copy of the text is still in the data files
+
+
+@pytest.mark.parametrize("where", ["in-process", "child"])
+def test_crewais_own_deletion_in_an_erasure_commits_no_compaction_of_crewais(tmp_path: Path, where: str) -> None:
+    """CrewAI's ``LanceDBStorage`` compacts a table when it opens it (``optimize``: at 10^6 rows
+    it rewrote the 1.2 GB table before ``forget`` ran); the erasure's deletion opens it with
+    ``compact_every=0`` and compacts after, itself: CrewAI's deletion, in the erasing process
+    or in the child, commits no compaction (a ``Rewrite`` transaction) on a table of several
+    fragments, which CrewAI's defaults compact."""
+    _need("crewai")
+    from traceless.systems import _crewai_lance
+    from traceless.systems._crewai import scope_of
+    from traceless.systems._crewai_native import Child
+
+    _written("crewai", tmp_path / "live")
+    memory = tmp_path / "live" / "memory"
+    uri = memory / "memories.lance"
+    assert len(list((uri / "data").iterdir())) > 1 and _crewai_lance.rewrites(uri) == []  # one fragment a save
+    system = system_class("crewai").attach(load_system_config("crewai", {"storage_path": str(memory)}), _runtime(),
+                                           read_only=False)
+    try:
+        if where == "child":
+            system._child = Child(memory)  # type: ignore[attr-defined]
+        assert system._forget(scope=scope_of(ME.owner)) > 0  # type: ignore[attr-defined]
+    finally:
+        system.close()
+    assert _crewai_lance.rewrites(uri) == []
