@@ -1,9 +1,9 @@
 """CrewAI's own deletion (``Memory.forget``) in a child process of its own (``python -m
-traceless.systems._crewai_native PATH``). Started when an erasure plans, in a process that has not
-imported CrewAI (``traceless forget --memory crewai``), it imports CrewAI (3.7 s with bytecode
-cached, measured; in a thread of the erasure's own process the import slowed its reads by as
-much as it saved) on the other core while the erasure reads and digests the instance, and then
-deletes what it is asked to.
+traceless.systems._crewai_native PATH``). Started when an erasure digests the bystanders, in a
+process that has not imported CrewAI (``traceless forget --memory crewai``), it imports CrewAI
+(3.4 s with bytecode cached, measured; in a thread of the erasure's own process the import
+slowed its reads by as much as it saved) on the other core while the erasure digests the
+instance, and then deletes what it is asked to.
 
 One JSON object a line: the parent writes ``{"forget": {…Memory.forget's arguments…}}``; the
 child opens CrewAI's ``Memory`` on ``LanceDBStorage(PATH, compact_every=0)`` (CrewAI's own
