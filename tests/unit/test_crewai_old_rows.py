@@ -307,3 +307,17 @@ def test_rows_are_told_from_the_current_ones_by_their_whole_text_even_where_an_i
     for data, want in ((table([("a\tb", "c")]), [False]), (table([("x", "y"), ("x", "v")]), [False, True])):
         _, fresh = cr._unheld(data, current)
         assert fresh.to_pylist() == want
+
+
+def test_a_pylance_that_cannot_take_rows_by_address_reads_the_version_whole(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """``rows_at`` failing (a pylance whose filter does not know ``_rowaddr``) leaves each
+    version read whole: the same rows as reading every version."""
+    tbl = _history(tmp_path)
+
+    def refused(*_: Any, **__: Any) -> Any:
+        raise RuntimeError("No field named _rowaddr")
+
+    monkeypatch.setattr(cr, "rows_at", refused)
+    got = cr._old_rows(tbl, tbl.version, cr._text_cols(tbl))
+    assert {tuple(r[c] for c in cr._TEXT_COLS) for r in got} == _reference(tbl) != set()

@@ -173,9 +173,9 @@ def _old_rows(tbl: Any, latest: int, current: Any) -> list[dict[str, Any]]:
     for v in to_read(tbl.uri, [int(x["version"]) for x in tbl.list_versions()], read=[latest]):
         try:
             diff = not_shown(tbl.uri, v, latest)
-            if diff is not None:
-                data = rows_at(*diff, _TEXT_COLS)
-            else:
+            data = _rows_at(diff)
+            if data is None:
+                diff = None
                 tbl.checkout(v)
                 data = _text_cols(tbl)
         except (RuntimeError, OSError, ValueError) as e:
@@ -195,6 +195,17 @@ def _old_rows(tbl: Any, latest: int, current: Any) -> list[dict[str, Any]]:
         out += data.take(new).to_pylist() if new else []
     tbl.checkout_latest()
     return out
+
+
+def _rows_at(diff: tuple[Any, Any] | None) -> Any:
+    """The text columns of ``not_shown``'s rows (``rows_at``); None where ``not_shown`` could
+    not say or pylance cannot take them by address (the version is then read whole)."""
+    if diff is None:
+        return None
+    try:
+        return rows_at(*diff, _TEXT_COLS)
+    except Exception:  # noqa: BLE001 - a pylance that cannot filter by row address: read the version whole
+        return None
 
 
 def _unheld(data: Any, current: Any) -> tuple[Any, Any]:
